@@ -1,0 +1,69 @@
+// The pipeline instruction set (SPEC.md section 3) as a small value type.
+// Every tool speaks in these: generators emit them, the validator and simulator read them,
+// the executor interprets them. The text form is torch.distributed.pipelining's `_Action`.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace pipescope {
+
+enum class Op : std::uint8_t {
+  LoadMicroBatch,
+  ForwardPass,
+  BackwardPass,    // full backward: input and weight gradients
+  BackwardInput,   // gradient for the stage input only (zero-bubble "B")
+  BackwardWeight,  // gradient for the stage weights only (zero-bubble "W")
+  SendActivation,
+  RecvActivation,
+  SendGrad,
+  RecvGrad,
+  ReduceTiedGrads,
+  ReduceGrads,
+  OptimizerStep,
+};
+inline constexpr int kNumOps = 12;
+
+// Sentinel for "not set" in the integer fields below.
+inline constexpr int kNone = -1;
+
+struct Instruction {
+  Op op = Op::ForwardPass;
+  int stage = 0;            // the (virtual) stage the instruction works for
+  int micro_batch = kNone;  // required on per-micro-batch ops
+  int buffer = kNone;       // DeepSpeed buffer id, optional
+  int peer_stage = kNone;   // other end of a send/receive; kNone means the default neighbour
+
+  friend bool operator==(const Instruction&, const Instruction&) = default;
+};
+
+// The op's name as SPEC.md writes it ("ForwardPass") and back.
+std::string_view op_name(Op op);
+std::optional<Op> op_from_name(std::string_view name);
+
+// The torch action type ("F", "I", "W", "B", "SEND_F", ...). Ops torch does not model get
+// pipescope's own names: "LOAD", "REDUCE_TIED", "OPTIMIZER" (also the trace event names).
+std::string_view op_action_type(Op op);
+std::optional<Op> op_from_action_type(std::string_view type);
+
+bool is_compute(Op op);        // ForwardPass, BackwardPass, BackwardInput, BackwardWeight
+bool is_send(Op op);           // SendActivation, SendGrad
+bool is_recv(Op op);           // RecvActivation, RecvGrad
+bool is_p2p(Op op);            // any of the four send/receive ops
+bool is_backward(Op op);       // BackwardPass, BackwardInput
+bool needs_micro_batch(Op op); // everything but the three end-of-batch collectives
+
+// For a send/receive: the peer stage, resolving kNone to the default neighbour (the next
+// stage for activations, the previous one for gradients).
+int resolved_peer_stage(const Instruction& instr);
+
+// Round-trip text form as torch writes it: "0F1", "2I3", "1SEND_F4", "0REDUCE_GRAD".
+// Buffer and a non-default peer are not part of torch's form and are not written.
+std::string to_string(const Instruction& instr);
+// Parses the text form; throws ScheduleError naming the text when it is malformed.
+Instruction parse_action(std::string_view text);
+
+}  // namespace pipescope

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of pipescope from Debian's packages.
+# Idempotent and non-interactive: packages already present are skipped, so running it
+# again costs one dpkg query. Uses sudo when not run as root.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libboost-graph-dev libboost-program-options-dev
+  nlohmann-json3-dev libfmt-dev catch2 libbenchmark-dev zlib1g-dev
+  clang libclang-rt-14-dev
+  libtorch-dev
+  qt6-base-dev qt6-charts-dev libgl-dev fonts-dejavu-core
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null

@@ -1,0 +1,88 @@
+// The trace: one iteration of one run, predicted (sim) or measured (exec), as one value type.
+// sim and exec produce it, gui and `ppsim compare` only read it. On disk it is a Chrome Trace
+// Event JSON file (SPEC.md section 5) that Perfetto and chrome://tracing open unchanged.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace pipescope::traces {
+
+// Lanes of a rank (the Chrome trace `tid`).
+enum class Lane : int { Compute = 0, Send = 1, Recv = 2, Collective = 3 };
+inline constexpr int kNumLanes = 4;
+
+struct TimeRange {
+  double start_us = 0;
+  double end_us = 0;
+  double duration_us() const { return end_us - start_us; }
+  bool contains(double t_us) const { return t_us >= start_us && t_us < end_us; }
+};
+
+// One complete ("X") event. `name` is the action kind: F, B, I, W, SEND_F, RECV_F, SEND_B,
+// RECV_B, REDUCE_GRAD, REDUCE_TIED, OPTIMIZER, LOAD (or any name, for plain Chrome traces).
+struct TraceEvent {
+  int rank = 0;            // pid
+  int lane = 0;            // tid
+  std::string name;
+  std::string category;    // "compute", "p2p", "collective", ...
+  double ts_us = 0;        // start, microseconds from the start of the iteration
+  double dur_us = 0;
+  int stage = -1;          // -1 when absent
+  int micro_batch = -1;    // -1 when absent
+  int peer_rank = -1;      // transfers only
+  std::int64_t bytes = -1; // transfers only
+  double end_us() const { return ts_us + dur_us; }
+  TimeRange range() const { return {ts_us, ts_us + dur_us}; }
+};
+
+// A `memory` counter sample: bytes held on `rank` from `ts_us` on.
+struct MemorySample {
+  int rank = 0;
+  double ts_us = 0;
+  std::int64_t bytes = 0;
+};
+
+// A send-to-receive link (flow events "s"/"f").
+struct Flow {
+  int from_rank = 0;
+  int from_lane = 0;
+  double from_ts_us = 0;
+  int to_rank = 0;
+  int to_lane = 0;
+  double to_ts_us = 0;
+};
+
+struct TraceMeta {
+  std::string format = "pipescope.trace/1";
+  std::string source;      // "predicted" or "measured" (empty for plain Chrome traces)
+  std::string schedule;
+  int num_ranks = 0;
+  int num_stages = 0;
+  int num_micro_batches = 0;
+  int iteration = 0;
+  nlohmann::json extra = nlohmann::json::object();  // other otherData fields, kept
+};
+
+struct Trace {
+  TraceMeta meta;
+  std::vector<std::string> rank_names;  // from process_name metadata; may be empty
+  std::vector<TraceEvent> events;
+  std::vector<MemorySample> memory;
+  std::vector<Flow> flows;
+
+  int rank_count() const;       // max(meta.num_ranks, 1 + highest rank seen)
+  double end_us() const;        // the latest event end
+};
+
+// A trace file that cannot be read: the message names the file and the place.
+class TraceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace pipescope::traces
