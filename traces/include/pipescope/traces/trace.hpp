@@ -71,6 +71,9 @@ struct TraceMeta {
 struct Trace {
   TraceMeta meta;
   std::vector<std::string> rank_names;  // from process_name metadata; may be empty
+  // lane_names[rank][lane] from thread_name metadata; may be empty (then the lanes are the
+  // four of SPEC.md section 5, see default_lane_name in trace_io.hpp).
+  std::vector<std::vector<std::string>> lane_names;
   std::vector<TraceEvent> events;
   std::vector<MemorySample> memory;
   std::vector<Flow> flows;

@@ -1,0 +1,45 @@
+// The built-in schedules of SPEC.md section 2, by name (zb-auto is added by the simulator).
+#include "pipescope/core/generators.hpp"
+
+namespace pipescope {
+namespace {
+
+Generator lowered(ComputeOrder (*make_order)(const ScheduleParams&)) {
+  return [make_order](const ScheduleParams& params) { return lower(make_order(params)); };
+}
+
+}  // namespace
+
+void register_builtin_generators(ScheduleRegistry& registry) {
+  registry.add({"gpipe", "all forwards, then all backwards (1 stage per rank)", lowered(gpipe_order)});
+  registry.add({"1f1b", "PipeDream-flush one-forward-one-backward; needs m >= p (1 stage per rank)",
+                lowered(one_f_one_b_order)});
+  registry.add({"deepspeed-train",
+                "DeepSpeed TrainSchedule, instruction for instruction: 2(m+p-1) lock-step steps, "
+                "DeepSpeed's buffer ids (1 stage per rank)",
+                deepspeed_train_schedule});
+  registry.add({"deepspeed-inference",
+                "DeepSpeed InferenceSchedule, instruction for instruction: m+p-1 steps, two "
+                "alternating buffers (1 stage per rank)",
+                deepspeed_inference_schedule});
+  registry.add({"data-parallel",
+                "DeepSpeed DataParallelSchedule: gradient accumulation on one stage; --stages 1 only",
+                data_parallel_schedule});
+  registry.add({"interleaved-1f1b",
+                "Megatron interleaved 1F1B with --chunks V (default 2); needs m % p == 0 (loop placement)",
+                lowered(interleaved_1f1b_order)});
+  registry.add({"looped-bfs",
+                "breadth-first looping, torch ScheduleLoopedBFS, --chunks V (default 2) (loop placement)",
+                lowered(looped_bfs_order)});
+  registry.add({"zb-h1",
+                "Zero Bubble H1: split backward, 1F1B's activation memory (1 stage per rank)",
+                lowered(zb_h1_order)});
+  registry.add({"zb-h2",
+                "Zero Bubble H2: split backward, about 2x activations, no bubble in the steady state "
+                "(1 stage per rank)",
+                lowered(zb_h2_order)});
+  registry.add({"zbv", "Zero Bubble V: 2 chunks, split backward (V placement)", lowered(zbv_order)});
+  registry.add({"dualpipev", "DeepSeek DualPipeV; needs m >= 2p (V placement)", lowered(dualpipev_order)});
+}
+
+}  // namespace pipescope

@@ -1,0 +1,511 @@
+#include "pipescope/core/passes.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <queue>
+#include <string>
+
+#include "pipescope/core/errors.hpp"
+
+namespace pipescope {
+namespace {
+
+std::string place(const Schedule& schedule, int rank, int step, const Instruction& instr) {
+  return "schedule '" + schedule.name + "': rank " + std::to_string(rank) + ", step " +
+         std::to_string(step) + ", instruction " + to_string(instr);
+}
+
+void check_shape(const Schedule& schedule, std::string_view pass) {
+  const std::string who = std::string(pass) + ": schedule '" + schedule.name + "'";
+  if (schedule.num_ranks < 1) throw ScheduleError(who + ": needs at least one rank");
+  if (schedule.num_stages < 1) throw ScheduleError(who + ": needs at least one stage");
+  if (schedule.num_micro_batches < 1) throw ScheduleError(who + ": needs at least one micro-batch");
+  if (static_cast<int>(schedule.programs.size()) != schedule.num_ranks)
+    throw ScheduleError(who + ": has " + std::to_string(schedule.programs.size()) +
+                        " programs for " + std::to_string(schedule.num_ranks) + " ranks");
+  if (static_cast<int>(schedule.stage_to_rank.size()) != schedule.num_stages)
+    throw ScheduleError(who + ": stage_to_rank has " + std::to_string(schedule.stage_to_rank.size()) +
+                        " entries for " + std::to_string(schedule.num_stages) + " stages");
+  for (int s = 0; s < schedule.num_stages; ++s) {
+    const int r = schedule.stage_to_rank[s];
+    if (r < 0 || r >= schedule.num_ranks)
+      throw ScheduleError(who + ": stage " + std::to_string(s) + " is placed on rank " +
+                          std::to_string(r) + ", which does not exist");
+  }
+}
+
+// Checks the fields the passes index tables with, so a bad file fails with its place named
+// instead of reading out of bounds.
+void check_instruction(const Schedule& schedule, int rank, int step, const Instruction& instr) {
+  if (instr.stage < 0 || instr.stage >= schedule.num_stages)
+    throw ScheduleError(place(schedule, rank, step, instr) + ": stage out of range 0.." +
+                        std::to_string(schedule.num_stages - 1));
+  if (schedule.stage_to_rank[instr.stage] != rank)
+    throw ScheduleError(place(schedule, rank, step, instr) + ": stage " + std::to_string(instr.stage) +
+                        " is placed on rank " + std::to_string(schedule.stage_to_rank[instr.stage]));
+  if (needs_micro_batch(instr.op) &&
+      (instr.micro_batch < 0 || instr.micro_batch >= schedule.num_micro_batches))
+    throw ScheduleError(place(schedule, rank, step, instr) + ": micro-batch out of range 0.." +
+                        std::to_string(schedule.num_micro_batches - 1));
+}
+
+// Flat index of a (stage, micro-batch) pair into per-pair tables.
+std::size_t pair_index(const Schedule& schedule, const Instruction& instr) {
+  return static_cast<std::size_t>(instr.stage) * schedule.num_micro_batches + instr.micro_batch;
+}
+
+std::size_t pair_count(const Schedule& schedule) {
+  return static_cast<std::size_t>(schedule.num_stages) * schedule.num_micro_batches;
+}
+
+bool is_full_or_input_backward(Op op) { return op == Op::BackwardPass || op == Op::BackwardInput; }
+
+// Which neighbour stages live on another rank, so that values must travel.
+bool crosses_ranks(const Schedule& schedule, int stage, int other_stage) {
+  return other_stage >= 0 && other_stage < schedule.num_stages &&
+         schedule.stage_to_rank[stage] != schedule.stage_to_rank[other_stage];
+}
+
+// ---- group_steps ---------------------------------------------------------------------------
+
+// A compute with the receives and loads just before it and the sends (and end-of-batch
+// collectives) just after it: the instructions that share one time slot.
+struct Unit {
+  std::vector<Instruction> instrs;
+  int compute = -1;  // index into instrs, -1 when the unit holds no compute
+};
+
+std::vector<Unit> units_of(const Program& program) {
+  std::vector<Unit> units;
+  Unit current;
+  auto close = [&] {
+    if (!current.instrs.empty()) units.push_back(std::move(current));
+    current = Unit{};
+  };
+  for (const Step& step : program) {
+    for (const Instruction& instr : step) {
+      if (is_compute(instr.op)) {
+        if (current.compute >= 0) close();
+        current.compute = static_cast<int>(current.instrs.size());
+        current.instrs.push_back(instr);
+      } else if (is_recv(instr.op) || instr.op == Op::LoadMicroBatch) {
+        if (current.compute >= 0) close();
+        current.instrs.push_back(instr);
+      } else {
+        current.instrs.push_back(instr);  // sends and collectives follow what they finish
+      }
+    }
+  }
+  close();
+  return units;
+}
+
+// The unit-time dry run: every unit takes one slot on its rank; a compute runs in a later
+// slot than the computes it consumes. Ranks advance until blocked and are woken by the
+// completion they wait for, so the run is linear in the number of units.
+class UnitDryRun {
+ public:
+  UnitDryRun(const Schedule& schedule, const std::vector<std::vector<Unit>>& units)
+      : schedule_(schedule),
+        units_(units),
+        pairs_(pair_count(schedule)),
+        forward_slot_(pairs_, -1),
+        backward_slot_(pairs_, -1),
+        wait_head_(2 * pairs_, -1),
+        wait_next_(schedule.num_ranks, -1),
+        next_unit_(schedule.num_ranks, 0),
+        last_slot_(schedule.num_ranks, -1),
+        slots_(schedule.num_ranks) {}
+
+  std::vector<std::vector<int>> run() {
+    for (int r = 0; r < schedule_.num_ranks; ++r) {
+      slots_[r].assign(units_[r].size(), -1);
+      ready_.push_back(r);
+    }
+    while (!ready_.empty()) {
+      const int rank = ready_.front();
+      ready_.pop_front();
+      advance(rank);
+    }
+    for (int r = 0; r < schedule_.num_ranks; ++r) {
+      if (next_unit_[r] < units_[r].size()) {
+        const Unit& unit = units_[r][next_unit_[r]];
+        const Instruction& instr = unit.instrs[unit.compute];
+        throw ScheduleError("group_steps: schedule '" + schedule_.name + "': rank " +
+                            std::to_string(r) + ", instruction " + to_string(instr) +
+                            ": its input is never produced before it (the per-rank orders deadlock)");
+      }
+    }
+    return std::move(slots_);
+  }
+
+ private:
+  // Keys of the completions a compute needs; -1 when none.
+  void needs(const Instruction& instr, long long& first, long long& second) const {
+    first = second = -1;
+    const long long idx = static_cast<long long>(pair_index(schedule_, instr));
+    const long long m = schedule_.num_micro_batches;
+    const long long backward_base = static_cast<long long>(pairs_);
+    switch (instr.op) {
+      case Op::ForwardPass:
+        if (instr.stage > 0) first = idx - m;
+        break;
+      case Op::BackwardPass:
+      case Op::BackwardInput:
+        first = idx;  // its own forward
+        if (instr.stage + 1 < schedule_.num_stages) second = backward_base + idx + m;
+        break;
+      case Op::BackwardWeight:
+        first = backward_base + idx;
+        break;
+      default:
+        break;
+    }
+  }
+
+  int slot_of(long long key) const {
+    const std::size_t k = static_cast<std::size_t>(key);
+    return k < pairs_ ? forward_slot_[k] : backward_slot_[k - pairs_];
+  }
+
+  void advance(int rank) {
+    auto& next = next_unit_[rank];
+    while (next < units_[rank].size()) {
+      const Unit& unit = units_[rank][next];
+      int slot = last_slot_[rank] + 1;
+      if (unit.compute >= 0) {
+        const Instruction& instr = unit.instrs[unit.compute];
+        for (int i = 0; i < static_cast<int>(unit.instrs.size()); ++i)
+          check_instruction(schedule_, rank, static_cast<int>(next), unit.instrs[i]);
+        long long keys[2];
+        needs(instr, keys[0], keys[1]);
+        for (long long key : keys) {
+          if (key < 0) continue;
+          const int producer_slot = slot_of(key);
+          if (producer_slot < 0) {
+            wait_next_[rank] = wait_head_[key];
+            wait_head_[key] = rank;
+            return;
+          }
+          slot = std::max(slot, producer_slot + 1);
+        }
+        finish(instr, slot);
+      }
+      slots_[rank][next] = slot;
+      last_slot_[rank] = slot;
+      ++next;
+    }
+  }
+
+  void finish(const Instruction& instr, int slot) {
+    long long key = -1;
+    if (instr.op == Op::ForwardPass)
+      key = static_cast<long long>(pair_index(schedule_, instr));
+    else if (is_full_or_input_backward(instr.op))
+      key = static_cast<long long>(pairs_ + pair_index(schedule_, instr));
+    if (key < 0) return;
+    std::size_t k = static_cast<std::size_t>(key);
+    if (k < pairs_) {
+      if (forward_slot_[k] >= 0) return;  // a duplicate; the validator names it
+      forward_slot_[k] = slot;
+    } else {
+      if (backward_slot_[k - pairs_] >= 0) return;
+      backward_slot_[k - pairs_] = slot;
+    }
+    for (int waiter = wait_head_[k]; waiter >= 0;) {
+      const int following = wait_next_[waiter];
+      ready_.push_back(waiter);
+      waiter = following;
+    }
+    wait_head_[k] = -1;
+  }
+
+  const Schedule& schedule_;
+  const std::vector<std::vector<Unit>>& units_;
+  std::size_t pairs_;
+  std::vector<int> forward_slot_;
+  std::vector<int> backward_slot_;
+  std::vector<int> wait_head_;
+  std::vector<int> wait_next_;
+  std::vector<std::size_t> next_unit_;
+  std::vector<int> last_slot_;
+  std::vector<std::vector<int>> slots_;
+  std::deque<int> ready_;
+};
+
+}  // namespace
+
+Schedule from_compute_order(const ComputeOrder& order) {
+  Schedule schedule;
+  schedule.name = order.name;
+  schedule.num_ranks = order.num_ranks;
+  schedule.num_stages = order.num_stages;
+  schedule.num_micro_batches = order.num_micro_batches;
+  schedule.stage_to_rank = order.stage_to_rank;
+  if (static_cast<int>(order.per_rank.size()) != order.num_ranks)
+    throw ScheduleError("from_compute_order: schedule '" + order.name + "' has " +
+                        std::to_string(order.per_rank.size()) + " rank orders for " +
+                        std::to_string(order.num_ranks) + " ranks");
+  schedule.programs.resize(order.per_rank.size());
+  check_shape(schedule, "from_compute_order");
+  for (int r = 0; r < order.num_ranks; ++r) {
+    Program& program = schedule.programs[r];
+    program.reserve(order.per_rank[r].size());
+    for (const Instruction& instr : order.per_rank[r]) {
+      const int step = static_cast<int>(program.size());
+      if (!is_compute(instr.op))
+        throw ScheduleError("from_compute_order: " + place(schedule, r, step, instr) +
+                            ": a compute order holds only F, B, I and W");
+      check_instruction(schedule, r, step, instr);
+      program.push_back(Step{instr});
+    }
+  }
+  return schedule;
+}
+
+void add_data_loads(Schedule& schedule) {
+  check_shape(schedule, "add_data_loads");
+  std::vector<char> loaded(pair_count(schedule), 0);
+  for (int r = 0; r < schedule.num_ranks; ++r)
+    for (int t = 0; t < static_cast<int>(schedule.programs[r].size()); ++t)
+      for (const Instruction& instr : schedule.programs[r][t])
+        if (instr.op == Op::LoadMicroBatch) {
+          check_instruction(schedule, r, t, instr);
+          loaded[pair_index(schedule, instr)] = 1;
+        }
+  const int last_stage = schedule.num_stages - 1;
+  for (int r = 0; r < schedule.num_ranks; ++r) {
+    for (int t = 0; t < static_cast<int>(schedule.programs[r].size()); ++t) {
+      Step& step = schedule.programs[r][t];
+      Step rebuilt;
+      rebuilt.reserve(step.size() + 1);
+      for (const Instruction& instr : step) {
+        if (instr.op == Op::ForwardPass && (instr.stage == 0 || instr.stage == last_stage)) {
+          check_instruction(schedule, r, t, instr);
+          char& done = loaded[pair_index(schedule, instr)];
+          if (!done) {
+            rebuilt.push_back({Op::LoadMicroBatch, instr.stage, instr.micro_batch, instr.buffer});
+            done = 1;
+          }
+        }
+        rebuilt.push_back(instr);
+      }
+      step = std::move(rebuilt);
+    }
+  }
+}
+
+void add_send_recv(Schedule& schedule) {
+  check_shape(schedule, "add_send_recv");
+  const std::size_t pairs = pair_count(schedule);
+  // Transfers already present (a partial file) are kept and not added twice.
+  std::vector<char> present(4 * pairs, 0);
+  auto slot = [&](Op op) -> std::size_t {
+    switch (op) {
+      case Op::SendActivation: return 0;
+      case Op::RecvActivation: return 1;
+      case Op::SendGrad: return 2;
+      default: return 3;
+    }
+  };
+  for (int r = 0; r < schedule.num_ranks; ++r)
+    for (int t = 0; t < static_cast<int>(schedule.programs[r].size()); ++t)
+      for (const Instruction& instr : schedule.programs[r][t])
+        if (is_p2p(instr.op)) {
+          check_instruction(schedule, r, t, instr);
+          present[slot(instr.op) * pairs + pair_index(schedule, instr)] = 1;
+        }
+  auto absent = [&](Op op, const Instruction& compute) {
+    return !present[slot(op) * pairs + pair_index(schedule, compute)];
+  };
+  for (int r = 0; r < schedule.num_ranks; ++r) {
+    for (int t = 0; t < static_cast<int>(schedule.programs[r].size()); ++t) {
+      Step& step = schedule.programs[r][t];
+      Step rebuilt;
+      rebuilt.reserve(step.size() + 2);
+      for (const Instruction& instr : step) {
+        if (!is_compute(instr.op)) {
+          rebuilt.push_back(instr);
+          continue;
+        }
+        check_instruction(schedule, r, t, instr);
+        const int s = instr.stage;
+        const bool forward = instr.op == Op::ForwardPass;
+        const bool backward = is_full_or_input_backward(instr.op);
+        if (forward && crosses_ranks(schedule, s, s - 1) && absent(Op::RecvActivation, instr))
+          rebuilt.push_back({Op::RecvActivation, s, instr.micro_batch, instr.buffer});
+        if (backward && crosses_ranks(schedule, s, s + 1) && absent(Op::RecvGrad, instr))
+          rebuilt.push_back({Op::RecvGrad, s, instr.micro_batch, instr.buffer});
+        rebuilt.push_back(instr);
+        if (forward && crosses_ranks(schedule, s, s + 1) && absent(Op::SendActivation, instr))
+          rebuilt.push_back({Op::SendActivation, s, instr.micro_batch, instr.buffer});
+        if (backward && crosses_ranks(schedule, s, s - 1) && absent(Op::SendGrad, instr))
+          rebuilt.push_back({Op::SendGrad, s, instr.micro_batch, instr.buffer});
+      }
+      step = std::move(rebuilt);
+    }
+  }
+}
+
+void group_steps(Schedule& schedule) {
+  check_shape(schedule, "group_steps");
+  std::vector<std::vector<Unit>> units(schedule.num_ranks);
+  for (int r = 0; r < schedule.num_ranks; ++r) units[r] = units_of(schedule.programs[r]);
+  const std::vector<std::vector<int>> slots = UnitDryRun(schedule, units).run();
+  int num_steps = 0;
+  for (const auto& rank_slots : slots)
+    if (!rank_slots.empty()) num_steps = std::max(num_steps, rank_slots.back() + 1);
+  for (int r = 0; r < schedule.num_ranks; ++r) {
+    Program program(static_cast<std::size_t>(num_steps));
+    for (std::size_t u = 0; u < units[r].size(); ++u) program[slots[r][u]] = std::move(units[r][u].instrs);
+    schedule.programs[r] = std::move(program);
+  }
+}
+
+void assign_buffers(Schedule& schedule) {
+  check_shape(schedule, "assign_buffers");
+  const int m = schedule.num_micro_batches;
+  for (int r = 0; r < schedule.num_ranks; ++r) {
+    Program& program = schedule.programs[r];
+    bool has_buffers = false;
+    for (const Step& step : program)
+      for (const Instruction& instr : step) has_buffers = has_buffers || instr.buffer != kNone;
+    if (has_buffers) continue;  // ids given by the file or the generator are kept
+
+    // Local numbering of this rank's stages keeps the tables at (stages of rank) x m.
+    std::vector<int> local_of_stage(schedule.num_stages, -1);
+    int num_local = 0;
+    for (int s = 0; s < schedule.num_stages; ++s)
+      if (schedule.stage_to_rank[s] == r) local_of_stage[s] = num_local++;
+    const std::size_t local_pairs = static_cast<std::size_t>(num_local) * m;
+    auto key_of = [&](int t, const Instruction& instr) {
+      check_instruction(schedule, r, t, instr);
+      return static_cast<std::size_t>(local_of_stage[instr.stage]) * m + instr.micro_batch;
+    };
+
+    std::vector<std::size_t> last_use(local_pairs, 0);
+    std::size_t position = 0;
+    for (int t = 0; t < static_cast<int>(program.size()); ++t)
+      for (const Instruction& instr : program[t]) {
+        if (needs_micro_batch(instr.op)) last_use[key_of(t, instr)] = position;
+        ++position;
+      }
+
+    std::vector<int> buffer_of(local_pairs, kNone);
+    using MinHeap = std::priority_queue<int, std::vector<int>, std::greater<int>>;
+    std::vector<MinHeap> free_ids(num_local);
+    std::vector<int> next_id(num_local, 0);
+    position = 0;
+    for (int t = 0; t < static_cast<int>(program.size()); ++t)
+      for (Instruction& instr : program[t]) {
+        if (needs_micro_batch(instr.op)) {
+          const std::size_t key = key_of(t, instr);
+          const int local = local_of_stage[instr.stage];
+          if (buffer_of[key] == kNone) {
+            if (!free_ids[local].empty()) {
+              buffer_of[key] = free_ids[local].top();
+              free_ids[local].pop();
+            } else {
+              buffer_of[key] = next_id[local]++;
+            }
+          }
+          instr.buffer = buffer_of[key];
+          if (last_use[key] == position) free_ids[local].push(buffer_of[key]);
+        }
+        ++position;
+      }
+  }
+}
+
+void add_optimizer_step(Schedule& schedule) {
+  check_shape(schedule, "add_optimizer_step");
+  if (!schedule.is_training()) return;
+  const int stages = schedule.num_stages;
+  std::vector<char> present(3 * static_cast<std::size_t>(stages), 0);
+  auto slot = [](Op op) -> int {
+    return op == Op::ReduceTiedGrads ? 0 : op == Op::ReduceGrads ? 1 : op == Op::OptimizerStep ? 2 : -1;
+  };
+  for (int r = 0; r < schedule.num_ranks; ++r)
+    for (int t = 0; t < static_cast<int>(schedule.programs[r].size()); ++t)
+      for (const Instruction& instr : schedule.programs[r][t])
+        if (slot(instr.op) >= 0) {
+          check_instruction(schedule, r, t, instr);
+          present[slot(instr.op) * stages + instr.stage] = 1;
+        }
+  for (int r = 0; r < schedule.num_ranks; ++r) {
+    Program& program = schedule.programs[r];
+    if (program.empty()) program.emplace_back();
+    Step& last = program.back();
+    // Tied reductions of all stages first, then the data-parallel reductions, then the
+    // optimizer: DeepSpeed's order, stage by stage.
+    for (Op op : {Op::ReduceTiedGrads, Op::ReduceGrads, Op::OptimizerStep})
+      for (int s = 0; s < stages; ++s)
+        if (schedule.stage_to_rank[s] == r && !present[slot(op) * stages + s])
+          last.push_back({op, s, kNone});
+  }
+}
+
+void merge_backward(Schedule& schedule) {
+  check_shape(schedule, "merge_backward");
+  for (int r = 0; r < schedule.num_ranks; ++r) {
+    Program& program = schedule.programs[r];
+    // Position of every compute, in program order.
+    std::vector<std::pair<int, int>> computes;
+    for (int t = 0; t < static_cast<int>(program.size()); ++t)
+      for (int i = 0; i < static_cast<int>(program[t].size()); ++i)
+        if (is_compute(program[t][i].op)) computes.emplace_back(t, i);
+    std::vector<char> step_lost_weight(program.size(), 0);
+    std::vector<std::pair<int, int>> merged_weights;
+    for (std::size_t c = 0; c + 1 < computes.size(); ++c) {
+      Instruction& input = program[computes[c].first][computes[c].second];
+      Instruction& weight = program[computes[c + 1].first][computes[c + 1].second];
+      if (input.op == Op::BackwardInput && weight.op == Op::BackwardWeight &&
+          input.stage == weight.stage && input.micro_batch == weight.micro_batch) {
+        input.op = Op::BackwardPass;
+        merged_weights.push_back(computes[c + 1]);
+        step_lost_weight[computes[c + 1].first] = 1;
+        ++c;
+      }
+    }
+    if (merged_weights.empty()) continue;
+    Program rebuilt;
+    rebuilt.reserve(program.size());
+    std::size_t next_removed = 0;  // merged_weights is in program order
+    for (std::size_t t = 0; t < program.size(); ++t) {
+      Step step;
+      for (int i = 0; i < static_cast<int>(program[t].size()); ++i) {
+        if (next_removed < merged_weights.size() &&
+            merged_weights[next_removed] == std::make_pair(static_cast<int>(t), i)) {
+          ++next_removed;
+          continue;
+        }
+        step.push_back(program[t][i]);
+      }
+      // A step that held only the merged weight pass disappears; idle steps stay.
+      if (step.empty() && step_lost_weight[t]) continue;
+      rebuilt.push_back(std::move(step));
+    }
+    program = std::move(rebuilt);
+  }
+}
+
+Schedule lower(const ComputeOrder& order) {
+  Schedule schedule = from_compute_order(order);
+  add_data_loads(schedule);
+  add_send_recv(schedule);
+  group_steps(schedule);
+  assign_buffers(schedule);
+  add_optimizer_step(schedule);
+  return schedule;
+}
+
+void complete_schedule(Schedule& schedule) {
+  add_data_loads(schedule);
+  add_send_recv(schedule);
+  assign_buffers(schedule);
+  add_optimizer_step(schedule);
+}
+
+}  // namespace pipescope

@@ -1,0 +1,247 @@
+// torch.distributed.pipelining's schedule CSV (SPEC.md section 4): one row per rank, one action
+// per cell, an empty cell an idle slot. The file has no header, so the shape of the schedule
+// (ranks, stages, micro-batches, placement) is derived from the cells.
+//
+// The writer omits the ops torch does not model (LoadMicroBatch, ReduceTiedGrads, OptimizerStep)
+// so torch's `_load_csv` can read what it writes; reading the file back puts them in again
+// through complete_schedule. A send or receive with a non-default peer (a skip connection) has
+// no torch spelling and is refused by the writer rather than silently rerouted.
+#include <algorithm>
+#include <climits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipescope/core/errors.hpp"
+#include "pipescope/core/passes.hpp"
+#include "pipescope/core/schedule_io.hpp"
+
+namespace pipescope {
+namespace {
+
+std::string_view trim(std::string_view text) {
+  auto is_space = [](char c) { return c == ' ' || c == '\t'; };
+  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
+  return text;
+}
+
+// Splits into lines, accepting \n, \r\n and \r, and dropping blank lines at the end only:
+// a blank line in the middle is a rank and is kept (and refused later, as it holds no stage).
+std::vector<std::string_view> split_lines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\n' || text[i] == '\r') {
+      lines.push_back(text.substr(start, i - start));
+      if (text[i] == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
+      start = i + 1;
+    }
+  }
+  if (start < text.size()) lines.push_back(text.substr(start));
+  while (!lines.empty() && trim(lines.back()).empty()) lines.pop_back();
+  return lines;
+}
+
+std::vector<std::string_view> split_cells(std::string_view line) {
+  std::vector<std::string_view> cells;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= line.size(); ++i) {
+    if (i == line.size() || line[i] == ',') {
+      cells.push_back(trim(line.substr(start, i - start)));
+      start = i + 1;
+    }
+  }
+  return cells;
+}
+
+// Input text for a one-line message: non-printable bytes shown as '?', long text cut.
+std::string shown(std::string_view text, std::size_t max_chars = 40) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size() && i < max_chars; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    out += (c < 0x20 || c >= 0x7f) ? '?' : static_cast<char>(c);
+  }
+  if (text.size() > max_chars) out += "...";
+  return out;
+}
+
+struct CellPlace {
+  int row = 0;     // 0-based rank
+  int column = 0;  // 0-based
+};
+
+std::string place_text(const std::string& source, CellPlace place) {
+  return source + ": row " + std::to_string(place.row + 1) + " (rank " + std::to_string(place.row) +
+         "), column " + std::to_string(place.column + 1);
+}
+
+Instruction parse_cell(std::string_view cell, const std::string& source, CellPlace place) {
+  std::string_view action = cell;
+  if (action.size() >= 2 && action.front() == '"' && action.back() == '"') action = trim(action.substr(1, action.size() - 2));
+  std::size_t digits = 0;
+  while (digits < action.size() && action[digits] >= '0' && action[digits] <= '9') ++digits;
+  std::size_t type_end = digits;
+  while (type_end < action.size() && ((action[type_end] >= 'A' && action[type_end] <= 'Z') || action[type_end] == '_'))
+    ++type_end;
+  const std::string_view type = action.substr(digits, type_end - digits);
+  if (type == "UNSHARD" || type == "RESHARD")
+    throw ScheduleError(place_text(source, place) + ": '" + shown(action) + "': " + std::string(type) +
+                        " (FSDP parameter sharding) is not modelled by pipescope");
+  try {
+    Instruction instr = parse_action(action);
+    if (instr.micro_batch == INT_MAX)
+      throw ScheduleError("bad action '" + shown(action) + "': micro-batch number too large");
+    return instr;
+  } catch (const ScheduleError& e) {
+    throw ScheduleError(place_text(source, place) + ": " + shown(e.what(), 200));
+  }
+}
+
+}  // namespace
+
+Schedule parse_torch_csv(std::string_view text, const std::string& source) {
+  const std::vector<std::string_view> lines = split_lines(text);
+  if (lines.empty()) throw ScheduleError(source + ": empty file: a torch schedule CSV has one row per rank");
+  if (lines.size() > static_cast<std::size_t>(INT_MAX / 2)) throw ScheduleError(source + ": too many rows");
+
+  Schedule schedule;
+  schedule.name = source;
+  schedule.num_ranks = static_cast<int>(lines.size());
+  schedule.programs.resize(lines.size());
+  std::vector<CellPlace> first_place;  // where each stage was first seen, by stage
+  std::size_t action_count = 0;
+  int max_stage = -1;
+  int max_micro_batch = -1;
+  CellPlace max_micro_batch_place;
+
+  for (std::size_t r = 0; r < lines.size(); ++r) {
+    const std::vector<std::string_view> cells = split_cells(lines[r]);
+    Program& program = schedule.programs[r];
+    program.reserve(cells.size());
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      if (cells[c].empty()) {
+        program.emplace_back();  // an idle slot
+        continue;
+      }
+      const CellPlace place{static_cast<int>(r), static_cast<int>(std::min<std::size_t>(c, INT_MAX))};
+      const Instruction instr = parse_cell(cells[c], source, place);
+      program.push_back(Step{instr});
+      ++action_count;
+      max_stage = std::max(max_stage, instr.stage);
+      if (instr.micro_batch > max_micro_batch) {
+        max_micro_batch = instr.micro_batch;
+        max_micro_batch_place = place;
+      }
+    }
+  }
+  if (action_count == 0) throw ScheduleError(source + ": no actions: every cell is empty");
+  // Every stage must be held by some row, so a stage number beyond the number of actions
+  // cannot be right; refusing it here also keeps the allocations below bounded by the input.
+  if (static_cast<std::size_t>(max_stage) >= action_count) {
+    std::vector<bool> present(action_count, false);
+    for (const auto& program : schedule.programs)
+      for (const auto& step : program)
+        for (const auto& instr : step)
+          if (static_cast<std::size_t>(instr.stage) < action_count) present[instr.stage] = true;
+    const auto missing = std::find(present.begin(), present.end(), false) - present.begin();
+    throw ScheduleError(source + ": stage " + std::to_string(missing) + " appears on no row (stages go up to " +
+                        std::to_string(max_stage) + ")");
+  }
+  schedule.num_stages = max_stage + 1;
+  schedule.num_micro_batches = max_micro_batch + 1;
+  if (schedule.num_micro_batches == 0)
+    throw ScheduleError(source + ": no per-micro-batch action (F, B, I, W, SEND_*, RECV_*) in the file");
+  if (static_cast<std::size_t>(max_micro_batch) >= action_count)
+    throw ScheduleError(place_text(source, max_micro_batch_place) + ": micro-batch " + std::to_string(max_micro_batch) +
+                        " cannot be right: the file has only " + std::to_string(action_count) +
+                        " actions, and every micro-batch needs a forward on every stage");
+
+  schedule.stage_to_rank.assign(static_cast<std::size_t>(schedule.num_stages), kNone);
+  first_place.assign(static_cast<std::size_t>(schedule.num_stages), CellPlace{});
+  for (std::size_t r = 0; r < schedule.programs.size(); ++r) {
+    const Program& program = schedule.programs[r];
+    for (std::size_t c = 0; c < program.size(); ++c) {
+      for (const Instruction& instr : program[c]) {
+        int& owner = schedule.stage_to_rank[instr.stage];
+        if (owner == kNone) {
+          owner = static_cast<int>(r);
+          first_place[instr.stage] = {static_cast<int>(r), static_cast<int>(c)};
+        } else if (owner != static_cast<int>(r)) {
+          const CellPlace first = first_place[instr.stage];
+          throw ScheduleError(place_text(source, {static_cast<int>(r), static_cast<int>(c)}) + ": stage " +
+                              std::to_string(instr.stage) + " is already on row " + std::to_string(first.row + 1) +
+                              " (rank " + std::to_string(first.row) + ", column " + std::to_string(first.column + 1) +
+                              "); a stage belongs to one rank");
+        }
+      }
+    }
+  }
+  for (int s = 0; s < schedule.num_stages; ++s)
+    if (schedule.stage_to_rank[s] == kNone)
+      throw ScheduleError(source + ": stage " + std::to_string(s) + " appears on no row (stages go up to " +
+                          std::to_string(max_stage) + ")");
+  for (int r = 0; r < schedule.num_ranks; ++r)
+    if (std::find(schedule.stage_to_rank.begin(), schedule.stage_to_rank.end(), r) == schedule.stage_to_rank.end())
+      throw ScheduleError(source + ": row " + std::to_string(r + 1) + " (rank " + std::to_string(r) +
+                          ") holds no action; every rank needs a stage");
+
+  // Each (stage, micro-batch) needs a forward; a file that cannot hold them all is refused
+  // before the completion pass and the validator size anything by stages x micro-batches.
+  if (static_cast<long long>(schedule.num_stages) * schedule.num_micro_batches > static_cast<long long>(action_count)) {
+    std::vector<std::vector<int>> forwards(static_cast<std::size_t>(schedule.num_stages));
+    for (const auto& program : schedule.programs)
+      for (const auto& step : program)
+        for (const auto& instr : step)
+          if (instr.op == Op::ForwardPass) forwards[instr.stage].push_back(instr.micro_batch);
+    for (int s = 0; s < schedule.num_stages; ++s) {
+      auto& mbs = forwards[s];
+      std::sort(mbs.begin(), mbs.end());
+      mbs.erase(std::unique(mbs.begin(), mbs.end()), mbs.end());
+      if (static_cast<int>(mbs.size()) == schedule.num_micro_batches) continue;
+      int missing = 0;
+      while (missing < static_cast<int>(mbs.size()) && mbs[missing] == missing) ++missing;
+      throw ScheduleError(source + ": stage " + std::to_string(s) + " (row " + std::to_string(schedule.stage_to_rank[s] + 1) +
+                          ") has no forward of micro-batch " + std::to_string(missing) + " (micro-batches go up to " +
+                          std::to_string(max_micro_batch) + ")");
+    }
+  }
+
+  complete_schedule(schedule);
+  return schedule;
+}
+
+std::string to_torch_csv(const Schedule& schedule) {
+  std::string out;
+  for (std::size_t r = 0; r < schedule.programs.size(); ++r) {
+    const Program& program = schedule.programs[r];
+    bool first_cell = true;
+    auto add_cell = [&](std::string_view cell) {
+      if (!first_cell) out += ',';
+      out += cell;
+      first_cell = false;
+    };
+    for (std::size_t t = 0; t < program.size(); ++t) {
+      if (program[t].empty()) {
+        add_cell("");
+        continue;
+      }
+      for (const Instruction& instr : program[t]) {
+        if (instr.op == Op::LoadMicroBatch || instr.op == Op::ReduceTiedGrads || instr.op == Op::OptimizerStep) continue;
+        if (is_p2p(instr.op) && instr.peer_stage != kNone) {
+          Instruction default_peer = instr;
+          default_peer.peer_stage = kNone;
+          if (resolved_peer_stage(default_peer) != instr.peer_stage)
+            throw ScheduleError("rank " + std::to_string(r) + ", step " + std::to_string(t) + ", instruction " +
+                                to_string(instr) + ": its peer is stage " + std::to_string(instr.peer_stage) +
+                                ", which torch's CSV cannot express (actions always go to the neighbouring stage)");
+        }
+        add_cell(to_string(instr));
+      }
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace pipescope

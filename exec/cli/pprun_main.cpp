@@ -1,0 +1,61 @@
+// pprun: runs a pipeline schedule for real. With --nproc-per-node N it starts N local workers
+// (itself again); under torchrun-style variables (RANK, WORLD_SIZE, ...) it is one worker.
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "pipescope/core/errors.hpp"
+#include "pipescope/exec/launcher.hpp"
+#include "pipescope/exec/options.hpp"
+#include "pipescope/exec/worker.hpp"
+
+namespace {
+
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "pprun: error: %s\n", message.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace pipescope::exec;
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  RunOptions options;
+  std::optional<WorkerEnvironment> env;
+  RunPlan plan;
+  try {
+    options = parse_run_options(args);
+    if (options.show_help) {
+      std::fputs(run_options_help().c_str(), stdout);
+      return 0;
+    }
+    if (options.show_version) {
+      std::printf("pprun %s\n", PIPESCOPE_VERSION);
+      return 0;
+    }
+    env = worker_environment_from_env();
+    // Everything checkable is checked before any worker starts.
+    plan = make_run_plan(options, env ? env->world_size : options.nproc_per_node);
+  } catch (const pipescope::UsageError& e) {
+    return usage_error(e.what());
+  } catch (const pipescope::ScheduleError& e) {
+    return usage_error(e.what());
+  } catch (const std::exception& e) {
+    return usage_error(e.what());
+  }
+  if (env) return run_worker(plan, *env);
+  try {
+    LaunchOptions launch;
+    launch.nproc = options.nproc_per_node;
+    launch.executable = "/proc/self/exe";
+    launch.args = args;
+    launch.grace_s = options.timeout_s + 5;
+    launch.quiet = options.quiet;
+    return launch_local_workers(launch);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pprun: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,49 @@
+// pprun's options (SPEC.md section 7) as one aggregate with the documented defaults, and the
+// parser that turns a command line into it. No LibTorch here: the launcher validates options
+// before any worker (and any LibTorch state) exists.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace pipescope::exec {
+
+struct RunOptions {
+  int nproc_per_node = 1;
+  std::string schedule = "1f1b";
+  int micro_batches = 4;
+  int chunks = 1;
+  bool chunks_given = false;
+  std::string model = "mlp";
+  int layers = 4;
+  int hidden = 64;
+  int seq_len = 16;
+  int vocab = 128;
+  int micro_batch_size = 8;
+  int steps = 4;
+  unsigned long long seed = 1234;
+  int threads_per_rank = 1;
+  std::string metrics_path;
+  std::string trace_path;
+  double timeout_s = 60;
+  std::string checkpoint_dir;
+  int checkpoint_every = 0;  // 0: only at the end of the run (when --checkpoint-dir is given)
+  bool resume = false;
+  int data_parallel = 1;
+  double learning_rate = 1e-3;
+  std::string partition_method = "parameters";
+  bool quiet = false;
+  bool show_help = false;
+  bool show_version = false;
+};
+
+// Parses argv[1..]; throws UsageError naming the option for unknown options and bad values.
+RunOptions parse_run_options(const std::vector<std::string>& args);
+
+// The --help text: every option with its default.
+std::string run_options_help();
+
+// Checks that do not need the model or the schedule (ranges, combinations); throws UsageError.
+void check_run_options(const RunOptions& options);
+
+}  // namespace pipescope::exec

@@ -1,0 +1,90 @@
+// The pipeline runtime: interprets one rank's program of a Schedule (SPEC.md section 3) with
+// LibTorch stage modules and a Transport, one step (iteration) at a time, and records what each
+// instruction did (timings, transfers, memory) for the measured trace.
+//
+// Exactness: per-micro-batch parameter gradients are accumulated in micro-batch order whatever
+// order the schedule runs backwards in, and tied weights are summed in layer order, so every
+// schedule without split backward reproduces the single-process gradient-accumulation run bit
+// for bit (fp32, one thread).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pipescope/core/partitioner.hpp"
+#include "pipescope/core/schedule.hpp"
+#include "pipescope/exec/model.hpp"
+#include "pipescope/exec/transport.hpp"
+#include "pipescope/traces/trace.hpp"
+
+namespace torch::optim {
+class AdamW;
+}
+
+namespace pipescope::exec {
+
+// Where this process sits in the D x P grid: world rank = replica * pipeline_ranks + pipe_rank.
+struct GridPosition {
+  int replica = 0;
+  int num_replicas = 1;
+  int pipe_rank = 0;
+  int pipeline_ranks = 1;
+  int world_rank() const { return replica * pipeline_ranks + pipe_rank; }
+};
+
+struct RuntimeOptions {
+  std::chrono::milliseconds timeout{60000};
+  double learning_rate = 1e-3;
+  double weight_decay = 0.01;
+  bool record_trace = true;
+};
+
+// A failure while running: names this rank, the step and the instruction it was in.
+class RuntimeError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct StepResult {
+  double loss_sum = 0;              // over the micro-batches whose last stage is on this rank
+  int loss_count = 0;
+  double time_s = 0;                // this rank's time for the step
+  std::int64_t peak_memory_bytes = 0;
+  std::vector<traces::TraceEvent> events;   // ts_us relative to `origin_us`
+  std::vector<traces::MemorySample> memory;
+  double origin_us = 0;             // the steady clock (us) at the start of the step
+};
+
+// One stage held by this rank, with its optimizer.
+struct StageState;
+
+class PipelineRuntime {
+ public:
+  // `world` is the transport over all ranks. Collective set-up (data-parallel and tied-weight
+  // groups) happens here, so every rank must construct its runtime at the same point.
+  PipelineRuntime(const ModelSpec& model, const Schedule& schedule, const Partition& partition, Transport& world,
+                  GridPosition position, RuntimeOptions options);
+  ~PipelineRuntime();
+
+  // Runs the program once over micro-batches first_sample .. first_sample + M - 1 of this
+  // replica. Throws RuntimeError naming rank, step, instruction and peer on failure.
+  StepResult run_step(int step_index, std::int64_t first_sample);
+
+  // The stages of this rank (ascending), for checkpoints.
+  std::vector<int> stages() const;
+  StageModule& stage_module(int stage);
+  torch::optim::AdamW& stage_optimizer(int stage);
+  // (stage, first layer, end layer) bounds as used.
+  const Partition& partition() const { return partition_; }
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+  Partition partition_;
+};
+
+}  // namespace pipescope::exec

@@ -1,0 +1,92 @@
+// How ranks talk (DESIGN item 6): one small interface that every backend implements. Sends and
+// receives return a pending handle that is waited on with a timeout; a failed or timed-out wait
+// throws TransportError. Backends: an in-process fake (tests; can inject failures), Gloo through
+// c10d for CPUs, NCCL for GPUs (built with PIPESCOPE_WITH_CUDA).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace pipescope::exec {
+
+// A transfer or collective that failed: timed out, or the peer is gone.
+class TransportError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class PendingTransfer {
+ public:
+  virtual ~PendingTransfer() = default;
+  // Blocks until done; throws TransportError after `timeout` or when the peer failed.
+  virtual void wait(std::chrono::milliseconds timeout) = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;   // in this group
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;
+
+  // Point to point, matched in order per (peer, tag). `tensor` must stay alive and untouched
+  // until the transfer is waited on; a receive writes into `tensor` (preallocated, contiguous).
+  virtual std::unique_ptr<PendingTransfer> send(at::Tensor tensor, int peer, int tag) = 0;
+  virtual std::unique_ptr<PendingTransfer> recv(at::Tensor tensor, int peer, int tag) = 0;
+
+  // Collectives over the whole group, in place.
+  virtual std::unique_ptr<PendingTransfer> all_reduce_sum(at::Tensor tensor) = 0;
+  // `output` holds size() * input.numel() elements: rank r's input lands at r * numel.
+  virtual std::unique_ptr<PendingTransfer> all_gather(at::Tensor input, at::Tensor output) = 0;
+
+  // A transport over `ranks` (ascending ranks of this group; this rank among them). Every
+  // member must call it with the same ranks and name, in the same order as the other groups.
+  virtual std::unique_ptr<Transport> subgroup(const std::vector<int>& ranks, const std::string& name) = 0;
+};
+
+// ---- the in-process fake -----------------------------------------------------------------
+// Ranks are threads of one process sharing a FakeNetwork. Failures are injected per rank:
+// a rank marked failed makes every wait that involves it throw, as a dead peer would.
+class FakeNetwork;
+std::shared_ptr<FakeNetwork> make_fake_network(int world_size);
+std::unique_ptr<Transport> make_fake_transport(std::shared_ptr<FakeNetwork> network, int rank);
+void fake_network_fail_rank(FakeNetwork& network, int rank);
+
+// ---- Gloo through c10d ---------------------------------------------------------------------
+struct GlooOptions {
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  int rank = 0;
+  int world_size = 1;
+  std::chrono::milliseconds timeout{60000};
+};
+// Rendezvous through a TCPStore (rank 0 serves it) and a ProcessGroupGloo. The returned store
+// handle stays usable for small key/value exchanges (metrics, traces).
+class KeyValueStore {
+ public:
+  virtual ~KeyValueStore() = default;
+  virtual void set(const std::string& key, const std::string& value) = 0;
+  virtual std::string get(const std::string& key) = 0;  // waits for the key (store timeout)
+};
+struct GlooWorld {
+  std::unique_ptr<Transport> transport;
+  std::shared_ptr<KeyValueStore> store;
+};
+GlooWorld make_gloo_world(const GlooOptions& options);
+
+#ifdef PIPESCOPE_WITH_CUDA
+// NCCL over the same store: ncclSend/ncclRecv on a communication stream.
+std::unique_ptr<Transport> make_nccl_transport(const GlooOptions& options, std::shared_ptr<KeyValueStore> store,
+                                               int device);
+#endif
+
+// Packs several tensors into one contiguous buffer (one message) and back.
+at::Tensor pack_tensors(const std::vector<at::Tensor>& tensors);
+std::vector<at::Tensor> unpack_tensors(const at::Tensor& flat, const std::vector<at::Tensor>& like);
+
+}  // namespace pipescope::exec

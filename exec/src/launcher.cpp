@@ -1,0 +1,152 @@
+#include "pipescope/exec/launcher.hpp"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+
+namespace pipescope::exec {
+namespace {
+
+volatile std::sig_atomic_t g_worker_group = 0;
+
+// A signal to the launcher stops the workers too, then the launcher dies of it.
+void forward_signal(int sig) {
+  if (g_worker_group > 0) kill(-g_worker_group, SIGKILL);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return fmt::format("exit status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  return "stopped";
+}
+
+bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
+
+}  // namespace
+
+int find_free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error(fmt::format("socket: {}", std::strerror(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const std::string error = std::strerror(errno);
+    close(fd);
+    throw std::runtime_error(fmt::format("cannot find a free loopback port: {}", error));
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+int launch_local_workers(const LaunchOptions& options) {
+  std::string master_addr = options.master_addr;
+  if (master_addr.empty()) {
+    const char* env = std::getenv("MASTER_ADDR");
+    master_addr = env && *env ? env : "127.0.0.1";
+  }
+  int master_port = options.master_port;
+  if (master_port == 0) {
+    const char* env = std::getenv("MASTER_PORT");
+    master_port = env && *env ? std::atoi(env) : find_free_port();
+  }
+
+  std::vector<std::string> argv_storage{options.executable};
+  argv_storage.insert(argv_storage.end(), options.args.begin(), options.args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  const pid_t launcher = getpid();
+  std::vector<pid_t> pids(static_cast<std::size_t>(options.nproc), -1);
+  pid_t group = 0;
+  std::fflush(nullptr);
+  for (int rank = 0; rank < options.nproc; ++rank) {
+    const pid_t pid = fork();
+    if (pid < 0) {
+      if (group > 0) kill(-group, SIGKILL);
+      throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
+    }
+    if (pid == 0) {
+      // Worker: one process group for all workers, and death with the launcher.
+      setpgid(0, group);
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != launcher) _exit(1);
+      setenv("RANK", std::to_string(rank).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(options.nproc).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(options.nproc).c_str(), 1);
+      setenv("MASTER_ADDR", master_addr.c_str(), 1);
+      setenv("MASTER_PORT", std::to_string(master_port).c_str(), 1);
+      execv(options.executable.c_str(), argv.data());
+      std::fprintf(stderr, "pprun: error: rank %d: cannot start %s: %s\n", rank, options.executable.c_str(), std::strerror(errno));
+      _exit(127);
+    }
+    if (group == 0) group = pid;
+    setpgid(pid, group);  // also here: whichever of parent and child runs first
+    pids[rank] = pid;
+  }
+  g_worker_group = group;
+  std::signal(SIGINT, forward_signal);
+  std::signal(SIGTERM, forward_signal);
+
+  int remaining = options.nproc;
+  std::optional<std::pair<int, int>> first_failure;  // rank, status
+  std::optional<std::chrono::steady_clock::time_point> kill_at;
+  bool killed = false;
+  while (remaining > 0) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      int rank = -1;
+      for (int r = 0; r < options.nproc; ++r)
+        if (pids[r] == pid) rank = r;
+      if (rank < 0) continue;
+      pids[rank] = -1;
+      --remaining;
+      if (failed(status) && !first_failure) {
+        first_failure = {rank, status};
+        // The others notice through their own timeouts and report what they were blocked in;
+        // whoever has not stopped by then is killed.
+        kill_at = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                         std::chrono::duration<double>(options.grace_s));
+      }
+      continue;
+    }
+    if (pid < 0 && errno != EINTR) break;
+    if (kill_at && !killed && std::chrono::steady_clock::now() >= *kill_at) {
+      kill(-group, SIGKILL);
+      killed = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  g_worker_group = 0;
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  if (first_failure) {
+    std::fprintf(stderr, "pprun: error: rank %d failed first (%s); %s\n", first_failure->first,
+                 describe_status(first_failure->second).c_str(),
+                 killed ? "killed the ranks still running" : "the other ranks stopped");
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace pipescope::exec

@@ -1,0 +1,253 @@
+// The built-in models (mlp, tiny-gpt), their synthetic data and the stage module that holds a
+// contiguous range of their layers.
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include <cmath>
+#include <mutex>
+
+#include "pipescope/core/errors.hpp"
+#include "pipescope/exec/model.hpp"
+
+namespace pipescope::exec {
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t key_index(const std::string& key) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a: a stable, platform-independent hash
+  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+at::Generator generator_from(std::uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
+
+// Module constructors draw from the default generator; seeding it per layer makes a layer's
+// weights depend on (seed, layer index) only.
+void seed_default_generator(std::uint64_t seed) {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_current_seed(seed);
+}
+
+class MlpBlock : public Layer {
+ public:
+  explicit MlpBlock(int hidden) : fc_(register_module("fc", torch::nn::Linear(hidden, hidden))) {}
+  TensorList forward_layers(const TensorList& in) override { return {in[0] + at::gelu(fc_->forward(in[0]))}; }
+
+ private:
+  torch::nn::Linear fc_;
+};
+
+class LinearHead : public Layer {
+ public:
+  LinearHead(int hidden, int classes) : fc_(register_module("fc", torch::nn::Linear(hidden, classes))) {}
+  TensorList forward_layers(const TensorList& in) override { return {fc_->forward(in[0])}; }
+
+ private:
+  torch::nn::Linear fc_;
+};
+
+class TokenEmbedding : public Layer {
+ public:
+  TokenEmbedding(int vocab, int hidden, int seq_len)
+      : weight_(register_parameter("weight", at::empty({vocab, hidden}))),
+        position_(register_module("position", torch::nn::Embedding(seq_len, hidden))) {}
+  TensorList forward_layers(const TensorList& in) override {
+    const at::Tensor& tokens = in[0];
+    auto positions = at::arange(tokens.size(1), at::TensorOptions().dtype(at::kLong));
+    return {at::embedding(weight_, tokens) + position_->forward(positions)};
+  }
+
+ private:
+  at::Tensor weight_;
+  torch::nn::Embedding position_;
+};
+
+class TransformerBlock : public Layer {
+ public:
+  TransformerBlock(int hidden, int heads)
+      : heads_(heads),
+        ln1_(register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})))),
+        qkv_(register_module("qkv", torch::nn::Linear(hidden, 3 * hidden))),
+        proj_(register_module("proj", torch::nn::Linear(hidden, hidden))),
+        ln2_(register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})))),
+        fc1_(register_module("fc1", torch::nn::Linear(hidden, 4 * hidden))),
+        fc2_(register_module("fc2", torch::nn::Linear(4 * hidden, hidden))) {}
+
+  TensorList forward_layers(const TensorList& in) override {
+    const at::Tensor& x = in[0];
+    const auto batch = x.size(0), seq = x.size(1), hidden = x.size(2), head_dim = hidden / heads_;
+    auto qkv = qkv_->forward(ln1_->forward(x)).chunk(3, -1);
+    auto split_heads = [&](const at::Tensor& t) { return t.reshape({batch, seq, heads_, head_dim}).transpose(1, 2); };
+    auto q = split_heads(qkv[0]), k = split_heads(qkv[1]), v = split_heads(qkv[2]);
+    auto scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_dim)));
+    auto causal = at::ones({seq, seq}, at::TensorOptions().dtype(at::kBool)).tril();
+    scores = scores.masked_fill(causal.logical_not(), -std::numeric_limits<float>::infinity());
+    auto attended = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({batch, seq, hidden});
+    auto h = x + proj_->forward(attended);
+    return {h + fc2_->forward(at::gelu(fc1_->forward(ln2_->forward(h))))};
+  }
+
+ private:
+  std::int64_t heads_;
+  torch::nn::LayerNorm ln1_;
+  torch::nn::Linear qkv_, proj_;
+  torch::nn::LayerNorm ln2_;
+  torch::nn::Linear fc1_, fc2_;
+};
+
+class FinalNorm : public Layer {
+ public:
+  explicit FinalNorm(int hidden) : ln_(register_module("ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})))) {}
+  TensorList forward_layers(const TensorList& in) override { return {ln_->forward(in[0])}; }
+
+ private:
+  torch::nn::LayerNorm ln_;
+};
+
+// The language-model head: logits against the (tied) token embedding.
+class TiedHead : public Layer {
+ public:
+  TiedHead(int vocab, int hidden) : weight_(register_parameter("weight", at::empty({vocab, hidden}))) {}
+  TensorList forward_layers(const TensorList& in) override { return {at::matmul(in[0], weight_.t())}; }
+
+ private:
+  at::Tensor weight_;
+};
+
+int attention_heads(int hidden) {
+  for (int heads : {4, 2})
+    if (hidden % heads == 0 && hidden / heads >= 8) return heads;
+  return 1;
+}
+
+std::int64_t linear_parameters(std::int64_t in, std::int64_t out) { return in * out + out; }
+
+ModelSpec mlp_spec(const ModelConfig& c) {
+  ModelSpec spec;
+  const std::int64_t h = c.hidden;
+  for (int i = 0; i < c.layers; ++i)
+    spec.layers.push_back({fmt::format("blocks.{}", i), "MlpBlock", linear_parameters(h, h), "", "",
+                           [h] { return std::make_shared<MlpBlock>(static_cast<int>(h)); }});
+  spec.layers.push_back({"head", "LinearHead", linear_parameters(h, c.vocab), "", "",
+                         [h, v = c.vocab] { return std::make_shared<LinearHead>(static_cast<int>(h), v); }});
+  for (int i = 0; i <= c.layers; ++i) spec.boundary.push_back({TensorSpec{{c.micro_batch_size, h}, at::kFloat}});
+  spec.boundary.push_back({TensorSpec{{c.micro_batch_size, c.vocab}, at::kFloat}});
+  spec.loss = [](const TensorList& out, const at::Tensor& labels) { return at::cross_entropy_loss(out[0], labels); };
+  return spec;
+}
+
+ModelSpec tiny_gpt_spec(const ModelConfig& c) {
+  ModelSpec spec;
+  const std::int64_t h = c.hidden, v = c.vocab, s = c.seq_len;
+  const int heads = attention_heads(c.hidden);
+  spec.layers.push_back({"embed", "TokenEmbedding", v * h + s * h, "embed", "weight",
+                         [=] { return std::make_shared<TokenEmbedding>(v, h, s); }});
+  const std::int64_t block_parameters = 2 * (2 * h) + linear_parameters(h, 3 * h) + linear_parameters(h, h) +
+                                        linear_parameters(h, 4 * h) + linear_parameters(4 * h, h);
+  for (int i = 0; i < c.layers; ++i)
+    spec.layers.push_back({fmt::format("blocks.{}", i), "TransformerBlock", block_parameters, "", "",
+                           [=] { return std::make_shared<TransformerBlock>(h, heads); }});
+  spec.layers.push_back({"norm", "FinalNorm", 2 * h, "", "", [=] { return std::make_shared<FinalNorm>(h); }});
+  spec.layers.push_back({"head", "TiedHead", v * h, "embed", "weight", [=] { return std::make_shared<TiedHead>(v, h); }});
+  spec.boundary.push_back({TensorSpec{{c.micro_batch_size, s}, at::kLong}});
+  for (std::size_t i = 1; i < spec.layers.size(); ++i)
+    spec.boundary.push_back({TensorSpec{{c.micro_batch_size, s, h}, at::kFloat}});
+  spec.boundary.push_back({TensorSpec{{c.micro_batch_size, s, v}, at::kFloat}});
+  spec.loss = [v](const TensorList& out, const at::Tensor& labels) {
+    return at::cross_entropy_loss(out[0].reshape({-1, v}), labels.reshape({-1}));
+  };
+  return spec;
+}
+
+}  // namespace
+
+std::uint64_t layer_seed(std::uint64_t seed, std::uint64_t layer_index) {
+  return splitmix64(splitmix64(seed) ^ (layer_index * 0xD1B54A32D192ED03ull + 1));
+}
+
+std::vector<LayerInfo> ModelSpec::layer_infos() const {
+  std::vector<LayerInfo> infos;
+  for (const auto& l : layers) infos.push_back({l.name, l.type, l.parameters, static_cast<double>(std::max<std::int64_t>(l.parameters, 1))});
+  return infos;
+}
+
+ModelSpec make_model_spec(const ModelConfig& config) {
+  ModelSpec spec;
+  if (config.name == "mlp")
+    spec = mlp_spec(config);
+  else if (config.name == "tiny-gpt")
+    spec = tiny_gpt_spec(config);
+  else
+    throw UsageError(fmt::format("option --model: unknown model '{}' (known: mlp, tiny-gpt)", config.name));
+  spec.config = config;
+  return spec;
+}
+
+MicroBatch make_micro_batch(const ModelConfig& c, std::int64_t index) {
+  at::Generator sample_gen = generator_from(layer_seed(c.seed ^ 0x5EED'DA7Aull, static_cast<std::uint64_t>(index)));
+  MicroBatch batch;
+  if (c.name == "mlp") {
+    // Labels come from a fixed random linear teacher, so the loss can fall.
+    at::Generator teacher_gen = generator_from(layer_seed(c.seed, key_index("teacher")));
+    auto teacher = at::randn({c.hidden, c.vocab}, teacher_gen, at::TensorOptions().dtype(at::kFloat));
+    auto x = at::randn({c.micro_batch_size, c.hidden}, sample_gen, at::TensorOptions().dtype(at::kFloat));
+    batch.inputs = {x};
+    batch.labels = at::matmul(x, teacher).argmax(1);
+  } else {
+    // Arithmetic sequences modulo the vocabulary: each row has its own start and stride, so
+    // predicting the next token needs the context.
+    auto opts = at::TensorOptions().dtype(at::kLong);
+    auto start = at::randint(0, c.vocab, {c.micro_batch_size, 1}, sample_gen, opts);
+    auto stride = at::randint(1, std::max(2, c.vocab / 4), {c.micro_batch_size, 1}, sample_gen, opts);
+    auto positions = at::arange(c.seq_len + 1, opts).unsqueeze(0);
+    auto tokens = (start + positions * stride).remainder(c.vocab);
+    batch.inputs = {tokens.slice(1, 0, c.seq_len).contiguous()};
+    batch.labels = tokens.slice(1, 1, c.seq_len + 1).contiguous();
+  }
+  return batch;
+}
+
+StageModule::StageModule(const ModelSpec& spec, int first_layer, int end_layer)
+    : first_layer_(first_layer), end_layer_(end_layer) {
+  for (int i = first_layer; i < end_layer; ++i) {
+    const LayerSpec& ls = spec.layers.at(static_cast<std::size_t>(i));
+    seed_default_generator(layer_seed(spec.config.seed, static_cast<std::uint64_t>(i)));
+    auto layer = ls.build();
+    if (!ls.tied_key.empty()) {
+      // Every copy of a tied weight starts from the same values, drawn from the key's seed.
+      at::NoGradGuard no_grad;
+      auto& weight = layer->named_parameters(false)[ls.tied_parameter];
+      auto gen = generator_from(layer_seed(spec.config.seed, key_index(ls.tied_key)));
+      weight.copy_(at::randn(weight.sizes(), gen, weight.options()) * 0.02);
+    }
+    for (auto& item : layer->named_parameters(true)) {
+      const bool tied = !ls.tied_key.empty() && item.key() == ls.tied_parameter;
+      parameters_.push_back({fmt::format("layer{}.{}", i, item.key()), item.value(), i, tied ? ls.tied_key : ""});
+    }
+    layers_.push_back(std::move(layer));
+  }
+}
+
+TensorList StageModule::forward(const TensorList& inputs) {
+  TensorList x = inputs;
+  for (auto& layer : layers_) x = layer->forward_layers(x);
+  return x;
+}
+
+TensorList StageModule::parameter_tensors() const {
+  TensorList out;
+  for (const auto& p : parameters_) out.push_back(p.tensor);
+  return out;
+}
+
+}  // namespace pipescope::exec

@@ -1,0 +1,148 @@
+#include "pipescope/exec/options.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <functional>
+#include <map>
+
+#include "pipescope/core/errors.hpp"
+
+namespace pipescope::exec {
+namespace {
+
+template <typename T>
+T parse_number(const std::string& option, const std::string& text) {
+  T value{};
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || text.empty())
+    throw UsageError(fmt::format("option {}: '{}' is not a valid number", option, text));
+  return value;
+}
+
+struct OptionDef {
+  std::string name;
+  std::string value_name;  // empty for flags
+  std::string help;
+  std::function<void(RunOptions&, const std::string&)> apply;
+};
+
+std::vector<OptionDef> option_defs() {
+  const RunOptions d;
+  std::vector<OptionDef> defs;
+  auto add_int = [&](std::string name, int RunOptions::*field, std::string help) {
+    defs.push_back({name, "N", fmt::format("{} (default {})", help, d.*field),
+                    [name, field](RunOptions& o, const std::string& v) { o.*field = parse_number<int>(name, v); }});
+  };
+  auto add_string = [&](std::string name, std::string RunOptions::*field, std::string value_name, std::string help) {
+    const std::string def = d.*field;
+    defs.push_back({name, value_name, fmt::format("{} (default {})", help, def.empty() ? "none" : def),
+                    [field](RunOptions& o, const std::string& v) { o.*field = v; }});
+  };
+  auto add_flag = [&](std::string name, bool RunOptions::*field, std::string help) {
+    defs.push_back({name, "", help + " (default off)", [field](RunOptions& o, const std::string&) { o.*field = true; }});
+  };
+  add_int("--nproc-per-node", &RunOptions::nproc_per_node, "worker processes started on this node");
+  add_string("--schedule", &RunOptions::schedule, "NAME", "schedule name (ppsim schedule names) or file:PATH");
+  add_int("--micro-batches", &RunOptions::micro_batches, "micro-batches per step and replica");
+  defs.push_back({"--chunks", "V", fmt::format("stages per pipeline rank (default {})", d.chunks),
+                  [](RunOptions& o, const std::string& v) {
+                    o.chunks = parse_number<int>("--chunks", v);
+                    o.chunks_given = true;
+                  }});
+  add_string("--model", &RunOptions::model, "mlp|tiny-gpt", "built-in model");
+  add_int("--layers", &RunOptions::layers, "hidden layers (mlp) or transformer blocks (tiny-gpt)");
+  add_int("--hidden", &RunOptions::hidden, "hidden size");
+  add_int("--seq-len", &RunOptions::seq_len, "sequence length (tiny-gpt)");
+  add_int("--vocab", &RunOptions::vocab, "vocabulary size (tiny-gpt) or classes (mlp)");
+  add_int("--micro-batch-size", &RunOptions::micro_batch_size, "samples per micro-batch");
+  add_int("--steps", &RunOptions::steps, "total optimizer steps (a resumed run continues up to it)");
+  defs.push_back({"--seed", "K", fmt::format("seed of the weights and the synthetic data (default {})", d.seed),
+                  [](RunOptions& o, const std::string& v) { o.seed = parse_number<unsigned long long>("--seed", v); }});
+  add_int("--threads-per-rank", &RunOptions::threads_per_rank, "intra-op threads of each worker");
+  add_string("--metrics", &RunOptions::metrics_path, "FILE.jsonl", "per-step loss, time and peak memory");
+  add_string("--trace", &RunOptions::trace_path, "FILE", "measured trace of the last step (pipescope.trace/1)");
+  defs.push_back({"--timeout", "SECONDS", fmt::format("how long a rank waits on a peer before failing (default {:g})", d.timeout_s),
+                  [](RunOptions& o, const std::string& v) { o.timeout_s = parse_number<double>("--timeout", v); }});
+  add_string("--checkpoint-dir", &RunOptions::checkpoint_dir, "DIR", "where checkpoints are written and read");
+  add_int("--checkpoint-every", &RunOptions::checkpoint_every, "steps between checkpoints (0: at the end only)");
+  add_flag("--resume", &RunOptions::resume, "continue from the last complete checkpoint in --checkpoint-dir");
+  add_int("--dp", &RunOptions::data_parallel, "data-parallel replicas (world = dp x pipeline ranks)");
+  defs.push_back({"--lr", "X", fmt::format("AdamW learning rate (default {:g})", d.learning_rate),
+                  [](RunOptions& o, const std::string& v) { o.learning_rate = parse_number<double>("--lr", v); }});
+  add_string("--partition", &RunOptions::partition_method, "METHOD", "layer split: uniform, parameters, type:REGEX");
+  add_flag("--quiet", &RunOptions::quiet, "no progress on the terminal");
+  add_flag("--help", &RunOptions::show_help, "show this help");
+  add_flag("--version", &RunOptions::show_version, "show the version");
+  return defs;
+}
+
+}  // namespace
+
+RunOptions parse_run_options(const std::vector<std::string>& args) {
+  RunOptions options;
+  const auto defs = option_defs();
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string name = args[i];
+    std::string value;
+    bool has_inline_value = false;
+    if (auto eq = name.find('='); name.starts_with("--") && eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_inline_value = true;
+    }
+    const OptionDef* def = nullptr;
+    for (const auto& d : defs)
+      if (d.name == name) def = &d;
+    if (!def) throw UsageError(fmt::format("unknown option '{}' (see --help)", args[i]));
+    if (!def->value_name.empty() && !has_inline_value) {
+      if (i + 1 >= args.size()) throw UsageError(fmt::format("option {} needs a value ({})", name, def->value_name));
+      value = args[++i];
+    } else if (def->value_name.empty() && has_inline_value) {
+      throw UsageError(fmt::format("option {} takes no value", name));
+    }
+    def->apply(options, value);
+  }
+  return options;
+}
+
+void check_run_options(const RunOptions& o) {
+  auto at_least = [](const char* name, long long value, long long minimum) {
+    if (value < minimum) throw UsageError(fmt::format("option {}: {} is below the minimum {}", name, value, minimum));
+  };
+  at_least("--nproc-per-node", o.nproc_per_node, 1);
+  at_least("--micro-batches", o.micro_batches, 1);
+  at_least("--chunks", o.chunks, 1);
+  at_least("--layers", o.layers, 1);
+  at_least("--hidden", o.hidden, 1);
+  at_least("--seq-len", o.seq_len, 1);
+  at_least("--vocab", o.vocab, 2);
+  at_least("--micro-batch-size", o.micro_batch_size, 1);
+  at_least("--steps", o.steps, 0);
+  at_least("--threads-per-rank", o.threads_per_rank, 1);
+  at_least("--checkpoint-every", o.checkpoint_every, 0);
+  at_least("--dp", o.data_parallel, 1);
+  if (!(o.timeout_s > 0)) throw UsageError(fmt::format("option --timeout: {:g} must be positive", o.timeout_s));
+  if (!(o.learning_rate > 0)) throw UsageError(fmt::format("option --lr: {:g} must be positive", o.learning_rate));
+  if (o.model != "mlp" && o.model != "tiny-gpt")
+    throw UsageError(fmt::format("option --model: unknown model '{}' (known: mlp, tiny-gpt)", o.model));
+  if (o.resume && o.checkpoint_dir.empty()) throw UsageError("option --resume needs --checkpoint-dir");
+  if (o.checkpoint_every > 0 && o.checkpoint_dir.empty())
+    throw UsageError("option --checkpoint-every needs --checkpoint-dir");
+}
+
+std::string run_options_help() {
+  std::string text =
+      "usage: pprun [--nproc-per-node N] [options]\n"
+      "Runs a pipeline schedule for real with LibTorch: starts N local workers, or runs as one worker\n"
+      "when RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT are set (torchrun style).\n\n"
+      "options:\n";
+  for (const auto& d : option_defs()) {
+    std::string left = d.name + (d.value_name.empty() ? "" : " " + d.value_name);
+    text += fmt::format("  {:<30} {}\n", left, d.help);
+  }
+  return text;
+}
+
+}  // namespace pipescope::exec

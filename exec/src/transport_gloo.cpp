@@ -1,0 +1,164 @@
+// Gloo through c10d: a TCPStore rendezvous (rank 0 serves it, as torch's env:// does) and one
+// ProcessGroupGloo per group. c10d errors (timeouts, closed connections) become TransportError.
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "pipescope/exec/transport.hpp"
+
+namespace pipescope::exec {
+namespace {
+
+class GlooPending : public PendingTransfer {
+ public:
+  GlooPending(c10::intrusive_ptr<c10d::Work> work, std::vector<at::Tensor> keep_alive, std::string what)
+      : work_(std::move(work)), keep_alive_(std::move(keep_alive)), what_(std::move(what)) {}
+  void wait(std::chrono::milliseconds timeout) override {
+    if (!work_) return;
+    try {
+      work_->wait(timeout);
+    } catch (const std::exception& e) {
+      work_.reset();
+      std::string message = e.what();
+      if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);  // c10 appends a backtrace
+      throw TransportError(fmt::format("{}: {}", what_, message));
+    }
+    work_.reset();
+    keep_alive_.clear();
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::vector<at::Tensor> keep_alive_;
+  std::string what_;
+};
+
+class StoreAdapter : public KeyValueStore {
+ public:
+  explicit StoreAdapter(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
+  void set(const std::string& key, const std::string& value) override {
+    store_->set(key, std::vector<std::uint8_t>(value.begin(), value.end()));
+  }
+  std::string get(const std::string& key) override {
+    try {
+      auto bytes = store_->get(key);
+      return std::string(bytes.begin(), bytes.end());
+    } catch (const std::exception& e) {
+      std::string message = e.what();
+      if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
+      throw TransportError(fmt::format("store key '{}': {}", key, message));
+    }
+  }
+  c10::intrusive_ptr<c10d::Store> store() const { return store_; }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+};
+
+class GlooTransport : public Transport {
+ public:
+  GlooTransport(c10::intrusive_ptr<c10d::Store> store, std::vector<int> members, int group_rank, std::string name,
+                c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> options)
+      : store_(std::move(store)), members_(std::move(members)), group_rank_(group_rank), name_(std::move(name)),
+        options_(std::move(options)) {
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(name_, store_);
+    try {
+      group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, group_rank_, static_cast<int>(members_.size()), options_);
+    } catch (const std::exception& e) {
+      std::string message = e.what();
+      if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
+      throw TransportError(fmt::format("process group '{}' (rank {} of {}): {}", name_, group_rank_, members_.size(), message));
+    }
+  }
+
+  int rank() const override { return group_rank_; }
+  int size() const override { return static_cast<int>(members_.size()); }
+  std::string backend() const override { return "gloo"; }
+
+  std::unique_ptr<PendingTransfer> send(at::Tensor tensor, int peer, int tag) override {
+    std::vector<at::Tensor> tensors{tensor};
+    return run(fmt::format("send to rank {}", members_.at(peer)), tensors, [&] { return group_->send(tensors, peer, tag); });
+  }
+  std::unique_ptr<PendingTransfer> recv(at::Tensor tensor, int peer, int tag) override {
+    std::vector<at::Tensor> tensors{tensor};
+    return run(fmt::format("receive from rank {}", members_.at(peer)), tensors, [&] { return group_->recv(tensors, peer, tag); });
+  }
+  std::unique_ptr<PendingTransfer> all_reduce_sum(at::Tensor tensor) override {
+    std::vector<at::Tensor> tensors{tensor};
+    return run(fmt::format("all-reduce over group '{}'", name_), tensors, [&] { return group_->allreduce(tensors); });
+  }
+  std::unique_ptr<PendingTransfer> all_gather(at::Tensor input, at::Tensor output) override {
+    std::vector<at::Tensor> inputs{input};
+    std::vector<std::vector<at::Tensor>> outputs{output.view({-1}).chunk(size())};
+    for (auto& o : outputs[0]) o = o.view(input.sizes());
+    std::vector<at::Tensor> keep{input, output};
+    return run(fmt::format("all-gather over group '{}'", name_), keep, [&] { return group_->allgather(outputs, inputs); });
+  }
+
+  std::unique_ptr<Transport> subgroup(const std::vector<int>& ranks, const std::string& name) override {
+    std::vector<int> world_members;
+    int my_index = -1;
+    for (int r : ranks) {
+      if (r == group_rank_) my_index = static_cast<int>(world_members.size());
+      world_members.push_back(members_.at(r));
+    }
+    if (my_index < 0) throw TransportError(fmt::format("subgroup {}: rank {} is not a member", name, group_rank_));
+    return std::make_unique<GlooTransport>(store_, world_members, my_index, name_ + "/" + name, options_);
+  }
+
+ private:
+  template <typename Start>
+  std::unique_ptr<PendingTransfer> run(std::string what, std::vector<at::Tensor> keep, Start start) {
+    try {
+      return std::make_unique<GlooPending>(start(), std::move(keep), std::move(what));
+    } catch (const std::exception& e) {
+      std::string message = e.what();
+      if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
+      throw TransportError(fmt::format("{}: {}", what, message));
+    }
+  }
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::vector<int> members_;
+  int group_rank_;
+  std::string name_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> options_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+};
+
+bool is_loopback(const std::string& addr) {
+  return addr == "127.0.0.1" || addr == "localhost" || addr == "::1" || addr.starts_with("127.");
+}
+
+}  // namespace
+
+GlooWorld make_gloo_world(const GlooOptions& o) {
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<std::uint16_t>(o.master_port);
+  store_options.isServer = o.rank == 0;
+  store_options.numWorkers = static_cast<std::size_t>(o.world_size);
+  store_options.waitWorkers = false;
+  store_options.timeout = o.timeout;
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(o.master_addr, store_options);
+  } catch (const std::exception& e) {
+    std::string message = e.what();
+    if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
+    throw TransportError(fmt::format("rendezvous at {}:{}: {}", o.master_addr, o.master_port, message));
+  }
+  auto options = c10d::ProcessGroupGloo::Options::create(o.timeout);
+  // On one node the pipeline traffic stays on the loopback interface.
+  options->devices.push_back(is_loopback(o.master_addr) ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                                        : c10d::ProcessGroupGloo::createDefaultDevice());
+  options->threads = 2;
+  std::vector<int> members(static_cast<std::size_t>(o.world_size));
+  for (int r = 0; r < o.world_size; ++r) members[r] = r;
+  GlooWorld world;
+  world.transport = std::make_unique<GlooTransport>(store, members, o.rank, "world", options);
+  world.store = std::make_shared<StoreAdapter>(c10::make_intrusive<c10d::PrefixStore>("kv", store));
+  return world;
+}
+
+}  // namespace pipescope::exec

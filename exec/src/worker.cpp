@@ -1,0 +1,320 @@
+// A pprun worker: rendezvous, build the stages, resume, run the steps, write metrics, the
+// measured trace and checkpoints.
+#include "pipescope/exec/worker.hpp"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "pipescope/core/atomic_file.hpp"
+#include "pipescope/core/errors.hpp"
+#include "pipescope/core/registry.hpp"
+#include "pipescope/core/validator.hpp"
+#include "pipescope/exec/checkpoint.hpp"
+#include "pipescope/exec/memory.hpp"
+#include "pipescope/exec/runtime.hpp"
+#include "pipescope/exec/transport.hpp"
+#include "pipescope/traces/trace_io.hpp"
+
+namespace pipescope::exec {
+namespace {
+
+int env_int(const char* name, const char* value) {
+  char* end = nullptr;
+  long v = std::strtol(value, &end, 10);
+  if (!*value || *end || v < 0 || v > 1 << 30) throw UsageError(fmt::format("environment variable {}='{}' is not a valid number", name, value));
+  return static_cast<int>(v);
+}
+
+ModelConfig model_config(const RunOptions& o) {
+  ModelConfig c;
+  c.name = o.model;
+  c.layers = o.layers;
+  c.hidden = o.hidden;
+  c.seq_len = o.seq_len;
+  c.vocab = o.vocab;
+  c.micro_batch_size = o.micro_batch_size;
+  c.seed = o.seed;
+  return c;
+}
+
+// Test hook: PIPESCOPE_FAULT="RANK:STEP:kill|hang" makes that rank die or hang at the start
+// of that step, as a crashed or wedged worker would.
+void maybe_inject_fault(int rank, int step) {
+  const char* spec = std::getenv("PIPESCOPE_FAULT");
+  if (!spec) return;
+  int fault_rank = -1, fault_step = -1;
+  char action[16] = {};
+  if (std::sscanf(spec, "%d:%d:%15s", &fault_rank, &fault_step, action) != 3) return;
+  if (fault_rank != rank || fault_step != step) return;
+  if (std::string(action) == "kill") std::raise(SIGKILL);
+  if (std::string(action) == "hang")
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+// The per-step numbers every rank contributes to rank 0.
+enum StatField { kLossSum, kLossCount, kTimeS, kPeakBytes, kNumStatFields };
+
+nlohmann::json events_to_json(const StepResult& r) {
+  nlohmann::json events = nlohmann::json::array();
+  for (const auto& e : r.events)
+    events.push_back({e.rank, e.lane, e.name, e.category, e.ts_us + r.origin_us, e.dur_us, e.stage, e.micro_batch,
+                      e.peer_rank, e.bytes});
+  nlohmann::json memory = nlohmann::json::array();
+  for (const auto& m : r.memory) memory.push_back({m.rank, m.ts_us + r.origin_us, m.bytes});
+  return {{"events", events}, {"memory", memory}};
+}
+
+void append_events(traces::Trace& trace, const nlohmann::json& j) {
+  for (const auto& e : j.at("events")) {
+    traces::TraceEvent ev;
+    ev.rank = e[0];
+    ev.lane = e[1];
+    ev.name = e[2];
+    ev.category = e[3];
+    ev.ts_us = e[4];
+    ev.dur_us = e[5];
+    ev.stage = e[6];
+    ev.micro_batch = e[7];
+    ev.peer_rank = e[8];
+    ev.bytes = e[9];
+    trace.events.push_back(ev);
+  }
+  for (const auto& m : j.at("memory")) trace.memory.push_back({m[0].get<int>(), m[1].get<double>(), m[2].get<std::int64_t>()});
+}
+
+class Worker {
+ public:
+  Worker(const RunPlan& plan, const WorkerEnvironment& env) : plan_(plan), env_(env) {}
+
+  void run() {
+    const RunOptions& o = plan_.options;
+    const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout_s * 1000));
+    GlooOptions gloo{env_.master_addr, env_.master_port, env_.rank, env_.world_size, timeout};
+    GlooWorld world = make_gloo_world(gloo);
+    world_ = std::move(world.transport);
+    store_ = world.store;
+
+    GridPosition position;
+    position.pipeline_ranks = plan_.pipeline_ranks;
+    position.num_replicas = o.data_parallel;
+    position.replica = env_.rank / plan_.pipeline_ranks;
+    position.pipe_rank = env_.rank % plan_.pipeline_ranks;
+    RuntimeOptions runtime_options;
+    runtime_options.timeout = timeout;
+    runtime_options.learning_rate = o.learning_rate;
+    PipelineRuntime runtime(plan_.model, plan_.schedule, plan_.partition, *world_, position, runtime_options);
+
+    const std::int64_t samples_per_step = static_cast<std::int64_t>(plan_.schedule.num_micro_batches) * o.data_parallel;
+    CheckpointPosition at;
+    if (o.resume) {
+      if (auto manifest = read_manifest(o.checkpoint_dir)) {
+        if (manifest->config != run_identity(plan_))
+          throw UsageError(fmt::format("{}: the checkpoint was written by a different run ({}), not this one ({})",
+                                       o.checkpoint_dir, manifest->config.dump(), run_identity(plan_).dump()));
+        at = load_rank_checkpoint(o.checkpoint_dir, *manifest, env_.rank, runtime);
+      }
+    }
+
+    const bool progress = env_.rank == 0 && !o.quiet && isatty(STDERR_FILENO);
+    std::string metrics;
+    int last_saved = at.step;
+    for (int step = at.step; step < o.steps; ++step) {
+      maybe_inject_fault(env_.rank, step);
+      const auto started = std::chrono::steady_clock::now();
+      // Replica d takes micro-batch samples data_position + d*M .. + M-1 of this step.
+      StepResult result = runtime.run_step(step, at.data_position + position.replica * plan_.schedule.num_micro_batches);
+      at.data_position += samples_per_step;
+      at.step = step + 1;
+
+      std::vector<double> mine(kNumStatFields);
+      mine[kLossSum] = result.loss_sum;
+      mine[kLossCount] = result.loss_count;
+      mine[kTimeS] = result.time_s;
+      mine[kPeakBytes] = static_cast<double>(result.peak_memory_bytes);
+      auto gathered = gather(mine, step);
+      const double iteration_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+      if (step == o.steps - 1 && !o.trace_path.empty()) write_trace(result, step);
+      if (env_.rank == 0) {
+        double loss_sum = 0, loss_count = 0;
+        std::vector<std::int64_t> peaks;
+        for (int r = 0; r < env_.world_size; ++r) {
+          loss_sum += gathered[r * kNumStatFields + kLossSum];
+          loss_count += gathered[r * kNumStatFields + kLossCount];
+          peaks.push_back(static_cast<std::int64_t>(gathered[r * kNumStatFields + kPeakBytes]));
+        }
+        const double loss = loss_count > 0 ? loss_sum / loss_count : 0.0;
+        metrics += fmt::format("{{\"step\": {}, \"loss\": {:.17g}, \"iteration_time_s\": {:.9g}, \"peak_memory_bytes\": [{}]}}\n",
+                               step, loss, iteration_time_s, fmt::join(peaks, ", "));
+        if (!o.metrics_path.empty()) write_file_atomic(o.metrics_path, metrics);
+        if (progress)
+          std::fprintf(stderr, "\rpprun: step %d/%d  loss %.6f  %.3f s/step ", step + 1, o.steps, loss, iteration_time_s);
+      }
+      const bool checkpoint_now = !o.checkpoint_dir.empty() &&
+                                  ((o.checkpoint_every > 0 && at.step % o.checkpoint_every == 0) || at.step == o.steps);
+      if (checkpoint_now) {
+        checkpoint(runtime, at);
+        last_saved = at.step;
+      }
+    }
+    if (!o.checkpoint_dir.empty() && last_saved != at.step) checkpoint(runtime, at);
+    if (progress) std::fprintf(stderr, "\n");
+    barrier();  // rank 0 serves the store: it leaves last
+  }
+
+ private:
+  std::vector<double> gather(const std::vector<double>& mine, int step) {
+    auto input = at::tensor(mine, at::TensorOptions().dtype(at::kDouble));
+    auto output = at::empty({static_cast<std::int64_t>(mine.size()) * env_.world_size}, input.options());
+    try {
+      world_->all_gather(input, output)->wait(timeout());
+    } catch (const std::exception& e) {
+      throw RuntimeError(fmt::format("rank {}: step {}: end-of-step metrics exchange: {}", env_.rank, step, e.what()));
+    }
+    return std::vector<double>(output.data_ptr<double>(), output.data_ptr<double>() + output.numel());
+  }
+
+  void barrier() {
+    auto t = at::zeros({1});
+    try {
+      world_->all_reduce_sum(t)->wait(timeout());
+    } catch (const std::exception& e) {
+      throw RuntimeError(fmt::format("rank {}: barrier: {}", env_.rank, e.what()));
+    }
+  }
+
+  std::chrono::milliseconds timeout() const {
+    return std::chrono::milliseconds(static_cast<std::int64_t>(plan_.options.timeout_s * 1000));
+  }
+
+  void checkpoint(PipelineRuntime& runtime, const CheckpointPosition& at) {
+    save_rank_checkpoint(plan_.options.checkpoint_dir, at, env_.rank, runtime);
+    barrier();  // every rank's file is on disk before the manifest names the checkpoint
+    if (env_.rank == 0) commit_checkpoint(plan_.options.checkpoint_dir, at, env_.world_size, run_identity(plan_));
+  }
+
+  // Every rank hands its events to rank 0 through the store; rank 0 writes one file with the
+  // earliest event of any rank at 0.
+  void write_trace(const StepResult& result, int step) {
+    const std::string prefix = fmt::format("trace/{}/", step);
+    if (env_.rank != 0) {
+      store_->set(prefix + std::to_string(env_.rank), events_to_json(result).dump());
+      return;
+    }
+    traces::Trace trace;
+    trace.meta.source = "measured";
+    trace.meta.schedule = plan_.schedule.name;
+    trace.meta.num_ranks = env_.world_size;
+    trace.meta.num_stages = plan_.schedule.num_stages;
+    trace.meta.num_micro_batches = plan_.schedule.num_micro_batches;
+    trace.meta.iteration = step;
+    trace.meta.extra = {{"model", plan_.options.model}, {"data_parallel", plan_.options.data_parallel},
+                        {"pipeline_ranks", plan_.pipeline_ranks}, {"clock", "steady"}};
+    append_events(trace, events_to_json(result));
+    for (int r = 1; r < env_.world_size; ++r) append_events(trace, nlohmann::json::parse(store_->get(prefix + std::to_string(r))));
+    double origin = std::numeric_limits<double>::infinity();
+    for (const auto& e : trace.events) origin = std::min(origin, e.ts_us);
+    for (const auto& m : trace.memory) origin = std::min(origin, m.ts_us);
+    for (auto& e : trace.events) e.ts_us -= origin;
+    for (auto& m : trace.memory) m.ts_us -= origin;
+    for (int r = 0; r < env_.world_size; ++r) trace.rank_names.push_back(fmt::format("rank {}", r));
+    traces::write_trace(trace, plan_.options.trace_path);
+  }
+
+  const RunPlan& plan_;
+  WorkerEnvironment env_;
+  std::unique_ptr<Transport> world_;
+  std::shared_ptr<KeyValueStore> store_;
+};
+
+}  // namespace
+
+RunPlan make_run_plan(const RunOptions& options, int world_size) {
+  check_run_options(options);
+  RunPlan plan;
+  plan.options = options;
+  plan.world_size = world_size;
+  if (world_size % options.data_parallel != 0)
+    throw UsageError(fmt::format("option --dp {}: does not divide the world size {}", options.data_parallel, world_size));
+  plan.pipeline_ranks = world_size / options.data_parallel;
+  ScheduleParams params;
+  params.num_ranks = plan.pipeline_ranks;
+  params.num_micro_batches = options.micro_batches;
+  params.chunks = options.chunks;
+  params.chunks_given = options.chunks_given;
+  plan.schedule = make_schedule(options.schedule, params);
+  if (plan.schedule.num_ranks != plan.pipeline_ranks)
+    throw UsageError(fmt::format("schedule '{}' has {} pipeline ranks, but the run has {} (world size {} / --dp {})",
+                                 options.schedule, plan.schedule.num_ranks, plan.pipeline_ranks, world_size,
+                                 options.data_parallel));
+  validate(plan.schedule);
+  plan.model = make_model_spec(model_config(options));
+  try {
+    plan.partition = partition_layers(plan.model.layer_infos(), plan.schedule.num_stages, options.partition_method);
+  } catch (const std::exception& e) {
+    throw UsageError(fmt::format("--model {} has {} layers and cannot be split into {} stages: {}", options.model,
+                                 plan.model.layers.size(), plan.schedule.num_stages, e.what()));
+  }
+  if (plan.partition.num_stages() != plan.schedule.num_stages)
+    throw UsageError(fmt::format("--model {}: the partition has {} stages, the schedule {}", options.model,
+                                 plan.partition.num_stages(), plan.schedule.num_stages));
+  for (int s = 0; s < plan.partition.num_stages(); ++s)
+    if (plan.partition.bounds[s] >= plan.partition.bounds[s + 1])
+      throw UsageError(fmt::format("--model {} has {} layers and cannot be split into {} non-empty stages", options.model,
+                                   plan.model.layers.size(), plan.schedule.num_stages));
+  return plan;
+}
+
+nlohmann::json run_identity(const RunPlan& plan) {
+  const RunOptions& o = plan.options;
+  return {{"model", o.model},         {"layers", o.layers},         {"hidden", o.hidden},
+          {"seq_len", o.seq_len},     {"vocab", o.vocab},           {"micro_batch_size", o.micro_batch_size},
+          {"seed", o.seed},           {"schedule", plan.schedule.name}, {"micro_batches", plan.schedule.num_micro_batches},
+          {"stages", plan.schedule.num_stages}, {"world_size", plan.world_size}, {"data_parallel", o.data_parallel},
+          {"partition", plan.partition.bounds}};
+}
+
+std::optional<WorkerEnvironment> worker_environment_from_env() {
+  const char* rank = std::getenv("RANK");
+  if (!rank) return std::nullopt;
+  WorkerEnvironment env;
+  env.rank = env_int("RANK", rank);
+  const char* world = std::getenv("WORLD_SIZE");
+  if (!world) throw UsageError("environment variable RANK is set but WORLD_SIZE is not");
+  env.world_size = env_int("WORLD_SIZE", world);
+  if (env.world_size < 1 || env.rank >= env.world_size)
+    throw UsageError(fmt::format("environment: RANK {} is not below WORLD_SIZE {}", env.rank, env.world_size));
+  if (const char* v = std::getenv("LOCAL_RANK")) env.local_rank = env_int("LOCAL_RANK", v);
+  if (const char* v = std::getenv("MASTER_ADDR"); v && *v) env.master_addr = v;
+  if (const char* v = std::getenv("MASTER_PORT")) env.master_port = env_int("MASTER_PORT", v);
+  return env;
+}
+
+int run_worker(const RunPlan& plan, const WorkerEnvironment& env) {
+  try {
+    install_counting_cpu_allocator();
+    at::set_num_threads(plan.options.threads_per_rank);
+    try {
+      at::set_num_interop_threads(1);
+    } catch (const std::exception&) {
+      // Already fixed by an earlier use in this process; the default is harmless.
+    }
+    Worker(plan, env).run();
+    return 0;
+  } catch (const RuntimeError& e) {
+    std::fprintf(stderr, "pprun: error: %s\n", e.what());
+  } catch (const std::exception& e) {
+    std::string message = e.what();
+    if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
+    std::fprintf(stderr, "pprun: error: rank %d: %s\n", env.rank, message.c_str());
+  }
+  return 1;
+}
+
+}  // namespace pipescope::exec

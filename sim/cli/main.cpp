@@ -1,0 +1,80 @@
+// ppsim: generates, converts and validates schedules; simulates; plans; compares and
+// calibrates. Dispatches to the subcommands that registered themselves (command.hpp) and turns
+// exceptions into the one-line errors and exit codes of SPEC.md section 1.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <boost/program_options/errors.hpp>
+
+#include "command.hpp"
+#include "pipescope/core/errors.hpp"
+#include "pipescope/traces/trace.hpp"
+
+namespace pipescope::cli {
+
+std::vector<Command>& commands() {
+  static std::vector<Command> all;
+  return all;
+}
+
+bool progress_enabled(bool quiet) { return !quiet && ::isatty(STDERR_FILENO); }
+
+}  // namespace pipescope::cli
+
+namespace {
+
+void print_usage(std::ostream& out) {
+  using pipescope::cli::commands;
+  auto sorted = commands();
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  out << "usage: ppsim COMMAND [options]   (ppsim COMMAND --help for its options)\n\ncommands:\n";
+  for (const auto& c : sorted) out << "  " << c.name << std::string(12 - std::min<std::size_t>(c.name.size(), 11), ' ') << c.summary << "\n";
+  out << "\n  --help       this text\n  --version    the version\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace pipescope;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    print_usage(std::cerr);
+    return 2;
+  }
+  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    print_usage(std::cout);
+    return 0;
+  }
+  if (args[0] == "--version") {
+    std::cout << "ppsim " << PIPESCOPE_VERSION << "\n";
+    return 0;
+  }
+  const auto& all = cli::commands();
+  auto it = std::find_if(all.begin(), all.end(), [&](const cli::Command& c) { return c.name == args[0]; });
+  if (it == all.end()) {
+    std::cerr << "ppsim: error: unknown command '" << args[0] << "' (see ppsim --help)\n";
+    return 2;
+  }
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  try {
+    return it->run(rest);
+  } catch (const UsageError& e) {
+    std::cerr << "ppsim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const boost::program_options::error& e) {
+    std::cerr << "ppsim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const ScheduleError& e) {
+    std::cerr << "ppsim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const traces::TraceError& e) {
+    std::cerr << "ppsim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "ppsim: error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,53 @@
+// What one micro-batch costs on each stage, in the names the Zero Bubble and veScale
+// schedulers use (SPEC.md section 6): f/b/w seconds, f/b/w memory deltas, c per transfer.
+// Explicit options, a model on a device (model.hpp) and a measured profile (profile.hpp) all
+// end up here; the simulator reads nothing else.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace pipescope::sim {
+
+struct StageCost {
+  double f_s = 1.0;  // ForwardPass
+  double b_s = 1.0;  // BackwardInput (a full BackwardPass takes b_s + w_s)
+  double w_s = 1.0;  // BackwardWeight
+  // Memory deltas of one micro-batch; f + b + w = 0. Allocations count from the start of an
+  // op, frees from its end.
+  std::int64_t f_mem_bytes = 0;
+  std::int64_t b_mem_bytes = 0;
+  std::int64_t w_mem_bytes = 0;
+  std::int64_t static_bytes = 0;      // weights, gradients, optimizer state, work buffers
+  std::int64_t activation_bytes = 0;  // one stage-to-stage transfer (activation or its gradient)
+  double reduce_grads_s = 0;          // data-parallel gradient all-reduce of the stage
+  double reduce_tied_s = 0;           // tied-embedding all-reduce (first and last stage)
+  double optimizer_s = 0;             // optimizer step of the stage
+  double load_s = 0;                  // LoadMicroBatch
+};
+
+enum class TransferModel {
+  FixedDelay,  // every transfer arrives c_s after it is posted (SPEC.md section 6 base model)
+  Links,       // latency + bytes / bandwidth on the topology's link, shared by concurrent transfers
+};
+
+struct CostModel {
+  std::vector<StageCost> stages;  // one per stage, or exactly one meaning "every stage"
+  double c_s = 0.0;
+  TransferModel transfer_model = TransferModel::FixedDelay;
+  int micro_batch_size = 1;  // samples per micro-batch, for throughput
+  int data_parallel = 1;     // replicas, for throughput
+
+  const StageCost& stage(int s) const { return stages.size() == 1 ? stages.front() : stages[static_cast<std::size_t>(s)]; }
+
+  // Uniform stages with the SPEC.md cost names.
+  static CostModel uniform(double f_s, double b_s, double w_s, double c_s,
+                           std::int64_t f_mem_bytes = 0, std::int64_t b_mem_bytes = 0,
+                           std::int64_t w_mem_bytes = 0);
+
+  // Throws UsageError when the model does not cover `num_stages` stages, a time is negative
+  // or not finite, or the memory deltas of a stage do not sum to zero.
+  void check(int num_stages) const;
+};
+
+}  // namespace pipescope::sim

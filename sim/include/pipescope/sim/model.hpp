@@ -1,0 +1,92 @@
+// Costs from first principles: a transformer (preset or JSON model file) on a device preset,
+// split into pipeline stages, priced with the Zero Bubble paper's per-layer FLOPs and
+// activation bytes and Megatron's memory accounting (reference/ANCHORS.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipescope/sim/costs.hpp"
+#include "pipescope/sim/topology.hpp"
+
+namespace pipescope::sim {
+
+struct ModelSpec {
+  std::string name;
+  int layers = 0;
+  int hidden = 0;
+  int heads = 0;
+  int kv_heads = 0;       // 0: same as heads (no grouped-query attention)
+  int ffn_hidden = 0;     // 0: 4 * hidden
+  bool gated_mlp = false; // SwiGLU: three MLP matrices instead of two
+  int seq = 0;
+  int vocab = 0;
+  bool tied_embeddings = true;
+
+  int kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
+  int ffn_or_default() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  // Parameters of one transformer layer's matrices (biases and norms excluded).
+  std::int64_t layer_matrix_parameters() const;
+  std::int64_t layer_parameters() const;   // with biases and layer norms
+  std::int64_t embedding_parameters() const;  // vocab * hidden
+  std::int64_t total_parameters() const;
+};
+
+// Presets: gpt-1.3b, gpt-7b, llama-70b.
+std::vector<std::string> model_preset_names();
+// A preset name, or a path to a JSON model file {"name", "layers", "hidden", "heads", "seq",
+// "vocab", optional "kv_heads", "ffn_hidden", "gated_mlp", "tied_embeddings"}. Throws
+// UsageError naming the preset list or the file and field.
+ModelSpec resolve_model(const std::string& name_or_path);
+ModelSpec parse_model_json(const std::string& text, const std::string& source);
+
+struct DeviceSpec {
+  std::string name;
+  double peak_flops_per_s = 0;     // dense bf16, vendor figure
+  double efficiency = 0.5;         // achievable fraction of peak in transformer layers
+  std::int64_t memory_bytes = 0;
+  double memory_bandwidth_bytes_per_s = 0;
+  LinkSpec nvlink;                 // per direction
+};
+
+// Presets: h100, h200, a100. Throws UsageError naming the presets for an unknown name.
+DeviceSpec device_preset(const std::string& name);
+std::vector<std::string> device_preset_names();
+
+// Per-layer, per-micro-batch figures (b = micro-batch size), Zero Bubble paper Table 1
+// generalised to any matrix shapes: F = 2 sb P + 4 s^2 b h, B = 2 sb P + 8 s^2 b h, W = 2 sb P,
+// with P the layer's matrix parameters (12 h^2 for a GPT layer gives sbh(24h + 4s) ...).
+struct LayerFigures {
+  double f_flops = 0;
+  double b_flops = 0;
+  double w_flops = 0;
+  std::int64_t activation_bytes = 0;     // held from F until B: sb(34h + 5as)
+  std::int64_t weight_stash_bytes = 0;   // held from B until W: 32 sbh
+};
+LayerFigures layer_figures(const ModelSpec& model, int micro_batch_size);
+
+struct ParallelConfig {
+  int pipeline = 4;          // pipeline ranks
+  int chunks = 1;            // stages per rank: pipeline * chunks stages in all
+  int data_parallel = 1;
+  int micro_batch_size = 1;
+  bool recompute = false;    // full activation recomputation: keep layer inputs, recompute in B
+  bool zero1 = false;        // shard the optimizer state over the data-parallel group
+};
+
+// Layers of each stage: an even split, the remainder going to the middle stages (the first
+// carries the embedding, the last the head and loss). Throws UsageError when there are fewer
+// layers than stages.
+std::vector<int> split_layers(int layers, int num_stages);
+
+// Per-stage costs of `model` on `device` under `parallel` and `topology` (its data_parallel
+// and pipeline_rank_stride are taken from `parallel`). Transfers use the Links model.
+CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const Topology& topology,
+                       const ParallelConfig& parallel);
+
+// The topology a cost derivation assumes: DP inside PP, so pipeline neighbours sit d devices
+// apart and the DP ring spans d consecutive devices.
+Topology with_parallel_layout(Topology topology, const ParallelConfig& parallel);
+
+}  // namespace pipescope::sim

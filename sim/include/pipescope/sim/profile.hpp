@@ -1,0 +1,68 @@
+// Measured costs (`pipescope.profile/1`): what `ppsim calibrate` extracts from a run of pprun
+// and `ppsim simulate --profile FILE` reads back, closing the loop between prediction and
+// measurement. One JSON object:
+//   {"format": "pipescope.profile/1", "micro_batch_size": 1, "data_parallel": 1,
+//    "transfer": {"latency_s": 5e-6, "bandwidth_bytes_per_s": 2.5e10},
+//    "stages": [{"stage": 0, "f_s": .., "b_s": .., "w_s": .., "f_mem_bytes": .., "b_mem_bytes": ..,
+//                "w_mem_bytes": .., "static_bytes": .., "activation_bytes": ..,
+//                "optimizer_s": .., "reduce_grads_s": ..}, ...]}
+// Unknown fields are kept in `extra` and written back.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipescope/sim/costs.hpp"
+#include "pipescope/sim/topology.hpp"
+
+namespace pipescope::sim {
+
+struct StageProfile {
+  int stage = 0;
+  double f_s = 0;
+  double b_s = 0;
+  double w_s = 0;
+  std::int64_t f_mem_bytes = 0;
+  std::int64_t b_mem_bytes = 0;
+  std::int64_t w_mem_bytes = 0;
+  std::int64_t static_bytes = 0;
+  std::int64_t activation_bytes = 0;
+  double optimizer_s = 0;
+  double reduce_grads_s = 0;
+
+  friend bool operator==(const StageProfile&, const StageProfile&) = default;
+};
+
+struct Profile {
+  int micro_batch_size = 1;
+  int data_parallel = 1;
+  LinkSpec transfer{1e10, 0.0};
+  std::vector<StageProfile> stages;  // ordered by stage, 0 .. n-1
+  nlohmann::json extra = nlohmann::json::object();
+
+  friend bool operator==(const Profile& a, const Profile& b) {
+    return a.micro_batch_size == b.micro_batch_size && a.data_parallel == b.data_parallel &&
+           a.transfer.bandwidth_bytes_per_s == b.transfer.bandwidth_bytes_per_s &&
+           a.transfer.latency_s == b.transfer.latency_s && a.stages == b.stages && a.extra == b.extra;
+  }
+};
+
+inline constexpr std::string_view kProfileFormat = "pipescope.profile/1";
+
+// Throws UsageError whose message starts with `source` and names the field:
+// "p.json: stages[2].f_s: must be a number >= 0".
+Profile parse_profile(std::string_view text, const std::string& source);
+Profile read_profile(const std::string& path);
+std::string to_profile_json(const Profile& profile);
+// Atomic: never leaves a partial file.
+void write_profile(const Profile& profile, const std::string& path);
+
+// Costs (Links transfer model) and the topology whose every link is the measured one.
+CostModel cost_model_from_profile(const Profile& profile);
+Topology topology_from_profile(const Profile& profile);
+
+}  // namespace pipescope::sim

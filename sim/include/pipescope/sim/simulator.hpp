@@ -1,0 +1,76 @@
+// The discrete-event simulator: a pure function from a schedule, its costs and a topology to
+// a predicted trace and a summary. Each rank's compute lane runs its program in order; sends
+// and receives have their own lanes; transfers occupy links (shared by concurrent transfers);
+// collectives and the optimizer run at the end of the batch. With uniform costs and a fixed
+// transfer delay this is exactly list scheduling (SPEC.md section 6).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "pipescope/core/schedule.hpp"
+#include "pipescope/sim/costs.hpp"
+#include "pipescope/sim/summary.hpp"
+#include "pipescope/sim/topology.hpp"
+#include "pipescope/traces/trace.hpp"
+
+namespace pipescope::sim {
+
+// One instruction in the flat form the event loop reads: no strings, dependencies resolved
+// to indices once.
+struct CompiledInstruction {
+  Op op = Op::ForwardPass;
+  std::int32_t stage = 0;
+  std::int32_t micro_batch = -1;
+  std::int32_t transfer = -1;  // send and receive: the transfer they take part in
+};
+
+// One point-to-point transfer: a send matched with its receive.
+struct CompiledTransfer {
+  std::int32_t send_index = -1;  // into CompiledSchedule::instructions
+  std::int32_t recv_index = -1;
+  std::int32_t from_rank = -1;
+  std::int32_t to_rank = -1;
+  std::int32_t link = -1;        // directed link id (from_rank -> to_rank)
+};
+
+// A schedule flattened for simulation: compile once, simulate many times with other costs.
+struct CompiledSchedule {
+  std::string name;
+  int num_ranks = 0;
+  int num_stages = 0;
+  int num_micro_batches = 0;
+  std::vector<int> stage_to_rank;
+  std::vector<CompiledInstruction> instructions;  // all ranks, rank after rank, in program order
+  std::vector<std::int32_t> rank_begin;           // size num_ranks + 1
+  std::vector<std::int32_t> step_of;              // step index of each instruction (for messages)
+  std::vector<CompiledTransfer> transfers;
+  std::vector<std::pair<int, int>> links;         // directed (from rank, to rank) per link id
+
+  std::int32_t rank_of_instruction(std::int32_t index) const;
+};
+
+// Flattens `schedule`, matching sends to receives in order per (kind, from stage, to stage).
+// A compute-only schedule gets its communication from the core's add_send_recv pass first.
+// Throws ScheduleError naming rank, step and instruction for an unmatched send or receive,
+// or for a compute whose same-rank input comes later in the program.
+CompiledSchedule compile(const Schedule& schedule);
+
+struct SimOptions {
+  bool build_trace = true;   // the trace is optional: the planner and benchmarks skip it
+  bool share_links = true;   // concurrent transfers on a link share its bandwidth
+};
+
+struct SimResult {
+  Summary summary;
+  traces::Trace trace;  // source "predicted"; empty events when build_trace is false
+};
+
+// Throws ScheduleError (naming the rank and the instruction it waits at) on a deadlock, and
+// UsageError when the costs do not fit the schedule.
+SimResult simulate(const CompiledSchedule& schedule, const CostModel& costs,
+                   const Topology& topology = {}, const SimOptions& options = {});
+SimResult simulate(const Schedule& schedule, const CostModel& costs,
+                   const Topology& topology = {}, const SimOptions& options = {});
+
+}  // namespace pipescope::sim

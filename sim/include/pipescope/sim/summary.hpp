@@ -1,0 +1,37 @@
+// The simulator's answer in numbers (SPEC.md section 6): iteration time, bubble and peak
+// memory per rank, and the JSON object `ppsim simulate --json` prints.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace pipescope::sim {
+
+struct RankSummary {
+  int rank = 0;
+  double busy_s = 0;           // time in F, B, I, W and the optimizer step
+  double bubble_fraction = 0;  // idle time in the iteration / iteration time
+  std::int64_t peak_memory_bytes = 0;
+};
+
+struct Summary {
+  std::string schedule;
+  int num_ranks = 0;
+  int num_stages = 0;
+  int num_micro_batches = 0;
+  double iteration_time_s = 0;
+  double bubble_fraction = 0;  // mean over ranks
+  double throughput_samples_per_s = 0;
+  std::vector<RankSummary> ranks;
+  std::int64_t instructions = 0;  // simulated instructions
+
+  std::int64_t max_peak_memory_bytes() const;
+};
+
+// The SPEC.md section 6 object (plus num_stages).
+nlohmann::json to_json(const Summary& summary);
+
+}  // namespace pipescope::sim

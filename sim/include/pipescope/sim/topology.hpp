@@ -1,0 +1,43 @@
+// Where the pipeline ranks live and how fast they talk: GPUs per node, NVLink inside a node,
+// the network between nodes. The simulator asks it for the link between two pipeline ranks;
+// the cost model asks it for the data-parallel ring.
+#pragma once
+
+#include <cstdint>
+
+namespace pipescope::sim {
+
+struct LinkSpec {
+  double bandwidth_bytes_per_s = 450e9;
+  double latency_s = 2e-6;
+};
+
+struct Topology {
+  int gpus_per_node = 8;
+  LinkSpec intra_node{450e9, 2e-6};  // NVLink 4, per direction
+  LinkSpec inter_node{50e9, 5e-6};   // InfiniBand NDR 400 Gb/s per NIC
+  // Devices between two consecutive pipeline ranks. Megatron orders data parallelism inside
+  // pipeline parallelism, so with DP size d pipeline rank r sits on device r * d.
+  int pipeline_rank_stride = 1;
+  // Data-parallel replicas (the ring of the gradient all-reduce: d consecutive devices).
+  int data_parallel = 1;
+
+  int device_of_rank(int pipeline_rank) const { return pipeline_rank * pipeline_rank_stride; }
+  int node_of_device(int device) const { return device / gpus_per_node; }
+  bool same_node(int rank_a, int rank_b) const {
+    return node_of_device(device_of_rank(rank_a)) == node_of_device(device_of_rank(rank_b));
+  }
+  // The link that carries a transfer between two pipeline ranks.
+  const LinkSpec& link_between(int rank_a, int rank_b) const {
+    return same_node(rank_a, rank_b) ? intra_node : inter_node;
+  }
+  // The link of the data-parallel ring: NVLink while the group fits in a node.
+  const LinkSpec& data_parallel_link() const {
+    return data_parallel <= gpus_per_node ? intra_node : inter_node;
+  }
+};
+
+// Ring all-reduce of `bytes` over `group_size` members: 2(n-1) steps of bytes/n each.
+double ring_all_reduce_s(std::int64_t bytes, int group_size, const LinkSpec& link);
+
+}  // namespace pipescope::sim

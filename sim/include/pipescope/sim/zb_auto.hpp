@@ -1,0 +1,47 @@
+// zb-auto: the memory-limited automatic zero-bubble schedule. A greedy constructor in the
+// spirit of the Zero Bubble scheduler's heuristic (backward first, forwards up to an
+// in-flight cap and the memory limit, weight gradients filling the idle time) is run over a
+// family of caps and weight-gradient policies; every candidate, and the hand-made zb-h1 /
+// zb-h2 / zbv / 1f1b when they apply, is simulated with the real costs, and the fastest one
+// whose simulated peak memory stays under the limit wins.
+#pragma once
+
+#include <cstdint>
+
+#include "pipescope/core/passes.hpp"
+#include "pipescope/core/registry.hpp"
+#include "pipescope/sim/costs.hpp"
+#include "pipescope/sim/topology.hpp"
+
+namespace pipescope::sim {
+
+struct ZbAutoRequest {
+  ScheduleParams params;        // num_ranks, num_micro_batches, chunks 1 (one stage per rank) or 2 (V)
+  CostModel costs;
+  Topology topology;
+  std::int64_t max_mem_bytes = 0;  // per rank; 0 means default_zb_auto_limit(...)
+};
+
+// The limit used when none is given: on the rank that needs most, its static memory plus the
+// activations of 2p - 1 micro-batches (ZB-H2's budget).
+std::int64_t default_zb_auto_limit(const ScheduleParams& params, const CostModel& costs);
+
+// The costs `ppsim schedule zb-auto` uses: f = b = w = 1, c = 0, f_mem = 2, b_mem = w_mem = -1.
+CostModel default_zb_auto_costs();
+
+// Throws ScheduleError naming the limit and the least memory any candidate needed when no
+// schedule fits, and for chunks other than 1 and 2.
+Schedule zb_auto_schedule(const ZbAutoRequest& request);
+
+// One greedy construction (exposed for tests): per-rank in-flight caps and whether W runs
+// right after its B (eager) or only when nothing else is ready (lazy). Returns an order with
+// an empty per_rank when the construction cannot finish under the limit.
+ComputeOrder zb_auto_greedy_order(const ZbAutoRequest& request, const std::vector<int>& cap_per_rank, bool eager_w,
+                                  std::int64_t max_mem_bytes);
+
+// Registers "zb-auto" in ScheduleRegistry::instance() with these costs and limit (replacing a
+// previous registration); `register_sim_schedules` uses the default costs.
+void register_zb_auto(const CostModel& costs, const Topology& topology, std::int64_t max_mem_bytes);
+void register_sim_schedules();
+
+}  // namespace pipescope::sim

@@ -1,0 +1,192 @@
+// Flattens a Schedule into the simulator's arrays: one pass over the programs, sends matched
+// to receives in order per channel (SPEC.md section 3), same-rank dependencies checked once
+// so that the event loop never has to.
+#include <algorithm>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "pipescope/core/errors.hpp"
+#include "pipescope/core/passes.hpp"
+#include "pipescope/sim/simulator.hpp"
+
+namespace pipescope::sim {
+namespace {
+
+std::string place(int rank, int step, const Instruction& instr) {
+  return "rank " + std::to_string(rank) + ", step " + std::to_string(step) + ", instruction " + to_string(instr);
+}
+
+bool has_p2p(const Schedule& schedule) {
+  for (const auto& program : schedule.programs)
+    for (const auto& step : program)
+      for (const auto& instr : step)
+        if (is_p2p(instr.op)) return true;
+  return false;
+}
+
+bool crosses_ranks(const Schedule& schedule) {
+  for (std::size_t s = 1; s < schedule.stage_to_rank.size(); ++s)
+    if (schedule.stage_to_rank[s] != schedule.stage_to_rank[s - 1]) return true;
+  return false;
+}
+
+// (is gradient, from stage, to stage): the sends and receives matched in order.
+using Channel = std::tuple<bool, int, int>;
+
+void check_shape(const Schedule& schedule) {
+  const std::string& name = schedule.name;
+  if (schedule.num_ranks < 1) throw ScheduleError(name + ": a schedule needs at least one rank");
+  if (static_cast<int>(schedule.programs.size()) != schedule.num_ranks)
+    throw ScheduleError(name + ": " + std::to_string(schedule.programs.size()) + " programs for " +
+                        std::to_string(schedule.num_ranks) + " ranks");
+  if (static_cast<int>(schedule.stage_to_rank.size()) != schedule.num_stages)
+    throw ScheduleError(name + ": stage_to_rank has " + std::to_string(schedule.stage_to_rank.size()) +
+                        " entries for " + std::to_string(schedule.num_stages) + " stages");
+  for (int s = 0; s < schedule.num_stages; ++s)
+    if (schedule.stage_to_rank[s] < 0 || schedule.stage_to_rank[s] >= schedule.num_ranks)
+      throw ScheduleError(name + ": stage " + std::to_string(s) + " is placed on rank " +
+                          std::to_string(schedule.stage_to_rank[s]) + ", which does not exist");
+}
+
+}  // namespace
+
+std::int32_t CompiledSchedule::rank_of_instruction(std::int32_t index) const {
+  auto it = std::upper_bound(rank_begin.begin(), rank_begin.end(), index);
+  return static_cast<std::int32_t>(it - rank_begin.begin()) - 1;
+}
+
+CompiledSchedule compile(const Schedule& input) {
+  check_shape(input);
+  if (!has_p2p(input) && crosses_ranks(input)) {
+    Schedule lowered = input;
+    add_send_recv(lowered);
+    return compile(lowered);
+  }
+  const Schedule& schedule = input;
+  const int num_stages = schedule.num_stages;
+  const int num_mb = std::max(schedule.num_micro_batches, 1);
+
+  CompiledSchedule out;
+  out.name = schedule.name;
+  out.num_ranks = schedule.num_ranks;
+  out.num_stages = num_stages;
+  out.num_micro_batches = schedule.num_micro_batches;
+  out.stage_to_rank = schedule.stage_to_rank;
+  out.instructions.reserve(schedule.instruction_count());
+  out.step_of.reserve(schedule.instruction_count());
+  out.rank_begin.reserve(schedule.num_ranks + 1);
+
+  // Per (stage, micro-batch): forward / backward-for-input done so far on its own rank.
+  std::vector<char> forward_seen(static_cast<std::size_t>(num_stages) * num_mb, 0);
+  std::vector<char> backward_seen(forward_seen.size(), 0);
+  auto slot = [&](int stage, int mb) { return static_cast<std::size_t>(stage) * num_mb + mb; };
+  auto same_rank = [&](int a, int b) {
+    return b >= 0 && b < num_stages && schedule.stage_to_rank[a] == schedule.stage_to_rank[b];
+  };
+
+  std::map<Channel, std::vector<std::int32_t>> sends, recvs;
+  for (int rank = 0; rank < schedule.num_ranks; ++rank) {
+    out.rank_begin.push_back(static_cast<std::int32_t>(out.instructions.size()));
+    const Program& program = schedule.programs[rank];
+    for (int step = 0; step < static_cast<int>(program.size()); ++step) {
+      for (const Instruction& instr : program[step]) {
+        if (instr.stage < 0 || instr.stage >= num_stages)
+          throw ScheduleError(place(rank, step, instr) + ": stage " + std::to_string(instr.stage) +
+                              " does not exist (" + std::to_string(num_stages) + " stages)");
+        if (schedule.stage_to_rank[instr.stage] != rank)
+          throw ScheduleError(place(rank, step, instr) + ": stage " + std::to_string(instr.stage) +
+                              " is held by rank " + std::to_string(schedule.stage_to_rank[instr.stage]));
+        if (needs_micro_batch(instr.op) && (instr.micro_batch < 0 || instr.micro_batch >= num_mb))
+          throw ScheduleError(place(rank, step, instr) + ": micro-batch out of range (" +
+                              std::to_string(schedule.num_micro_batches) + " micro-batches)");
+        const int s = instr.stage;
+        const int mb = instr.micro_batch;
+        switch (instr.op) {
+          case Op::ForwardPass:
+            if (same_rank(s, s - 1) && !forward_seen[slot(s - 1, mb)])
+              throw ScheduleError(place(rank, step, instr) + ": its input, the forward of stage " +
+                                  std::to_string(s - 1) + ", comes later on the same rank");
+            forward_seen[slot(s, mb)] = 1;
+            break;
+          case Op::BackwardPass:
+          case Op::BackwardInput:
+            if (!forward_seen[slot(s, mb)])
+              throw ScheduleError(place(rank, step, instr) + ": its forward comes later on the same rank");
+            if (same_rank(s, s + 1) && !backward_seen[slot(s + 1, mb)])
+              throw ScheduleError(place(rank, step, instr) + ": its gradient, the backward of stage " +
+                                  std::to_string(s + 1) + ", comes later on the same rank");
+            backward_seen[slot(s, mb)] = 1;
+            break;
+          case Op::BackwardWeight:
+            if (!backward_seen[slot(s, mb)])
+              throw ScheduleError(place(rank, step, instr) + ": its BackwardInput comes later on the same rank");
+            break;
+          default:
+            break;
+        }
+        CompiledInstruction ci;
+        ci.op = instr.op;
+        ci.stage = s;
+        ci.micro_batch = instr.micro_batch;
+        const auto index = static_cast<std::int32_t>(out.instructions.size());
+        if (is_p2p(instr.op)) {
+          const int peer = resolved_peer_stage(instr);
+          if (peer < 0 || peer >= num_stages)
+            throw ScheduleError(place(rank, step, instr) + ": peer stage " + std::to_string(peer) + " does not exist");
+          const bool grad = instr.op == Op::SendGrad || instr.op == Op::RecvGrad;
+          if (is_send(instr.op))
+            sends[{grad, s, peer}].push_back(index);
+          else
+            recvs[{grad, peer, s}].push_back(index);
+        }
+        out.instructions.push_back(ci);
+        out.step_of.push_back(step);
+      }
+    }
+  }
+  out.rank_begin.push_back(static_cast<std::int32_t>(out.instructions.size()));
+
+  auto describe = [&](std::int32_t index) {
+    const int rank = out.rank_of_instruction(index);
+    const CompiledInstruction& ci = out.instructions[index];
+    Instruction instr{ci.op, ci.stage, ci.micro_batch};
+    return place(rank, out.step_of[index], instr);
+  };
+
+  std::map<std::pair<int, int>, std::int32_t> link_ids;
+  for (const auto& [channel, send_list] : sends) {
+    auto it = recvs.find(channel);
+    const std::size_t matched = it == recvs.end() ? 0 : it->second.size();
+    if (matched < send_list.size())
+      throw ScheduleError(describe(send_list[matched]) + ": no matching receive");
+    for (std::size_t k = 0; k < send_list.size(); ++k) {
+      const std::int32_t send = send_list[k];
+      const std::int32_t recv = it->second[k];
+      if (out.instructions[send].micro_batch != out.instructions[recv].micro_batch)
+        throw ScheduleError(describe(recv) + ": matched in order with " + describe(send) +
+                            ", which sends another micro-batch");
+      CompiledTransfer transfer;
+      transfer.send_index = send;
+      transfer.recv_index = recv;
+      transfer.from_rank = out.rank_of_instruction(send);
+      transfer.to_rank = out.rank_of_instruction(recv);
+      auto [link, inserted] = link_ids.try_emplace({transfer.from_rank, transfer.to_rank},
+                                                   static_cast<std::int32_t>(out.links.size()));
+      if (inserted) out.links.emplace_back(transfer.from_rank, transfer.to_rank);
+      transfer.link = link->second;
+      const auto id = static_cast<std::int32_t>(out.transfers.size());
+      out.instructions[send].transfer = id;
+      out.instructions[recv].transfer = id;
+      out.transfers.push_back(transfer);
+    }
+  }
+  for (const auto& [channel, recv_list] : recvs) {
+    auto it = sends.find(channel);
+    const std::size_t matched = it == sends.end() ? 0 : it->second.size();
+    if (matched < recv_list.size()) throw ScheduleError(describe(recv_list[matched]) + ": no matching send");
+  }
+  return out;
+}
+
+}  // namespace pipescope::sim

@@ -1,0 +1,62 @@
+#include "pipescope/sim/costs.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "pipescope/core/errors.hpp"
+
+namespace pipescope::sim {
+
+CostModel CostModel::uniform(double f_s, double b_s, double w_s, double c_s, std::int64_t f_mem_bytes,
+                             std::int64_t b_mem_bytes, std::int64_t w_mem_bytes) {
+  CostModel model;
+  StageCost stage;
+  stage.f_s = f_s;
+  stage.b_s = b_s;
+  stage.w_s = w_s;
+  stage.f_mem_bytes = f_mem_bytes;
+  stage.b_mem_bytes = b_mem_bytes;
+  stage.w_mem_bytes = w_mem_bytes;
+  model.stages.push_back(stage);
+  model.c_s = c_s;
+  return model;
+}
+
+namespace {
+
+void check_time(double value, const char* name, int stage) {
+  if (!std::isfinite(value) || value < 0)
+    throw UsageError("stage " + std::to_string(stage) + ": " + name + " must be a finite time >= 0 (got " +
+                     std::to_string(value) + ")");
+}
+
+}  // namespace
+
+void CostModel::check(int num_stages) const {
+  if (stages.empty()) throw UsageError("cost model: no stage costs");
+  if (stages.size() != 1 && static_cast<int>(stages.size()) != num_stages)
+    throw UsageError("cost model: costs for " + std::to_string(stages.size()) + " stages, but the schedule has " +
+                     std::to_string(num_stages));
+  if (!std::isfinite(c_s) || c_s < 0) throw UsageError("--c-cost must be a finite time >= 0");
+  if (micro_batch_size < 1) throw UsageError("--micro-batch-size must be at least 1");
+  if (data_parallel < 1) throw UsageError("data-parallel size must be at least 1");
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const StageCost& s = stages[i];
+    const int id = static_cast<int>(i);
+    check_time(s.f_s, "f cost", id);
+    check_time(s.b_s, "b cost", id);
+    check_time(s.w_s, "w cost", id);
+    check_time(s.reduce_grads_s, "gradient reduction time", id);
+    check_time(s.reduce_tied_s, "tied-gradient reduction time", id);
+    check_time(s.optimizer_s, "optimizer time", id);
+    check_time(s.load_s, "load time", id);
+    if (s.f_mem_bytes + s.b_mem_bytes + s.w_mem_bytes != 0)
+      throw UsageError("stage " + std::to_string(id) + ": f, b and w memory must sum to 0 (got " +
+                       std::to_string(s.f_mem_bytes) + " + " + std::to_string(s.b_mem_bytes) + " + " +
+                       std::to_string(s.w_mem_bytes) + ")");
+    if (s.static_bytes < 0) throw UsageError("stage " + std::to_string(id) + ": static memory must be >= 0");
+    if (s.activation_bytes < 0) throw UsageError("stage " + std::to_string(id) + ": transfer bytes must be >= 0");
+  }
+}
+
+}  // namespace pipescope::sim

@@ -1,0 +1,157 @@
+#include "pipescope/sim/profile.hpp"
+
+#include <cmath>
+
+#include "pipescope/core/atomic_file.hpp"
+#include "pipescope/core/errors.hpp"
+
+namespace pipescope::sim {
+namespace {
+
+using nlohmann::json;
+
+double get_seconds(const json& object, const char* field, const std::string& where) {
+  if (!object.contains(field)) throw UsageError(where + "." + field + ": missing");
+  const json& v = object[field];
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+    throw UsageError(where + "." + field + ": must be a number >= 0");
+  return v.get<double>();
+}
+
+std::int64_t get_bytes(const json& object, const char* field, const std::string& where, bool may_be_negative) {
+  if (!object.contains(field)) throw UsageError(where + "." + field + ": missing");
+  const json& v = object[field];
+  if (!v.is_number_integer()) throw UsageError(where + "." + field + ": must be an integer number of bytes");
+  const auto bytes = v.get<std::int64_t>();
+  if (!may_be_negative && bytes < 0) throw UsageError(where + "." + field + ": must be >= 0");
+  return bytes;
+}
+
+int get_count(const json& object, const char* field, const std::string& where, int fallback) {
+  if (!object.contains(field)) return fallback;
+  const json& v = object[field];
+  if (!v.is_number_integer() || v.get<std::int64_t>() < 1) throw UsageError(where + "." + field + ": must be an integer >= 1");
+  return v.get<int>();
+}
+
+
+}  // namespace
+
+Profile parse_profile(std::string_view text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw UsageError(source + ": not JSON: " + e.what());
+  }
+  if (!j.is_object()) throw UsageError(source + ": a profile is one JSON object");
+  if (!j.contains("format") || j["format"] != std::string(kProfileFormat))
+    throw UsageError(source + ": format: expected \"" + std::string(kProfileFormat) + "\"");
+  Profile p;
+  p.micro_batch_size = get_count(j, "micro_batch_size", source, 1);
+  p.data_parallel = get_count(j, "data_parallel", source, 1);
+  if (!j.contains("transfer") || !j["transfer"].is_object()) throw UsageError(source + ": transfer: missing object");
+  const std::string transfer_where = source + ": transfer";
+  p.transfer.latency_s = get_seconds(j["transfer"], "latency_s", transfer_where);
+  p.transfer.bandwidth_bytes_per_s = get_seconds(j["transfer"], "bandwidth_bytes_per_s", transfer_where);
+  if (!(p.transfer.bandwidth_bytes_per_s > 0)) throw UsageError(transfer_where + ".bandwidth_bytes_per_s: must be > 0");
+  if (!j.contains("stages") || !j["stages"].is_array() || j["stages"].empty())
+    throw UsageError(source + ": stages: must be a non-empty array");
+  const json& stages = j["stages"];
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const std::string where = source + ": stages[" + std::to_string(i) + "]";
+    const json& s = stages[i];
+    if (!s.is_object()) throw UsageError(where + ": must be an object");
+    StageProfile sp;
+    if (s.contains("stage") && !s["stage"].is_number_integer()) throw UsageError(where + ".stage: must be an integer");
+    sp.stage = s.contains("stage") ? s["stage"].get<int>() : static_cast<int>(i);
+    if (sp.stage != static_cast<int>(i)) throw UsageError(where + ".stage: expected " + std::to_string(i));
+    sp.f_s = get_seconds(s, "f_s", where);
+    sp.b_s = get_seconds(s, "b_s", where);
+    sp.w_s = get_seconds(s, "w_s", where);
+    sp.f_mem_bytes = get_bytes(s, "f_mem_bytes", where, true);
+    sp.b_mem_bytes = get_bytes(s, "b_mem_bytes", where, true);
+    sp.w_mem_bytes = get_bytes(s, "w_mem_bytes", where, true);
+    if (sp.f_mem_bytes + sp.b_mem_bytes + sp.w_mem_bytes != 0)
+      throw UsageError(where + ": f_mem_bytes + b_mem_bytes + w_mem_bytes must be 0");
+    sp.static_bytes = get_bytes(s, "static_bytes", where, false);
+    sp.activation_bytes = get_bytes(s, "activation_bytes", where, false);
+    sp.optimizer_s = get_seconds(s, "optimizer_s", where);
+    sp.reduce_grads_s = get_seconds(s, "reduce_grads_s", where);
+    p.stages.push_back(sp);
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    if (key != "format" && key != "micro_batch_size" && key != "data_parallel" && key != "transfer" && key != "stages")
+      p.extra[key] = it.value();
+  }
+  return p;
+}
+
+Profile read_profile(const std::string& path) {
+  std::string text;
+  try {
+    text = read_file(path);
+  } catch (const std::exception& e) {
+    throw UsageError(std::string("--profile: ") + e.what());
+  }
+  return parse_profile(text, path);
+}
+
+std::string to_profile_json(const Profile& profile) {
+  json j = profile.extra.is_object() ? profile.extra : json::object();
+  j["format"] = std::string(kProfileFormat);
+  j["micro_batch_size"] = profile.micro_batch_size;
+  j["data_parallel"] = profile.data_parallel;
+  j["transfer"] = {{"latency_s", profile.transfer.latency_s},
+                   {"bandwidth_bytes_per_s", profile.transfer.bandwidth_bytes_per_s}};
+  json stages = json::array();
+  for (const StageProfile& s : profile.stages)
+    stages.push_back({{"stage", s.stage},
+                      {"f_s", s.f_s},
+                      {"b_s", s.b_s},
+                      {"w_s", s.w_s},
+                      {"f_mem_bytes", s.f_mem_bytes},
+                      {"b_mem_bytes", s.b_mem_bytes},
+                      {"w_mem_bytes", s.w_mem_bytes},
+                      {"static_bytes", s.static_bytes},
+                      {"activation_bytes", s.activation_bytes},
+                      {"optimizer_s", s.optimizer_s},
+                      {"reduce_grads_s", s.reduce_grads_s}});
+  j["stages"] = std::move(stages);
+  return j.dump(2) + "\n";
+}
+
+void write_profile(const Profile& profile, const std::string& path) { write_file_atomic(path, to_profile_json(profile)); }
+
+CostModel cost_model_from_profile(const Profile& profile) {
+  CostModel costs;
+  costs.transfer_model = TransferModel::Links;
+  costs.micro_batch_size = profile.micro_batch_size;
+  costs.data_parallel = profile.data_parallel;
+  for (const StageProfile& s : profile.stages) {
+    StageCost c;
+    c.f_s = s.f_s;
+    c.b_s = s.b_s;
+    c.w_s = s.w_s;
+    c.f_mem_bytes = s.f_mem_bytes;
+    c.b_mem_bytes = s.b_mem_bytes;
+    c.w_mem_bytes = s.w_mem_bytes;
+    c.static_bytes = s.static_bytes;
+    c.activation_bytes = s.activation_bytes;
+    c.optimizer_s = s.optimizer_s;
+    c.reduce_grads_s = s.reduce_grads_s;
+    costs.stages.push_back(c);
+  }
+  return costs;
+}
+
+Topology topology_from_profile(const Profile& profile) {
+  Topology t;
+  t.intra_node = profile.transfer;
+  t.inter_node = profile.transfer;
+  t.data_parallel = profile.data_parallel;
+  return t;
+}
+
+}  // namespace pipescope::sim

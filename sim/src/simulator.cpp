@@ -1,0 +1,376 @@
+// The event loop. Each rank runs ahead through its program as long as nothing it does
+// touches shared state (compute, collectives, receives whose data has arrived); it stops at a
+// receive whose data is not there yet, and, when links are shared, at a send that lies in the
+// future, so that link bandwidth is divided among transfers in time order. Events are plain
+// (time, id) pairs in a binary heap over a reserved vector: no allocation per event.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "pipescope/core/errors.hpp"
+#include "pipescope/sim/simulator.hpp"
+
+namespace pipescope::sim {
+namespace {
+
+constexpr double kUnknown = std::numeric_limits<double>::infinity();
+
+struct Event {
+  double time;
+  std::int32_t id;        // >= 0: rank resumes; < 0: link ~id has a transfer finishing
+  std::uint32_t version;  // link events: stale when the link changed since
+};
+
+struct EventLater {
+  bool operator()(const Event& a, const Event& b) const {
+    if (a.time != b.time) return a.time > b.time;
+    return a.id > b.id;
+  }
+};
+
+struct LinkState {
+  double bandwidth_bytes_per_s = 1;
+  double latency_s = 0;
+  double last_update_s = 0;
+  std::uint32_t version = 0;
+  std::vector<std::int32_t> active;  // transfer ids moving bytes now
+};
+
+struct RankState {
+  std::int32_t pc = 0;
+  double clock_s = 0;        // when the previous instruction finished
+  double busy_s = 0;
+  std::int64_t memory_bytes = 0;
+  std::int64_t peak_bytes = 0;
+  bool done = false;
+};
+
+class Engine {
+ public:
+  Engine(const CompiledSchedule& schedule, const CostModel& costs, const Topology& topology,
+         const SimOptions& options)
+      : s_(schedule), costs_(costs), topology_(topology), options_(options) {}
+
+  SimResult run();
+
+ private:
+  void run_rank(std::int32_t rank, double now);
+  void post_transfer(std::int32_t transfer, double now);
+  void arrive(std::int32_t transfer, double arrival_s);
+  void advance_link(LinkState& link, double now);
+  void reschedule_link(std::int32_t link_id, double now);
+  void finish_link_event(std::int32_t link_id, double now);
+  void push(double time, std::int32_t id, std::uint32_t version = 0) {
+    heap_.push_back({time, id, version});
+    std::push_heap(heap_.begin(), heap_.end(), EventLater{});
+  }
+  void change_memory(std::int32_t rank, std::int64_t delta, double at_s);
+  void add_event(std::int32_t rank, traces::Lane lane, const CompiledInstruction& ci, double start, double end,
+                 const char* category);
+  [[noreturn]] void deadlock() const;
+
+  const CompiledSchedule& s_;
+  const CostModel& costs_;
+  const Topology& topology_;
+  const SimOptions& options_;
+  bool links_mode_ = false;
+  double now_s_ = 0;  // time of the event being handled
+  std::vector<StageCost> stage_;
+  std::vector<RankState> ranks_;
+  std::vector<LinkState> links_;
+  std::vector<double> arrival_s_;    // per transfer; kUnknown until it arrives
+  std::vector<double> posted_s_;     // per transfer
+  std::vector<double> remaining_bytes_;
+  std::vector<double> total_bytes_;
+  std::vector<char> receiver_waiting_;
+  std::vector<Event> heap_;
+  traces::Trace trace_;
+};
+
+void Engine::change_memory(std::int32_t rank, std::int64_t delta, double at_s) {
+  if (delta == 0) return;
+  RankState& r = ranks_[rank];
+  r.memory_bytes += delta;
+  r.peak_bytes = std::max(r.peak_bytes, r.memory_bytes);
+  if (options_.build_trace) trace_.memory.push_back({rank, at_s * 1e6, r.memory_bytes});
+}
+
+void Engine::add_event(std::int32_t rank, traces::Lane lane, const CompiledInstruction& ci, double start,
+                       double end, const char* category) {
+  traces::TraceEvent e;
+  e.rank = rank;
+  e.lane = static_cast<int>(lane);
+  e.name = std::string(op_action_type(ci.op));
+  e.category = category;
+  e.ts_us = start * 1e6;
+  e.dur_us = (end - start) * 1e6;
+  e.stage = ci.stage;
+  e.micro_batch = ci.micro_batch;
+  trace_.events.push_back(std::move(e));
+}
+
+void Engine::run_rank(std::int32_t rank, double now) {
+  RankState& r = ranks_[rank];
+  const std::int32_t end_pc = s_.rank_begin[rank + 1];
+  const CompiledInstruction* instructions = s_.instructions.data();
+  while (r.pc < end_pc) {
+    const CompiledInstruction& ci = instructions[r.pc];
+    const StageCost& cost = stage_[ci.stage];
+    double duration = 0;
+    std::int64_t delta = 0;
+    traces::Lane lane = traces::Lane::Compute;
+    bool busy = true;
+    switch (ci.op) {
+      case Op::ForwardPass: duration = cost.f_s; delta = cost.f_mem_bytes; break;
+      case Op::BackwardPass: duration = cost.b_s + cost.w_s; delta = cost.b_mem_bytes + cost.w_mem_bytes; break;
+      case Op::BackwardInput: duration = cost.b_s; delta = cost.b_mem_bytes; break;
+      case Op::BackwardWeight: duration = cost.w_s; delta = cost.w_mem_bytes; break;
+      case Op::LoadMicroBatch: duration = cost.load_s; busy = false; break;
+      case Op::ReduceGrads: duration = cost.reduce_grads_s; lane = traces::Lane::Collective; busy = false; break;
+      case Op::ReduceTiedGrads: duration = cost.reduce_tied_s; lane = traces::Lane::Collective; busy = false; break;
+      case Op::OptimizerStep: duration = cost.optimizer_s; lane = traces::Lane::Collective; break;
+      case Op::SendActivation:
+      case Op::SendGrad:
+        // A shared link must see its transfers in time order: post only at the current time.
+        if (links_mode_ && now > now_s_) {
+          r.clock_s = now;
+          push(now, rank);
+          return;
+        }
+        post_transfer(ci.transfer, now);
+        ++r.pc;
+        continue;
+      case Op::RecvActivation:
+      case Op::RecvGrad: {
+        const double arrival = arrival_s_[ci.transfer];
+        if (arrival == kUnknown) {
+          r.clock_s = now;
+          receiver_waiting_[ci.transfer] = 1;
+          return;
+        }
+        const double done = std::max(now, arrival);
+        if (options_.build_trace) {
+          add_event(rank, traces::Lane::Recv, ci, now, done, "p2p");
+          const CompiledTransfer& t = s_.transfers[ci.transfer];
+          trace_.events.back().peer_rank = t.from_rank;
+          trace_.events.back().bytes = stage_[s_.instructions[t.send_index].stage].activation_bytes;
+          trace_.flows.push_back({t.from_rank, static_cast<int>(traces::Lane::Send), posted_s_[ci.transfer] * 1e6,
+                                  rank, static_cast<int>(traces::Lane::Recv), done * 1e6});
+        }
+        now = done;
+        ++r.pc;
+        continue;
+      }
+    }
+    const double end = now + duration;
+    // Allocations count from the start of an op, frees from its end.
+    if (delta > 0) change_memory(rank, delta, now);
+    if (options_.build_trace)
+      add_event(rank, lane, ci, now, end, lane == traces::Lane::Compute ? "compute" : "collective");
+    if (delta < 0) change_memory(rank, delta, end);
+    if (busy) r.busy_s += duration;
+    now = end;
+    ++r.pc;
+  }
+  r.clock_s = now;
+  r.done = true;
+}
+
+void Engine::post_transfer(std::int32_t transfer, double now) {
+  posted_s_[transfer] = now;
+  const CompiledTransfer& t = s_.transfers[transfer];
+  if (!links_mode_) {
+    arrive(transfer, now + costs_.c_s);
+    return;
+  }
+  LinkState& link = links_[t.link];
+  const double bytes = total_bytes_[transfer];
+  if (!options_.share_links || bytes <= 0) {
+    arrive(transfer, now + link.latency_s + bytes / link.bandwidth_bytes_per_s);
+    return;
+  }
+  advance_link(link, now);
+  remaining_bytes_[transfer] = bytes;
+  link.active.push_back(transfer);
+  reschedule_link(t.link, now);
+}
+
+void Engine::arrive(std::int32_t transfer, double arrival_s) {
+  arrival_s_[transfer] = arrival_s;
+  const CompiledTransfer& t = s_.transfers[transfer];
+  if (options_.build_trace) {
+    const CompiledInstruction& send = s_.instructions[t.send_index];
+    add_event(t.from_rank, traces::Lane::Send, send, posted_s_[transfer], arrival_s, "p2p");
+    trace_.events.back().peer_rank = t.to_rank;
+    trace_.events.back().bytes = stage_[send.stage].activation_bytes;
+  }
+  if (receiver_waiting_[transfer]) {
+    receiver_waiting_[transfer] = 0;
+    push(std::max(ranks_[t.to_rank].clock_s, arrival_s), t.to_rank);
+  }
+}
+
+void Engine::advance_link(LinkState& link, double now) {
+  if (!link.active.empty() && now > link.last_update_s) {
+    const double moved = (now - link.last_update_s) * link.bandwidth_bytes_per_s / link.active.size();
+    for (std::int32_t id : link.active) remaining_bytes_[id] -= moved;
+  }
+  link.last_update_s = now;
+}
+
+void Engine::reschedule_link(std::int32_t link_id, double now) {
+  LinkState& link = links_[link_id];
+  ++link.version;
+  if (link.active.empty()) return;
+  double least = kUnknown;
+  for (std::int32_t id : link.active) least = std::min(least, remaining_bytes_[id]);
+  const double finish = now + std::max(least, 0.0) * link.active.size() / link.bandwidth_bytes_per_s;
+  push(finish, ~link_id, link.version);
+}
+
+void Engine::finish_link_event(std::int32_t link_id, double now) {
+  LinkState& link = links_[link_id];
+  advance_link(link, now);
+  // Every transfer within rounding of its end finishes now.
+  auto finished = [&](std::int32_t id) { return remaining_bytes_[id] <= total_bytes_[id] * 1e-9 + 1e-6; };
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < link.active.size(); ++i) {
+    const std::int32_t id = link.active[i];
+    if (finished(id))
+      arrive(id, now + link.latency_s);
+    else
+      link.active[kept++] = id;
+  }
+  link.active.resize(kept);
+  reschedule_link(link_id, now);
+}
+
+void Engine::deadlock() const {
+  for (std::int32_t rank = 0; rank < s_.num_ranks; ++rank) {
+    const RankState& r = ranks_[rank];
+    if (r.done) continue;
+    const CompiledInstruction& ci = s_.instructions[r.pc];
+    const Instruction instr{ci.op, ci.stage, ci.micro_batch};
+    throw ScheduleError(s_.name + ": deadlock: rank " + std::to_string(rank) + ", step " +
+                        std::to_string(s_.step_of[r.pc]) + ", instruction " + to_string(instr) +
+                        " waits forever (its send is never posted)");
+  }
+  throw ScheduleError(s_.name + ": deadlock");
+}
+
+SimResult Engine::run() {
+  costs_.check(s_.num_stages);
+  links_mode_ = costs_.transfer_model == TransferModel::Links;
+  stage_.resize(static_cast<std::size_t>(s_.num_stages));
+  for (int s = 0; s < s_.num_stages; ++s) stage_[s] = costs_.stage(s);
+
+  ranks_.assign(static_cast<std::size_t>(s_.num_ranks), RankState{});
+  for (int s = 0; s < s_.num_stages; ++s) ranks_[s_.stage_to_rank[s]].memory_bytes += stage_[s].static_bytes;
+  for (std::int32_t rank = 0; rank < s_.num_ranks; ++rank) {
+    ranks_[rank].pc = s_.rank_begin[rank];
+    ranks_[rank].peak_bytes = ranks_[rank].memory_bytes;
+  }
+
+  const std::size_t num_transfers = s_.transfers.size();
+  arrival_s_.assign(num_transfers, kUnknown);
+  posted_s_.assign(num_transfers, 0.0);
+  receiver_waiting_.assign(num_transfers, 0);
+  if (links_mode_) {
+    remaining_bytes_.assign(num_transfers, 0.0);
+    total_bytes_.resize(num_transfers);
+    for (std::size_t t = 0; t < num_transfers; ++t)
+      total_bytes_[t] = static_cast<double>(stage_[s_.instructions[s_.transfers[t].send_index].stage].activation_bytes);
+    links_.resize(s_.links.size());
+    for (std::size_t l = 0; l < s_.links.size(); ++l) {
+      const LinkSpec& spec = topology_.link_between(s_.links[l].first, s_.links[l].second);
+      if (!(spec.bandwidth_bytes_per_s > 0)) throw UsageError("link bandwidth must be > 0");
+      links_[l].bandwidth_bytes_per_s = spec.bandwidth_bytes_per_s;
+      links_[l].latency_s = spec.latency_s;
+    }
+  }
+
+  if (options_.build_trace) {
+    trace_.meta.source = "predicted";
+    trace_.meta.schedule = s_.name;
+    trace_.meta.num_ranks = s_.num_ranks;
+    trace_.meta.num_stages = s_.num_stages;
+    trace_.meta.num_micro_batches = s_.num_micro_batches;
+    for (int rank = 0; rank < s_.num_ranks; ++rank) {
+      trace_.rank_names.push_back("rank " + std::to_string(rank));
+      trace_.memory.push_back({rank, 0.0, ranks_[rank].memory_bytes});
+    }
+    trace_.events.reserve(s_.instructions.size());
+  }
+
+  heap_.reserve(static_cast<std::size_t>(s_.num_ranks) + s_.links.size() + 16);
+  for (std::int32_t rank = 0; rank < s_.num_ranks; ++rank) push(0.0, rank);
+  while (!heap_.empty()) {
+    std::pop_heap(heap_.begin(), heap_.end(), EventLater{});
+    const Event event = heap_.back();
+    heap_.pop_back();
+    now_s_ = event.time;
+    if (event.id >= 0) {
+      run_rank(event.id, std::max(event.time, ranks_[event.id].clock_s));
+    } else {
+      const std::int32_t link_id = ~event.id;
+      if (event.version == links_[link_id].version) finish_link_event(link_id, event.time);
+    }
+  }
+
+  SimResult result;
+  Summary& summary = result.summary;
+  summary.schedule = s_.name;
+  summary.num_ranks = s_.num_ranks;
+  summary.num_stages = s_.num_stages;
+  summary.num_micro_batches = s_.num_micro_batches;
+  summary.instructions = static_cast<std::int64_t>(s_.instructions.size());
+  double iteration = 0;
+  for (const RankState& r : ranks_) {
+    if (!r.done) deadlock();
+    iteration = std::max(iteration, r.clock_s);
+  }
+  summary.iteration_time_s = iteration;
+  double bubble_sum = 0;
+  for (std::int32_t rank = 0; rank < s_.num_ranks; ++rank) {
+    const RankState& r = ranks_[rank];
+    RankSummary rs;
+    rs.rank = rank;
+    rs.busy_s = r.busy_s;
+    rs.bubble_fraction = iteration > 0 ? (iteration - r.busy_s) / iteration : 0.0;
+    rs.peak_memory_bytes = r.peak_bytes;
+    bubble_sum += rs.bubble_fraction;
+    summary.ranks.push_back(rs);
+  }
+  summary.bubble_fraction = s_.num_ranks > 0 ? bubble_sum / s_.num_ranks : 0.0;
+  summary.throughput_samples_per_s =
+      iteration > 0 ? static_cast<double>(s_.num_micro_batches) * costs_.micro_batch_size * costs_.data_parallel / iteration
+                    : 0.0;
+  if (options_.build_trace) {
+    std::stable_sort(trace_.events.begin(), trace_.events.end(), [](const traces::TraceEvent& a, const traces::TraceEvent& b) {
+      if (a.rank != b.rank) return a.rank < b.rank;
+      if (a.lane != b.lane) return a.lane < b.lane;
+      return a.ts_us < b.ts_us;
+    });
+    std::stable_sort(trace_.memory.begin(), trace_.memory.end(), [](const traces::MemorySample& a, const traces::MemorySample& b) {
+      if (a.rank != b.rank) return a.rank < b.rank;
+      return a.ts_us < b.ts_us;
+    });
+    result.trace = std::move(trace_);
+  }
+  return result;
+}
+
+}  // namespace
+
+SimResult simulate(const CompiledSchedule& schedule, const CostModel& costs, const Topology& topology,
+                   const SimOptions& options) {
+  return Engine(schedule, costs, topology, options).run();
+}
+
+SimResult simulate(const Schedule& schedule, const CostModel& costs, const Topology& topology,
+                   const SimOptions& options) {
+  return simulate(compile(schedule), costs, topology, options);
+}
+
+}  // namespace pipescope::sim

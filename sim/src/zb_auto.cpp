@@ -1,0 +1,314 @@
+#include "pipescope/sim/zb_auto.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <limits>
+#include <set>
+
+#include "pipescope/core/errors.hpp"
+#include "pipescope/sim/simulator.hpp"
+
+namespace pipescope::sim {
+namespace {
+
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
+std::vector<int> placement_for(const ScheduleParams& params) {
+  if (params.chunks == 1) return loop_placement(params.num_ranks, 1);
+  if (params.chunks == 2) return v_placement(params.num_ranks);
+  throw ScheduleError("zb-auto: --chunks must be 1 (one stage per rank) or 2 (V placement), got " +
+                      std::to_string(params.chunks));
+}
+
+double transfer_estimate_s(const CostModel& costs, const Topology& topology, int from_rank, int to_rank, int stage) {
+  if (from_rank == to_rank) return 0.0;
+  if (costs.transfer_model == TransferModel::FixedDelay) return costs.c_s;
+  const LinkSpec& link = topology.link_between(from_rank, to_rank);
+  return link.latency_s + static_cast<double>(costs.stage(stage).activation_bytes) / link.bandwidth_bytes_per_s;
+}
+
+enum class Kind { None, F, B, W };
+
+struct Choice {
+  double time = kNever;
+  Kind kind = Kind::None;
+  int stage = -1;
+};
+
+// The greedy construction: ranks act in the order of the time of their next action, so that a
+// rank deciding at time t knows every result that arrives by t.
+class Greedy {
+ public:
+  Greedy(const ZbAutoRequest& request, const std::vector<int>& caps, bool eager_w, std::int64_t max_mem_bytes)
+      : req_(request), caps_(caps), eager_w_(eager_w) {
+    p_ = request.params.num_ranks;
+    m_ = request.params.num_micro_batches;
+    placement_ = placement_for(request.params);
+    S_ = static_cast<int>(placement_.size());
+    const auto slots = static_cast<std::size_t>(S_) * m_;
+    fwd_ready_.assign(slots, kNever);
+    grad_ready_.assign(slots, kNever);
+    next_f_.assign(S_, 0);
+    next_b_.assign(S_, 0);
+    ranks_.resize(p_);
+    for (int s = 0; s < S_; ++s) {
+      ranks_[placement_[s]].stages.push_back(s);
+      ranks_[placement_[s]].static_bytes += request.costs.stage(s).static_bytes;
+    }
+    for (auto& r : ranks_) r.budget_bytes = max_mem_bytes > 0 ? max_mem_bytes - r.static_bytes : std::numeric_limits<std::int64_t>::max();
+  }
+
+  ComputeOrder build() {
+    ComputeOrder order;
+    order.name = "zb-auto";
+    order.num_ranks = p_;
+    order.num_stages = S_;
+    order.num_micro_batches = m_;
+    order.stage_to_rank = placement_;
+    order.per_rank.resize(p_);
+    std::vector<Choice> next(p_);
+    for (int r = 0; r < p_; ++r) next[r] = choose(r);
+    const std::size_t total = static_cast<std::size_t>(S_) * m_ * 3;
+    for (std::size_t done = 0; done < total; ++done) {
+      int best = -1;
+      for (int r = 0; r < p_; ++r)
+        if (next[r].kind != Kind::None && (best < 0 || next[r].time < next[best].time)) best = r;
+      if (best < 0 || next[best].time == kNever) return {};  // stuck under this cap or limit
+      const int touched = execute(best, next[best], order.per_rank[best]);
+      next[best] = choose(best);
+      if (touched >= 0 && touched != best) next[touched] = choose(touched);
+    }
+    return order;
+  }
+
+ private:
+  struct RankState {
+    std::vector<int> stages;
+    double time_s = 0;
+    std::int64_t memory_bytes = 0;  // activations and weight-gradient stashes
+    std::int64_t static_bytes = 0;
+    std::int64_t budget_bytes = 0;
+    int in_flight = 0;
+    std::deque<std::pair<int, int>> pending_w;  // (stage, micro-batch)
+  };
+
+  double f_ready(int s) const {
+    const int i = next_f_[s];
+    if (i >= m_) return kNever;
+    return s == 0 ? 0.0 : fwd_ready_[static_cast<std::size_t>(s - 1) * m_ + i];
+  }
+  double b_ready(int s) const {
+    const int i = next_b_[s];
+    if (i >= m_ || i >= next_f_[s]) return kNever;
+    return s == S_ - 1 ? 0.0 : grad_ready_[static_cast<std::size_t>(s + 1) * m_ + i];
+  }
+  bool f_fits(int r, int s) const {
+    const RankState& rank = ranks_[r];
+    const StageCost& c = req_.costs.stage(s);
+    return rank.in_flight < caps_[r] &&
+           rank.memory_bytes + c.f_mem_bytes + std::max<std::int64_t>(0, c.b_mem_bytes) <= rank.budget_bytes;
+  }
+
+  Choice choose(int r) const {
+    const RankState& rank = ranks_[r];
+    const double t = rank.time_s;
+    if (eager_w_ && !rank.pending_w.empty()) return {t, Kind::W, rank.pending_w.front().first};
+    Choice b, f;
+    for (int s : rank.stages) {
+      const double rb = b_ready(s);
+      if (rb < b.time || (rb == b.time && rb != kNever && s > b.stage)) b = {rb, Kind::B, s};
+      if (f_fits(r, s)) {
+        const double rf = f_ready(s);
+        // Among forwards ready now, the later stage first: it reaches its backward sooner.
+        const double key = std::max(rf, t);
+        const double best_key = std::max(f.time, t);
+        if (key < best_key || (key == best_key && rf != kNever && s > f.stage)) f = {rf, Kind::F, s};
+      }
+    }
+    if (b.time <= t) return {t, Kind::B, b.stage};
+    if (f.time <= t) return {t, Kind::F, f.stage};
+    if (!rank.pending_w.empty()) return {t, Kind::W, rank.pending_w.front().first};
+    const Choice& soonest = b.time <= f.time ? b : f;
+    if (soonest.kind == Kind::None || soonest.time == kNever) return {kNever, Kind::None, -1};
+    return {soonest.time, soonest.kind, soonest.stage};
+  }
+
+  // Runs the choice; returns the rank that receives its result (or -1).
+  int execute(int r, const Choice& choice, std::vector<Instruction>& program) {
+    RankState& rank = ranks_[r];
+    const StageCost& c = req_.costs.stage(choice.stage);
+    const double start = std::max(rank.time_s, choice.time);
+    const int s = choice.stage;
+    int touched = -1;
+    switch (choice.kind) {
+      case Kind::F: {
+        const int i = next_f_[s]++;
+        const double end = start + c.f_s;
+        rank.memory_bytes += c.f_mem_bytes;
+        ++rank.in_flight;
+        if (s + 1 < S_) {
+          touched = placement_[s + 1];
+          fwd_ready_[static_cast<std::size_t>(s) * m_ + i] =
+              end + transfer_estimate_s(req_.costs, req_.topology, r, touched, s);
+        }
+        program.push_back({Op::ForwardPass, s, i});
+        rank.time_s = end;
+        break;
+      }
+      case Kind::B: {
+        const int i = next_b_[s]++;
+        const double end = start + c.b_s;
+        rank.memory_bytes += c.b_mem_bytes;
+        --rank.in_flight;
+        if (s > 0) {
+          touched = placement_[s - 1];
+          grad_ready_[static_cast<std::size_t>(s) * m_ + i] =
+              end + transfer_estimate_s(req_.costs, req_.topology, r, touched, s);
+        }
+        rank.pending_w.emplace_back(s, i);
+        program.push_back({Op::BackwardInput, s, i});
+        rank.time_s = end;
+        break;
+      }
+      case Kind::W: {
+        const auto [ws, wi] = rank.pending_w.front();
+        rank.pending_w.pop_front();
+        rank.memory_bytes += req_.costs.stage(ws).w_mem_bytes;
+        program.push_back({Op::BackwardWeight, ws, wi});
+        rank.time_s = start + req_.costs.stage(ws).w_s;
+        break;
+      }
+      case Kind::None:
+        break;
+    }
+    return touched;
+  }
+
+  const ZbAutoRequest& req_;
+  const std::vector<int>& caps_;
+  bool eager_w_;
+  int p_ = 0, m_ = 0, S_ = 0;
+  std::vector<int> placement_;
+  std::vector<double> fwd_ready_, grad_ready_;
+  std::vector<int> next_f_, next_b_;
+  std::vector<RankState> ranks_;
+};
+
+// Cap values worth trying: every value up to the largest useful one for small pipelines, an
+// even spread of about two dozen for large ones.
+std::vector<int> cap_values(int largest) {
+  std::set<int> values;
+  if (largest <= 24) {
+    for (int k = 1; k <= largest; ++k) values.insert(k);
+  } else {
+    for (int j = 1; j <= 24; ++j) values.insert(std::max(1, largest * j / 24));
+  }
+  return {values.begin(), values.end()};
+}
+
+}  // namespace
+
+CostModel default_zb_auto_costs() { return CostModel::uniform(1.0, 1.0, 1.0, 0.0, 2, -1, -1); }
+
+std::int64_t default_zb_auto_limit(const ScheduleParams& params, const CostModel& costs) {
+  const std::vector<int> placement = placement_for(params);
+  std::vector<std::int64_t> static_bytes(params.num_ranks, 0), largest_f(params.num_ranks, 0);
+  for (int s = 0; s < static_cast<int>(placement.size()); ++s) {
+    static_bytes[placement[s]] += costs.stage(s).static_bytes;
+    largest_f[placement[s]] = std::max(largest_f[placement[s]], costs.stage(s).f_mem_bytes);
+  }
+  std::int64_t limit = 0;
+  for (int r = 0; r < params.num_ranks; ++r)
+    limit = std::max(limit, static_bytes[r] + (2 * static_cast<std::int64_t>(params.num_ranks) - 1) * largest_f[r]);
+  return limit;
+}
+
+ComputeOrder zb_auto_greedy_order(const ZbAutoRequest& request, const std::vector<int>& cap_per_rank, bool eager_w,
+                                  std::int64_t max_mem_bytes) {
+  return Greedy(request, cap_per_rank, eager_w, max_mem_bytes).build();
+}
+
+Schedule zb_auto_schedule(const ZbAutoRequest& request) {
+  const ScheduleParams& params = request.params;
+  const int p = params.num_ranks;
+  const int m = params.num_micro_batches;
+  const std::vector<int> placement = placement_for(params);
+  const int num_stages = static_cast<int>(placement.size());
+  if (p < 1 || m < 1) throw ScheduleError("zb-auto: --stages and --micro-batches must be at least 1");
+  request.costs.check(num_stages);
+  const std::int64_t limit = request.max_mem_bytes > 0 ? request.max_mem_bytes : default_zb_auto_limit(params, request.costs);
+
+  std::vector<Schedule> candidates;
+  const int largest_cap = std::min(params.chunks * m, (params.chunks == 1 ? 2 : 3) * p + 1);
+  for (int k : cap_values(largest_cap)) {
+    for (int slope : {0, 1, 2}) {
+      if (slope == 2 && params.chunks == 1) continue;
+      std::vector<int> caps(p);
+      for (int r = 0; r < p; ++r) caps[r] = std::max(1, k - slope * r);
+      for (bool eager : {false, true}) {
+        ComputeOrder order = zb_auto_greedy_order(request, caps, eager, limit);
+        if (!order.per_rank.empty()) candidates.push_back(lower(order));
+      }
+    }
+  }
+  // The hand-made schedules are candidates too: zb-auto is never worse than them when they fit.
+  const std::vector<std::string> baselines =
+      params.chunks == 1 ? std::vector<std::string>{"zb-h1", "zb-h2", "1f1b"} : std::vector<std::string>{"zbv"};
+  for (const std::string& name : baselines) {
+    if (!ScheduleRegistry::instance().find(name)) continue;
+    try {
+      ScheduleParams baseline_params = params;
+      baseline_params.chunks_given = params.chunks != 1;
+      candidates.push_back(make_schedule(name, baseline_params));
+    } catch (const ScheduleError&) {
+      // A baseline that cannot honour these parameters is simply not a candidate.
+    }
+  }
+
+  SimOptions options;
+  options.build_trace = false;
+  const Schedule* best = nullptr;
+  double best_time = kNever;
+  std::int64_t best_peak = 0;
+  std::int64_t least_peak = std::numeric_limits<std::int64_t>::max();
+  for (const Schedule& candidate : candidates) {
+    if (candidate.stage_to_rank != placement) continue;
+    const Summary summary = simulate(candidate, request.costs, request.topology, options).summary;
+    const std::int64_t peak = summary.max_peak_memory_bytes();
+    least_peak = std::min(least_peak, peak);
+    if (peak > limit) continue;
+    if (summary.iteration_time_s < best_time || (summary.iteration_time_s == best_time && peak < best_peak)) {
+      best = &candidate;
+      best_time = summary.iteration_time_s;
+      best_peak = peak;
+    }
+  }
+  if (!best) {
+    std::string message = "zb-auto: no schedule found whose peak memory stays under --max-mem " + std::to_string(limit) + " bytes";
+    if (least_peak != std::numeric_limits<std::int64_t>::max())
+      message += " (the least any candidate needed: " + std::to_string(least_peak) + " bytes)";
+    throw ScheduleError(message);
+  }
+  Schedule result = *best;
+  result.name = "zb-auto";
+  return result;
+}
+
+void register_zb_auto(const CostModel& costs, const Topology& topology, std::int64_t max_mem_bytes) {
+  ScheduleRegistry::instance().add(
+      {"zb-auto",
+       "automatic zero bubble under a memory limit, from costs (default f=b=w=1, c=0, f_mem=2, b_mem=w_mem=-1, "
+       "limit: 2p-1 micro-batches of activations); 1 stage per rank, or V with --chunks 2",
+       [costs, topology, max_mem_bytes](const ScheduleParams& params) {
+         ZbAutoRequest request;
+         request.params = params;
+         request.costs = costs;
+         request.topology = topology;
+         request.max_mem_bytes = max_mem_bytes;
+         return zb_auto_schedule(request);
+       }});
+}
+
+void register_sim_schedules() { register_zb_auto(default_zb_auto_costs(), Topology{}, 0); }
+
+}  // namespace pipescope::sim

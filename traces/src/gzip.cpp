@@ -1,0 +1,73 @@
+#include "gzip.hpp"
+
+#include <zlib.h>
+
+#include <climits>
+#include <stdexcept>
+
+#include "pipescope/traces/trace.hpp"
+
+namespace pipescope::traces::detail {
+
+bool looks_gzipped(std::string_view bytes) {
+  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+         static_cast<unsigned char>(bytes[1]) == 0x8b;
+}
+
+std::string gunzip(std::string_view compressed, const std::string& source) {
+  z_stream stream{};
+  // 15 + 32: accept gzip and zlib headers alike.
+  if (inflateInit2(&stream, 15 + 32) != Z_OK) throw TraceError(source + ": cannot start gzip decompression");
+  std::string out;
+  out.resize(std::max<std::size_t>(compressed.size() * 4, 1 << 16));
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
+  std::size_t consumed = 0;
+  int status = Z_OK;
+  while (status != Z_STREAM_END) {
+    const std::size_t in_chunk = std::min<std::size_t>(compressed.size() - consumed, UINT_MAX);
+    stream.avail_in = static_cast<uInt>(in_chunk);
+    const std::size_t produced = stream.total_out;
+    if (produced == out.size()) out.resize(out.size() * 2);
+    stream.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
+    stream.avail_out = static_cast<uInt>(std::min<std::size_t>(out.size() - produced, UINT_MAX));
+    const uLong before_in = stream.total_in;
+    status = inflate(&stream, Z_NO_FLUSH);
+    consumed += stream.total_in - before_in;
+    if (status == Z_STREAM_END) break;
+    if (status != Z_OK && status != Z_BUF_ERROR) {
+      const std::string why = stream.msg ? stream.msg : "corrupt data";
+      inflateEnd(&stream);
+      throw TraceError(source + ": gzip data is corrupt after byte " + std::to_string(consumed) + " (" + why + ")");
+    }
+    if (status == Z_BUF_ERROR && consumed == compressed.size() && stream.avail_out != 0) {
+      inflateEnd(&stream);
+      throw TraceError(source + ": gzip data is truncated after " + std::to_string(consumed) + " bytes");
+    }
+  }
+  out.resize(stream.total_out);
+  inflateEnd(&stream);
+  return out;
+}
+
+std::string gzip(std::string_view plain) {
+  z_stream stream{};
+  // 15 + 16: a gzip header, so `gunzip` and `zcat` read the file.
+  if (deflateInit2(&stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    throw std::runtime_error("cannot start gzip compression");
+  std::string out;
+  out.resize(deflateBound(&stream, plain.size()) + 64);
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(plain.data()));
+  stream.avail_in = static_cast<uInt>(plain.size());
+  stream.next_out = reinterpret_cast<Bytef*>(out.data());
+  stream.avail_out = static_cast<uInt>(out.size());
+  const int status = deflate(&stream, Z_FINISH);
+  if (status != Z_STREAM_END) {
+    deflateEnd(&stream);
+    throw std::runtime_error("gzip compression failed");
+  }
+  out.resize(stream.total_out);
+  deflateEnd(&stream);
+  return out;
+}
+
+}  // namespace pipescope::traces::detail

@@ -1,0 +1,737 @@
+// The trace reader: one pass of nlohmann's SAX parser that builds events directly, with no
+// JSON document in between, so that traces of millions of events open in about a second.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "gzip.hpp"
+#include "pipescope/core/atomic_file.hpp"
+#include "pipescope/traces/trace_io.hpp"
+
+namespace pipescope::traces {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kFormat = "pipescope.trace/1";
+// Ranks and lanes of a pipescope trace are used as row indices; anything larger is a broken file.
+constexpr std::int64_t kMaxRank = 1 << 20;
+constexpr std::int64_t kMaxLane = 1 << 10;
+
+// A pid or tid as written: Chrome traces allow numbers and strings.
+struct RawId {
+  bool is_text = false;
+  std::int64_t number = 0;
+  std::string text;
+  bool operator<(const RawId& o) const {
+    if (is_text != o.is_text) return !is_text;
+    return is_text ? text < o.text : number < o.number;
+  }
+};
+
+// Interns raw ids into small indices in order of first appearance.
+class IdTable {
+ public:
+  int intern(const RawId& id) {
+    if (!id.is_text) {
+      if (have_last_ && id.number == last_number_) return last_index_;
+      auto [it, inserted] = numbers_.try_emplace(id.number, static_cast<int>(ids_.size()));
+      if (inserted) ids_.push_back(id);
+      have_last_ = true;
+      last_number_ = id.number;
+      last_index_ = it->second;
+      return it->second;
+    }
+    auto [it, inserted] = texts_.try_emplace(id.text, static_cast<int>(ids_.size()));
+    if (inserted) ids_.push_back(id);
+    return it->second;
+  }
+  const std::vector<RawId>& ids() const { return ids_; }
+
+ private:
+  std::vector<RawId> ids_;
+  std::unordered_map<std::int64_t, int> numbers_;
+  std::unordered_map<std::string, int> texts_;
+  bool have_last_ = false;
+  std::int64_t last_number_ = 0;
+  int last_index_ = 0;
+};
+
+enum class Field {
+  None, Ph, Name, Cat, Pid, Tid, Ts, Dur, Id, Args,
+  ArgStage, ArgMicroBatch, ArgPeerRank, ArgBytes, ArgName, ArgOther
+};
+
+Field event_field(const std::string& key) {
+  switch (key.size()) {
+    case 2:
+      if (key == "ph") return Field::Ph;
+      if (key == "ts") return Field::Ts;
+      if (key == "id") return Field::Id;
+      break;
+    case 3:
+      if (key == "pid") return Field::Pid;
+      if (key == "tid") return Field::Tid;
+      if (key == "cat") return Field::Cat;
+      if (key == "dur") return Field::Dur;
+      break;
+    case 4:
+      if (key == "name") return Field::Name;
+      if (key == "args") return Field::Args;
+      break;
+    default: break;
+  }
+  return Field::None;
+}
+
+Field arg_field(const std::string& key) {
+  if (key == "stage") return Field::ArgStage;
+  if (key == "micro_batch") return Field::ArgMicroBatch;
+  if (key == "peer_rank") return Field::ArgPeerRank;
+  if (key == "bytes") return Field::ArgBytes;
+  if (key == "name") return Field::ArgName;
+  return Field::ArgOther;
+}
+
+const char* expected_type(Field f) {
+  switch (f) {
+    case Field::Ph: case Field::Name: case Field::Cat: case Field::ArgName: return "a string";
+    case Field::Pid: case Field::Tid: case Field::Id: return "a number or a string";
+    case Field::Ts: case Field::Dur: case Field::ArgBytes: return "a number";
+    case Field::Args: return "an object";
+    case Field::ArgStage: case Field::ArgMicroBatch: case Field::ArgPeerRank: return "an integer";
+    default: return "something else";
+  }
+}
+
+const char* field_name(Field f) {
+  switch (f) {
+    case Field::Ph: return "ph";
+    case Field::Name: return "name";
+    case Field::Cat: return "cat";
+    case Field::Pid: return "pid";
+    case Field::Tid: return "tid";
+    case Field::Ts: return "ts";
+    case Field::Dur: return "dur";
+    case Field::Id: return "id";
+    case Field::Args: return "args";
+    case Field::ArgStage: return "args.stage";
+    case Field::ArgMicroBatch: return "args.micro_batch";
+    case Field::ArgPeerRank: return "args.peer_rank";
+    case Field::ArgBytes: return "args.bytes";
+    case Field::ArgName: return "args.name";
+    default: return "?";
+  }
+}
+
+// One event as it is being read.
+struct PendingEvent {
+  std::string ph, name, cat, id_text, arg_name;
+  std::optional<RawId> pid, tid;
+  std::optional<double> ts, dur;
+  std::int64_t stage = -1, micro_batch = -1, peer_rank = -1, bytes = -1;
+  std::optional<double> first_numeric_arg;  // counters in plain traces
+  bool has_id = false;
+  void reset() {
+    ph.clear(); name.clear(); cat.clear(); id_text.clear(); arg_name.clear();
+    pid.reset(); tid.reset(); ts.reset(); dur.reset();
+    stage = micro_batch = peer_rank = bytes = -1;
+    first_numeric_arg.reset();
+    has_id = false;
+  }
+};
+
+struct RawFlowEnd {
+  int pid_index = 0;
+  int tid_index = 0;
+  double ts_us = 0;
+};
+
+// Builds a JSON value from SAX callbacks (for otherData, which is small and kept whole).
+class ValueBuilder {
+ public:
+  void start(json* root) { stack_.assign(1, root); have_key_ = false; }
+  bool active() const { return !stack_.empty(); }
+  template <class V>
+  void value(V&& v) { place(json(std::forward<V>(v))); }
+  void start_container(json c) {
+    json* placed = place(std::move(c));
+    stack_.push_back(placed);
+  }
+  // Returns true when the outermost container closed.
+  bool end_container() {
+    stack_.pop_back();
+    return stack_.size() == 1 ? (stack_.clear(), true) : false;
+  }
+  void key(const std::string& k) { key_ = k; have_key_ = true; }
+
+ private:
+  json* place(json v) {
+    json* top = stack_.back();
+    if (stack_.size() == 1 && top->is_null()) {  // the root value itself
+      *top = std::move(v);
+      return top;
+    }
+    if (top->is_array()) {
+      top->push_back(std::move(v));
+      return &top->back();
+    }
+    json& slot = (*top)[key_];
+    slot = std::move(v);
+    have_key_ = false;
+    return &slot;
+  }
+  std::vector<json*> stack_;
+  std::string key_;
+  bool have_key_ = false;
+};
+
+class TraceSax : public json::json_sax_t {
+ public:
+  explicit TraceSax(std::string source) : source_(std::move(source)) {}
+
+  // ---- SAX interface ----
+  bool null() override { return scalar_null(); }
+  bool boolean(bool v) override {
+    if (in_other_data()) { other_.value(v); return true; }
+    if (skipping()) return true;
+    check_value_allowed();
+    field_ = in_args() ? Field::ArgOther : Field::None;
+    return true;
+  }
+  bool number_integer(number_integer_t v) override { return number(static_cast<double>(v), v, true); }
+  bool number_unsigned(number_unsigned_t v) override {
+    const bool fits = v <= static_cast<number_unsigned_t>(std::numeric_limits<std::int64_t>::max());
+    return number(static_cast<double>(v), fits ? static_cast<std::int64_t>(v) : 0, fits);
+  }
+  bool number_float(number_float_t v, const string_t&) override {
+    const bool integral = std::floor(v) == v && std::fabs(v) < 9e18;
+    return number(v, integral ? static_cast<std::int64_t>(v) : 0, integral);
+  }
+  bool string(string_t& v) override {
+    if (in_other_data()) { other_.value(v); return true; }
+    if (skipping()) return true;
+    if (depth_ == 2 && top_key_ == TopKey::DisplayTimeUnit) return true;
+    if (!in_event()) {
+      check_not_bare_element();
+      return true;
+    }
+    switch (field_) {
+      case Field::Ph: event_.ph = std::move(v); break;
+      case Field::Name: event_.name = std::move(v); break;
+      case Field::Cat: event_.cat = std::move(v); break;
+      case Field::Pid: event_.pid = RawId{true, 0, std::move(v)}; break;
+      case Field::Tid: event_.tid = RawId{true, 0, std::move(v)}; break;
+      case Field::Id: event_.id_text = std::move(v); event_.has_id = true; break;
+      case Field::ArgName: event_.arg_name = std::move(v); break;
+      case Field::None: case Field::ArgOther: break;
+      default: type_error();
+    }
+    field_ = in_args() ? Field::ArgOther : Field::None;
+    return true;
+  }
+  bool binary(binary_t&) override { return true; }
+
+  bool start_object(std::size_t) override {
+    ++depth_;
+    if (in_other_data_depth()) {
+      other_.start_container(json::object());
+      return true;
+    }
+    if (skipping()) return true;
+    if (depth_ == 1) { root_is_object_ = true; return true; }
+    if (depth_ == 2 && top_key_ == TopKey::TraceEvents)
+      throw TraceError(source_ + ": traceEvents must be an array, not an object");
+    if (depth_ == 2 && top_key_ == TopKey::OtherData) {
+      other_data_depth_ = depth_;
+      other_.start(&trace_.meta.extra);
+      trace_.meta.extra = json();
+      other_.start_container(json::object());
+      return true;
+    }
+    if (events_depth_ != 0 && depth_ == events_depth_ + 1) {  // an event
+      event_.reset();
+      field_ = Field::None;
+      return true;
+    }
+    if (events_depth_ != 0 && depth_ == events_depth_ + 2 && field_ == Field::Args) {
+      args_depth_ = depth_;
+      field_ = Field::ArgOther;
+      return true;
+    }
+    check_value_allowed();
+    start_skip();
+    return true;
+  }
+  bool end_object() override {
+    if (in_other_data_depth()) {
+      if (other_.end_container()) other_data_depth_ = 0;
+      --depth_;
+      return true;
+    }
+    if (skip_depth_ != 0 && depth_ == skip_depth_) skip_depth_ = 0;
+    if (skip_depth_ == 0) {
+      if (args_depth_ != 0 && depth_ == args_depth_) {
+        args_depth_ = 0;
+        field_ = Field::None;
+      } else if (events_depth_ != 0 && depth_ == events_depth_ + 1) {
+        finish_event();
+        ++event_index_;
+      } else if (depth_ == 1) {
+        root_done_ = true;
+      }
+    }
+    --depth_;
+    if (depth_ == 1) top_key_ = TopKey::Other;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    ++depth_;
+    if (in_other_data_depth()) { other_.start_container(json::array()); return true; }
+    if (skipping()) return true;
+    if (depth_ == 1) {  // the JSON Array Format of Chrome traces: a bare list of events
+      events_depth_ = 1;
+      saw_events_ = true;
+      return true;
+    }
+    if (depth_ == 2 && top_key_ == TopKey::TraceEvents) {
+      events_depth_ = 2;
+      saw_events_ = true;
+      return true;
+    }
+    if (depth_ == 2 && top_key_ == TopKey::OtherData)
+      throw TraceError(source_ + ": otherData must be an object, not an array");
+    if (depth_ == events_depth_ + 1) event_error("an event must be an object, not an array");
+    check_value_allowed();
+    start_skip();
+    return true;
+  }
+  bool end_array() override {
+    if (in_other_data_depth()) {
+      other_.end_container();
+      --depth_;
+      return true;
+    }
+    if (skip_depth_ != 0 && depth_ == skip_depth_) skip_depth_ = 0;
+    if (skip_depth_ == 0 && events_depth_ != 0 && depth_ == events_depth_) {
+      events_depth_ = 0;
+      if (depth_ == 1) root_done_ = true;
+    }
+    --depth_;
+    if (depth_ == 1) top_key_ = TopKey::Other;
+    field_ = in_args() ? Field::ArgOther : Field::None;
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (in_other_data()) { other_.key(k); return true; }
+    if (skipping()) return true;
+    if (depth_ == 1) {
+      if (k == "traceEvents") top_key_ = TopKey::TraceEvents;
+      else if (k == "otherData") top_key_ = TopKey::OtherData;
+      else if (k == "displayTimeUnit") top_key_ = TopKey::DisplayTimeUnit;
+      else top_key_ = TopKey::Other;
+      return true;
+    }
+    if (args_depth_ != 0 && depth_ == args_depth_) field_ = arg_field(k);
+    else if (events_depth_ != 0 && depth_ == events_depth_ + 1) field_ = event_field(k);
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) override {
+    error_position_ = position;
+    std::string why = ex.what();
+    // nlohmann's text starts with "[json.exception.parse_error.101] parse error at line 1, column 2: ".
+    if (auto colon = why.find(": "); colon != std::string::npos && why.rfind("[json.exception", 0) == 0)
+      why = why.substr(colon + 2);
+    error_text_ = why;
+    return false;
+  }
+
+  // ---- results ----
+  std::optional<std::size_t> error_position() const { return error_position_; }
+  const std::string& error_text() const { return error_text_; }
+  Trace finish();
+
+ private:
+  enum class TopKey { Other, TraceEvents, OtherData, DisplayTimeUnit };
+
+  bool in_other_data() const { return other_data_depth_ != 0; }
+  bool in_other_data_depth() const { return other_data_depth_ != 0 && depth_ > other_data_depth_ - 1 && other_.active(); }
+  bool skipping() const { return skip_depth_ != 0; }
+  bool in_event() const { return events_depth_ != 0 && depth_ >= events_depth_ + 1; }
+  bool in_args() const { return args_depth_ != 0 && depth_ >= args_depth_; }
+  void start_skip() { skip_depth_ = depth_; }
+  // A container or boolean where a known field wants a number or string.
+  void check_value_allowed() const {
+    if (in_event() && field_ != Field::None && field_ != Field::ArgOther) type_error();
+    check_not_bare_element();
+  }
+  // The elements of traceEvents are objects.
+  void check_not_bare_element() const {
+    if (events_depth_ != 0 && depth_ == events_depth_) event_error("an event must be an object");
+  }
+
+  bool scalar_null() {
+    if (in_other_data()) { other_.value(nullptr); return true; }
+    // null is what absent means; Perfetto writes `"args": null` sometimes.
+    field_ = in_args() ? Field::ArgOther : Field::None;
+    return true;
+  }
+
+  bool number(double value, std::int64_t integer, bool is_integer) {
+    if (in_other_data()) {
+      if (is_integer) other_.value(integer); else other_.value(value);
+      return true;
+    }
+    if (skipping()) return true;
+    if (!in_event()) {
+      check_not_bare_element();
+      return true;
+    }
+    auto need_integer = [&] {
+      if (!is_integer) type_error();
+    };
+    switch (field_) {
+      case Field::Pid: need_integer(); event_.pid = RawId{false, integer, {}}; break;
+      case Field::Tid: need_integer(); event_.tid = RawId{false, integer, {}}; break;
+      case Field::Ts: event_.ts = value; break;
+      case Field::Dur: event_.dur = value; break;
+      case Field::Id: event_.id_text = std::to_string(integer); event_.has_id = true; break;
+      case Field::ArgStage: need_integer(); event_.stage = integer; break;
+      case Field::ArgMicroBatch: need_integer(); event_.micro_batch = integer; break;
+      case Field::ArgPeerRank: need_integer(); event_.peer_rank = integer; break;
+      case Field::ArgBytes:
+        event_.bytes = is_integer ? integer : static_cast<std::int64_t>(value);
+        if (!event_.first_numeric_arg) event_.first_numeric_arg = value;
+        break;
+      case Field::ArgOther:
+        if (!event_.first_numeric_arg) event_.first_numeric_arg = value;
+        break;
+      case Field::None: break;
+      default: type_error();
+    }
+    field_ = in_args() ? Field::ArgOther : Field::None;
+    return true;
+  }
+
+  [[noreturn]] void type_error() const {
+    throw TraceError(fmt::format("{}: traceEvents[{}]{}: field '{}' must be {}", source_, event_index_,
+                                 event_.name.empty() ? "" : fmt::format(" (\"{}\")", event_.name),
+                                 field_name(field_), expected_type(field_)));
+  }
+  [[noreturn]] void event_error(const std::string& what) const {
+    throw TraceError(fmt::format("{}: traceEvents[{}]{}: {}", source_, event_index_,
+                                 event_.name.empty() ? "" : fmt::format(" (\"{}\")", event_.name), what));
+  }
+
+  void finish_event();
+  int lane_index(int pid_index, const RawId& tid);
+
+  std::string source_;
+  Trace trace_;
+  int depth_ = 0;
+  TopKey top_key_ = TopKey::Other;
+  int skip_depth_ = 0;
+  int events_depth_ = 0;
+  int args_depth_ = 0;
+  int other_data_depth_ = 0;
+  bool root_is_object_ = false;
+  bool root_done_ = false;
+  bool saw_events_ = false;
+  Field field_ = Field::None;
+  PendingEvent event_;
+  std::size_t event_index_ = 0;
+  ValueBuilder other_;
+
+  std::optional<std::size_t> error_position_;
+  std::string error_text_;
+
+  // Events keep interned pid / lane indices until finish() maps them to ranks and lanes.
+  IdTable pids_;
+  std::vector<IdTable> tids_per_pid_;
+  std::map<int, std::string> process_names_;
+  std::map<std::pair<int, int>, std::string> thread_names_;
+  std::unordered_map<std::string, RawFlowEnd> open_flows_;
+  // Begin events ("B") waiting for their "E", per (pid index, lane index).
+  std::map<std::pair<int, int>, std::vector<TraceEvent>> open_slices_;
+};
+
+int TraceSax::lane_index(int pid_index, const RawId& tid) {
+  if (static_cast<std::size_t>(pid_index) >= tids_per_pid_.size()) tids_per_pid_.resize(pid_index + 1);
+  return tids_per_pid_[pid_index].intern(tid);
+}
+
+void TraceSax::finish_event() {
+  PendingEvent& e = event_;
+  if (e.ph.empty()) event_error("field 'ph' is missing");
+  const char phase = e.ph.size() == 1 ? e.ph[0] : '?';
+  if (phase == 'M') {
+    if (!e.pid) return;
+    const int pid_index = pids_.intern(*e.pid);
+    if (e.name == "process_name") process_names_[pid_index] = e.arg_name;
+    if (e.name == "thread_name" && e.tid) thread_names_[{pid_index, lane_index(pid_index, *e.tid)}] = e.arg_name;
+    return;
+  }
+  if (phase != 'X' && phase != 'B' && phase != 'E' && phase != 'C' && phase != 's' && phase != 'f' &&
+      phase != 't')
+    return;  // instant events, object snapshots, samples ...: not part of a pipeline timeline
+  if (!e.ts) event_error("field 'ts' is missing");
+  if (!e.pid) e.pid = RawId{false, 0, {}};
+  if (!e.tid) e.tid = RawId{false, 0, {}};
+  const int pid_index = pids_.intern(*e.pid);
+  switch (phase) {
+    case 'X': {
+      if (!e.dur) event_error("field 'dur' is missing");
+      if (*e.dur < 0) event_error(fmt::format("field 'dur' is negative ({})", *e.dur));
+      TraceEvent out;
+      out.rank = pid_index;
+      out.lane = lane_index(pid_index, *e.tid);
+      out.name = std::move(e.name);
+      out.category = std::move(e.cat);
+      out.ts_us = *e.ts;
+      out.dur_us = *e.dur;
+      out.stage = static_cast<int>(e.stage);
+      out.micro_batch = static_cast<int>(e.micro_batch);
+      out.peer_rank = static_cast<int>(e.peer_rank);
+      out.bytes = e.bytes;
+      trace_.events.push_back(std::move(out));
+      return;
+    }
+    case 'B': {
+      TraceEvent out;
+      out.rank = pid_index;
+      out.lane = lane_index(pid_index, *e.tid);
+      out.name = std::move(e.name);
+      out.category = std::move(e.cat);
+      out.ts_us = *e.ts;
+      out.stage = static_cast<int>(e.stage);
+      out.micro_batch = static_cast<int>(e.micro_batch);
+      out.peer_rank = static_cast<int>(e.peer_rank);
+      out.bytes = e.bytes;
+      open_slices_[{out.rank, out.lane}].push_back(std::move(out));
+      return;
+    }
+    case 'E': {
+      auto it = open_slices_.find({pid_index, lane_index(pid_index, *e.tid)});
+      if (it == open_slices_.end() || it->second.empty()) event_error("an end event ('E') without its begin ('B')");
+      TraceEvent out = std::move(it->second.back());
+      it->second.pop_back();
+      if (*e.ts < out.ts_us) event_error("an end event ('E') before its begin");
+      out.dur_us = *e.ts - out.ts_us;
+      trace_.events.push_back(std::move(out));
+      return;
+    }
+    case 'C': {
+      // The pipescope counter is `memory` with args.bytes; a `memory` counter of another
+      // tool with one numeric value under another name is taken too.
+      if (e.name != "memory") return;
+      std::optional<double> value = e.bytes >= 0 ? std::optional<double>(static_cast<double>(e.bytes)) : e.first_numeric_arg;
+      if (!value) event_error("a memory counter without a numeric value in args");
+      trace_.memory.push_back({pid_index, *e.ts, static_cast<std::int64_t>(*value)});
+      return;
+    }
+    case 's': case 'f': case 't': {
+      if (!e.has_id) return;
+      const std::string key = e.cat + '\x1f' + e.id_text;
+      const RawFlowEnd end{pid_index, lane_index(pid_index, *e.tid), *e.ts};
+      if (phase == 's') {
+        open_flows_[key] = end;
+      } else if (phase == 'f') {
+        auto it = open_flows_.find(key);
+        if (it == open_flows_.end()) return;  // a flow whose start is outside this trace
+        Flow flow;
+        flow.from_rank = it->second.pid_index;
+        flow.from_lane = it->second.tid_index;
+        flow.from_ts_us = it->second.ts_us;
+        flow.to_rank = end.pid_index;
+        flow.to_lane = end.tid_index;
+        flow.to_ts_us = end.ts_us;
+        trace_.flows.push_back(flow);
+        open_flows_.erase(it);
+      }
+      return;
+    }
+    default: return;
+  }
+}
+
+int meta_int(const json& other, const char* key, const std::string& source) {
+  auto it = other.find(key);
+  if (it == other.end() || it->is_null()) return 0;
+  if (!it->is_number_integer() && !it->is_number_unsigned())
+    throw TraceError(fmt::format("{}: otherData.{} must be an integer", source, key));
+  return it->get<int>();
+}
+
+std::string meta_string(const json& other, const char* key, const std::string& source) {
+  auto it = other.find(key);
+  if (it == other.end() || it->is_null()) return {};
+  if (!it->is_string()) throw TraceError(fmt::format("{}: otherData.{} must be a string", source, key));
+  return it->get<std::string>();
+}
+
+Trace TraceSax::finish() {
+  if (!saw_events_ || !root_done_)
+    throw TraceError(source_ + ": not a trace: no traceEvents array" +
+                     (root_is_object_ ? std::string(" in the top-level object") : std::string()));
+  for (const auto& [key, slices] : open_slices_)
+    if (!slices.empty())
+      throw TraceError(fmt::format("{}: begin event ('B') \"{}\" has no end event ('E')", source_, slices.back().name));
+
+  // otherData: the known fields become TraceMeta, the rest stays in meta.extra.
+  TraceMeta& meta = trace_.meta;
+  json other = std::move(meta.extra);
+  if (!other.is_object()) other = json::object();
+  const std::string format = meta_string(other, "format", source_);
+  const bool is_pipescope = format.rfind("pipescope.trace/", 0) == 0;
+  meta.format = format.empty() ? std::string() : format;
+  meta.source = meta_string(other, "source", source_);
+  meta.schedule = meta_string(other, "schedule", source_);
+  meta.num_ranks = meta_int(other, "num_ranks", source_);
+  meta.num_stages = meta_int(other, "num_stages", source_);
+  meta.num_micro_batches = meta_int(other, "num_micro_batches", source_);
+  meta.iteration = meta_int(other, "iteration", source_);
+  for (const char* known : {"format", "source", "schedule", "num_ranks", "num_stages", "num_micro_batches", "iteration"})
+    other.erase(known);
+  meta.extra = std::move(other);
+
+  // Map interned pids and tids to ranks and lanes.
+  const auto& pid_ids = pids_.ids();
+  std::vector<int> rank_of(pid_ids.size());
+  std::vector<std::vector<int>> lane_of(pid_ids.size());
+  tids_per_pid_.resize(pid_ids.size());
+  auto dense_order = [](const std::vector<RawId>& ids) {
+    std::vector<int> order(ids.size());
+    for (std::size_t i = 0; i < ids.size(); ++i) order[i] = static_cast<int>(i);
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return ids[a] < ids[b]; });
+    std::vector<int> position(ids.size());
+    for (std::size_t i = 0; i < order.size(); ++i) position[order[i]] = static_cast<int>(i);
+    return position;
+  };
+  if (is_pipescope) {
+    for (std::size_t i = 0; i < pid_ids.size(); ++i) {
+      const RawId& id = pid_ids[i];
+      if (id.is_text || id.number < 0 || id.number >= kMaxRank)
+        throw TraceError(fmt::format("{}: pid {} is not a rank (a number from 0)", source_,
+                                     id.is_text ? '"' + id.text + '"' : std::to_string(id.number)));
+      rank_of[i] = static_cast<int>(id.number);
+      const auto& tid_ids = tids_per_pid_[i].ids();
+      lane_of[i].resize(tid_ids.size());
+      for (std::size_t j = 0; j < tid_ids.size(); ++j) {
+        const RawId& tid = tid_ids[j];
+        if (tid.is_text || tid.number < 0 || tid.number >= kMaxLane)
+          throw TraceError(fmt::format("{}: rank {}: tid {} is not a lane (0 compute, 1 send, 2 receive, 3 collectives)",
+                                       source_, id.number, tid.is_text ? '"' + tid.text + '"' : std::to_string(tid.number)));
+        lane_of[i][j] = static_cast<int>(tid.number);
+      }
+    }
+  } else {
+    rank_of = dense_order(pid_ids);
+    for (std::size_t i = 0; i < pid_ids.size(); ++i) lane_of[i] = dense_order(tids_per_pid_[i].ids());
+  }
+
+  for (auto& e : trace_.events) {
+    const int pid_index = e.rank;
+    e.rank = rank_of[pid_index];
+    e.lane = lane_of[pid_index][e.lane];
+  }
+  for (auto& m : trace_.memory) m.rank = rank_of[m.rank];
+  for (auto& f : trace_.flows) {
+    f.from_lane = lane_of[f.from_rank][f.from_lane];
+    f.from_rank = rank_of[f.from_rank];
+    f.to_lane = lane_of[f.to_rank][f.to_lane];
+    f.to_rank = rank_of[f.to_rank];
+  }
+
+  // Names: process_name / thread_name metadata; plain traces name the original ids.
+  const int ranks = trace_.rank_count();
+  const int named_ranks = std::max(ranks, pid_ids.empty() ? 0 : 1 + *std::max_element(rank_of.begin(), rank_of.end()));
+  auto raw_text = [](const RawId& id) { return id.is_text ? id.text : std::to_string(id.number); };
+  if (!process_names_.empty() || !is_pipescope) {
+    trace_.rank_names.assign(named_ranks, std::string());
+    for (std::size_t i = 0; i < pid_ids.size(); ++i) {
+      auto it = process_names_.find(static_cast<int>(i));
+      trace_.rank_names[rank_of[i]] = it != process_names_.end() && !it->second.empty()
+                                          ? it->second
+                                          : (is_pipescope ? "rank " : "pid ") + raw_text(pid_ids[i]);
+    }
+    for (int r = 0; r < named_ranks; ++r)
+      if (trace_.rank_names[r].empty()) trace_.rank_names[r] = "rank " + std::to_string(r);
+  }
+  if (!thread_names_.empty() || !is_pipescope) {
+    trace_.lane_names.assign(named_ranks, {});
+    for (std::size_t i = 0; i < pid_ids.size(); ++i) {
+      const auto& tid_ids = tids_per_pid_[i].ids();
+      auto& names = trace_.lane_names[rank_of[i]];
+      for (std::size_t j = 0; j < tid_ids.size(); ++j) {
+        const int lane = lane_of[i][j];
+        if (static_cast<int>(names.size()) <= lane) names.resize(lane + 1);
+        auto it = thread_names_.find({static_cast<int>(i), static_cast<int>(j)});
+        names[lane] = it != thread_names_.end() && !it->second.empty()
+                          ? it->second
+                          : (is_pipescope ? default_lane_name(lane) : "tid " + raw_text(tid_ids[j]));
+      }
+      for (std::size_t lane = 0; lane < names.size(); ++lane)
+        if (names[lane].empty()) names[lane] = default_lane_name(static_cast<int>(lane));
+    }
+  }
+
+  // The earliest event of any rank is at 0 (SPEC.md section 5).
+  double earliest = std::numeric_limits<double>::infinity();
+  for (const auto& e : trace_.events) earliest = std::min(earliest, e.ts_us);
+  for (const auto& m : trace_.memory) earliest = std::min(earliest, m.ts_us);
+  if (std::isfinite(earliest) && earliest != 0) {
+    for (auto& e : trace_.events) e.ts_us -= earliest;
+    for (auto& m : trace_.memory) m.ts_us -= earliest;
+    for (auto& f : trace_.flows) {
+      f.from_ts_us -= earliest;
+      f.to_ts_us -= earliest;
+    }
+  }
+  return std::move(trace_);
+}
+
+// 1-based line and column of a byte offset, for error messages.
+std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::size_t position) {
+  position = std::min(position, text.size());
+  std::size_t line = 1, column = 1;
+  for (std::size_t i = 0; i + 1 < position; ++i) {
+    if (text[i] == '\n') { ++line; column = 1; } else { ++column; }
+  }
+  return {line, column};
+}
+
+}  // namespace
+
+Trace parse_trace(std::string_view json_text, const std::string& source) {
+  if (json_text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    throw TraceError(source + ": the file is empty");
+  TraceSax sax(source);
+  const bool ok = json::sax_parse(json_text.begin(), json_text.end(), &sax, json::input_format_t::json, true);
+  if (!ok) {
+    const auto [line, column] = line_and_column(json_text, sax.error_position().value_or(json_text.size()));
+    const bool at_end = sax.error_position().value_or(0) >= json_text.size();
+    throw TraceError(fmt::format("{}: line {}, column {}: {}{}", source, line, column,
+                                 at_end ? "the file is truncated: " : "not valid JSON: ", sax.error_text()));
+  }
+  return sax.finish();
+}
+
+Trace read_trace(const std::string& path) {
+  std::string bytes;
+  try {
+    bytes = pipescope::read_file(path);
+  } catch (const std::exception& e) {
+    throw TraceError(e.what());
+  }
+  if (detail::looks_gzipped(bytes)) bytes = detail::gunzip(bytes, path);
+  return parse_trace(bytes, path);
+}
+
+}  // namespace pipescope::traces
