@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libboost-graph-dev libboost-program-options-dev
-  nlohmann-json3-dev libfmt-dev catch2 libbenchmark-dev zlib1g-dev
+  nlohmann-json3-dev libsimdjson-dev libfmt-dev catch2 libbenchmark-dev zlib1g-dev
   clang libclang-rt-14-dev
   libtorch-dev libgloo-dev
   qt6-base-dev qt6-charts-dev libgl-dev fonts-dejavu-core

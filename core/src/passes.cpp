@@ -77,14 +77,40 @@ struct Unit {
   int compute = -1;  // index into instrs, -1 when the unit holds no compute
 };
 
-std::vector<Unit> units_of(const Program& program) {
+// The compute of a step that forms one unit by itself (receives and loads, at most one
+// compute, then sends and collectives), or -2 when the step must be split or joined.
+int whole_unit_compute(const Step& step) {
+  int compute = -1;
+  for (int i = 0; i < static_cast<int>(step.size()); ++i) {
+    const Op op = step[i].op;
+    if (is_compute(op)) {
+      if (compute >= 0) return -2;
+      compute = i;
+    } else if ((is_recv(op) || op == Op::LoadMicroBatch) && compute >= 0) {
+      return -2;
+    }
+  }
+  return compute;
+}
+
+std::vector<Unit> units_of(Program& program) {
   std::vector<Unit> units;
+  units.reserve(program.size());
   Unit current;
   auto close = [&] {
     if (!current.instrs.empty()) units.push_back(std::move(current));
     current = Unit{};
   };
-  for (const Step& step : program) {
+  for (Step& step : program) {
+    if (step.empty()) continue;
+    // The usual case after add_send_recv: the step already is a unit and moves as a whole.
+    // Sends in later steps still join it, so it stays open as `current`.
+    const int compute = whole_unit_compute(step);
+    if (compute >= 0 && (current.instrs.empty() || current.compute >= 0)) {
+      close();
+      current = Unit{std::move(step), compute};
+      continue;
+    }
     for (const Instruction& instr : step) {
       if (is_compute(instr.op)) {
         if (current.compute >= 0) close();
@@ -259,7 +285,11 @@ Schedule from_compute_order(const ComputeOrder& order) {
         throw ScheduleError("from_compute_order: " + place(schedule, r, step, instr) +
                             ": a compute order holds only F, B, I and W");
       check_instruction(schedule, r, step, instr);
-      program.push_back(Step{instr});
+      // Room for the load, receive and send the later passes put around it.
+      Step one;
+      one.reserve(4);
+      one.push_back(instr);
+      program.push_back(std::move(one));
     }
   }
   return schedule;
@@ -279,20 +309,16 @@ void add_data_loads(Schedule& schedule) {
   for (int r = 0; r < schedule.num_ranks; ++r) {
     for (int t = 0; t < static_cast<int>(schedule.programs[r].size()); ++t) {
       Step& step = schedule.programs[r][t];
-      Step rebuilt;
-      rebuilt.reserve(step.size() + 1);
-      for (const Instruction& instr : step) {
-        if (instr.op == Op::ForwardPass && (instr.stage == 0 || instr.stage == last_stage)) {
-          check_instruction(schedule, r, t, instr);
-          char& done = loaded[pair_index(schedule, instr)];
-          if (!done) {
-            rebuilt.push_back({Op::LoadMicroBatch, instr.stage, instr.micro_batch, instr.buffer});
-            done = 1;
-          }
-        }
-        rebuilt.push_back(instr);
+      for (std::size_t i = 0; i < step.size(); ++i) {
+        const Instruction instr = step[i];
+        if (instr.op != Op::ForwardPass || (instr.stage != 0 && instr.stage != last_stage)) continue;
+        check_instruction(schedule, r, t, instr);
+        char& done = loaded[pair_index(schedule, instr)];
+        if (done) continue;
+        done = 1;
+        step.insert(step.begin() + static_cast<std::ptrdiff_t>(i), {Op::LoadMicroBatch, instr.stage, instr.micro_batch, instr.buffer});
+        ++i;
       }
-      step = std::move(rebuilt);
     }
   }
 }
@@ -323,28 +349,21 @@ void add_send_recv(Schedule& schedule) {
   for (int r = 0; r < schedule.num_ranks; ++r) {
     for (int t = 0; t < static_cast<int>(schedule.programs[r].size()); ++t) {
       Step& step = schedule.programs[r][t];
-      Step rebuilt;
-      rebuilt.reserve(step.size() + 2);
-      for (const Instruction& instr : step) {
-        if (!is_compute(instr.op)) {
-          rebuilt.push_back(instr);
-          continue;
-        }
+      for (std::size_t i = 0; i < step.size(); ++i) {
+        const Instruction instr = step[i];
+        if (!is_compute(instr.op)) continue;
         check_instruction(schedule, r, t, instr);
         const int s = instr.stage;
         const bool forward = instr.op == Op::ForwardPass;
         const bool backward = is_full_or_input_backward(instr.op);
-        if (forward && crosses_ranks(schedule, s, s - 1) && absent(Op::RecvActivation, instr))
-          rebuilt.push_back({Op::RecvActivation, s, instr.micro_batch, instr.buffer});
-        if (backward && crosses_ranks(schedule, s, s + 1) && absent(Op::RecvGrad, instr))
-          rebuilt.push_back({Op::RecvGrad, s, instr.micro_batch, instr.buffer});
-        rebuilt.push_back(instr);
-        if (forward && crosses_ranks(schedule, s, s + 1) && absent(Op::SendActivation, instr))
-          rebuilt.push_back({Op::SendActivation, s, instr.micro_batch, instr.buffer});
-        if (backward && crosses_ranks(schedule, s, s - 1) && absent(Op::SendGrad, instr))
-          rebuilt.push_back({Op::SendGrad, s, instr.micro_batch, instr.buffer});
+        auto insert_at = [&](std::size_t at, Op op) {
+          step.insert(step.begin() + static_cast<std::ptrdiff_t>(at), {op, s, instr.micro_batch, instr.buffer});
+        };
+        if (forward && crosses_ranks(schedule, s, s - 1) && absent(Op::RecvActivation, instr)) insert_at(i++, Op::RecvActivation);
+        if (backward && crosses_ranks(schedule, s, s + 1) && absent(Op::RecvGrad, instr)) insert_at(i++, Op::RecvGrad);
+        if (forward && crosses_ranks(schedule, s, s + 1) && absent(Op::SendActivation, instr)) insert_at(++i, Op::SendActivation);
+        if (backward && crosses_ranks(schedule, s, s - 1) && absent(Op::SendGrad, instr)) insert_at(++i, Op::SendGrad);
       }
-      step = std::move(rebuilt);
     }
   }
 }
@@ -353,7 +372,17 @@ void group_steps(Schedule& schedule) {
   check_shape(schedule, "group_steps");
   std::vector<std::vector<Unit>> units(schedule.num_ranks);
   for (int r = 0; r < schedule.num_ranks; ++r) units[r] = units_of(schedule.programs[r]);
-  const std::vector<std::vector<int>> slots = UnitDryRun(schedule, units).run();
+  std::vector<std::vector<int>> slots;
+  try {
+    slots = UnitDryRun(schedule, units).run();
+  } catch (...) {
+    // The steps were moved into units: give them back, one unit per step, in order.
+    for (int r = 0; r < schedule.num_ranks; ++r) {
+      schedule.programs[r].clear();
+      for (Unit& unit : units[r]) schedule.programs[r].push_back(std::move(unit.instrs));
+    }
+    throw;
+  }
   int num_steps = 0;
   for (const auto& rank_slots : slots)
     if (!rank_slots.empty()) num_steps = std::max(num_steps, rank_slots.back() + 1);

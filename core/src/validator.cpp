@@ -18,7 +18,6 @@ std::optional<ValidationProblem> find_problem(const Schedule& schedule, const Va
   if (Problem problem = check_instructions(flat, training)) return problem;
   if (Problem problem = check_size(flat)) return problem;
   if (Problem problem = check_program_order(flat, training)) return problem;
-  if (Problem problem = check_completeness(flat, training)) return problem;
   std::vector<Vertex> partner;
   if (Problem problem = check_channels(flat, partner)) return problem;
   if (Problem problem = check_buffers(flat)) return problem;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <unordered_map>
 
 namespace pipescope::exec {
 namespace {
@@ -12,16 +13,26 @@ namespace {
 std::atomic<std::int64_t> g_current_bytes{0};
 std::atomic<std::int64_t> g_peak_bytes{0};
 
-// What a counted allocation carries to its deleter: the wrapped allocation and its size.
+// The wrapped allocations by data pointer. LibTorch's raw_allocate path requires the context of
+// a DataPtr to be its data pointer, so the bookkeeping lives in this table instead.
 struct CountedBlock {
   c10::DataPtr inner;
   std::int64_t bytes;
 };
+std::mutex g_blocks_mutex;
+std::unordered_map<void*, CountedBlock>* g_blocks = new std::unordered_map<void*, CountedBlock>();  // never freed: outlives static tensors
 
-void delete_counted(void* context) {
-  auto* block = static_cast<CountedBlock*>(context);
-  g_current_bytes.fetch_sub(block->bytes, std::memory_order_relaxed);
-  delete block;  // frees the wrapped allocation through its own deleter
+void delete_counted(void* data) {
+  CountedBlock block;
+  {
+    std::lock_guard<std::mutex> lock(g_blocks_mutex);
+    auto it = g_blocks->find(data);
+    if (it == g_blocks->end()) return;
+    block = std::move(it->second);
+    g_blocks->erase(it);
+  }
+  g_current_bytes.fetch_sub(block.bytes, std::memory_order_relaxed);
+  // `block.inner` frees the wrapped allocation through its own deleter when it goes.
 }
 
 class CountingAllocator final : public c10::Allocator {
@@ -32,13 +43,19 @@ class CountingAllocator final : public c10::Allocator {
     c10::DataPtr inner = inner_->allocate(n);
     void* data = inner.get();
     const auto device = inner.device();
+    if (data == nullptr) return inner;  // zero-byte allocations
     const auto bytes = static_cast<std::int64_t>(n);
+    {
+      std::lock_guard<std::mutex> lock(g_blocks_mutex);
+      g_blocks->emplace(data, CountedBlock{std::move(inner), bytes});
+    }
     const auto now = g_current_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
     auto peak = g_peak_bytes.load(std::memory_order_relaxed);
     while (now > peak && !g_peak_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
     }
-    return {data, new CountedBlock{std::move(inner), bytes}, &delete_counted, device};
+    return {data, data, &delete_counted, device};
   }
+  c10::DeleterFnPtr raw_deleter() const override { return &delete_counted; }
 
  private:
   c10::Allocator* inner_;

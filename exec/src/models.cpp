@@ -226,7 +226,7 @@ StageModule::StageModule(const ModelSpec& spec, int first_layer, int end_layer)
     if (!ls.tied_key.empty()) {
       // Every copy of a tied weight starts from the same values, drawn from the key's seed.
       at::NoGradGuard no_grad;
-      auto& weight = layer->named_parameters(false)[ls.tied_parameter];
+      at::Tensor weight = layer->named_parameters(false)[ls.tied_parameter];
       auto gen = generator_from(layer_seed(spec.config.seed, key_index(ls.tied_key)));
       weight.copy_(at::randn(weight.sizes(), gen, weight.options()) * 0.02);
     }

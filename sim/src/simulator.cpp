@@ -16,6 +16,11 @@ namespace {
 
 constexpr double kUnknown = std::numeric_limits<double>::infinity();
 
+// The core's is_compute, inlined for the event loop.
+constexpr bool is_compute_op(Op op) {
+  return op == Op::ForwardPass || op == Op::BackwardPass || op == Op::BackwardInput || op == Op::BackwardWeight;
+}
+
 struct Event {
   double time;
   std::int32_t id;        // >= 0: rank resumes; < 0: link ~id has a transfer finishing
@@ -41,6 +46,9 @@ struct RankState {
   std::int32_t pc = 0;
   double clock_s = 0;        // when the previous instruction finished
   double busy_s = 0;
+  double compute_s = 0;               // F, B, I, W only
+  double first_compute_s = -1;
+  double last_compute_end_s = 0;
   std::int64_t memory_bytes = 0;
   std::int64_t peak_bytes = 0;
   bool done = false;
@@ -170,6 +178,11 @@ void Engine::run_rank(std::int32_t rank, double now) {
       add_event(rank, lane, ci, now, end, lane == traces::Lane::Compute ? "compute" : "collective");
     if (delta < 0) change_memory(rank, delta, end);
     if (busy) r.busy_s += duration;
+    if (is_compute_op(ci.op)) {
+      if (r.first_compute_s < 0) r.first_compute_s = now;
+      r.last_compute_end_s = end;
+      r.compute_s += duration;
+    }
     now = end;
     ++r.pc;
   }
@@ -339,6 +352,7 @@ SimResult Engine::run() {
     rs.busy_s = r.busy_s;
     rs.bubble_fraction = iteration > 0 ? (iteration - r.busy_s) / iteration : 0.0;
     rs.peak_memory_bytes = r.peak_bytes;
+    if (r.first_compute_s >= 0) rs.internal_idle_s = std::max(0.0, r.last_compute_end_s - r.first_compute_s - r.compute_s);
     bubble_sum += rs.bubble_fraction;
     summary.ranks.push_back(rs);
   }

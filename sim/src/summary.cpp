@@ -10,13 +10,20 @@ std::int64_t Summary::max_peak_memory_bytes() const {
   return peak;
 }
 
+double Summary::total_internal_idle_s() const {
+  double idle = 0;
+  for (const auto& r : ranks) idle += r.internal_idle_s;
+  return idle;
+}
+
 nlohmann::json to_json(const Summary& summary) {
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& r : summary.ranks)
     ranks.push_back({{"rank", r.rank},
                      {"busy_s", r.busy_s},
                      {"bubble_fraction", r.bubble_fraction},
-                     {"peak_memory_bytes", r.peak_memory_bytes}});
+                     {"peak_memory_bytes", r.peak_memory_bytes},
+                     {"internal_idle_s", r.internal_idle_s}});
   return {{"schedule", summary.schedule},
           {"num_ranks", summary.num_ranks},
           {"num_stages", summary.num_stages},

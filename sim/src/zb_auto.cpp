@@ -4,6 +4,7 @@
 #include <deque>
 #include <limits>
 #include <set>
+#include <tuple>
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/sim/simulator.hpp"
@@ -269,6 +270,7 @@ Schedule zb_auto_schedule(const ZbAutoRequest& request) {
   options.build_trace = false;
   const Schedule* best = nullptr;
   double best_time = kNever;
+  double best_idle = kNever;
   std::int64_t best_peak = 0;
   std::int64_t least_peak = std::numeric_limits<std::int64_t>::max();
   for (const Schedule& candidate : candidates) {
@@ -277,9 +279,14 @@ Schedule zb_auto_schedule(const ZbAutoRequest& request) {
     const std::int64_t peak = summary.max_peak_memory_bytes();
     least_peak = std::min(least_peak, peak);
     if (peak > limit) continue;
-    if (summary.iteration_time_s < best_time || (summary.iteration_time_s == best_time && peak < best_peak)) {
+    // Among equally fast ones, the one whose ranks wait least once the pipeline is full
+    // (what remains when iterations overlap), then the one that needs least memory.
+    const double idle = summary.total_internal_idle_s();
+    const auto key = std::make_tuple(summary.iteration_time_s, idle, peak);
+    if (!best || key < std::make_tuple(best_time, best_idle, best_peak)) {
       best = &candidate;
       best_time = summary.iteration_time_s;
+      best_idle = idle;
       best_peak = peak;
     }
   }

@@ -45,7 +45,7 @@ using Texts = std::vector<std::string>;
 
 }  // namespace
 
-TEST_CASE("from_compute_order puts each compute in its own step") {
+TEST_CASE("from_compute_order puts each compute in its own step", "[passes]") {
   const Schedule s = from_compute_order(two_rank_order({"0F0", "0B0"}, {"1F0", "1B0"}, 1));
   CHECK(s.name == "hand");
   CHECK(s.num_ranks == 2);
@@ -55,7 +55,7 @@ TEST_CASE("from_compute_order puts each compute in its own step") {
   CHECK(program_text(s.programs[1]) == Texts{"1F0", "1B0"});
 }
 
-TEST_CASE("from_compute_order refuses bad orders naming the place") {
+TEST_CASE("from_compute_order refuses bad orders naming the place", "[passes]") {
   auto wrong_op = two_rank_order({"0F0", "0SEND_F0"}, {"1F0"}, 1);
   const std::string op_error = refusal([&] { from_compute_order(wrong_op); });
   CHECK_THAT(op_error, Catch::Contains("rank 0, step 1, instruction 0SEND_F0") &&
@@ -74,7 +74,7 @@ TEST_CASE("from_compute_order refuses bad orders naming the place") {
   CHECK_THAT(refusal([&] { from_compute_order(missing_rank); }), Catch::Contains("1 rank orders for 2 ranks"));
 }
 
-TEST_CASE("add_data_loads loads inputs on the first stage and labels on the last") {
+TEST_CASE("add_data_loads loads inputs on the first stage and labels on the last", "[passes]") {
   ComputeOrder order;
   order.name = "gpipe3";
   order.num_ranks = order.num_stages = 3;
@@ -102,7 +102,7 @@ TEST_CASE("add_data_loads loads inputs on the first stage and labels on the last
   CHECK(program_text(one_stage.programs[0]) == Texts{"0LOAD0 0F0"});
 }
 
-TEST_CASE("add_send_recv adds transfers only between stages on different ranks") {
+TEST_CASE("add_send_recv adds transfers only between stages on different ranks", "[passes]") {
   Schedule s = from_compute_order(two_rank_order({"0F0", "0B0"}, {"1F0", "1B0"}, 1));
   s.programs[0][0][0].buffer = 5;
   add_send_recv(s);
@@ -123,14 +123,14 @@ TEST_CASE("add_send_recv adds transfers only between stages on different ranks")
   CHECK(program_text(v.programs[1]) == Texts{"1RECV_F0 1F0", "2F0 2SEND_F0", "2RECV_B0 2B0", "1B0 1SEND_B0"});
 }
 
-TEST_CASE("add_send_recv splits transfers around split backward") {
+TEST_CASE("add_send_recv splits transfers around split backward", "[passes]") {
   Schedule s = from_compute_order(two_rank_order({"0F0", "0I0", "0W0"}, {"1F0", "1I0", "1W0"}, 1));
   add_send_recv(s);
   CHECK(program_text(s.programs[0]) == Texts{"0F0 0SEND_F0", "0RECV_B0 0I0", "0W0"});
   CHECK(program_text(s.programs[1]) == Texts{"1RECV_F0 1F0", "1I0 1SEND_B0", "1W0"});
 }
 
-TEST_CASE("group_steps aligns ranks on the unit-time dry run") {
+TEST_CASE("group_steps aligns ranks on the unit-time dry run", "[passes]") {
   Schedule s = from_compute_order(two_rank_order({"0F0", "0F1", "0B0", "0B1"}, {"1F0", "1F1", "1B0", "1B1"}, 2));
   add_send_recv(s);
   group_steps(s);
@@ -140,7 +140,7 @@ TEST_CASE("group_steps aligns ranks on the unit-time dry run") {
         Texts{".", "1RECV_F0 1F0", "1RECV_F1 1F1", "1B0 1SEND_B0", "1B1 1SEND_B1", "."});
 }
 
-TEST_CASE("group_steps joins receives, compute and sends that sit in separate steps") {
+TEST_CASE("group_steps joins receives, compute and sends that sit in separate steps", "[passes]") {
   Schedule s = from_compute_order(two_rank_order({}, {}, 1));
   s.programs[0] = program_of({{"0F0"}, {"0SEND_F0"}, {}, {"0RECV_B0"}, {"0B0"}});
   s.programs[1] = program_of({{"1RECV_F0"}, {"1F0"}, {"1B0"}, {"1SEND_B0"}});
@@ -149,14 +149,14 @@ TEST_CASE("group_steps joins receives, compute and sends that sit in separate st
   CHECK(program_text(s.programs[1]) == Texts{".", "1RECV_F0 1F0", "1B0 1SEND_B0", "."});
 }
 
-TEST_CASE("group_steps refuses orders that deadlock, naming the stuck instruction") {
+TEST_CASE("group_steps refuses orders that deadlock, naming the stuck instruction", "[passes]") {
   // Rank 0 wants its backward before its forward; rank 1 waits for that forward.
   Schedule s = from_compute_order(two_rank_order({"0B0", "0F0"}, {"1F0", "1B0"}, 1));
   CHECK_THAT(refusal([&] { group_steps(s); }),
              Catch::Contains("rank 0, instruction 0B0") && Catch::Contains("deadlock"));
 }
 
-TEST_CASE("assign_buffers reuses the lowest free buffer per stage") {
+TEST_CASE("assign_buffers reuses the lowest free buffer per stage", "[passes]") {
   // 1F1B p=2 m=3: rank 0 runs F0 F1 B0 F2 B1 B2, so micro-batch 2 reuses buffer 0; rank 1
   // runs F B F B F B and needs one buffer.
   const Schedule s = lower(one_f_one_b_order(params(2, 3)));
@@ -179,7 +179,7 @@ TEST_CASE("assign_buffers reuses the lowest free buffer per stage") {
   CHECK(given.programs[1][0][0].buffer == 0);
 }
 
-TEST_CASE("add_optimizer_step ends training schedules, once per stage") {
+TEST_CASE("add_optimizer_step ends training schedules, once per stage", "[passes]") {
   // Loop placement p=2, v=2: rank 0 holds stages 0 and 2.
   Schedule s = from_compute_order(two_rank_order({"0F0", "2F0", "2B0", "0B0"}, {"1F0", "3F0", "3B0", "1B0"}, 1,
                                                  loop_placement(2, 2)));
@@ -197,7 +197,7 @@ TEST_CASE("add_optimizer_step ends training schedules, once per stage") {
   CHECK(inference.instruction_count() == 2);
 }
 
-TEST_CASE("merge_backward joins an input pass with its own weight pass") {
+TEST_CASE("merge_backward joins an input pass with its own weight pass", "[passes]") {
   Schedule s = from_compute_order(two_rank_order({"0F0", "0I0", "0W0"}, {"1F0", "1I0", "1W0"}, 1));
   add_send_recv(s);
   s.programs[0].insert(s.programs[0].begin() + 1, Step{});  // an idle step survives
@@ -219,7 +219,7 @@ TEST_CASE("merge_backward joins an input pass with its own weight pass") {
   CHECK(kept == before);
 }
 
-TEST_CASE("lower produces the full 1F1B listing for p=2, m=2") {
+TEST_CASE("lower produces the full 1F1B listing for p=2, m=2", "[passes]") {
   const Schedule s = lower(one_f_one_b_order(params(2, 2)));
   CHECK(s.name == "1f1b");
   CHECK(program_text(s.programs[0]) == Texts{"0LOAD0 0F0 0SEND_F0", "0LOAD1 0F1 0SEND_F1", ".", "0RECV_B0 0B0", ".",
@@ -230,7 +230,7 @@ TEST_CASE("lower produces the full 1F1B listing for p=2, m=2") {
   CHECK(s.programs[1][3][2].buffer == 0);
 }
 
-TEST_CASE("complete_schedule fills a compute-only file and keeps its steps") {
+TEST_CASE("complete_schedule fills a compute-only file and keeps its steps", "[passes]") {
   Schedule s = from_compute_order(two_rank_order({}, {}, 1));
   s.name = "file:x.csv";
   s.programs[0] = program_of({{"0F0"}, {}, {}, {"0B0"}});

@@ -7,10 +7,16 @@
 // handcrafted schedules' priorities: a ready I first (it unblocks the previous rank), then
 // a ready F while the rank holds fewer micro-batches of activations than its limit, then
 // the oldest pending W, else the rank idles. Activations of a micro-batch are held from its
-// F to its I. The limits are what distinguishes the two schedules:
-//   H1: rank r holds at most p - r micro-batches, exactly 1F1B's activation memory;
+// F to its I; a W is never deferred further than a cap, so the inputs a pending W keeps stay
+// bounded too. The limits are what distinguishes the two schedules:
+//   H1: rank r holds at most p - r micro-batches, exactly 1F1B's activation memory, and
+//       defers at most p weight passes (the fewest that still fill the drain: with unit
+//       costs the makespan is 3m + p - 1, 1F1B's bubble less (p - 1)(B + 2W));
 //   H2: rank r holds at most 2(p - r) - 1, about twice that, which lets the first rank keep
-//       forwarding until the first gradient returns, so no rank waits inside its busy span.
+//       forwarding until the first gradient returns, and defers at most p + r weight
+//       passes; with unit costs and m >= 2p - 1 no rank waits between its first and last
+//       instruction (the makespan stays 3m + p - 1: the last rank cannot start before the
+//       first micro-batch reaches it).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -22,7 +28,8 @@ namespace pipescope {
 namespace {
 
 ComputeOrder zero_bubble_order(const char* name, const ScheduleParams& params,
-                               const std::vector<int>& activation_limit) {
+                               const std::vector<int>& activation_limit,
+                               const std::vector<int>& deferred_weight_limit) {
   using namespace generator_support;
   const int p = params.num_ranks;
   const int m = params.num_micro_batches;
@@ -50,7 +57,10 @@ ComputeOrder zero_bubble_order(const char* name, const ScheduleParams& params,
                                (r == p - 1 || (input_slot[at(r + 1, i)] >= 0 && input_slot[at(r + 1, i)] < slot));
       const bool forward_ready = f < m && f - i < activation_limit[r] &&
                                  (r == 0 || (forward_slot[at(r - 1, f)] >= 0 && forward_slot[at(r - 1, f)] < slot));
-      if (input_ready) {
+      if (i - w >= deferred_weight_limit[r]) {
+        ops.push_back(compute(Op::BackwardWeight, r, w));
+        ++next_weight[r];
+      } else if (input_ready) {
         ops.push_back(compute(Op::BackwardInput, r, i));
         input_slot[at(r, i)] = slot;
         ++next_input[r];
@@ -78,17 +88,20 @@ ComputeOrder zero_bubble_order(const char* name, const ScheduleParams& params,
 ComputeOrder zb_h1_order(const ScheduleParams& params) {
   generator_support::require_one_chunk("zb-h1", params);
   const int p = params.num_ranks;
-  std::vector<int> limit(p);
-  for (int r = 0; r < p; ++r) limit[r] = p - r;
-  return zero_bubble_order("zb-h1", params, limit);
+  std::vector<int> activations(p), deferred_weights(p, p);
+  for (int r = 0; r < p; ++r) activations[r] = p - r;
+  return zero_bubble_order("zb-h1", params, activations, deferred_weights);
 }
 
 ComputeOrder zb_h2_order(const ScheduleParams& params) {
   generator_support::require_one_chunk("zb-h2", params);
   const int p = params.num_ranks;
-  std::vector<int> limit(p);
-  for (int r = 0; r < p; ++r) limit[r] = 2 * (p - r) - 1;
-  return zero_bubble_order("zb-h2", params, limit);
+  std::vector<int> activations(p), deferred_weights(p);
+  for (int r = 0; r < p; ++r) {
+    activations[r] = 2 * (p - r) - 1;
+    deferred_weights[r] = p + r;
+  }
+  return zero_bubble_order("zb-h2", params, activations, deferred_weights);
 }
 
 }  // namespace pipescope

@@ -3,9 +3,10 @@
 // that interval. DeepSpeed's cyclic ids (mb % num_buffers, with its extra buffer so that the
 // receive of a new micro-batch does not clobber a gradient still to be sent) pass this rule.
 //
-// In the sequence of micro-batches that use one (stage, buffer) slot, in program order, two
-// intervals overlap exactly when a micro-batch comes back after another one took the slot
-// (the pattern A .. B .. A); that is what is searched for.
+// When each micro-batch keeps one id per stage (every schedule pipescope or DeepSpeed makes),
+// one walk in program order with the last use of every (stage, micro-batch) finds the first
+// overlap. Otherwise the uses are grouped by slot, where two intervals overlap exactly when a
+// micro-batch comes back after another one took the slot (the pattern A .. B .. A).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -23,14 +24,14 @@ class BufferIds {
  public:
   explicit BufferIds(const FlatSchedule& flat) {
     int max_id = -1;
-    for (const Instruction* in : flat.instr) max_id = std::max(max_id, in->buffer);
+    for (const Node& in : flat.node) max_id = std::max(max_id, in.buffer);
     if (max_id < kTableLimit) {
       table_.assign(static_cast<std::size_t>(max_id + 1), -1);
-      for (const Instruction* in : flat.instr)
-        if (in->buffer >= 0 && table_[in->buffer] == -1) table_[in->buffer] = count_++;
+      for (const Node& in : flat.node)
+        if (in.buffer >= 0 && table_[in.buffer] == -1) table_[in.buffer] = count_++;
     } else {
-      for (const Instruction* in : flat.instr)
-        if (in->buffer >= 0) sorted_.push_back(in->buffer);
+      for (const Node& in : flat.node)
+        if (in.buffer >= 0) sorted_.push_back(in.buffer);
       std::sort(sorted_.begin(), sorted_.end());
       sorted_.erase(std::unique(sorted_.begin(), sorted_.end()), sorted_.end());
       count_ = static_cast<int>(sorted_.size());
@@ -51,54 +52,110 @@ class BufferIds {
 
 }  // namespace
 
+namespace {
+
+// One buffered instruction: its slot and (stage, micro-batch) pair spelled out, so the scan
+// over a slot's uses walks memory in order.
+struct Use {
+  long long slot;
+  std::size_t pair;
+  Vertex vertex;
+};
+
+}  // namespace
+
+// The walk for one id per (stage, micro-batch); sets `applies` to false when some micro-batch
+// uses two ids on one stage.
+Problem check_single_id_per_pair(const FlatSchedule& flat, const BufferIds& ids, bool& applies) {
+  const Schedule& schedule = *flat.schedule;
+  const int m = schedule.num_micro_batches;
+  const std::size_t pairs = static_cast<std::size_t>(schedule.num_stages) * m;
+  std::vector<int> id_of_pair(pairs, -1);
+  std::vector<Vertex> last_use(pairs, -1);
+  const Vertex n = static_cast<Vertex>(flat.size());
+  for (Vertex v = 0; v < n; ++v) {
+    const Node& in = flat.node[v];
+    if (in.buffer < 0 || !per_micro_batch(in.op)) continue;
+    const std::size_t pair = static_cast<std::size_t>(in.stage) * m + in.micro_batch;
+    if (id_of_pair[pair] == -1) id_of_pair[pair] = in.buffer;
+    if (id_of_pair[pair] != in.buffer) {
+      applies = false;
+      return std::nullopt;
+    }
+    last_use[pair] = v;
+  }
+  applies = true;
+  std::vector<long long> holder(static_cast<std::size_t>(schedule.num_stages) * ids.count(), -1);  // pair in each slot
+  for (Vertex v = 0; v < n; ++v) {
+    const Node& in = flat.node[v];
+    if (in.buffer < 0 || !per_micro_batch(in.op)) continue;
+    const std::size_t pair = static_cast<std::size_t>(in.stage) * m + in.micro_batch;
+    long long& held = holder[static_cast<std::size_t>(in.stage) * ids.count() + ids.dense(in.buffer)];
+    if (held == static_cast<long long>(pair)) continue;
+    if (held != -1 && last_use[held] > v) {
+      // Name the next use of the displaced micro-batch, found by a scan only on this error path.
+      const int displaced = static_cast<int>(held % m);
+      Vertex next_use = v + 1;
+      while (!(flat.node[next_use].stage == in.stage && flat.node[next_use].micro_batch == displaced &&
+               flat.node[next_use].buffer == in.buffer && per_micro_batch(flat.node[next_use].op)))
+        ++next_use;
+      return flat.problem_at(v, "overwrites buffer " + num(in.buffer) + " of stage " + num(in.stage) + " while it still holds micro-batch " +
+                                    num(displaced) + " (used again by " + flat.short_name(next_use) + ")");
+    }
+    held = static_cast<long long>(pair);
+  }
+  return std::nullopt;
+}
+
 Problem check_buffers(const FlatSchedule& flat) {
   const Schedule& schedule = *flat.schedule;
   const BufferIds ids(flat);
   if (ids.count() == 0) return std::nullopt;
   const int m = schedule.num_micro_batches;
+  bool single_id = false;
+  if (Problem problem = check_single_id_per_pair(flat, ids, single_id)) return problem;
+  if (single_id) return std::nullopt;
 
-  // Group the buffered per-micro-batch instructions by slot (stage, dense id), keeping program
-  // order inside a slot: a counting sort when the slots fit in a table, a sort otherwise.
-  std::vector<Vertex> used;
-  for (std::size_t v = 0; v < flat.size(); ++v)
-    if (flat.instr[v]->buffer >= 0 && needs_micro_batch(flat.instr[v]->op)) used.push_back(static_cast<Vertex>(v));
-  auto slot_of = [&](Vertex v) {
-    return static_cast<long long>(flat.instr[v]->stage) * ids.count() + ids.dense(flat.instr[v]->buffer);
-  };
+  std::vector<Use> uses;
+  const Vertex n = static_cast<Vertex>(flat.size());
+  for (Vertex v = 0; v < n; ++v) {
+    const Node& in = flat.node[v];
+    if (in.buffer < 0 || !per_micro_batch(in.op)) continue;
+    uses.push_back({static_cast<long long>(in.stage) * ids.count() + ids.dense(in.buffer),
+                    static_cast<std::size_t>(in.stage) * m + in.micro_batch, v});
+  }
+  // Group by slot (stage, dense id), keeping program order inside a slot: a counting sort when
+  // the slots fit in a table, a stable sort otherwise.
   const long long num_slots = static_cast<long long>(schedule.num_stages) * ids.count();
-  std::vector<Vertex> by_slot(used.size());
-  std::vector<std::size_t> slot_start;
-  if (num_slots <= 4 * static_cast<long long>(used.size()) + 1024) {
-    slot_start.assign(static_cast<std::size_t>(num_slots) + 1, 0);
-    for (Vertex v : used) ++slot_start[static_cast<std::size_t>(slot_of(v)) + 1];
-    for (std::size_t s = 0; s + 1 < slot_start.size(); ++s) slot_start[s + 1] += slot_start[s];
-    std::vector<std::size_t> next(slot_start.begin(), slot_start.end() - 1);
-    for (Vertex v : used) by_slot[next[static_cast<std::size_t>(slot_of(v))]++] = v;
+  if (num_slots <= 4 * static_cast<long long>(uses.size()) + 1024) {
+    std::vector<std::size_t> next(static_cast<std::size_t>(num_slots) + 1, 0);
+    for (const Use& use : uses) ++next[static_cast<std::size_t>(use.slot) + 1];
+    for (std::size_t s = 0; s + 1 < next.size(); ++s) next[s + 1] += next[s];
+    std::vector<Use> grouped(uses.size());
+    for (const Use& use : uses) grouped[next[static_cast<std::size_t>(use.slot)]++] = use;
+    uses.swap(grouped);
   } else {
-    by_slot = used;
-    std::stable_sort(by_slot.begin(), by_slot.end(), [&](Vertex a, Vertex b) { return slot_of(a) < slot_of(b); });
+    std::stable_sort(uses.begin(), uses.end(), [](const Use& a, const Use& b) { return a.slot < b.slot; });
   }
 
-  // last_slot[pair] and run_end[pair]: the slot where the micro-batch of that pair was last seen
-  // and the index (into by_slot) of the last instruction of that run.
+  // last_slot[pair] and run_end[pair]: the slot where the pair was last seen and the index
+  // (into uses) of the last instruction of that run.
   const std::size_t pairs = static_cast<std::size_t>(schedule.num_stages) * m;
   std::vector<long long> last_slot(pairs, -1);
   std::vector<std::size_t> run_end(pairs, 0);
-  for (std::size_t k = 0; k < by_slot.size(); ++k) {
-    const Instruction& in = *flat.instr[by_slot[k]];
-    const long long slot = slot_of(by_slot[k]);
-    const std::size_t pair = static_cast<std::size_t>(in.stage) * m + in.micro_batch;
-    const bool continues_run = k > 0 && slot_of(by_slot[k - 1]) == slot &&
-                               flat.instr[by_slot[k - 1]]->micro_batch == in.micro_batch;
-    if (!continues_run && last_slot[pair] == slot) {
+  for (std::size_t k = 0; k < uses.size(); ++k) {
+    const Use& use = uses[k];
+    const bool continues_run = k > 0 && uses[k - 1].slot == use.slot && uses[k - 1].pair == use.pair;
+    if (!continues_run && last_slot[use.pair] == use.slot) {
       // The micro-batch is back in a slot that another one took over in between.
-      const Vertex intruder = by_slot[run_end[pair] + 1];
+      const Node& in = flat.node[use.vertex];
+      const Vertex intruder = uses[run_end[use.pair] + 1].vertex;
       return flat.problem_at(intruder, "overwrites buffer " + num(in.buffer) + " of stage " + num(in.stage) +
                                            " while it still holds micro-batch " + num(in.micro_batch) + " (used again by " +
-                                           flat.short_name(by_slot[k]) + ")");
+                                           flat.short_name(use.vertex) + ")");
     }
-    last_slot[pair] = slot;
-    run_end[pair] = k;
+    last_slot[use.pair] = use.slot;
+    run_end[use.pair] = k;
   }
   return std::nullopt;
 }

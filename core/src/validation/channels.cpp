@@ -26,42 +26,49 @@ struct Endpoint {
   int kind;  // 0 activation, 1 gradient
 };
 
-Endpoint endpoint_of(const Instruction& in) {
-  const int peer = resolved_peer_stage(in);
+Endpoint endpoint_of(const Node& in) {
   const int kind = (in.op == Op::SendActivation || in.op == Op::RecvActivation) ? 0 : 1;
-  if (is_send(in.op)) return {in.stage, peer, kind};
-  return {peer, in.stage, kind};
+  if (sends(in.op)) return {in.stage, in.peer, kind};
+  return {in.peer, in.stage, kind};
 }
 
-// Vertices ordered by channel, and inside a channel by program order: a stable counting sort
-// by (from stage, kind), then a stable sort by destination where a sender has several.
-std::vector<Vertex> by_channel(const FlatSchedule& flat, const std::vector<Vertex>& vertices, int num_stages) {
+// One send or receive, with its channel spelled out so the pairing walks memory in order.
+struct Transfer {
+  std::int64_t channel;  // ((from stage * 2 + kind) * stages + to stage)
+  int micro_batch;
+  Vertex vertex;
+};
+
+// The transfers of one direction (sends or receives) ordered by channel, and inside a channel
+// by program order: a stable counting sort by (from stage, kind), then a stable sort by
+// destination where a sender has several (skip connections).
+std::vector<Transfer> by_channel(const FlatSchedule& flat, bool want_sends, int num_stages) {
   const std::size_t buckets = static_cast<std::size_t>(num_stages) * 2;
   std::vector<std::size_t> start(buckets + 1, 0);
-  for (Vertex v : vertices) {
-    const Endpoint e = endpoint_of(*flat.instr[v]);
+  const Vertex n = static_cast<Vertex>(flat.size());
+  for (Vertex v = 0; v < n; ++v) {
+    const Node& in = flat.node[v];
+    if (want_sends ? !sends(in.op) : !receives(in.op)) continue;
+    const Endpoint e = endpoint_of(in);
     ++start[static_cast<std::size_t>(e.from_stage) * 2 + e.kind + 1];
   }
   for (std::size_t b = 0; b < buckets; ++b) start[b + 1] += start[b];
-  std::vector<Vertex> sorted(vertices.size());
+  std::vector<Transfer> sorted(start.back());
   std::vector<std::size_t> next(start.begin(), start.end() - 1);
-  for (Vertex v : vertices) {
-    const Endpoint e = endpoint_of(*flat.instr[v]);
-    sorted[next[static_cast<std::size_t>(e.from_stage) * 2 + e.kind]++] = v;
+  for (Vertex v = 0; v < n; ++v) {
+    const Node& in = flat.node[v];
+    if (want_sends ? !sends(in.op) : !receives(in.op)) continue;
+    const Endpoint e = endpoint_of(in);
+    const std::size_t bucket = static_cast<std::size_t>(e.from_stage) * 2 + e.kind;
+    sorted[next[bucket]++] = {static_cast<std::int64_t>(bucket) * num_stages + e.to_stage, in.micro_batch, v};
   }
-  auto to_stage = [&](Vertex v) { return endpoint_of(*flat.instr[v]).to_stage; };
+  auto by_key = [](const Transfer& a, const Transfer& b) { return a.channel < b.channel; };
   for (std::size_t b = 0; b < buckets; ++b) {
     auto first = sorted.begin() + static_cast<std::ptrdiff_t>(start[b]);
     auto last = sorted.begin() + static_cast<std::ptrdiff_t>(start[b + 1]);
-    auto by_destination = [&](Vertex a, Vertex c) { return to_stage(a) < to_stage(c); };
-    if (!std::is_sorted(first, last, by_destination)) std::stable_sort(first, last, by_destination);
+    if (!std::is_sorted(first, last, by_key)) std::stable_sort(first, last, by_key);
   }
   return sorted;
-}
-
-std::int64_t channel_key(const Instruction& in, int num_stages) {
-  const Endpoint e = endpoint_of(in);
-  return (static_cast<std::int64_t>(e.from_stage) * 2 + e.kind) * num_stages + e.to_stage;
 }
 
 }  // namespace
@@ -69,14 +76,8 @@ std::int64_t channel_key(const Instruction& in, int num_stages) {
 Problem check_channels(const FlatSchedule& flat, std::vector<Vertex>& partner) {
   const Schedule& schedule = *flat.schedule;
   const int num_stages = schedule.num_stages;
-  std::vector<Vertex> sends, recvs;
-  for (std::size_t v = 0; v < flat.size(); ++v) {
-    const Op op = flat.instr[v]->op;
-    if (is_send(op)) sends.push_back(static_cast<Vertex>(v));
-    else if (is_recv(op)) recvs.push_back(static_cast<Vertex>(v));
-  }
-  sends = by_channel(flat, sends, num_stages);
-  recvs = by_channel(flat, recvs, num_stages);
+  const std::vector<Transfer> sent = by_channel(flat, true, num_stages);
+  const std::vector<Transfer> received = by_channel(flat, false, num_stages);
   partner.assign(flat.size(), -1);
 
   // stamp[mb] == channel number when the channel already sent mb: catches a micro-batch sent twice.
@@ -85,47 +86,51 @@ Problem check_channels(const FlatSchedule& flat, std::vector<Vertex>& partner) {
   constexpr std::int64_t kEnd = INT64_MAX;
   std::size_t i = 0, j = 0;
   std::int64_t channel_number = 0;
-  while (i < sends.size() || j < recvs.size()) {
-    const std::int64_t send_key = i < sends.size() ? channel_key(*flat.instr[sends[i]], num_stages) : kEnd;
-    const std::int64_t recv_key = j < recvs.size() ? channel_key(*flat.instr[recvs[j]], num_stages) : kEnd;
-    const std::int64_t key = std::min(send_key, recv_key);
+  while (i < sent.size() || j < received.size()) {
+    const std::int64_t key = std::min(i < sent.size() ? sent[i].channel : kEnd, j < received.size() ? received[j].channel : kEnd);
     std::size_t send_end = i, recv_end = j;
-    while (send_end < sends.size() && channel_key(*flat.instr[sends[send_end]], num_stages) == key) ++send_end;
-    while (recv_end < recvs.size() && channel_key(*flat.instr[recvs[recv_end]], num_stages) == key) ++recv_end;
+    while (send_end < sent.size() && sent[send_end].channel == key) ++send_end;
+    while (recv_end < received.size() && received[recv_end].channel == key) ++recv_end;
     const std::size_t num_sends = send_end - i, num_recvs = recv_end - j;
-    const Instruction& any = *flat.instr[num_sends ? sends[i] : recvs[j]];
-    const Endpoint e = endpoint_of(any);
-    const std::string kind = e.kind == 0 ? "activation" : "gradient";
-    const std::string from = "stage " + num(e.from_stage) + " (rank " + num(schedule.stage_to_rank[e.from_stage]) + ")";
-    const std::string to = "stage " + num(e.to_stage) + " (rank " + num(schedule.stage_to_rank[e.to_stage]) + ")";
 
-    for (std::size_t k = 0; k < num_sends; ++k) {
-      const Vertex send = sends[i + k];
-      const int mb = flat.instr[send]->micro_batch;
-      if (stamp[mb] == channel_number)
-        return flat.problem_at(send, "sends the " + kind + " of micro-batch " + num(mb) + " to " + to + " a second time (first at " +
-                                         flat.short_name(first_send_of[mb]) + ")");
+    for (std::size_t k = i; k < send_end; ++k) {
+      const int mb = sent[k].micro_batch;
+      if (stamp[mb] == channel_number) {
+        const Endpoint e = endpoint_of(flat.node[sent[k].vertex]);
+        return flat.problem_at(sent[k].vertex, "sends the " + std::string(e.kind == 0 ? "activation" : "gradient") + " of micro-batch " +
+                                                   num(mb) + " to stage " + num(e.to_stage) + " a second time (first at " +
+                                                   flat.short_name(first_send_of[mb]) + ")");
+      }
       stamp[mb] = channel_number;
-      first_send_of[mb] = send;
+      first_send_of[mb] = sent[k].vertex;
     }
     for (std::size_t k = 0; k < std::min(num_sends, num_recvs); ++k) {
-      const Vertex send = sends[i + k], recv = recvs[j + k];
-      if (flat.instr[send]->micro_batch != flat.instr[recv]->micro_batch)
-        return flat.problem_at(recv, "receives micro-batch " + num(flat.instr[recv]->micro_batch) + " as the " + ordinal(k + 1) + " " +
-                                         kind + " from " + from + ", but the " + ordinal(k + 1) + " one sent is micro-batch " +
-                                         num(flat.instr[send]->micro_batch) + " (" + flat.short_name(send) +
-                                         "); sends and receives between two stages are matched in order");
-      partner[send] = recv;
-      partner[recv] = send;
+      const Transfer& send = sent[i + k];
+      const Transfer& recv = received[j + k];
+      if (send.micro_batch != recv.micro_batch) {
+        const Endpoint e = endpoint_of(flat.node[send.vertex]);
+        return flat.problem_at(recv.vertex, "receives micro-batch " + num(recv.micro_batch) + " as the " + ordinal(static_cast<long long>(k) + 1) +
+                                                " " + (e.kind == 0 ? "activation" : "gradient") + " from stage " + num(e.from_stage) +
+                                                ", but the " + ordinal(static_cast<long long>(k) + 1) + " one sent is micro-batch " +
+                                                num(send.micro_batch) + " (" + flat.short_name(send.vertex) +
+                                                "); sends and receives between two stages are matched in order");
+      }
+      partner[send.vertex] = recv.vertex;
+      partner[recv.vertex] = send.vertex;
     }
-    if (num_sends > num_recvs)
-      return flat.problem_at(sends[i + num_recvs], "is never received: " + to + " receives " + num(static_cast<long long>(num_recvs)) +
-                                                      " " + kind + "s from stage " + num(e.from_stage) + ", this is the " +
-                                                      ordinal(static_cast<long long>(num_recvs) + 1) + " send");
-    if (num_recvs > num_sends)
-      return flat.problem_at(recvs[j + num_sends], "has no matching send: " + from + " sends " + num(static_cast<long long>(num_sends)) +
-                                                      " " + kind + "s to stage " + num(e.to_stage) + ", this is the " +
-                                                      ordinal(static_cast<long long>(num_sends) + 1) + " receive");
+    if (num_sends != num_recvs) {
+      const Endpoint e = endpoint_of(flat.node[num_sends ? sent[i].vertex : received[j].vertex]);
+      const std::string kind = e.kind == 0 ? "activation" : "gradient";
+      if (num_sends > num_recvs)
+        return flat.problem_at(sent[i + num_recvs].vertex,
+                               "is never received: stage " + num(e.to_stage) + " (rank " + num(schedule.stage_to_rank[e.to_stage]) +
+                                   ") receives " + num(static_cast<long long>(num_recvs)) + " " + kind + "s from stage " +
+                                   num(e.from_stage) + ", this is the " + ordinal(static_cast<long long>(num_recvs) + 1) + " send");
+      return flat.problem_at(received[j + num_sends].vertex,
+                             "has no matching send: stage " + num(e.from_stage) + " (rank " + num(schedule.stage_to_rank[e.from_stage]) +
+                                 ") sends " + num(static_cast<long long>(num_sends)) + " " + kind + "s to stage " + num(e.to_stage) +
+                                 ", this is the " + ordinal(static_cast<long long>(num_sends) + 1) + " receive");
+    }
     i = send_end;
     j = recv_end;
     ++channel_number;

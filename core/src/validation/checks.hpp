@@ -25,11 +25,9 @@ Problem check_size(const FlatSchedule& flat);
 
 // Program order on each rank: inputs (receives, loads, same-rank predecessors) before the
 // compute that consumes them, compute before the send of its result, F before B/I before W,
-// each at most once, end-of-batch collectives after all backward work of their stage.
+// each at most once, end-of-batch collectives after all backward work of their stage; then
+// that every (stage, micro-batch) has its forward, and in training its backward work.
 Problem check_program_order(const FlatSchedule& flat, bool training);
-
-// Every (stage, micro-batch) has its forward, and in training its backward work.
-Problem check_completeness(const FlatSchedule& flat, bool training);
 
 // Pairs the k-th send with the k-th receive of every channel (from stage, to stage, kind);
 // on success `partner` maps each send to its receive and each receive to its send.

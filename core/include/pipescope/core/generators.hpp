@@ -8,19 +8,28 @@
 
 namespace pipescope {
 
-ComputeOrder gpipe_order(const ScheduleParams& params);
-ComputeOrder one_f_one_b_order(const ScheduleParams& params);
+// Compute orders (lower them with `lower`). Each throws ScheduleError starting with the
+// schedule's name and giving the reason when it cannot honour `params`.
+ComputeOrder gpipe_order(const ScheduleParams& params);        // 1 stage per rank
+ComputeOrder one_f_one_b_order(const ScheduleParams& params);  // refuses m < p
+// Megatron's interleaved 1F1B, loop placement, --chunks V >= 2 (2 when not given); refuses
+// m % p != 0.
 ComputeOrder interleaved_1f1b_order(const ScheduleParams& params);
+// torch ScheduleLoopedBFS, loop placement, --chunks V (2 when not given).
 ComputeOrder looped_bfs_order(const ScheduleParams& params);
+// Zero Bubble H1 / H2 (split backward), built by a unit-time list schedule: rank r holds at
+// most p - r (H1) or 2(p - r) - 1 (H2) micro-batches of activations.
 ComputeOrder zb_h1_order(const ScheduleParams& params);
 ComputeOrder zb_h2_order(const ScheduleParams& params);
+// V placement (rank r holds stages r and 2p-1-r); refuse --chunks other than 2.
 ComputeOrder zbv_order(const ScheduleParams& params);
-ComputeOrder dualpipev_order(const ScheduleParams& params);
+ComputeOrder dualpipev_order(const ScheduleParams& params);    // refuses m < 2p
 
-// Step-exact reproductions of DeepSpeed's schedule.py.
+// Step-exact reproductions of DeepSpeed's schedule.py (reference 002): same steps, same
+// instructions in the same order, same buffer ids; micro_batch names what the buffer holds.
 Schedule deepspeed_train_schedule(const ScheduleParams& params);
 Schedule deepspeed_inference_schedule(const ScheduleParams& params);
-Schedule data_parallel_schedule(const ScheduleParams& params);
+Schedule data_parallel_schedule(const ScheduleParams& params);  // --stages 1 only
 
 // Adds every generator above to `registry` under its SPEC.md name.
 void register_builtin_generators(ScheduleRegistry& registry);

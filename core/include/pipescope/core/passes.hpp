@@ -18,33 +18,47 @@ struct ComputeOrder {
   std::vector<std::vector<Instruction>> per_rank;
 };
 
-// One instruction per step, no communication yet.
+// One instruction per step, no communication yet. Throws ScheduleError naming rank, step
+// and instruction for anything but F/B/I/W, a stage on another rank, or a micro-batch out
+// of range.
 Schedule from_compute_order(const ComputeOrder& order);
 
 // Adds LoadMicroBatch before each forward of the first stage (inputs) and of the last stage
-// (labels), as DeepSpeed does. Leaves schedules that already load untouched.
+// (labels), as DeepSpeed does, in the forward's step. Loads already present (per stage and
+// micro-batch) are not added again.
 void add_data_loads(Schedule& schedule);
 
 // Adds a send after every compute whose result another rank needs and the matching receive
-// before the compute that needs it. Stages on the same rank hand over in memory.
+// before the compute that needs it, in the same steps. Stages on the same rank hand over in
+// memory. Transfers already present are kept; added ones carry the buffer of their compute
+// and the default peer (the neighbour stage).
 void add_send_recv(Schedule& schedule);
 
 // Groups each compute with the receives just before it and the sends just after it into one
 // step, and aligns steps across ranks on a unit-time dry run, inserting idle steps, so that
 // step t of every rank is the same time slot and the text grid shows the bubbles.
+// Unit-time dry run: every compute takes one slot; F runs after the previous stage's F of
+// its micro-batch, B/I after its own F and the next stage's B/I, W after its own I; a rank
+// keeps its order and never waits when its next compute is ready. Every program gets the
+// same number of steps (the unit-time makespan). Throws ScheduleError naming the rank and
+// the instruction when the orders deadlock; the schedule then holds its instructions in
+// order, one compute (with its transfers) per step.
 void group_steps(Schedule& schedule);
 
 // Gives every per-micro-batch instruction a buffer id: the lowest id free on that stage when
 // the micro-batch arrives, released when its last backward (or, for inference, its forward
-// and send) is done.
+// and send) is done: the last instruction naming (stage, micro-batch) on the rank. Ranks
+// that already carry buffer ids (from a file) are left as they are.
 void assign_buffers(Schedule& schedule);
 
 // Appends ReduceTiedGrads, ReduceGrads and OptimizerStep for every stage of every rank to
-// training schedules that lack them.
+// the last step of training schedules that lack them (the tied reductions of the rank's
+// stages first, then the reductions, then the optimizer steps). Inference is untouched.
 void add_optimizer_step(Schedule& schedule);
 
-// Replaces a BackwardInput immediately followed by its own BackwardWeight by one
-// BackwardPass (useful when a split backward buys nothing).
+// Replaces a BackwardInput whose next compute on the rank is its own BackwardWeight by one
+// BackwardPass (useful when a split backward buys nothing). A step left empty by the
+// removed weight pass disappears; idle steps stay. Run group_steps again to re-align.
 void merge_backward(Schedule& schedule);
 
 // The usual sequence: from_compute_order, add_data_loads, add_send_recv, group_steps,
@@ -52,7 +66,8 @@ void merge_backward(Schedule& schedule);
 Schedule lower(const ComputeOrder& order);
 
 // Completes a schedule read from a compute-only or partial file (torch CSV): adds loads,
-// communication, and the optimizer step where they are missing, keeping the step structure.
+// communication, buffer ids and the optimizer step where they are missing, keeping the step
+// structure (idle steps included).
 void complete_schedule(Schedule& schedule);
 
 }  // namespace pipescope

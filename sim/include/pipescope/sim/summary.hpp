@@ -15,6 +15,9 @@ struct RankSummary {
   double busy_s = 0;           // time in F, B, I, W and the optimizer step
   double bubble_fraction = 0;  // idle time in the iteration / iteration time
   std::int64_t peak_memory_bytes = 0;
+  // Idle time between the rank's first and last F/B/I/W: the bubble that remains when the
+  // warm-up and drain of consecutive iterations overlap (Zero Bubble's post-validation).
+  double internal_idle_s = 0;
 };
 
 struct Summary {
@@ -29,6 +32,7 @@ struct Summary {
   std::int64_t instructions = 0;  // simulated instructions
 
   std::int64_t max_peak_memory_bytes() const;
+  double total_internal_idle_s() const;
 };
 
 // The SPEC.md section 6 object (plus num_stages).

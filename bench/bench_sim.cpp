@@ -1,0 +1,103 @@
+// Simulator speed. Goals: >= 20 million simulated instructions per second on one core for
+// interleaved-1f1b with 64 ranks, 4 chunks and 1024 micro-batches (the schedule is generated
+// and compiled once, outside the timed loop), and 10,000 planner configurations in under 5 s.
+#include <benchmark/benchmark.h>
+
+#include "pipescope/core/registry.hpp"
+#include "pipescope/sim/planner.hpp"
+#include "pipescope/sim/simulator.hpp"
+
+namespace {
+
+using namespace pipescope;
+
+const sim::CompiledSchedule& large_interleaved() {
+  static const sim::CompiledSchedule compiled = [] {
+    ScheduleParams params;
+    params.num_ranks = 64;
+    params.chunks = 4;
+    params.chunks_given = true;
+    params.num_micro_batches = 1024;
+    return sim::compile(make_schedule("interleaved-1f1b", params));
+  }();
+  return compiled;
+}
+
+void run_simulation(benchmark::State& state, const sim::CostModel& costs, const sim::Topology& topology, bool trace) {
+  const sim::CompiledSchedule& schedule = large_interleaved();
+  sim::SimOptions options;
+  options.build_trace = trace;
+  for (auto _ : state) {
+    auto result = sim::simulate(schedule, costs, topology, options);
+    benchmark::DoNotOptimize(result);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(schedule.instructions.size()));
+  state.counters["instructions"] = static_cast<double>(schedule.instructions.size());
+}
+
+// The base model: fixed transfer delay, no trace.
+void BM_SimulateInterleaved(benchmark::State& state) {
+  run_simulation(state, sim::CostModel::uniform(1.0, 1.0, 1.0, 0.01, 2, -1, -1), sim::Topology{}, false);
+}
+BENCHMARK(BM_SimulateInterleaved)->Unit(benchmark::kMillisecond);
+
+// Links shared by concurrent transfers (every send waits for its time in the event queue).
+void BM_SimulateInterleavedLinks(benchmark::State& state) {
+  sim::CostModel costs = sim::CostModel::uniform(1e-3, 1e-3, 1e-3, 0, 2, -1, -1);
+  costs.transfer_model = sim::TransferModel::Links;
+  costs.stages[0].activation_bytes = 16 << 20;
+  sim::Topology topology;
+  topology.pipeline_rank_stride = 2;
+  run_simulation(state, costs, topology, false);
+}
+BENCHMARK(BM_SimulateInterleavedLinks)->Unit(benchmark::kMillisecond);
+
+// The same with the predicted trace built (events, memory counters, flows).
+void BM_SimulateInterleavedWithTrace(benchmark::State& state) {
+  run_simulation(state, sim::CostModel::uniform(1.0, 1.0, 1.0, 0.01, 2, -1, -1), sim::Topology{}, true);
+}
+BENCHMARK(BM_SimulateInterleavedWithTrace)->Unit(benchmark::kMillisecond);
+
+// The planner on its default example: gpt-7b on 64 H100, 8 per node, global batch 512.
+void BM_PlanDefault(benchmark::State& state) {
+  sim::PlanRequest request;
+  request.model = sim::resolve_model("gpt-7b");
+  request.device = sim::device_preset("h100");
+  request.topology.intra_node = request.device.nvlink;
+  std::int64_t configurations = 0;
+  for (auto _ : state) {
+    const sim::PlanResult result = sim::plan(request);
+    configurations += result.considered;
+    benchmark::DoNotOptimize(result);
+  }
+  state.counters["configurations_per_s"] =
+      benchmark::Counter(static_cast<double>(configurations), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_PlanDefault)->Unit(benchmark::kMillisecond);
+
+// A wide search: gpt-1.3b on 256 GPUs, every micro-batch size up to 32, chunks 2/3/4/6/8.
+void BM_PlanWide(benchmark::State& state) {
+  sim::PlanRequest request;
+  request.model = sim::resolve_model("gpt-1.3b");
+  request.device = sim::device_preset("h100");
+  request.topology.intra_node = request.device.nvlink;
+  request.num_gpus = 256;
+  request.global_batch = 1024;
+  request.micro_batch_sizes = {1, 2, 4, 8, 16, 32};
+  request.interleave_chunks = {2, 3, 4, 6, 8};
+  request.schedules = {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2", "zbv", "dualpipev"};
+  std::int64_t configurations = 0;
+  for (auto _ : state) {
+    const sim::PlanResult result = sim::plan(request);
+    configurations += result.considered;
+    benchmark::DoNotOptimize(result);
+  }
+  state.counters["configurations_per_s"] =
+      benchmark::Counter(static_cast<double>(configurations), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_PlanWide)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Builds pipescope's libFuzzer targets (tests/fuzz) with clang, AddressSanitizer and
+# UndefinedBehaviorSanitizer in their own build directory, and runs each target for SECONDS
+# (default 10) starting from the seed corpus in tests/fuzz/corpus/{json,csv}. Exits non-zero
+# when a target crashes, leaks, trips a sanitizer or times out; the input that did it is left
+# in $BUILD/fuzz-artifacts/ and the command to replay it is printed.
+#
+#   scripts/run-fuzzers.sh            # ~10 s per target, as CI runs it
+#   scripts/run-fuzzers.sh 3600       # an hour per target
+#   JOBS=8 scripts/run-fuzzers.sh 600 # 10 minutes per target, building with 8 jobs
+#
+# Longer runs: pass more seconds. New inputs that reach new code are kept between runs in
+# $BUILD/fuzz-corpus/ (the seed corpus in the repository is never modified); to keep the
+# interesting ones, minimise them into the seeds with
+#   $BUILD/tests/fuzz/fuzz_schedule_json -merge=1 tests/fuzz/corpus/json $BUILD/fuzz-corpus/json
+# Environment: BUILD (default build-fuzz), JOBS (default 2), CXX (default clang++).
+set -euo pipefail
+
+seconds="${1:-10}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${BUILD:-$root/build-fuzz}"
+jobs="${JOBS:-2}"
+cxx="${CXX:-clang++}"
+
+if ! command -v "$cxx" >/dev/null; then
+  echo "run-fuzzers: $cxx not found; install clang (scripts/install-deps.sh)" >&2
+  exit 2
+fi
+
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
+  -DPIPESCOPE_WITH_FUZZERS=ON -DPIPESCOPE_WITH_TESTS=OFF -DPIPESCOPE_WITH_BENCH=OFF \
+  -DPIPESCOPE_WITH_EXEC=OFF -DPIPESCOPE_WITH_GUI=OFF >/dev/null
+cmake --build "$build" -j "$jobs" --target fuzz_schedule_json fuzz_torch_csv
+
+status=0
+for kind in json csv; do
+  case "$kind" in
+    json) target=fuzz_schedule_json ;;
+    csv) target=fuzz_torch_csv ;;
+  esac
+  corpus="$build/fuzz-corpus/$kind"
+  artifacts="$build/fuzz-artifacts/$kind/"
+  mkdir -p "$corpus" "$artifacts"
+  echo "run-fuzzers: $target for ${seconds}s"
+  # The first corpus directory collects new inputs; the seeds are read only.
+  if ! "$build/tests/fuzz/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+      -max_len=16384 -print_final_stats=1 -artifact_prefix="$artifacts" \
+      -jobs=1 -workers=1 "$corpus" "$root/tests/fuzz/corpus/$kind" 2>"$build/fuzz-$kind.log"; then
+    status=1
+    echo "run-fuzzers: $target FAILED; last lines of $build/fuzz-$kind.log:" >&2
+    tail -n 40 "$build/fuzz-$kind.log" >&2
+    for crash in "$artifacts"*; do
+      [ -e "$crash" ] && echo "run-fuzzers: replay with: $build/tests/fuzz/$target $crash" >&2
+    done
+  else
+    grep -E "stat::number_of_executed_units|Done [0-9]+ runs" "$build/fuzz-$kind.log" | tail -n 2 || true
+  fi
+done
+exit "$status"

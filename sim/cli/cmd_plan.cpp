@@ -1,0 +1,236 @@
+// `ppsim plan [model+gpu+cluster] [--max-mem BYTES] [--top K] [--format table|csv|json]`:
+// searches pipeline/data-parallel sizes, chunks, micro-batching, schedules and recomputation
+// for a model on a cluster and ranks what fits by simulated throughput. With no arguments it
+// plans gpt-7b on 64 H100 (8 per node) with a global batch of 512.
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "command.hpp"
+#include "pipescope/core/errors.hpp"
+#include "pipescope/core/registry.hpp"
+#include "pipescope/sim/planner.hpp"
+#include "pipescope/sim/units.hpp"
+#include "pipescope/traces/trace_io.hpp"
+
+namespace po = boost::program_options;
+
+namespace pipescope::cli {
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) items.push_back(item);
+  return items;
+}
+
+std::vector<int> int_list(const std::string& text, const char* option) {
+  std::vector<int> values;
+  for (const std::string& item : split_list(text)) {
+    try {
+      std::size_t used = 0;
+      const int v = std::stoi(item, &used);
+      if (used != item.size() || v < 1) throw std::invalid_argument(item);
+      values.push_back(v);
+    } catch (const std::exception&) {
+      throw UsageError(fmt::format("{}: '{}' is not a positive integer", option, item));
+    }
+  }
+  if (values.empty()) throw UsageError(fmt::format("{}: give at least one value", option));
+  return values;
+}
+
+std::string candidate_label(const sim::PlanCandidate& c) {
+  return fmt::format("{}_pp{}_dp{}_v{}_mbs{}_m{}_{}", c.schedule, c.parallel.pipeline, c.parallel.data_parallel,
+                     c.parallel.chunks, c.parallel.micro_batch_size, c.num_micro_batches,
+                     c.parallel.recompute ? "recompute" : "norecompute");
+}
+
+nlohmann::json row_json(std::size_t rank, const sim::PlanRow& r) {
+  const sim::PlanCandidate& c = r.candidate;
+  return {{"rank", rank},
+          {"schedule", c.schedule},
+          {"pipeline", c.parallel.pipeline},
+          {"data_parallel", c.parallel.data_parallel},
+          {"chunks", c.parallel.chunks},
+          {"micro_batch_size", c.parallel.micro_batch_size},
+          {"num_micro_batches", c.num_micro_batches},
+          {"recompute", c.parallel.recompute},
+          {"zero1", c.parallel.zero1},
+          {"iteration_time_s", r.iteration_time_s},
+          {"throughput_samples_per_s", r.throughput_samples_per_s},
+          {"tokens_per_s", r.tokens_per_s},
+          {"mfu", r.mfu},
+          {"bubble_fraction", r.bubble_fraction},
+          {"peak_memory_bytes", r.peak_memory_bytes}};
+}
+
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool enabled) : enabled_(enabled) {}
+  void operator()(std::size_t done, std::size_t total) {
+    if (!enabled_ || total == 0) return;
+    const int width = 40;
+    const int filled = static_cast<int>(width * done / total);
+    std::cerr << fmt::format("\r[{}{}] {}/{} configurations", std::string(filled, '#'),
+                             std::string(width - filled, '.'), done, total)
+              << std::flush;
+    if (done == total) std::cerr << "\n";
+  }
+
+ private:
+  bool enabled_;
+};
+
+int run_plan(const std::vector<std::string>& args) {
+  std::string model_name = "gpt-7b", gpu = "h100", max_mem = "0", format = "table", trace_dir;
+  std::string schedules = "gpipe,1f1b,interleaved-1f1b,zb-h1,zb-h2,zbv", micro_batch_sizes = "1,2,4,8";
+  std::string chunk_options = "2,4", recompute = "both", inter_bandwidth = "50GB", intra_bandwidth = "0";
+  int gpus = 64, gpus_per_node = 8, global_batch = 512, top = 10, max_pipeline = 0;
+  double efficiency = 0, intra_latency_s = 2e-6, inter_latency_s = 5e-6;
+  bool no_zero1 = false, quiet = false;
+  po::options_description options("ppsim plan [options]");
+  options.add_options()
+      ("model", po::value(&model_name)->default_value(model_name), "gpt-1.3b, gpt-7b, llama-70b, or a JSON model file")
+      ("gpu", po::value(&gpu)->default_value(gpu), "device: h100, h200, a100")
+      ("efficiency", po::value(&efficiency)->default_value(efficiency), "achievable fraction of peak FLOP/s (0: the device's, 0.5)")
+      ("gpus", po::value(&gpus)->default_value(gpus), "GPUs in the cluster (pipeline x data-parallel)")
+      ("gpus-per-node", po::value(&gpus_per_node)->default_value(gpus_per_node), "GPUs per node")
+      ("intra-bandwidth", po::value(&intra_bandwidth)->default_value(intra_bandwidth), "bytes/s inside a node (0: the device's NVLink)")
+      ("intra-latency", po::value(&intra_latency_s)->default_value(intra_latency_s), "seconds per transfer inside a node")
+      ("inter-bandwidth", po::value(&inter_bandwidth)->default_value(inter_bandwidth), "bytes/s between nodes")
+      ("inter-latency", po::value(&inter_latency_s)->default_value(inter_latency_s), "seconds per transfer between nodes")
+      ("global-batch", po::value(&global_batch)->default_value(global_batch), "samples per iteration over all replicas")
+      ("max-mem", po::value(&max_mem)->default_value(max_mem), "bytes per GPU (0: the device's memory)")
+      ("schedules", po::value(&schedules)->default_value(schedules), "comma-separated schedules to consider")
+      ("micro-batch-sizes", po::value(&micro_batch_sizes)->default_value(micro_batch_sizes), "comma-separated micro-batch sizes")
+      ("chunks", po::value(&chunk_options)->default_value(chunk_options), "chunk counts for interleaved-1f1b and looped-bfs")
+      ("max-pipeline", po::value(&max_pipeline)->default_value(max_pipeline), "largest pipeline size (0: the number of layers)")
+      ("recompute", po::value(&recompute)->default_value(recompute), "activation recomputation: both, on, off")
+      ("no-zero1", po::bool_switch(&no_zero1), "keep the full optimizer state on every replica (default: ZeRO-1)")
+      ("top", po::value(&top)->default_value(top), "rows to print and traces to write (0: all rows)")
+      ("format", po::value(&format)->default_value(format), "table, csv or json")
+      ("trace-dir", po::value(&trace_dir), "write the predicted traces of the top K configurations to DIR (default: none)")
+      ("quiet,q", po::bool_switch(&quiet), "no progress bar")
+      ("help,h", "this text");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  if (vm.count("help")) {
+    std::cout << options;
+    return 0;
+  }
+  po::notify(vm);
+  if (format != "table" && format != "csv" && format != "json")
+    throw UsageError("--format: unknown format '" + format + "' (table, csv, json)");
+  if (top < 0) throw UsageError("--top must be >= 0");
+  if (gpus_per_node < 1) throw UsageError("--gpus-per-node must be at least 1");
+
+  sim::PlanRequest request;
+  request.model = sim::resolve_model(model_name);
+  request.device = sim::device_preset(gpu);
+  if (efficiency < 0 || efficiency > 1) throw UsageError("--efficiency must be in (0, 1]");
+  if (efficiency > 0) request.device.efficiency = efficiency;
+  request.topology.gpus_per_node = gpus_per_node;
+  const std::int64_t intra = sim::parse_bytes(intra_bandwidth, "--intra-bandwidth");
+  request.topology.intra_node = {intra > 0 ? static_cast<double>(intra) : request.device.nvlink.bandwidth_bytes_per_s,
+                                 intra_latency_s};
+  const std::int64_t inter = sim::parse_bytes(inter_bandwidth, "--inter-bandwidth");
+  if (inter <= 0) throw UsageError("--inter-bandwidth must be > 0");
+  request.topology.inter_node = {static_cast<double>(inter), inter_latency_s};
+  request.num_gpus = gpus;
+  request.global_batch = global_batch;
+  request.max_mem_bytes = sim::parse_bytes(max_mem, "--max-mem");
+  request.schedules = split_list(schedules);
+  if (request.schedules.empty()) throw UsageError("--schedules: give at least one schedule");
+  for (const auto& name : request.schedules)
+    if (!ScheduleRegistry::instance().find(name)) throw UsageError("--schedules: unknown schedule '" + name + "'");
+  request.micro_batch_sizes = int_list(micro_batch_sizes, "--micro-batch-sizes");
+  request.interleave_chunks = int_list(chunk_options, "--chunks");
+  if (recompute == "both") request.recompute_options = {false, true};
+  else if (recompute == "on") request.recompute_options = {true};
+  else if (recompute == "off") request.recompute_options = {false};
+  else throw UsageError("--recompute: '" + recompute + "' (both, on, off)");
+  request.zero1 = !no_zero1;
+  request.max_pipeline = max_pipeline;
+
+  ProgressBar bar(progress_enabled(quiet));
+  const sim::PlanResult result = sim::plan(request, std::ref(bar));
+  const std::size_t shown = top == 0 ? result.rows.size() : std::min<std::size_t>(top, result.rows.size());
+
+  if (format == "json") {
+    nlohmann::json rows = nlohmann::json::array();
+    for (std::size_t i = 0; i < shown; ++i) rows.push_back(row_json(i + 1, result.rows[i]));
+    nlohmann::json j = {{"model", request.model.name},
+                        {"gpu", request.device.name},
+                        {"gpus", gpus},
+                        {"gpus_per_node", gpus_per_node},
+                        {"global_batch", global_batch},
+                        {"max_mem_bytes", result.limit_bytes},
+                        {"considered", result.considered},
+                        {"simulated", result.simulated},
+                        {"fitting", result.rows.size()},
+                        {"dropped_for_memory", result.dropped_for_memory},
+                        {"refused", result.refused},
+                        {"configurations", std::move(rows)}};
+    std::cout << j.dump(2) << "\n";
+  } else if (format == "csv") {
+    std::cout << "rank,schedule,pipeline,data_parallel,chunks,micro_batch_size,num_micro_batches,recompute,zero1,"
+                 "iteration_time_s,throughput_samples_per_s,tokens_per_s,mfu,bubble_fraction,peak_memory_bytes\n";
+    for (std::size_t i = 0; i < shown; ++i) {
+      const auto& r = result.rows[i];
+      const auto& c = r.candidate;
+      std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g},{}\n", i + 1, c.schedule,
+                               c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks,
+                               c.parallel.micro_batch_size, c.num_micro_batches, c.parallel.recompute ? 1 : 0,
+                               c.parallel.zero1 ? 1 : 0, r.iteration_time_s, r.throughput_samples_per_s,
+                               r.tokens_per_s, r.mfu, r.bubble_fraction, r.peak_memory_bytes);
+    }
+  } else {
+    std::cout << fmt::format("{} on {} x {} ({} per node), global batch {}, memory limit {} per GPU\n",
+                             request.model.name, gpus, request.device.name, gpus_per_node, global_batch,
+                             sim::format_bytes(result.limit_bytes));
+    std::cout << fmt::format("{} configurations: {} simulated, {} fit, {} dropped for memory, {} refused by the schedule\n\n",
+                             result.considered, result.simulated, result.rows.size(), result.dropped_for_memory,
+                             result.refused);
+    std::cout << fmt::format("{:>4}  {:<17} {:>3} {:>3} {:>2} {:>4} {:>5} {:>6}  {:>11} {:>10} {:>6} {:>7} {:>11}\n", "#",
+                             "schedule", "pp", "dp", "v", "mbs", "m", "recomp", "iteration", "samples/s", "MFU",
+                             "bubble", "peak mem");
+    for (std::size_t i = 0; i < shown; ++i) {
+      const auto& r = result.rows[i];
+      const auto& c = r.candidate;
+      std::cout << fmt::format("{:>4}  {:<17} {:>3} {:>3} {:>2} {:>4} {:>5} {:>6}  {:>11} {:>10.2f} {:>5.1f}% {:>6.2f}% {:>11}\n",
+                               i + 1, c.schedule, c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks,
+                               c.parallel.micro_batch_size, c.num_micro_batches, c.parallel.recompute ? "yes" : "no",
+                               sim::format_seconds(r.iteration_time_s), r.throughput_samples_per_s, 100 * r.mfu,
+                               100 * r.bubble_fraction, sim::format_bytes(r.peak_memory_bytes));
+    }
+    if (result.rows.empty()) std::cout << "nothing fits: raise --max-mem, add GPUs, or allow recomputation\n";
+  }
+
+  if (!trace_dir.empty()) {
+    std::filesystem::create_directories(trace_dir);
+    const std::size_t traces = top == 0 ? result.rows.size() : shown;
+    for (std::size_t i = 0; i < traces; ++i) {
+      const sim::PlanCandidate& c = result.rows[i].candidate;
+      const sim::SimResult simulated = sim::simulate_candidate(request, c, true);
+      const auto path = std::filesystem::path(trace_dir) / fmt::format("{:02}_{}.json", i + 1, candidate_label(c));
+      traces::write_trace(simulated.trace, path.string());
+    }
+    if (!quiet) std::cerr << fmt::format("wrote {} predicted traces to {}\n", traces, trace_dir);
+  }
+  return 0;
+}
+
+const CommandRegistrar registrar{
+    {"plan", "rank pipeline/data-parallel layouts, schedules and micro-batching of a model on a cluster", run_plan}};
+
+}  // namespace
+}  // namespace pipescope::cli

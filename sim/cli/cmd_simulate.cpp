@@ -1,0 +1,208 @@
+// `ppsim simulate --schedule NAME --stages P --micro-batches M [costs | model+gpu+topology |
+// --profile FILE] [--json] [--trace FILE]`: predicts iteration time, bubbles and peak memory
+// (SPEC.md section 6). Also registers zb-auto at start-up, so every command that builds
+// schedules knows it.
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "command.hpp"
+#include "pipescope/core/errors.hpp"
+#include "pipescope/core/registry.hpp"
+#include "pipescope/sim/model.hpp"
+#include "pipescope/sim/profile.hpp"
+#include "pipescope/sim/simulator.hpp"
+#include "pipescope/sim/units.hpp"
+#include "pipescope/sim/zb_auto.hpp"
+#include "pipescope/traces/trace_io.hpp"
+
+namespace po = boost::program_options;
+
+namespace pipescope::cli {
+namespace {
+
+// zb-auto needs the simulator's costs, so it joins the registry here, before any command runs.
+const bool zb_auto_registered = (sim::register_sim_schedules(), true);
+
+struct CostSource {
+  std::string description;
+  sim::CostModel costs;
+  sim::Topology topology;
+  std::int64_t memory_limit_bytes = 0;  // 0: none
+};
+
+struct SimulateOptions {
+  std::string schedule = "1f1b";
+  ScheduleParams params;
+  double f_cost = 1, b_cost = 1, w_cost = 1, c_cost = 0;
+  std::string f_mem = "2", b_mem = "-1", w_mem = "-1", static_mem = "0", max_mem = "0";
+  std::string model, gpu = "h100", profile, trace;
+  int gpus_per_node = 8, data_parallel = 1, micro_batch_size = 1;
+  bool recompute = false, zero1 = false, no_link_sharing = false, json = false, quiet = false;
+  double efficiency = 0;  // 0: the device preset's
+  std::string intra_bandwidth = "0", inter_bandwidth = "50GB";
+  double intra_latency_s = 2e-6, inter_latency_s = 5e-6;
+};
+
+void add_options(po::options_description& o, SimulateOptions& s) {
+  po::options_description schedule("schedule");
+  schedule.add_options()
+      ("schedule", po::value(&s.schedule)->default_value(s.schedule), "schedule NAME or file:PATH (see ppsim schedule --help)")
+      ("stages", po::value(&s.params.num_ranks)->default_value(s.params.num_ranks), "P, pipeline ranks")
+      ("micro-batches", po::value(&s.params.num_micro_batches)->default_value(s.params.num_micro_batches), "M, micro-batches per iteration")
+      ("chunks", po::value(&s.params.chunks)->default_value(s.params.chunks), "V, stages per rank (P*V stages)");
+  po::options_description costs("explicit costs (uniform stages; seconds and bytes per micro-batch per stage)");
+  costs.add_options()
+      ("f-cost", po::value(&s.f_cost)->default_value(s.f_cost), "forward time F")
+      ("b-cost", po::value(&s.b_cost)->default_value(s.b_cost), "backward-for-input time B (a full backward is B + W)")
+      ("w-cost", po::value(&s.w_cost)->default_value(s.w_cost), "backward-for-weights time W")
+      ("c-cost", po::value(&s.c_cost)->default_value(s.c_cost), "one stage-to-stage transfer C (0: free)")
+      ("f-mem", po::value(&s.f_mem)->default_value(s.f_mem), "bytes F allocates (f + b + w = 0; units like 2GB allowed)")
+      ("b-mem", po::value(&s.b_mem)->default_value(s.b_mem), "bytes B allocates (negative: frees)")
+      ("w-mem", po::value(&s.w_mem)->default_value(s.w_mem), "bytes W allocates (negative: frees)")
+      ("static-mem", po::value(&s.static_mem)->default_value(s.static_mem), "bytes each stage holds throughout (weights, optimizer)")
+      ("max-mem", po::value(&s.max_mem)->default_value(s.max_mem),
+       "bytes per rank: zb-auto's limit (0: ZB-H2's budget, 2p-1 micro-batches of activations); "
+       "other schedules are checked against it (0: the device's memory with --model, else none)");
+  po::options_description model("costs from a model, a device and a topology (first principles)");
+  model.add_options()
+      ("model", po::value(&s.model), "gpt-1.3b, gpt-7b, llama-70b, or a JSON model file (default: none, explicit costs)")
+      ("gpu", po::value(&s.gpu)->default_value(s.gpu), "device: h100, h200, a100")
+      ("efficiency", po::value(&s.efficiency)->default_value(s.efficiency), "achievable fraction of peak FLOP/s (0: the device's, 0.5)")
+      ("data-parallel", po::value(&s.data_parallel)->default_value(s.data_parallel), "data-parallel replicas (ring all-reduce of gradients)")
+      ("micro-batch-size", po::value(&s.micro_batch_size)->default_value(s.micro_batch_size), "samples per micro-batch")
+      ("recompute", po::bool_switch(&s.recompute), "full activation recomputation (default off)")
+      ("zero1", po::bool_switch(&s.zero1), "shard optimizer state over data-parallel replicas (default off)")
+      ("gpus-per-node", po::value(&s.gpus_per_node)->default_value(s.gpus_per_node), "GPUs per node")
+      ("intra-bandwidth", po::value(&s.intra_bandwidth)->default_value(s.intra_bandwidth), "bytes/s per direction inside a node (0: the device's NVLink)")
+      ("intra-latency", po::value(&s.intra_latency_s)->default_value(s.intra_latency_s), "seconds per transfer inside a node")
+      ("inter-bandwidth", po::value(&s.inter_bandwidth)->default_value(s.inter_bandwidth), "bytes/s per direction between nodes")
+      ("inter-latency", po::value(&s.inter_latency_s)->default_value(s.inter_latency_s), "seconds per transfer between nodes")
+      ("no-link-sharing", po::bool_switch(&s.no_link_sharing), "transfers do not share link bandwidth (default: they do)");
+  po::options_description measured("measured costs");
+  measured.add_options()("profile", po::value(&s.profile), "costs measured by pprun (pipescope.profile/1 JSON; default: none)");
+  po::options_description output("output");
+  output.add_options()
+      ("json", po::bool_switch(&s.json), "print the SPEC.md section 6 JSON object instead of a table")
+      ("trace", po::value(&s.trace), "write the predicted trace (Chrome trace JSON; .gz compresses) to FILE")
+      ("quiet,q", po::bool_switch(&s.quiet), "no progress output")
+      ("help,h", "this text");
+  o.add(schedule).add(costs).add(model).add(measured).add(output);
+}
+
+bool given(const po::variables_map& vm, const char* name) { return vm.count(name) && !vm[name].defaulted(); }
+
+CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm) {
+  static const char* const explicit_options[] = {"f-cost", "b-cost", "w-cost", "c-cost", "f-mem", "b-mem", "w-mem", "static-mem"};
+  const bool use_model = !s.model.empty();
+  const bool use_profile = !s.profile.empty();
+  if (use_model && use_profile) throw UsageError("--model and --profile are two cost sources: give one");
+  if (use_model || use_profile)
+    for (const char* name : explicit_options)
+      if (given(vm, name))
+        throw UsageError(std::string("--") + name + " cannot be combined with " + (use_model ? "--model" : "--profile"));
+  const std::int64_t max_mem = sim::parse_bytes(s.max_mem, "--max-mem");
+  CostSource source;
+  if (use_profile) {
+    const sim::Profile profile = sim::read_profile(s.profile);
+    source.description = "profile " + s.profile;
+    source.costs = sim::cost_model_from_profile(profile);
+    source.topology = sim::topology_from_profile(profile);
+    source.memory_limit_bytes = max_mem;
+    return source;
+  }
+  if (use_model) {
+    const sim::ModelSpec model = sim::resolve_model(s.model);
+    sim::DeviceSpec device = sim::device_preset(s.gpu);
+    if (s.efficiency < 0 || s.efficiency > 1) throw UsageError("--efficiency must be in (0, 1]");
+    if (s.efficiency > 0) device.efficiency = s.efficiency;
+    if (s.gpus_per_node < 1) throw UsageError("--gpus-per-node must be at least 1");
+    sim::Topology topology;
+    topology.gpus_per_node = s.gpus_per_node;
+    const std::int64_t intra = sim::parse_bytes(s.intra_bandwidth, "--intra-bandwidth");
+    topology.intra_node = {intra > 0 ? static_cast<double>(intra) : device.nvlink.bandwidth_bytes_per_s, s.intra_latency_s};
+    const std::int64_t inter = sim::parse_bytes(s.inter_bandwidth, "--inter-bandwidth");
+    if (inter <= 0) throw UsageError("--inter-bandwidth must be > 0");
+    topology.inter_node = {static_cast<double>(inter), s.inter_latency_s};
+    sim::ParallelConfig parallel;
+    parallel.pipeline = s.params.num_ranks;
+    parallel.chunks = s.params.chunks;
+    parallel.data_parallel = s.data_parallel;
+    parallel.micro_batch_size = s.micro_batch_size;
+    parallel.recompute = s.recompute;
+    parallel.zero1 = s.zero1;
+    source.description = fmt::format("{} on {} x {} ({} per node)", model.name, s.params.num_ranks * s.data_parallel,
+                                     device.name, s.gpus_per_node);
+    source.costs = sim::derive_costs(model, device, topology, parallel);
+    source.topology = sim::with_parallel_layout(topology, parallel);
+    source.memory_limit_bytes = max_mem > 0 ? max_mem : device.memory_bytes;
+    return source;
+  }
+  const std::int64_t f_mem = sim::parse_bytes(s.f_mem, "--f-mem", true);
+  const std::int64_t b_mem = sim::parse_bytes(s.b_mem, "--b-mem", true);
+  const std::int64_t w_mem = sim::parse_bytes(s.w_mem, "--w-mem", true);
+  if (f_mem + b_mem + w_mem != 0)
+    throw UsageError(fmt::format("--f-mem + --b-mem + --w-mem must be 0 (got {} + {} + {})", f_mem, b_mem, w_mem));
+  source.description = "explicit";
+  source.costs = sim::CostModel::uniform(s.f_cost, s.b_cost, s.w_cost, s.c_cost, f_mem, b_mem, w_mem);
+  source.costs.stages[0].static_bytes = sim::parse_bytes(s.static_mem, "--static-mem");
+  source.costs.check(1);
+  source.memory_limit_bytes = max_mem;
+  return source;
+}
+
+void print_table(const sim::Summary& summary, const CostSource& source) {
+  std::cout << fmt::format("schedule {}: {} ranks, {} stages, {} micro-batches (costs: {})\n", summary.schedule,
+                           summary.num_ranks, summary.num_stages, summary.num_micro_batches, source.description);
+  std::cout << fmt::format("  iteration time   {}\n", sim::format_seconds(summary.iteration_time_s));
+  std::cout << fmt::format("  bubble fraction  {:.2f} %\n", 100 * summary.bubble_fraction);
+  std::cout << fmt::format("  throughput       {:.6g} samples/s\n", summary.throughput_samples_per_s);
+  if (source.memory_limit_bytes > 0)
+    std::cout << fmt::format("  memory limit     {} per rank: {}\n", sim::format_bytes(source.memory_limit_bytes),
+                             summary.max_peak_memory_bytes() <= source.memory_limit_bytes ? "fits" : "EXCEEDED");
+  std::cout << fmt::format("\n  {:>5}  {:>12}  {:>8}  {:>14}\n", "rank", "busy", "bubble", "peak memory");
+  for (const auto& r : summary.ranks)
+    std::cout << fmt::format("  {:>5}  {:>12}  {:>6.2f} %  {:>14}\n", r.rank, sim::format_seconds(r.busy_s),
+                             100 * r.bubble_fraction, sim::format_bytes(r.peak_memory_bytes));
+}
+
+int run_simulate(const std::vector<std::string>& args) {
+  SimulateOptions s;
+  po::options_description options("ppsim simulate [options]");
+  add_options(options, s);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  if (vm.count("help")) {
+    std::cout << options;
+    return 0;
+  }
+  po::notify(vm);
+  s.params.chunks_given = given(vm, "chunks");
+  const CostSource source = cost_source(s, vm);
+  if (s.schedule == "zb-auto")
+    sim::register_zb_auto(source.costs, source.topology, sim::parse_bytes(s.max_mem, "--max-mem"));
+  const Schedule schedule = make_schedule(s.schedule, s.params);
+  sim::SimOptions sim_options;
+  sim_options.build_trace = !s.trace.empty();
+  sim_options.share_links = !s.no_link_sharing;
+  const sim::SimResult result = sim::simulate(schedule, source.costs, source.topology, sim_options);
+  if (!s.trace.empty()) traces::write_trace(result.trace, s.trace);
+  if (s.json) {
+    nlohmann::json j = sim::to_json(result.summary);
+    if (source.memory_limit_bytes > 0) {
+      j["max_mem_bytes"] = source.memory_limit_bytes;
+      j["fits_memory"] = result.summary.max_peak_memory_bytes() <= source.memory_limit_bytes;
+    }
+    std::cout << j.dump() << "\n";
+  } else {
+    print_table(result.summary, source);
+  }
+  return 0;
+}
+
+const CommandRegistrar registrar{
+    {"simulate", "predict iteration time, bubbles and peak memory of a schedule (--json, --trace FILE)", run_simulate}};
+
+}  // namespace
+}  // namespace pipescope::cli

@@ -1,0 +1,69 @@
+// The planner: for a model on a cluster, enumerate pipeline and data-parallel sizes, chunks,
+// micro-batch size and count, schedule and recomputation; drop what does not fit in memory;
+// rank the rest by simulated throughput. Schedules are compiled once per shape and simulated
+// once per cost model, without traces, so that thousands of configurations take seconds.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "pipescope/sim/model.hpp"
+#include "pipescope/sim/simulator.hpp"
+
+namespace pipescope::sim {
+
+struct PlanRequest {
+  ModelSpec model;
+  DeviceSpec device;
+  Topology topology;               // GPUs per node and links; the layout comes from each config
+  int num_gpus = 64;
+  int global_batch = 512;          // samples per iteration over all replicas
+  std::int64_t max_mem_bytes = 0;  // per GPU; 0 means the device's memory
+  std::vector<std::string> schedules{"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv"};
+  std::vector<int> micro_batch_sizes{1, 2, 4, 8};
+  std::vector<int> interleave_chunks{2, 4};  // for interleaved-1f1b and looped-bfs
+  std::vector<bool> recompute_options{false, true};
+  bool zero1 = true;               // shard the optimizer state over the data-parallel group
+  int max_pipeline = 0;            // 0: up to the number of layers
+};
+
+struct PlanCandidate {
+  std::string schedule;
+  ParallelConfig parallel;
+  int num_micro_batches = 0;
+};
+
+struct PlanRow {
+  PlanCandidate candidate;
+  double iteration_time_s = 0;
+  double throughput_samples_per_s = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;                  // model FLOPs / (GPUs x peak FLOP/s x time)
+  double bubble_fraction = 0;
+  std::int64_t peak_memory_bytes = 0;  // on the rank that needs most
+};
+
+struct PlanResult {
+  std::vector<PlanRow> rows;   // fitting configurations, best throughput first
+  std::int64_t limit_bytes = 0;
+  int considered = 0;          // configurations enumerated
+  int simulated = 0;
+  int dropped_for_memory = 0;
+  int refused = 0;             // the schedule or the split could not honour the configuration
+};
+
+// Every configuration the request allows (before memory and schedule checks).
+std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request);
+
+// `progress(done, total)` is called now and then (the CLI draws a bar with it).
+PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t, std::size_t)>& progress = {});
+
+// One candidate simulated in full, with its trace (for `ppsim plan --top K --trace-dir`).
+SimResult simulate_candidate(const PlanRequest& request, const PlanCandidate& candidate, bool build_trace = true);
+
+// FLOPs of one sample's forward and backward (F + B + W over every layer and the head).
+double model_flops_per_sample(const ModelSpec& model);
+
+}  // namespace pipescope::sim

@@ -1,0 +1,140 @@
+// Every built-in schedule through the registry, over a grid of sizes (p = 1..6 ranks,
+// m = 1..10 micro-batches, --chunks 2 for the looping and V schedules):
+// - the registry knows the 11 SPEC.md names (zb-auto comes from the simulator), each with a
+//   one-line description;
+// - each schedule is either built or refused with a ScheduleError that starts with its name;
+// - a built schedule passes the validator (DeepSpeed's also with blocking sends), has the
+//   same number of steps on every rank, gives every per-micro-batch instruction a buffer,
+//   holds stage, micro-batch and placement as the schedule says, and each send has its
+//   receive on the peer's rank in a later step (the same step for DeepSpeed's lock-step
+//   schedules) — sends and receives of one channel pair up in order.
+#include "test_generators_support.hpp"
+
+#include <deque>
+
+#include "pipescope/core/registry.hpp"
+#include "pipescope/core/validator.hpp"
+
+using namespace pipescope;
+using namespace test_support;
+
+namespace {
+
+const std::vector<std::string> kNames = {"gpipe",        "1f1b",       "deepspeed-train", "deepspeed-inference",
+                                         "data-parallel", "interleaved-1f1b", "looped-bfs", "zb-h1",
+                                         "zb-h2",        "zbv",        "dualpipev"};
+
+bool uses_chunks(const std::string& name) {
+  return name == "interleaved-1f1b" || name == "looped-bfs" || name == "zbv" || name == "dualpipev";
+}
+
+bool lock_step(const std::string& name) { return name.rfind("deepspeed", 0) == 0; }
+
+// Pairs sends with receives per channel (op, sending stage, receiving stage) in program
+// order and checks where each receive sits against its send.
+void check_transfers(const Schedule& s, bool same_step) {
+  struct Posted {
+    int step;
+    int micro_batch;
+  };
+  std::map<std::tuple<int, int, int>, std::deque<Posted>> sent;  // (kind, from, to)
+  for (int r = 0; r < s.num_ranks; ++r)
+    for (int t = 0; t < static_cast<int>(s.programs[r].size()); ++t)
+      for (const Instruction& instr : s.programs[r][t])
+        if (is_send(instr.op))
+          sent[{instr.op == Op::SendActivation ? 0 : 1, instr.stage, resolved_peer_stage(instr)}].push_back(
+              {t, instr.micro_batch});
+  int received = 0;
+  for (int r = 0; r < s.num_ranks; ++r)
+    for (int t = 0; t < static_cast<int>(s.programs[r].size()); ++t)
+      for (const Instruction& instr : s.programs[r][t])
+        if (is_recv(instr.op)) {
+          INFO("rank " << r << " step " << t << " " << to_string(instr));
+          const int from = resolved_peer_stage(instr);
+          REQUIRE(s.stage_to_rank.at(from) != r);  // same-rank hand-overs need no transfer
+          auto& queue = sent[{instr.op == Op::RecvActivation ? 0 : 1, from, instr.stage}];
+          REQUIRE(!queue.empty());
+          const Posted send = queue.front();
+          queue.pop_front();
+          CHECK(send.micro_batch == instr.micro_batch);
+          if (same_step)
+            CHECK(send.step == t);
+          else
+            CHECK(send.step < t);
+          ++received;
+        }
+  for (const auto& [channel, queue] : sent) CHECK(queue.empty());
+  CHECK((received > 0) == (s.num_ranks > 1));
+}
+
+}  // namespace
+
+TEST_CASE("the registry holds every built-in schedule with a description", "[generators]") {
+  ScheduleRegistry registry;
+  register_builtin_generators(registry);
+  CHECK(registry.names() == kNames);
+  for (const auto& entry : registry.entries()) {
+    INFO(entry.name);
+    CHECK(!entry.description.empty());
+    CHECK(entry.description.find('\n') == std::string::npos);
+  }
+  for (const auto& name : kNames) CHECK(ScheduleRegistry::instance().find(name) != nullptr);
+}
+
+TEST_CASE("every built-in schedule is valid or refused, over a grid", "[generators]") {
+  int built = 0;
+  for (const auto& name : kNames)
+    for (int p = 1; p <= 6; ++p)
+      for (int m = 1; m <= 10; ++m) {
+        INFO(name << " p=" << p << " m=" << m);
+        const ScheduleParams request = params(p, m, uses_chunks(name) ? 2 : 1, uses_chunks(name));
+        Schedule s;
+        try {
+          s = make_schedule(name, request);
+        } catch (const ScheduleError& e) {
+          CHECK_THAT(e.what(), Catch::StartsWith(name + ": "));
+          continue;
+        }
+        ++built;
+        CHECK(s.name == name);
+        CHECK(s.num_ranks == p);
+        CHECK(s.num_micro_batches == m);
+        CHECK(s.num_stages == p * (uses_chunks(name) ? 2 : 1));
+        CHECK_NOTHROW(validate(s));
+        if (lock_step(name)) {
+          ValidationOptions blocking;
+          blocking.blocking_sends = true;
+          CHECK_NOTHROW(validate(s, blocking));
+        }
+        for (int r = 0; r < p; ++r) {
+          CHECK(s.programs[r].size() == s.programs[0].size());
+          for (const Step& step : s.programs[r])
+            for (const Instruction& instr : step) {
+              CHECK(s.stage_to_rank.at(instr.stage) == r);
+              if (needs_micro_batch(instr.op)) CHECK(instr.buffer >= 0);
+            }
+        }
+        check_transfers(s, lock_step(name));
+      }
+  CHECK(built > 400);
+}
+
+TEST_CASE("refusals name the schedule and the reason", "[generators]") {
+  CHECK_THAT(refusal([] { make_schedule("data-parallel", params(2, 4)); }),
+             Catch::Contains("data-parallel: ") && Catch::Contains("--stages must be 1"));
+  CHECK_THAT(refusal([] { make_schedule("deepspeed-train", params(2, 4, 2, true)); }),
+             Catch::Contains("--chunks 2"));
+  CHECK_THAT(refusal([] { make_schedule("zb-h1", params(2, 4, 2, true)); }), Catch::StartsWith("zb-h1: "));
+}
+
+TEST_CASE("the large interleaved configuration lowers completely", "[generators]") {
+  // 64 ranks, 4 chunks, 1024 micro-batches: 256 stages; 2 * 4 * 1024 computes per rank and a
+  // makespan of 2vm + 2(p-1) = 8318 steps (the benchmark bench_core times this).
+  const Schedule s = make_schedule("interleaved-1f1b", params(64, 1024, 4, true));
+  CHECK(s.num_stages == 256);
+  CHECK(s.programs[0].size() == 8318u);
+  std::size_t computes = 0;
+  for (const Step& step : s.programs[17])
+    for (const Instruction& instr : step) computes += is_compute(instr.op) ? 1 : 0;
+  CHECK(computes == 8192u);
+}

@@ -1,0 +1,51 @@
+// pprun's option parser. Scenario: defaults match SPEC.md's documented ones (schedule 1f1b,
+// 4 micro-batches, mlp, 4 steps, timeout 60 s); "--micro-batches 8 --chunks=2 --quiet" sets 8,
+// 2 (and marks chunks as given) and quiet; unknown options, missing and malformed values are
+// UsageErrors that name the option; --help lists every option with its default.
+#include <catch2/catch.hpp>
+
+#include "pipescope/core/errors.hpp"
+#include "pipescope/exec/options.hpp"
+
+using pipescope::UsageError;
+using namespace pipescope::exec;
+
+TEST_CASE("defaults and explicit values") {
+  const RunOptions d = parse_run_options({});
+  CHECK(d.schedule == "1f1b");
+  CHECK(d.micro_batches == 4);
+  CHECK(d.model == "mlp");
+  CHECK(d.steps == 4);
+  CHECK(d.timeout_s == 60);
+  CHECK_FALSE(d.chunks_given);
+
+  const RunOptions o = parse_run_options({"--micro-batches", "8", "--chunks=2", "--quiet", "--lr", "0.5", "--seed", "7"});
+  CHECK(o.micro_batches == 8);
+  CHECK(o.chunks == 2);
+  CHECK(o.chunks_given);
+  CHECK(o.quiet);
+  CHECK(o.learning_rate == 0.5);
+  CHECK(o.seed == 7);
+}
+
+TEST_CASE("bad options name the option") {
+  CHECK_THROWS_WITH(parse_run_options({"--bogus"}), Catch::Contains("--bogus"));
+  CHECK_THROWS_WITH(parse_run_options({"--steps"}), Catch::Contains("--steps needs a value"));
+  CHECK_THROWS_WITH(parse_run_options({"--steps", "3x"}), Catch::Contains("--steps"));
+  CHECK_THROWS_WITH(parse_run_options({"--quiet=1"}), Catch::Contains("--quiet takes no value"));
+  CHECK_THROWS_AS(check_run_options(parse_run_options({"--micro-batches", "0"})), UsageError);
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--model", "resnet"})), Catch::Contains("--model"));
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--resume"})), Catch::Contains("--checkpoint-dir"));
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--timeout", "0"})), Catch::Contains("--timeout"));
+}
+
+TEST_CASE("help lists every option with its default") {
+  const std::string help = run_options_help();
+  for (const char* option : {"--nproc-per-node", "--schedule", "--micro-batches", "--chunks", "--model", "--layers",
+                             "--hidden", "--seq-len", "--vocab", "--micro-batch-size", "--steps", "--seed",
+                             "--threads-per-rank", "--metrics", "--trace", "--timeout", "--checkpoint-dir",
+                             "--checkpoint-every", "--resume", "--dp", "--lr", "--quiet", "--help", "--version"})
+    CHECK_THAT(help, Catch::Contains(option));
+  CHECK_THAT(help, Catch::Contains("(default 1f1b)"));
+  CHECK_THAT(help, Catch::Contains("(default 60)"));
+}

@@ -1,0 +1,82 @@
+// Costs from first principles against the formulas of reference/ANCHORS.md.
+// - gpt-7b layer (s=2048, b=1, h=4096, a=32): F = sbh(24h + 4s) = 893,353,197,568 FLOPs,
+//   B = sbh(24h + 8s) = 962,072,674,304, W = sbh 24h = 824,633,720,832; activations
+//   sb(34h + 5as) = 956,301,312 bytes, weight stash 32sbh = 268,435,456 bytes.
+// - Parameter counts: gpt-1.3b about 1.3e9, gpt-7b about 6.7e9, llama-70b about 69e9.
+// - gpt-7b on 4 stages of 8 layers, H100 at 50%: stage 1's f is 8 F / (989e12 x 0.5); the
+//   last stage adds the head (2 sbhV per pass); memory deltas sum to zero; ZeRO-1 over 8
+//   replicas shrinks static memory from 20 to 6 bytes per parameter.
+#include <catch2/catch.hpp>
+
+#include "pipescope/core/errors.hpp"
+#include "pipescope/sim/model.hpp"
+
+using namespace pipescope;
+using namespace pipescope::sim;
+
+TEST_CASE("per-layer FLOPs and activation bytes follow the Zero Bubble formulas") {
+  const ModelSpec gpt7 = resolve_model("gpt-7b");
+  const double s = 2048, b = 1, h = 4096, a = 32;
+  const LayerFigures f = layer_figures(gpt7, 1);
+  CHECK(f.f_flops == s * b * h * (24 * h + 4 * s));
+  CHECK(f.b_flops == s * b * h * (24 * h + 8 * s));
+  CHECK(f.w_flops == s * b * h * 24 * h);
+  CHECK(f.f_flops == 893353197568.0);
+  CHECK(f.activation_bytes == static_cast<std::int64_t>(s * b * (34 * h + 5 * a * s)));
+  CHECK(f.weight_stash_bytes == 268435456);
+  const LayerFigures twice = layer_figures(gpt7, 2);
+  CHECK(twice.f_flops == 2 * f.f_flops);
+}
+
+TEST_CASE("presets have the advertised sizes") {
+  CHECK(resolve_model("gpt-1.3b").total_parameters() == Approx(1.3e9).epsilon(0.05));
+  CHECK(resolve_model("gpt-7b").total_parameters() == Approx(6.7e9).epsilon(0.05));
+  CHECK(resolve_model("llama-70b").total_parameters() == Approx(69e9).epsilon(0.03));
+  CHECK_THROWS_WITH(resolve_model("gpt-9000"), Catch::Contains("gpt-7b"));
+  CHECK_THROWS_AS(device_preset("tpu"), UsageError);
+}
+
+TEST_CASE("stage costs of gpt-7b on four H100 stages") {
+  const ModelSpec gpt7 = resolve_model("gpt-7b");
+  const DeviceSpec h100 = device_preset("h100");
+  ParallelConfig parallel;
+  parallel.pipeline = 4;
+  const CostModel costs = derive_costs(gpt7, h100, Topology{}, parallel);
+  REQUIRE(costs.stages.size() == 4);
+  const LayerFigures layer = layer_figures(gpt7, 1);
+  const double rate = 989e12 * 0.5;
+  CHECK(costs.stages[1].f_s == Approx(8 * layer.f_flops / rate));
+  const double head = 2.0 * 2048 * 4096 * 50257;
+  CHECK(costs.stages[3].f_s == Approx((8 * layer.f_flops + head) / rate));
+  CHECK(costs.stages[3].w_s == Approx((8 * layer.w_flops + head) / rate));
+  for (const auto& st : costs.stages) CHECK(st.f_mem_bytes + st.b_mem_bytes + st.w_mem_bytes == 0);
+  CHECK(costs.stages[1].f_mem_bytes == 8 * layer.activation_bytes);
+  CHECK(costs.stages[1].activation_bytes == 2 * 2048 * 4096);
+  CHECK(costs.stages[1].static_bytes == 8 * gpt7.layer_parameters() * 20);
+  CHECK(costs.stages[1].reduce_grads_s == 0.0);  // no data parallelism
+
+  parallel.data_parallel = 8;
+  parallel.zero1 = true;
+  parallel.recompute = true;
+  const CostModel sharded = derive_costs(gpt7, h100, Topology{}, parallel);
+  CHECK(sharded.stages[1].static_bytes == 8 * gpt7.layer_parameters() * 6 + layer.activation_bytes);
+  CHECK(sharded.stages[1].f_mem_bytes == 8 * 2 * 2048 * 4096);
+  CHECK(sharded.stages[1].b_s == Approx(8 * (layer.b_flops + layer.f_flops) / rate));
+  CHECK(sharded.stages[1].reduce_grads_s > 0);
+}
+
+TEST_CASE("layers are split evenly, the remainder to the middle stages") {
+  CHECK(split_layers(32, 4) == std::vector<int>{8, 8, 8, 8});
+  CHECK(split_layers(10, 4) == std::vector<int>{2, 3, 3, 2});
+  CHECK_THROWS_AS(split_layers(3, 4), UsageError);
+}
+
+TEST_CASE("a model file is read and bad fields are named") {
+  const ModelSpec m = parse_model_json(R"({"name": "tiny", "layers": 4, "hidden": 256, "heads": 4, "seq": 128, "vocab": 1000})", "tiny.json");
+  CHECK(m.name == "tiny");
+  CHECK(m.layer_matrix_parameters() == 12 * 256 * 256);
+  CHECK_THROWS_WITH(parse_model_json(R"({"layers": 4, "hidden": 256, "heads": 4, "seq": 128})", "m.json"),
+                    Catch::Contains("m.json") && Catch::Contains("vocab"));
+  CHECK_THROWS_WITH(parse_model_json(R"({"layers": "4", "hidden": 256, "heads": 4, "seq": 128, "vocab": 9})", "m.json"),
+                    Catch::Contains("layers"));
+}

@@ -1,0 +1,79 @@
+// The profile file (pipescope.profile/1): a two-stage profile round-trips through text and
+// through an atomic write; bad fields are named ("p.json: stages[1].f_s"); costs built from it
+// use the measured link (25 GB/s, 5 us) for every transfer.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "pipescope/core/errors.hpp"
+#include "pipescope/sim/profile.hpp"
+
+using namespace pipescope;
+using namespace pipescope::sim;
+
+namespace {
+
+Profile two_stages() {
+  Profile p;
+  p.micro_batch_size = 2;
+  p.transfer = {25e9, 5e-6};
+  for (int s = 0; s < 2; ++s) {
+    StageProfile sp;
+    sp.stage = s;
+    sp.f_s = 0.01 * (s + 1);
+    sp.b_s = 0.02;
+    sp.w_s = 0.015;
+    sp.f_mem_bytes = 1000;
+    sp.b_mem_bytes = -600;
+    sp.w_mem_bytes = -400;
+    sp.static_bytes = 1 << 20;
+    sp.activation_bytes = 4096;
+    sp.optimizer_s = 0.003;
+    sp.reduce_grads_s = 0.004;
+    p.stages.push_back(sp);
+  }
+  p.extra["measured_from"] = "run.json";
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a profile round-trips through JSON and an atomic file") {
+  const Profile p = two_stages();
+  CHECK(parse_profile(to_profile_json(p), "mem") == p);
+  const auto dir = std::filesystem::temp_directory_path() / "pipescope_test_profile";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "p.json").string();
+  write_profile(p, path);
+  CHECK(read_profile(path) == p);
+  std::filesystem::remove_all(dir);
+  CHECK_THROWS(write_profile(p, (dir / "missing" / "p.json").string()));
+  CHECK_FALSE(std::filesystem::exists(dir / "missing" / "p.json"));
+}
+
+TEST_CASE("bad profiles are refused with the field named") {
+  nlohmann::json j = nlohmann::json::parse(to_profile_json(two_stages()));
+  j["stages"][1]["f_s"] = -1;
+  CHECK_THROWS_WITH(parse_profile(j.dump(), "p.json"), Catch::Contains("p.json: stages[1].f_s"));
+  j = nlohmann::json::parse(to_profile_json(two_stages()));
+  j["stages"][0]["w_mem_bytes"] = 0;
+  CHECK_THROWS_WITH(parse_profile(j.dump(), "p.json"), Catch::Contains("stages[0]"));
+  j = nlohmann::json::parse(to_profile_json(two_stages()));
+  j["format"] = "something/2";
+  CHECK_THROWS_AS(parse_profile(j.dump(), "p.json"), UsageError);
+  CHECK_THROWS_AS(parse_profile("{", "p.json"), UsageError);
+}
+
+TEST_CASE("costs and topology from a profile") {
+  const Profile p = two_stages();
+  const CostModel costs = cost_model_from_profile(p);
+  CHECK(costs.transfer_model == TransferModel::Links);
+  CHECK(costs.stages.size() == 2);
+  CHECK(costs.stages[1].f_s == 0.02);
+  CHECK(costs.micro_batch_size == 2);
+  const Topology t = topology_from_profile(p);
+  CHECK(t.link_between(0, 1).bandwidth_bytes_per_s == 25e9);
+  Topology far = t;
+  far.pipeline_rank_stride = 64;
+  CHECK(far.link_between(0, 1).latency_s == 5e-6);
+}

@@ -1,0 +1,226 @@
+// The event engine against list scheduling and the textbook closed forms.
+// - Agreement: on gpipe, 1f1b, interleaved-1f1b (2 and 4 chunks), zb-h1, zb-h2, zbv and
+//   looped-bfs, p in {2,3,4}, m in {4,6,8}, with uneven per-stage F/B/W costs and a fixed c,
+//   iteration time and per-rank busy time equal an independent list scheduler exactly.
+// - Closed forms (F = B = W = 1, c = 0): GPipe and 1F1B p=4 m=8: 33 (= 11 x 3), bubble 3/11;
+//   interleaved p=4 v=2 m=8 with chunk costs 1: 57 (= 8 x 6 + 3 x 6 / 2), bubble 3/19;
+//   ZB-H1 p=4 m=8: 27 (= 24 + 3 x 1). ZB-H2: also 27 for one iteration (rank 3 cannot start
+//   before t = 3), but no rank ever waits between its first and last compute: ANCHORS' zero
+//   bubble for ZB-H2 counts the warm-up as overlapped by the previous iteration's tail.
+// - Memory: one rank running F0 F1 I0 F2 W0 I1 I2 W1 W2 with f=10, b=-6, w=-4 and 100 static
+//   bytes holds 110 120 114 124 120 114 108 104 100: peak 124, and the trace's counter says so.
+// - Link sharing: two 1 GB transfers on a 1 GB/s link posted at 0.5 s and 1.0 s arrive at
+//   2.0 s and 2.5 s, iteration 4.0 s (unshared they would arrive at 1.5 s and 2.0 s: 3.5 s).
+// - Topology: two 100 MB transfers posted together between ranks on one node (100 GB/s, 1 us)
+//   arrive after 2.001 ms; across nodes (10 GB/s, 5 us) after 20.005 ms.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "pipescope/core/errors.hpp"
+#include "pipescope/core/registry.hpp"
+#include "pipescope/sim/simulator.hpp"
+#include "sim_test_support.hpp"
+
+using namespace pipescope;
+using namespace pipescope::sim;
+using sim_test::hand_schedule;
+
+namespace {
+
+CostModel uneven_costs(int num_stages, std::mt19937& rng, double c_s) {
+  std::uniform_int_distribution<int> quarter(1, 12);  // multiples of 0.25: sums stay exact
+  CostModel costs;
+  costs.c_s = c_s;
+  for (int s = 0; s < num_stages; ++s) {
+    StageCost stage;
+    stage.f_s = quarter(rng) * 0.25;
+    stage.b_s = quarter(rng) * 0.25;
+    stage.w_s = quarter(rng) * 0.25;
+    costs.stages.push_back(stage);
+  }
+  return costs;
+}
+
+Summary run(const std::string& name, int p, int m, int chunks, const CostModel& costs) {
+  ScheduleParams params;
+  params.num_ranks = p;
+  params.num_micro_batches = m;
+  params.chunks = chunks;
+  params.chunks_given = chunks != 1;
+  return simulate(make_schedule(name, params), costs).summary;
+}
+
+}  // namespace
+
+TEST_CASE("the engine gives exactly the list-scheduling result with uneven costs") {
+  std::mt19937 rng(20240611);
+  struct Case {
+    const char* name;
+    int chunks;
+  };
+  const Case cases[] = {{"gpipe", 1}, {"1f1b", 1},  {"interleaved-1f1b", 2}, {"interleaved-1f1b", 4},
+                        {"zb-h1", 1}, {"zb-h2", 1}, {"zbv", 2},              {"looped-bfs", 2}};
+  int compared = 0;
+  for (const Case& c : cases) {
+    for (int p : {2, 3, 4}) {
+      for (int m : {4, 6, 8}) {
+        ScheduleParams params;
+        params.num_ranks = p;
+        params.num_micro_batches = m;
+        params.chunks = c.chunks;
+        params.chunks_given = c.chunks != 1;
+        Schedule schedule;
+        try {
+          schedule = make_schedule(c.name, params);
+        } catch (const ScheduleError&) {
+          continue;  // a combination the generator refuses (m not a multiple of p, ...)
+        }
+        for (double c_s : {0.0, 0.5}) {
+          const CostModel costs = uneven_costs(schedule.num_stages, rng, c_s);
+          const auto reference = sim_test::reference_list_schedule(schedule, costs);
+          const Summary summary = simulate(schedule, costs).summary;
+          INFO(c.name << " p=" << p << " m=" << m << " c=" << c_s);
+          CHECK(summary.iteration_time_s == reference.iteration_s);
+          for (int r = 0; r < p; ++r) CHECK(summary.ranks[r].busy_s == reference.busy_s[r]);
+          ++compared;
+        }
+      }
+    }
+  }
+  CHECK(compared >= 80);
+}
+
+TEST_CASE("closed forms of GPipe, 1F1B and interleaved 1F1B") {
+  const CostModel unit = CostModel::uniform(1, 1, 1, 0);
+  for (const char* name : {"gpipe", "1f1b"}) {
+    const Summary s = run(name, 4, 8, 1, unit);
+    INFO(name);
+    CHECK(s.iteration_time_s == 33.0);
+    CHECK(s.bubble_fraction == Approx(3.0 / 11.0));
+    for (const auto& r : s.ranks) CHECK(r.bubble_fraction == Approx(3.0 / 11.0));
+    CHECK(s.throughput_samples_per_s == Approx(8.0 / 33.0));
+  }
+  const Summary interleaved = run("interleaved-1f1b", 4, 8, 2, unit);
+  CHECK(interleaved.iteration_time_s == 57.0);
+  CHECK(interleaved.bubble_fraction == Approx(3.0 / 19.0));
+}
+
+TEST_CASE("closed forms of ZB-H1 and ZB-H2") {
+  const CostModel unit = CostModel::uniform(1, 1, 1, 0);
+  CHECK(run("zb-h1", 4, 8, 1, unit).iteration_time_s == 27.0);
+  const SimResult h2 = simulate(make_schedule("zb-h2", {4, 8, 1, false}), unit);
+  CHECK(h2.summary.iteration_time_s == 27.0);
+  CHECK(sim_test::largest_internal_gap_s(h2.trace) == 0.0);
+  // 1F1B, by contrast, waits inside the steady state of its middle ranks.
+  const SimResult one_f_one_b = simulate(make_schedule("1f1b", {4, 8, 1, false}), unit);
+  CHECK(sim_test::largest_internal_gap_s(one_f_one_b.trace) > 0.0);
+}
+
+TEST_CASE("memory follows F, B and W on a hand-computed program") {
+  using sim_test::Instruction;
+  std::vector<Instruction> program = {{Op::ForwardPass, 0, 0},    {Op::ForwardPass, 0, 1},    {Op::BackwardInput, 0, 0},
+                                      {Op::ForwardPass, 0, 2},    {Op::BackwardWeight, 0, 0}, {Op::BackwardInput, 0, 1},
+                                      {Op::BackwardInput, 0, 2},  {Op::BackwardWeight, 0, 1}, {Op::BackwardWeight, 0, 2}};
+  const Schedule schedule = hand_schedule("hand", 1, 3, {0}, {program});
+  CostModel costs = CostModel::uniform(1, 1, 1, 0, 10, -6, -4);
+  costs.stages[0].static_bytes = 100;
+  const SimResult result = simulate(schedule, costs);
+  CHECK(result.summary.ranks[0].peak_memory_bytes == 124);
+  std::vector<std::int64_t> counter;
+  for (const auto& sample : result.trace.memory) counter.push_back(sample.bytes);
+  CHECK(counter == std::vector<std::int64_t>{100, 110, 120, 114, 124, 120, 114, 108, 104, 100});
+  CHECK(result.trace.meta.source == "predicted");
+  CHECK(result.trace.events.size() == 9);
+}
+
+TEST_CASE("a full backward frees what F allocated; 1F1B's first rank holds p micro-batches") {
+  CostModel costs = CostModel::uniform(1, 1, 1, 0, 10, -6, -4);
+  costs.stages[0].static_bytes = 1000;
+  const Summary s = run("1f1b", 4, 8, 1, costs);
+  CHECK(s.ranks[0].peak_memory_bytes == 1000 + 4 * 10);
+  CHECK(s.ranks[3].peak_memory_bytes == 1000 + 1 * 10);
+}
+
+namespace {
+
+// Stage 0 forwards two micro-batches and sends both; stage 1 (the other rank) receives and
+// forwards them. Inference only.
+Schedule two_sends() {
+  using sim_test::Instruction;
+  return hand_schedule("two-sends", 2, 2, {0, 1},
+                       {{{Op::ForwardPass, 0, 0}, {Op::SendActivation, 0, 0}, {Op::ForwardPass, 0, 1}, {Op::SendActivation, 0, 1}},
+                        {{Op::RecvActivation, 1, 0}, {Op::ForwardPass, 1, 0}, {Op::RecvActivation, 1, 1}, {Op::ForwardPass, 1, 1}}});
+}
+
+CostModel link_costs(double f0_s, std::int64_t bytes) {
+  CostModel costs;
+  costs.transfer_model = TransferModel::Links;
+  StageCost first, second;
+  first.f_s = f0_s;
+  second.f_s = 1.0;
+  first.activation_bytes = bytes;
+  costs.stages = {first, second};
+  return costs;
+}
+
+}  // namespace
+
+TEST_CASE("concurrent transfers share a link's bandwidth") {
+  Topology topology;
+  topology.intra_node = {1e9, 0.0};
+  const CostModel costs = link_costs(0.5, 1'000'000'000);
+  SimOptions shared;
+  const SimResult result = simulate(two_sends(), costs, topology, shared);
+  std::vector<double> arrivals;
+  for (const auto& e : result.trace.events)
+    if (e.name == "SEND_F") arrivals.push_back(e.end_us() / 1e6);
+  REQUIRE(arrivals.size() == 2);
+  CHECK(arrivals[0] == Approx(2.0));
+  CHECK(arrivals[1] == Approx(2.5));
+  CHECK(result.summary.iteration_time_s == Approx(4.0));  // F 2..3 and 3..4 on rank 1
+
+  SimOptions alone;
+  alone.share_links = false;
+  CHECK(simulate(two_sends(), costs, topology, alone).summary.iteration_time_s == Approx(3.5));
+}
+
+TEST_CASE("transfers inside a node use NVLink, across nodes the network") {
+  Topology topology;
+  topology.gpus_per_node = 8;
+  topology.intra_node = {100e9, 1e-6};
+  topology.inter_node = {10e9, 5e-6};
+  const CostModel costs = link_costs(0.0, 100'000'000);
+  topology.pipeline_rank_stride = 1;  // devices 0 and 1: one node
+  // Both transfers start at 0 and share the link: 200 MB at 100 GB/s, then 1 us.
+  CHECK(simulate(two_sends(), costs, topology).summary.iteration_time_s == Approx(2.0 + 2e-3 + 1e-6));
+  topology.pipeline_rank_stride = 8;  // devices 0 and 8: two nodes
+  // Both transfers start at 0 and share the link: 200 MB at 10 GB/s, then 5 us.
+  CHECK(simulate(two_sends(), costs, topology).summary.iteration_time_s == Approx(2.0 + 20e-3 + 5e-6));
+}
+
+TEST_CASE("a receive that is never sent is a deadlock named by rank and instruction") {
+  using sim_test::Instruction;
+  const Schedule broken = hand_schedule("broken", 2, 1, {0, 1},
+                                        {{{Op::RecvGrad, 0, 0}, {Op::ForwardPass, 0, 0}, {Op::SendActivation, 0, 0}},
+                                         {{Op::RecvActivation, 1, 0}, {Op::ForwardPass, 1, 0}, {Op::BackwardPass, 1, 0},
+                                          {Op::SendGrad, 1, 0}}});
+  REQUIRE_THROWS_AS(simulate(broken, CostModel::uniform(1, 1, 1, 0)), ScheduleError);
+  REQUIRE_THROWS_WITH(simulate(broken, CostModel::uniform(1, 1, 1, 0)), Catch::Contains("rank 0, step 0"));
+}
+
+TEST_CASE("a compute-only schedule gets its communication before it is simulated") {
+  using sim_test::Instruction;
+  const Schedule compute_only = hand_schedule("compute-only", 2, 1, {0, 1},
+                                              {{{Op::ForwardPass, 0, 0}, {Op::BackwardPass, 0, 0}},
+                                               {{Op::ForwardPass, 1, 0}, {Op::BackwardPass, 1, 0}}});
+  // F0 0..1, F1 1.5..2.5, B1 2.5..4.5, B0 5..7 with c = 0.5.
+  CHECK(simulate(compute_only, CostModel::uniform(1, 1, 1, 0.5)).summary.iteration_time_s == 7.0);
+}
+
+TEST_CASE("costs that do not fit the schedule are refused") {
+  CostModel three = CostModel::uniform(1, 1, 1, 0);
+  three.stages.resize(3);
+  CHECK_THROWS_AS(run("1f1b", 4, 8, 1, three), UsageError);
+  CHECK_THROWS_AS(run("1f1b", 4, 8, 1, CostModel::uniform(1, 1, 1, 0, 2, -1, 0)), UsageError);
+}

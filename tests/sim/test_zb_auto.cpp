@@ -1,0 +1,99 @@
+// zb-auto's promises, p = 4, m = 8, f = b = w = 1, c = 0, f_mem = 2, b_mem = w_mem = -1:
+// - under every limit from one micro-batch's need up to unlimited, the chosen schedule's
+//   simulated peak never exceeds the limit;
+// - with the memory zb-h1 needs, it is at least as fast as zb-h1 (27);
+// - with the memory zb-h2 needs, it is as fast as zb-h2 (27 for one iteration) and no rank
+//   waits between its first and last compute (zero bubble once the pipeline is full);
+// - in V placement (--chunks 2) with zbv's memory, at least as fast as zbv;
+// - below one micro-batch's memory it is refused, naming the limit;
+// - once registered it is reachable through make_schedule("zb-auto").
+#include <catch2/catch.hpp>
+
+#include "pipescope/core/errors.hpp"
+#include "pipescope/core/registry.hpp"
+#include "pipescope/core/validator.hpp"
+#include "pipescope/sim/simulator.hpp"
+#include "pipescope/sim/zb_auto.hpp"
+#include "sim_test_support.hpp"
+
+using namespace pipescope;
+using namespace pipescope::sim;
+
+namespace {
+
+ZbAutoRequest request(int p, int m, int chunks, std::int64_t limit) {
+  ZbAutoRequest r;
+  r.params.num_ranks = p;
+  r.params.num_micro_batches = m;
+  r.params.chunks = chunks;
+  r.params.chunks_given = chunks != 1;
+  r.costs = default_zb_auto_costs();
+  r.max_mem_bytes = limit;
+  return r;
+}
+
+Summary simulate_named(const std::string& name, int p, int m, int chunks) {
+  ScheduleParams params;
+  params.num_ranks = p;
+  params.num_micro_batches = m;
+  params.chunks = chunks;
+  params.chunks_given = chunks != 1;
+  SimOptions options;
+  options.build_trace = false;
+  return simulate(make_schedule(name, params), default_zb_auto_costs(), Topology{}, options).summary;
+}
+
+}  // namespace
+
+TEST_CASE("zb-auto never exceeds its memory limit") {
+  SimOptions options;
+  options.build_trace = false;
+  for (std::int64_t limit : {2, 3, 4, 6, 8, 10, 14, 20}) {
+    const Schedule s = zb_auto_schedule(request(4, 8, 1, limit));
+    INFO("limit " << limit);
+    CHECK_NOTHROW(validate(s));
+    CHECK(simulate(s, default_zb_auto_costs(), Topology{}, options).summary.max_peak_memory_bytes() <= limit);
+  }
+}
+
+TEST_CASE("zb-auto matches zb-h1 with zb-h1's memory and zb-h2 with zb-h2's") {
+  const Summary h1 = simulate_named("zb-h1", 4, 8, 1);
+  const Summary h2 = simulate_named("zb-h2", 4, 8, 1);
+  REQUIRE(h1.iteration_time_s == 27.0);
+  REQUIRE(h2.iteration_time_s == 27.0);
+  SimOptions options;
+  options.build_trace = false;
+  const Schedule with_h1_memory = zb_auto_schedule(request(4, 8, 1, h1.max_peak_memory_bytes()));
+  CHECK(simulate(with_h1_memory, default_zb_auto_costs(), Topology{}, options).summary.iteration_time_s <= 27.0);
+  const Schedule with_h2_memory = zb_auto_schedule(request(4, 8, 1, h2.max_peak_memory_bytes()));
+  const SimResult auto_h2 = simulate(with_h2_memory, default_zb_auto_costs());
+  CHECK(auto_h2.summary.iteration_time_s <= 27.0);
+  CHECK(sim_test::largest_internal_gap_s(auto_h2.trace) == 0.0);
+  CHECK(with_h2_memory.name == "zb-auto");
+}
+
+TEST_CASE("zb-auto in V placement") {
+  const Summary zbv = simulate_named("zbv", 4, 8, 2);
+  SimOptions options;
+  options.build_trace = false;
+  const Schedule v = zb_auto_schedule(request(4, 8, 2, zbv.max_peak_memory_bytes()));
+  CHECK(v.stage_to_rank == v_placement(4));
+  const Summary s = simulate(v, default_zb_auto_costs(), Topology{}, options).summary;
+  CHECK(s.iteration_time_s <= zbv.iteration_time_s);
+  CHECK(s.max_peak_memory_bytes() <= zbv.max_peak_memory_bytes());
+}
+
+TEST_CASE("zb-auto refuses what cannot fit and chunk counts it does not know") {
+  CHECK_THROWS_WITH(zb_auto_schedule(request(4, 8, 1, 1)), Catch::Contains("--max-mem 1"));
+  CHECK_THROWS_AS(zb_auto_schedule(request(4, 8, 3, 100)), ScheduleError);
+}
+
+TEST_CASE("zb-auto is registered under its name") {
+  register_sim_schedules();
+  ScheduleParams params;
+  params.num_ranks = 4;
+  params.num_micro_batches = 8;
+  const Schedule s = make_schedule("zb-auto", params);
+  CHECK(s.name == "zb-auto");
+  CHECK(s.num_ranks == 4);
+}

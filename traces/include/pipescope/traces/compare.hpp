@@ -1,0 +1,70 @@
+// Prediction against measurement: matches the events of a predicted and a measured trace and
+// reports how far apart they are (iteration time, operation durations, bubbles, peak memory).
+// `ppsim compare` prints this, and the viewer's summary table shows it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipescope/traces/trace.hpp"
+
+namespace pipescope::traces {
+
+struct RankComparison {
+  int rank = 0;
+  double bubble_fraction_predicted = 0;  // idle share of the compute lane in the iteration
+  double bubble_fraction_measured = 0;
+  std::int64_t peak_memory_predicted_bytes = 0;  // max of the memory counters, 0 without any
+  std::int64_t peak_memory_measured_bytes = 0;
+  double peak_memory_error = 0;  // (predicted - measured) / measured; NaN when measured is 0 and predicted is not
+};
+
+// One predicted event and the measured event it corresponds to.
+struct MatchedOperation {
+  std::size_t predicted_index = 0;  // into predicted.events
+  std::size_t measured_index = 0;   // into measured.events
+  double predicted_dur_us = 0;
+  double measured_dur_us = 0;
+  double difference_us() const { return measured_dur_us - predicted_dur_us; }
+  // (predicted - measured) / measured; NaN when the measured duration is 0.
+  double duration_error() const;
+};
+
+struct Comparison {
+  double iteration_time_predicted_s = 0;  // latest end - earliest start
+  double iteration_time_measured_s = 0;
+  double iteration_time_error = 0;        // (predicted - measured) / measured
+  double op_duration_mape = 0;            // mean |predicted - measured| / measured over matched operations
+  std::size_t mape_operations = 0;        // matched operations with a measured duration above 0
+  double bubble_fraction_predicted = 0;   // mean over ranks
+  double bubble_fraction_measured = 0;
+  std::vector<RankComparison> ranks;
+  std::vector<MatchedOperation> matched;  // in predicted start order
+  std::size_t unmatched_predicted = 0;    // predicted events with no measured counterpart
+  std::size_t unmatched_measured = 0;
+  std::vector<MatchedOperation> top_differences;  // largest |difference_us| first
+};
+
+// Events are the same when rank, name, stage and micro-batch agree; the k-th occurrence in
+// one trace (in start order) matches the k-th in the other. `top` bounds top_differences.
+Comparison compare_traces(const Trace& predicted, const Trace& measured, std::size_t top = 10);
+
+// The idle share of `rank`'s compute lane in [0, iteration_us): 1 - busy / iteration, where
+// busy is the union of the lane's events (overlaps count once).
+double bubble_fraction(const Trace& trace, int rank, double iteration_us);
+
+// The iteration of a trace: latest event end minus earliest event start (0 for no events).
+double iteration_time_us(const Trace& trace);
+
+// The highest memory counter of `rank`; 0 when it has none.
+std::int64_t peak_memory_bytes(const Trace& trace, int rank);
+
+// SPEC.md section 7 (`ppsim compare --json`), plus ranks, matching counts and the top
+// differences (with the events' rank, name, stage and micro-batch).
+nlohmann::json comparison_to_json(const Comparison& comparison, const Trace& predicted, const Trace& measured);
+
+}  // namespace pipescope::traces

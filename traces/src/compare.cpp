@@ -1,0 +1,194 @@
+#include "pipescope/traces/compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <tuple>
+
+namespace pipescope::traces {
+namespace {
+
+double signed_error(double predicted, double measured) {
+  if (measured == 0) return predicted == 0 ? 0.0 : std::numeric_limits<double>::quiet_NaN();
+  return (predicted - measured) / measured;
+}
+
+// Event indices ordered by the matching key, then by start, so the k-th occurrences line up.
+std::vector<std::size_t> in_key_order(const Trace& trace) {
+  std::vector<std::size_t> order(trace.events.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const TraceEvent &x = trace.events[a], &y = trace.events[b];
+    return std::tie(x.rank, x.name, x.stage, x.micro_batch, x.ts_us, a) <
+           std::tie(y.rank, y.name, y.stage, y.micro_batch, y.ts_us, b);
+  });
+  return order;
+}
+
+int compare_keys(const TraceEvent& x, const TraceEvent& y) {
+  if (x.rank != y.rank) return x.rank < y.rank ? -1 : 1;
+  if (const int c = x.name.compare(y.name); c != 0) return c < 0 ? -1 : 1;
+  if (x.stage != y.stage) return x.stage < y.stage ? -1 : 1;
+  if (x.micro_batch != y.micro_batch) return x.micro_batch < y.micro_batch ? -1 : 1;
+  return 0;
+}
+
+// NaN is not JSON; an undefined error is written as null.
+nlohmann::json number_or_null(double value) {
+  return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+double MatchedOperation::duration_error() const { return signed_error(predicted_dur_us, measured_dur_us); }
+
+double iteration_time_us(const Trace& trace) {
+  if (trace.events.empty()) return 0;
+  double first = std::numeric_limits<double>::infinity(), last = -first;
+  for (const auto& e : trace.events) {
+    first = std::min(first, e.ts_us);
+    last = std::max(last, e.end_us());
+  }
+  return last - first;
+}
+
+double bubble_fraction(const Trace& trace, int rank, double iteration_us) {
+  if (iteration_us <= 0) return 0;
+  std::vector<TimeRange> busy;
+  for (const auto& e : trace.events)
+    if (e.rank == rank && e.lane == static_cast<int>(Lane::Compute)) busy.push_back(e.range());
+  std::sort(busy.begin(), busy.end(), [](const TimeRange& a, const TimeRange& b) { return a.start_us < b.start_us; });
+  double busy_us = 0, covered_until = -std::numeric_limits<double>::infinity();
+  for (const auto& r : busy) {
+    const double from = std::max(r.start_us, covered_until);
+    if (r.end_us > from) busy_us += r.end_us - from;
+    covered_until = std::max(covered_until, r.end_us);
+  }
+  return std::clamp(1.0 - busy_us / iteration_us, 0.0, 1.0);
+}
+
+std::int64_t peak_memory_bytes(const Trace& trace, int rank) {
+  std::int64_t peak = 0;
+  for (const auto& m : trace.memory)
+    if (m.rank == rank) peak = std::max(peak, m.bytes);
+  return peak;
+}
+
+Comparison compare_traces(const Trace& predicted, const Trace& measured, std::size_t top) {
+  Comparison c;
+  const double predicted_us = iteration_time_us(predicted);
+  const double measured_us = iteration_time_us(measured);
+  c.iteration_time_predicted_s = predicted_us * 1e-6;
+  c.iteration_time_measured_s = measured_us * 1e-6;
+  c.iteration_time_error = signed_error(predicted_us, measured_us);
+
+  // Match by (rank, name, stage, micro_batch), the k-th with the k-th: a merge of two sorted lists.
+  const auto p_order = in_key_order(predicted);
+  const auto m_order = in_key_order(measured);
+  std::size_t i = 0, j = 0;
+  while (i < p_order.size() && j < m_order.size()) {
+    const TraceEvent& p = predicted.events[p_order[i]];
+    const TraceEvent& m = measured.events[m_order[j]];
+    const int order = compare_keys(p, m);
+    if (order < 0) {
+      ++c.unmatched_predicted;
+      ++i;
+    } else if (order > 0) {
+      ++c.unmatched_measured;
+      ++j;
+    } else {
+      c.matched.push_back({p_order[i], m_order[j], p.dur_us, m.dur_us});
+      ++i;
+      ++j;
+    }
+  }
+  c.unmatched_predicted += p_order.size() - i;
+  c.unmatched_measured += m_order.size() - j;
+  std::sort(c.matched.begin(), c.matched.end(), [&](const MatchedOperation& a, const MatchedOperation& b) {
+    return std::tie(predicted.events[a.predicted_index].ts_us, a.predicted_index) <
+           std::tie(predicted.events[b.predicted_index].ts_us, b.predicted_index);
+  });
+
+  double sum_abs_error = 0;
+  for (const auto& op : c.matched) {
+    if (op.measured_dur_us <= 0) continue;
+    sum_abs_error += std::fabs(op.predicted_dur_us - op.measured_dur_us) / op.measured_dur_us;
+    ++c.mape_operations;
+  }
+  c.op_duration_mape = c.mape_operations ? sum_abs_error / static_cast<double>(c.mape_operations) : 0.0;
+
+  c.top_differences = c.matched;
+  std::stable_sort(c.top_differences.begin(), c.top_differences.end(), [](const MatchedOperation& a, const MatchedOperation& b) {
+    return std::fabs(a.difference_us()) > std::fabs(b.difference_us());
+  });
+  if (c.top_differences.size() > top) c.top_differences.resize(top);
+
+  const int ranks = std::max(predicted.rank_count(), measured.rank_count());
+  double sum_predicted = 0, sum_measured = 0;
+  for (int r = 0; r < ranks; ++r) {
+    RankComparison rc;
+    rc.rank = r;
+    rc.bubble_fraction_predicted = bubble_fraction(predicted, r, predicted_us);
+    rc.bubble_fraction_measured = bubble_fraction(measured, r, measured_us);
+    rc.peak_memory_predicted_bytes = peak_memory_bytes(predicted, r);
+    rc.peak_memory_measured_bytes = peak_memory_bytes(measured, r);
+    rc.peak_memory_error = signed_error(static_cast<double>(rc.peak_memory_predicted_bytes),
+                                        static_cast<double>(rc.peak_memory_measured_bytes));
+    sum_predicted += rc.bubble_fraction_predicted;
+    sum_measured += rc.bubble_fraction_measured;
+    c.ranks.push_back(rc);
+  }
+  if (ranks > 0) {
+    c.bubble_fraction_predicted = sum_predicted / ranks;
+    c.bubble_fraction_measured = sum_measured / ranks;
+  }
+  return c;
+}
+
+nlohmann::json comparison_to_json(const Comparison& c, const Trace& predicted, const Trace& measured) {
+  using nlohmann::json;
+  json out = json::object();
+  out["iteration_time_predicted_s"] = c.iteration_time_predicted_s;
+  out["iteration_time_measured_s"] = c.iteration_time_measured_s;
+  out["iteration_time_error"] = number_or_null(c.iteration_time_error);
+  out["op_duration_mape"] = c.op_duration_mape;
+  json peak_errors = json::array();
+  for (const auto& r : c.ranks) peak_errors.push_back(number_or_null(r.peak_memory_error));
+  out["peak_memory_error"] = std::move(peak_errors);
+  out["bubble_fraction_predicted"] = c.bubble_fraction_predicted;
+  out["bubble_fraction_measured"] = c.bubble_fraction_measured;
+  out["matched_operations"] = c.matched.size();
+  out["mape_operations"] = c.mape_operations;
+  out["unmatched_predicted"] = c.unmatched_predicted;
+  out["unmatched_measured"] = c.unmatched_measured;
+  json ranks = json::array();
+  for (const auto& r : c.ranks) {
+    ranks.push_back({{"rank", r.rank},
+                     {"bubble_fraction_predicted", r.bubble_fraction_predicted},
+                     {"bubble_fraction_measured", r.bubble_fraction_measured},
+                     {"peak_memory_predicted_bytes", r.peak_memory_predicted_bytes},
+                     {"peak_memory_measured_bytes", r.peak_memory_measured_bytes},
+                     {"peak_memory_error", number_or_null(r.peak_memory_error)}});
+  }
+  out["ranks"] = std::move(ranks);
+  json top = json::array();
+  for (const auto& op : c.top_differences) {
+    const TraceEvent& p = predicted.events[op.predicted_index];
+    const TraceEvent& m = measured.events[op.measured_index];
+    top.push_back({{"rank", p.rank},
+                   {"name", p.name},
+                   {"stage", p.stage},
+                   {"micro_batch", p.micro_batch},
+                   {"predicted_start_us", p.ts_us},
+                   {"measured_start_us", m.ts_us},
+                   {"predicted_dur_us", op.predicted_dur_us},
+                   {"measured_dur_us", op.measured_dur_us},
+                   {"difference_us", op.difference_us()},
+                   {"duration_error", number_or_null(op.duration_error())}});
+  }
+  out["top_differences"] = std::move(top);
+  return out;
+}
+
+}  // namespace pipescope::traces
