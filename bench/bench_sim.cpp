@@ -59,12 +59,14 @@ void BM_SimulateInterleavedWithTrace(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateInterleavedWithTrace)->Unit(benchmark::kMillisecond);
 
-// The planner on its default example: gpt-7b on 64 H100, 8 per node, global batch 512.
+// The planner on its default example: gpt-7b on 64 H100, 8 per node, global batch 512;
+// argument 0 simulates every configuration, 10 keeps the best 10 as `ppsim plan` does.
 void BM_PlanDefault(benchmark::State& state) {
   sim::PlanRequest request;
   request.model = sim::resolve_model("gpt-7b");
   request.device = sim::device_preset("h100");
   request.topology.intra_node = request.device.nvlink;
+  request.keep_best = static_cast<std::size_t>(state.range(0));
   std::int64_t configurations = 0;
   for (auto _ : state) {
     const sim::PlanResult result = sim::plan(request);
@@ -74,9 +76,10 @@ void BM_PlanDefault(benchmark::State& state) {
   state.counters["configurations_per_s"] =
       benchmark::Counter(static_cast<double>(configurations), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_PlanDefault)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PlanDefault)->Arg(0)->Arg(10)->Unit(benchmark::kMillisecond);
 
-// A wide search: gpt-1.3b on 256 GPUs, every micro-batch size up to 32, chunks 2/3/4/6/8.
+// A wide search: gpt-1.3b on 256 GPUs, every micro-batch size up to 32, chunks 2/3/4/6/8
+// (many configurations are refused or dropped for memory before any simulation).
 void BM_PlanWide(benchmark::State& state) {
   sim::PlanRequest request;
   request.model = sim::resolve_model("gpt-1.3b");
@@ -87,6 +90,7 @@ void BM_PlanWide(benchmark::State& state) {
   request.micro_batch_sizes = {1, 2, 4, 8, 16, 32};
   request.interleave_chunks = {2, 3, 4, 6, 8};
   request.schedules = {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2", "zbv", "dualpipev"};
+  request.keep_best = static_cast<std::size_t>(state.range(0));
   std::int64_t configurations = 0;
   for (auto _ : state) {
     const sim::PlanResult result = sim::plan(request);
@@ -96,7 +100,7 @@ void BM_PlanWide(benchmark::State& state) {
   state.counters["configurations_per_s"] =
       benchmark::Counter(static_cast<double>(configurations), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_PlanWide)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PlanWide)->Arg(0)->Arg(10)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

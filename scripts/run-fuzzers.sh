@@ -45,7 +45,7 @@ for kind in json csv; do
   # The first corpus directory collects new inputs; the seeds are read only.
   if ! "$build/tests/fuzz/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
       -max_len=16384 -print_final_stats=1 -artifact_prefix="$artifacts" \
-      -jobs=1 -workers=1 "$corpus" "$root/tests/fuzz/corpus/$kind" 2>"$build/fuzz-$kind.log"; then
+      "$corpus" "$root/tests/fuzz/corpus/$kind" 2>"$build/fuzz-$kind.log"; then
     status=1
     echo "run-fuzzers: $target FAILED; last lines of $build/fuzz-$kind.log:" >&2
     tail -n 40 "$build/fuzz-$kind.log" >&2

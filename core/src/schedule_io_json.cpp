@@ -1,6 +1,7 @@
 // pipescope.schedule/1 JSON (SPEC.md section 3): reader with errors that name the JSON path,
 // writer that keeps one step per line so files stay readable and diffable, and the
 // file-extension dispatch of read_schedule_file.
+#include <cctype>
 #include <charconv>
 #include <climits>
 #include <string>
@@ -40,6 +41,23 @@ std::string quoted_value(std::string_view text) {
   return out;
 }
 
+// The same escaping for a whole message (nlohmann's texts quote input tokens).
+std::string quoted_value_keep_length(std::string_view text) {
+  std::string out;
+  for (char ch : text) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 std::string type_name_of(const json& value) {
   switch (value.type()) {
     case json::value_t::null: return "null";
@@ -63,12 +81,15 @@ class JsonScheduleReader {
     json document;
     try {
       document = json::parse(text.begin(), text.end());
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
+      // nlohmann's text is "[json.exception.parse_error.101] parse error at line 1, ..." or,
+      // for a number beyond double, "[json.exception.out_of_range.406] number overflow ...".
       std::string why = e.what();
-      // nlohmann's text is "[json.exception.parse_error.101] parse error at line 1, ...".
+      if (auto end = why.find("] "); why.rfind("[json.exception.", 0) == 0 && end != std::string::npos)
+        why = why.substr(end + 2);
       const std::string_view prefix = "parse error at ";
-      if (auto at = why.find(prefix); at != std::string::npos) why = why.substr(at + prefix.size());
-      fail("", "not valid JSON: " + why);
+      if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+      fail("", "not valid JSON: " + quoted_value_keep_length(why));
     }
     if (!document.is_object()) fail("", "expected a JSON object, got " + type_name_of(document));
 
@@ -330,7 +351,9 @@ Schedule read_schedule_file(const std::string& path) {
   } catch (const std::runtime_error& e) {
     throw ScheduleError(e.what());
   }
-  const bool is_csv = path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0;
+  std::string extension = path.size() >= 4 ? path.substr(path.size() - 4) : std::string();
+  for (char& c : extension) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const bool is_csv = extension == ".csv";
   Schedule schedule = is_csv ? parse_torch_csv(text, path) : parse_schedule_json(text, path);
   return schedule;
 }

@@ -106,16 +106,21 @@ CheckpointPosition load_rank_checkpoint(const std::string& dir, const Manifest& 
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(path);
-    at::Tensor t;
-    archive.read("step", t);
+    // A fresh tensor for every read: reading into a defined tensor resizes it in place.
+    auto read_tensor = [&](const char* key) {
+      at::Tensor value;
+      archive.read(key, value);
+      return value;
+    };
+    at::Tensor t = read_tensor("step");
     if (t.item<std::int64_t>() != manifest.position.step)
       throw UsageError(fmt::format("step {} does not match the manifest's {}", t.item<std::int64_t>(), manifest.position.step));
-    archive.read("rank", t);
+    t = read_tensor("rank");
     if (t.item<std::int64_t>() != world_rank) throw UsageError(fmt::format("written by rank {}", t.item<std::int64_t>()));
     CheckpointPosition position = manifest.position;
-    archive.read("data_position", t);
+    t = read_tensor("data_position");
     position.data_position = t.item<std::int64_t>();
-    archive.read("rng_state", t);
+    t = read_tensor("rng_state");
     {
       auto gen = at::detail::getDefaultCPUGenerator();
       std::lock_guard<std::mutex> lock(gen.mutex());

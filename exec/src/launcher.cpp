@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -111,6 +112,7 @@ int launch_local_workers(const LaunchOptions& options) {
   std::optional<std::pair<int, int>> first_failure;  // rank, status
   std::optional<std::chrono::steady_clock::time_point> kill_at;
   bool killed = false;
+  std::vector<int> killed_ranks;
   while (remaining > 0) {
     int status = 0;
     const pid_t pid = waitpid(-1, &status, WNOHANG);
@@ -132,6 +134,8 @@ int launch_local_workers(const LaunchOptions& options) {
     }
     if (pid < 0 && errno != EINTR) break;
     if (kill_at && !killed && std::chrono::steady_clock::now() >= *kill_at) {
+      for (int r = 0; r < options.nproc; ++r)
+        if (pids[r] > 0) killed_ranks.push_back(r);
       kill(-group, SIGKILL);
       killed = true;
     }
@@ -141,9 +145,11 @@ int launch_local_workers(const LaunchOptions& options) {
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   if (first_failure) {
+    const std::string others =
+        killed ? fmt::format("killed rank(s) {} still running {:g} s later", fmt::join(killed_ranks, ", "), options.grace_s)
+               : std::string("the other ranks stopped");
     std::fprintf(stderr, "pprun: error: rank %d failed first (%s); %s\n", first_failure->first,
-                 describe_status(first_failure->second).c_str(),
-                 killed ? "killed the ranks still running" : "the other ranks stopped");
+                 describe_status(first_failure->second).c_str(), others.c_str());
     return 1;
   }
   return 0;

@@ -4,6 +4,7 @@
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -88,6 +89,19 @@ void append_events(traces::Trace& trace, const nlohmann::json& j) {
   for (const auto& m : j.at("memory")) trace.memory.push_back({m[0].get<int>(), m[1].get<double>(), m[2].get<std::int64_t>()});
 }
 
+// Refuses a checkpoint written by a run that differs in what the weights and data depend on.
+void check_resumable(const RunPlan& plan, const Manifest& manifest) {
+  const nlohmann::json mine = run_identity(plan);
+  std::vector<std::string> differences;
+  for (const auto& [key, value] : mine.items())
+    if (!manifest.config.contains(key) || manifest.config.at(key) != value)
+      differences.push_back(fmt::format("{} {} in the checkpoint, {} here", key,
+                                        manifest.config.contains(key) ? manifest.config.at(key).dump() : "absent", value.dump()));
+  if (!differences.empty())
+    throw UsageError(fmt::format("{}: the checkpoint belongs to a different run: {}", plan.options.checkpoint_dir,
+                                 fmt::join(differences, "; ")));
+}
+
 class Worker {
  public:
   Worker(const RunPlan& plan, const WorkerEnvironment& env) : plan_(plan), env_(env) {}
@@ -114,9 +128,7 @@ class Worker {
     CheckpointPosition at;
     if (o.resume) {
       if (auto manifest = read_manifest(o.checkpoint_dir)) {
-        if (manifest->config != run_identity(plan_))
-          throw UsageError(fmt::format("{}: the checkpoint was written by a different run ({}), not this one ({})",
-                                       o.checkpoint_dir, manifest->config.dump(), run_identity(plan_).dump()));
+        check_resumable(plan_, *manifest);
         at = load_rank_checkpoint(o.checkpoint_dir, *manifest, env_.rank, runtime);
       }
     }
@@ -268,6 +280,8 @@ RunPlan make_run_plan(const RunOptions& options, int world_size) {
     if (plan.partition.bounds[s] >= plan.partition.bounds[s + 1])
       throw UsageError(fmt::format("--model {} has {} layers and cannot be split into {} non-empty stages", options.model,
                                    plan.model.layers.size(), plan.schedule.num_stages));
+  if (options.resume)
+    if (auto manifest = read_manifest(options.checkpoint_dir)) check_resumable(plan, *manifest);
   return plan;
 }
 
@@ -309,6 +323,10 @@ int run_worker(const RunPlan& plan, const WorkerEnvironment& env) {
     return 0;
   } catch (const RuntimeError& e) {
     std::fprintf(stderr, "pprun: error: %s\n", e.what());
+  } catch (const UsageError& e) {
+    // Bad input found only here (a checkpoint that does not fit): usage status.
+    std::fprintf(stderr, "pprun: error: rank %d: %s\n", env.rank, e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::string message = e.what();
     if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);

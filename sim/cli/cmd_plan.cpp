@@ -160,6 +160,7 @@ int run_plan(const std::vector<std::string>& args) {
   else throw UsageError("--recompute: '" + recompute + "' (both, on, off)");
   request.zero1 = !no_zero1;
   request.max_pipeline = max_pipeline;
+  request.keep_best = static_cast<std::size_t>(top);  // the rows beyond the top K are never shown
 
   ProgressBar bar(progress_enabled(quiet));
   const sim::PlanResult result = sim::plan(request, std::ref(bar));
@@ -179,6 +180,7 @@ int run_plan(const std::vector<std::string>& args) {
                         {"fitting", result.rows.size()},
                         {"dropped_for_memory", result.dropped_for_memory},
                         {"refused", result.refused},
+                        {"pruned", result.pruned},
                         {"configurations", std::move(rows)}};
     std::cout << j.dump(2) << "\n";
   } else if (format == "csv") {
@@ -197,9 +199,11 @@ int run_plan(const std::vector<std::string>& args) {
     std::cout << fmt::format("{} on {} x {} ({} per node), global batch {}, memory limit {} per GPU\n",
                              request.model.name, gpus, request.device.name, gpus_per_node, global_batch,
                              sim::format_bytes(result.limit_bytes));
-    std::cout << fmt::format("{} configurations: {} simulated, {} fit, {} dropped for memory, {} refused by the schedule\n\n",
+    std::cout << fmt::format("{} configurations: {} simulated, {} fit, {} dropped for memory, {} refused by the schedule",
                              result.considered, result.simulated, result.rows.size(), result.dropped_for_memory,
                              result.refused);
+    if (top > 0) std::cout << fmt::format(", {} pruned (their lower bound cannot reach the top {})", result.pruned, top);
+    std::cout << "\n\n";
     std::cout << fmt::format("{:>4}  {:<17} {:>3} {:>3} {:>2} {:>4} {:>5} {:>6}  {:>11} {:>10} {:>6} {:>7} {:>11}\n", "#",
                              "schedule", "pp", "dp", "v", "mbs", "m", "recomp", "iteration", "samples/s", "MFU",
                              "bubble", "peak mem");

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
-#include <tuple>
+#include <unordered_map>
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/passes.hpp"
@@ -31,8 +31,18 @@ bool crosses_ranks(const Schedule& schedule) {
   return false;
 }
 
-// (is gradient, from stage, to stage): the sends and receives matched in order.
-using Channel = std::tuple<bool, int, int>;
+// (is gradient, from stage, to stage) packed into one integer: the sends and receives of a
+// channel are matched in order.
+using Channel = std::uint64_t;
+Channel channel_of(bool grad, int from_stage, int to_stage) {
+  return (static_cast<std::uint64_t>(grad) << 62) | (static_cast<std::uint64_t>(from_stage) << 31) |
+         static_cast<std::uint64_t>(to_stage);
+}
+
+constexpr bool is_send_op(Op op) { return op == Op::SendActivation || op == Op::SendGrad; }
+constexpr bool is_p2p_op(Op op) {
+  return op == Op::SendActivation || op == Op::SendGrad || op == Op::RecvActivation || op == Op::RecvGrad;
+}
 
 void check_shape(const Schedule& schedule) {
   const std::string& name = schedule.name;
@@ -85,7 +95,7 @@ CompiledSchedule compile(const Schedule& input) {
     return b >= 0 && b < num_stages && schedule.stage_to_rank[a] == schedule.stage_to_rank[b];
   };
 
-  std::map<Channel, std::vector<std::int32_t>> sends, recvs;
+  std::unordered_map<Channel, std::vector<std::int32_t>> sends, recvs;
   for (int rank = 0; rank < schedule.num_ranks; ++rank) {
     out.rank_begin.push_back(static_cast<std::int32_t>(out.instructions.size()));
     const Program& program = schedule.programs[rank];
@@ -130,15 +140,15 @@ CompiledSchedule compile(const Schedule& input) {
         ci.stage = s;
         ci.micro_batch = instr.micro_batch;
         const auto index = static_cast<std::int32_t>(out.instructions.size());
-        if (is_p2p(instr.op)) {
+        if (is_p2p_op(instr.op)) {
           const int peer = resolved_peer_stage(instr);
           if (peer < 0 || peer >= num_stages)
             throw ScheduleError(place(rank, step, instr) + ": peer stage " + std::to_string(peer) + " does not exist");
           const bool grad = instr.op == Op::SendGrad || instr.op == Op::RecvGrad;
-          if (is_send(instr.op))
-            sends[{grad, s, peer}].push_back(index);
+          if (is_send_op(instr.op))
+            sends[channel_of(grad, s, peer)].push_back(index);
           else
-            recvs[{grad, peer, s}].push_back(index);
+            recvs[channel_of(grad, peer, s)].push_back(index);
         }
         out.instructions.push_back(ci);
         out.step_of.push_back(step);

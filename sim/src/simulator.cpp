@@ -5,6 +5,7 @@
 // (time, id) pairs in a binary heap over a reserved vector: no allocation per event.
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <string>
 
@@ -94,6 +95,10 @@ class Engine {
   std::vector<char> receiver_waiting_;
   std::vector<Event> heap_;
   traces::Trace trace_;
+  // Trace events per (rank, lane) and memory samples per rank, each already in time order
+  // (sends in Links mode excepted), so the trace needs no global sort.
+  std::vector<std::vector<traces::TraceEvent>> lane_events_;
+  std::vector<std::vector<traces::MemorySample>> rank_memory_;
 };
 
 void Engine::change_memory(std::int32_t rank, std::int64_t delta, double at_s) {
@@ -101,7 +106,7 @@ void Engine::change_memory(std::int32_t rank, std::int64_t delta, double at_s) {
   RankState& r = ranks_[rank];
   r.memory_bytes += delta;
   r.peak_bytes = std::max(r.peak_bytes, r.memory_bytes);
-  if (options_.build_trace) trace_.memory.push_back({rank, at_s * 1e6, r.memory_bytes});
+  if (options_.build_trace) rank_memory_[rank].push_back({rank, at_s * 1e6, r.memory_bytes});
 }
 
 void Engine::add_event(std::int32_t rank, traces::Lane lane, const CompiledInstruction& ci, double start,
@@ -115,7 +120,7 @@ void Engine::add_event(std::int32_t rank, traces::Lane lane, const CompiledInstr
   e.dur_us = (end - start) * 1e6;
   e.stage = ci.stage;
   e.micro_batch = ci.micro_batch;
-  trace_.events.push_back(std::move(e));
+  lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + static_cast<int>(lane)].push_back(std::move(e));
 }
 
 void Engine::run_rank(std::int32_t rank, double now) {
@@ -161,8 +166,9 @@ void Engine::run_rank(std::int32_t rank, double now) {
         if (options_.build_trace) {
           add_event(rank, traces::Lane::Recv, ci, now, done, "p2p");
           const CompiledTransfer& t = s_.transfers[ci.transfer];
-          trace_.events.back().peer_rank = t.from_rank;
-          trace_.events.back().bytes = stage_[s_.instructions[t.send_index].stage].activation_bytes;
+          traces::TraceEvent& e = lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + 2].back();
+          e.peer_rank = t.from_rank;
+          e.bytes = stage_[s_.instructions[t.send_index].stage].activation_bytes;
           trace_.flows.push_back({t.from_rank, static_cast<int>(traces::Lane::Send), posted_s_[ci.transfer] * 1e6,
                                   rank, static_cast<int>(traces::Lane::Recv), done * 1e6});
         }
@@ -215,8 +221,9 @@ void Engine::arrive(std::int32_t transfer, double arrival_s) {
   if (options_.build_trace) {
     const CompiledInstruction& send = s_.instructions[t.send_index];
     add_event(t.from_rank, traces::Lane::Send, send, posted_s_[transfer], arrival_s, "p2p");
-    trace_.events.back().peer_rank = t.to_rank;
-    trace_.events.back().bytes = stage_[send.stage].activation_bytes;
+    traces::TraceEvent& e = lane_events_[static_cast<std::size_t>(t.from_rank) * traces::kNumLanes + 1].back();
+    e.peer_rank = t.to_rank;
+    e.bytes = stage_[send.stage].activation_bytes;
   }
   if (receiver_waiting_[transfer]) {
     receiver_waiting_[transfer] = 0;
@@ -309,11 +316,14 @@ SimResult Engine::run() {
     trace_.meta.num_ranks = s_.num_ranks;
     trace_.meta.num_stages = s_.num_stages;
     trace_.meta.num_micro_batches = s_.num_micro_batches;
+    lane_events_.resize(static_cast<std::size_t>(s_.num_ranks) * traces::kNumLanes);
+    rank_memory_.resize(static_cast<std::size_t>(s_.num_ranks));
     for (int rank = 0; rank < s_.num_ranks; ++rank) {
       trace_.rank_names.push_back("rank " + std::to_string(rank));
-      trace_.memory.push_back({rank, 0.0, ranks_[rank].memory_bytes});
+      rank_memory_[rank].push_back({rank, 0.0, ranks_[rank].memory_bytes});
+      lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes].reserve(
+          static_cast<std::size_t>(s_.rank_begin[rank + 1] - s_.rank_begin[rank]) / 2);
     }
-    trace_.events.reserve(s_.instructions.size());
   }
 
   heap_.reserve(static_cast<std::size_t>(s_.num_ranks) + s_.links.size() + 16);
@@ -361,15 +371,20 @@ SimResult Engine::run() {
       iteration > 0 ? static_cast<double>(s_.num_micro_batches) * costs_.micro_batch_size * costs_.data_parallel / iteration
                     : 0.0;
   if (options_.build_trace) {
-    std::stable_sort(trace_.events.begin(), trace_.events.end(), [](const traces::TraceEvent& a, const traces::TraceEvent& b) {
-      if (a.rank != b.rank) return a.rank < b.rank;
-      if (a.lane != b.lane) return a.lane < b.lane;
-      return a.ts_us < b.ts_us;
-    });
-    std::stable_sort(trace_.memory.begin(), trace_.memory.end(), [](const traces::MemorySample& a, const traces::MemorySample& b) {
-      if (a.rank != b.rank) return a.rank < b.rank;
-      return a.ts_us < b.ts_us;
-    });
+    std::size_t total_events = 0, total_samples = 0;
+    for (const auto& bucket : lane_events_) total_events += bucket.size();
+    for (const auto& bucket : rank_memory_) total_samples += bucket.size();
+    trace_.events.reserve(total_events);
+    trace_.memory.reserve(total_samples);
+    for (std::size_t b = 0; b < lane_events_.size(); ++b) {
+      auto& bucket = lane_events_[b];
+      // Shared links can finish transfers out of the order they were posted in.
+      if (links_mode_ && b % traces::kNumLanes == static_cast<std::size_t>(traces::Lane::Send))
+        std::stable_sort(bucket.begin(), bucket.end(),
+                         [](const traces::TraceEvent& x, const traces::TraceEvent& y) { return x.ts_us < y.ts_us; });
+      std::move(bucket.begin(), bucket.end(), std::back_inserter(trace_.events));
+    }
+    for (auto& bucket : rank_memory_) trace_.memory.insert(trace_.memory.end(), bucket.begin(), bucket.end());
     result.trace = std::move(trace_);
   }
   return result;

@@ -103,11 +103,18 @@ class Greedy {
     if (i >= m_ || i >= next_f_[s]) return kNever;
     return s == S_ - 1 ? 0.0 : grad_ready_[static_cast<std::size_t>(s + 1) * m_ + i];
   }
+  // A micro-batch is in flight on a rank from the forward of the rank's first stage to the
+  // backward of that stage; the cap counts those. A forward of an earlier chunk must leave
+  // room for one forward of each later chunk, so the oldest micro-batch can always proceed.
   bool f_fits(int r, int s) const {
     const RankState& rank = ranks_[r];
     const StageCost& c = req_.costs.stage(s);
-    return rank.in_flight < caps_[r] &&
-           rank.memory_bytes + c.f_mem_bytes + std::max<std::int64_t>(0, c.b_mem_bytes) <= rank.budget_bytes;
+    const bool first = s == rank.stages.front();
+    if (first && rank.in_flight >= caps_[r]) return false;
+    std::int64_t needed = c.f_mem_bytes + std::max<std::int64_t>(0, c.b_mem_bytes);
+    for (int later : rank.stages)
+      if (later > s) needed += req_.costs.stage(later).f_mem_bytes;
+    return rank.memory_bytes + needed <= rank.budget_bytes;
   }
 
   Choice choose(int r) const {
@@ -146,7 +153,7 @@ class Greedy {
         const int i = next_f_[s]++;
         const double end = start + c.f_s;
         rank.memory_bytes += c.f_mem_bytes;
-        ++rank.in_flight;
+        if (s == rank.stages.front()) ++rank.in_flight;
         if (s + 1 < S_) {
           touched = placement_[s + 1];
           fwd_ready_[static_cast<std::size_t>(s) * m_ + i] =
@@ -160,7 +167,7 @@ class Greedy {
         const int i = next_b_[s]++;
         const double end = start + c.b_s;
         rank.memory_bytes += c.b_mem_bytes;
-        --rank.in_flight;
+        if (s == rank.stages.front()) --rank.in_flight;
         if (s > 0) {
           touched = placement_[s - 1];
           grad_ready_[static_cast<std::size_t>(s) * m_ + i] =
@@ -240,10 +247,9 @@ Schedule zb_auto_schedule(const ZbAutoRequest& request) {
   const std::int64_t limit = request.max_mem_bytes > 0 ? request.max_mem_bytes : default_zb_auto_limit(params, request.costs);
 
   std::vector<Schedule> candidates;
-  const int largest_cap = std::min(params.chunks * m, (params.chunks == 1 ? 2 : 3) * p + 1);
+  const int largest_cap = std::min(m, 2 * p + 1);
   for (int k : cap_values(largest_cap)) {
-    for (int slope : {0, 1, 2}) {
-      if (slope == 2 && params.chunks == 1) continue;
+    for (int slope : {0, 1}) {
       std::vector<int> caps(p);
       for (int r = 0; r < p; ++r) caps[r] = std::max(1, k - slope * r);
       for (bool eager : {false, true}) {

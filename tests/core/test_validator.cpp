@@ -161,6 +161,10 @@ TEST_CASE("instruction fields out of range or misplaced") {
   schedule = one_f_one_b();
   schedule.programs[0][0][1].micro_batch = kNone;
   expect_problem(schedule, 0, 0, "ForwardPass needs a micro-batch");
+
+  schedule = one_f_one_b();
+  schedule.programs[1][2][1].op = static_cast<Op>(99);
+  expect_problem(schedule, 1, 2, "unknown op code 99");
 }
 
 TEST_CASE("inputs must arrive before the compute that consumes them") {

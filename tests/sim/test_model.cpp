@@ -4,8 +4,10 @@
 //   sb(34h + 5as) = 956,301,312 bytes, weight stash 32sbh = 268,435,456 bytes.
 // - Parameter counts: gpt-1.3b about 1.3e9, gpt-7b about 6.7e9, llama-70b about 69e9.
 // - gpt-7b on 4 stages of 8 layers, H100 at 50%: stage 1's f is 8 F / (989e12 x 0.5); the
-//   last stage adds the head (2 sbhV per pass); memory deltas sum to zero; ZeRO-1 over 8
-//   replicas shrinks static memory from 20 to 6 bytes per parameter.
+//   last stage adds the head (2 sbhV per pass) and holds fp32 logits (4 sbV); the first and
+//   last hold the embedding (V h parameters); 20 bytes per parameter (16-bit weights and
+//   gradients, 16 bytes of Adam state); memory deltas sum to zero; ZeRO-1 over 8 replicas
+//   shrinks static memory to 4 + 16/8 = 6 bytes per parameter.
 #include <catch2/catch.hpp>
 
 #include "pipescope/core/errors.hpp"
@@ -54,6 +56,11 @@ TEST_CASE("stage costs of gpt-7b on four H100 stages") {
   CHECK(costs.stages[1].activation_bytes == 2 * 2048 * 4096);
   CHECK(costs.stages[1].static_bytes == 8 * gpt7.layer_parameters() * 20);
   CHECK(costs.stages[1].reduce_grads_s == 0.0);  // no data parallelism
+  // The first stage also holds the embedding, the last a copy of it (tied) and the final norm.
+  const std::int64_t embedding = 50257LL * 4096;
+  CHECK(costs.stages[0].static_bytes == (8 * gpt7.layer_parameters() + embedding) * 20);
+  CHECK(costs.stages[3].static_bytes == (8 * gpt7.layer_parameters() + embedding + 2 * 4096) * 20);
+  CHECK(costs.stages[3].f_mem_bytes == 8 * layer.activation_bytes + 4LL * 2048 * 50257);
 
   parallel.data_parallel = 8;
   parallel.zero1 = true;

@@ -67,3 +67,50 @@ TEST_CASE("a limit below every layout's static memory leaves nothing") {
   CHECK(result.rows.empty());
   CHECK(result.dropped_for_memory > 0);
 }
+
+// zb-auto in the planner is searched with each configuration's costs: for every layout where
+// zb-h1 fits, zb-auto (one stage per rank) is at least as fast.
+TEST_CASE("the planner searches zb-auto per configuration") {
+  PlanRequest request = small_request();
+  request.schedules = {"zb-h1", "zb-auto"};
+  request.micro_batch_sizes = {2};
+  request.recompute_options = {false};
+  request.max_pipeline = 4;
+  const PlanResult result = plan(request);
+  int compared = 0;
+  for (const PlanRow& h1 : result.rows) {
+    if (h1.candidate.schedule != "zb-h1") continue;
+    for (const PlanRow& automatic : result.rows) {
+      if (automatic.candidate.schedule != "zb-auto" || automatic.candidate.parallel.chunks != 1 ||
+          automatic.candidate.parallel.pipeline != h1.candidate.parallel.pipeline)
+        continue;
+      CHECK(automatic.iteration_time_s <= h1.iteration_time_s * (1 + 1e-12));
+      CHECK(automatic.peak_memory_bytes <= result.limit_bytes);
+      ++compared;
+    }
+  }
+  CHECK(compared >= 2);
+}
+
+// Branch and bound: asking for the best 5 simulates fewer configurations and returns the same
+// first 5 rows as the exhaustive search.
+TEST_CASE("keeping the best K prunes by lower bound without changing the top K") {
+  PlanRequest request = small_request();
+  const PlanResult all = plan(request);
+  request.keep_best = 5;
+  const PlanResult best = plan(request);
+  REQUIRE(all.rows.size() >= 5);
+  REQUIRE(best.rows.size() >= 5);
+  CHECK(best.simulated < all.simulated);
+  CHECK(best.pruned > 0);
+  for (std::size_t i = 0; i < 5; ++i) {
+    CHECK(best.rows[i].iteration_time_s == all.rows[i].iteration_time_s);
+  }
+  for (const PlanRow& row : all.rows) {
+    const auto& c = row.candidate;
+    const CostModel costs = derive_costs(request.model, request.device, request.topology, c.parallel);
+    const bool v = c.schedule == "zbv";
+    const auto placement = v ? pipescope::v_placement(c.parallel.pipeline) : pipescope::loop_placement(c.parallel.pipeline, c.parallel.chunks);
+    CHECK(iteration_time_lower_bound_s(costs, placement, c.parallel.pipeline, c.num_micro_batches) <= row.iteration_time_s);
+  }
+}

@@ -4,7 +4,8 @@
 // - with the memory zb-h1 needs, it is at least as fast as zb-h1 (27);
 // - with the memory zb-h2 needs, it is as fast as zb-h2 (27 for one iteration) and no rank
 //   waits between its first and last compute (zero bubble once the pipeline is full);
-// - in V placement (--chunks 2) with zbv's memory, at least as fast as zbv;
+// - in V placement (--chunks 2) it never exceeds limits from 6 to 24 bytes, and with zbv's
+//   memory it is at least as fast as zbv;
 // - below one micro-batch's memory it is refused, naming the limit;
 // - once registered it is reachable through make_schedule("zb-auto").
 #include <catch2/catch.hpp>
@@ -50,6 +51,19 @@ TEST_CASE("zb-auto never exceeds its memory limit") {
   options.build_trace = false;
   for (std::int64_t limit : {2, 3, 4, 6, 8, 10, 14, 20}) {
     const Schedule s = zb_auto_schedule(request(4, 8, 1, limit));
+    INFO("limit " << limit);
+    CHECK_NOTHROW(validate(s));
+    CHECK(simulate(s, default_zb_auto_costs(), Topology{}, options).summary.max_peak_memory_bytes() <= limit);
+  }
+}
+
+TEST_CASE("zb-auto in V placement never exceeds its memory limit either") {
+  SimOptions options;
+  options.build_trace = false;
+  // One micro-batch holds 2 + 2 bytes on rank 0 (both chunks); larger limits allow more
+  // micro-batches in flight.
+  for (std::int64_t limit : {6, 8, 12, 16, 24}) {
+    const Schedule s = zb_auto_schedule(request(4, 8, 2, limit));
     INFO("limit " << limit);
     CHECK_NOTHROW(validate(s));
     CHECK(simulate(s, default_zb_auto_costs(), Topology{}, options).summary.max_peak_memory_bytes() <= limit);

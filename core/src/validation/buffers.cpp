@@ -8,6 +8,7 @@
 // overlap. Otherwise the uses are grouped by slot, where two intervals overlap exactly when a
 // micro-batch comes back after another one took the slot (the pattern A .. B .. A).
 #include <algorithm>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -50,23 +51,54 @@ class BufferIds {
   int count_ = 0;
 };
 
-}  // namespace
+// Dense numbers for the (stage, buffer id) slots: stage x id when that table is small, which
+// it is for every real schedule; numbered in order of first use otherwise, so that memory stays
+// proportional to the schedule whatever stage count and ids a file declares.
+class Slots {
+ public:
+  explicit Slots(const FlatSchedule& flat) : flat_(flat), ids_(flat) {
+    const long long table = static_cast<long long>(flat.schedule->num_stages) * ids_.count();
+    if (table <= 4 * static_cast<long long>(flat.size()) + 1024) {
+      count_ = static_cast<std::size_t>(table);
+      return;
+    }
+    std::unordered_map<long long, int> numbers;
+    by_vertex_.assign(flat.size(), -1);
+    for (std::size_t v = 0; v < flat.size(); ++v) {
+      const Node& in = flat.node[v];
+      if (in.buffer < 0) continue;
+      const long long key = static_cast<long long>(in.stage) * ids_.count() + ids_.dense(in.buffer);
+      by_vertex_[v] = numbers.emplace(key, static_cast<int>(numbers.size())).first->second;
+    }
+    count_ = numbers.size();
+  }
+  bool empty() const { return ids_.count() == 0; }
+  std::size_t count() const { return count_; }
+  // The slot of a buffered vertex.
+  std::size_t of(Vertex v) const {
+    if (!by_vertex_.empty()) return static_cast<std::size_t>(by_vertex_[v]);
+    const Node& in = flat_.node[v];
+    return static_cast<std::size_t>(in.stage) * ids_.count() + ids_.dense(in.buffer);
+  }
 
-namespace {
+ private:
+  const FlatSchedule& flat_;
+  BufferIds ids_;
+  std::size_t count_ = 0;
+  std::vector<int> by_vertex_;
+};
 
 // One buffered instruction: its slot and (stage, micro-batch) pair spelled out, so the scan
 // over a slot's uses walks memory in order.
 struct Use {
-  long long slot;
+  std::size_t slot;
   std::size_t pair;
   Vertex vertex;
 };
 
-}  // namespace
-
 // The walk for one id per (stage, micro-batch); sets `applies` to false when some micro-batch
 // uses two ids on one stage.
-Problem check_single_id_per_pair(const FlatSchedule& flat, const BufferIds& ids, bool& applies) {
+Problem check_single_id_per_pair(const FlatSchedule& flat, const Slots& slots, bool& applies) {
   const Schedule& schedule = *flat.schedule;
   const int m = schedule.num_micro_batches;
   const std::size_t pairs = static_cast<std::size_t>(schedule.num_stages) * m;
@@ -85,12 +117,12 @@ Problem check_single_id_per_pair(const FlatSchedule& flat, const BufferIds& ids,
     last_use[pair] = v;
   }
   applies = true;
-  std::vector<long long> holder(static_cast<std::size_t>(schedule.num_stages) * ids.count(), -1);  // pair in each slot
+  std::vector<long long> holder(slots.count(), -1);  // the pair in each slot
   for (Vertex v = 0; v < n; ++v) {
     const Node& in = flat.node[v];
     if (in.buffer < 0 || !per_micro_batch(in.op)) continue;
     const std::size_t pair = static_cast<std::size_t>(in.stage) * m + in.micro_batch;
-    long long& held = holder[static_cast<std::size_t>(in.stage) * ids.count() + ids.dense(in.buffer)];
+    long long& held = holder[slots.of(v)];
     if (held == static_cast<long long>(pair)) continue;
     if (held != -1 && last_use[held] > v) {
       // Name the next use of the displaced micro-batch, found by a scan only on this error path.
@@ -107,36 +139,31 @@ Problem check_single_id_per_pair(const FlatSchedule& flat, const BufferIds& ids,
   return std::nullopt;
 }
 
+}  // namespace
+
 Problem check_buffers(const FlatSchedule& flat) {
   const Schedule& schedule = *flat.schedule;
-  const BufferIds ids(flat);
-  if (ids.count() == 0) return std::nullopt;
+  const Slots slots(flat);
+  if (slots.empty()) return std::nullopt;
   const int m = schedule.num_micro_batches;
   bool single_id = false;
-  if (Problem problem = check_single_id_per_pair(flat, ids, single_id)) return problem;
+  if (Problem problem = check_single_id_per_pair(flat, slots, single_id)) return problem;
   if (single_id) return std::nullopt;
 
+  // Group the uses by slot with a stable counting sort, keeping program order inside a slot.
   std::vector<Use> uses;
   const Vertex n = static_cast<Vertex>(flat.size());
   for (Vertex v = 0; v < n; ++v) {
     const Node& in = flat.node[v];
     if (in.buffer < 0 || !per_micro_batch(in.op)) continue;
-    uses.push_back({static_cast<long long>(in.stage) * ids.count() + ids.dense(in.buffer),
-                    static_cast<std::size_t>(in.stage) * m + in.micro_batch, v});
+    uses.push_back({slots.of(v), static_cast<std::size_t>(in.stage) * m + in.micro_batch, v});
   }
-  // Group by slot (stage, dense id), keeping program order inside a slot: a counting sort when
-  // the slots fit in a table, a stable sort otherwise.
-  const long long num_slots = static_cast<long long>(schedule.num_stages) * ids.count();
-  if (num_slots <= 4 * static_cast<long long>(uses.size()) + 1024) {
-    std::vector<std::size_t> next(static_cast<std::size_t>(num_slots) + 1, 0);
-    for (const Use& use : uses) ++next[static_cast<std::size_t>(use.slot) + 1];
-    for (std::size_t s = 0; s + 1 < next.size(); ++s) next[s + 1] += next[s];
-    std::vector<Use> grouped(uses.size());
-    for (const Use& use : uses) grouped[next[static_cast<std::size_t>(use.slot)]++] = use;
-    uses.swap(grouped);
-  } else {
-    std::stable_sort(uses.begin(), uses.end(), [](const Use& a, const Use& b) { return a.slot < b.slot; });
-  }
+  std::vector<std::size_t> next(slots.count() + 1, 0);
+  for (const Use& use : uses) ++next[use.slot + 1];
+  for (std::size_t s = 0; s + 1 < next.size(); ++s) next[s + 1] += next[s];
+  std::vector<Use> grouped(uses.size());
+  for (const Use& use : uses) grouped[next[use.slot]++] = use;
+  uses.swap(grouped);
 
   // last_slot[pair] and run_end[pair]: the slot where the pair was last seen and the index
   // (into uses) of the last instruction of that run.
@@ -146,7 +173,7 @@ Problem check_buffers(const FlatSchedule& flat) {
   for (std::size_t k = 0; k < uses.size(); ++k) {
     const Use& use = uses[k];
     const bool continues_run = k > 0 && uses[k - 1].slot == use.slot && uses[k - 1].pair == use.pair;
-    if (!continues_run && last_slot[use.pair] == use.slot) {
+    if (!continues_run && last_slot[use.pair] == static_cast<long long>(use.slot)) {
       // The micro-batch is back in a slot that another one took over in between.
       const Node& in = flat.node[use.vertex];
       const Vertex intruder = uses[run_end[use.pair] + 1].vertex;
@@ -154,7 +181,7 @@ Problem check_buffers(const FlatSchedule& flat) {
                                            " while it still holds micro-batch " + num(in.micro_batch) + " (used again by " +
                                            flat.short_name(use.vertex) + ")");
     }
-    last_slot[use.pair] = use.slot;
+    last_slot[use.pair] = static_cast<long long>(use.slot);
     run_end[use.pair] = k;
   }
   return std::nullopt;

@@ -16,6 +16,14 @@ int peer_of(const Instruction& i) {
   return (peer < 0 || peer > std::numeric_limits<int>::max()) ? kOutOfRangePeer : static_cast<int>(peer);
 }
 
+// The text form, also for an instruction whose op is not a valid Op value (a schedule built
+// in code can hold one; the validator reports it rather than reading past the op table).
+std::string text_of(const Instruction& instr) {
+  if (static_cast<unsigned>(instr.op) >= static_cast<unsigned>(kNumOps))
+    return std::to_string(instr.stage) + "<op " + std::to_string(static_cast<unsigned>(instr.op)) + ">";
+  return to_string(instr);
+}
+
 }  // namespace
 
 FlatSchedule::FlatSchedule(const Schedule& s) : schedule(&s) {
@@ -53,7 +61,7 @@ const Instruction& FlatSchedule::instruction(Vertex v) const {
 }
 
 std::string FlatSchedule::short_name(Vertex v) const {
-  return "rank " + std::to_string(rank_of(v)) + " step " + std::to_string(step_of[v]) + " " + to_string(instruction(v));
+  return "rank " + std::to_string(rank_of(v)) + " step " + std::to_string(step_of[v]) + " " + text_of(instruction(v));
 }
 
 ValidationProblem FlatSchedule::problem_at(Vertex v, const std::string& why) const {
@@ -61,7 +69,7 @@ ValidationProblem FlatSchedule::problem_at(Vertex v, const std::string& why) con
   problem.rank = rank_of(v);
   problem.step = step_of[v];
   problem.index = index_in_step(v);
-  problem.instruction = to_string(instruction(v));
+  problem.instruction = text_of(instruction(v));
   problem.message = "rank " + std::to_string(problem.rank) + ", step " + std::to_string(problem.step) +
                     ", position " + std::to_string(problem.index) + ", instruction " + problem.instruction +
                     ": " + why;

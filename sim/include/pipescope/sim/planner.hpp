@@ -21,12 +21,19 @@ struct PlanRequest {
   int num_gpus = 64;
   int global_batch = 512;          // samples per iteration over all replicas
   std::int64_t max_mem_bytes = 0;  // per GPU; 0 means the device's memory
+  // "zb-auto" may be added: it is searched per configuration with that configuration's costs
+  // and the memory limit (in both placements), so it costs more than the others.
   std::vector<std::string> schedules{"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv"};
   std::vector<int> micro_batch_sizes{1, 2, 4, 8};
   std::vector<int> interleave_chunks{2, 4};  // for interleaved-1f1b and looped-bfs
   std::vector<bool> recompute_options{false, true};
   bool zero1 = true;               // shard the optimizer state over the data-parallel group
   int max_pipeline = 0;            // 0: up to the number of layers
+  // 0: simulate every configuration. K > 0: only the best K rows are wanted, so
+  // configurations are simulated in the order of a lower bound on their iteration time (the
+  // busiest rank's compute plus its reductions and optimizer step) and the search stops when
+  // that bound exceeds the K-th best simulated time; the first K rows are the same as with 0.
+  std::size_t keep_best = 0;
 };
 
 struct PlanCandidate {
@@ -52,6 +59,7 @@ struct PlanResult {
   int simulated = 0;
   int dropped_for_memory = 0;
   int refused = 0;             // the schedule or the split could not honour the configuration
+  int pruned = 0;              // not simulated: their lower bound cannot reach the best keep_best
 };
 
 // Every configuration the request allows (before memory and schedule checks).
@@ -62,6 +70,11 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
 
 // One candidate simulated in full, with its trace (for `ppsim plan --top K --trace-dir`).
 SimResult simulate_candidate(const PlanRequest& request, const PlanCandidate& candidate, bool build_trace = true);
+
+// A lower bound on the iteration time: no rank can finish before its own compute, gradient
+// reductions and optimizer step are done.
+double iteration_time_lower_bound_s(const CostModel& costs, const std::vector<int>& stage_to_rank, int num_ranks,
+                                    int num_micro_batches);
 
 // FLOPs of one sample's forward and backward (F + B + W over every layer and the head).
 double model_flops_per_sample(const ModelSpec& model);

@@ -1,0 +1,118 @@
+// Executor benchmarks.
+// BM_RuntimeStep / BM_DirectStep: one training step of a deliberately tiny mlp (so the work per
+// instruction is small and the runtime's own cost shows), run through PipelineRuntime on one
+// rank (data-parallel schedule, fake transport) and by hand with the same LibTorch calls; the
+// difference divided by the instructions per step is the runtime's per-instruction overhead.
+// BM_PipelineSpeedup: pprun on 2 ranks (1f1b) against one process (data-parallel) for the same
+// model and batch, measured from --metrics (mean iteration time after a warm-up step), with
+// the closed-form ideal p*m/(m+p-1) beside it.
+#include <benchmark/benchmark.h>
+#include <sys/wait.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/optim/adamw.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "pipescope/core/registry.hpp"
+#include "pipescope/exec/runtime.hpp"
+
+using namespace pipescope;
+using namespace pipescope::exec;
+
+namespace {
+
+constexpr int kMicroBatches = 16;
+
+ModelConfig tiny_mlp() {
+  ModelConfig c;
+  c.name = "mlp";
+  c.layers = 1;
+  c.hidden = 8;
+  c.vocab = 4;
+  c.micro_batch_size = 2;
+  return c;
+}
+
+void BM_RuntimeStep(benchmark::State& state) {
+  at::set_num_threads(1);
+  const ModelSpec model = make_model_spec(tiny_mlp());
+  ScheduleParams params;
+  params.num_ranks = 1;
+  params.num_micro_batches = kMicroBatches;
+  const Schedule schedule = make_schedule("data-parallel", params);
+  const Partition partition{{0, static_cast<int>(model.layers.size())}, {}, {}};
+  auto transport = make_fake_transport(make_fake_network(1), 0);
+  PipelineRuntime runtime(model, schedule, partition, *transport, GridPosition{}, RuntimeOptions{});
+  int step = 0;
+  for (auto _ : state) runtime.run_step(step, static_cast<std::int64_t>(step) * kMicroBatches), ++step;
+  const double instructions = static_cast<double>(schedule.instruction_count());
+  state.counters["instructions_per_step"] = instructions;
+  state.counters["us_per_instruction"] =
+      benchmark::Counter(instructions * 1e-6, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_RuntimeStep)->Unit(benchmark::kMicrosecond);
+
+void BM_DirectStep(benchmark::State& state) {
+  at::set_num_threads(1);
+  const ModelSpec model = make_model_spec(tiny_mlp());
+  StageModule module(model, 0, static_cast<int>(model.layers.size()));
+  torch::optim::AdamW optimizer(module.parameter_tensors(), torch::optim::AdamWOptions(1e-3));
+  const auto params = module.parameter_tensors();
+  std::int64_t sample = 0;
+  for (auto _ : state) {
+    std::vector<at::Tensor> sums;
+    for (int m = 0; m < kMicroBatches; ++m) {
+      MicroBatch batch = make_micro_batch(model.config, sample++);
+      auto loss = model.loss(module.forward(batch.inputs), batch.labels);
+      auto grads = torch::autograd::grad({loss}, params, {at::full({}, 1.0 / kMicroBatches)});
+      if (sums.empty())
+        sums = grads;
+      else
+        for (std::size_t i = 0; i < grads.size(); ++i) sums[i].add_(grads[i]);
+    }
+    for (std::size_t i = 0; i < params.size(); ++i) params[i].mutable_grad() = sums[i];
+    optimizer.step();
+  }
+}
+BENCHMARK(BM_DirectStep)->Unit(benchmark::kMicrosecond);
+
+double mean_iteration_time_s(const std::string& args, const std::string& name) {
+  const auto metrics = std::filesystem::temp_directory_path() / ("bench_exec_" + name + ".jsonl");
+  const std::string command = std::string(PPRUN_PATH) + " " + args + " --quiet --metrics " + metrics.string();
+  const int status = std::system(command.c_str());
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("pprun failed: " + command);
+  std::ifstream in(metrics);
+  double sum = 0;
+  int count = 0;
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.at("step").get<int>() == 0) continue;  // warm-up
+    sum += j.at("iteration_time_s").get<double>();
+    ++count;
+  }
+  return sum / count;
+}
+
+void BM_PipelineSpeedup(benchmark::State& state) {
+  const int m = static_cast<int>(state.range(0));
+  const std::string model =
+      "--model tiny-gpt --layers 4 --hidden 256 --seq-len 64 --vocab 512 --micro-batch-size 4 --steps 6 "
+      "--threads-per-rank 1 --micro-batches " + std::to_string(m);
+  double one = 0, two = 0;
+  for (auto _ : state) {
+    one = mean_iteration_time_s("--nproc-per-node 1 --schedule data-parallel " + model, "one");
+    two = mean_iteration_time_s("--nproc-per-node 2 --schedule 1f1b " + model, "two");
+    state.SetIterationTime(two);
+  }
+  state.counters["one_process_s"] = one;
+  state.counters["two_ranks_s"] = two;
+  state.counters["speedup"] = one / two;
+  state.counters["ideal_speedup"] = 2.0 * m / (m + 2 - 1);
+}
+BENCHMARK(BM_PipelineSpeedup)->Arg(4)->Arg(8)->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,153 @@
+// The viewer's model, free of widgets: one or two traces (predicted first, measured second)
+// laid out as rows (rank, series, lane) of start-sorted blocks, with what the views ask for:
+// the blocks in a visible range with narrow ones folded together, hit tests, bubbles, memory
+// curves, the prediction error of each measured operation, search and the critical path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipescope/traces/compare.hpp"
+#include "pipescope/traces/trace.hpp"
+#include "pipescope/gui/view_state.hpp"
+
+namespace pipescope::gui {
+
+struct Block {
+  double start_us = 0;
+  double end_us = 0;
+  std::uint32_t event = 0;  // index into the series' trace events
+};
+
+struct Row {
+  int rank = 0;
+  int series = 0;  // 0: the first (predicted) trace, 1: the second (measured)
+  int lane = 0;
+  std::vector<Block> blocks;           // sorted by start
+  std::vector<double> prefix_max_end;  // prefix_max_end[i] = max end of blocks[0..i]
+
+  // The first block that may reach past t_us (end > t_us), by binary search.
+  std::size_t first_ending_after(double t_us) const;
+  // The first block starting at or after t_us.
+  std::size_t first_starting_from(double t_us) const;
+  // The block under t_us (within tolerance_us), the latest-starting one when several are.
+  std::optional<std::size_t> block_at(double t_us, double tolerance_us) const;
+};
+
+// What a row paints between two x positions: one block, or several folded into one because
+// each was narrower than the minimum width.
+struct Span {
+  double x0 = 0;
+  double x1 = 0;
+  std::size_t first = 0;  // block index
+  std::size_t count = 1;
+  bool folded() const { return count > 1; }
+};
+
+// Calls visit(const Span&) for the visible part of `row`, left to right. Blocks narrower than
+// min_block_px fold with the blocks that start within min_block_px of them, so the work is
+// bounded by the pixels, not by the events (binary search jumps over the folded ones).
+template <class Visit>
+void visit_visible(const Row& row, const ViewState& view, double min_block_px, Visit&& visit);
+
+struct SearchHit {
+  int series = 0;
+  std::size_t event = 0;
+};
+
+class TimelineModel {
+ public:
+  // One trace, or a predicted and a measured one of the same run.
+  void set_traces(traces::Trace first, std::optional<traces::Trace> second = std::nullopt);
+
+  int series_count() const { return static_cast<int>(traces_.size()); }
+  const traces::Trace& trace(int series) const { return *traces_.at(series); }
+  std::string series_name(int series) const;  // "predicted", "measured", or the source
+  int rank_count() const { return rank_count_; }
+  double end_us() const { return end_us_; }  // the latest end over both traces
+  bool empty() const { return traces_.empty(); }
+
+  // Rows ordered by rank, then series, then lane; only lanes used by some series of a rank
+  // appear, and each used lane appears for every series (so predicted sits above measured).
+  const std::vector<Row>& rows() const { return rows_; }
+  const Row* row(int rank, int series, int lane) const;
+  std::string lane_name(int rank, int lane) const;
+  std::string rank_name(int rank) const;
+
+  // The series' iteration (latest end - earliest start), computed once.
+  double iteration_us(int series) const { return iteration_us_.at(series); }
+  // The series' flows ordered by start, and the longest one, to find the visible ones fast.
+  const std::vector<traces::Flow>& flows_by_start(int series) const { return flows_.at(series); }
+  double longest_flow_us(int series) const { return longest_flow_us_.at(series); }
+
+  // Idle share of a rank's compute lane within the series' own iteration.
+  double bubble_fraction(int series, int rank) const;
+  const std::vector<traces::MemorySample>& memory(int series, int rank) const;  // time-sorted
+  std::int64_t peak_memory_bytes(int series, int rank) const;
+  std::int64_t max_memory_bytes() const;  // over everything, for a shared scale
+
+  // With two traces: the comparison, and per measured event its error against the matched
+  // predicted one (measured / predicted - 1; NaN when unmatched).
+  const std::optional<traces::Comparison>& comparison() const { return comparison_; }
+  double measured_error(std::size_t measured_event) const;
+  std::optional<std::size_t> matched_predicted(std::size_t measured_event) const;
+
+  // Events matching a query, in start order: `stage N`, `mb N`, `rank N` pin those fields and
+  // every other word must occur in the name, ignoring case ("B mb 3", "send rank 2", "F").
+  std::vector<SearchHit> search(const std::string& text) const;
+
+  // The chain of events that ends the iteration: from the latest-ending event, each step goes
+  // to the flow that fed a receive, or to the latest event of the same rank that ended by the
+  // time this one started. Returned in time order (event indices of the series).
+  std::vector<std::size_t> critical_path(int series) const;
+
+  // Busy share of [0, end_us] per bin of the first series' compute lanes, for the overview.
+  std::vector<float> overview_density(int series, int bins) const;
+
+ private:
+  std::vector<std::shared_ptr<const traces::Trace>> traces_;
+  std::vector<Row> rows_;
+  std::vector<std::vector<std::vector<int>>> row_index_;  // [rank][series][lane] -> rows_ index or -1
+  std::vector<std::vector<std::vector<traces::MemorySample>>> memory_;  // [series][rank]
+  std::vector<std::vector<double>> bubbles_;                            // [series][rank]
+  std::vector<double> iteration_us_;
+  std::vector<std::vector<std::int64_t>> peak_memory_;  // [series][rank]
+  std::int64_t max_memory_ = 0;
+  std::vector<std::vector<traces::Flow>> flows_;
+  std::vector<double> longest_flow_us_;
+  std::optional<traces::Comparison> comparison_;
+  std::vector<float> measured_error_;
+  std::vector<std::int64_t> matched_predicted_;
+  int rank_count_ = 0;
+  double end_us_ = 0;
+};
+
+// ---- template ----
+template <class Visit>
+void visit_visible(const Row& row, const ViewState& view, double min_block_px, Visit&& visit) {
+  const auto& blocks = row.blocks;
+  const double t_end = view.visible_end_us();
+  std::size_t i = row.first_ending_after(view.visible_start_us());
+  while (i < blocks.size() && blocks[i].start_us < t_end) {
+    const double x0 = view.time_to_x(blocks[i].start_us);
+    const double x1 = view.time_to_x(blocks[i].end_us);
+    if (x1 - x0 >= min_block_px) {
+      visit(Span{x0, x1, i, 1});
+      ++i;
+      continue;
+    }
+    const double cut_us = view.x_to_time(std::max(x0, -1.0) + min_block_px);
+    std::size_t j = row.first_starting_from(cut_us);
+    if (j <= i) j = i + 1;
+    double last_end = blocks[j - 1].end_us;
+    const double x_end = std::max(view.time_to_x(last_end), x0 + 1.0);
+    visit(Span{x0, std::max(x_end, x1), i, j - i});
+    i = j;
+  }
+}
+
+}  // namespace pipescope::gui

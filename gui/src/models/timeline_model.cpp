@@ -1,0 +1,337 @@
+#include "pipescope/gui/timeline_model.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <tuple>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "pipescope/traces/trace_io.hpp"
+
+namespace pipescope::gui {
+
+using traces::Trace;
+using traces::TraceEvent;
+
+std::size_t Row::first_ending_after(double t_us) const {
+  return static_cast<std::size_t>(std::upper_bound(prefix_max_end.begin(), prefix_max_end.end(), t_us) - prefix_max_end.begin());
+}
+
+std::size_t Row::first_starting_from(double t_us) const {
+  return static_cast<std::size_t>(
+      std::lower_bound(blocks.begin(), blocks.end(), t_us, [](const Block& b, double t) { return b.start_us < t; }) -
+      blocks.begin());
+}
+
+std::optional<std::size_t> Row::block_at(double t_us, double tolerance_us) const {
+  // Blocks starting after t + tolerance cannot contain it; walk back over the ones before
+  // while some earlier block may still reach t.
+  std::size_t i = first_starting_from(t_us + tolerance_us + std::numeric_limits<double>::min());
+  while (i > 0) {
+    --i;
+    if (prefix_max_end[i] < t_us - tolerance_us) break;
+    if (blocks[i].start_us <= t_us + tolerance_us && blocks[i].end_us >= t_us - tolerance_us) return i;
+  }
+  return std::nullopt;
+}
+
+void TimelineModel::set_traces(Trace first, std::optional<Trace> second) {
+  traces_.clear();
+  traces_.push_back(std::make_shared<const Trace>(std::move(first)));
+  if (second) traces_.push_back(std::make_shared<const Trace>(std::move(*second)));
+  const int series = series_count();
+
+  rank_count_ = 0;
+  end_us_ = 0;
+  for (const auto& t : traces_) {
+    rank_count_ = std::max(rank_count_, t->rank_count());
+    end_us_ = std::max(end_us_, t->end_us());
+    for (const auto& m : t->memory) end_us_ = std::max(end_us_, m.ts_us);
+  }
+
+  // Which lanes each rank uses, in any series.
+  std::vector<std::vector<char>> used(rank_count_);
+  for (const auto& t : traces_)
+    for (const auto& e : t->events) {
+      auto& lanes = used[e.rank];
+      if (static_cast<int>(lanes.size()) <= e.lane) lanes.resize(e.lane + 1, 0);
+      lanes[e.lane] = 1;
+    }
+
+  rows_.clear();
+  row_index_.assign(rank_count_, std::vector<std::vector<int>>(series));
+  for (int r = 0; r < rank_count_; ++r)
+    for (int s = 0; s < series; ++s) {
+      row_index_[r][s].assign(used[r].size(), -1);
+      for (int lane = 0; lane < static_cast<int>(used[r].size()); ++lane) {
+        if (!used[r][lane]) continue;
+        row_index_[r][s][lane] = static_cast<int>(rows_.size());
+        rows_.push_back(Row{r, s, lane, {}, {}});
+      }
+    }
+  for (int s = 0; s < series; ++s) {
+    const auto& events = traces_[s]->events;
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      const TraceEvent& e = events[i];
+      rows_[row_index_[e.rank][s][e.lane]].blocks.push_back({e.ts_us, e.end_us(), static_cast<std::uint32_t>(i)});
+    }
+  }
+  for (auto& row : rows_) {
+    auto by_start = [](const Block& a, const Block& b) { return a.start_us < b.start_us; };
+    if (!std::is_sorted(row.blocks.begin(), row.blocks.end(), by_start))
+      std::stable_sort(row.blocks.begin(), row.blocks.end(), by_start);
+    row.prefix_max_end.resize(row.blocks.size());
+    double running = -std::numeric_limits<double>::infinity();
+    for (std::size_t i = 0; i < row.blocks.size(); ++i) row.prefix_max_end[i] = running = std::max(running, row.blocks[i].end_us);
+  }
+
+  memory_.assign(series, std::vector<std::vector<traces::MemorySample>>(rank_count_));
+  iteration_us_.clear();
+  peak_memory_.clear();
+  max_memory_ = 0;
+  flows_.clear();
+  longest_flow_us_.clear();
+  bubbles_.assign(series, std::vector<double>(rank_count_, 0));
+  for (int s = 0; s < series; ++s) {
+    for (const auto& m : traces_[s]->memory) memory_[s][m.rank].push_back(m);
+    for (auto& samples : memory_[s])
+      std::stable_sort(samples.begin(), samples.end(), [](const auto& a, const auto& b) { return a.ts_us < b.ts_us; });
+    peak_memory_.emplace_back(rank_count_, 0);
+    for (int r = 0; r < rank_count_; ++r)
+      for (const auto& m : memory_[s][r]) peak_memory_[s][r] = std::max(peak_memory_[s][r], m.bytes);
+    for (const auto peak : peak_memory_[s]) max_memory_ = std::max(max_memory_, peak);
+    const double iteration = traces::iteration_time_us(*traces_[s]);
+    iteration_us_.push_back(iteration);
+    // Bubbles from the compute rows (already sorted), not by rescanning every event per rank.
+    for (int r = 0; r < rank_count_; ++r) {
+      const Row* compute = row(r, s, static_cast<int>(traces::Lane::Compute));
+      double busy = 0, covered_until = -std::numeric_limits<double>::infinity();
+      if (compute)
+        for (const Block& b : compute->blocks) {
+          const double from = std::max(b.start_us, covered_until);
+          if (b.end_us > from) busy += b.end_us - from;
+          covered_until = std::max(covered_until, b.end_us);
+        }
+      bubbles_[s][r] = iteration > 0 ? std::clamp(1.0 - busy / iteration, 0.0, 1.0) : 0.0;
+    }
+    flows_.push_back(traces_[s]->flows);
+    std::sort(flows_.back().begin(), flows_.back().end(), [](const auto& a, const auto& b) { return a.from_ts_us < b.from_ts_us; });
+    double longest = 0;
+    for (const auto& f : flows_.back()) longest = std::max(longest, std::fabs(f.to_ts_us - f.from_ts_us));
+    longest_flow_us_.push_back(longest);
+  }
+
+  comparison_.reset();
+  measured_error_.clear();
+  matched_predicted_.clear();
+  if (series == 2) {
+    comparison_ = traces::compare_traces(*traces_[0], *traces_[1], 20);
+    measured_error_.assign(traces_[1]->events.size(), std::numeric_limits<float>::quiet_NaN());
+    matched_predicted_.assign(traces_[1]->events.size(), -1);
+    for (const auto& op : comparison_->matched) {
+      matched_predicted_[op.measured_index] = static_cast<std::int64_t>(op.predicted_index);
+      if (op.predicted_dur_us > 0) measured_error_[op.measured_index] = static_cast<float>(op.measured_dur_us / op.predicted_dur_us - 1);
+    }
+  }
+}
+
+std::string TimelineModel::series_name(int series) const {
+  const std::string& source = trace(series).meta.source;
+  if (!source.empty()) return source;
+  if (series_count() == 1) return "trace";
+  return series == 0 ? "predicted" : "measured";
+}
+
+const Row* TimelineModel::row(int rank, int series, int lane) const {
+  if (rank < 0 || rank >= rank_count_ || series < 0 || series >= series_count()) return nullptr;
+  const auto& lanes = row_index_[rank][series];
+  if (lane < 0 || lane >= static_cast<int>(lanes.size()) || lanes[lane] < 0) return nullptr;
+  return &rows_[lanes[lane]];
+}
+
+std::string TimelineModel::lane_name(int rank, int lane) const {
+  for (const auto& t : traces_)
+    if (rank < static_cast<int>(t->lane_names.size()) && lane < static_cast<int>(t->lane_names[rank].size()) &&
+        !t->lane_names[rank][lane].empty())
+      return t->lane_names[rank][lane];
+  return traces::default_lane_name(lane);
+}
+
+std::string TimelineModel::rank_name(int rank) const {
+  for (const auto& t : traces_)
+    if (rank < static_cast<int>(t->rank_names.size()) && !t->rank_names[rank].empty()) return t->rank_names[rank];
+  return "rank " + std::to_string(rank);
+}
+
+double TimelineModel::bubble_fraction(int series, int rank) const { return bubbles_.at(series).at(rank); }
+
+const std::vector<traces::MemorySample>& TimelineModel::memory(int series, int rank) const { return memory_.at(series).at(rank); }
+
+std::int64_t TimelineModel::peak_memory_bytes(int series, int rank) const { return peak_memory_.at(series).at(rank); }
+
+std::int64_t TimelineModel::max_memory_bytes() const { return max_memory_; }
+
+double TimelineModel::measured_error(std::size_t measured_event) const {
+  if (measured_event >= measured_error_.size()) return std::numeric_limits<double>::quiet_NaN();
+  return measured_error_[measured_event];
+}
+
+std::optional<std::size_t> TimelineModel::matched_predicted(std::size_t measured_event) const {
+  if (measured_event >= matched_predicted_.size() || matched_predicted_[measured_event] < 0) return std::nullopt;
+  return static_cast<std::size_t>(matched_predicted_[measured_event]);
+}
+
+namespace {
+
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  return text;
+}
+
+// A search query: `stage N`, `mb N` (or `micro_batch N`), `rank N` pin those fields; every
+// other word must occur in the event name.
+struct Query {
+  std::vector<std::string> name_parts;
+  int stage = -1, micro_batch = -1, rank = -1;
+  bool valid = false;
+};
+
+Query parse_query(const std::string& text) {
+  Query q;
+  std::vector<std::string> words;
+  std::string word;
+  for (const char c : lower(text) + " ") {
+    if (std::isspace(static_cast<unsigned char>(c)) || c == '=' || c == ':') {
+      if (!word.empty()) words.push_back(word);
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  auto number = [](const std::string& w) {
+    if (w.empty() || !std::all_of(w.begin(), w.end(), [](unsigned char c) { return std::isdigit(c); })) return -1;
+    return std::stoi(w);
+  };
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    const bool has_number = i + 1 < words.size() && number(words[i + 1]) >= 0;
+    if (has_number && w == "stage") q.stage = number(words[++i]);
+    else if (has_number && (w == "mb" || w == "micro_batch" || w == "micro-batch")) q.micro_batch = number(words[++i]);
+    else if (has_number && w == "rank") q.rank = number(words[++i]);
+    else q.name_parts.push_back(w);
+  }
+  q.valid = !words.empty();
+  return q;
+}
+
+}  // namespace
+
+std::vector<SearchHit> TimelineModel::search(const std::string& text) const {
+  std::vector<SearchHit> hits;
+  const Query q = parse_query(text);
+  if (!q.valid) return hits;
+  std::string name;
+  for (int s = 0; s < series_count(); ++s) {
+    const auto& events = trace(s).events;
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      const TraceEvent& e = events[i];
+      if ((q.stage >= 0 && e.stage != q.stage) || (q.micro_batch >= 0 && e.micro_batch != q.micro_batch) ||
+          (q.rank >= 0 && e.rank != q.rank))
+        continue;
+      name = lower(e.name);
+      bool all = true;
+      for (const auto& part : q.name_parts) all = all && name.find(part) != std::string::npos;
+      if (all) hits.push_back({s, i});
+    }
+  }
+  std::stable_sort(hits.begin(), hits.end(), [&](const SearchHit& a, const SearchHit& b) {
+    return trace(a.series).events[a.event].ts_us < trace(b.series).events[b.event].ts_us;
+  });
+  return hits;
+}
+
+std::vector<std::size_t> TimelineModel::critical_path(int series) const {
+  std::vector<std::size_t> path;
+  const Trace& t = trace(series);
+  if (t.events.empty()) return path;
+  const double eps = std::max(1e-6, end_us_ * 1e-9);
+
+  // Per rank, events ordered by end, to find "the latest that ended by then".
+  std::vector<std::vector<std::size_t>> by_end(rank_count_);
+  for (std::size_t i = 0; i < t.events.size(); ++i) by_end[t.events[i].rank].push_back(i);
+  for (auto& list : by_end)
+    std::sort(list.begin(), list.end(), [&](std::size_t a, std::size_t b) { return t.events[a].end_us() < t.events[b].end_us(); });
+
+  // Flows by where they arrive, to find the one feeding a receive by binary search.
+  std::vector<std::size_t> incoming(t.flows.size());
+  std::iota(incoming.begin(), incoming.end(), std::size_t{0});
+  auto arrival = [&](std::size_t i) { return std::tuple(t.flows[i].to_rank, t.flows[i].to_lane, t.flows[i].to_ts_us); };
+  std::sort(incoming.begin(), incoming.end(), [&](std::size_t a, std::size_t b) { return arrival(a) < arrival(b); });
+  auto flow_source = [&](const TraceEvent& e) -> std::optional<std::size_t> {
+    auto it = std::lower_bound(incoming.begin(), incoming.end(), std::tuple(e.rank, e.lane, e.ts_us - eps),
+                               [&](std::size_t i, const auto& key) { return arrival(i) < key; });
+    for (; it != incoming.end(); ++it) {
+      const auto& f = t.flows[*it];
+      if (f.to_rank != e.rank || f.to_lane != e.lane || f.to_ts_us > e.end_us() + eps) break;
+      const Row* source_row = row(f.from_rank, series, f.from_lane);
+      if (!source_row) continue;
+      if (auto b = source_row->block_at(f.from_ts_us, eps)) return source_row->blocks[*b].event;
+    }
+    return std::nullopt;
+  };
+
+  std::size_t current = 0;
+  for (std::size_t i = 1; i < t.events.size(); ++i)
+    if (t.events[i].end_us() > t.events[current].end_us() ||
+        (t.events[i].end_us() == t.events[current].end_us() && t.events[i].lane < t.events[current].lane))
+      current = i;
+  std::unordered_set<std::size_t> seen;
+  while (seen.insert(current).second) {
+    path.push_back(current);
+    const TraceEvent& e = t.events[current];
+    if (e.ts_us <= eps) break;
+    std::optional<std::size_t> next;
+    if (e.lane == static_cast<int>(traces::Lane::Recv)) next = flow_source(e);
+    if (!next) {
+      const auto& list = by_end[e.rank];
+      auto it = std::upper_bound(list.begin(), list.end(), e.ts_us + eps,
+                                 [&](double limit, std::size_t idx) { return limit < t.events[idx].end_us(); });
+      while (it != list.begin()) {
+        --it;
+        if (*it != current && !seen.count(*it)) {
+          next = *it;
+          break;
+        }
+      }
+    }
+    if (!next) break;
+    current = *next;
+  }
+  std::reverse(path.begin(), path.end());
+  return path;
+}
+
+std::vector<float> TimelineModel::overview_density(int series, int bins) const {
+  std::vector<float> density(std::max(bins, 1), 0.0f);
+  if (end_us_ <= 0 || rank_count_ == 0) return density;
+  const double bin_us = end_us_ / density.size();
+  for (const auto& e : trace(series).events) {
+    if (e.lane != static_cast<int>(traces::Lane::Compute)) continue;
+    double from = e.ts_us, to = e.end_us();
+    auto b = static_cast<std::size_t>(std::clamp(from / bin_us, 0.0, density.size() - 1.0));
+    while (from < to && b < density.size()) {
+      const double bin_end = (b + 1) * bin_us;
+      density[b] += static_cast<float>((std::min(to, bin_end) - from) / bin_us);
+      from = bin_end;
+      ++b;
+    }
+  }
+  for (auto& d : density) d = std::min(1.0f, d / rank_count_);
+  return density;
+}
+
+}  // namespace pipescope::gui

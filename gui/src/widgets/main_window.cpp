@@ -1,0 +1,334 @@
+#include "main_window.hpp"
+
+#include <QAction>
+#include <QApplication>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QSettings>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QToolBar>
+#include <QUrl>
+
+#include <cmath>
+
+#include "pipescope/gui/kinds.hpp"
+#include "pipescope/gui/time_ticks.hpp"
+#include "pipescope/traces/trace_io.hpp"
+#include "timeline_widget.hpp"
+
+namespace pipescope::gui {
+namespace {
+
+constexpr int kMaxRecent = 8;
+
+QString percent(double fraction) {
+  if (!std::isfinite(fraction)) return "n/a";
+  return QString("%1%2%").arg(fraction >= 0 ? "+" : "").arg(fraction * 100, 0, 'f', 1);
+}
+
+QString share(double fraction) { return QString::number(fraction * 100, 'f', 1) + "%"; }
+
+QString mib(std::int64_t bytes) { return QString::number(static_cast<double>(bytes) / (1024.0 * 1024.0), 'f', 1) + " MiB"; }
+
+QString duration(double us) { return QString::fromStdString(format_duration_us(us)); }
+
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  setWindowTitle("ppview");
+  setAcceptDrops(true);
+  timeline_ = new TimelineWidget;
+  details_ = new QLabel("Click an operation for its details; shift-drag to measure a range.");
+  details_->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+  details_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  details_->setMargin(6);
+  details_->setMinimumWidth(320);
+  summary_ = new QTableWidget(0, 4);
+  summary_->setHorizontalHeaderLabels({"", "predicted", "measured", "error"});
+  summary_->verticalHeader()->hide();
+  summary_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  summary_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+
+  auto* bottom = new QSplitter(Qt::Horizontal);
+  bottom->addWidget(details_);
+  bottom->addWidget(summary_);
+  bottom->setStretchFactor(0, 1);
+  bottom->setStretchFactor(1, 1);
+  auto* split = new QSplitter(Qt::Vertical);
+  split->addWidget(timeline_);
+  split->addWidget(bottom);
+  split->setStretchFactor(0, 4);
+  split->setStretchFactor(1, 1);
+  summary_->setMinimumHeight(150);
+  details_->setMinimumHeight(150);
+  setCentralWidget(split);
+
+  build_actions();
+  connect(timeline_, &TimelineWidget::event_clicked, this,
+          [this](int series, qulonglong event) { show_event_details(series, static_cast<std::size_t>(event)); });
+  connect(timeline_, &TimelineWidget::range_selected, this, &MainWindow::show_range_details);
+  refresh_recent_menu();
+  resize(1400, 900);
+}
+
+void MainWindow::build_actions() {
+  QMenu* file = menuBar()->addMenu("&File");
+  QAction* open = file->addAction("&Open...", this, [this] {
+    const QStringList paths = QFileDialog::getOpenFileNames(
+        this, "Open one trace, or a predicted and a measured trace", QString(), "Traces (*.json *.json.gz *.gz);;All files (*)");
+    if (!paths.isEmpty()) open_files_interactively(paths);
+  });
+  open->setShortcut(QKeySequence::Open);
+  recent_menu_ = file->addMenu("Open &Recent");
+  file->addSeparator();
+  file->addAction("&Quit", QKeySequence::Quit, qApp, &QApplication::quit);
+
+  QMenu* view = menuBar()->addMenu("&View");
+  QToolBar* bar = addToolBar("main");
+  bar->setMovable(false);
+  bar->addAction(open);
+  QAction* all = view->addAction("Show &all", this, [this] { timeline_->show_all(); });
+  all->setShortcut(QKeySequence(Qt::Key_0));
+  QAction* to_selection = view->addAction("&Zoom to selection", this, [this] { timeline_->zoom_to_selection(); });
+  bar->addAction(all);
+  bar->addAction(to_selection);
+  bar->addSeparator();
+  difference_action_ = view->addAction("&Difference view", this, [this](bool on) { timeline_->set_show_difference(on); });
+  difference_action_->setCheckable(true);
+  difference_action_->setChecked(timeline_->show_difference());
+  difference_action_->setToolTip("Shade measured operations by how much longer (red) or shorter (blue) they ran than predicted");
+  flows_action_ = view->addAction("Send/receive &arrows", this, [this](bool on) { timeline_->set_show_flows(on); });
+  flows_action_->setCheckable(true);
+  critical_action_ = view->addAction("&Critical path", this, [this](bool on) { timeline_->set_show_critical_path(on); });
+  critical_action_->setCheckable(true);
+  bar->addAction(difference_action_);
+  bar->addAction(flows_action_);
+  bar->addAction(critical_action_);
+  bar->addSeparator();
+
+  search_ = new QLineEdit;
+  search_->setPlaceholderText("search: F, B mb 3, SEND, rank 2 ...");
+  search_->setClearButtonEnabled(true);
+  search_->setMaximumWidth(260);
+  bar->addWidget(search_);
+  QAction* previous = bar->addAction("◀", this, &MainWindow::find_previous);
+  previous->setToolTip("previous match (Shift+F3)");
+  previous->setShortcut(QKeySequence(Qt::SHIFT | Qt::Key_F3));
+  QAction* next = bar->addAction("▶", this, &MainWindow::find_next);
+  next->setToolTip("next match (F3, Enter)");
+  next->setShortcut(QKeySequence(Qt::Key_F3));
+  hit_label_ = new QLabel;
+  hit_label_->setMinimumWidth(90);
+  bar->addWidget(hit_label_);
+  connect(search_, &QLineEdit::returnPressed, this, &MainWindow::find_next);
+  QAction* find = new QAction(this);
+  find->setShortcut(QKeySequence::Find);
+  connect(find, &QAction::triggered, this, [this] { search_->setFocus(); search_->selectAll(); });
+  addAction(find);
+}
+
+std::optional<QString> MainWindow::open_files(const QStringList& paths) {
+  if (paths.isEmpty()) return QString("no trace file given");
+  if (paths.size() > 2) return QString("ppview shows one trace, or a predicted and a measured trace (got %1 files)").arg(paths.size());
+  std::vector<traces::Trace> loaded;
+  try {
+    for (const QString& path : paths) loaded.push_back(traces::read_trace(path.toStdString()));
+  } catch (const std::exception& e) {
+    return QString::fromStdString(e.what());
+  }
+  if (loaded.size() == 2 && loaded[0].meta.source == "measured" && loaded[1].meta.source == "predicted") std::swap(loaded[0], loaded[1]);
+  auto model = std::make_shared<TimelineModel>();
+  if (loaded.size() == 2) model->set_traces(std::move(loaded[0]), std::move(loaded[1]));
+  else model->set_traces(std::move(loaded[0]));
+  model_ = model;
+  timeline_->set_model(model_);
+  hits_.clear();
+  current_hit_ = -1;
+  searched_text_.clear();
+  hit_label_->clear();
+  refresh_summary();
+  QStringList names;
+  for (const auto& p : paths) names << QFileInfo(p).fileName();
+  setWindowTitle(names.join(" vs ") + " - ppview");
+  remember(paths);
+  return std::nullopt;
+}
+
+void MainWindow::open_files_interactively(const QStringList& paths) {
+  if (auto error = open_files(paths)) QMessageBox::critical(this, "ppview: cannot open trace", *error);
+}
+
+void MainWindow::set_difference(bool on) {
+  difference_action_->setChecked(on);
+  timeline_->set_show_difference(on);
+}
+void MainWindow::set_flows(bool on) {
+  flows_action_->setChecked(on);
+  timeline_->set_show_flows(on);
+}
+void MainWindow::set_critical_path(bool on) {
+  critical_action_->setChecked(on);
+  timeline_->set_show_critical_path(on);
+}
+
+void MainWindow::refresh_summary() {
+  summary_->setRowCount(0);
+  if (!model_) return;
+  const bool pair = model_->series_count() == 2;
+  summary_->setColumnCount(pair ? 4 : 2);
+  summary_->setHorizontalHeaderLabels(pair ? QStringList{"", "predicted", "measured", "error"} : QStringList{"", "value"});
+  auto add = [&](const QString& what, const QString& a, const QString& b = {}, const QString& error = {}) {
+    const int row = summary_->rowCount();
+    summary_->insertRow(row);
+    summary_->setItem(row, 0, new QTableWidgetItem(what));
+    summary_->setItem(row, 1, new QTableWidgetItem(a));
+    if (pair) {
+      summary_->setItem(row, 2, new QTableWidgetItem(b));
+      auto* item = new QTableWidgetItem(error);
+      summary_->setItem(row, 3, item);
+    }
+  };
+  if (pair) {
+    const auto& c = *model_->comparison();
+    add("iteration time", duration(c.iteration_time_predicted_s * 1e6), duration(c.iteration_time_measured_s * 1e6),
+        percent(c.iteration_time_error));
+    add("bubble (mean)", share(c.bubble_fraction_predicted), share(c.bubble_fraction_measured),
+        percent(c.bubble_fraction_predicted - c.bubble_fraction_measured) + " pts");
+    add("op duration MAPE", "", "", share(c.op_duration_mape));
+    add("matched / unmatched", QString::number(c.matched.size()), QString("%1 / %2").arg(c.unmatched_predicted).arg(c.unmatched_measured));
+    for (const auto& r : c.ranks)
+      add(QString("rank %1 bubble").arg(r.rank), share(r.bubble_fraction_predicted), share(r.bubble_fraction_measured),
+          percent(r.bubble_fraction_predicted - r.bubble_fraction_measured) + " pts");
+    for (const auto& r : c.ranks)
+      add(QString("rank %1 peak memory").arg(r.rank), mib(r.peak_memory_predicted_bytes), mib(r.peak_memory_measured_bytes),
+          percent(r.peak_memory_error));
+  } else {
+    const auto& t = model_->trace(0);
+    add("iteration time", duration(traces::iteration_time_us(t)));
+    for (int r = 0; r < model_->rank_count(); ++r) add(QString("rank %1 bubble").arg(r), share(model_->bubble_fraction(0, r)));
+    for (int r = 0; r < model_->rank_count(); ++r)
+      if (!model_->memory(0, r).empty()) add(QString("rank %1 peak memory").arg(r), mib(model_->peak_memory_bytes(0, r)));
+  }
+}
+
+void MainWindow::run_search() {
+  searched_text_ = search_->text();
+  hits_ = model_ ? model_->search(searched_text_.toStdString()) : std::vector<SearchHit>{};
+  current_hit_ = -1;
+}
+
+void MainWindow::find_next() {
+  if (!model_) return;
+  if (search_->text() != searched_text_) run_search();
+  if (hits_.empty()) {
+    hit_label_->setText(search_->text().isEmpty() ? QString() : "no match");
+    return;
+  }
+  current_hit_ = (current_hit_ + 1) % static_cast<int>(hits_.size());
+  show_hit();
+}
+
+void MainWindow::find_previous() {
+  if (!model_) return;
+  if (search_->text() != searched_text_) run_search();
+  if (hits_.empty()) {
+    hit_label_->setText(search_->text().isEmpty() ? QString() : "no match");
+    return;
+  }
+  current_hit_ = current_hit_ <= 0 ? static_cast<int>(hits_.size()) - 1 : current_hit_ - 1;
+  show_hit();
+}
+
+void MainWindow::show_hit() {
+  const SearchHit& hit = hits_[current_hit_];
+  timeline_->select_event(hit.series, hit.event, true);
+  hit_label_->setText(QString("%1 of %2").arg(current_hit_ + 1).arg(hits_.size()));
+}
+
+void MainWindow::show_event_details(int series, std::size_t index) {
+  const auto& e = model_->trace(series).events[index];
+  QString text = QString("<b>%1</b> (%2) &mdash; %3, %4, %5 lane<br>")
+                     .arg(QString::fromStdString(e.name).toHtmlEscaped(),
+                          QString::fromUtf8(kind_label(kind_of(e.name)).data(), static_cast<int>(kind_label(kind_of(e.name)).size())),
+                          QString::fromStdString(model_->series_name(series)), QString::fromStdString(model_->rank_name(e.rank)).toHtmlEscaped(),
+                          QString::fromStdString(model_->lane_name(e.rank, e.lane)).toHtmlEscaped());
+  if (e.stage >= 0) text += QString("stage %1").arg(e.stage);
+  if (e.micro_batch >= 0) text += QString(", micro-batch %1").arg(e.micro_batch);
+  text += QString("<br>start %1, duration %2, end %3").arg(duration(e.ts_us), duration(e.dur_us), duration(e.end_us()));
+  if (e.bytes >= 0) text += QString("<br>%1 bytes (%2)").arg(e.bytes).arg(mib(e.bytes));
+  if (e.peer_rank >= 0) text += QString(", peer rank %1").arg(e.peer_rank);
+  if (!e.category.empty()) text += "<br>category " + QString::fromStdString(e.category).toHtmlEscaped();
+  if (model_->series_count() == 2) {
+    if (series == 1) {
+      if (auto p = model_->matched_predicted(index)) {
+        const auto& pe = model_->trace(0).events[*p];
+        text += QString("<br>predicted: start %1, duration %2; measured ran %3")
+                    .arg(duration(pe.ts_us), duration(pe.dur_us), percent(model_->measured_error(index)));
+      } else {
+        text += "<br>no predicted counterpart";
+      }
+    }
+  }
+  details_->setText(text);
+}
+
+void MainWindow::show_range_details(double start_us, double end_us) {
+  details_->setText(QString("<b>selection</b> %1 &ndash; %2: <b>%3</b><br>double-click inside it, or press Z, to zoom to it")
+                        .arg(duration(start_us), duration(end_us), duration(end_us - start_us)));
+}
+
+QStringList MainWindow::recent_files() const {
+  QSettings settings("pipescope", "ppview");
+  return settings.value("recent_files").toStringList();
+}
+
+void MainWindow::remember(const QStringList& paths) {
+  QSettings settings("pipescope", "ppview");
+  QStringList recent = settings.value("recent_files").toStringList();
+  QStringList absolute;
+  for (const auto& p : paths) absolute << QFileInfo(p).absoluteFilePath();
+  const QString entry = absolute.join("|");  // a predicted/measured pair is one entry
+  recent.removeAll(entry);
+  recent.prepend(entry);
+  while (recent.size() > kMaxRecent) recent.removeLast();
+  settings.setValue("recent_files", recent);
+  refresh_recent_menu();
+}
+
+void MainWindow::refresh_recent_menu() {
+  recent_menu_->clear();
+  const QStringList recent = recent_files();
+  for (const QString& entry : recent) {
+    const QStringList paths = entry.split('|');
+    QStringList names;
+    for (const auto& p : paths) names << QFileInfo(p).fileName();
+    recent_menu_->addAction(names.join(" vs "), this, [this, paths] { open_files_interactively(paths); });
+  }
+  recent_menu_->setEnabled(!recent.isEmpty());
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
+  if (event->mimeData()->hasUrls()) event->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* event) {
+  QStringList paths;
+  for (const QUrl& url : event->mimeData()->urls())
+    if (url.isLocalFile()) paths << url.toLocalFile();
+  if (!paths.isEmpty()) {
+    event->acceptProposedAction();
+    open_files_interactively(paths);
+  }
+}
+
+}  // namespace pipescope::gui

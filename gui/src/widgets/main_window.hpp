@@ -1,0 +1,81 @@
+// ppview's window: the timeline, a toolbar (open, zoom, difference, arrows, critical path,
+// search with next/previous), a details pane for the clicked event or the selected range,
+// and the summary table of prediction against measurement. Opens files given on the command
+// line, from a dialog, by drag and drop and from a recent-files list.
+#pragma once
+
+#include <QMainWindow>
+#include <QStringList>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "pipescope/gui/timeline_model.hpp"
+
+class QAction;
+class QLabel;
+class QLineEdit;
+class QMenu;
+class QTableWidget;
+
+namespace pipescope::gui {
+
+class TimelineWidget;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+
+ public:
+  explicit MainWindow(QWidget* parent = nullptr);
+
+  // Reads one trace, or a predicted and a measured one (in either order when their
+  // otherData.source says which is which). Returns the error message of a trace that cannot
+  // be read, leaving the window as it was; on success the files join the recent list.
+  std::optional<QString> open_files(const QStringList& paths);
+  // Like open_files, and shows a dialog on error.
+  void open_files_interactively(const QStringList& paths);
+
+  TimelineWidget* timeline() const { return timeline_; }
+  QTableWidget* summary_table() const { return summary_; }
+  QLabel* details() const { return details_; }
+  QLineEdit* search_box() const { return search_; }
+  const std::vector<SearchHit>& search_hits() const { return hits_; }
+  int current_hit() const { return current_hit_; }
+  void find_next();
+  void find_previous();
+  void set_difference(bool on);
+  void set_flows(bool on);
+  void set_critical_path(bool on);
+  QStringList recent_files() const;
+
+ protected:
+  void dragEnterEvent(QDragEnterEvent* event) override;
+  void dropEvent(QDropEvent* event) override;
+
+ private:
+  void build_actions();
+  void refresh_summary();
+  void refresh_recent_menu();
+  void remember(const QStringList& paths);
+  void run_search();
+  void show_hit();
+  void show_event_details(int series, std::size_t event);
+  void show_range_details(double start_us, double end_us);
+
+  std::shared_ptr<TimelineModel> model_;
+  TimelineWidget* timeline_ = nullptr;
+  QTableWidget* summary_ = nullptr;
+  QLabel* details_ = nullptr;
+  QLineEdit* search_ = nullptr;
+  QLabel* hit_label_ = nullptr;
+  QMenu* recent_menu_ = nullptr;
+  QAction* difference_action_ = nullptr;
+  QAction* flows_action_ = nullptr;
+  QAction* critical_action_ = nullptr;
+  std::vector<SearchHit> hits_;
+  int current_hit_ = -1;
+  QString searched_text_;
+};
+
+}  // namespace pipescope::gui

@@ -1,0 +1,235 @@
+// pprun end to end: real worker processes over loopback (Gloo), started by pprun itself.
+// Model: tiny-gpt, 2 blocks, hidden 32, vocab 64, seq 8, micro-batch size 2 (5 layers, the
+// embedding tied to the head), 4 micro-batches, fp32, one thread per rank.
+// Expected:
+// - 2 ranks 1f1b and interleaved-1f1b --chunks 2 (4 stages), and 4 ranks 1f1b give exactly
+//   (bitwise) the losses of `--nproc-per-node 1 --schedule data-parallel`; the split-backward
+//   schedules zb-h1 and zbv (V placement, 4 stages on 2 ranks) within 1e-6 relative.
+// - --dp 2 on 4 ranks (2 x 2 grid) matches the single process with 8 micro-batches within 1e-5
+//   and reports 4 peak memory figures.
+// - the measured trace of the 1f1b run holds 8 F, 8 B, 4 SEND_F and 4 RECV_F events (2 stages x
+//   4 micro-batches), source "measured", the earliest event or counter at 0, and memory counters.
+// - a run killed at step 2 with --checkpoint-every 1 resumes and then gives steps 2 and 3 with
+//   exactly the uninterrupted losses.
+// - a worker killed (SIGKILL) or hung at step 1: pprun exits 1, names the rank that failed first,
+//   and the surviving rank names itself, the instruction it was blocked in and the peer.
+// - bad options, a schedule for another world size, an unsplittable model: one line
+//   `pprun: error: ...`, exit status 2, before any worker starts.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "pipescope/core/atomic_file.hpp"
+#include "pipescope/core/registry.hpp"
+#include "pipescope/core/schedule_io.hpp"
+#include "pipescope/traces/trace_io.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kModel =
+    "--model tiny-gpt --layers 2 --hidden 32 --seq-len 8 --vocab 64 --micro-batch-size 2 --quiet --timeout 20";
+
+struct RunOutput {
+  int status = -1;
+  std::string err;
+  std::vector<double> losses;
+  std::vector<nlohmann::json> metrics;
+};
+
+fs::path work_dir() {
+  fs::path dir = fs::path(PIPESCOPE_BINARY_DIR) / "tests" / "exec-work";
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Runs pprun with `args` (and an optional environment prefix); collects stderr and metrics.
+RunOutput run_pprun(const std::string& name, const std::string& args, const std::string& env = "") {
+  const fs::path dir = work_dir();
+  const fs::path metrics = dir / (name + ".jsonl"), err = dir / (name + ".err");
+  fs::remove(metrics);
+  const std::string command = env + " " + PPRUN_PATH + " " + args + " --metrics " + metrics.string() + " 2> " + err.string();
+  RunOutput out;
+  const int raw = std::system(command.c_str());
+  out.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  std::ifstream e(err);
+  out.err.assign(std::istreambuf_iterator<char>(e), {});
+  std::ifstream m(metrics);
+  for (std::string line; std::getline(m, line);) {
+    auto j = nlohmann::json::parse(line);
+    out.losses.push_back(j.at("loss").get<double>());
+    out.metrics.push_back(j);
+  }
+  return out;
+}
+
+// Runs shared by several test cases are made once.
+const RunOutput& cached_run(const std::string& name, const std::string& args) {
+  static std::map<std::string, RunOutput> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) it = cache.emplace(name, run_pprun(name, args)).first;
+  return it->second;
+}
+
+const RunOutput& reference_run() {
+  return cached_run("reference", "--nproc-per-node 1 --schedule data-parallel --micro-batches 4 --steps 4 " + kModel);
+}
+
+int line_count(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
+
+}  // namespace
+
+TEST_CASE("pipelined schedules reproduce the single-process losses") {
+  const RunOutput& ref = reference_run();
+  REQUIRE(ref.status == 0);
+  REQUIRE(ref.losses.size() == 4);
+
+  struct Case {
+    std::string name, args;
+    bool bitwise;
+  };
+  const std::vector<Case> cases = {
+      {"1f1b", "--nproc-per-node 2 --schedule 1f1b --trace " + (work_dir() / "1f1b-trace.json").string(), true},
+      {"interleaved", "--nproc-per-node 2 --schedule interleaved-1f1b --chunks 2", true},
+      {"1f1b-4", "--nproc-per-node 4 --schedule 1f1b", true},
+      {"zb-h1", "--nproc-per-node 2 --schedule zb-h1", false},
+      {"zbv", "--nproc-per-node 2 --schedule zbv", false},
+  };
+  for (const auto& c : cases) {
+    INFO(c.name);
+    const RunOutput& run = cached_run(c.name, c.args + " --micro-batches 4 --steps 4 " + kModel);
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    REQUIRE(run.losses.size() == 4);
+    for (std::size_t i = 0; i < 4; ++i) {
+      if (c.bitwise)
+        CHECK(run.losses[i] == ref.losses[i]);
+      else
+        CHECK(run.losses[i] == Approx(ref.losses[i]).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("data parallel x pipeline grid") {
+  const RunOutput& ref8 = cached_run("reference-8", "--nproc-per-node 1 --schedule data-parallel --micro-batches 8 --steps 3 " + kModel);
+  const RunOutput& grid = cached_run("dp2xpp2", "--nproc-per-node 4 --dp 2 --schedule 1f1b --micro-batches 4 --steps 3 " + kModel);
+  INFO(grid.err);
+  REQUIRE(ref8.status == 0);
+  REQUIRE(grid.status == 0);
+  REQUIRE(grid.losses.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(grid.losses[i] == Approx(ref8.losses[i]).epsilon(1e-5));
+  CHECK(grid.metrics[0].at("peak_memory_bytes").size() == 4);
+  CHECK(grid.metrics[0].at("peak_memory_bytes")[0].get<std::int64_t>() > 0);
+  CHECK(grid.metrics[0].at("iteration_time_s").get<double>() > 0);
+}
+
+TEST_CASE("measured trace of the last step") {
+  const RunOutput& run = cached_run("1f1b", "--nproc-per-node 2 --schedule 1f1b --trace " +
+                                                (work_dir() / "1f1b-trace.json").string() +
+                                                " --micro-batches 4 --steps 4 " + kModel);
+  REQUIRE(run.status == 0);
+  const auto trace = pipescope::traces::read_trace((work_dir() / "1f1b-trace.json").string());
+  CHECK(trace.meta.source == "measured");
+  CHECK(trace.meta.schedule == "1f1b");
+  CHECK(trace.meta.num_ranks == 2);
+  CHECK(trace.meta.iteration == 3);
+  std::map<std::string, int> counts;
+  double earliest = 1e300;
+  for (const auto& m : trace.memory) earliest = std::min(earliest, m.ts_us);
+  for (const auto& e : trace.events) {
+    ++counts[e.name];
+    earliest = std::min(earliest, e.ts_us);
+    CHECK(e.dur_us >= 0);
+    if (e.name == "SEND_F") {
+      CHECK(e.rank == 0);
+      CHECK(e.peer_rank == 1);
+      CHECK(e.lane == 1);
+      CHECK(e.bytes == 2 * 8 * 32 * 4);
+    }
+  }
+  CHECK(earliest == Approx(0).margin(1e-6));
+  CHECK(counts["F"] == 8);
+  CHECK(counts["B"] == 8);
+  CHECK(counts["SEND_F"] == 4);
+  CHECK(counts["RECV_F"] == 4);
+  CHECK(counts["OPTIMIZER"] >= 2);
+  CHECK_FALSE(trace.memory.empty());
+}
+
+TEST_CASE("a killed run resumes from its last checkpoint with the same losses") {
+  const RunOutput& full = cached_run("1f1b", "--nproc-per-node 2 --schedule 1f1b --trace " +
+                                                 (work_dir() / "1f1b-trace.json").string() +
+                                                 " --micro-batches 4 --steps 4 " + kModel);
+  REQUIRE(full.status == 0);
+  const fs::path dir = work_dir() / "checkpoints";
+  fs::remove_all(dir);
+  const std::string args = "--nproc-per-node 2 --schedule 1f1b --micro-batches 4 --steps 4 --checkpoint-every 1 "
+                           "--checkpoint-dir " + dir.string() + " " + kModel;
+  const RunOutput killed = run_pprun("resume-killed", args, "env PIPESCOPE_FAULT=1:2:kill");
+  REQUIRE(killed.status == 1);
+  REQUIRE(killed.losses.size() == 2);
+  REQUIRE(fs::exists(dir / "manifest.json"));
+  const RunOutput resumed = run_pprun("resume-resumed", args + " --resume");
+  INFO(resumed.err);
+  REQUIRE(resumed.status == 0);
+  REQUIRE(resumed.metrics.size() == 2);
+  CHECK(resumed.metrics[0].at("step") == 2);
+  CHECK(resumed.losses[0] == full.losses[2]);
+  CHECK(resumed.losses[1] == full.losses[3]);
+}
+
+TEST_CASE("a dead or hung worker stops the run with errors naming ranks and instruction") {
+  SECTION("killed") {
+    const RunOutput run = run_pprun("killed", "--nproc-per-node 2 --schedule 1f1b --steps 3 " + kModel,
+                                    "env PIPESCOPE_FAULT=1:1:kill");
+    INFO(run.err);
+    CHECK(run.status == 1);
+    CHECK_THAT(run.err, Catch::Contains("pprun: error: rank 1 failed first (killed by signal 9"));
+    // Rank 0 fails in whichever transfer with rank 1 it was in (a send to it or a receive from it).
+    CHECK_THAT(run.err, Catch::Contains("pprun: error: rank 0: step 1: "));
+    CHECK_THAT(run.err, Catch::Contains("instruction 0"));
+    CHECK_THAT(run.err, Catch::Contains("peer rank 1"));
+  }
+  SECTION("hung") {
+    const RunOutput run = run_pprun("hung", "--nproc-per-node 2 --schedule gpipe --steps 3 " + kModel + " --timeout 2",
+                                    "env PIPESCOPE_FAULT=1:1:hang");
+    INFO(run.err);
+    CHECK(run.status == 1);
+    CHECK_THAT(run.err, Catch::Contains("pprun: error: rank 0: step 1: blocked in"));
+    CHECK_THAT(run.err, Catch::Contains("0RECV_B"));
+    CHECK_THAT(run.err, Catch::Contains("peer rank 1"));
+    CHECK_THAT(run.err, Catch::Contains("rank 0 failed first"));
+    CHECK_THAT(run.err, Catch::Contains("killed rank(s) 1"));
+  }
+}
+
+TEST_CASE("bad runs are refused before any worker starts") {
+  // A schedule file for 3 ranks, run on 2.
+  const fs::path file = work_dir() / "three-ranks.json";
+  pipescope::ScheduleParams params;
+  params.num_ranks = 3;
+  params.num_micro_batches = 4;
+  pipescope::write_file_atomic(file.string(), pipescope::to_schedule_json(pipescope::make_schedule("1f1b", params)));
+
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--nproc-per-node 2 --bogus", "unknown option '--bogus'"},
+      {"--nproc-per-node 2 --dp 3", "--dp 3"},
+      {"--nproc-per-node 2 --schedule file:" + file.string(), "has 3 pipeline ranks, but the run has 2"},
+      {"--nproc-per-node 2 --schedule zbv --model mlp --layers 1", "cannot be split into 4 stages"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const RunOutput run = run_pprun("refused", args);
+    INFO(args);
+    CHECK(run.status == 2);
+    CHECK_THAT(run.err, Catch::StartsWith("pprun: error: "));
+    CHECK_THAT(run.err, Catch::Contains(expected));
+    CHECK(line_count(run.err) == 1);
+  }
+}

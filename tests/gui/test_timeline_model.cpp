@@ -1,0 +1,184 @@
+// The widget-free timeline model on synthetic 1F1B traces (4 ranks, 8 micro-batches, F 100 us,
+// B 200 us, transfers 10 us, optimizer 50 us; the measured twin has rank 2 1.5x slower).
+// Rows: each rank uses all four lanes, so 4 ranks x 2 series x 4 lanes = 32 rows, predicted
+// before measured. Folding: at 1 us per pixel nothing folds (16 compute blocks on rank 0);
+// squeezed into 10 px the 16 blocks fold into at most 10/3 + 1 spans. Search "B mb 3" finds
+// B, SEND_B and RECV_B of micro-batch 3: 4 + 3 + 3 per series. The predicted critical path
+// ends with rank 0's last B, then the optimizer, and starts with rank 0's F0 at 0.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <set>
+
+#include "pipescope/gui/kinds.hpp"
+#include "pipescope/gui/timeline_model.hpp"
+#include "pipescope/traces/synthetic.hpp"
+
+using namespace pipescope::gui;
+using namespace pipescope::traces;
+
+namespace {
+
+std::pair<Trace, Trace> pair_of_traces() {
+  SyntheticPipeline pp;
+  Trace predicted = make_1f1b_trace(pp);
+  pp.slow_rank = 2;
+  pp.slow_factor = 1.5;
+  pp.source = "measured";
+  return {predicted, make_1f1b_trace(pp)};
+}
+
+}  // namespace
+
+TEST_CASE("rows are start-sorted per rank, series and lane", "[model]") {
+  auto [p, m] = pair_of_traces();
+  TimelineModel model;
+  model.set_traces(p, m);
+  REQUIRE(model.series_count() == 2);
+  REQUIRE(model.rank_count() == 4);
+  REQUIRE(model.rows().size() == 32);
+  REQUIRE(model.rows()[0].rank == 0);
+  REQUIRE(model.rows()[0].series == 0);
+  REQUIRE(model.rows()[4].series == 1);
+  const Row* compute = model.row(0, 0, 0);
+  REQUIRE(compute);
+  REQUIRE(compute->blocks.size() == 16);
+  for (std::size_t i = 1; i < compute->blocks.size(); ++i) REQUIRE(compute->blocks[i - 1].start_us <= compute->blocks[i].start_us);
+  REQUIRE(model.row(0, 2, 0) == nullptr);
+  REQUIRE(model.row(9, 0, 0) == nullptr);
+  REQUIRE(model.series_name(0) == "predicted");
+  REQUIRE(model.series_name(1) == "measured");
+  REQUIRE(model.lane_name(0, 2) == "receive");
+  REQUIRE(model.peak_memory_bytes(0, 0) == 4 * (64LL << 20));
+  // The 1F1B bubble with 10 us transfers and the optimizer, as compare_traces computes it.
+  REQUIRE(model.bubble_fraction(0, 0) == Approx(model.comparison()->ranks[0].bubble_fraction_predicted));
+}
+
+TEST_CASE("binary searches find the blocks of a time", "[model]") {
+  TimelineModel model;
+  model.set_traces(pair_of_traces().first);
+  const Row& row = *model.row(0, 0, 0);  // rank 0 compute: F0 [0,100], F1 [100,200] ...
+  REQUIRE(row.first_ending_after(0) == 0);
+  REQUIRE(row.first_ending_after(100) == 1);
+  REQUIRE(row.first_starting_from(100) == 1);
+  REQUIRE(row.first_starting_from(1e9) == row.blocks.size());
+  REQUIRE(row.block_at(50, 0).value() == 0);
+  REQUIRE(row.block_at(150, 0).value() == 1);
+  const auto& events = model.trace(0).events;
+  // Between rank 0's warm-up forwards and its first backward it idles (the bubble).
+  const double idle = events[row.blocks[3].event].end_us() + 1;
+  REQUIRE(events[row.blocks[4].event].ts_us > idle);
+  REQUIRE_FALSE(row.block_at(idle, 0.5).has_value());
+}
+
+TEST_CASE("visit_visible draws visible blocks and folds narrow ones", "[model]") {
+  TimelineModel model;
+  model.set_traces(pair_of_traces().first);
+  const Row& row = *model.row(0, 0, 0);
+  ViewState view;
+  view.set_extent(model.end_us());
+  view.set_width(model.end_us());  // 1 us per pixel: every block is at least 100 px
+  std::vector<Span> spans;
+  visit_visible(row, view, 3, [&](const Span& s) { spans.push_back(s); });
+  REQUIRE(spans.size() == 16);
+  for (const auto& s : spans) REQUIRE_FALSE(s.folded());
+  REQUIRE(spans[0].x0 == Approx(0));
+  REQUIRE(spans[0].x1 == Approx(100));
+
+  view.set_width(10);  // the whole trace in 10 px
+  spans.clear();
+  std::size_t covered = 0;
+  visit_visible(row, view, 3, [&](const Span& s) {
+    spans.push_back(s);
+    covered += s.count;
+  });
+  REQUIRE(spans.size() <= 10 / 3 + 1);
+  REQUIRE(covered == 16);  // every block is in exactly one span
+
+  view.set_width(1000);
+  view.set_visible(1000, 1500);  // only the blocks overlapping [1000, 1500] us
+  spans.clear();
+  visit_visible(row, view, 3, [&](const Span& s) { spans.push_back(s); });
+  REQUIRE_FALSE(spans.empty());
+  for (const auto& s : spans) {
+    const auto& b = row.blocks[s.first];
+    REQUIRE(b.end_us >= 1000);
+    REQUIRE(b.start_us < 1500);
+  }
+}
+
+TEST_CASE("measured errors against the prediction", "[model]") {
+  auto [p, m] = pair_of_traces();
+  TimelineModel model;
+  model.set_traces(p, m);
+  const auto& events = model.trace(1).events;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const auto predicted = model.matched_predicted(i);
+    REQUIRE(predicted.has_value());
+    // Rank 2 computes and sends 1.5x slower; a receive takes as long as its send.
+    const bool slow = events[i].lane == 2 ? events[i].peer_rank == 2 : events[i].rank == 2;
+    const double expected = slow ? 0.5 : 0.0;
+    REQUIRE(model.measured_error(i) == Approx(expected).margin(1e-6));
+  }
+  REQUIRE(difference_rgb(0.5) == 0xd62728);
+  REQUIRE(difference_rgb(-0.9) == 0x1f5fb4);
+  REQUIRE(difference_rgb(0) == 0xffffff);
+  REQUIRE(difference_rgb(std::nan("")) == kUnmatchedRgb);
+}
+
+TEST_CASE("search by text with field filters", "[model]") {
+  auto [p, m] = pair_of_traces();
+  TimelineModel model;
+  model.set_traces(p, m);
+  const auto hits = model.search("B mb 3");
+  REQUIRE(hits.size() == 20);
+  for (std::size_t i = 1; i < hits.size(); ++i)
+    REQUIRE(model.trace(hits[i - 1].series).events[hits[i - 1].event].ts_us <= model.trace(hits[i].series).events[hits[i].event].ts_us);
+  REQUIRE(model.search("send_f rank 0").size() == 16);  // 8 micro-batches x 2 series
+  REQUIRE(model.search("optimizer").size() == 8);
+  REQUIRE(model.search("F stage 3 mb 7").size() == 4);  // F and RECV_F, both series
+  REQUIRE(model.search("nothing like this").empty());
+  REQUIRE(model.search("   ").empty());
+}
+
+TEST_CASE("critical path of the predicted 1F1B iteration", "[model]") {
+  TimelineModel model;
+  model.set_traces(pair_of_traces().first);
+  const auto path = model.critical_path(0);
+  REQUIRE(path.size() >= 8);
+  const auto& events = model.trace(0).events;
+  const auto& first = events[path.front()];
+  REQUIRE(first.name == "F");
+  REQUIRE(first.rank == 0);
+  REQUIRE(first.micro_batch == 0);
+  REQUIRE(first.ts_us == 0);
+  const auto& last = events[path.back()];
+  REQUIRE(last.name == "OPTIMIZER");
+  REQUIRE(last.end_us() == Approx(model.end_us()));
+  REQUIRE(events[path[path.size() - 2]].name == "B");
+  // Consecutive events touch: each starts when its predecessor ends, or is fed by a transfer.
+  for (std::size_t i = 1; i < path.size(); ++i) {
+    const auto &a = events[path[i - 1]], &b = events[path[i]];
+    INFO(a.name << a.micro_batch << "@" << a.rank << " -> " << b.name << b.micro_batch << "@" << b.rank);
+    REQUIRE(b.ts_us >= a.ts_us - 1e-9);
+    REQUIRE(b.ts_us <= a.end_us() + 1e-6);
+  }
+  // The path crosses all ranks (the warm-up forwards go down the pipeline).
+  std::set<int> ranks;
+  for (auto i : path) ranks.insert(events[i].rank);
+  REQUIRE(ranks.size() == 4);
+}
+
+TEST_CASE("overview density is the busy share of compute", "[model]") {
+  SyntheticPipeline pp;
+  pp.num_ranks = 1;
+  pp.num_micro_batches = 1;
+  pp.optimizer_us = 300;  // F [0,100], B [100,300], optimizer [300,600] on another lane
+  TimelineModel model;
+  model.set_traces(make_1f1b_trace(pp));
+  const auto density = model.overview_density(0, 6);  // 100 us bins
+  REQUIRE(density[0] == Approx(1));
+  REQUIRE(density[2] == Approx(1));
+  REQUIRE(density[3] == Approx(0));
+  REQUIRE(density[5] == Approx(0));
+}
