@@ -50,6 +50,10 @@ void CostModel::check(int num_stages) const {
     check_time(s.reduce_tied_s, "tied-gradient reduction time", id);
     check_time(s.optimizer_s, "optimizer time", id);
     check_time(s.load_s, "load time", id);
+    check_time(s.full_backward_s, "full backward time", id);
+    check_time(s.send_s, "send posting time", id);
+    check_time(s.recv_s, "receive time", id);
+    if (s.grad_buffer_bytes < 0) throw UsageError("stage " + std::to_string(id) + ": gradient buffer must be >= 0");
     if (s.f_mem_bytes + s.b_mem_bytes + s.w_mem_bytes != 0)
       throw UsageError("stage " + std::to_string(id) + ": f, b and w memory must sum to 0 (got " +
                        std::to_string(s.f_mem_bytes) + " + " + std::to_string(s.b_mem_bytes) + " + " +

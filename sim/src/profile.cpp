@@ -27,6 +27,10 @@ std::int64_t get_bytes(const json& object, const char* field, const std::string&
   return bytes;
 }
 
+double get_optional_seconds(const json& object, const char* field, const std::string& where) {
+  return object.contains(field) ? get_seconds(object, field, where) : 0.0;
+}
+
 int get_count(const json& object, const char* field, const std::string& where, int fallback) {
   if (!object.contains(field)) return fallback;
   const json& v = object[field];
@@ -78,11 +82,24 @@ Profile parse_profile(std::string_view text, const std::string& source) {
     sp.activation_bytes = get_bytes(s, "activation_bytes", where, false);
     sp.optimizer_s = get_seconds(s, "optimizer_s", where);
     sp.reduce_grads_s = get_seconds(s, "reduce_grads_s", where);
+    sp.load_s = get_optional_seconds(s, "load_s", where);
+    sp.reduce_tied_s = get_optional_seconds(s, "reduce_tied_s", where);
+    sp.full_backward_s = get_optional_seconds(s, "full_backward_s", where);
+    sp.send_s = get_optional_seconds(s, "send_s", where);
+    sp.recv_s = get_optional_seconds(s, "recv_s", where);
+    sp.grad_buffer_bytes = s.contains("grad_buffer_bytes") ? get_bytes(s, "grad_buffer_bytes", where, false) : 0;
     p.stages.push_back(sp);
+  }
+  if (j.contains("backward_split")) {
+    const json& split = j["backward_split"];
+    if (split != "measured" && split != "unmeasured")
+      throw UsageError(source + ": backward_split: must be \"measured\" or \"unmeasured\"");
+    p.backward_split_measured = split == "measured";
   }
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& key = it.key();
-    if (key != "format" && key != "micro_batch_size" && key != "data_parallel" && key != "transfer" && key != "stages")
+    if (key != "format" && key != "micro_batch_size" && key != "data_parallel" && key != "transfer" && key != "stages" &&
+        key != "backward_split")
       p.extra[key] = it.value();
   }
   return p;
@@ -117,8 +134,15 @@ std::string to_profile_json(const Profile& profile) {
                       {"static_bytes", s.static_bytes},
                       {"activation_bytes", s.activation_bytes},
                       {"optimizer_s", s.optimizer_s},
-                      {"reduce_grads_s", s.reduce_grads_s}});
+                      {"reduce_grads_s", s.reduce_grads_s},
+                      {"load_s", s.load_s},
+                      {"reduce_tied_s", s.reduce_tied_s},
+                      {"full_backward_s", s.full_backward_s},
+                      {"send_s", s.send_s},
+                      {"recv_s", s.recv_s},
+                      {"grad_buffer_bytes", s.grad_buffer_bytes}});
   j["stages"] = std::move(stages);
+  j["backward_split"] = profile.backward_split_measured ? "measured" : "unmeasured";
   return j.dump(2) + "\n";
 }
 
@@ -141,6 +165,12 @@ CostModel cost_model_from_profile(const Profile& profile) {
     c.activation_bytes = s.activation_bytes;
     c.optimizer_s = s.optimizer_s;
     c.reduce_grads_s = s.reduce_grads_s;
+    c.load_s = s.load_s;
+    c.reduce_tied_s = s.reduce_tied_s;
+    c.full_backward_s = s.full_backward_s;
+    c.send_s = s.send_s;
+    c.recv_s = s.recv_s;
+    c.grad_buffer_bytes = s.grad_buffer_bytes;
     costs.stages.push_back(c);
   }
   return costs;

@@ -86,6 +86,7 @@ class Engine {
   bool links_mode_ = false;
   double now_s_ = 0;  // time of the event being handled
   std::vector<StageCost> stage_;
+  std::vector<char> grad_buffer_held_;  // per stage
   std::vector<RankState> ranks_;
   std::vector<LinkState> links_;
   std::vector<double> arrival_s_;    // per transfer; kUnknown until it arrives
@@ -136,7 +137,7 @@ void Engine::run_rank(std::int32_t rank, double now) {
     bool busy = true;
     switch (ci.op) {
       case Op::ForwardPass: duration = cost.f_s; delta = cost.f_mem_bytes; break;
-      case Op::BackwardPass: duration = cost.b_s + cost.w_s; delta = cost.b_mem_bytes + cost.w_mem_bytes; break;
+      case Op::BackwardPass: duration = cost.backward_pass_s(); delta = cost.b_mem_bytes + cost.w_mem_bytes; break;
       case Op::BackwardInput: duration = cost.b_s; delta = cost.b_mem_bytes; break;
       case Op::BackwardWeight: duration = cost.w_s; delta = cost.w_mem_bytes; break;
       case Op::LoadMicroBatch: duration = cost.load_s; busy = false; break;
@@ -152,6 +153,8 @@ void Engine::run_rank(std::int32_t rank, double now) {
           return;
         }
         post_transfer(ci.transfer, now);
+        // Posting occupies the program (packing, handing over to the transport), not the link.
+        now += cost.send_s;
         ++r.pc;
         continue;
       case Op::RecvActivation:
@@ -162,7 +165,7 @@ void Engine::run_rank(std::int32_t rank, double now) {
           receiver_waiting_[ci.transfer] = 1;
           return;
         }
-        const double done = std::max(now, arrival);
+        const double done = std::max(now + cost.recv_s, arrival);
         if (options_.build_trace) {
           add_event(rank, traces::Lane::Recv, ci, now, done, "p2p");
           const CompiledTransfer& t = s_.transfers[ci.transfer];
@@ -178,6 +181,17 @@ void Engine::run_rank(std::int32_t rank, double now) {
       }
     }
     const double end = now + duration;
+    // The gradient buffer of a stage comes with its first weight gradient and goes with its
+    // optimizer step.
+    if (cost.grad_buffer_bytes > 0) {
+      if ((ci.op == Op::BackwardPass || ci.op == Op::BackwardWeight) && !grad_buffer_held_[ci.stage]) {
+        grad_buffer_held_[ci.stage] = 1;
+        change_memory(rank, cost.grad_buffer_bytes, now);
+      } else if (ci.op == Op::OptimizerStep && grad_buffer_held_[ci.stage]) {
+        grad_buffer_held_[ci.stage] = 0;
+        delta -= cost.grad_buffer_bytes;
+      }
+    }
     // Allocations count from the start of an op, frees from its end.
     if (delta > 0) change_memory(rank, delta, now);
     if (options_.build_trace)
@@ -284,6 +298,7 @@ SimResult Engine::run() {
   links_mode_ = costs_.transfer_model == TransferModel::Links;
   stage_.resize(static_cast<std::size_t>(s_.num_stages));
   for (int s = 0; s < s_.num_stages; ++s) stage_[s] = costs_.stage(s);
+  grad_buffer_held_.assign(static_cast<std::size_t>(s_.num_stages), 0);
 
   ranks_.assign(static_cast<std::size_t>(s_.num_ranks), RankState{});
   for (int s = 0; s < s_.num_stages; ++s) ranks_[s_.stage_to_rank[s]].memory_bytes += stage_[s].static_bytes;

@@ -4,7 +4,10 @@
 // nlohmann's SAX parser, which is the reference for the meaning and names the place of a
 // problem (line and column, or event and field).
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -366,6 +369,7 @@ class TraceSax : public json::json_sax_t {
     finish_event();
     ++event_index_;
   }
+  void reserve_events(std::size_t count) { trace_.events.reserve(count); }
   void set_other_data(json other) { trace_.meta.extra = std::move(other); }
   void set_events_seen(bool root_is_object) {
     saw_events_ = true;
@@ -772,12 +776,17 @@ void read_args(simdjson::dom::element value, PendingEvent& e) {
 }
 
 // Returns false when the fast path gives way to the reference parser.
-bool read_with_simdjson(std::string_view text, TraceSax& sax) {
+// `text_is_padded`: SIMDJSON_PADDING readable bytes follow the text, so it need not be copied.
+bool read_with_simdjson(std::string_view text, bool text_is_padded, TraceSax& sax) {
   try {
     simdjson::dom::parser parser;
-    const simdjson::padded_string padded(text.data(), text.size());
     simdjson::dom::element root;
-    if (parser.parse(padded).get(root)) return false;
+    if (text_is_padded) {
+      if (parser.parse(text.data(), text.size(), false).get(root)) return false;
+    } else {
+      const simdjson::padded_string padded(text.data(), text.size());
+      if (parser.parse(padded).get(root)) return false;
+    }
     simdjson::dom::array events;
     const bool root_is_object = root.is_object();
     if (root_is_object) {
@@ -790,6 +799,7 @@ bool read_with_simdjson(std::string_view text, TraceSax& sax) {
     } else if (root.get_array().get(events)) {
       return false;
     }
+    sax.reserve_events(events.size());
     PendingEvent e;
     for (simdjson::dom::element item : events) {
       simdjson::dom::object object;
@@ -836,15 +846,13 @@ std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::
   return {line, column};
 }
 
-}  // namespace
-
-Trace parse_trace(std::string_view json_text, const std::string& source) {
+Trace parse_text(std::string_view json_text, [[maybe_unused]] bool text_is_padded, const std::string& source) {
   if (json_text.find_first_not_of(" \t\r\n") == std::string_view::npos)
     throw TraceError(source + ": the file is empty");
 #ifdef PIPESCOPE_HAVE_SIMDJSON
   {
     TraceSax fast(source);
-    if (read_with_simdjson(json_text, fast)) return fast.finish();
+    if (read_with_simdjson(json_text, text_is_padded, fast)) return fast.finish();
   }
 #endif
   TraceSax sax(source);
@@ -858,15 +866,38 @@ Trace parse_trace(std::string_view json_text, const std::string& source) {
   return sax.finish();
 }
 
-Trace read_trace(const std::string& path) {
+// The parser reads a little past the end of the text (SIMDJSON_PADDING bytes); reading the
+// file into a buffer that has them saves copying the whole text once more.
+constexpr std::size_t kPadding = 64;
+
+std::string read_padded(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (!file) throw TraceError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   std::string bytes;
-  try {
-    bytes = pipescope::read_file(path);
-  } catch (const std::exception& e) {
-    throw TraceError(e.what());
+  if (std::fseek(file, 0, SEEK_END) == 0) {
+    const long size = std::ftell(file);
+    if (size > 0) bytes.reserve(static_cast<std::size_t>(size) + kPadding);
+    std::rewind(file);
   }
+  char chunk[1 << 16];
+  std::size_t got = 0;
+  while ((got = std::fread(chunk, 1, sizeof chunk, file)) > 0) bytes.append(chunk, got);
+  const bool failed = std::ferror(file);
+  std::fclose(file);
+  if (failed) throw TraceError(path + ": cannot read the file");
+  return bytes;
+}
+
+}  // namespace
+
+Trace parse_trace(std::string_view json_text, const std::string& source) { return parse_text(json_text, false, source); }
+
+Trace read_trace(const std::string& path) {
+  std::string bytes = read_padded(path);
   if (detail::looks_gzipped(bytes)) bytes = detail::gunzip(bytes, path);
-  return parse_trace(bytes, path);
+  const std::size_t size = bytes.size();
+  bytes.append(kPadding, ' ');
+  return parse_text(std::string_view(bytes.data(), size), true, path);
 }
 
 }  // namespace pipescope::traces

@@ -24,6 +24,15 @@ struct StageCost {
   double reduce_tied_s = 0;           // tied-embedding all-reduce (first and last stage)
   double optimizer_s = 0;             // optimizer step of the stage
   double load_s = 0;                  // LoadMicroBatch
+  // Refinements measured by calibration (calibration.hpp); 0 leaves the base model unchanged.
+  double full_backward_s = 0;  // a BackwardPass, when it costs other than b_s + w_s (0: b_s + w_s)
+  double send_s = 0;           // compute-lane time to post a send (packing, handing it to the transport)
+  double recv_s = 0;           // compute-lane time of a receive whose data has already arrived
+  // Gradient accumulation buffer: allocated by the stage's first weight gradient of the
+  // iteration (BackwardPass or BackwardWeight), freed at the end of its OptimizerStep.
+  std::int64_t grad_buffer_bytes = 0;
+
+  double backward_pass_s() const { return full_backward_s > 0 ? full_backward_s : b_s + w_s; }
 };
 
 enum class TransferModel {

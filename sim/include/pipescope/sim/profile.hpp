@@ -6,6 +6,10 @@
 //    "stages": [{"stage": 0, "f_s": .., "b_s": .., "w_s": .., "f_mem_bytes": .., "b_mem_bytes": ..,
 //                "w_mem_bytes": .., "static_bytes": .., "activation_bytes": ..,
 //                "optimizer_s": .., "reduce_grads_s": ..}, ...]}
+// Optional fields (calibration.hpp; absent means 0): per stage "load_s", "reduce_tied_s",
+// "full_backward_s", "send_s", "recv_s", "grad_buffer_bytes"; top level "backward_split":
+// "measured" (default) or "unmeasured" (b_s holds the whole backward, w_s is 0: schedules with
+// BackwardInput/BackwardWeight are refused).
 // Unknown fields are kept in `extra` and written back.
 #pragma once
 
@@ -33,6 +37,12 @@ struct StageProfile {
   std::int64_t activation_bytes = 0;
   double optimizer_s = 0;
   double reduce_grads_s = 0;
+  double load_s = 0;
+  double reduce_tied_s = 0;
+  double full_backward_s = 0;  // 0: b_s + w_s
+  double send_s = 0;
+  double recv_s = 0;
+  std::int64_t grad_buffer_bytes = 0;
 
   friend bool operator==(const StageProfile&, const StageProfile&) = default;
 };
@@ -42,10 +52,13 @@ struct Profile {
   int data_parallel = 1;
   LinkSpec transfer{1e10, 0.0};
   std::vector<StageProfile> stages;  // ordered by stage, 0 .. n-1
+  // False when the traces had no separate timing of the input and weight gradients.
+  bool backward_split_measured = true;
   nlohmann::json extra = nlohmann::json::object();
 
   friend bool operator==(const Profile& a, const Profile& b) {
     return a.micro_batch_size == b.micro_batch_size && a.data_parallel == b.data_parallel &&
+           a.backward_split_measured == b.backward_split_measured &&
            a.transfer.bandwidth_bytes_per_s == b.transfer.bandwidth_bytes_per_s &&
            a.transfer.latency_s == b.transfer.latency_s && a.stages == b.stages && a.extra == b.extra;
   }

@@ -1,0 +1,99 @@
+// Calibration (`ppsim calibrate`): learns a profile (profile.hpp) from measured traces of pprun,
+// so that the simulator predicts other schedules and micro-batch counts of the same model and
+// world size. Every cost is a median over micro-batches (and traces); samples far from their
+// median are reported as outliers, never silently averaged in.
+//
+// What is learnt, per stage: F, B, I, W, LOAD, optimizer and reduction times; the compute-lane
+// time of posting a send and of a receive whose data is already there; the memory each
+// micro-batch's forward allocates (LOAD + RECV_F + F) and its backward frees; the gradient
+// buffer that appears with the first weight gradient; the memory held at the start of the
+// iteration. Per run: the transfer latency and bandwidth, from the receives that were waiting
+// when their send was posted.
+//
+// The split of a full backward into its input-gradient and weight-gradient parts comes from
+// I/W events (a split-backward schedule among the traces) or from the executor's split probe
+// (otherData.backward_split_probe, below). Without either, the profile says so
+// (backward_split "unmeasured") and schedules with BackwardInput/BackwardWeight are refused.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipescope/core/schedule.hpp"
+#include "pipescope/sim/profile.hpp"
+#include "pipescope/traces/trace.hpp"
+
+namespace pipescope::sim {
+
+// otherData field of a measured trace in which an executor records separate timings of the
+// two halves of a backward, taken outside the timed iteration:
+//   "backward_split_probe": [{"stage": 0, "full_us": [..], "input_us": [..], "weight_us": [..]}, ...]
+// The ratios input/full and weight/full split the stage's measured B.
+inline constexpr std::string_view kBackwardSplitProbeField = "backward_split_probe";
+
+struct CalibrationOptions {
+  // A sample is an outlier when it is further from its median than `outlier_mads` scaled
+  // median absolute deviations (1.4826 MAD estimates a standard deviation) and than
+  // `outlier_min_fraction` of the median.
+  double outlier_mads = 5.0;
+  double outlier_min_fraction = 0.25;
+};
+
+struct MeasuredTrace {
+  traces::Trace trace;
+  std::string source;  // the file name, for messages
+};
+
+// One learnt quantity and the samples behind it.
+struct CalibratedQuantity {
+  std::string name;  // "stage 0 F", "transfer delay"
+  std::string unit;  // "s" or "bytes"
+  std::size_t samples = 0;
+  double median = 0;
+  double mad = 0;  // median absolute deviation
+  double min = 0;
+  double max = 0;
+};
+
+struct CalibrationOutlier {
+  std::string quantity;  // as in CalibratedQuantity::name
+  std::string source;
+  int rank = -1;
+  int micro_batch = -1;
+  double value = 0;
+  double median = 0;
+};
+
+struct Calibration {
+  Profile profile;
+  std::vector<CalibratedQuantity> quantities;
+  std::vector<CalibrationOutlier> outliers;
+  std::vector<std::string> notes;  // what could not be measured and what was assumed instead
+};
+
+// Throws UsageError naming the file when a trace has no compute events, when traces disagree
+// on the number of stages or ranks, or when a stage has no forward or backward samples.
+Calibration calibrate(const std::vector<MeasuredTrace>& traces, const CalibrationOptions& options = {});
+
+// Median and median absolute deviation helpers (exposed for tests). Empty input: 0.
+double median_of(std::vector<double> values);
+double median_absolute_deviation(const std::vector<double>& values);
+
+// The profile of S stages as costs of a schedule with `num_stages` stages. When num_stages is
+// V*S (V chunks per rank), each measured stage is cut into V equal consecutive stages (the
+// partitioner balances parameters, so the layers of a measured stage split evenly): times,
+// memory and optimizer work divide by V; transfer sizes and the per-transfer costs stay; the
+// micro-batch loading stays with the first and last stage. When S is a multiple of
+// num_stages, consecutive stages merge (sums). Throws UsageError otherwise.
+Profile profile_for_stages(const Profile& profile, int num_stages, const std::string& source);
+
+// Throws UsageError naming `source` when `schedule` splits backwards (BackwardInput /
+// BackwardWeight) but the profile did not measure the split.
+void check_profile_fits(const Profile& profile, const Schedule& schedule, const std::string& source);
+
+// A human-readable account: the learnt costs, the outliers and the notes.
+std::string calibration_report(const Calibration& calibration);
+
+}  // namespace pipescope::sim
