@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "main_window.hpp"
+#include "pipescope/traces/synthetic.hpp"
 #include "timeline_widget.hpp"
 
 namespace {
@@ -31,6 +32,12 @@ int main(int argc, char** argv) {
       (headless || (std::getenv("DISPLAY") == nullptr && std::getenv("WAYLAND_DISPLAY") == nullptr)))
     setenv("QT_QPA_PLATFORM", "offscreen", 1);
 
+  // Headless, Qt's own notices about the platform (runtime directory, window hints) would
+  // break the promise of one stderr line per error.
+  if (headless)
+    qInstallMessageHandler([](QtMsgType type, const QMessageLogContext&, const QString& message) {
+      if (type == QtCriticalMsg || type == QtFatalMsg) std::cerr << message.toStdString() << "\n";
+    });
   QApplication app(argc, argv);
   QApplication::setApplicationName("ppview");
   QApplication::setOrganizationName("pipescope");
@@ -51,7 +58,10 @@ int main(int argc, char** argv) {
   QCommandLineOption arrows("arrows", "start with send-to-receive arrows shown");
   QCommandLineOption critical("critical-path", "start with the critical path highlighted");
   QCommandLineOption zoom("zoom", "start showing only [START_US, END_US], e.g. 0,2500", "START_US,END_US");
-  parser.addOptions({screenshot, size, no_difference, arrows, critical, zoom});
+  QCommandLineOption demo("demo",
+                          "show a generated pair instead of files: a 1F1B prediction (4 ranks, 8 micro-batches) and a "
+                          "measurement with 15% jitter and rank 2 running 1.3x slower");
+  parser.addOptions({screenshot, size, no_difference, arrows, critical, zoom, demo});
   parser.process(app);
 
   auto fail = [](const QString& message) {
@@ -76,6 +86,16 @@ int main(int argc, char** argv) {
   window.set_difference(!parser.isSet(no_difference));
   window.set_flows(parser.isSet(arrows));
   window.set_critical_path(parser.isSet(critical));
+  if (parser.isSet(demo)) {
+    if (!files.isEmpty()) return fail("--demo shows generated traces; give either --demo or trace files");
+    pipescope::traces::SyntheticPipeline pipeline;
+    pipescope::traces::Trace predicted = pipescope::traces::make_1f1b_trace(pipeline);
+    pipeline.jitter = 0.15;
+    pipeline.slow_rank = 2;
+    pipeline.slow_factor = 1.3;
+    pipeline.source = "measured";
+    window.show_traces(std::move(predicted), pipescope::traces::make_1f1b_trace(pipeline), "demo: predicted vs measured");
+  }
   if (!files.isEmpty()) {
     if (parser.isSet(screenshot)) {
       if (auto error = window.open_files(files)) return fail(*error);

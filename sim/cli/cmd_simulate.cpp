@@ -4,12 +4,14 @@
 // schedules knows it.
 #include <boost/program_options.hpp>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "command.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/registry.hpp"
+#include "pipescope/sim/calibration.hpp"
 #include "pipescope/sim/model.hpp"
 #include "pipescope/sim/profile.hpp"
 #include "pipescope/sim/simulator.hpp"
@@ -27,6 +29,7 @@ const bool zb_auto_registered = (sim::register_sim_schedules(), true);
 
 struct CostSource {
   std::string description;
+  std::optional<sim::Profile> profile;  // --profile: costs are fitted to the schedule's stages
   sim::CostModel costs;
   sim::Topology topology;
   std::int64_t memory_limit_bytes = 0;  // 0: none
@@ -76,9 +79,9 @@ void add_options(po::options_description& o, SimulateOptions& s) {
       ("zero1", po::bool_switch(&s.zero1), "shard optimizer state over data-parallel replicas (default off)")
       ("gpus-per-node", po::value(&s.gpus_per_node)->default_value(s.gpus_per_node), "GPUs per node")
       ("intra-bandwidth", po::value(&s.intra_bandwidth)->default_value(s.intra_bandwidth), "bytes/s per direction inside a node (0: the device's NVLink)")
-      ("intra-latency", po::value(&s.intra_latency_s)->default_value(s.intra_latency_s), "seconds per transfer inside a node")
+      ("intra-latency", po::value(&s.intra_latency_s)->default_value(s.intra_latency_s, "2e-6"), "seconds per transfer inside a node")
       ("inter-bandwidth", po::value(&s.inter_bandwidth)->default_value(s.inter_bandwidth), "bytes/s per direction between nodes")
-      ("inter-latency", po::value(&s.inter_latency_s)->default_value(s.inter_latency_s), "seconds per transfer between nodes")
+      ("inter-latency", po::value(&s.inter_latency_s)->default_value(s.inter_latency_s, "5e-6"), "seconds per transfer between nodes")
       ("no-link-sharing", po::bool_switch(&s.no_link_sharing), "transfers do not share link bandwidth (default: they do)");
   po::options_description measured("measured costs");
   measured.add_options()("profile", po::value(&s.profile), "costs measured by pprun (pipescope.profile/1 JSON; default: none)");
@@ -109,6 +112,7 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm) {
     source.description = "profile " + s.profile;
     source.costs = sim::cost_model_from_profile(profile);
     source.topology = sim::topology_from_profile(profile);
+    source.profile = profile;
     source.memory_limit_bytes = max_mem;
     return source;
   }
@@ -179,10 +183,15 @@ int run_simulate(const std::vector<std::string>& args) {
   }
   po::notify(vm);
   s.params.chunks_given = given(vm, "chunks");
-  const CostSource source = cost_source(s, vm);
+  CostSource source = cost_source(s, vm);
   if (s.schedule == "zb-auto")
     sim::register_zb_auto(source.costs, source.topology, sim::parse_bytes(s.max_mem, "--max-mem"));
   const Schedule schedule = make_schedule(s.schedule, s.params);
+  if (source.profile) {
+    // A profile measured on S stages predicts schedules of V*S stages (or S/k) of the same model.
+    sim::check_profile_fits(*source.profile, schedule, s.profile);
+    source.costs = sim::cost_model_from_profile(sim::profile_for_stages(*source.profile, schedule.num_stages, s.profile));
+  }
   sim::SimOptions sim_options;
   sim_options.build_trace = !s.trace.empty();
   sim_options.share_links = !s.no_link_sharing;

@@ -10,14 +10,15 @@
 // F to its I; a W is never deferred further than a cap, so the inputs a pending W keeps stay
 // bounded too. The limits are what distinguishes the two schedules:
 //   H1: rank r holds at most p - r micro-batches, exactly 1F1B's activation memory, and
-//       defers at most p weight passes (the fewest that still fill the drain: with unit
-//       costs the makespan is 3m + p - 1, 1F1B's bubble less (p - 1)(B + 2W));
+//       defers at most p weight passes (the fewest that still fill the drain): with unit
+//       costs the makespan is m(F+B+W) + (p-1)(F+B-W) = 3m + p - 1;
 //   H2: rank r holds at most 2(p - r) - 1, about twice that, which lets the first rank keep
 //       forwarding until the first gradient returns, and defers at most p + r weight
 //       passes; with unit costs and m >= 2p - 1 no rank waits between its first and last
 //       instruction (the makespan stays 3m + p - 1: the last rank cannot start before the
 //       first micro-batch reaches it).
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -78,7 +79,7 @@ ComputeOrder zero_bubble_order(const char* name, const ScheduleParams& params,
     }
     // Some rank always progresses: the oldest unfinished micro-batch has a ready op.
     if (!progressed && finished_ranks < p)
-      refuse(name, "internal error: the list schedule stalled at slot " + std::to_string(slot));
+      throw std::logic_error(std::string(name) + ": the list schedule stalled at slot " + std::to_string(slot));
   }
   return order;
 }

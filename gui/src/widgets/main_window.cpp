@@ -57,6 +57,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   summary_->setHorizontalHeaderLabels({"", "predicted", "measured", "error"});
   summary_->verticalHeader()->hide();
   summary_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  summary_->horizontalHeader()->setStretchLastSection(true);
   summary_->setEditTriggers(QAbstractItemView::NoEditTriggers);
 
   auto* bottom = new QSplitter(Qt::Horizontal);
@@ -147,9 +148,18 @@ std::optional<QString> MainWindow::open_files(const QStringList& paths) {
     return QString::fromStdString(e.what());
   }
   if (loaded.size() == 2 && loaded[0].meta.source == "measured" && loaded[1].meta.source == "predicted") std::swap(loaded[0], loaded[1]);
+  QStringList names;
+  for (const auto& p : paths) names << QFileInfo(p).fileName();
+  std::optional<traces::Trace> measured;
+  if (loaded.size() == 2) measured = std::move(loaded[1]);
+  show_traces(std::move(loaded[0]), std::move(measured), names.join(" vs "));
+  remember(paths);
+  return std::nullopt;
+}
+
+void MainWindow::show_traces(traces::Trace predicted, std::optional<traces::Trace> measured, const QString& title) {
   auto model = std::make_shared<TimelineModel>();
-  if (loaded.size() == 2) model->set_traces(std::move(loaded[0]), std::move(loaded[1]));
-  else model->set_traces(std::move(loaded[0]));
+  model->set_traces(std::move(predicted), std::move(measured));
   model_ = model;
   timeline_->set_model(model_);
   hits_.clear();
@@ -157,11 +167,7 @@ std::optional<QString> MainWindow::open_files(const QStringList& paths) {
   searched_text_.clear();
   hit_label_->clear();
   refresh_summary();
-  QStringList names;
-  for (const auto& p : paths) names << QFileInfo(p).fileName();
-  setWindowTitle(names.join(" vs ") + " - ppview");
-  remember(paths);
-  return std::nullopt;
+  setWindowTitle(title + " - ppview");
 }
 
 void MainWindow::open_files_interactively(const QStringList& paths) {

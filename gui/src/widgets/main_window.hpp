@@ -33,6 +33,8 @@ class MainWindow : public QMainWindow {
   // otherData.source says which is which). Returns the error message of a trace that cannot
   // be read, leaving the window as it was; on success the files join the recent list.
   std::optional<QString> open_files(const QStringList& paths);
+  // Shows two traces already in memory (a predicted and a measured one), titled `title`.
+  void show_traces(traces::Trace predicted, std::optional<traces::Trace> measured, const QString& title);
   // Like open_files, and shows a dialog on error.
   void open_files_interactively(const QStringList& paths);
 

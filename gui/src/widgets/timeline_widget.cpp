@@ -370,7 +370,16 @@ void TimelineWidget::paint_lanes(QPainter& p, const QRect& dirty) const {
         p.setPen(difference ? QColor(40, 40, 40) : QColor(255, 255, 255));
         const QString label = box.width() >= label_width * 2.2 ? QString::fromStdString(e.name) + QString::number(e.micro_batch)
                                                                : QString::number(e.micro_batch);
-        p.drawText(box, Qt::AlignCenter, label);
+        auto cached = label_cache_.find(label);
+        if (cached == label_cache_.end()) {
+          if (label_cache_.size() > 20000) label_cache_.clear();
+          cached = label_cache_.insert(label, QStaticText(label));
+          cached->setTextFormat(Qt::PlainText);
+          cached->prepare(QTransform(), small);
+        }
+        const QSizeF size = cached->size();
+        if (size.width() + 2 <= box.width())
+          p.drawStaticText(QPointF(box.center().x() - size.width() / 2, box.center().y() - size.height() / 2), *cached);
       }
     });
     if (selected_ && selected_->first == l.series) {

@@ -4,6 +4,8 @@
 // ViewState. Wheel zooms around the cursor, drag pans, shift-drag selects a range, W/S/A/D.
 #pragma once
 
+#include <QHash>
+#include <QStaticText>
 #include <QWidget>
 
 #include <memory>
@@ -115,6 +117,8 @@ class TimelineWidget : public QWidget {
   bool show_critical_path_ = false;
   std::vector<std::vector<std::size_t>> critical_path_;   // per series, event indices
   std::vector<std::vector<float>> overview_density_;      // per series
+  // Block labels ("F3", "12") laid out once: text layout is the dearest part of a repaint.
+  mutable QHash<QString, QStaticText> label_cache_;
 
   std::optional<std::pair<int, std::size_t>> selected_;
   std::optional<std::pair<double, double>> range_;

@@ -62,10 +62,11 @@ class MemoryTimeline {
     std::stable_sort(samples_.begin(), samples_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   }
   bool empty() const { return samples_.empty(); }
-  // The value held at `t_us` (the last sample at or before it; the first sample before any).
-  std::int64_t at(double t_us) const {
-    auto it = std::upper_bound(samples_.begin(), samples_.end(), t_us,
-                               [](double t, const std::pair<double, std::int64_t>& s) { return t < s.first; });
+  // The value held just before `t_us` (the last sample strictly before it; the first sample
+  // when there is none). Strictly: what an op allocates at its very start is its own.
+  std::int64_t before(double t_us) const {
+    auto it = std::lower_bound(samples_.begin(), samples_.end(), t_us,
+                               [](const std::pair<double, std::int64_t>& s, double t) { return s.first < t; });
     if (it == samples_.begin()) return samples_.front().second;
     return std::prev(it)->second;
   }
@@ -103,9 +104,12 @@ void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
     const double next_start_us = i + 1 < main.size() ? main[i + 1]->ts_us : infinity;
     const Sample sample{e.dur_us * 1e-6, &mt.source, rank, e.micro_batch};
     if (e.lane == static_cast<int>(Lane::Send)) {
-      // A send occupies the program from its start until the next instruction starts.
-      if (std::isfinite(next_start_us))
-        out.times_s[{e.stage, "SEND"}].push_back({(next_start_us - e.ts_us) * 1e-6, &mt.source, rank, e.micro_batch});
+      // A send occupies the program from its start until the next instruction starts. Events
+      // that start at the same instant (simulated traces) may be sorted either way round.
+      const bool tie_before = i > 0 && main[i - 1]->ts_us == e.ts_us;
+      const double next_us = tie_before ? e.ts_us : next_start_us;
+      if (std::isfinite(next_us))
+        out.times_s[{e.stage, "SEND"}].push_back({(next_us - e.ts_us) * 1e-6, &mt.source, rank, e.micro_batch});
       if (e.name == "SEND_F" && e.bytes > 0) out.activation_bytes[e.stage].push_back(e.bytes);
       continue;
     }
@@ -113,7 +117,9 @@ void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
     static const std::set<std::string> timed = {"F", "B", "I", "W", "LOAD", "OPTIMIZER", "REDUCE_GRAD", "REDUCE_TIED"};
     if (timed.count(e.name)) out.times_s[{e.stage, e.name}].push_back(sample);
     if (memory.empty()) continue;
-    const std::int64_t delta = memory.at(std::isfinite(next_start_us) ? next_start_us : infinity) - memory.at(e.ts_us);
+    // pprun samples the counter after each instruction, so an op's samples lie between its
+    // start and the next instruction's start.
+    const std::int64_t delta = memory.before(next_start_us) - memory.before(e.ts_us);
     const std::pair<int, int> key{e.stage, e.micro_batch};
     if (e.name == "LOAD" || e.name == "RECV_F" || e.name == "F") {
       forward_delta[key] += delta;

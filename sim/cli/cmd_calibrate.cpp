@@ -1,0 +1,70 @@
+// `ppsim calibrate MEASURED... -o PROFILE [--report FILE] [--quiet]`: learns per-stage costs
+// from measured traces of pprun (calibration.hpp) and writes the profile that `ppsim simulate
+// --profile` reads. Prints what it learnt, the outliers and what it could not measure.
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "command.hpp"
+#include "pipescope/core/atomic_file.hpp"
+#include "pipescope/core/errors.hpp"
+#include "pipescope/sim/calibration.hpp"
+#include "pipescope/traces/trace_io.hpp"
+
+namespace po = boost::program_options;
+
+namespace pipescope::cli {
+namespace {
+
+int run_calibrate(const std::vector<std::string>& args) {
+  std::vector<std::string> inputs;
+  std::string output, report_path;
+  bool quiet = false;
+  sim::CalibrationOptions calibration_options;
+  po::options_description options("ppsim calibrate MEASURED... -o PROFILE [options]");
+  options.add_options()
+      ("help,h", "this text")
+      ("output,o", po::value(&output), "the profile to write (pipescope.profile/1 JSON; required)")
+      ("report", po::value(&report_path), "also write the calibration report (costs, samples, outliers) to FILE (default: none)")
+      ("outlier-mads", po::value(&calibration_options.outlier_mads)->default_value(calibration_options.outlier_mads),
+       "report samples further than this many scaled median absolute deviations from their median")
+      ("outlier-fraction", po::value(&calibration_options.outlier_min_fraction)->default_value(calibration_options.outlier_min_fraction),
+       "... and further than this fraction of the median")
+      ("quiet,q", po::bool_switch(&quiet), "print nothing on success");
+  po::options_description hidden;
+  hidden.add_options()("measured", po::value(&inputs));
+  po::options_description all;
+  all.add(options).add(hidden);
+  po::positional_options_description positional;
+  positional.add("measured", -1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+  if (vm.count("help")) {
+    std::cout << options
+              << "\nMEASURED are trace files of pprun (--trace; .json or .json.gz), of one model on one stage\n"
+                 "layout, any schedules and micro-batch counts. Costs are medians over micro-batches and traces.\n"
+                 "The split of a backward into input and weight gradients comes from I/W events (a zb-* run\n"
+                 "among the traces) or from the executor's split probe; without either the profile refuses\n"
+                 "split-backward schedules.\n";
+    return 0;
+  }
+  po::notify(vm);
+  if (inputs.empty()) throw UsageError("calibrate needs at least one measured trace (see ppsim calibrate --help)");
+  if (output.empty()) throw UsageError("calibrate: -o PROFILE is required");
+  if (!(calibration_options.outlier_mads > 0)) throw UsageError("--outlier-mads: must be > 0");
+  if (!(calibration_options.outlier_min_fraction >= 0)) throw UsageError("--outlier-fraction: must be >= 0");
+
+  std::vector<sim::MeasuredTrace> traces;
+  for (const std::string& path : inputs) traces.push_back({traces::read_trace(path), path});
+  const sim::Calibration calibration = sim::calibrate(traces, calibration_options);
+  const std::string report = sim::calibration_report(calibration);
+  sim::write_profile(calibration.profile, output);
+  if (!report_path.empty()) write_file_atomic(report_path, report);
+  if (!quiet) std::cout << report << "wrote " << output << "\n";
+  return 0;
+}
+
+const CommandRegistrar registrar{
+    {"calibrate", "learn per-stage costs from measured traces (pprun --trace) into a profile", run_calibrate}};
+
+}  // namespace
+}  // namespace pipescope::cli

@@ -1,0 +1,325 @@
+// Calibration from measured traces (calibration.hpp).
+//
+// Hand-made traces, laid out the way pprun records them (an event per instruction, the memory
+// counter sampled after each one): 2 ranks, 2 stages, 5 micro-batches, GPipe order.
+//   stage 0: LOAD 10 us (+100 B), F 100/98/102/101/400 us (+1000 B; median 101 us, 400 us is an
+//            outlier), SEND_F posting 20 us, RECV_B (+512 B), B 150 us (frees 1612 B; the first
+//            one also allocates the 4000 B gradient buffer), OPTIMIZER 30 us (frees the buffer);
+//            10000 B held at the start.
+//   stage 1: LOAD 10 us (+64 B), RECV_F (+512 B), F 200 us (+2000 B), B 300 us (frees 2576 B,
+//            first one +6000 B buffer), SEND_B posting 20 us, OPTIMIZER 30 us; 20000 B at start.
+//   transfers: the first RECV_F waits and ends 50 us after its send starts (latency 50 us);
+//            receives of data already there take 5 us.
+// Expected profile: F 101 / 200 us, full backward 150 / 300 us, load 10 us, send 20 us, recv
+// 5 us, latency 50 us, f_mem 1100 / 2576 B, gradient buffers 4000 / 6000 B, static 10000 /
+// 20000 B, backward split unmeasured. A second trace of a split schedule (I 60/120 us, W 90/180
+// us) measures the split; pooled medians then mix both traces.
+// End to end: traces simulated from known costs (1F1B and ZB-H1, m = 4) calibrate a profile
+// whose predictions for ZB-H1 and 1F1B at m = 8 equal the simulations from the known costs.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "pipescope/core/errors.hpp"
+#include "pipescope/core/registry.hpp"
+#include "pipescope/sim/calibration.hpp"
+#include "pipescope/sim/simulator.hpp"
+
+using namespace pipescope;
+using namespace pipescope::sim;
+using traces::Lane;
+
+namespace {
+
+// Appends events to one rank of a trace the way pprun's runtime does.
+struct RankWriter {
+  traces::Trace& trace;
+  int rank;
+  double now_us = 0;
+  std::int64_t memory_bytes = 0;
+
+  void start(std::int64_t static_bytes) {
+    memory_bytes = static_bytes;
+    trace.memory.push_back({rank, now_us, memory_bytes});
+    now_us += 1;
+  }
+  traces::TraceEvent& op(const char* name, Lane lane, int stage, int micro_batch, double dur_us, std::int64_t delta = 0) {
+    traces::TraceEvent e;
+    e.rank = rank;
+    e.lane = static_cast<int>(lane);
+    e.name = name;
+    e.ts_us = now_us;
+    e.dur_us = dur_us;
+    e.stage = stage;
+    e.micro_batch = micro_batch;
+    trace.events.push_back(e);
+    now_us += dur_us;
+    if (delta != 0) {
+      memory_bytes += delta;
+      trace.memory.push_back({rank, now_us + 0.5, memory_bytes});
+    }
+    now_us += 1;  // the runtime's bookkeeping between instructions
+    return trace.events.back();
+  }
+  // A send: the program moves on `post_us` after starting it; the transfer ends later.
+  traces::TraceEvent& send(const char* name, int stage, int micro_batch, double post_us, double transfer_us) {
+    traces::TraceEvent e;
+    e.rank = rank;
+    e.lane = static_cast<int>(Lane::Send);
+    e.name = name;
+    e.ts_us = now_us;
+    e.dur_us = transfer_us;
+    e.stage = stage;
+    e.micro_batch = micro_batch;
+    e.peer_rank = 1 - rank;
+    e.bytes = 512;
+    trace.events.push_back(e);
+    now_us += post_us;
+    return trace.events.back();
+  }
+};
+
+constexpr int kMicroBatches = 5;
+constexpr double kLatencyUs = 50;
+constexpr double kLateRecvUs = 5;
+
+// GPipe on 2 ranks. `split`: I and W instead of B.
+traces::Trace hand_made_trace(bool split, double stage0_forward_us = -1) {
+  traces::Trace t;
+  t.meta.source = "measured";
+  t.meta.schedule = split ? "zb-h1" : "gpipe";
+  t.meta.num_ranks = 2;
+  t.meta.num_stages = 2;
+  t.meta.num_micro_batches = kMicroBatches;
+  RankWriter r0{t, 0}, r1{t, 1};
+  r0.start(10000);
+  r1.start(20000);
+  const double forward0[kMicroBatches] = {100, 98, 102, 101, 400};
+  std::vector<double> send_f_at(kMicroBatches);
+  for (int k = 0; k < kMicroBatches; ++k) {
+    r0.op("LOAD", Lane::Compute, 0, k, 10, 100);
+    r0.op("F", Lane::Compute, 0, k, stage0_forward_us > 0 ? stage0_forward_us : forward0[k], 1000);
+    send_f_at[k] = r0.now_us;
+    r0.send("SEND_F", 0, k, 20, kLatencyUs);
+  }
+  std::vector<double> send_b_at(kMicroBatches);
+  bool first1 = true;
+  for (int k = 0; k < kMicroBatches; ++k) {
+    r1.op("LOAD", Lane::Compute, 1, k, 10, 64);
+    const double data_at = send_f_at[k] + kLatencyUs;
+    if (r1.now_us <= send_f_at[k]) {
+      r1.op("RECV_F", Lane::Recv, 1, k, data_at - r1.now_us, 512);
+    } else {
+      REQUIRE(data_at <= r1.now_us);
+      r1.op("RECV_F", Lane::Recv, 1, k, kLateRecvUs, 512);
+    }
+    r1.op("F", Lane::Compute, 1, k, 200, 2000);
+    const std::int64_t buffer = first1 ? 6000 : 0;
+    first1 = false;
+    if (split) {
+      r1.op("I", Lane::Compute, 1, k, 120, 0);
+      r1.op("W", Lane::Compute, 1, k, 180, -2576 + buffer);
+    } else {
+      r1.op("B", Lane::Compute, 1, k, 300, -2576 + buffer);
+    }
+    send_b_at[k] = r1.now_us;
+    r1.send("SEND_B", 1, k, 20, kLatencyUs);
+  }
+  bool first0 = true;
+  for (int k = 0; k < kMicroBatches; ++k) {
+    r0.now_us = std::max(r0.now_us, send_b_at[k] + kLatencyUs);
+    r0.op("RECV_B", Lane::Recv, 0, k, kLateRecvUs, 512);
+    const std::int64_t buffer = first0 ? 4000 : 0;
+    first0 = false;
+    if (split) {
+      r0.op("I", Lane::Compute, 0, k, 60, 0);
+      r0.op("W", Lane::Compute, 0, k, 90, -1612 + buffer);
+    } else {
+      r0.op("B", Lane::Compute, 0, k, 150, -1612 + buffer);
+    }
+  }
+  r0.op("OPTIMIZER", Lane::Collective, 0, -1, 30, -4000);
+  r1.op("OPTIMIZER", Lane::Collective, 1, -1, 30, -6000);
+  return t;
+}
+
+bool has_outlier(const Calibration& c, const std::string& quantity, double value) {
+  return std::any_of(c.outliers.begin(), c.outliers.end(), [&](const CalibrationOutlier& o) {
+    return o.quantity == quantity && o.value == Approx(value);
+  });
+}
+
+}  // namespace
+
+TEST_CASE("calibration takes medians of a hand-made trace and reports outliers") {
+  const Calibration c = calibrate({{hand_made_trace(false), "gpipe.json"}});
+  const Profile& p = c.profile;
+  REQUIRE(p.stages.size() == 2);
+  const StageProfile& s0 = p.stages[0];
+  const StageProfile& s1 = p.stages[1];
+  CHECK(s0.f_s == Approx(101e-6));
+  CHECK(s1.f_s == Approx(200e-6));
+  CHECK(s0.b_s == Approx(150e-6));  // the whole backward: the split is unknown
+  CHECK(s0.w_s == 0);
+  CHECK(s1.b_s == Approx(300e-6));
+  CHECK_FALSE(p.backward_split_measured);
+  CHECK(s0.load_s == Approx(10e-6));
+  CHECK(s0.optimizer_s == Approx(30e-6));
+  CHECK(s0.send_s == Approx(20e-6));
+  CHECK(s1.send_s == Approx(20e-6));
+  CHECK(s1.recv_s == Approx(kLateRecvUs * 1e-6));
+  CHECK(p.transfer.latency_s == Approx(kLatencyUs * 1e-6));
+  CHECK(s0.activation_bytes == 512);
+  CHECK(has_outlier(c, "stage 0 F", 400e-6));
+  CHECK_FALSE(has_outlier(c, "stage 0 F", 98e-6));
+  CHECK_FALSE(c.notes.empty());
+}
+
+TEST_CASE("calibration learns memory deltas, the gradient buffer and static memory") {
+  const Profile p = calibrate({{hand_made_trace(false), "gpipe.json"}}).profile;
+  CHECK(p.stages[0].f_mem_bytes == 1100);
+  CHECK(p.stages[0].b_mem_bytes + p.stages[0].w_mem_bytes == -1100);
+  CHECK(p.stages[1].f_mem_bytes == 2576);
+  CHECK(p.stages[0].grad_buffer_bytes == 4000);
+  CHECK(p.stages[1].grad_buffer_bytes == 6000);
+  CHECK(p.stages[0].static_bytes == 10000);
+  CHECK(p.stages[1].static_bytes == 20000);
+}
+
+TEST_CASE("calibration pools several traces and takes the split from I and W events") {
+  const Calibration c =
+      calibrate({{hand_made_trace(false), "gpipe.json"}, {hand_made_trace(true, 110), "zb.json"}});
+  const Profile& p = c.profile;
+  CHECK(p.backward_split_measured);
+  CHECK(p.stages[0].b_s == Approx(60e-6));
+  CHECK(p.stages[0].w_s == Approx(90e-6));
+  CHECK(p.stages[0].full_backward_s == Approx(150e-6));
+  CHECK(p.stages[1].b_s == Approx(120e-6));
+  CHECK(p.stages[1].w_s == Approx(180e-6));
+  // F of stage 0: 98, 100, 101, 102, 400 and five times 110: median 110.
+  CHECK(p.stages[0].f_s == Approx(110e-6));
+  // The input gradient holds the received gradient (+512 B) until W frees everything.
+  CHECK(p.stages[0].b_mem_bytes == 512);
+  CHECK(p.stages[0].w_mem_bytes == -1612);
+  CHECK(p.extra["calibration"]["traces"].size() == 2);
+}
+
+TEST_CASE("calibration takes the split from the executor's probe") {
+  traces::Trace t = hand_made_trace(false);
+  t.meta.extra[std::string(kBackwardSplitProbeField)] = {
+      {{"stage", 0}, {"full_us", {100, 100, 100}}, {"input_us", {40, 40, 40}}, {"weight_us", {70, 70, 70}}},
+      {{"stage", 1}, {"full_us", {200}}, {"input_us", {100}}, {"weight_us", {100}}}};
+  const Profile p = calibrate({{t, "probed.json"}}).profile;
+  CHECK(p.backward_split_measured);
+  CHECK(p.stages[0].b_s == Approx(150e-6 * 0.4));
+  CHECK(p.stages[0].w_s == Approx(150e-6 * 0.7));
+  CHECK(p.stages[0].full_backward_s == Approx(150e-6));
+  CHECK(p.stages[1].b_s == Approx(150e-6));
+}
+
+TEST_CASE("calibration refuses traces of different stage layouts and traces without stages") {
+  traces::Trace four = hand_made_trace(false);
+  four.meta.num_stages = 4;
+  CHECK_THROWS_AS(calibrate({{hand_made_trace(false), "a.json"}, {four, "b.json"}}), UsageError);
+  CHECK_THROWS_WITH(calibrate({{traces::Trace{}, "empty.json"}}), Catch::Contains("empty.json"));
+  CHECK_THROWS_AS(calibrate({}), UsageError);
+}
+
+TEST_CASE("median helpers") {
+  CHECK(median_of({3, 1, 2}) == 2);
+  CHECK(median_of({4, 1, 3, 2}) == 2.5);
+  CHECK(median_of({}) == 0);
+  CHECK(median_absolute_deviation({1, 2, 3, 4, 100}) == 1);
+}
+
+TEST_CASE("a calibrated profile round-trips through its file, new fields included") {
+  const Profile p = calibrate({{hand_made_trace(false), "gpipe.json"}}).profile;
+  const auto dir = std::filesystem::temp_directory_path() / "pipescope_test_calibration";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "p.json").string();
+  write_profile(p, path);
+  const Profile back = read_profile(path);
+  CHECK(back == p);
+  CHECK(back.stages[0].grad_buffer_bytes == 4000);
+  CHECK_FALSE(back.backward_split_measured);
+  std::filesystem::remove_all(dir);
+  // Profiles written before the optional fields existed still read, with zeros.
+  const Profile old = parse_profile(
+      R"({"format": "pipescope.profile/1", "transfer": {"latency_s": 0, "bandwidth_bytes_per_s": 1e9},
+          "stages": [{"f_s": 1, "b_s": 1, "w_s": 1, "f_mem_bytes": 2, "b_mem_bytes": -1, "w_mem_bytes": -1,
+                      "static_bytes": 0, "activation_bytes": 0, "optimizer_s": 0, "reduce_grads_s": 0}]})",
+      "old.json");
+  CHECK(old.backward_split_measured);
+  CHECK(old.stages[0].send_s == 0);
+  CHECK(old.stages[0].grad_buffer_bytes == 0);
+}
+
+TEST_CASE("a profile of 2 stages fits schedules of 4 stages and of 1 stage") {
+  Profile p;
+  for (int s = 0; s < 2; ++s) {
+    StageProfile sp;
+    sp.stage = s;
+    sp.f_s = 0.002 * (s + 1);
+    sp.b_s = 0.004;
+    sp.w_s = 0.002;
+    sp.load_s = 0.001;
+    sp.send_s = 0.0005;
+    sp.f_mem_bytes = 1000;
+    sp.w_mem_bytes = -1000;
+    sp.static_bytes = 10001;
+    sp.activation_bytes = 64;
+    p.stages.push_back(sp);
+  }
+  const Profile four = profile_for_stages(p, 4, "p.json");
+  REQUIRE(four.stages.size() == 4);
+  CHECK(four.stages[0].f_s == Approx(0.001));
+  CHECK(four.stages[2].f_s == Approx(0.002));
+  CHECK(four.stages[0].load_s == Approx(0.001));
+  CHECK(four.stages[1].load_s == 0);
+  CHECK(four.stages[3].load_s == Approx(0.001));
+  CHECK(four.stages[1].send_s == Approx(0.0005));
+  CHECK(four.stages[0].static_bytes + four.stages[1].static_bytes == 10001);
+  CHECK(four.stages[2].f_mem_bytes == 500);
+  CHECK(four.stages[2].activation_bytes == 64);
+  const Profile one = profile_for_stages(p, 1, "p.json");
+  REQUIRE(one.stages.size() == 1);
+  CHECK(one.stages[0].f_s == Approx(0.006));
+  CHECK(one.stages[0].static_bytes == 20002);
+  CHECK_THROWS_WITH(profile_for_stages(p, 3, "p.json"), Catch::Contains("p.json"));
+}
+
+TEST_CASE("calibrate from simulated 1F1B and ZB-H1 traces, then predict other micro-batch counts") {
+  CostModel known;
+  StageCost s0, s1;
+  s0.f_s = 100e-6, s0.b_s = 150e-6, s0.w_s = 100e-6, s0.optimizer_s = 20e-6;
+  s1.f_s = 200e-6, s1.b_s = 250e-6, s1.w_s = 150e-6, s1.optimizer_s = 20e-6;
+  known.stages = {s0, s1};
+  auto schedule = [](const char* name, int m) {
+    ScheduleParams params;
+    params.num_ranks = 2;
+    params.num_micro_batches = m;
+    return make_schedule(name, params);
+  };
+  auto trace_of = [&](const char* name) {
+    traces::Trace t = simulate(schedule(name, 4), known).trace;
+    t.meta.source = "measured";
+    return t;
+  };
+  const traces::Trace one_f_one_b = trace_of("1f1b");
+  const Calibration c = calibrate({{one_f_one_b, "1f1b.json"}, {trace_of("zb-h1"), "zb-h1.json"}});
+  CHECK(c.profile.stages[0].f_s == Approx(100e-6));
+  CHECK(c.profile.stages[1].w_s == Approx(150e-6));
+  const CostModel measured = cost_model_from_profile(c.profile);
+  const Topology topology = topology_from_profile(c.profile);
+  for (const char* name : {"zb-h1", "1f1b", "gpipe"}) {
+    const double predicted = simulate(schedule(name, 8), measured, topology).summary.iteration_time_s;
+    const double direct = simulate(schedule(name, 8), known).summary.iteration_time_s;
+    INFO(name);
+    CHECK(predicted == Approx(direct).epsilon(1e-6));
+  }
+  // From the 1F1B trace alone the split is unknown: ZB-H1 is refused, 1F1B is not.
+  const Profile full_only = calibrate({{one_f_one_b, "1f1b.json"}}).profile;
+  CHECK_THROWS_WITH(check_profile_fits(full_only, schedule("zb-h1", 8), "p.json"), Catch::Contains("split"));
+  CHECK_NOTHROW(check_profile_fits(full_only, schedule("1f1b", 8), "p.json"));
+}
