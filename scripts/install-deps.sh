@@ -11,6 +11,7 @@ packages=(
   clang libclang-rt-14-dev
   libtorch-dev libgloo-dev
   qt6-base-dev qt6-charts-dev libgl-dev fonts-dejavu-core
+  jq  # bench/accuracy/run.sh reads ppsim compare --json
 )
 
 missing=()

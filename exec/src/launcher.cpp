@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -61,8 +62,27 @@ int launch_local_workers(const LaunchOptions& options) {
   std::string master_addr = options.master_addr;
   if (master_addr.empty()) {
     const char* env = std::getenv("MASTER_ADDR");
-    master_addr = env && *env ? env : "127.0.0.1";
+    if (env && *env) master_addr = env;
   }
+  // Without a master address every rank is here: they meet through a file store in a private
+  // directory, so nothing listens on the network (Gloo itself uses the loopback interface).
+  std::string store_dir;
+  if (master_addr.empty()) {
+    char pattern[] = "/tmp/pprun-XXXXXX";
+    if (!mkdtemp(pattern)) throw std::runtime_error(fmt::format("mkdtemp: {}", std::strerror(errno)));
+    store_dir = pattern;
+    master_addr = "127.0.0.1";
+  }
+  const std::string store_file = store_dir.empty() ? "" : store_dir + "/store";
+  struct RemoveDir {
+    std::string dir;
+    ~RemoveDir() {
+      if (!dir.empty()) {
+        std::error_code ignored;
+        std::filesystem::remove_all(dir, ignored);
+      }
+    }
+  } remove_store_dir{store_dir};
   int master_port = options.master_port;
   if (master_port == 0) {
     const char* env = std::getenv("MASTER_PORT");
@@ -96,6 +116,10 @@ int launch_local_workers(const LaunchOptions& options) {
       setenv("LOCAL_WORLD_SIZE", std::to_string(options.nproc).c_str(), 1);
       setenv("MASTER_ADDR", master_addr.c_str(), 1);
       setenv("MASTER_PORT", std::to_string(master_port).c_str(), 1);
+      if (!store_file.empty())
+        setenv("PIPESCOPE_STORE_FILE", store_file.c_str(), 1);
+      else
+        unsetenv("PIPESCOPE_STORE_FILE");
       execv(options.executable.c_str(), argv.data());
       std::fprintf(stderr, "pprun: error: rank %d: cannot start %s: %s\n", rank, options.executable.c_str(), std::strerror(errno));
       _exit(127);

@@ -1,6 +1,7 @@
 // Gloo through c10d: a TCPStore rendezvous (rank 0 serves it, as torch's env:// does) and one
 // ProcessGroupGloo per group. c10d errors (timeouts, closed connections) become TransportError.
 #include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -142,11 +143,17 @@ GlooWorld make_gloo_world(const GlooOptions& o) {
   store_options.timeout = o.timeout;
   c10::intrusive_ptr<c10d::Store> store;
   try {
-    store = c10::make_intrusive<c10d::TCPStore>(o.master_addr, store_options);
+    if (!o.store_file.empty()) {
+      store = c10::make_intrusive<c10d::FileStore>(o.store_file, o.world_size);
+      store->setTimeout(o.timeout);
+    } else {
+      store = c10::make_intrusive<c10d::TCPStore>(o.master_addr, store_options);
+    }
   } catch (const std::exception& e) {
     std::string message = e.what();
     if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
-    throw TransportError(fmt::format("rendezvous at {}:{}: {}", o.master_addr, o.master_port, message));
+    const std::string where = o.store_file.empty() ? fmt::format("{}:{}", o.master_addr, o.master_port) : o.store_file;
+    throw TransportError(fmt::format("rendezvous at {}: {}", where, message));
   }
   auto options = c10d::ProcessGroupGloo::Options::create(o.timeout);
   // On one node the pipeline traffic stays on the loopback interface.

@@ -109,7 +109,13 @@ class Worker {
   void run() {
     const RunOptions& o = plan_.options;
     const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout_s * 1000));
-    GlooOptions gloo{env_.master_addr, env_.master_port, env_.rank, env_.world_size, timeout};
+    GlooOptions gloo;
+    gloo.store_file = env_.store_file;
+    gloo.master_addr = env_.master_addr;
+    gloo.master_port = env_.master_port;
+    gloo.rank = env_.rank;
+    gloo.world_size = env_.world_size;
+    gloo.timeout = timeout;
     GlooWorld world = make_gloo_world(gloo);
     world_ = std::move(world.transport);
     store_ = world.store;
@@ -307,6 +313,7 @@ std::optional<WorkerEnvironment> worker_environment_from_env() {
   if (const char* v = std::getenv("LOCAL_RANK")) env.local_rank = env_int("LOCAL_RANK", v);
   if (const char* v = std::getenv("MASTER_ADDR"); v && *v) env.master_addr = v;
   if (const char* v = std::getenv("MASTER_PORT")) env.master_port = env_int("MASTER_PORT", v);
+  if (const char* v = std::getenv("PIPESCOPE_STORE_FILE")) env.store_file = v;
   return env;
 }
 

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -482,23 +483,28 @@ void TimelineWidget::paint_critical_path(QPainter& p) const {
     // The path is in time order: start one step before the first event that reaches the view.
     auto first = std::lower_bound(path.begin(), path.end(), t0, [&](std::size_t i, double t) { return events[i].end_us() < t; });
     if (first != path.begin()) --first;
+    auto last = std::upper_bound(first, path.end(), t1, [&](double t, std::size_t i) { return t < events[i].ts_us; });
+    // With several steps per pixel the hops between lanes are a solid smear: draw only the
+    // boxes then, each folded into the last one drawn on its lane when within a pixel.
+    const bool dense = (last - first) > time_area_width() / 2;
+    std::unordered_map<int, double> last_right;
     QPointF previous;
     bool have_previous = false;
-    for (auto it = first; it != path.end(); ++it) {
+    for (auto it = first; it != last; ++it) {
       const auto& e = events[*it];
       const QRect lane = lane_rect(e.rank, s, e.lane);
       if (lane.isEmpty()) continue;
       const double x0 = kHeaderWidth + std::max(-10.0, view_.time_to_x(e.ts_us));
       const double x1 = kHeaderWidth + std::min(time_area_width() + 10.0, view_.time_to_x(e.end_us()));
+      auto [right, fresh] = last_right.try_emplace(lane.top(), -1e9);
+      if (fresh || x1 > right->second + 1) {
+        p.drawRect(QRectF(x0, lane.top() + 1, std::max(2.0, x1 - x0), lane.height() - 2));
+        right->second = std::max(x1, x0 + 2);
+      }
       const QPointF start(x0, lane.center().y());
-      // Steps closer than a pixel to the last one drawn fold into it.
-      const bool same_place = have_previous && std::fabs(previous.x() - x1) < 1 && std::fabs(previous.y() - start.y()) < 1;
-      if (same_place) continue;
-      if (e.end_us() >= t0 && e.ts_us <= t1) p.drawRect(QRectF(x0, lane.top() + 1, std::max(2.0, x1 - x0), lane.height() - 2));
-      if (have_previous && std::fabs(previous.y() - start.y()) > 1) p.drawLine(previous, start);
+      if (!dense && have_previous && std::fabs(previous.y() - start.y()) > 1) p.drawLine(previous, start);
       previous = QPointF(x1, lane.center().y());
       have_previous = true;
-      if (e.ts_us > t1) break;
     }
   }
 }

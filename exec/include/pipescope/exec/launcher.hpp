@@ -12,8 +12,10 @@ struct LaunchOptions {
   int nproc = 1;
   std::string executable;            // the worker program (normally /proc/self/exe)
   std::vector<std::string> args;     // its arguments (without argv[0])
-  std::string master_addr;           // empty: 127.0.0.1 (or MASTER_ADDR when set)
+  std::string master_addr;           // empty: MASTER_ADDR when set, else a private file store
+                                     // (no listening socket) and Gloo on 127.0.0.1
   int master_port = 0;               // 0: MASTER_PORT when set, else a free loopback port
+                                     // (only used with a master address)
   double grace_s = 65;               // how long the others may take to stop after a failure
   bool quiet = false;
 };

@@ -1,7 +1,7 @@
 // How ranks talk (DESIGN item 6): one small interface that every backend implements. Sends and
 // receives return a pending handle that is waited on with a timeout; a failed or timed-out wait
-// throws TransportError. Backends: an in-process fake (tests; can inject failures), Gloo through
-// c10d for CPUs, NCCL for GPUs (built with PIPESCOPE_WITH_CUDA).
+// throws TransportError. Backends: an in-process fake (tests; can inject failures) and Gloo
+// through c10d for CPUs.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -59,13 +59,16 @@ void fake_network_fail_rank(FakeNetwork& network, int rank);
 
 // ---- Gloo through c10d ---------------------------------------------------------------------
 struct GlooOptions {
+  // A file store (c10d FileStore) for ranks on one node: no listening socket at all. When empty,
+  // rank 0 serves a TCPStore at master_addr:master_port (torchrun's env:// rendezvous).
+  std::string store_file;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   int rank = 0;
   int world_size = 1;
   std::chrono::milliseconds timeout{60000};
 };
-// Rendezvous through a TCPStore (rank 0 serves it) and a ProcessGroupGloo. The returned store
+// Rendezvous through the store and a ProcessGroupGloo. The returned store
 // handle stays usable for small key/value exchanges (metrics, traces).
 class KeyValueStore {
  public:
@@ -78,12 +81,6 @@ struct GlooWorld {
   std::shared_ptr<KeyValueStore> store;
 };
 GlooWorld make_gloo_world(const GlooOptions& options);
-
-#ifdef PIPESCOPE_WITH_CUDA
-// NCCL over the same store: ncclSend/ncclRecv on a communication stream.
-std::unique_ptr<Transport> make_nccl_transport(const GlooOptions& options, std::shared_ptr<KeyValueStore> store,
-                                               int device);
-#endif
 
 // Packs several tensors into one contiguous buffer (one message) and back.
 at::Tensor pack_tensors(const std::vector<at::Tensor>& tensors);

@@ -36,9 +36,11 @@ struct WorkerEnvironment {
   int local_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  std::string store_file;  // PIPESCOPE_STORE_FILE: set by the local launcher (see GlooOptions)
 };
 
-// Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; nothing when RANK is unset.
+// Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (and PIPESCOPE_STORE_FILE);
+// nothing when RANK is unset.
 // Throws UsageError naming the variable when one is malformed.
 std::optional<WorkerEnvironment> worker_environment_from_env();
 

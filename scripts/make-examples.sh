@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Regenerates traces/examples/: a real pprun run of 1F1B calibrates a profile; a real pprun run
+# of ZB-H1 with twice the micro-batches is the measured trace; ppsim's prediction of that run
+# from the profile is the predicted trace; `ppsim compare` writes the comparison as a table and
+# as JSON. Open them with: ppview traces/examples/predicted.json traces/examples/measured.json
+#
+#   scripts/make-examples.sh [BUILD_DIR]     # default: $PIPESCOPE_BUILD_DIR or build/release
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${1:-${PIPESCOPE_BUILD_DIR:-$root/build/release}}
+[[ $build = /* ]] || build=$root/$build
+ppsim=$build/sim/ppsim
+pprun=$build/exec/pprun
+for tool in "$ppsim" "$pprun"; do
+  [[ -x $tool ]] || { echo "make-examples: error: $tool is missing (build ppsim and pprun first)" >&2; exit 1; }
+done
+out=$root/traces/examples
+model=(--model mlp --layers 8 --hidden 256 --micro-batch-size 8 --threads-per-rank 1 --steps 6 --quiet)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+"$pprun" --nproc-per-node 2 --schedule 1f1b --micro-batches 4 "${model[@]}" --trace "$work/calibration-1f1b.json"
+"$ppsim" calibrate "$work/calibration-1f1b.json" -o "$work/profile.json" --report "$work/calibration.txt" --quiet
+"$pprun" --nproc-per-node 2 --schedule zb-h1 --micro-batches 8 "${model[@]}" --trace "$work/measured.json"
+"$ppsim" simulate --schedule zb-h1 --stages 2 --micro-batches 8 --profile "$work/profile.json" \
+  --trace "$work/predicted.json" > "$work/simulate.txt"
+"$ppsim" compare "$work/predicted.json" "$work/measured.json" > "$work/compare.txt"
+"$ppsim" compare "$work/predicted.json" "$work/measured.json" --json > "$work/compare.json"
+
+mkdir -p "$out"
+for f in calibration-1f1b.json profile.json calibration.txt measured.json predicted.json simulate.txt compare.txt compare.json; do
+  cp "$work/$f" "$out/$f"
+done
+echo "make-examples: wrote $out" >&2
