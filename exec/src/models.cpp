@@ -219,6 +219,10 @@ MicroBatch make_micro_batch(const ModelConfig& c, std::int64_t index) {
 
 StageModule::StageModule(const ModelSpec& spec, int first_layer, int end_layer)
     : first_layer_(first_layer), end_layer_(end_layer) {
+  // Seeding and drawing from the process-wide generator must not interleave with another
+  // thread building its stage (in-process ranks), or the weights would depend on timing.
+  static std::mutex build_mutex;
+  std::lock_guard<std::mutex> build_lock(build_mutex);
   for (int i = first_layer; i < end_layer; ++i) {
     const LayerSpec& ls = spec.layers.at(static_cast<std::size_t>(i));
     seed_default_generator(layer_seed(spec.config.seed, static_cast<std::uint64_t>(i)));

@@ -90,7 +90,21 @@ void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
   std::vector<const TraceEvent*> main;
   for (const auto& e : trace.events)
     if (e.rank == rank && on_main_thread(e)) main.push_back(&e);
-  std::stable_sort(main.begin(), main.end(), [](const TraceEvent* a, const TraceEvent* b) { return a->ts_us < b->ts_us; });
+  // At equal start times (simulated traces) the program order is: a send is posted, a receive
+  // is taken, then computation starts, then the end-of-batch collectives.
+  auto tie_order = [](const TraceEvent* e) {
+    switch (static_cast<Lane>(e->lane)) {
+      case Lane::Send: return 0;
+      case Lane::Recv: return 1;
+      case Lane::Compute: return 2;
+      case Lane::Collective: return 3;
+    }
+    return 4;
+  };
+  std::stable_sort(main.begin(), main.end(), [&](const TraceEvent* a, const TraceEvent* b) {
+    if (a->ts_us != b->ts_us) return a->ts_us < b->ts_us;
+    return tie_order(a) < tie_order(b);
+  });
   const MemoryTimeline memory(trace, rank);
   const double infinity = std::numeric_limits<double>::infinity();
 
@@ -104,12 +118,13 @@ void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
     const double next_start_us = i + 1 < main.size() ? main[i + 1]->ts_us : infinity;
     const Sample sample{e.dur_us * 1e-6, &mt.source, rank, e.micro_batch};
     if (e.lane == static_cast<int>(Lane::Send)) {
-      // A send occupies the program from its start until the next instruction starts. Events
-      // that start at the same instant (simulated traces) may be sorted either way round.
-      const bool tie_before = i > 0 && main[i - 1]->ts_us == e.ts_us;
-      const double next_us = tie_before ? e.ts_us : next_start_us;
-      if (std::isfinite(next_us))
-        out.times_s[{e.stage, "SEND"}].push_back({(next_us - e.ts_us) * 1e-6, &mt.source, rank, e.micro_batch});
+      // A send occupies the program from its start until the next instruction starts. Only a
+      // computation or a collective next tells when that was: a receive's event may start
+      // when its data arrives instead of when the program reached it (simulated traces).
+      const bool next_tells = i + 1 < main.size() && (main[i + 1]->lane == static_cast<int>(Lane::Compute) ||
+                                                      main[i + 1]->lane == static_cast<int>(Lane::Collective));
+      if (next_tells)
+        out.times_s[{e.stage, "SEND"}].push_back({(next_start_us - e.ts_us) * 1e-6, &mt.source, rank, e.micro_batch});
       if (e.name == "SEND_F" && e.bytes > 0) out.activation_bytes[e.stage].push_back(e.bytes);
       continue;
     }

@@ -266,8 +266,12 @@ void Engine::reschedule_link(std::int32_t link_id, double now) {
 void Engine::finish_link_event(std::int32_t link_id, double now) {
   LinkState& link = links_[link_id];
   advance_link(link, now);
-  // Every transfer within rounding of its end finishes now.
-  auto finished = [&](std::int32_t id) { return remaining_bytes_[id] <= total_bytes_[id] * 1e-9 + 1e-6; };
+  // Every transfer within rounding of its end finishes now. Rounding includes what the link
+  // moves in a few units of the clock's precision, or a very fast link would never finish.
+  const double clock_resolution_bytes = link.bandwidth_bytes_per_s * std::max(1.0, now) * 1e-15;
+  auto finished = [&](std::int32_t id) {
+    return remaining_bytes_[id] <= total_bytes_[id] * 1e-9 + 1e-6 + clock_resolution_bytes;
+  };
   std::size_t kept = 0;
   for (std::size_t i = 0; i < link.active.size(); ++i) {
     const std::int32_t id = link.active[i];

@@ -308,6 +308,7 @@ TEST_CASE("calibrate from simulated 1F1B and ZB-H1 traces, then predict other mi
   };
   const traces::Trace one_f_one_b = trace_of("1f1b");
   const Calibration c = calibrate({{one_f_one_b, "1f1b.json"}, {trace_of("zb-h1"), "zb-h1.json"}});
+  INFO(calibration_report(c));
   CHECK(c.profile.stages[0].f_s == Approx(100e-6));
   CHECK(c.profile.stages[1].w_s == Approx(150e-6));
   const CostModel measured = cost_model_from_profile(c.profile);
