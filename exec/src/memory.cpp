@@ -2,10 +2,21 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <torch/version.h>
 
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
+
+// c10::Allocator::allocate lost its const and gained a pure copy_data() in LibTorch 2.x (both
+// are compiled here against 1.13 and 2.15; 2.3 as the first such release is assumed).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define PIPESCOPE_ALLOCATE_CONST
+#define PIPESCOPE_ALLOCATOR_HAS_COPY_DATA 1
+#else
+#define PIPESCOPE_ALLOCATE_CONST const
+#define PIPESCOPE_ALLOCATOR_HAS_COPY_DATA 0
+#endif
 
 namespace pipescope::exec {
 namespace {
@@ -39,7 +50,7 @@ class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* inner) : inner_(inner) {}
 
-  c10::DataPtr allocate(std::size_t n) const override {
+  c10::DataPtr allocate(std::size_t n) PIPESCOPE_ALLOCATE_CONST override {
     c10::DataPtr inner = inner_->allocate(n);
     void* data = inner.get();
     const auto device = inner.device();
@@ -56,6 +67,9 @@ class CountingAllocator final : public c10::Allocator {
     return {data, data, &delete_counted, device};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &delete_counted; }
+#if PIPESCOPE_ALLOCATOR_HAS_COPY_DATA
+  void copy_data(void* dest, const void* src, std::size_t count) const override { inner_->copy_data(dest, src, count); }
+#endif
 
  private:
   c10::Allocator* inner_;

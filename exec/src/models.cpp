@@ -63,7 +63,7 @@ class TokenEmbedding : public Layer {
         position_(register_module("position", torch::nn::Embedding(seq_len, hidden))) {}
   TensorList forward_layers(const TensorList& in) override {
     const at::Tensor& tokens = in[0];
-    auto positions = at::arange(tokens.size(1), at::TensorOptions().dtype(at::kLong));
+    auto positions = at::arange(tokens.size(1), at::TensorOptions().dtype(at::kLong).device(tokens.device()));
     return {at::embedding(weight_, tokens) + position_->forward(positions)};
   }
 
@@ -90,7 +90,7 @@ class TransformerBlock : public Layer {
     auto split_heads = [&](const at::Tensor& t) { return t.reshape({batch, seq, heads_, head_dim}).transpose(1, 2); };
     auto q = split_heads(qkv[0]), k = split_heads(qkv[1]), v = split_heads(qkv[2]);
     auto scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_dim)));
-    auto causal = at::ones({seq, seq}, at::TensorOptions().dtype(at::kBool)).tril();
+    auto causal = at::ones({seq, seq}, at::TensorOptions().dtype(at::kBool).device(x.device())).tril();
     scores = scores.masked_fill(causal.logical_not(), -std::numeric_limits<float>::infinity());
     auto attended = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({batch, seq, hidden});
     auto h = x + proj_->forward(attended);
@@ -240,6 +240,11 @@ StageModule::StageModule(const ModelSpec& spec, int first_layer, int end_layer)
     }
     layers_.push_back(std::move(layer));
   }
+}
+
+void StageModule::to(at::Device device) {
+  // Module::to moves each parameter's data in place, so the tensors in parameters_ follow.
+  for (auto& layer : layers_) layer->to(device);
 }
 
 TensorList StageModule::forward(const TensorList& inputs) {

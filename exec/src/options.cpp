@@ -72,6 +72,7 @@ std::vector<OptionDef> option_defs() {
   defs.push_back({"--lr", "X", fmt::format("AdamW learning rate (default {:g})", d.learning_rate),
                   [](RunOptions& o, const std::string& v) { o.learning_rate = parse_number<double>("--lr", v); }});
   add_string("--partition", &RunOptions::partition_method, "METHOD", "layer split: uniform, parameters, type:REGEX");
+  add_string("--device", &RunOptions::device, "cpu|cuda", "where workers compute: cpu with Gloo, cuda with NCCL (GPU = LOCAL_RANK)");
   add_flag("--quiet", &RunOptions::quiet, "no progress on the terminal");
   add_flag("--help", &RunOptions::show_help, "show this help");
   add_flag("--version", &RunOptions::show_version, "show the version");
@@ -127,6 +128,8 @@ void check_run_options(const RunOptions& o) {
   if (!(o.learning_rate > 0)) throw UsageError(fmt::format("option --lr: {:g} must be positive", o.learning_rate));
   if (o.model != "mlp" && o.model != "tiny-gpt")
     throw UsageError(fmt::format("option --model: unknown model '{}' (known: mlp, tiny-gpt)", o.model));
+  if (o.device != "cpu" && o.device != "cuda")
+    throw UsageError(fmt::format("option --device: unknown device '{}' (known: cpu, cuda)", o.device));
   if (o.resume && o.checkpoint_dir.empty()) throw UsageError("option --resume needs --checkpoint-dir");
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty())
     throw UsageError("option --checkpoint-every needs --checkpoint-dir");

@@ -166,6 +166,7 @@ class PipelineRuntime::Impl {
        GridPosition position, RuntimeOptions options)
       : model_(model), schedule_(schedule), partition_(partition), world_(world), position_(position),
         options_(options), send_watcher_(options.timeout) {
+    if (!options_.device) options_.device = make_cpu_device();
     const auto& stages = schedule_.stages_of_rank(position_.pipe_rank);
     for (int s : stages) {
       auto state = std::make_unique<StageState>();
@@ -173,6 +174,7 @@ class PipelineRuntime::Impl {
       state->is_first = s == 0;
       state->is_last = s == schedule_.num_stages - 1;
       state->module = std::make_unique<StageModule>(model_, partition_.bounds[s], partition_.bounds[s + 1]);
+      if (options_.device->device() != at::kCPU) state->module->to(options_.device->device());
       auto params = state->module->parameter_tensors();
       if (!params.empty())
         state->optimizer = std::make_unique<torch::optim::AdamW>(
@@ -193,7 +195,8 @@ class PipelineRuntime::Impl {
       st->accumulator.reset(m);
       st->grads_final = st->grads_reduced = st->stepped = false;
     }
-    reset_cpu_peak_memory();
+    options_.device->reset_peak_memory();
+    options_.device->begin_step();
     result_.origin_us = now_us();
     last_memory_bytes_ = -1;
     sample_memory();
@@ -217,7 +220,8 @@ class PipelineRuntime::Impl {
       std::lock_guard<std::mutex> lock(events_mutex_);
       result_.time_s = (now_us() - result_.origin_us) / 1e6;
     }
-    result_.peak_memory_bytes = cpu_memory().peak_bytes;
+    resolve_device_timings();
+    result_.peak_memory_bytes = options_.device->memory().peak_bytes;
     StepResult out;
     {
       std::lock_guard<std::mutex> lock(events_mutex_);
@@ -225,6 +229,68 @@ class PipelineRuntime::Impl {
       result_ = StepResult{};
     }
     return out;
+  }
+
+  // Times a full backward and, apart, its input-gradient and weight-gradient halves on a
+  // synthetic micro-batch of each stage held here. Runs outside any step on fresh tensors:
+  // grad() returns the gradients instead of accumulating them, so weights, gradients,
+  // optimizer state and data of the run are untouched.
+  std::vector<PipelineRuntime::BackwardSplitTiming> probe_backward_split(int repetitions) {
+    std::vector<PipelineRuntime::BackwardSplitTiming> timings;
+    if (!schedule_.is_training()) return timings;
+    for (auto& [s, st] : stages_) {
+      PipelineRuntime::BackwardSplitTiming timing;
+      timing.stage = s;
+      const MicroBatch batch = make_micro_batch(model_.config, 0);
+      TensorList base;
+      if (st->is_first) {
+        base = batch.inputs;
+      } else {
+        for (const auto& spec : model_.boundary.at(static_cast<std::size_t>(st->module->first_layer())))
+          base.push_back(at::isFloatingType(spec.dtype) ? at::full(spec.sizes, 0.01, at::TensorOptions().dtype(spec.dtype))
+                                                        : at::zeros(spec.sizes, at::TensorOptions().dtype(spec.dtype)));
+      }
+      const TensorList params = st->module->parameter_tensors();
+      for (int rep = 0; rep < repetitions; ++rep)
+        for (const bool split : {false, true}) {
+          TensorList inputs;
+          for (const auto& t : base) {
+            at::Tensor leaf = t.detach().clone();
+            if (!st->is_first && at::isFloatingType(leaf.scalar_type())) leaf.requires_grad_(true);
+            inputs.push_back(leaf);
+          }
+          const TensorList outputs = st->module->forward(inputs);
+          TensorList roots, seeds, grad_inputs;
+          if (st->is_last) {
+            roots = {model_.loss(outputs, batch.labels)};
+            seeds = {at::ones({}, roots[0].options())};
+          } else {
+            for (const auto& o : outputs)
+              if (o.requires_grad()) {
+                roots.push_back(o);
+                seeds.push_back(at::full_like(o, 0.01));
+              }
+          }
+          for (const auto& t : inputs)
+            if (t.requires_grad()) grad_inputs.push_back(t);
+          if (roots.empty()) continue;
+          const double start = now_us();
+          if (!split) {
+            TensorList targets = grad_inputs;
+            targets.insert(targets.end(), params.begin(), params.end());
+            if (!targets.empty()) torch::autograd::grad(roots, targets, seeds, false, false, true);
+            timing.full_us.push_back(now_us() - start);
+          } else {
+            if (!grad_inputs.empty()) torch::autograd::grad(roots, grad_inputs, seeds, true, false, true);
+            const double middle = now_us();
+            if (!params.empty()) torch::autograd::grad(roots, params, seeds, false, false, true);
+            timing.input_us.push_back(middle - start);
+            timing.weight_us.push_back(now_us() - middle);
+          }
+        }
+      timings.push_back(std::move(timing));
+    }
+    return timings;
   }
 
   std::vector<int> stage_ids() const {
@@ -307,7 +373,7 @@ class PipelineRuntime::Impl {
     e.dur_us = std::max(0.0, end_abs_us - result_.origin_us - e.ts_us);
   }
   void sample_memory() {
-    const auto bytes = cpu_memory().current_bytes;
+    const auto bytes = options_.device->memory().current_bytes;
     if (bytes == last_memory_bytes_) return;
     last_memory_bytes_ = bytes;
     std::lock_guard<std::mutex> lock(events_mutex_);
@@ -344,8 +410,25 @@ class PipelineRuntime::Impl {
   template <typename Fn>
   void timed(traces::Lane lane, const Instruction& instr, Fn fn) {
     const auto index = begin_event(lane, instr);
+    auto device_timing = options_.device->start_timing();
     fn();
     end_event(index, now_us());
+    if (device_timing) {
+      device_timing->stop();
+      device_timings_.emplace_back(index, std::move(device_timing));
+    }
+  }
+  // On a GPU the host returns from an instruction before its kernels ran: the device's own
+  // timings replace the host's spans at the end of the step.
+  void resolve_device_timings() {
+    for (auto& [index, timing] : device_timings_) {
+      const auto [start_us, end_us] = timing->span_us();
+      std::lock_guard<std::mutex> lock(events_mutex_);
+      auto& e = result_.events[index];
+      e.ts_us = start_us - result_.origin_us;
+      e.dur_us = std::max(0.0, end_us - start_us);
+    }
+    device_timings_.clear();
   }
 
   MicroBatchState& mb(int s, int micro_batch) { return stage(s).micro_batches[micro_batch]; }
@@ -355,6 +438,10 @@ class PipelineRuntime::Impl {
     if (!st.is_first && !st.is_last) return;  // inner stages get their data from the pipeline
     MicroBatchState& state = mb(s, micro_batch);
     MicroBatch batch = make_micro_batch(model_.config, first_sample_ + micro_batch);
+    if (options_.device->device() != at::kCPU) {
+      for (auto& t : batch.inputs) t = t.to(options_.device->device());
+      if (batch.labels.defined()) batch.labels = batch.labels.to(options_.device->device());
+    }
     if (st.is_first) state.received_inputs = std::move(batch.inputs);
     if (st.is_last) state.labels = std::move(batch.labels);
     state.loaded = true;
@@ -487,7 +574,7 @@ class PipelineRuntime::Impl {
     const int boundary = activation ? st.module->first_layer() : st.module->end_layer();
     TensorList like;
     for (const auto& spec : model_.boundary.at(static_cast<std::size_t>(boundary)))
-      like.push_back(at::empty(spec.sizes, at::TensorOptions().dtype(spec.dtype)));
+      like.push_back(at::empty(spec.sizes, at::TensorOptions().dtype(spec.dtype).device(options_.device->device())));
     std::int64_t total = 0;
     for (auto& t : like) total += t.numel();
     at::Tensor flat = like.size() == 1 ? like[0] : at::empty({total}, like[0].options());
@@ -608,6 +695,7 @@ class PipelineRuntime::Impl {
   int current_step_ = 0;
   std::mutex events_mutex_;
   StepResult result_;
+  std::vector<std::pair<std::size_t, std::unique_ptr<DeviceTiming>>> device_timings_;  // event index, its GPU span
   std::int64_t last_memory_bytes_ = -1;
   SendWatcher send_watcher_;  // last: its thread stops before the state it writes into goes
 };
@@ -622,6 +710,10 @@ PipelineRuntime::~PipelineRuntime() = default;
 
 StepResult PipelineRuntime::run_step(int step_index, std::int64_t first_sample) {
   return impl_->run_step(step_index, first_sample);
+}
+
+std::vector<PipelineRuntime::BackwardSplitTiming> PipelineRuntime::probe_backward_split(int repetitions) {
+  return impl_->probe_backward_split(repetitions);
 }
 
 std::vector<int> PipelineRuntime::stages() const { return impl_->stage_ids(); }

@@ -1,12 +1,11 @@
-// Gloo through c10d: a TCPStore rendezvous (rank 0 serves it, as torch's env:// does) and one
-// ProcessGroupGloo per group. c10d errors (timeouts, closed connections) become TransportError.
+// Gloo through c10d: a store rendezvous (rendezvous_store.hpp) and one ProcessGroupGloo per
+// group. c10d errors (timeouts, closed connections) become TransportError.
 #include <fmt/format.h>
-#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "pipescope/exec/transport.hpp"
+#include "rendezvous_store.hpp"
 
 namespace pipescope::exec {
 namespace {
@@ -33,28 +32,6 @@ class GlooPending : public PendingTransfer {
   c10::intrusive_ptr<c10d::Work> work_;
   std::vector<at::Tensor> keep_alive_;
   std::string what_;
-};
-
-class StoreAdapter : public KeyValueStore {
- public:
-  explicit StoreAdapter(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
-  void set(const std::string& key, const std::string& value) override {
-    store_->set(key, std::vector<std::uint8_t>(value.begin(), value.end()));
-  }
-  std::string get(const std::string& key) override {
-    try {
-      auto bytes = store_->get(key);
-      return std::string(bytes.begin(), bytes.end());
-    } catch (const std::exception& e) {
-      std::string message = e.what();
-      if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
-      throw TransportError(fmt::format("store key '{}': {}", key, message));
-    }
-  }
-  c10::intrusive_ptr<c10d::Store> store() const { return store_; }
-
- private:
-  c10::intrusive_ptr<c10d::Store> store_;
 };
 
 class GlooTransport : public Transport {
@@ -135,26 +112,7 @@ bool is_loopback(const std::string& addr) {
 }  // namespace
 
 GlooWorld make_gloo_world(const GlooOptions& o) {
-  c10d::TCPStoreOptions store_options;
-  store_options.port = static_cast<std::uint16_t>(o.master_port);
-  store_options.isServer = o.rank == 0;
-  store_options.numWorkers = static_cast<std::size_t>(o.world_size);
-  store_options.waitWorkers = false;
-  store_options.timeout = o.timeout;
-  c10::intrusive_ptr<c10d::Store> store;
-  try {
-    if (!o.store_file.empty()) {
-      store = c10::make_intrusive<c10d::FileStore>(o.store_file, o.world_size);
-      store->setTimeout(o.timeout);
-    } else {
-      store = c10::make_intrusive<c10d::TCPStore>(o.master_addr, store_options);
-    }
-  } catch (const std::exception& e) {
-    std::string message = e.what();
-    if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
-    const std::string where = o.store_file.empty() ? fmt::format("{}:{}", o.master_addr, o.master_port) : o.store_file;
-    throw TransportError(fmt::format("rendezvous at {}: {}", where, message));
-  }
+  c10::intrusive_ptr<c10d::Store> store = open_rendezvous_store(o);
   auto options = c10d::ProcessGroupGloo::Options::create(o.timeout);
   // On one node the pipeline traffic stays on the loopback interface.
   options->devices.push_back(is_loopback(o.master_addr) ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")

@@ -17,6 +17,7 @@
 #include "pipescope/core/registry.hpp"
 #include "pipescope/core/validator.hpp"
 #include "pipescope/exec/checkpoint.hpp"
+#include "pipescope/exec/device.hpp"
 #include "pipescope/exec/memory.hpp"
 #include "pipescope/exec/runtime.hpp"
 #include "pipescope/exec/transport.hpp"
@@ -58,17 +59,23 @@ void maybe_inject_fault(int rank, int step) {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
+// Repetitions of the backward split probe after the traced step (calibration; a few backwards).
+constexpr int kBackwardSplitProbeRepetitions = 5;
+
 // The per-step numbers every rank contributes to rank 0.
 enum StatField { kLossSum, kLossCount, kTimeS, kPeakBytes, kNumStatFields };
 
-nlohmann::json events_to_json(const StepResult& r) {
+nlohmann::json events_to_json(const StepResult& r, const std::vector<PipelineRuntime::BackwardSplitTiming>& probe) {
   nlohmann::json events = nlohmann::json::array();
   for (const auto& e : r.events)
     events.push_back({e.rank, e.lane, e.name, e.category, e.ts_us + r.origin_us, e.dur_us, e.stage, e.micro_batch,
                       e.peer_rank, e.bytes});
   nlohmann::json memory = nlohmann::json::array();
   for (const auto& m : r.memory) memory.push_back({m.rank, m.ts_us + r.origin_us, m.bytes});
-  return {{"events", events}, {"memory", memory}};
+  nlohmann::json split = nlohmann::json::array();
+  for (const auto& t : probe)
+    split.push_back({{"stage", t.stage}, {"full_us", t.full_us}, {"input_us", t.input_us}, {"weight_us", t.weight_us}});
+  return {{"events", events}, {"memory", memory}, {"backward_split_probe", split}};
 }
 
 void append_events(traces::Trace& trace, const nlohmann::json& j) {
@@ -116,7 +123,15 @@ class Worker {
     gloo.rank = env_.rank;
     gloo.world_size = env_.world_size;
     gloo.timeout = timeout;
-    GlooWorld world = make_gloo_world(gloo);
+    // --device cuda: GPU LOCAL_RANK of this node (modulo the GPUs there), NCCL between ranks.
+    std::shared_ptr<ComputeDevice> device = make_cpu_device();
+    GlooWorld world;
+    if (o.device == "cuda") {
+      device = make_cuda_device(env_.local_rank % std::max(1, cuda_device_count()));
+      world = make_nccl_world(gloo, static_cast<int>(device->device().index()));
+    } else {
+      world = make_gloo_world(gloo);
+    }
     world_ = std::move(world.transport);
     store_ = world.store;
 
@@ -128,6 +143,7 @@ class Worker {
     RuntimeOptions runtime_options;
     runtime_options.timeout = timeout;
     runtime_options.learning_rate = o.learning_rate;
+    runtime_options.device = device;
     PipelineRuntime runtime(plan_.model, plan_.schedule, plan_.partition, *world_, position, runtime_options);
 
     const std::int64_t samples_per_step = static_cast<std::int64_t>(plan_.schedule.num_micro_batches) * o.data_parallel;
@@ -144,6 +160,10 @@ class Worker {
     int last_saved = at.step;
     for (int step = at.step; step < o.steps; ++step) {
       maybe_inject_fault(env_.rank, step);
+      const bool traced = step == o.steps - 1 && !o.trace_path.empty();
+      // The traced step starts together on every rank, so rank 0's writing of the metrics file
+      // after the previous step does not show up as a pipeline delay.
+      if (traced) barrier();
       const auto started = std::chrono::steady_clock::now();
       // Replica d takes micro-batch samples data_position + d*M .. + M-1 of this step.
       StepResult result = runtime.run_step(step, at.data_position + position.replica * plan_.schedule.num_micro_batches);
@@ -158,7 +178,11 @@ class Worker {
       auto gathered = gather(mine, step);
       const double iteration_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
-      if (step == o.steps - 1 && !o.trace_path.empty()) write_trace(result, step);
+      if (traced) {
+        // After the timed step, on every rank at once: the backward's two halves timed apart.
+        const auto probe = runtime.probe_backward_split(kBackwardSplitProbeRepetitions);
+        write_trace(result, step, probe);
+      }
       if (env_.rank == 0) {
         double loss_sum = 0, loss_count = 0;
         std::vector<std::int64_t> peaks;
@@ -219,10 +243,10 @@ class Worker {
 
   // Every rank hands its events to rank 0 through the store; rank 0 writes one file with the
   // earliest event of any rank at 0.
-  void write_trace(const StepResult& result, int step) {
+  void write_trace(const StepResult& result, int step, const std::vector<PipelineRuntime::BackwardSplitTiming>& probe) {
     const std::string prefix = fmt::format("trace/{}/", step);
     if (env_.rank != 0) {
-      store_->set(prefix + std::to_string(env_.rank), events_to_json(result).dump());
+      store_->set(prefix + std::to_string(env_.rank), events_to_json(result, probe).dump());
       return;
     }
     traces::Trace trace;
@@ -233,9 +257,25 @@ class Worker {
     trace.meta.num_micro_batches = plan_.schedule.num_micro_batches;
     trace.meta.iteration = step;
     trace.meta.extra = {{"model", plan_.options.model}, {"data_parallel", plan_.options.data_parallel},
-                        {"pipeline_ranks", plan_.pipeline_ranks}, {"clock", "steady"}};
-    append_events(trace, events_to_json(result));
-    for (int r = 1; r < env_.world_size; ++r) append_events(trace, nlohmann::json::parse(store_->get(prefix + std::to_string(r))));
+                        {"pipeline_ranks", plan_.pipeline_ranks}, {"device", plan_.options.device},
+                        {"clock", plan_.options.device == "cuda" ? "steady+cuda-events" : "steady"}};
+    // The backward split probe goes to otherData, read by `ppsim calibrate`
+    // (sim/calibration.hpp); viewers and compare ignore it.
+    nlohmann::json split = nlohmann::json::array();
+    auto append_rank = [&](const nlohmann::json& j) {
+      append_events(trace, j);
+      if (j.contains("backward_split_probe"))
+        for (const auto& entry : j["backward_split_probe"]) split.push_back(entry);
+    };
+    append_rank(events_to_json(result, probe));
+    for (int r = 1; r < env_.world_size; ++r) append_rank(nlohmann::json::parse(store_->get(prefix + std::to_string(r))));
+    if (!split.empty()) trace.meta.extra["backward_split_probe"] = split;
+    // The model's layers and their split: calibration predicts other stage counts layer by layer.
+    nlohmann::json layers = nlohmann::json::array();
+    for (const auto& l : plan_.model.layers) layers.push_back({{"name", l.name}, {"type", l.type}, {"parameters", l.parameters}});
+    trace.meta.extra["layers"] = layers;
+    trace.meta.extra["stage_bounds"] = plan_.partition.bounds;
+    trace.meta.extra["partition_method"] = plan_.options.partition_method;
     double origin = std::numeric_limits<double>::infinity();
     for (const auto& e : trace.events) origin = std::min(origin, e.ts_us);
     for (const auto& m : trace.memory) origin = std::min(origin, m.ts_us);
@@ -255,6 +295,10 @@ class Worker {
 
 RunPlan make_run_plan(const RunOptions& options, int world_size) {
   check_run_options(options);
+  if (options.device == "cuda" && !cuda_support_built())
+    throw UsageError("option --device cuda: this pprun was built without the CUDA path (scripts/build-cuda.sh builds it)");
+  if (options.device == "cpu" && !gloo_support_built())
+    throw UsageError("option --device cpu: this pprun was built without Gloo (the CUDA build); use --device cuda");
   RunPlan plan;
   plan.options = options;
   plan.world_size = world_size;

@@ -4,12 +4,14 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
 #include <fmt/format.h>
 
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/partitioner.hpp"
 
 namespace pipescope::sim {
 namespace {
@@ -39,8 +41,13 @@ struct Collected {
   std::map<std::pair<int, std::string>, Samples> times_s;    // F, B, I, W, LOAD, OPTIMIZER, REDUCE_GRAD, REDUCE_TIED, SEND, RECV
   std::map<std::pair<int, std::string>, Samples> memory_b;   // forward, backward, input (I), grad_buffer, static
   std::map<int, std::vector<std::int64_t>> activation_bytes; // per sending stage
-  std::vector<std::pair<double, double>> transfer_delays;    // (bytes, seconds) of receives that waited
-  std::vector<double> all_transfer_delays_s;                 // every pair, when none waited
+  struct TransferPair {
+    double bytes = 0;
+    double send_start_us = 0;
+    const TraceEvent* recv = nullptr;
+    const std::string* source = nullptr;
+  };
+  std::vector<TransferPair> transfers;
   std::map<int, std::vector<double>> probe_full_us, probe_input_us, probe_weight_us;
   std::set<std::string> schedules;
   std::set<int> micro_batch_counts;
@@ -200,17 +207,9 @@ void collect_transfers(const MeasuredTrace& mt, Collected& out) {
     auto by_start = [](const TraceEvent* a, const TraceEvent* b) { return a->ts_us < b->ts_us; };
     std::sort(sent.begin(), sent.end(), by_start);
     std::sort(received.begin(), received.end(), by_start);
-    for (std::size_t k = 0; k < std::min(sent.size(), received.size()); ++k) {
-      const TraceEvent& s = *sent[k];
-      const TraceEvent& r = *received[k];
-      const double bytes = static_cast<double>(std::max<std::int64_t>(s.bytes, 0));
-      out.all_transfer_delays_s.push_back((r.end_us() - std::max(s.ts_us, r.ts_us)) * 1e-6);
-      if (r.ts_us <= s.ts_us) {
-        out.transfer_delays.push_back({bytes, (r.end_us() - s.ts_us) * 1e-6});
-      } else {
-        out.times_s[{r.stage, "RECV_LATE"}].push_back({r.dur_us * 1e-6, &mt.source, r.rank, r.micro_batch});
-      }
-    }
+    for (std::size_t k = 0; k < std::min(sent.size(), received.size()); ++k)
+      out.transfers.push_back({static_cast<double>(std::max<std::int64_t>(sent[k]->bytes, 0)), sent[k]->ts_us,
+                               received[k], &mt.source});
   }
 }
 
@@ -330,19 +329,22 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
   Profile& p = result.profile;
   p.data_parallel = c.data_parallel;
 
-  // Transfers: delay = latency + bytes / bandwidth, fitted through the median delay of each
-  // message size; one size leaves the bandwidth undetermined.
+  // Transfers: delay = latency + bytes / bandwidth, from the receives that were already
+  // waiting when their send was posted, fitted through the median delay of each message size;
+  // one size leaves the bandwidth undetermined.
   constexpr double kUnlimitedBandwidth = 1e15;
-  if (!c.transfer_delays.empty()) {
-    std::map<double, Samples> by_size;
-    Samples all;
-    for (const auto& [bytes, delay] : c.transfer_delays) {
-      by_size[bytes].push_back({delay});
-      all.push_back({delay});
+  Samples waiting;
+  std::map<double, std::vector<double>> delays_by_size;
+  for (const auto& t : c.transfers)
+    if (t.recv->ts_us <= t.send_start_us) {
+      const double delay_s = (t.recv->end_us() - t.send_start_us) * 1e-6;
+      waiting.push_back({delay_s, t.source, t.recv->rank, t.recv->micro_batch});
+      delays_by_size[t.bytes].push_back(delay_s);
     }
-    const double delay_median = summary.median("transfer delay (receiver waiting)", "s", all);
+  if (!waiting.empty()) {
+    const double delay_median = summary.median("transfer delay (receiver waiting)", "s", waiting);
     std::vector<std::pair<double, double>> points;
-    for (const auto& [bytes, samples] : by_size) points.push_back({bytes, median_of(values_of(samples))});
+    for (const auto& [bytes, delays] : delays_by_size) points.push_back({bytes, median_of(delays)});
     double slope = 0, intercept = delay_median;
     if (points.size() >= 2 && points.back().first >= 2 * points.front().first) {
       double mx = 0, my = 0;
@@ -363,14 +365,22 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
           "is latency",
           points.size(), delay_median * 1e6));
     }
-  } else if (!c.all_transfer_delays_s.empty()) {
+  } else if (!c.transfers.empty()) {
     Samples all;
-    for (double d : c.all_transfer_delays_s) all.push_back({d});
+    for (const auto& t : c.transfers)
+      all.push_back({(t.recv->end_us() - std::max(t.send_start_us, t.recv->ts_us)) * 1e-6, t.source, t.recv->rank,
+                     t.recv->micro_batch});
     p.transfer = {kUnlimitedBandwidth, std::max(0.0, summary.median("transfer delay (all)", "s", all))};
     result.notes.push_back("transfers: no receive was waiting when its send was posted; latency from all pairs");
   } else {
     p.transfer = {kUnlimitedBandwidth, 0.0};
     result.notes.push_back("transfers: none measured (one rank?): communication is free");
+  }
+  // A receive posted after its data must have arrived costs the program only its own work.
+  for (const auto& t : c.transfers) {
+    const double arrival_us = t.send_start_us + (p.transfer.latency_s + t.bytes / p.transfer.bandwidth_bytes_per_s) * 1e6;
+    if (t.recv->ts_us >= arrival_us)
+      c.times_s[{t.recv->stage, "RECV_LATE"}].push_back({t.recv->dur_us * 1e-6, t.source, t.recv->rank, t.recv->micro_batch});
   }
 
   Samples all_sends, all_late_recvs;
@@ -466,6 +476,22 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
         "BackwardInput/BackwardWeight (zb-*, dualpipev) will be refused. Add a trace of a split-backward schedule "
         "(pprun --schedule zb-h1 ...)");
 
+  // The model's layers and their split, when the executor recorded them: they let a profile
+  // of S stages predict other stage counts layer by layer (profile_for_stages).
+  const auto& first_extra = traces.front().trace.meta.extra;
+  bool same_layout = first_extra.is_object() && first_extra.contains("layers") && first_extra.contains("stage_bounds") &&
+                     first_extra.contains("partition_method");
+  for (const auto& mt : traces) {
+    const auto& e = mt.trace.meta.extra;
+    same_layout = same_layout && e.is_object() && e.contains("layers") && e["layers"] == first_extra["layers"] &&
+                  e.contains("stage_bounds") && e["stage_bounds"] == first_extra["stage_bounds"];
+  }
+  if (same_layout) {
+    p.extra["layers"] = first_extra["layers"];
+    p.extra["stage_bounds"] = first_extra["stage_bounds"];
+    p.extra["partition_method"] = first_extra["partition_method"];
+  }
+
   nlohmann::json info = nlohmann::json::object();
   nlohmann::json sources = nlohmann::json::array();
   for (const auto& mt : traces) sources.push_back(mt.source);
@@ -478,6 +504,93 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
   return result;
 }
 
+namespace {
+
+// The layer-wise form of profile_for_stages, when the profile knows the model's layers (name,
+// type, parameters), how the measured run split them and with which method: the target
+// stages are split by the same method, and each layer takes from its measured stage a share
+// of the time, the static memory and the gradient buffer in proportion to its parameters, and
+// an equal share of the activation memory. Empty when the profile lacks the layers or they
+// cannot be split into `num_stages` stages.
+std::optional<Profile> profile_for_stages_by_layers(const Profile& profile, int num_stages) {
+  const auto& extra = profile.extra;
+  if (!extra.is_object() || !extra.contains("layers") || !extra.contains("stage_bounds") ||
+      !extra.contains("partition_method"))
+    return std::nullopt;
+  std::vector<LayerInfo> layers;
+  std::vector<int> bounds;
+  std::string method;
+  try {
+    for (const auto& l : extra["layers"])
+      layers.push_back({l.at("name").get<std::string>(), l.at("type").get<std::string>(), l.at("parameters").get<std::int64_t>(), 1.0});
+    bounds = extra["stage_bounds"].get<std::vector<int>>();
+    method = extra["partition_method"].get<std::string>();
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+  const int measured = static_cast<int>(profile.stages.size());
+  if (static_cast<int>(bounds.size()) != measured + 1 || bounds.front() != 0 ||
+      bounds.back() != static_cast<int>(layers.size()))
+    return std::nullopt;
+  Partition target;
+  try {
+    target = partition_layers(layers, num_stages, method);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  std::vector<int> measured_stage_of(layers.size());
+  std::vector<std::int64_t> stage_parameters(static_cast<std::size_t>(measured), 0);
+  std::vector<int> stage_layers(static_cast<std::size_t>(measured), 0);
+  for (int s = 0; s < measured; ++s)
+    for (int l = bounds[s]; l < bounds[s + 1]; ++l) {
+      measured_stage_of[static_cast<std::size_t>(l)] = s;
+      stage_parameters[static_cast<std::size_t>(s)] += layers[static_cast<std::size_t>(l)].parameters;
+      ++stage_layers[static_cast<std::size_t>(s)];
+    }
+  Profile out = profile;
+  out.stages.clear();
+  for (int v = 0; v < num_stages; ++v) {
+    StageProfile t;
+    t.stage = v;
+    double f_mem = 0, b_mem = 0, static_bytes = 0, grad_buffer = 0;
+    for (int l = target.bounds[v]; l < target.bounds[v + 1]; ++l) {
+      const int s = measured_stage_of[static_cast<std::size_t>(l)];
+      const StageProfile& m = profile.stages[static_cast<std::size_t>(s)];
+      const auto params = stage_parameters[static_cast<std::size_t>(s)];
+      const double by_parameters = params > 0 ? static_cast<double>(layers[static_cast<std::size_t>(l)].parameters) / static_cast<double>(params)
+                                              : 1.0 / stage_layers[static_cast<std::size_t>(s)];
+      const double by_layers = 1.0 / stage_layers[static_cast<std::size_t>(s)];
+      t.f_s += m.f_s * by_parameters;
+      t.b_s += m.b_s * by_parameters;
+      t.w_s += m.w_s * by_parameters;
+      t.full_backward_s += m.full_backward_s * by_parameters;
+      t.optimizer_s += m.optimizer_s * by_parameters;
+      t.reduce_grads_s += m.reduce_grads_s * by_parameters;
+      t.reduce_tied_s += m.reduce_tied_s * by_parameters;
+      static_bytes += static_cast<double>(m.static_bytes) * by_parameters;
+      grad_buffer += static_cast<double>(m.grad_buffer_bytes) * by_parameters;
+      f_mem += static_cast<double>(m.f_mem_bytes) * by_layers;
+      b_mem += static_cast<double>(m.b_mem_bytes) * by_layers;
+    }
+    // What crosses the stage's end, and the per-transfer costs, are those of the measured
+    // stage that holds its last layer.
+    const StageProfile& last = profile.stages[static_cast<std::size_t>(measured_stage_of[static_cast<std::size_t>(target.bounds[v + 1] - 1)])];
+    t.activation_bytes = last.activation_bytes;
+    t.send_s = last.send_s;
+    t.recv_s = last.recv_s;
+    t.load_s = v == 0 ? profile.stages.front().load_s : v == num_stages - 1 ? profile.stages.back().load_s : 0.0;
+    t.f_mem_bytes = std::llround(f_mem);
+    t.b_mem_bytes = std::llround(b_mem);
+    t.w_mem_bytes = -(t.f_mem_bytes + t.b_mem_bytes);
+    t.static_bytes = std::llround(static_bytes);
+    t.grad_buffer_bytes = std::llround(grad_buffer);
+    out.stages.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace
+
 Profile profile_for_stages(const Profile& profile, int num_stages, const std::string& source) {
   const int measured = static_cast<int>(profile.stages.size());
   if (num_stages == measured) return profile;
@@ -487,6 +600,7 @@ Profile profile_for_stages(const Profile& profile, int num_stages, const std::st
                                  source, measured, num_stages));
   Profile out = profile;
   out.stages.clear();
+  if (auto by_layers = profile_for_stages_by_layers(profile, num_stages)) return *by_layers;
   if (num_stages > measured) {
     const int parts = num_stages / measured;
     for (int v = 0; v < num_stages; ++v) {

@@ -1,7 +1,8 @@
 // pprun's option parser. Scenario: defaults match SPEC.md's documented ones (schedule 1f1b,
 // 4 micro-batches, mlp, 4 steps, timeout 60 s); "--micro-batches 8 --chunks=2 --quiet" sets 8,
 // 2 (and marks chunks as given) and quiet; unknown options, missing and malformed values are
-// UsageErrors that name the option; --help lists every option with its default.
+// UsageErrors that name the option; --help lists every option with its default. --device is cpu
+// by default, accepts cuda and rejects anything else naming --device.
 #include <catch2/catch.hpp>
 
 #include "pipescope/core/errors.hpp"
@@ -48,4 +49,13 @@ TEST_CASE("help lists every option with its default") {
     CHECK_THAT(help, Catch::Contains(option));
   CHECK_THAT(help, Catch::Contains("(default 1f1b)"));
   CHECK_THAT(help, Catch::Contains("(default 60)"));
+}
+
+TEST_CASE("--device is cpu or cuda") {
+  CHECK(parse_run_options({}).device == "cpu");
+  const RunOptions cuda = parse_run_options({"--device", "cuda"});
+  CHECK(cuda.device == "cuda");
+  CHECK_NOTHROW(check_run_options(cuda));
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--device=tpu"})), Catch::Contains("--device") && Catch::Contains("tpu"));
+  CHECK_THAT(run_options_help(), Catch::Contains("--device cpu|cuda"));
 }

@@ -14,7 +14,8 @@
 // - a worker killed (SIGKILL) or hung at step 1: pprun exits 1, names the rank that failed first,
 //   and the surviving rank names itself, the instruction it was blocked in and the peer.
 // - bad options, a schedule for another world size, an unsplittable model: one line
-//   `pprun: error: ...`, exit status 2, before any worker starts.
+//   `pprun: error: ...`, exit status 2, before any worker starts; so does --device cuda in a
+//   build without the CUDA path.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -28,6 +29,7 @@
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/registry.hpp"
 #include "pipescope/core/schedule_io.hpp"
+#include "pipescope/exec/device.hpp"
 #include "pipescope/traces/trace_io.hpp"
 
 namespace fs = std::filesystem;
@@ -218,12 +220,13 @@ TEST_CASE("bad runs are refused before any worker starts") {
   params.num_micro_batches = 4;
   pipescope::write_file_atomic(file.string(), pipescope::to_schedule_json(pipescope::make_schedule("1f1b", params)));
 
-  const std::vector<std::pair<std::string, std::string>> cases = {
+  std::vector<std::pair<std::string, std::string>> cases = {
       {"--nproc-per-node 2 --bogus", "unknown option '--bogus'"},
       {"--nproc-per-node 2 --dp 3", "--dp 3"},
       {"--nproc-per-node 2 --schedule file:" + file.string(), "has 3 pipeline ranks, but the run has 2"},
       {"--nproc-per-node 2 --schedule zbv --model mlp --layers 1", "cannot be split into 4 stages"},
   };
+  if (!pipescope::exec::cuda_support_built()) cases.push_back({"--nproc-per-node 2 --device cuda", "option --device cuda"});
   for (const auto& [args, expected] : cases) {
     const RunOutput run = run_pprun("refused", args);
     INFO(args);

@@ -289,6 +289,40 @@ TEST_CASE("a profile of 2 stages fits schedules of 4 stages and of 1 stage") {
   CHECK_THROWS_WITH(profile_for_stages(p, 3, "p.json"), Catch::Contains("p.json"));
 }
 
+// Layer by layer: 4 layers of 100, 300, 200, 200 parameters measured as stages [0, 2) and
+// [2, 4) (400 parameters each). Split by parameters into 4 stages, every layer is a stage:
+// layer 1 takes 3/4 of stage 0's F (0.002 s -> 0.0015 s) and of its static memory, and half of
+// its activation memory (equal share per layer).
+TEST_CASE("a profile with its model's layers fits other stage counts layer by layer") {
+  Profile p;
+  for (int s = 0; s < 2; ++s) {
+    StageProfile sp;
+    sp.stage = s;
+    sp.f_s = 0.002 * (s + 1);
+    sp.f_mem_bytes = 1000;
+    sp.w_mem_bytes = -1000;
+    sp.static_bytes = 4000;
+    sp.load_s = 0.001;
+    p.stages.push_back(sp);
+  }
+  p.extra["layers"] = {{{"name", "l0"}, {"type", "Linear"}, {"parameters", 100}},
+                       {{"name", "l1"}, {"type", "Linear"}, {"parameters", 300}},
+                       {{"name", "l2"}, {"type", "Linear"}, {"parameters", 200}},
+                       {{"name", "l3"}, {"type", "Linear"}, {"parameters", 200}}};
+  p.extra["stage_bounds"] = {0, 2, 4};
+  p.extra["partition_method"] = "parameters";
+  const Profile four = profile_for_stages(p, 4, "p.json");
+  REQUIRE(four.stages.size() == 4);
+  CHECK(four.stages[0].f_s == Approx(0.0005));
+  CHECK(four.stages[1].f_s == Approx(0.0015));
+  CHECK(four.stages[2].f_s == Approx(0.002));
+  CHECK(four.stages[1].static_bytes == 3000);
+  CHECK(four.stages[1].f_mem_bytes == 500);
+  CHECK(four.stages[1].w_mem_bytes == -500);
+  CHECK(four.stages[1].load_s == 0);
+  CHECK(four.stages[3].load_s == Approx(0.001));
+}
+
 TEST_CASE("calibrate from simulated 1F1B and ZB-H1 traces, then predict other micro-batch counts") {
   CostModel known;
   StageCost s0, s1;

@@ -82,6 +82,8 @@ class StageModule {
   StageModule(const ModelSpec& spec, int first_layer, int end_layer);
 
   TensorList forward(const TensorList& inputs);
+  // Moves the weights to `device` (before an optimizer holds them).
+  void to(at::Device device);
   int first_layer() const { return first_layer_; }
   int end_layer() const { return end_layer_; }
 

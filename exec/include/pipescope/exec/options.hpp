@@ -32,6 +32,7 @@ struct RunOptions {
   int data_parallel = 1;
   double learning_rate = 1e-3;
   std::string partition_method = "parameters";
+  std::string device = "cpu";  // cpu (Gloo) | cuda (NCCL; GPU LOCAL_RANK of the node)
   bool quiet = false;
   bool show_help = false;
   bool show_version = false;

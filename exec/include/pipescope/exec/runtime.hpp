@@ -17,6 +17,7 @@
 
 #include "pipescope/core/partitioner.hpp"
 #include "pipescope/core/schedule.hpp"
+#include "pipescope/exec/device.hpp"
 #include "pipescope/exec/model.hpp"
 #include "pipescope/exec/transport.hpp"
 #include "pipescope/traces/trace.hpp"
@@ -41,6 +42,9 @@ struct RuntimeOptions {
   double learning_rate = 1e-3;
   double weight_decay = 0.01;
   bool record_trace = true;
+  // Where the stages compute, and what the trace's memory and compute timings come from; the
+  // CPU device when null.
+  std::shared_ptr<ComputeDevice> device;
 };
 
 // A failure while running: names this rank, the step and the instruction it was in.
@@ -73,6 +77,17 @@ class PipelineRuntime {
   // Runs the program once over micro-batches first_sample .. first_sample + M - 1 of this
   // replica. Throws RuntimeError naming rank, step, instruction and peer on failure.
   StepResult run_step(int step_index, std::int64_t first_sample);
+
+  // Separate timings of the two halves of a backward (input gradient, then weight gradient)
+  // and of a full backward, for calibration: full-backward schedules time only whole
+  // backwards. Runs outside any step on a synthetic micro-batch of each stage held here,
+  // `repetitions` times; the weights, gradients, optimizer state and data of the run are
+  // untouched (gradients are returned, not accumulated).
+  struct BackwardSplitTiming {
+    int stage = 0;
+    std::vector<double> full_us, input_us, weight_us;
+  };
+  std::vector<BackwardSplitTiming> probe_backward_split(int repetitions);
 
   // The stages of this rank (ascending), for checkpoints.
   std::vector<int> stages() const;

@@ -1,7 +1,7 @@
 // How ranks talk (DESIGN item 6): one small interface that every backend implements. Sends and
 // receives return a pending handle that is waited on with a timeout; a failed or timed-out wait
-// throws TransportError. Backends: an in-process fake (tests; can inject failures) and Gloo
-// through c10d for CPUs.
+// throws TransportError. Backends: an in-process fake (tests; can inject failures), Gloo
+// through c10d for CPUs and NCCL for GPUs (builds with PIPESCOPE_WITH_CUDA).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -81,6 +81,15 @@ struct GlooWorld {
   std::shared_ptr<KeyValueStore> store;
 };
 GlooWorld make_gloo_world(const GlooOptions& options);
+// False in builds whose LibTorch comes without Gloo headers (the CUDA wheel): make_gloo_world
+// then throws TransportError.
+bool gloo_support_built();
+
+// ---- NCCL for GPUs (builds with PIPESCOPE_WITH_CUDA) -----------------------------------------
+// The same store rendezvous; NCCL communicators on GPU `device_index` (the caller makes it the
+// current device). Tensors may live on the CPU: they are staged through the GPU. Without the
+// CUDA path it throws TransportError.
+GlooWorld make_nccl_world(const GlooOptions& options, int device_index);
 
 // Packs several tensors into one contiguous buffer (one message) and back.
 at::Tensor pack_tensors(const std::vector<at::Tensor>& tensors);

@@ -81,12 +81,15 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
 double median_of(std::vector<double> values);
 double median_absolute_deviation(const std::vector<double>& values);
 
-// The profile of S stages as costs of a schedule with `num_stages` stages. When num_stages is
-// V*S (V chunks per rank), each measured stage is cut into V equal consecutive stages (the
-// partitioner balances parameters, so the layers of a measured stage split evenly): times,
-// memory and optimizer work divide by V; transfer sizes and the per-transfer costs stay; the
-// micro-batch loading stays with the first and last stage. When S is a multiple of
-// num_stages, consecutive stages merge (sums). Throws UsageError otherwise.
+// The profile of S stages as costs of a schedule with `num_stages` stages (V chunks per rank
+// give V*S stages). When the profile knows the model's layers (extra "layers", "stage_bounds",
+// "partition_method", recorded by pprun), the new stages are split by the same method and each
+// layer takes from its measured stage a share of time, static memory and gradient buffer in
+// proportion to its parameters, and an equal share of activation memory. Otherwise, when
+// num_stages is V*S, each measured stage is cut into V equal consecutive stages, and when S is
+// a multiple of num_stages, consecutive stages merge (sums). Transfer sizes and per-transfer
+// costs stay; micro-batch loading stays with the first and last stage. Throws UsageError when
+// neither applies.
 Profile profile_for_stages(const Profile& profile, int num_stages, const std::string& source);
 
 // Throws UsageError naming `source` when `schedule` splits backwards (BackwardInput /

@@ -1,0 +1,58 @@
+// Where a rank computes (pprun --device cpu|cuda): the torch device its tensors live on, the
+// memory counters its trace reports and how its instructions are timed. The CPU device counts
+// tensor storage with the counting allocator and times with the steady clock; the CUDA device
+// (builds with PIPESCOPE_WITH_CUDA) reads the CUDA caching allocator's counters and times the
+// GPU work itself with CUDA events, since a kernel launch returns before the kernel has run.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "pipescope/exec/memory.hpp"
+
+namespace pipescope::exec {
+
+// A CUDA or NCCL call that failed, or a device that cannot be used.
+class DeviceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The time span of one instruction on the device, known once the device has got there.
+class DeviceTiming {
+ public:
+  virtual ~DeviceTiming() = default;
+  // Marks the end, after the instruction's work has been issued.
+  virtual void stop() = 0;
+  // Start and end on the steady clock (microseconds since its epoch); waits for the device.
+  virtual std::pair<double, double> span_us() = 0;
+};
+
+class ComputeDevice {
+ public:
+  virtual ~ComputeDevice() = default;
+  virtual at::Device device() const = 0;
+  virtual MemoryCounters memory() const = 0;
+  // Starts a new peak window: the peak becomes the current value.
+  virtual void reset_peak_memory() = 0;
+  // Called at the start of each step, before any instruction is timed.
+  virtual void begin_step() = 0;
+  // Starts timing an instruction; nullptr where the steady clock around the call is the truth.
+  virtual std::unique_ptr<DeviceTiming> start_timing() = 0;
+};
+
+std::shared_ptr<ComputeDevice> make_cpu_device();
+
+// True when this build has the CUDA path (PIPESCOPE_WITH_CUDA).
+bool cuda_support_built();
+// The GPU `device_index` of this process. Throws DeviceError when the build has no CUDA path or
+// the machine no such GPU.
+std::shared_ptr<ComputeDevice> make_cuda_device(int device_index);
+// GPUs visible to this process (0 without the CUDA path or without a driver).
+int cuda_device_count();
+
+}  // namespace pipescope::exec

@@ -1,0 +1,29 @@
+// The CPU compute device: the counting allocator's counters; the steady clock times instructions.
+#include "pipescope/exec/device.hpp"
+
+namespace pipescope::exec {
+namespace {
+
+class CpuDevice final : public ComputeDevice {
+ public:
+  at::Device device() const override { return at::kCPU; }
+  MemoryCounters memory() const override { return cpu_memory(); }
+  void reset_peak_memory() override { reset_cpu_peak_memory(); }
+  void begin_step() override {}
+  std::unique_ptr<DeviceTiming> start_timing() override { return nullptr; }
+};
+
+}  // namespace
+
+std::shared_ptr<ComputeDevice> make_cpu_device() { return std::make_shared<CpuDevice>(); }
+
+#ifndef PIPESCOPE_WITH_CUDA
+bool cuda_support_built() { return false; }
+int cuda_device_count() { return 0; }
+
+std::shared_ptr<ComputeDevice> make_cuda_device(int) {
+  throw DeviceError("--device cuda: this pprun was built without the CUDA path (configure with -DPIPESCOPE_WITH_CUDA=ON, see scripts/build-cuda.sh)");
+}
+#endif
+
+}  // namespace pipescope::exec

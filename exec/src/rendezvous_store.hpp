@@ -1,0 +1,30 @@
+// The c10d store every backend rendezvouses through (a FileStore for one node, else a TCPStore
+// that rank 0 serves) and its KeyValueStore face. Shared by the Gloo and NCCL transports.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <string>
+
+#include "pipescope/exec/transport.hpp"
+
+namespace pipescope::exec {
+
+// Throws TransportError naming the store file or address.
+c10::intrusive_ptr<c10d::Store> open_rendezvous_store(const GlooOptions& options);
+
+// The first line of a c10 error (c10 appends a backtrace).
+std::string first_line_of(const std::exception& e);
+
+class StoreAdapter : public KeyValueStore {
+ public:
+  explicit StoreAdapter(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key) override;
+  c10::intrusive_ptr<c10d::Store> store() const { return store_; }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+};
+
+}  // namespace pipescope::exec

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Builds pprun's NCCL/CUDA path: fetches the CUDA LibTorch (scripts/fetch-cuda-libtorch.sh),
+# configures build/cuda with PIPESCOPE_WITH_CUDA=ON against the CUDA toolkit in
+# CUDA_HOME (default /usr/local/cuda: nvcc, cudart, NCCL headers and libnccl) and builds
+# pipescope_exec and pprun. No GPU is needed to build.
+#
+#   scripts/build-cuda.sh                 # JOBS=2 BUILD_DIR=build/cuda WHEEL=... are honoured
+#
+# Debian's libtorch-dev installs its own Caffe2/Torch CMake packages under /usr; Caffe2_DIR and
+# CMAKE_PREFIX_PATH point the search at the fetched LibTorch first so the two never mix.
+#
+# TORCH_CUDA_ARCH_LIST (default "8.0;9.0": A100, H100/H200) is set because otherwise Torch's
+# CMake package compiles and runs a probe on the local GPU; pipescope compiles no kernels of its
+# own, so the list only affects flags handed to CUDA targets.
+#
+# Linking. libtorch_cuda.so from the wheel was linked against the CUDA 13.x libraries that pip
+# installs next to it (nvidia-cuda-runtime, nvidia-nccl, nvidia-cusparselt, nvidia-cufile,
+# nvidia-nvshmem ...). The wheel is fetched with --no-deps, so at link time those come from the
+# toolkit in CUDA_HOME (-Wl,-rpath-link) where it has them. A library the toolkit does not ship
+# (e.g. cuSPARSELt, cuFile, NVSHMEM) or a symbol versioned newer than the toolkit's minor
+# version cannot be resolved here; pprun itself calls none of them, so the link uses
+# -Wl,--allow-shlib-undefined: such references stay for the dynamic loader to resolve on the
+# GPU machine, where the CUDA runtime and driver match the wheel. `ldd build/cuda/exec/pprun`
+# shows what is still missing on this machine.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cuda_home="${CUDA_HOME:-/usr/local/cuda}"
+build_dir="${BUILD_DIR:-${repo}/build/cuda}"
+jobs="${JOBS:-2}"
+
+if [[ ! -x "${cuda_home}/bin/nvcc" ]]; then
+  echo "build-cuda: error: no CUDA toolkit at ${cuda_home} (set CUDA_HOME)" >&2
+  exit 1
+fi
+torch_dir="$("${repo}/scripts/fetch-cuda-libtorch.sh" | tail -n 1)"
+torch_prefix="$(cd "${torch_dir}/../../.." && pwd)"
+
+started=$(date +%s)
+cmake -S "${repo}" -B "${build_dir}" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DPIPESCOPE_WITH_CUDA=ON -DPIPESCOPE_WITH_GUI=OFF -DPIPESCOPE_WITH_TESTS=OFF -DPIPESCOPE_WITH_BENCH=OFF \
+  -DTorch_DIR="${torch_dir}" -DCaffe2_DIR="${torch_prefix}/share/cmake/Caffe2" -DCMAKE_PREFIX_PATH="${torch_prefix}" \
+  -DCUDAToolkit_ROOT="${cuda_home}" -DCMAKE_CUDA_COMPILER="${cuda_home}/bin/nvcc" \
+  -DTORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-8.0;9.0}" \
+  -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,${cuda_home}/lib64 -Wl,--allow-shlib-undefined"
+cmake --build "${build_dir}" -j"${jobs}" --target pipescope_exec pprun
+echo "build-cuda: built ${build_dir}/exec/pprun in $(( $(date +%s) - started )) s" >&2
