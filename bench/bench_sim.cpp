@@ -59,14 +59,8 @@ void BM_SimulateInterleavedWithTrace(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateInterleavedWithTrace)->Unit(benchmark::kMillisecond);
 
-// The planner on its default example: gpt-7b on 64 H100, 8 per node, global batch 512;
-// argument 0 simulates every configuration, 10 keeps the best 10 as `ppsim plan` does.
-void BM_PlanDefault(benchmark::State& state) {
-  sim::PlanRequest request;
-  request.model = sim::resolve_model("gpt-7b");
-  request.device = sim::device_preset("h100");
-  request.topology.intra_node = request.device.nvlink;
-  request.keep_best = static_cast<std::size_t>(state.range(0));
+// Times sim::plan on `request` and reports the configurations it considered per second.
+void run_planner(benchmark::State& state, const sim::PlanRequest& request) {
   std::int64_t configurations = 0;
   for (auto _ : state) {
     const sim::PlanResult result = sim::plan(request);
@@ -75,6 +69,17 @@ void BM_PlanDefault(benchmark::State& state) {
   }
   state.counters["configurations_per_s"] =
       benchmark::Counter(static_cast<double>(configurations), benchmark::Counter::kIsRate);
+}
+
+// The planner on its default example: gpt-7b on 64 H100, 8 per node, global batch 512;
+// argument 0 simulates every configuration, 10 keeps the best 10 as `ppsim plan` does.
+void BM_PlanDefault(benchmark::State& state) {
+  sim::PlanRequest request;
+  request.model = sim::resolve_model("gpt-7b");
+  request.device = sim::device_preset("h100");
+  request.topology.intra_node = request.device.nvlink;
+  request.keep_best = static_cast<std::size_t>(state.range(0));
+  run_planner(state, request);
 }
 BENCHMARK(BM_PlanDefault)->Arg(0)->Arg(10)->Unit(benchmark::kMillisecond);
 
@@ -91,14 +96,7 @@ void BM_PlanWide(benchmark::State& state) {
   request.interleave_chunks = {2, 3, 4, 6, 8};
   request.schedules = {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2", "zbv", "dualpipev"};
   request.keep_best = static_cast<std::size_t>(state.range(0));
-  std::int64_t configurations = 0;
-  for (auto _ : state) {
-    const sim::PlanResult result = sim::plan(request);
-    configurations += result.considered;
-    benchmark::DoNotOptimize(result);
-  }
-  state.counters["configurations_per_s"] =
-      benchmark::Counter(static_cast<double>(configurations), benchmark::Counter::kIsRate);
+  run_planner(state, request);
 }
 BENCHMARK(BM_PlanWide)->Arg(0)->Arg(10)->Unit(benchmark::kMillisecond);
 
