@@ -18,6 +18,15 @@ version="${TORCH_VERSION:-2.15.0}"
 cache="${PIPESCOPE_WHEEL_CACHE:-${HOME}/.cache/pipescope/wheels}"
 dest="${PIPESCOPE_CUDA_LIBTORCH:-${repo}/build/cuda-libtorch}"
 
+stamp="${dest}/.unpacked-from"
+config="${dest}/share/cmake/Torch/TorchConfig.cmake"
+# Already unpacked from a wheel of this version (and no other wheel asked for): nothing to fetch.
+if [[ -z "${WHEEL:-}" && -f "${stamp}" && -f "${config}" && "$(cat "${stamp}")" == torch-"${version}"-* ]]; then
+  echo "fetch-cuda-libtorch: ${dest} already holds $(cat "${stamp}")" >&2
+  echo "${dest}/share/cmake/Torch"
+  exit 0
+fi
+
 wheel="${WHEEL:-}"
 if [[ -z "${wheel}" ]]; then
   mkdir -p "${cache}"
@@ -34,8 +43,7 @@ if [[ ! -f "${wheel}" ]]; then
 fi
 
 # The stamp names the wheel that was unpacked: a different wheel replaces the folder.
-stamp="${dest}/.unpacked-from"
-if [[ -f "${stamp}" && "$(cat "${stamp}")" == "$(basename "${wheel}")" && -f "${dest}/share/cmake/Torch/TorchConfig.cmake" ]]; then
+if [[ -f "${stamp}" && "$(cat "${stamp}")" == "$(basename "${wheel}")" && -f "${config}" ]]; then
   echo "fetch-cuda-libtorch: ${dest} already holds $(basename "${wheel}")" >&2
 else
   tmp="$(mktemp -d "${dest%/*}/.cuda-libtorch.XXXXXX" 2>/dev/null || { mkdir -p "${dest%/*}"; mktemp -d "${dest%/*}/.cuda-libtorch.XXXXXX"; })"

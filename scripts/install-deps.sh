@@ -10,6 +10,10 @@ packages=(
   nlohmann-json3-dev libsimdjson-dev libfmt-dev catch2 libbenchmark-dev zlib1g-dev
   clang libclang-rt-14-dev
   libtorch-dev libgloo-dev
+  # Debian's LibTorch calls the system BLAS; the reference one is ~25x slower on the executor's
+  # matrix products. OpenBLAS's serial build takes over libblas.so.3 (one thread per rank, no
+  # pool of its own, deterministic: pipelined losses still match one process bit for bit).
+  libopenblas0-serial
   qt6-base-dev qt6-charts-dev libgl-dev fonts-dejavu-core
   jq  # bench/accuracy/run.sh reads ppsim compare --json
 )
