@@ -52,7 +52,7 @@ void save_rank_checkpoint(const std::string& dir, const CheckpointPosition& posi
     for (const auto& p : runtime.stage_module(s).parameters()) stage_archive.write(archive_key(p.name), p.tensor.detach());
     if (!runtime.stage_module(s).parameters().empty()) {
       torch::serialize::OutputArchive optimizer_archive;
-      runtime.stage_optimizer(s).save(optimizer_archive);
+      runtime.optimizer(s).save(optimizer_archive);
       stage_archive.write("optimizer", optimizer_archive);
     }
     archive.write(fmt::format("stage{}", s), stage_archive);
@@ -142,7 +142,7 @@ CheckpointPosition load_rank_checkpoint(const std::string& dir, const Manifest& 
       if (!runtime.stage_module(s).parameters().empty()) {
         torch::serialize::InputArchive optimizer_archive;
         stage_archive.read("optimizer", optimizer_archive);
-        runtime.stage_optimizer(s).load(optimizer_archive);
+        runtime.optimizer(s).load(optimizer_archive);
       }
     }
     return position;

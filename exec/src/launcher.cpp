@@ -121,7 +121,7 @@ int launch_local_workers(const LaunchOptions& options) {
       else
         unsetenv("PIPESCOPE_STORE_FILE");
       execv(options.executable.c_str(), argv.data());
-      std::fprintf(stderr, "pprun: error: rank %d: cannot start %s: %s\n", rank, options.executable.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "%s: error: rank %d: cannot start %s: %s\n", options.program_name.c_str(), rank, options.executable.c_str(), std::strerror(errno));
       _exit(127);
     }
     if (group == 0) group = pid;
@@ -172,7 +172,7 @@ int launch_local_workers(const LaunchOptions& options) {
     const std::string others =
         killed ? fmt::format("killed rank(s) {} still running {:g} s later", fmt::join(killed_ranks, ", "), options.grace_s)
                : std::string("the other ranks stopped");
-    std::fprintf(stderr, "pprun: error: rank %d failed first (%s); %s\n", first_failure->first,
+    std::fprintf(stderr, "%s: error: rank %d failed first (%s); %s\n", options.program_name.c_str(), first_failure->first,
                  describe_status(first_failure->second).c_str(), others.c_str());
     return 1;
   }

@@ -2,12 +2,15 @@
 // contiguous range of their layers.
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
 #include <cmath>
+#include <map>
 #include <mutex>
+#include <tuple>
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/exec/model.hpp"
@@ -169,6 +172,20 @@ ModelSpec tiny_gpt_spec(const ModelConfig& c) {
   return spec;
 }
 
+// The mlp's teacher weights, drawn once per (seed, hidden, classes): drawing hidden x classes
+// normal numbers for every micro-batch cost more than the rest of the data loading.
+at::Tensor mlp_teacher(const ModelConfig& c) {
+  static std::mutex mutex;
+  static std::map<std::tuple<std::uint64_t, int, int>, at::Tensor> teachers;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& teacher = teachers[{c.seed, c.hidden, c.vocab}];
+  if (!teacher.defined()) {
+    at::Generator teacher_gen = generator_from(layer_seed(c.seed, key_index("teacher")));
+    teacher = at::randn({c.hidden, c.vocab}, teacher_gen, at::TensorOptions().dtype(at::kFloat));
+  }
+  return teacher;
+}
+
 }  // namespace
 
 std::uint64_t layer_seed(std::uint64_t seed, std::uint64_t layer_index) {
@@ -177,7 +194,8 @@ std::uint64_t layer_seed(std::uint64_t seed, std::uint64_t layer_index) {
 
 std::vector<LayerInfo> ModelSpec::layer_infos() const {
   std::vector<LayerInfo> infos;
-  for (const auto& l : layers) infos.push_back({l.name, l.type, l.parameters, static_cast<double>(std::max<std::int64_t>(l.parameters, 1))});
+  for (const auto& l : layers)
+    infos.push_back({l.name, l.type, l.parameters, l.cost > 0 ? l.cost : static_cast<double>(std::max<std::int64_t>(l.parameters, 1))});
   return infos;
 }
 
@@ -198,8 +216,7 @@ MicroBatch make_micro_batch(const ModelConfig& c, std::int64_t index) {
   MicroBatch batch;
   if (c.name == "mlp") {
     // Labels come from a fixed random linear teacher, so the loss can fall.
-    at::Generator teacher_gen = generator_from(layer_seed(c.seed, key_index("teacher")));
-    auto teacher = at::randn({c.hidden, c.vocab}, teacher_gen, at::TensorOptions().dtype(at::kFloat));
+    const at::Tensor teacher = mlp_teacher(c);
     auto x = at::randn({c.micro_batch_size, c.hidden}, sample_gen, at::TensorOptions().dtype(at::kFloat));
     batch.inputs = {x};
     batch.labels = at::matmul(x, teacher).argmax(1);
@@ -226,11 +243,16 @@ StageModule::StageModule(const ModelSpec& spec, int first_layer, int end_layer)
   for (int i = first_layer; i < end_layer; ++i) {
     const LayerSpec& ls = spec.layers.at(static_cast<std::size_t>(i));
     seed_default_generator(layer_seed(spec.config.seed, static_cast<std::uint64_t>(i)));
-    auto layer = ls.build();
+    auto layer = ls.build ? ls.build() : nullptr;
+    if (!layer) throw UsageError(fmt::format("layer {} '{}': its factory built no layer", i, ls.name));
     if (!ls.tied_key.empty()) {
       // Every copy of a tied weight starts from the same values, drawn from the key's seed.
       at::NoGradGuard no_grad;
-      at::Tensor weight = layer->named_parameters(false)[ls.tied_parameter];
+      const auto own = layer->named_parameters(/*recurse=*/true);
+      if (!own.contains(ls.tied_parameter))
+        throw UsageError(fmt::format("layer {} '{}': tied weight '{}' names no parameter of the layer (it has: {})", i,
+                                     ls.name, ls.tied_parameter, fmt::join(own.keys(), ", ")));
+      at::Tensor weight = own[ls.tied_parameter];
       auto gen = generator_from(layer_seed(spec.config.seed, key_index(ls.tied_key)));
       weight.copy_(at::randn(weight.sizes(), gen, weight.options()) * 0.02);
     }
@@ -239,6 +261,7 @@ StageModule::StageModule(const ModelSpec& spec, int first_layer, int end_layer)
       parameters_.push_back({fmt::format("layer{}.{}", i, item.key()), item.value(), i, tied ? ls.tied_key : ""});
     }
     layers_.push_back(std::move(layer));
+    layer_names_.push_back(ls.name);
   }
 }
 
@@ -247,9 +270,18 @@ void StageModule::to(at::Device device) {
   for (auto& layer : layers_) layer->to(device);
 }
 
-TensorList StageModule::forward(const TensorList& inputs) {
+TensorList StageModule::forward(const TensorList& inputs) { return forward_range(inputs, first_layer_, end_layer_); }
+
+TensorList StageModule::forward_range(const TensorList& inputs, int first_layer, int end_layer) {
   TensorList x = inputs;
-  for (auto& layer : layers_) x = layer->forward_layers(x);
+  for (int i = first_layer; i < end_layer; ++i) {
+    const auto local = static_cast<std::size_t>(i - first_layer_);
+    x = layers_.at(local)->forward_layers(x);
+    // A user's layer that returns a hole fails here, naming itself, not in the next layer.
+    for (std::size_t t = 0; t < x.size(); ++t)
+      if (!x[t].defined())
+        throw UsageError(fmt::format("output {} of layer '{}' (layer {}) is not a tensor (undefined)", t, layer_names_.at(local), i));
+  }
   return x;
 }
 

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/ranges.h>
 #include <torch/optim/adamw.h>
 
 #include <condition_variable>
@@ -13,6 +15,7 @@
 #include <thread>
 
 #include "pipescope/core/errors.hpp"
+#include "pipescope/exec/fused_adamw.hpp"
 #include "pipescope/exec/memory.hpp"
 
 namespace pipescope::exec {
@@ -66,10 +69,20 @@ struct MicroBatchState {
   TensorList outputs;
   at::Tensor labels;
   at::Tensor loss;
-  TensorList output_grads;      // gradient of the outputs, from the next stage
-  TensorList input_grads;       // gradient of the inputs, for the previous stage
-  TensorList backward_roots;    // kept between BackwardInput and BackwardWeight
-  TensorList backward_seeds;
+  TensorList output_grads;      // gradient of the floating-point outputs, from the next stage
+  TensorList input_grads;       // gradient of the floating-point inputs, for the previous stage
+  // The forward as runs of layers: one run, or one per activation checkpoint. A checkpointed
+  // run keeps only its input and random state until the backward recomputes it.
+  struct Segment {
+    int first_layer = 0, end_layer = 0;
+    TensorList inputs, outputs;
+    at::Tensor rng_state;
+    TensorList roots, seeds;    // kept between BackwardInput and BackwardWeight
+  };
+  std::vector<Segment> segments;
+  bool graph_ready = false;     // segments hold their autograd graphs
+  bool seeded = false;
+  bool input_grads_ready = false;
   bool loaded = false;
 };
 
@@ -145,6 +158,67 @@ class SendWatcher {
 
 enum class TransferKind { Activation = 0, Grad = 1 };
 
+// Gradients flow through floating-point tensors only; masks and token ids travel forward alone.
+bool carries_grad(const at::Tensor& t) { return at::isFloatingType(t.scalar_type()); }
+
+std::string shape_text(at::IntArrayRef sizes) { return fmt::format("[{}]", fmt::join(sizes, ", ")); }
+
+// Dynamic shapes: a transfer is a fixed two-word header (descriptor words, payload bytes) and
+// one byte message holding the descriptor (per tensor: dtype, rank, sizes) and the tensors.
+constexpr std::int64_t kHeaderWords = 2;
+
+std::vector<std::int64_t> describe(const TensorList& tensors) {
+  std::vector<std::int64_t> words{static_cast<std::int64_t>(tensors.size())};
+  for (const auto& t : tensors) {
+    words.push_back(static_cast<std::int64_t>(t.scalar_type()));
+    words.push_back(t.dim());
+    for (auto d : t.sizes()) words.push_back(d);
+  }
+  return words;
+}
+
+// The tensors as one contiguous byte buffer, in order (any mix of dtypes).
+at::Tensor pack_bytes(const TensorList& tensors, const std::vector<std::int64_t>& prefix_words, at::Device device) {
+  TensorList parts;
+  if (!prefix_words.empty())
+    parts.push_back(at::tensor(prefix_words, at::TensorOptions().dtype(at::kLong)).view(at::kByte).to(device));
+  for (const auto& t : tensors) parts.push_back(t.detach().contiguous().reshape({-1}).view(at::kByte));
+  if (parts.empty()) return at::empty({0}, at::TensorOptions().dtype(at::kByte).device(device));
+  return at::cat(parts);
+}
+
+// Copies of the tensors packed in `bytes` from `offset` (dtypes and sizes in order), on `device`.
+TensorList unpack_bytes(const at::Tensor& bytes, std::int64_t offset, const std::vector<at::ScalarType>& dtypes,
+                        const std::vector<std::vector<std::int64_t>>& sizes, at::Device device) {
+  TensorList out;
+  for (std::size_t i = 0; i < dtypes.size(); ++i) {
+    std::int64_t numel = 1;
+    for (auto d : sizes[i]) numel *= d;
+    const std::int64_t nbytes = numel * static_cast<std::int64_t>(c10::elementSize(dtypes[i]));
+    out.push_back(bytes.slice(0, offset, offset + nbytes).clone().view(dtypes[i]).view(sizes[i]).to(device));
+    offset += nbytes;
+  }
+  return out;
+}
+
+bool mixed_dtypes(const TensorList& tensors) {
+  for (const auto& t : tensors)
+    if (t.scalar_type() != tensors.front().scalar_type()) return true;
+  return false;
+}
+
+// Several transfers waited on as one.
+class PendingGroup : public PendingTransfer {
+ public:
+  void add(std::unique_ptr<PendingTransfer> pending) { parts_.push_back(std::move(pending)); }
+  void wait(std::chrono::milliseconds timeout) override {
+    for (auto& p : parts_) p->wait(timeout);
+  }
+
+ private:
+  std::vector<std::unique_ptr<PendingTransfer>> parts_;
+};
+
 }  // namespace
 
 struct StageState {
@@ -152,7 +226,7 @@ struct StageState {
   bool is_first = false;
   bool is_last = false;
   std::unique_ptr<StageModule> module;
-  std::unique_ptr<torch::optim::AdamW> optimizer;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::map<int, MicroBatchState> micro_batches;
   OrderedGradAccumulator accumulator;
   bool grads_final = false;   // accumulator moved into .grad
@@ -164,32 +238,55 @@ class PipelineRuntime::Impl {
  public:
   Impl(const ModelSpec& model, const Schedule& schedule, const Partition& partition, Transport& world,
        GridPosition position, RuntimeOptions options)
-      : model_(model), schedule_(schedule), partition_(partition), world_(world), position_(position),
-        options_(options), send_watcher_(options.timeout) {
+      : model_(model), schedule_(&schedule), active_(&schedule), partition_(partition), world_(world), position_(position),
+        options_(options), dynamic_shapes_(model.dynamic_shapes || model.boundary.empty()), send_watcher_(options.timeout) {
     if (!options_.device) options_.device = make_cpu_device();
-    const auto& stages = schedule_.stages_of_rank(position_.pipe_rank);
+    if (partition_.num_stages() != schedule.num_stages)
+      throw RuntimeError(fmt::format("schedule '{}' has {} stages, but the model is split into {} (bounds {})", schedule.name,
+                                     schedule.num_stages, partition_.num_stages(), fmt::join(partition_.bounds, ", ")));
+    if (static_cast<int>(schedule.stage_to_rank.size()) != schedule.num_stages)
+      throw RuntimeError(fmt::format("schedule '{}': stage_to_rank names {} stages, not {}", schedule.name,
+                                     schedule.stage_to_rank.size(), schedule.num_stages));
+    const auto& stages = schedule.stages_of_rank(position_.pipe_rank);
     for (int s : stages) {
       auto state = std::make_unique<StageState>();
       state->stage = s;
       state->is_first = s == 0;
-      state->is_last = s == schedule_.num_stages - 1;
+      state->is_last = s == schedule.num_stages - 1;
       state->module = std::make_unique<StageModule>(model_, partition_.bounds[s], partition_.bounds[s + 1]);
       if (options_.device->device() != at::kCPU) state->module->to(options_.device->device());
       auto params = state->module->parameter_tensors();
-      if (!params.empty())
-        state->optimizer = std::make_unique<torch::optim::AdamW>(
-            params, torch::optim::AdamWOptions(options_.learning_rate).weight_decay(options_.weight_decay));
+      if (!params.empty()) {
+        if (options_.optimizer) {
+          state->optimizer = options_.optimizer(params);
+          if (!state->optimizer) throw RuntimeError(fmt::format("stage {}: the optimizer factory returned no optimizer", s));
+        } else {
+          state->optimizer = std::make_unique<FusedAdamW>(
+              params, torch::optim::AdamWOptions(options_.learning_rate).weight_decay(options_.weight_decay));
+        }
+      }
       stages_.emplace(s, std::move(state));
     }
     make_groups();
   }
 
-  StepResult run_step(int step_index, std::int64_t first_sample) {
+  StepResult run_step(int step_index, const StepRequest& request) {
+    const Schedule* schedule = request.schedule ? request.schedule : schedule_;
+    if (schedule->num_stages != schedule_->num_stages || schedule->stage_to_rank != schedule_->stage_to_rank)
+      throw RuntimeError(fmt::format("rank {}: step {}: schedule '{}' places stages on ranks [{}], but the stages were built "
+                                     "for schedule '{}' with [{}]",
+                                     world_rank(), step_index, schedule->name, fmt::join(schedule->stage_to_rank, ", "),
+                                     schedule_->name, fmt::join(schedule_->stage_to_rank, ", ")));
+    active_ = schedule;
     step_index_ = step_index;
-    first_sample_ = first_sample;
+    first_sample_ = request.first_sample;
+    source_ = request.data;
+    pulled_.clear();
+    keep_outputs_ = request.keep_outputs;
     result_ = StepResult{};
     tied_done_ = false;
-    const int m = schedule_.num_micro_batches;
+    clipped_ = false;
+    const int m = active_->num_micro_batches;
     for (auto& [s, st] : stages_) {
       st->micro_batches.clear();
       st->accumulator.reset(m);
@@ -201,7 +298,8 @@ class PipelineRuntime::Impl {
     last_memory_bytes_ = -1;
     sample_memory();
 
-    const Program& program = schedule_.programs.at(static_cast<std::size_t>(position_.pipe_rank));
+    if (keep_outputs_) result_.outputs.assign(static_cast<std::size_t>(m), TensorList{});
+    const Program& program = active_->programs.at(static_cast<std::size_t>(position_.pipe_rank));
     for (std::size_t step = 0; step < program.size(); ++step)
       for (const Instruction& instr : program[step]) {
         current_ = &instr;
@@ -210,7 +308,7 @@ class PipelineRuntime::Impl {
         sample_memory();
       }
     current_ = nullptr;
-    if (schedule_.is_training()) finish_training_step();
+    if (active_->is_training()) finish_training_step();
     try {
       send_watcher_.drain();
     } catch (const std::exception& e) {
@@ -237,10 +335,12 @@ class PipelineRuntime::Impl {
   // optimizer state and data of the run are untouched.
   std::vector<PipelineRuntime::BackwardSplitTiming> probe_backward_split(int repetitions) {
     std::vector<PipelineRuntime::BackwardSplitTiming> timings;
-    if (!schedule_.is_training()) return timings;
+    if (!active_->is_training()) return timings;
     for (auto& [s, st] : stages_) {
       PipelineRuntime::BackwardSplitTiming timing;
       timing.stage = s;
+      // Models without declared shapes have no synthetic input for an inner stage.
+      if (!st->is_first && dynamic_shapes_) continue;
       const MicroBatch batch = make_micro_batch(model_.config, 0);
       TensorList base;
       if (st->is_first) {
@@ -307,10 +407,10 @@ class PipelineRuntime::Impl {
  private:
   int world_rank() const { return position_.world_rank(); }
   int world_rank_of_stage(int s) const {
-    return position_.replica * position_.pipeline_ranks + schedule_.stage_to_rank.at(static_cast<std::size_t>(s));
+    return position_.replica * position_.pipeline_ranks + active_->stage_to_rank.at(static_cast<std::size_t>(s));
   }
   bool holds(int s) const { return stages_.count(s) > 0; }
-  int micro_batch_count() const { return schedule_.num_micro_batches; }
+  int micro_batch_count() const { return active_->num_micro_batches; }
 
   [[noreturn]] void fail(const std::string& what, const std::string& where) const {
     throw RuntimeError(fmt::format("rank {}: step {}: {}: {}", world_rank(), step_index_, where, what));
@@ -331,6 +431,11 @@ class PipelineRuntime::Impl {
       for (int d = 0; d < position_.num_replicas; ++d) members.push_back(d * p + position_.pipe_rank);
       dp_group_ = world_.subgroup(members, fmt::format("dp{}", position_.pipe_rank));
     }
+    if (options_.max_grad_norm > 0 && p > 1) {
+      std::vector<int> members;
+      for (int r = 0; r < p; ++r) members.push_back(position_.replica * p + r);
+      pipe_group_ = world_.subgroup(members, fmt::format("pipe{}", position_.replica));
+    }
     // Tied weights: per key, the layers using it, and the pipeline ranks holding them.
     for (std::size_t l = 0; l < model_.layers.size(); ++l) {
       const auto& key = model_.layers[l].tied_key;
@@ -338,7 +443,7 @@ class PipelineRuntime::Impl {
     }
     for (const auto& [key, layers] : tied_layers_) {
       std::set<int> holder_pipe_ranks;
-      for (int l : layers) holder_pipe_ranks.insert(schedule_.stage_to_rank.at(static_cast<std::size_t>(stage_of_layer(l))));
+      for (int l : layers) holder_pipe_ranks.insert(schedule_->stage_to_rank.at(static_cast<std::size_t>(stage_of_layer(l))));
       if (!holder_pipe_ranks.count(position_.pipe_rank) || holder_pipe_ranks.size() < 2) continue;
       std::vector<int> members;
       for (int r : holder_pipe_ranks) members.push_back(position_.replica * p + r);
@@ -433,11 +538,31 @@ class PipelineRuntime::Impl {
 
   MicroBatchState& mb(int s, int micro_batch) { return stage(s).micro_batches[micro_batch]; }
 
+  // "stage 1 (layers 2..3, 'blocks.2' .. 'blocks.3')": how errors name a stage.
+  std::string stage_name(const StageState& st) const {
+    const int first = st.module->first_layer(), last = st.module->end_layer() - 1;
+    return fmt::format("stage {} (layers {}..{}, '{}' .. '{}')", st.stage, first, last,
+                       model_.layers.at(static_cast<std::size_t>(first)).name, model_.layers.at(static_cast<std::size_t>(last)).name);
+  }
+
+  // The micro-batch of this step: from the source, pulled in micro-batch order and once, or
+  // the built-in synthetic data.
+  MicroBatch micro_batch_data(int micro_batch) {
+    if (!source_) return make_micro_batch(model_.config, first_sample_ + micro_batch);
+    while (static_cast<int>(pulled_.size()) <= micro_batch) {
+      MicroBatch next = (*source_)();
+      if (next.inputs.empty())
+        fail(fmt::format("the data source gave micro-batch {} no input tensors", pulled_.size()), where());
+      pulled_.push_back(std::move(next));
+    }
+    return pulled_[static_cast<std::size_t>(micro_batch)];
+  }
+
   void load(int s, int micro_batch) {
     StageState& st = stage(s);
     if (!st.is_first && !st.is_last) return;  // inner stages get their data from the pipeline
     MicroBatchState& state = mb(s, micro_batch);
-    MicroBatch batch = make_micro_batch(model_.config, first_sample_ + micro_batch);
+    MicroBatch batch = micro_batch_data(micro_batch);
     if (options_.device->device() != at::kCPU) {
       for (auto& t : batch.inputs) t = t.to(options_.device->device());
       if (batch.labels.defined()) batch.labels = batch.labels.to(options_.device->device());
@@ -447,104 +572,281 @@ class PipelineRuntime::Impl {
     state.loaded = true;
   }
 
+  // A stage's outputs must be defined tensors and, with declared shapes, match them.
+  void check_outputs(const StageState& st, const TensorList& outputs) const {
+    if (outputs.empty()) fail(fmt::format("{} returned no output tensors", stage_name(st)), where());
+    for (std::size_t i = 0; i < outputs.size(); ++i)
+      if (!outputs[i].defined())
+        fail(fmt::format("{}: output {} of layer '{}' is not a tensor (undefined)", stage_name(st), i,
+                         model_.layers.at(static_cast<std::size_t>(st.module->end_layer() - 1)).name),
+             where());
+    if (dynamic_shapes_) return;
+    const auto& declared = model_.boundary.at(static_cast<std::size_t>(st.module->end_layer()));
+    const std::string next = st.is_last ? std::string("the model output")
+                                        : fmt::format("the input of layer '{}'", model_.layers.at(static_cast<std::size_t>(st.module->end_layer())).name);
+    if (declared.size() != outputs.size())
+      fail(fmt::format("{} gives {} output tensor(s), but {} is declared with {}", stage_name(st), outputs.size(), next,
+                       declared.size()),
+           where());
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      const auto& spec = declared[i];
+      if (outputs[i].sizes() != at::IntArrayRef(spec.sizes) || outputs[i].scalar_type() != spec.dtype)
+        fail(fmt::format("{}: output tensor {} has shape {} {}, but {} is declared as {} {} (shape mismatch between stages)",
+                         stage_name(st), i, shape_text(outputs[i].sizes()), c10::toString(outputs[i].scalar_type()), next,
+                         shape_text(spec.sizes), c10::toString(spec.dtype)),
+             where());
+    }
+  }
+
+  at::Tensor compute_loss(const StageState& st, const TensorList& outputs, const at::Tensor& labels) const {
+    if (!model_.loss) fail(fmt::format("{} is the last stage but the model has no loss function", stage_name(st)), where());
+    at::Tensor loss = model_.loss(outputs, labels);
+    if (!loss.defined() || loss.numel() != 1)
+      fail(fmt::format("{}: the loss function must return one number, not a tensor of shape {}", stage_name(st),
+                       loss.defined() ? shape_text(loss.sizes()) : std::string("(undefined)")),
+           where());
+    return loss.reshape({});
+  }
+
+  // Runs layers [first, end) as activation-checkpointed runs or as one run.
+  int segment_length(const StageState& st) const {
+    const int layers = st.module->end_layer() - st.module->first_layer();
+    return options_.activation_checkpoint_interval > 0 ? std::min(options_.activation_checkpoint_interval, layers) : layers;
+  }
+
   void forward(const Instruction& instr) {
     StageState& st = stage(instr.stage);
     MicroBatchState& state = mb(instr.stage, instr.micro_batch);
     if ((st.is_first || st.is_last) && !state.loaded) load(instr.stage, instr.micro_batch);
     if (state.received_inputs.empty()) fail("the forward has no input (no receive or hand-over before it)", where());
-    const bool training = schedule_.is_training();
+    const bool training = active_->is_training();
     state.inputs.clear();
     for (auto& t : state.received_inputs) {
       at::Tensor leaf = t.detach();
-      if (training && !st.is_first && at::isFloatingType(leaf.scalar_type())) leaf.requires_grad_(true);
+      if (training && !st.is_first && carries_grad(leaf)) leaf.requires_grad_(true);
       state.inputs.push_back(leaf);
     }
     state.received_inputs.clear();
+    state.segments.clear();
+    const bool checkpointed = training && options_.activation_checkpoint_interval > 0;
     {
       std::optional<at::NoGradGuard> no_grad;
-      if (!training) no_grad.emplace();
-      state.outputs = st.module->forward(state.inputs);
-      if (st.is_last) {
-        state.loss = model_.loss(state.outputs, state.labels);
+      if (!training || checkpointed) no_grad.emplace();
+      if (checkpointed) {
+        // Keep each run's input and random state; the runs' graphs are rebuilt in the backward.
+        TensorList x = state.inputs;
+        const int step = segment_length(st);
+        for (int first = st.module->first_layer(); first < st.module->end_layer(); first += step) {
+          MicroBatchState::Segment seg;
+          seg.first_layer = first;
+          seg.end_layer = std::min(first + step, st.module->end_layer());
+          seg.inputs = x;
+          {
+            auto generator = at::detail::getDefaultCPUGenerator();
+            std::lock_guard<std::mutex> lock(generator.mutex());
+            seg.rng_state = generator.get_state();
+          }
+          x = st.module->forward_range(x, seg.first_layer, seg.end_layer);
+          state.segments.push_back(std::move(seg));
+        }
+        state.outputs = x;
+        state.graph_ready = false;
+      } else {
+        state.outputs = st.module->forward(state.inputs);
+        state.graph_ready = true;
+      }
+      check_outputs(st, state.outputs);
+      // Inference computes the loss only when the data has labels.
+      if (st.is_last && (training || (state.labels.defined() && model_.loss))) {
+        state.loss = compute_loss(st, state.outputs, state.labels);
         result_.loss_sum += state.loss.item<double>();
         ++result_.loss_count;
       }
+    }
+    if (!checkpointed) {
+      MicroBatchState::Segment whole;
+      whole.first_layer = st.module->first_layer();
+      whole.end_layer = st.module->end_layer();
+      whole.inputs = state.inputs;
+      whole.outputs = state.outputs;
+      state.segments.push_back(std::move(whole));
+    }
+    state.seeded = false;
+    state.input_grads_ready = false;
+    if (st.is_last && keep_outputs_) {
+      TensorList kept;
+      for (auto& t : state.outputs) kept.push_back(t.detach());
+      result_.outputs.at(static_cast<std::size_t>(instr.micro_batch)) = std::move(kept);
     }
     if (!st.is_last && holds(instr.stage + 1)) {  // hand-over to the next stage on this rank
       TensorList handed;
       for (auto& t : state.outputs) handed.push_back(t.detach());
       mb(instr.stage + 1, instr.micro_batch).received_inputs = std::move(handed);
     }
-    if (!training) state.inputs.clear();
+    if (!training) {
+      state.inputs.clear();
+      state.segments.clear();
+    }
+  }
+
+  // Activation checkpointing: reruns every run from its kept input with the forward's random
+  // state, now recording the graph; each run's input is a leaf, so the backward goes run by run.
+  void recompute(StageState& st, MicroBatchState& state) {
+    if (state.graph_ready) return;
+    auto generator = at::detail::getDefaultCPUGenerator();
+    at::Tensor rng_after;
+    {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      rng_after = generator.get_state();
+    }
+    for (std::size_t k = 0; k < state.segments.size(); ++k) {
+      auto& seg = state.segments[k];
+      if (k > 0) {
+        TensorList leaves;
+        for (auto& t : seg.inputs) {
+          at::Tensor leaf = t.detach();
+          if (carries_grad(leaf)) leaf.requires_grad_(true);
+          leaves.push_back(leaf);
+        }
+        seg.inputs = std::move(leaves);
+      }
+      {
+        std::lock_guard<std::mutex> lock(generator.mutex());
+        generator.set_state(seg.rng_state);
+      }
+      seg.outputs = st.module->forward_range(seg.inputs, seg.first_layer, seg.end_layer);
+    }
+    {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(rng_after);
+    }
+    state.outputs = state.segments.back().outputs;
+    if (st.is_last) state.loss = compute_loss(st, state.outputs, state.labels);
+    state.graph_ready = true;
   }
 
   // The gradient seeds of a stage's backward: the scaled loss on the last stage, the received
-  // output gradients elsewhere.
-  void backward_seeds(StageState& st, MicroBatchState& state) {
-    if (!state.backward_roots.empty()) return;
+  // output gradients elsewhere (one per floating-point output, in order).
+  void seed_backward(StageState& st, MicroBatchState& state) {
+    if (state.seeded) return;
+    auto& last = state.segments.back();
+    last.roots.clear();
+    last.seeds.clear();
     if (st.is_last) {
       if (!state.loss.defined()) fail("backward before the forward of this micro-batch", where());
       // Every micro-batch loss is scaled by 1 / (M * D): the step's gradient is the mean.
       const double scale = 1.0 / (static_cast<double>(micro_batch_count()) * position_.num_replicas);
-      state.backward_roots = {state.loss};
-      state.backward_seeds = {at::full({}, scale, state.loss.options())};
+      last.roots = {state.loss};
+      last.seeds = {at::full({}, scale, state.loss.options())};
     } else {
-      if (state.outputs.empty()) fail("backward before the forward of this micro-batch", where());
-      if (state.output_grads.size() != state.outputs.size())
+      std::size_t float_outputs = 0;
+      for (const auto& o : state.outputs) float_outputs += carries_grad(o) ? 1 : 0;
+      if (state.output_grads.size() != float_outputs)
         fail("backward without the gradient of the stage outputs (no receive or hand-over before it)", where());
-      for (std::size_t i = 0; i < state.outputs.size(); ++i)
-        if (state.outputs[i].requires_grad()) {
-          state.backward_roots.push_back(state.outputs[i]);
-          state.backward_seeds.push_back(state.output_grads[i]);
-        }
+      std::size_t g = 0;
+      for (const auto& o : state.outputs) {
+        if (!carries_grad(o)) continue;
+        const at::Tensor& grad = state.output_grads[g++];
+        if (!o.requires_grad()) continue;  // e.g. a data tensor passed through: nothing to differentiate
+        last.roots.push_back(o);
+        last.seeds.push_back(grad);
+      }
     }
+    state.seeded = true;
+  }
+
+  // The parameters of layers [first, end) of a stage: a contiguous range of its list.
+  std::pair<std::size_t, std::size_t> parameter_range(const StageState& st, int first_layer, int end_layer) const {
+    const auto& params = st.module->parameters();
+    std::size_t begin = 0;
+    while (begin < params.size() && params[begin].layer < first_layer) ++begin;
+    std::size_t end = begin;
+    while (end < params.size() && params[end].layer < end_layer) ++end;
+    return {begin, end};
   }
 
   void backward(const Instruction& instr, bool input_part, bool weight_part) {
     StageState& st = stage(instr.stage);
     MicroBatchState& state = mb(instr.stage, instr.micro_batch);
-    backward_seeds(st, state);
-    TensorList grad_inputs;
-    for (auto& t : state.inputs)
-      if (t.requires_grad()) grad_inputs.push_back(t);
-    const TensorList params = weight_part ? st.module->parameter_tensors() : TensorList{};
-
-    TensorList targets;
-    if (input_part) targets.insert(targets.end(), grad_inputs.begin(), grad_inputs.end());
-    targets.insert(targets.end(), params.begin(), params.end());
-    const bool keep_graph = input_part && !weight_part;
-    TensorList grads;
-    if (!targets.empty() && !state.backward_roots.empty())
-      grads = torch::autograd::grad(state.backward_roots, targets, state.backward_seeds, keep_graph,
-                                    /*create_graph=*/false, /*allow_unused=*/true);
-
+    if (state.segments.empty()) fail("backward before the forward of this micro-batch", where());
     if (input_part) {
-      state.input_grads.clear();
-      for (std::size_t i = 0; i < grad_inputs.size(); ++i)
-        state.input_grads.push_back(grads.empty() || !grads[i].defined() ? at::zeros_like(grad_inputs[i]) : grads[i]);
-      if (!st.is_first && holds(instr.stage - 1))  // hand-over to the previous stage on this rank
-        mb(instr.stage - 1, instr.micro_batch).output_grads = state.input_grads;
+      recompute(st, state);
+      seed_backward(st, state);
+    } else if (!state.seeded) {
+      fail("BackwardWeight before the BackwardInput of this micro-batch", where());
+    }
+    const TensorList all_params = st.module->parameter_tensors();
+    std::vector<at::Tensor> param_grads(weight_part ? all_params.size() : 0);
+    // Last run first: a run's input gradients seed the run before it.
+    for (std::size_t k = state.segments.size(); k-- > 0;) {
+      auto& seg = state.segments[k];
+      TensorList grad_inputs;
+      if (input_part)
+        for (auto& t : seg.inputs)
+          if (t.requires_grad()) grad_inputs.push_back(t);
+      const auto [param_begin, param_end] = weight_part ? parameter_range(st, seg.first_layer, seg.end_layer)
+                                                        : std::pair<std::size_t, std::size_t>{0, 0};
+      TensorList targets = grad_inputs;
+      targets.insert(targets.end(), all_params.begin() + static_cast<std::ptrdiff_t>(param_begin),
+                     all_params.begin() + static_cast<std::ptrdiff_t>(param_end));
+      const bool keep_graph = input_part && !weight_part;
+      TensorList grads;
+      if (!targets.empty() && !seg.roots.empty())
+        grads = torch::autograd::grad(seg.roots, targets, seg.seeds, keep_graph, /*create_graph=*/false, /*allow_unused=*/true);
+      if (input_part) {
+        std::vector<at::Tensor> input_grads;
+        for (std::size_t i = 0; i < grad_inputs.size(); ++i)
+          input_grads.push_back(grads.empty() || !grads[i].defined() ? at::zeros_like(grad_inputs[i]) : grads[i]);
+        if (k > 0) {
+          // Seeds of the previous run: its outputs are this run's inputs, one for one.
+          auto& prev = state.segments[k - 1];
+          prev.roots.clear();
+          prev.seeds.clear();
+          std::size_t g = 0;
+          for (std::size_t i = 0; i < seg.inputs.size(); ++i) {
+            if (!seg.inputs[i].requires_grad()) continue;
+            const at::Tensor& grad = input_grads[g++];
+            if (prev.outputs.at(i).requires_grad()) {
+              prev.roots.push_back(prev.outputs[i]);
+              prev.seeds.push_back(grad);
+            }
+          }
+        } else {
+          // One gradient per floating-point stage input, for the previous stage.
+          state.input_grads.clear();
+          std::size_t g = 0;
+          for (auto& t : state.inputs)
+            if (carries_grad(t)) state.input_grads.push_back(t.requires_grad() ? input_grads.at(g++) : at::zeros_like(t));
+          state.input_grads_ready = true;
+          if (!st.is_first && holds(instr.stage - 1))  // hand-over to the previous stage on this rank
+            mb(instr.stage - 1, instr.micro_batch).output_grads = state.input_grads;
+        }
+      }
+      if (weight_part) {
+        const std::size_t offset = input_part ? grad_inputs.size() : 0;
+        for (std::size_t i = param_begin; i < param_end; ++i) {
+          at::Tensor g = grads.empty() ? at::Tensor() : grads[offset + (i - param_begin)];
+          param_grads[i] = g.defined() ? g : at::zeros_like(all_params[i]);
+        }
+        if (input_part) seg.roots.clear();  // this run's graph is freed: release what it held
+      }
     }
     if (weight_part) {
-      const std::size_t offset = input_part ? grad_inputs.size() : 0;
-      std::vector<at::Tensor> param_grads;
-      for (std::size_t i = 0; i < params.size(); ++i) {
-        at::Tensor g = grads.empty() ? at::Tensor() : grads[offset + i];
-        param_grads.push_back(g.defined() ? g : at::zeros_like(params[i]));
-      }
+      for (std::size_t i = 0; i < param_grads.size(); ++i)
+        if (!param_grads[i].defined()) param_grads[i] = at::zeros_like(all_params[i]);
       st.accumulator.add(instr.micro_batch, std::move(param_grads));
       // The graph and the activations of this micro-batch are no longer needed.
-      state.backward_roots.clear();
-      state.backward_seeds.clear();
+      state.segments.clear();
       state.outputs.clear();
       state.inputs.clear();
       state.loss = at::Tensor();
       state.output_grads.clear();
+      state.seeded = false;
     }
   }
 
   int tag(int from_stage, int to_stage, TransferKind kind) const {
-    return (from_stage * schedule_.num_stages + to_stage) * 2 + static_cast<int>(kind);
+    return (from_stage * active_->num_stages + to_stage) * 2 + static_cast<int>(kind);
   }
 
   void send(const Instruction& instr) {
@@ -552,17 +854,47 @@ class PipelineRuntime::Impl {
     if (holds(peer_stage)) return;  // same rank: handed over in memory
     MicroBatchState& state = mb(instr.stage, instr.micro_batch);
     const bool activation = instr.op == Op::SendActivation;
-    const TensorList& payload = activation ? state.outputs : state.input_grads;
-    if (payload.empty())
+    if (activation ? state.outputs.empty() : !state.input_grads_ready)
       fail(activation ? "nothing to send: the forward has not run" : "nothing to send: the backward has not run", where());
-    TensorList detached;
-    for (auto& t : payload) detached.push_back(t.detach());
-    at::Tensor flat = pack_tensors(detached);
+    const TensorList& payload = activation ? state.outputs : state.input_grads;
     const int peer = world_rank_of_stage(peer_stage);
-    const auto bytes = static_cast<std::int64_t>(flat.numel() * flat.element_size());
+    const int message_tag = tag(instr.stage, peer_stage, activation ? TransferKind::Activation : TransferKind::Grad);
+    const at::Device device = options_.device->device();
+    TensorList messages;
+    std::int64_t bytes = 0;
+    if (activation && dynamic_shapes_) {
+      // Header first (descriptor words, payload bytes), then descriptor and tensors as bytes.
+      const auto words = describe(payload);
+      at::Tensor body = pack_bytes(payload, words, device);
+      const std::int64_t descriptor_bytes = static_cast<std::int64_t>(words.size()) * 8;
+      messages.push_back(at::tensor(std::vector<std::int64_t>{static_cast<std::int64_t>(words.size()), body.numel() - descriptor_bytes},
+                                    at::TensorOptions().dtype(at::kLong))
+                             .to(device));
+      messages.push_back(body);
+      bytes = body.numel();
+    } else if (!activation) {
+      // Gradients: one per floating-point input; the receiver knows their shapes from its
+      // outputs. A stage without floating-point inputs sends nothing (and nothing is awaited).
+      if (payload.empty()) return;
+      messages.push_back(pack_bytes(payload, {}, device));
+      bytes = messages.back().numel();
+    } else if (mixed_dtypes(payload)) {
+      messages.push_back(pack_bytes(payload, {}, device));  // e.g. hidden states and a mask
+      bytes = messages.back().numel();
+    } else {
+      TensorList detached;
+      for (auto& t : payload) detached.push_back(t.detach());
+      messages.push_back(pack_tensors(detached));
+      bytes = static_cast<std::int64_t>(messages.back().numel() * messages.back().element_size());
+    }
     const auto index = begin_event(traces::Lane::Send, instr, peer, bytes);
-    auto pending = world_.send(flat, peer, tag(instr.stage, peer_stage, activation ? TransferKind::Activation : TransferKind::Grad));
-    send_watcher_.watch(std::move(pending), [this, index](double end) { end_event(index, end); }, where());
+    auto group = std::make_unique<PendingGroup>();
+    for (auto& m : messages) group->add(world_.send(m, peer, message_tag));
+    send_watcher_.watch(std::move(group), [this, index](double end) { end_event(index, end); }, where());
+  }
+
+  at::Tensor to_device(const at::Tensor& t) const {
+    return options_.device->device() == at::kCPU ? t : t.to(options_.device->device());
   }
 
   void recv(const Instruction& instr) {
@@ -571,27 +903,95 @@ class PipelineRuntime::Impl {
     StageState& st = stage(instr.stage);
     MicroBatchState& state = mb(instr.stage, instr.micro_batch);
     const bool activation = instr.op == Op::RecvActivation;
-    const int boundary = activation ? st.module->first_layer() : st.module->end_layer();
+    const int peer = world_rank_of_stage(peer_stage);
+    const int message_tag = tag(peer_stage, instr.stage, activation ? TransferKind::Activation : TransferKind::Grad);
+    const at::Device device = options_.device->device();
+    auto receive = [&](at::Tensor buffer) {
+      try {
+        world_.recv(buffer, peer, message_tag)->wait(options_.timeout);
+      } catch (const std::exception& e) {
+        fail(first_line(e.what()), "blocked in " + where());
+      }
+    };
+    if (activation && dynamic_shapes_) {
+      const auto index = begin_event(traces::Lane::Recv, instr, peer, -1);
+      at::Tensor header = at::empty({kHeaderWords}, at::TensorOptions().dtype(at::kLong).device(device));
+      receive(header);
+      header = header.cpu();
+      const std::int64_t words = header[0].item<std::int64_t>(), payload_bytes = header[1].item<std::int64_t>();
+      if (words < 1 || payload_bytes < 0)
+        fail(fmt::format("malformed shape header from rank {} ({} words, {} bytes)", peer, words, payload_bytes), where());
+      at::Tensor body = at::empty({words * 8 + payload_bytes}, at::TensorOptions().dtype(at::kByte).device(device));
+      receive(body);
+      const at::Tensor descriptor = body.slice(0, 0, words * 8).cpu().clone().view(at::kLong);
+      const std::int64_t* w = descriptor.data_ptr<std::int64_t>();
+      std::vector<at::ScalarType> dtypes;
+      std::vector<std::vector<std::int64_t>> sizes;
+      std::int64_t pos = 1;
+      for (std::int64_t i = 0; i < w[0]; ++i) {
+        if (pos + 2 > words || pos + 2 + w[pos + 1] > words || w[pos + 1] < 0)
+          fail(fmt::format("malformed shape header from rank {} (tensor {})", peer, i), where());
+        dtypes.push_back(static_cast<at::ScalarType>(w[pos]));
+        const std::int64_t rank = w[pos + 1];
+        sizes.emplace_back(w + pos + 2, w + pos + 2 + rank);
+        pos += 2 + rank;
+      }
+      state.received_inputs = unpack_bytes(body, words * 8, dtypes, sizes, device);
+      {
+        std::lock_guard<std::mutex> lock(events_mutex_);
+        result_.events[index].bytes = body.numel();
+      }
+      end_event(index, now_us());
+      return;
+    }
+    if (!activation) {
+      if (state.outputs.empty()) fail("a gradient for outputs this stage has not computed (no forward before it)", where());
+      std::vector<at::ScalarType> dtypes;
+      std::vector<std::vector<std::int64_t>> sizes;
+      std::int64_t total = 0;
+      for (const auto& o : state.outputs)
+        if (carries_grad(o)) {
+          dtypes.push_back(o.scalar_type());
+          sizes.emplace_back(o.sizes().vec());
+          total += o.numel() * static_cast<std::int64_t>(o.element_size());
+        }
+      if (total == 0) {  // no floating-point outputs: no gradient comes back
+        state.output_grads.clear();
+        return;
+      }
+      at::Tensor body = at::empty({total}, at::TensorOptions().dtype(at::kByte).device(device));
+      const auto index = begin_event(traces::Lane::Recv, instr, peer, total);
+      receive(body);
+      end_event(index, now_us());
+      state.output_grads = unpack_bytes(body, 0, dtypes, sizes, device);
+      return;
+    }
     TensorList like;
-    for (const auto& spec : model_.boundary.at(static_cast<std::size_t>(boundary)))
-      like.push_back(at::empty(spec.sizes, at::TensorOptions().dtype(spec.dtype).device(options_.device->device())));
+    for (const auto& spec : model_.boundary.at(static_cast<std::size_t>(st.module->first_layer())))
+      like.push_back(at::empty(spec.sizes, at::TensorOptions().dtype(spec.dtype).device(device)));
+    if (mixed_dtypes(like)) {
+      std::vector<at::ScalarType> dtypes;
+      std::vector<std::vector<std::int64_t>> sizes;
+      std::int64_t total_bytes = 0;
+      for (const auto& t : like) {
+        dtypes.push_back(t.scalar_type());
+        sizes.emplace_back(t.sizes().vec());
+        total_bytes += t.numel() * static_cast<std::int64_t>(t.element_size());
+      }
+      at::Tensor body = at::empty({total_bytes}, at::TensorOptions().dtype(at::kByte).device(device));
+      const auto index = begin_event(traces::Lane::Recv, instr, peer, total_bytes);
+      receive(body);
+      end_event(index, now_us());
+      state.received_inputs = unpack_bytes(body, 0, dtypes, sizes, device);
+      return;
+    }
     std::int64_t total = 0;
     for (auto& t : like) total += t.numel();
     at::Tensor flat = like.size() == 1 ? like[0] : at::empty({total}, like[0].options());
-    const int peer = world_rank_of_stage(peer_stage);
     const auto index = begin_event(traces::Lane::Recv, instr, peer, static_cast<std::int64_t>(flat.numel() * flat.element_size()));
-    try {
-      world_.recv(flat, peer, tag(peer_stage, instr.stage, activation ? TransferKind::Activation : TransferKind::Grad))
-          ->wait(options_.timeout);
-    } catch (const std::exception& e) {
-      fail(first_line(e.what()), "blocked in " + where());
-    }
+    receive(flat);
     end_event(index, now_us());
-    auto tensors = unpack_tensors(flat, like);
-    if (activation)
-      state.received_inputs = std::move(tensors);
-    else
-      state.output_grads = std::move(tensors);
+    state.received_inputs = unpack_tensors(flat, like);
   }
 
   // ---- end of batch ------------------------------------------------------------------------
@@ -657,9 +1057,41 @@ class PipelineRuntime::Impl {
     st.grads_reduced = true;
   }
 
+  // Clipping by the global norm: the gradients of every stage on every pipeline rank of this
+  // replica (after the data-parallel reduction, so replicas agree), each tied weight counted
+  // once (by the holder of its first layer). Runs once per step, at the first optimizer step.
+  // Each layer's sum of squares has its own slot and the slots are added in layer order, so the
+  // norm does not depend on how the layers are split (one contributor per slot: exact).
+  void clip_gradients() {
+    if (clipped_ || options_.max_grad_norm <= 0) return;
+    for (auto& [s, st] : stages_) reduce_grads(*st);
+    at::Tensor per_layer = at::zeros({static_cast<std::int64_t>(model_.layers.size())}, at::TensorOptions().dtype(at::kDouble));
+    for (auto& [s, st] : stages_)
+      for (const auto& p : st->module->parameters()) {
+        if (!p.tied_key.empty() && p.layer != tied_layers_.at(p.tied_key).front()) continue;
+        if (p.tensor.grad().defined()) per_layer[p.layer] += p.tensor.grad().to(at::kDouble).pow(2).sum().cpu();
+      }
+    if (pipe_group_) {
+      at::Tensor reduced = to_device(per_layer);
+      pipe_group_->all_reduce_sum(reduced)->wait(options_.timeout);
+      per_layer = reduced.cpu();
+    }
+    double square_sum = 0;
+    for (std::int64_t l = 0; l < per_layer.numel(); ++l) square_sum += per_layer[l].item<double>();
+    const double norm = std::sqrt(square_sum);
+    result_.grad_norm = norm;
+    const double coefficient = options_.max_grad_norm / (norm + 1e-6);
+    if (coefficient < 1.0)
+      for (auto& [s, st] : stages_)
+        for (auto& p : st->module->parameter_tensors())
+          if (p.grad().defined()) p.mutable_grad().mul_(coefficient);
+    clipped_ = true;
+  }
+
   void optimizer_step(StageState& st) {
     if (st.stepped) return;
     reduce_grads(st);
+    clip_gradients();
     if (st.optimizer) st.optimizer->step();
     for (auto& p : st.module->parameter_tensors()) p.mutable_grad() = at::Tensor();
     st.stepped = true;
@@ -678,7 +1110,8 @@ class PipelineRuntime::Impl {
   }
 
   const ModelSpec& model_;
-  const Schedule& schedule_;
+  const Schedule* schedule_;   // the one the stages were built for
+  const Schedule* active_;     // the one this step runs
   const Partition& partition_;
   Transport& world_;
   GridPosition position_;
@@ -687,7 +1120,13 @@ class PipelineRuntime::Impl {
   std::unique_ptr<Transport> dp_group_;
   std::map<std::string, std::vector<int>> tied_layers_;
   std::map<std::string, std::unique_ptr<Transport>> tied_groups_;
+  std::unique_ptr<Transport> pipe_group_;  // this replica's pipeline ranks (gradient clipping)
   bool tied_done_ = false;
+  bool clipped_ = false;
+  bool dynamic_shapes_ = false;
+  const MicroBatchSource* source_ = nullptr;
+  std::vector<MicroBatch> pulled_;
+  bool keep_outputs_ = false;
 
   int step_index_ = 0;
   std::int64_t first_sample_ = 0;
@@ -709,8 +1148,12 @@ PipelineRuntime::PipelineRuntime(const ModelSpec& model, const Schedule& schedul
 PipelineRuntime::~PipelineRuntime() = default;
 
 StepResult PipelineRuntime::run_step(int step_index, std::int64_t first_sample) {
-  return impl_->run_step(step_index, first_sample);
+  StepRequest request;
+  request.first_sample = first_sample;
+  return impl_->run_step(step_index, request);
 }
+
+StepResult PipelineRuntime::run_step(int step_index, const StepRequest& request) { return impl_->run_step(step_index, request); }
 
 std::vector<PipelineRuntime::BackwardSplitTiming> PipelineRuntime::probe_backward_split(int repetitions) {
   return impl_->probe_backward_split(repetitions);
@@ -718,10 +1161,16 @@ std::vector<PipelineRuntime::BackwardSplitTiming> PipelineRuntime::probe_backwar
 
 std::vector<int> PipelineRuntime::stages() const { return impl_->stage_ids(); }
 StageModule& PipelineRuntime::stage_module(int s) { return *impl_->stage(s).module; }
-torch::optim::AdamW& PipelineRuntime::stage_optimizer(int s) {
+torch::optim::Optimizer& PipelineRuntime::optimizer(int s) {
   auto& st = impl_->stage(s);
   if (!st.optimizer) throw RuntimeError(fmt::format("stage {} has no parameters to optimise", s));
   return *st.optimizer;
+}
+
+torch::optim::AdamW& PipelineRuntime::stage_optimizer(int s) {
+  auto* adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer(s));
+  if (!adamw) throw RuntimeError(fmt::format("stage {}: its optimizer is not AdamW", s));
+  return *adamw;
 }
 
 }  // namespace pipescope::exec

@@ -18,6 +18,7 @@ struct LaunchOptions {
                                      // (only used with a master address)
   double grace_s = 65;               // how long the others may take to stop after a failure
   bool quiet = false;
+  std::string program_name = "pprun";  // how error lines start
 };
 
 // Returns the exit status for pprun: 0 when every worker succeeded, else 1 (after printing

@@ -38,6 +38,8 @@ struct LayerSpec {
   std::string tied_key;              // non-empty: a weight shared with other layers of this key
   std::string tied_parameter;        // the parameter of this layer that holds the tied weight
   std::function<std::shared_ptr<Layer>()> build;
+  double cost = 0;                   // > 0: the layer's relative or measured time (--partition cost);
+                                     // otherwise the partitioner's cost is the parameter count
 };
 
 struct ModelConfig {
@@ -62,6 +64,11 @@ struct ModelSpec {
   std::vector<std::vector<TensorSpec>> boundary;
   // Mean loss of one micro-batch from the model output.
   std::function<at::Tensor(const TensorList& outputs, const at::Tensor& labels)> loss;
+  // True when the tensors between stages may change shape from one micro-batch to the next, or
+  // `boundary` is empty (not declared): every activation transfer then carries its shapes and
+  // dtypes in a small header message first (DeepSpeed's dynamic shapes). With declared static
+  // shapes, a stage whose output does not match them fails naming the stage and the tensor.
+  bool dynamic_shapes = false;
 
   std::vector<LayerInfo> layer_infos() const;  // for the core's partitioner
 };
@@ -82,6 +89,8 @@ class StageModule {
   StageModule(const ModelSpec& spec, int first_layer, int end_layer);
 
   TensorList forward(const TensorList& inputs);
+  // Layers [first, end) of this stage only (model-wide indices), for recomputation.
+  TensorList forward_range(const TensorList& inputs, int first_layer, int end_layer);
   // Moves the weights to `device` (before an optimizer holds them).
   void to(at::Device device);
   int first_layer() const { return first_layer_; }
@@ -100,6 +109,7 @@ class StageModule {
   int first_layer_ = 0;
   int end_layer_ = 0;
   std::vector<std::shared_ptr<Layer>> layers_;
+  std::vector<std::string> layer_names_;
   std::vector<Parameter> parameters_;
 };
 

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,6 +25,7 @@
 
 namespace torch::optim {
 class AdamW;
+class Optimizer;
 }
 
 namespace pipescope::exec {
@@ -45,6 +47,29 @@ struct RuntimeOptions {
   // Where the stages compute, and what the trace's memory and compute timings come from; the
   // CPU device when null.
   std::shared_ptr<ComputeDevice> device;
+  // Builds a stage's optimizer from its parameters; null: AdamW(learning_rate, weight_decay), in
+  // its one-pass form (FusedAdamW).
+  std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>& parameters)> optimizer;
+  // Activation checkpointing (DeepSpeed's activation_checkpoint_interval): > 0 keeps only the
+  // input of every run of this many layers during the forward and recomputes the run in the
+  // backward (with the random state of the forward); 1 is what `ppsim simulate --recompute` models.
+  int activation_checkpoint_interval = 0;
+  // > 0: gradients are scaled so that their global L2 norm (all stages of the pipeline, tied
+  // weights counted once) is at most this before the optimizer step.
+  double max_grad_norm = 0;
+};
+
+// The micro-batches of a step, pulled in micro-batch order, once each, and only on ranks that
+// hold the first or the last stage (DeepSpeed's data iterator).
+using MicroBatchSource = std::function<MicroBatch()>;
+
+// What one step runs: another schedule than the runtime's (same stages on the same ranks, e.g.
+// the inference schedule), the data, and whether to keep the last stage's outputs.
+struct StepRequest {
+  const Schedule* schedule = nullptr;       // null: the schedule the runtime was built with
+  const MicroBatchSource* data = nullptr;   // null: the built-in synthetic data from first_sample
+  std::int64_t first_sample = 0;
+  bool keep_outputs = false;
 };
 
 // A failure while running: names this rank, the step and the instruction it was in.
@@ -61,6 +86,10 @@ struct StepResult {
   std::vector<traces::TraceEvent> events;   // ts_us relative to `origin_us`
   std::vector<traces::MemorySample> memory;
   double origin_us = 0;             // the steady clock (us) at the start of the step
+  // With StepRequest::keep_outputs, on the rank of the last stage: its outputs per micro-batch.
+  std::vector<TensorList> outputs;
+  // With max_grad_norm: the global gradient norm before clipping (every rank has it).
+  double grad_norm = -1;
 };
 
 // One stage held by this rank, with its optimizer.
@@ -77,6 +106,9 @@ class PipelineRuntime {
   // Runs the program once over micro-batches first_sample .. first_sample + M - 1 of this
   // replica. Throws RuntimeError naming rank, step, instruction and peer on failure.
   StepResult run_step(int step_index, std::int64_t first_sample);
+  // The same with the request's schedule and data. Throws RuntimeError when the schedule places
+  // the stages differently from the runtime's, naming both.
+  StepResult run_step(int step_index, const StepRequest& request);
 
   // Separate timings of the two halves of a backward (input gradient, then weight gradient)
   // and of a full backward, for calibration: full-backward schedules time only whole
@@ -92,7 +124,9 @@ class PipelineRuntime {
   // The stages of this rank (ascending), for checkpoints.
   std::vector<int> stages() const;
   StageModule& stage_module(int stage);
+  // The stage's optimizer; the AdamW form throws RuntimeError when a factory built another kind.
   torch::optim::AdamW& stage_optimizer(int stage);
+  torch::optim::Optimizer& optimizer(int stage);
   // (stage, first layer, end layer) bounds as used.
   const Partition& partition() const { return partition_; }
 

@@ -1,0 +1,36 @@
+// Starting a user's pipeline program on several processes the way pprun starts: run as
+// `PROGRAM --nproc-per-node N ARGS...` it starts N copies of itself on this node (a private
+// rendezvous, the first failing rank named, the others stopped); run under torchrun-style
+// variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) it is one of them. Each copy gets its
+// Gloo world and the arguments left after --nproc-per-node.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pipescope/exec/transport.hpp"
+
+namespace pipescope::exec {
+
+struct ProcessContext {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  Transport* world = nullptr;              // every rank; lives until the body returns
+  std::shared_ptr<KeyValueStore> store;    // small key/value exchanges
+  std::vector<std::string> args;           // the program's arguments without --nproc-per-node N
+};
+
+struct ProcessOptions {
+  double timeout_s = 60;       // how long a rank waits on a peer
+  int threads_per_rank = 1;    // LibTorch intra-op threads (1: reproducible, bit for bit)
+};
+
+// Returns the program's exit status: 0, 1 after a failure while running (one line
+// `PROGRAM: error: rank R: ...`), 2 for bad usage (a UsageError from the body).
+int run_pipeline_processes(int argc, char** argv, const std::function<void(ProcessContext&)>& body,
+                           ProcessOptions options = {});
+
+}  // namespace pipescope::exec

@@ -1,0 +1,108 @@
+// PipelineEngine: pipeline-parallel training of a user's model (DeepSpeed's PipelineEngine).
+// Built on every rank from the same PipelineModule, a schedule and a transport over all ranks;
+// each rank builds only the layers of its stages and drives a PipelineRuntime with the
+// schedule's program. train_batch runs one optimizer step over the schedule's micro-batches;
+// eval_batch runs forwards only. docs/ENGINE.md is the user guide.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pipescope/core/schedule.hpp"
+#include "pipescope/exec/pipeline_module.hpp"
+#include "pipescope/exec/runtime.hpp"
+#include "pipescope/exec/transport.hpp"
+
+namespace pipescope::exec {
+
+using OptimizerFactory = std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>& parameters)>;
+
+struct EngineOptions {
+  int micro_batches = 4;            // M, for schedules given by name
+  int chunks = 1;                   // stages per rank, for looping and V schedules given by name
+  int micro_batch_size = 0;         // samples per micro-batch (set_train_batch_size needs it)
+  int data_parallel = 1;            // replicas: the world is data_parallel x pipeline ranks
+  std::string partition = "parameters";  // uniform | parameters | type:REGEX | cost
+  std::vector<std::string> split_points; // layer names that start a stage (instead of `partition`)
+  LossFunction loss;                // overrides the module's loss
+  int loss_stage = -1;              // where the loss is computed: must be the last stage (-1: it)
+  OptimizerFactory optimizer;       // per stage, from its parameters; null: AdamW below
+  double learning_rate = 1e-3;
+  double weight_decay = 0.01;
+  int activation_checkpoint_interval = 0;  // > 0: recompute runs of this many layers in the backward
+  double gradient_clipping = 0;     // > 0: clip the global gradient norm to this
+  std::string eval_schedule;        // "": deepspeed-inference when it fits, else the forwards of the training schedule
+  std::chrono::milliseconds timeout{60000};
+  std::shared_ptr<ComputeDevice> device;  // null: the CPU
+};
+
+struct EvalResult {
+  double loss = std::numeric_limits<double>::quiet_NaN();  // mean over micro-batches with labels
+  std::vector<TensorList> outputs;  // per micro-batch, on the rank of the last stage, when asked
+};
+
+class PipelineEngine {
+ public:
+  // `schedule`: a name of SPEC.md section 2 (with options.micro_batches and .chunks) or
+  // "file:PATH". Throws UsageError or ScheduleError naming what does not fit: a schedule for
+  // another number of ranks or stages, an unknown split point, a loss on an inner stage.
+  PipelineEngine(PipelineModule module, const std::string& schedule, Transport& world, EngineOptions options = {});
+  PipelineEngine(PipelineModule module, Schedule schedule, Transport& world, EngineOptions options = {});
+  ~PipelineEngine();
+  PipelineEngine(const PipelineEngine&) = delete;
+  PipelineEngine& operator=(const PipelineEngine&) = delete;
+
+  // One optimizer step over M micro-batches pulled from `data` (on the first and last stages
+  // only). Returns the mean loss, the same on every rank. Throws RuntimeError naming the rank,
+  // step, instruction, stage and tensor on failure.
+  double train_batch(const MicroBatchSource& data);
+  double train_batch();  // from set_data_loader
+  // Forwards only (the inference schedule); the loss when the data has labels.
+  EvalResult eval_batch(const MicroBatchSource& data, bool return_outputs = false);
+  void set_data_loader(MicroBatchSource data);
+
+  // The number of micro-batches of the next steps (schedules given by name only).
+  void set_micro_batches(int micro_batches);
+  // train_batch_size = micro_batch_size x micro-batches x data_parallel (DeepSpeed's).
+  void set_train_batch_size(int samples);
+  int micro_batches() const { return schedule_.num_micro_batches; }
+  int train_batch_size() const;
+
+  const Schedule& schedule() const { return schedule_; }
+  const Partition& partition() const { return partition_; }
+  const ModelSpec& model() const { return module_.spec(); }
+  std::vector<int> stages() const;   // held by this rank
+  bool is_first_stage() const;
+  bool is_last_stage() const;
+  int global_steps() const { return global_steps_; }
+  const StepResult& last_step() const { return last_step_; }  // events, memory, gradient norm
+  PipelineRuntime& runtime() { return *runtime_; }
+
+ private:
+  void rebuild_eval_schedule();
+
+  PipelineModule module_;
+  Schedule schedule_;
+  bool schedule_by_name_ = false;
+  std::string schedule_name_;
+  Schedule eval_schedule_;
+  Partition partition_;
+  Transport& world_;
+  EngineOptions options_;
+  GridPosition position_;
+  std::unique_ptr<PipelineRuntime> runtime_;
+  MicroBatchSource data_loader_;
+  StepResult last_step_;
+  int global_steps_ = 0;
+  int eval_steps_ = 0;
+};
+
+// The forwards of a training schedule: backwards, gradient transfers and end-of-batch
+// collectives removed (what eval_batch runs when no inference schedule fits).
+Schedule forward_only(const Schedule& training);
+
+}  // namespace pipescope::exec
