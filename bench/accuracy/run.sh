@@ -1,24 +1,38 @@
 #!/usr/bin/env bash
-# Prediction accuracy on this machine: runs pprun once for a calibration configuration,
-# calibrates a profile from its trace (ppsim calibrate), then predicts (ppsim simulate
+# Prediction accuracy on this machine: runs pprun for a calibration configuration,
+# calibrates a profile from its traces (ppsim calibrate), then predicts (ppsim simulate
 # --profile) and measures (pprun) other schedules and micro-batch counts of the same model on
-# the same 2 ranks, compares each pair (ppsim compare --json) and prints the error table.
+# the same 2 ranks, compares each pair (ppsim compare --json) and prints the error table and
+# what each modelled effect contributes to the predictions.
 #
 #   bench/accuracy/run.sh                   # binaries from $PIPESCOPE_BUILD_DIR or build/release
 #   PIPESCOPE_BUILD_DIR=build-x ACCURACY_OUT=/tmp/acc bench/accuracy/run.sh
 #
 # Environment: PIPESCOPE_BUILD_DIR (build folder holding sim/ppsim and exec/pprun; built there
 # when missing), ACCURACY_OUT (where traces, profile and comparisons go; default a new
-# temporary folder), STEPS (optimizer steps per pprun run, the trace is of the last; default 6),
-# MODEL_ARGS (pprun model options).
+# temporary folder), STEPS (optimizer steps per pprun run, the trace is of the last; default
+# 10), WARMUP (first steps of a run left out of the measured median; default 3), ROUNDS (every
+# configuration runs once per round, rounds one after the other; default 3), MODEL_ARGS (pprun
+# model options).
+#
+# The calibration configuration runs once more per round, apart from its measured row; the
+# traces of those runs calibrate the profile together. The measured iteration time of a
+# configuration is the median over the steps after WARMUP of all its runs (pprun --metrics,
+# rank 0's wall time of a step): rounds spread every configuration over the same stretch of
+# time, so a burst of other work on the machine does not fall on one configuration alone. The
+# last round's trace gives the per-operation comparison and the memory. Timing needs a quiet
+# machine: the script prints the load average before and after.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${PIPESCOPE_BUILD_DIR:-$root/build/release}
 [[ $build = /* ]] || build=$root/$build
 out=${ACCURACY_OUT:-$(mktemp -d /tmp/pipescope-accuracy.XXXXXX)}
-steps=${STEPS:-6}
-read -r -a model_args <<< "${MODEL_ARGS:---model mlp --layers 8 --hidden 256 --micro-batch-size 8}"
+steps=${STEPS:-10}
+warmup=${WARMUP:-3}
+rounds=${ROUNDS:-3}
+read -r -a model_args <<< "${MODEL_ARGS:---model mlp --layers 8 --hidden 512 --micro-batch-size 32}"
+(( steps > warmup )) || { echo "accuracy: error: STEPS ($steps) must exceed WARMUP ($warmup)" >&2; exit 2; }
 ranks=2
 
 ppsim=$build/sim/ppsim
@@ -38,23 +52,41 @@ configs=(
   "zb-h1-m4 zb-h1 4 1"
   "zb-h1-m8 zb-h1 8 1"
   "interleaved-v2-m4 interleaved-1f1b 4 2"
+  "interleaved-v2-m8 interleaved-1f1b 8 2"
   "zbv-m4 zbv 4 2"
 )
 
-measure() {  # name schedule m chunks
+measure() {  # name schedule m chunks trace-file: appends the run's steps to NAME.metrics.jsonl
   "$pprun" --nproc-per-node "$ranks" --schedule "$2" --micro-batches "$3" --chunks "$4" "${model_args[@]}" \
-    --threads-per-rank 1 --steps "$steps" --trace "$out/$1.measured.json" --quiet
+    --threads-per-rank 1 --steps "$steps" --trace "$5" --metrics "$out/run.metrics.jsonl" --quiet
+  cat "$out/run.metrics.jsonl" >> "$out/$1.metrics.jsonl"
+}
+
+# Median and fastest iteration time (seconds) of the steps after the warm-up.
+median_step_s() {
+  jq -s --argjson warmup "$warmup" '[.[] | select(.step >= $warmup) | .iteration_time_s] | sort |
+    if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end' "$1"
+}
+fastest_step_s() {
+  jq -s --argjson warmup "$warmup" '[.[] | select(.step >= $warmup) | .iteration_time_s] | min' "$1"
 }
 
 read -r calib_name calib_schedule calib_m calib_chunks <<< "${configs[0]}"
-echo "accuracy: ${model_args[*]}, $ranks ranks, $steps steps per run; calibration: $calib_schedule m=$calib_m" >&2
-for config in "${configs[@]}"; do
-  read -r name schedule m chunks <<< "$config"
-  echo "accuracy: measuring $name" >&2
-  measure "$name" "$schedule" "$m" "$chunks"
+echo "accuracy: ${model_args[*]}, $ranks ranks, $rounds round(s) of $steps steps per run ($warmup warm-up);" \
+  "calibration: $calib_schedule m=$calib_m; load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+calibration_inputs=()
+rm -f "$out"/*.metrics.jsonl
+for (( round = 1; round <= rounds; ++round )); do
+  echo "accuracy: round $round: measuring $calib_name for the calibration" >&2
+  measure "$calib_name.calibration" "$calib_schedule" "$calib_m" "$calib_chunks" "$out/$calib_name.calibration$round.json"
+  calibration_inputs+=("$out/$calib_name.calibration$round.json")
+  for config in "${configs[@]}"; do
+    read -r name schedule m chunks <<< "$config"
+    echo "accuracy: round $round: measuring $name" >&2
+    measure "$name" "$schedule" "$m" "$chunks" "$out/$name.measured.json"
+  done
 done
 
-calibration_inputs=("$out/$calib_name.measured.json")
 "$ppsim" calibrate "${calibration_inputs[@]}" -o "$out/profile.json" --report "$out/calibration.txt" --quiet
 if [[ $(jq -r .backward_split "$out/profile.json") == unmeasured ]]; then
   # The calibration trace did not time the backward's two halves apart: take the split from
@@ -74,15 +106,51 @@ for config in "${configs[@]}"; do
 done
 
 echo "calibrated from: ${calibration_inputs[*]##*/}"
-printf '%-20s %12s %12s %8s %9s %s\n' "configuration" "predicted" "measured" "error" "op MAPE" "peak memory error per rank"
+echo "measured: median of steps $warmup..$((steps - 1)) of $rounds run(s) each (fastest: their minimum); traced: the last step of the last run"
+printf '%-20s %10s %10s %8s %10s %10s %8s %9s %s\n' "configuration" "predicted" "measured" "error" "fastest" \
+  "traced" "error" "op MAPE" "peak memory error per rank"
 for name in "${rows[@]}"; do
-  jq -r --arg name "$name" '[$name,
-      (.iteration_time_predicted_s * 1000 | tostring | .[0:7]) + " ms",
-      (.iteration_time_measured_s * 1000 | tostring | .[0:7]) + " ms",
-      ((.iteration_time_error * 1000 | round) / 10 | tostring) + "%",
-      ((.op_duration_mape * 1000 | round) / 10 | tostring) + "%",
-      ([.peak_memory_error[] | if . == null then "n/a" else ((. * 1000 | round) / 10 | tostring) + "%" end] | join(" "))]
+  measured_s=$(median_step_s "$out/$name.metrics.jsonl")
+  fastest_s=$(fastest_step_s "$out/$name.metrics.jsonl")
+  jq -r --arg name "$name" --argjson measured "$measured_s" --argjson fastest "$fastest_s" '
+      def ms: (. * 100000 | round) / 100 | tostring + " ms";
+      def pct: (. * 1000 | round) / 10 | tostring + "%";
+      [$name, (.iteration_time_predicted_s | ms), ($measured | ms),
+       ((.iteration_time_predicted_s - $measured) / $measured | pct), ($fastest | ms),
+       (.iteration_time_measured_s | ms), (.iteration_time_error | pct), (.op_duration_mape | pct),
+       ([.peak_memory_error[] | if . == null then "n/a" else pct end] | join(" "))]
     | @tsv' "$out/$name.compare.json" |
-    awk -F'\t' '{ printf "%-20s %12s %12s %8s %9s %s\n", $1, $2, $3, $4, $5, $6 }'
+    awk -F'\t' '{ printf "%-20s %10s %10s %8s %10s %10s %8s %9s %s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9 }'
 done
-echo "accuracy: traces, profile and comparisons in $out" >&2
+# What each modelled effect contributes: the prediction again from the profile with that effect
+# taken out (deterministic: no measurement involved).
+declare -A without=(
+  [overhead]='.instruction_overhead_s = 0'
+  [send-recv]='.stages[] |= (.send_s = 0 | .recv_s = 0)'
+  [latency]='.transfer.latency_s = 0'
+  [optimizer]='.stages[] |= (.optimizer_s = 0 | .reduce_grads_s = 0 | .reduce_tied_s = 0)'
+  [load]='.stages[] |= (.load_s = 0)'
+)
+effects=(overhead send-recv latency optimizer load)
+for effect in "${effects[@]}"; do
+  jq "${without[$effect]}" "$out/profile.json" > "$out/profile.without-$effect.json"
+done
+echo
+echo "predicted iteration time less the prediction without each effect (ms):"
+printf '%-20s %10s' "configuration" "predicted"
+printf ' %10s' "${effects[@]}"
+printf '\n'
+for config in "${configs[@]}"; do
+  read -r name schedule m chunks <<< "$config"
+  predict() {
+    "$ppsim" simulate --schedule "$schedule" --stages "$ranks" --micro-batches "$m" --chunks "$chunks" --profile "$1" --json |
+      jq .iteration_time_s
+  }
+  full_s=$(predict "$out/profile.json")
+  printf '%-20s %10.2f' "$name" "$(jq -n "$full_s * 1000")"
+  for effect in "${effects[@]}"; do
+    printf ' %10.2f' "$(jq -n "($full_s - $(predict "$out/profile.without-$effect.json")) * 1000")"
+  done
+  printf '\n'
+done
+echo "accuracy: load average after: $(cut -d' ' -f1-3 /proc/loadavg); traces, profile and comparisons in $out" >&2

@@ -1,12 +1,14 @@
 // `ppsim plan [model+gpu+cluster] [--max-mem BYTES] [--top K] [--format table|csv|json]`:
 // searches pipeline/data-parallel sizes, chunks, micro-batching, schedules and recomputation
 // for a model on a cluster and ranks what fits by simulated throughput. With no arguments it
-// plans gpt-7b on 64 H100 (8 per node) with a global batch of 512.
+// plans gpt-7b on 64 H100 (8 per node) with a global batch of 512. With `--profile FILE` it
+// plans with the costs pprun measured (ppsim calibrate) for that model and world size.
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -91,7 +93,7 @@ class ProgressBar {
 };
 
 int run_plan(const std::vector<std::string>& args) {
-  std::string model_name = "gpt-7b", gpu = "h100", max_mem = "0", format = "table", trace_dir;
+  std::string model_name = "gpt-7b", gpu = "h100", max_mem = "0", format = "table", trace_dir, profile_path;
   std::string schedules = "gpipe,1f1b,interleaved-1f1b,zb-h1,zb-h2,zbv", micro_batch_sizes = "1,2,4,8";
   std::string chunk_options = "2,4", recompute = "both", inter_bandwidth = "50GB", intra_bandwidth = "0";
   int gpus = 64, gpus_per_node = 8, global_batch = 512, top = 10, max_pipeline = 0;
@@ -100,16 +102,18 @@ int run_plan(const std::vector<std::string>& args) {
   po::options_description options("ppsim plan [options]");
   options.add_options()
       ("model", po::value(&model_name)->default_value(model_name), "gpt-1.3b, gpt-7b, llama-70b, or a JSON model file")
+      ("profile", po::value(&profile_path), "plan with costs measured by pprun (pipescope.profile/1, ppsim calibrate) "
+                                            "for its model and world size instead of --model/--gpu (default: none)")
       ("gpu", po::value(&gpu)->default_value(gpu), "device: h100, h200, a100")
       ("efficiency", po::value(&efficiency)->default_value(efficiency), "achievable fraction of peak FLOP/s (0: the device's, 0.5)")
-      ("gpus", po::value(&gpus)->default_value(gpus), "GPUs in the cluster (pipeline x data-parallel)")
+      ("gpus", po::value(&gpus)->default_value(gpus), "GPUs in the cluster (pipeline x data-parallel; with --profile: the measured run's)")
       ("gpus-per-node", po::value(&gpus_per_node)->default_value(gpus_per_node), "GPUs per node")
       ("intra-bandwidth", po::value(&intra_bandwidth)->default_value(intra_bandwidth), "bytes/s inside a node (0: the device's NVLink)")
       ("intra-latency", po::value(&intra_latency_s)->default_value(intra_latency_s, "2e-6"), "seconds per transfer inside a node")
       ("inter-bandwidth", po::value(&inter_bandwidth)->default_value(inter_bandwidth), "bytes/s between nodes")
       ("inter-latency", po::value(&inter_latency_s)->default_value(inter_latency_s, "5e-6"), "seconds per transfer between nodes")
-      ("global-batch", po::value(&global_batch)->default_value(global_batch), "samples per iteration over all replicas")
-      ("max-mem", po::value(&max_mem)->default_value(max_mem), "bytes per GPU (0: the device's memory)")
+      ("global-batch", po::value(&global_batch)->default_value(global_batch), "samples per iteration over all replicas (with --profile: the measured run's)")
+      ("max-mem", po::value(&max_mem)->default_value(max_mem), "bytes per GPU (0: the device's memory; with --profile: no limit)")
       ("schedules", po::value(&schedules)->default_value(schedules), "comma-separated schedules to consider")
       ("micro-batch-sizes", po::value(&micro_batch_sizes)->default_value(micro_batch_sizes), "comma-separated micro-batch sizes")
       ("chunks", po::value(&chunk_options)->default_value(chunk_options), "chunk counts for interleaved-1f1b and looped-bfs")
@@ -134,7 +138,32 @@ int run_plan(const std::vector<std::string>& args) {
   if (gpus_per_node < 1) throw UsageError("--gpus-per-node must be at least 1");
 
   sim::PlanRequest request;
-  request.model = sim::resolve_model(model_name);
+  const bool use_profile = !profile_path.empty();
+  if (use_profile) {
+    // The profile is one model on one machine: what describes another cannot come with it.
+    for (const char* name : {"model", "gpu", "efficiency", "gpus-per-node", "intra-bandwidth", "intra-latency",
+                             "inter-bandwidth", "inter-latency", "no-zero1"})
+      if (vm.count(name) && !vm[name].defaulted())
+        throw UsageError(std::string("--") + name + " cannot be combined with --profile (the profile holds the measured "
+                                                    "costs of one model on one machine)");
+    request.profile = sim::read_profile(profile_path);
+    request.profile_source = profile_path;
+    const sim::Profile& profile = *request.profile;
+    const int world = sim::plan_profile_world_size(profile);
+    if (vm["gpus"].defaulted()) gpus = world;
+    if (vm["micro-batch-sizes"].defaulted()) micro_batch_sizes = std::to_string(profile.micro_batch_size);
+    if (vm["recompute"].defaulted()) recompute = "off";
+    if (vm["global-batch"].defaulted()) {
+      const int measured_m = sim::profile_measured_micro_batches(profile);
+      if (measured_m < 1)
+        throw UsageError("--global-batch: the profile " + profile_path +
+                         " does not say how many micro-batches it measured: give --global-batch");
+      global_batch = measured_m * profile.data_parallel * profile.micro_batch_size;
+    }
+    model_name = sim::profile_model_name(profile);
+  } else {
+    request.model = sim::resolve_model(model_name);
+  }
   request.device = sim::device_preset(gpu);
   if (efficiency < 0 || efficiency > 1) throw UsageError("--efficiency must be in (0, 1]");
   if (efficiency > 0) request.device.efficiency = efficiency;
@@ -167,20 +196,25 @@ int run_plan(const std::vector<std::string>& args) {
   const std::size_t shown = top == 0 ? result.rows.size() : std::min<std::size_t>(top, result.rows.size());
 
   if (format == "json") {
+    const nlohmann::json limit_json = result.limit_bytes == std::numeric_limits<std::int64_t>::max()
+                                          ? nlohmann::json(nullptr)
+                                          : nlohmann::json(result.limit_bytes);
     nlohmann::json rows = nlohmann::json::array();
     for (std::size_t i = 0; i < shown; ++i) rows.push_back(row_json(i + 1, result.rows[i]));
-    nlohmann::json j = {{"model", request.model.name},
-                        {"gpu", request.device.name},
+    nlohmann::json j = {{"model", use_profile ? model_name : request.model.name},
+                        {"gpu", use_profile ? nlohmann::json(nullptr) : nlohmann::json(request.device.name)},
+                        {"profile", use_profile ? nlohmann::json(profile_path) : nlohmann::json(nullptr)},
                         {"gpus", gpus},
                         {"gpus_per_node", gpus_per_node},
                         {"global_batch", global_batch},
-                        {"max_mem_bytes", result.limit_bytes},
+                        {"max_mem_bytes", limit_json},
                         {"considered", result.considered},
                         {"simulated", result.simulated},
                         {"fitting", result.rows.size()},
                         {"dropped_for_memory", result.dropped_for_memory},
                         {"refused", result.refused},
                         {"pruned", result.pruned},
+                        {"refusals", result.refusals},
                         {"configurations", std::move(rows)}};
     std::cout << j.dump(2) << "\n";
   } else if (format == "csv") {
@@ -196,9 +230,15 @@ int run_plan(const std::vector<std::string>& args) {
                                r.tokens_per_s, r.mfu, r.bubble_fraction, r.peak_memory_bytes);
     }
   } else {
-    std::cout << fmt::format("{} on {} x {} ({} per node), global batch {}, memory limit {} per GPU\n",
-                             request.model.name, gpus, request.device.name, gpus_per_node, global_batch,
-                             sim::format_bytes(result.limit_bytes));
+    const std::string limit = result.limit_bytes == std::numeric_limits<std::int64_t>::max()
+                                  ? std::string("none")
+                                  : sim::format_bytes(result.limit_bytes);
+    if (use_profile)
+      std::cout << fmt::format("{} measured on {} process(es) (profile {}), global batch {}, memory limit {} per process\n",
+                               model_name, gpus, profile_path, global_batch, limit);
+    else
+      std::cout << fmt::format("{} on {} x {} ({} per node), global batch {}, memory limit {} per GPU\n",
+                               request.model.name, gpus, request.device.name, gpus_per_node, global_batch, limit);
     std::cout << fmt::format("{} configurations: {} simulated, {} fit, {} dropped for memory, {} refused by the schedule",
                              result.considered, result.simulated, result.rows.size(), result.dropped_for_memory,
                              result.refused);
@@ -217,6 +257,7 @@ int run_plan(const std::vector<std::string>& args) {
                                100 * r.bubble_fraction, sim::format_bytes(r.peak_memory_bytes));
     }
     if (result.rows.empty()) std::cout << "nothing fits: raise --max-mem, add GPUs, or allow recomputation\n";
+    for (const std::string& why : result.refusals) std::cout << "refused: " << why << "\n";
   }
 
   if (!trace_dir.empty()) {

@@ -44,6 +44,7 @@ struct Collected {
   struct TransferPair {
     double bytes = 0;
     double send_start_us = 0;
+    double send_end_us = 0;
     const TraceEvent* recv = nullptr;
     const std::string* source = nullptr;
   };
@@ -52,6 +53,15 @@ struct Collected {
   std::set<std::string> schedules;
   std::set<int> micro_batch_counts;
   int data_parallel = 1;
+  // Program time between instructions: from the end of one main-thread event to the start
+  // of the next, neither a send.
+  Samples instruction_gaps;
+  // Per sending stage: from the end of the instruction before a send to the start of the one
+  // after it (one overhead of each, and the send's packing and posting).
+  std::map<int, Samples> send_spans;
+  // Per collective (OPTIMIZER, REDUCE_TIED): traces whose first such events show (or rule
+  // out) a wait for every member rank.
+  std::map<std::string, int> sync_evidence, no_sync_evidence;
 };
 
 bool on_main_thread(const TraceEvent& e) {
@@ -125,18 +135,26 @@ void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
     const double next_start_us = i + 1 < main.size() ? main[i + 1]->ts_us : infinity;
     const Sample sample{e.dur_us * 1e-6, &mt.source, rank, e.micro_batch};
     if (e.lane == static_cast<int>(Lane::Send)) {
-      // A send occupies the program from its start until the next instruction starts. Only a
-      // computation or a collective next tells when that was: a receive's event may start
-      // when its data arrives instead of when the program reached it (simulated traces).
+      // A send occupies the program from the end of the instruction before it (its packing
+      // comes before its event) until the next instruction starts. Only a computation or a
+      // collective next tells when that was: a receive's event may start when its data
+      // arrives instead of when the program reached it (simulated traces).
       const bool next_tells = i + 1 < main.size() && (main[i + 1]->lane == static_cast<int>(Lane::Compute) ||
                                                       main[i + 1]->lane == static_cast<int>(Lane::Collective));
-      if (next_tells)
-        out.times_s[{e.stage, "SEND"}].push_back({(next_start_us - e.ts_us) * 1e-6, &mt.source, rank, e.micro_batch});
+      const bool previous_tells = i > 0 && main[i - 1]->lane != static_cast<int>(Lane::Send);
+      if (next_tells && previous_tells)
+        out.send_spans[e.stage].push_back({(next_start_us - main[i - 1]->end_us()) * 1e-6, &mt.source, rank, e.micro_batch});
       if (e.name == "SEND_F" && e.bytes > 0) out.activation_bytes[e.stage].push_back(e.bytes);
       continue;
     }
+    // The program's own time between this instruction and the next (a send next has its
+    // packing before its event: not a gap of this instruction).
+    if (i + 1 < main.size() && main[i + 1]->lane != static_cast<int>(Lane::Send) && next_start_us >= e.end_us())
+      out.instruction_gaps.push_back({(next_start_us - e.end_us()) * 1e-6, &mt.source, rank, e.micro_batch});
     if (e.stage < 0) continue;
-    static const std::set<std::string> timed = {"F", "B", "I", "W", "LOAD", "OPTIMIZER", "REDUCE_GRAD", "REDUCE_TIED"};
+    // Optimizer steps and tied reductions: collect_collective_waits (the first of a rank may
+    // wait for the others).
+    static const std::set<std::string> timed = {"F", "B", "I", "W", "LOAD", "REDUCE_GRAD"};
     if (timed.count(e.name)) out.times_s[{e.stage, e.name}].push_back(sample);
     if (memory.empty()) continue;
     // pprun samples the counter after each instruction, so an op's samples lie between its
@@ -191,6 +209,57 @@ void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
   }
 }
 
+// Collectives that may wait for every member: the optimizer step (clipping by the global
+// gradient norm: an all-reduce over the pipeline in each rank's first optimizer step) and the
+// tied-gradient all-reduce (the ranks of the first and the last stage). With the wait, the
+// first such event of a rank lasts from when the rank got there until the last member got
+// there plus its own time. The trace shows the wait when the first member to get there
+// finished after the last one got there, two of that one's own durations later, and rules it
+// out when it finished before the last got there. An executor that records its clipping
+// (otherData "gradient_clipping": the maximum norm, 0 for none) says so for the optimizer.
+// Both readings of the durations are kept (NAME_SYNCED, NAME_UNSYNCED); calibrate() takes the
+// one that all traces together support.
+void collect_collective_waits(const MeasuredTrace& mt, const std::string& name, int num_stages, Collected& out) {
+  std::map<int, std::vector<const TraceEvent*>> by_rank;
+  for (const auto& e : mt.trace.events) {
+    if (e.name != name || e.stage < 0) continue;
+    if (name == "REDUCE_TIED" && e.stage != 0 && e.stage != num_stages - 1) continue;  // holds no tied weights
+    by_rank[e.rank].push_back(&e);
+  }
+  if (by_rank.empty()) return;
+  for (auto& [rank, events] : by_rank)
+    std::stable_sort(events.begin(), events.end(), [](const TraceEvent* a, const TraceEvent* b) { return a->ts_us < b->ts_us; });
+  const TraceEvent* earliest = nullptr;
+  const TraceEvent* latest = nullptr;
+  for (const auto& [rank, events] : by_rank) {
+    if (!earliest || events.front()->ts_us < earliest->ts_us) earliest = events.front();
+    if (!latest || events.front()->ts_us > latest->ts_us) latest = events.front();
+  }
+  const double last_arrival_us = latest->ts_us;
+  bool waits = false;
+  const auto& extra = mt.trace.meta.extra;
+  if (name == "OPTIMIZER" && extra.is_object() && extra.contains("gradient_clipping") &&
+      extra["gradient_clipping"].is_number()) {
+    waits = by_rank.size() >= 2 && extra["gradient_clipping"].get<double>() > 0;
+    ++(waits ? out.sync_evidence[name] : out.no_sync_evidence[name]);
+  } else if (by_rank.size() >= 2) {
+    if (earliest->end_us() < last_arrival_us) {
+      ++out.no_sync_evidence[name];
+    } else {
+      waits = true;
+      if (last_arrival_us - earliest->ts_us >= 2 * latest->dur_us) ++out.sync_evidence[name];
+    }
+  }
+  for (const auto& [rank, events] : by_rank)
+    for (std::size_t k = 0; k < events.size(); ++k) {
+      const TraceEvent& e = *events[k];
+      const double synced_start_us = k == 0 && waits ? std::max(e.ts_us, last_arrival_us) : e.ts_us;
+      out.times_s[{e.stage, name + "_SYNCED"}].push_back(
+          {std::max(0.0, e.end_us() - synced_start_us) * 1e-6, &mt.source, rank, -1});
+      out.times_s[{e.stage, name + "_UNSYNCED"}].push_back({e.dur_us * 1e-6, &mt.source, rank, -1});
+    }
+}
+
 void collect_transfers(const MeasuredTrace& mt, Collected& out) {
   // Sends and receives between two stages pair up in order (SPEC.md section 3).
   std::map<std::tuple<std::string, int, int>, std::vector<const TraceEvent*>> sends, recvs;
@@ -209,7 +278,7 @@ void collect_transfers(const MeasuredTrace& mt, Collected& out) {
     std::sort(received.begin(), received.end(), by_start);
     for (std::size_t k = 0; k < std::min(sent.size(), received.size()); ++k)
       out.transfers.push_back({static_cast<double>(std::max<std::int64_t>(sent[k]->bytes, 0)), sent[k]->ts_us,
-                               received[k], &mt.source});
+                               sent[k]->end_us(), received[k], &mt.source});
   }
 }
 
@@ -321,6 +390,8 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
       c.data_parallel = std::max(1, mt.trace.meta.extra["data_parallel"].get<int>());
     for (int rank = 0; rank < ranks; ++rank) collect_rank(mt, rank, c);
     collect_transfers(mt, c);
+    collect_collective_waits(mt, "OPTIMIZER", stages, c);
+    collect_collective_waits(mt, "REDUCE_TIED", stages, c);
     collect_probe(mt, c);
   }
 
@@ -376,6 +447,49 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
     p.transfer = {kUnlimitedBandwidth, 0.0};
     result.notes.push_back("transfers: none measured (one rank?): communication is free");
   }
+  // The program's own time between instructions.
+  if (!c.instruction_gaps.empty())
+    p.instruction_overhead_s = std::max(0.0, summary.median("program time between instructions", "s", c.instruction_gaps));
+  // A runtime whose sends complete when the receiver has the data (Gloo) ends their events
+  // nearer the receive's end than the arrival; one that completes them on the wire, nearer
+  // the arrival. Transfers whose receive waited for the data tell neither (both are equal).
+  if (!c.transfers.empty()) {
+    int nearer_receive = 0, nearer_arrival = 0;
+    for (const auto& t : c.transfers) {
+      const double arrival_us = t.send_start_us + (p.transfer.latency_s + t.bytes / p.transfer.bandwidth_bytes_per_s) * 1e6;
+      const double from_receive_end = std::fabs(t.send_end_us - t.recv->end_us());
+      const double from_arrival = std::fabs(t.send_end_us - arrival_us);
+      if (from_receive_end < from_arrival) ++nearer_receive;
+      if (from_arrival < from_receive_end) ++nearer_arrival;
+    }
+    p.send_ends_at_receive = nearer_receive > nearer_arrival;
+    if (p.send_ends_at_receive)
+      result.notes.push_back(fmt::format("transfers: {} of {} sends end nearer their receive's end than their data's "
+                                         "arrival: predicted sends are drawn until the receive completes",
+                                         nearer_receive, c.transfers.size()));
+  }
+  auto decide_sync = [&](const std::string& name) {
+    const bool sync = c.sync_evidence[name] > 0 && c.no_sync_evidence[name] == 0;
+    const std::string reading = name + (sync ? "_SYNCED" : "_UNSYNCED");
+    for (auto it = c.times_s.begin(); it != c.times_s.end(); ++it)
+      if (it->first.second == reading) c.times_s[{it->first.first, name}] = it->second;
+    return sync;
+  };
+  p.optimizer_sync = decide_sync("OPTIMIZER");
+  p.reduce_tied_sync = decide_sync("REDUCE_TIED");
+  if (p.optimizer_sync)
+    result.notes.push_back(fmt::format(
+        "optimizer: the first step of each rank waits for every rank's (global-norm clipping; {} trace(s) show it): the "
+        "optimizer times are measured from the last rank's arrival",
+        c.sync_evidence["OPTIMIZER"]));
+  else if (c.no_sync_evidence["OPTIMIZER"] > 0)
+    result.notes.push_back("optimizer: ranks step without waiting for each other");
+  if (p.reduce_tied_sync)
+    result.notes.push_back(fmt::format(
+        "tied weights: the tied-gradient all-reduce of the first and the last stage's ranks waits for both ({} trace(s) "
+        "show it): its times are measured from the last arrival",
+        c.sync_evidence["REDUCE_TIED"]));
+
   // A receive posted after its data must have arrived costs the program only its own work.
   for (const auto& t : c.transfers) {
     const double arrival_us = t.send_start_us + (p.transfer.latency_s + t.bytes / p.transfer.bandwidth_bytes_per_s) * 1e6;
@@ -383,6 +497,13 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
       c.times_s[{t.recv->stage, "RECV_LATE"}].push_back({t.recv->dur_us * 1e-6, t.source, t.recv->rank, t.recv->micro_batch});
   }
 
+  // A send's own program time: its span less the overhead of the instruction before it and
+  // its own.
+  for (auto& [stage, spans] : c.send_spans)
+    for (Sample& span : spans) {
+      span.value = std::max(0.0, span.value - 2 * p.instruction_overhead_s);
+      c.times_s[{stage, "SEND"}].push_back(span);
+    }
   Samples all_sends, all_late_recvs;
   for (const auto& [key, samples] : c.times_s) {
     if (key.second == "SEND") all_sends.insert(all_sends.end(), samples.begin(), samples.end());
@@ -491,6 +612,13 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
     p.extra["stage_bounds"] = first_extra["stage_bounds"];
     p.extra["partition_method"] = first_extra["partition_method"];
   }
+
+  // What the executor says about the run (pprun records the model's name; a micro-batch
+  // size recorded in the trace makes the profile's throughput right).
+  if (first_extra.is_object() && first_extra.contains("model") && first_extra["model"].is_string())
+    p.extra["model"] = first_extra["model"];
+  if (first_extra.is_object() && first_extra.contains("micro_batch_size") && first_extra["micro_batch_size"].is_number_integer())
+    p.micro_batch_size = std::max(1, first_extra["micro_batch_size"].get<int>());
 
   nlohmann::json info = nlohmann::json::object();
   nlohmann::json sources = nlohmann::json::array();
@@ -679,6 +807,10 @@ std::string calibration_report(const Calibration& c) {
                        s.static_bytes);
   out += fmt::format("transfer: latency {:.1f} us, bandwidth {:.4g} B/s; backward split {}\n", p.transfer.latency_s * 1e6,
                      p.transfer.bandwidth_bytes_per_s, p.backward_split_measured ? "measured" : "unmeasured");
+  out += fmt::format("program: {:.1f} us between instructions; optimizer steps {}; tied reductions {}; sends drawn until {}\n",
+                     p.instruction_overhead_s * 1e6, p.optimizer_sync ? "wait for every rank (global-norm clipping)" : "independent",
+                     p.reduce_tied_sync ? "wait for both ends" : "independent",
+                     p.send_ends_at_receive ? "their receive completes" : "their data arrives");
   out += fmt::format("\n{:<44}{:>8}{:>14}{:>14}{:>14}{:>14}\n", "quantity", "samples", "median", "MAD", "min", "max");
   for (const auto& q : c.quantities) {
     if (q.samples == 0) continue;

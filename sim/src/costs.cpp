@@ -40,6 +40,8 @@ void CostModel::check(int num_stages) const {
   if (!std::isfinite(c_s) || c_s < 0) throw UsageError("--c-cost must be a finite time >= 0");
   if (micro_batch_size < 1) throw UsageError("--micro-batch-size must be at least 1");
   if (data_parallel < 1) throw UsageError("data-parallel size must be at least 1");
+  if (!std::isfinite(instruction_overhead_s) || instruction_overhead_s < 0)
+    throw UsageError("instruction overhead must be a finite time >= 0");
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const StageCost& s = stages[i];
     const int id = static_cast<int>(i);

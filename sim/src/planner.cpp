@@ -1,12 +1,17 @@
 #include "pipescope/sim/planner.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <memory>
+#include <set>
 #include <tuple>
+
+#include <fmt/format.h>
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/registry.hpp"
+#include "pipescope/sim/calibration.hpp"
 #include "pipescope/sim/zb_auto.hpp"
 
 namespace pipescope::sim {
@@ -29,7 +34,28 @@ ScheduleParams schedule_params(const PlanCandidate& c) {
 }
 
 Topology candidate_topology(const PlanRequest& request, const PlanCandidate& c) {
+  // Every link of a profile is the one link it measured.
+  if (request.profile) return topology_from_profile(*request.profile);
   return with_parallel_layout(request.topology, c.parallel);
+}
+
+// The candidate's per-stage costs: derived from the model on the device, or the profile's
+// measured stages re-split to the candidate's stage count. Throws UsageError when the profile
+// cannot describe the candidate.
+CostModel candidate_costs(const PlanRequest& request, const PlanCandidate& c) {
+  if (!request.profile) return derive_costs(request.model, request.device, request.topology, c.parallel);
+  const int num_stages = c.parallel.pipeline * c.parallel.chunks;
+  return cost_model_from_profile(profile_for_stages(*request.profile, num_stages, request.profile_source));
+}
+
+// Layers the candidate may split into stages: the model's, or those the profile recorded
+// (none recorded: profile_for_stages decides).
+int layer_count(const PlanRequest& request) {
+  if (!request.profile) return request.model.layers;
+  const auto& extra = request.profile->extra;
+  if (extra.is_object() && extra.contains("layers") && extra["layers"].is_array())
+    return static_cast<int>(extra["layers"].size());
+  return std::numeric_limits<int>::max();
 }
 
 std::int64_t largest_static_bytes(const CostModel& costs, const std::vector<int>& placement, int num_ranks) {
@@ -39,7 +65,8 @@ std::int64_t largest_static_bytes(const CostModel& costs, const std::vector<int>
 }
 
 std::int64_t memory_limit(const PlanRequest& request) {
-  return request.max_mem_bytes > 0 ? request.max_mem_bytes : request.device.memory_bytes;
+  if (request.max_mem_bytes > 0) return request.max_mem_bytes;
+  return request.profile ? std::numeric_limits<std::int64_t>::max() : request.device.memory_bytes;
 }
 
 // zb-auto is searched with the candidate's own costs and the memory limit; the others come
@@ -74,20 +101,78 @@ double model_flops_per_sample(const ModelSpec& model) {
   return model.layers * (layer.f_flops + layer.b_flops + layer.w_flops) + 3.0 * head;
 }
 
+int profile_pipeline_ranks(const Profile& profile) {
+  const auto& extra = profile.extra;
+  if (extra.is_object() && extra.contains("calibration") && extra["calibration"].is_object() &&
+      extra["calibration"].contains("num_ranks") && extra["calibration"]["num_ranks"].is_number_integer()) {
+    const int ranks = extra["calibration"]["num_ranks"].get<int>();
+    if (ranks >= 1 && static_cast<int>(profile.stages.size()) % ranks == 0) return ranks;
+  }
+  return static_cast<int>(profile.stages.size());
+}
+
+int plan_profile_world_size(const Profile& profile) { return profile_pipeline_ranks(profile) * profile.data_parallel; }
+
+int profile_measured_micro_batches(const Profile& profile) {
+  const auto& extra = profile.extra;
+  if (!extra.is_object() || !extra.contains("calibration") || !extra["calibration"].is_object()) return 0;
+  const auto& info = extra["calibration"];
+  if (!info.contains("micro_batches") || !info["micro_batches"].is_array() || info["micro_batches"].empty()) return 0;
+  const auto& first = info["micro_batches"].front();
+  return first.is_number_integer() ? std::max(0, first.get<int>()) : 0;
+}
+
+std::string profile_model_name(const Profile& profile) {
+  const auto& extra = profile.extra;
+  if (extra.is_object() && extra.contains("model") && extra["model"].is_string()) return extra["model"].get<std::string>();
+  return "profiled model";
+}
+
+void check_profile_request(const PlanRequest& request) {
+  if (!request.profile) return;
+  const Profile& profile = *request.profile;
+  const std::string& source = request.profile_source;
+  const int ranks = profile_pipeline_ranks(profile);
+  const int world = ranks * profile.data_parallel;
+  if (request.num_gpus != world)
+    throw UsageError(fmt::format("--gpus {}: the profile {} was measured on {} pipeline rank(s) x {} data-parallel "
+                                 "replica(s) = {} processes; it cannot predict another world size (measure one there)",
+                                 request.num_gpus, source, ranks, profile.data_parallel, world));
+  for (int mbs : request.micro_batch_sizes)
+    if (mbs != profile.micro_batch_size)
+      throw UsageError(fmt::format("--micro-batch-sizes {}: the profile {} measured micro-batches of {} sample(s); "
+                                   "costs of other sizes are not in it",
+                                   mbs, source, profile.micro_batch_size));
+  for (bool recompute : request.recompute_options)
+    if (recompute)
+      throw UsageError(fmt::format("--recompute: the profile {} measured runs without activation recomputation", source));
+  const int per_micro_batch = profile.data_parallel * profile.micro_batch_size;
+  if (request.global_batch < 1 || request.global_batch % per_micro_batch != 0)
+    throw UsageError(fmt::format("--global-batch {}: with the profile {} it must be a positive multiple of {} "
+                                 "(data-parallel {} x micro-batch size {})",
+                                 request.global_batch, source, per_micro_batch, profile.data_parallel,
+                                 profile.micro_batch_size));
+}
+
 std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
   if (request.num_gpus < 1) throw UsageError("--gpus must be at least 1");
   if (request.global_batch < 1) throw UsageError("--global-batch must be at least 1");
+  check_profile_request(request);
   std::vector<PlanCandidate> out;
-  const int max_pipeline = request.max_pipeline > 0 ? request.max_pipeline : request.model.layers;
+  const int layers = layer_count(request);
+  // A profile fixes the pipeline size: other sizes change the data-parallel size it measured.
+  const int fixed_pipeline = request.profile ? profile_pipeline_ranks(*request.profile) : 0;
+  const int max_pipeline = request.max_pipeline > 0 ? request.max_pipeline : layers;
   for (int pp = 1; pp <= std::min(request.num_gpus, max_pipeline); ++pp) {
     if (request.num_gpus % pp != 0) continue;
+    if (fixed_pipeline > 0 && pp != fixed_pipeline) continue;
     const int dp = request.num_gpus / pp;
     for (int mbs : request.micro_batch_sizes) {
       if (mbs < 1 || request.global_batch % (dp * mbs) != 0) continue;
       const int m = request.global_batch / (dp * mbs);
       for (const std::string& schedule : request.schedules) {
         for (int chunks : chunk_choices(request, schedule)) {
-          if (pp * chunks > request.model.layers) continue;
+          if (pp * chunks > layers) continue;
           for (bool recompute : request.recompute_options) {
             PlanCandidate c;
             c.schedule = schedule;
@@ -108,8 +193,9 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
 }
 
 SimResult simulate_candidate(const PlanRequest& request, const PlanCandidate& candidate, bool build_trace) {
-  const CostModel costs = derive_costs(request.model, request.device, request.topology, candidate.parallel);
+  const CostModel costs = candidate_costs(request, candidate);
   const Schedule schedule = build_schedule(request, candidate, costs);
+  if (request.profile) check_profile_fits(*request.profile, schedule, request.profile_source);
   SimOptions options;
   options.build_trace = build_trace;
   return simulate(schedule, costs, candidate_topology(request, candidate), options);
@@ -120,8 +206,16 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
   result.limit_bytes = memory_limit(request);
   const std::vector<PlanCandidate> candidates = enumerate_candidates(request);
   result.considered = static_cast<int>(candidates.size());
-  const double flops_per_sample = model_flops_per_sample(request.model);
+  // A profile knows neither the model's FLOPs nor its sequence length: no MFU, no tokens/s.
+  const double flops_per_sample = request.profile ? 0.0 : model_flops_per_sample(request.model);
+  const double tokens_per_sample = request.profile ? 0.0 : request.model.seq;
   const double cluster_flops_per_s = request.device.peak_flops_per_s * request.num_gpus;
+  std::set<std::string> refusals;
+  auto refuse = [&](const PlanCandidate& c, const std::string& why) {
+    ++result.refused;
+    refusals.insert(fmt::format("{} (pipeline {}, chunks {}, {} micro-batches): {}", c.schedule, c.parallel.pipeline,
+                                c.parallel.chunks, c.num_micro_batches, why));
+  };
 
   // A schedule's shape depends on (name, p, m, chunks) only: compile it once.
   using ShapeKey = std::tuple<std::string, int, int, int>;
@@ -143,9 +237,9 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     const PlanCandidate& c = candidates[i];
     Pending p{i, {}, 0.0};
     try {
-      p.costs = derive_costs(request.model, request.device, request.topology, c.parallel);
-    } catch (const UsageError&) {
-      ++result.refused;
+      p.costs = candidate_costs(request, c);
+    } catch (const UsageError& e) {
+      refuse(c, e.what());
       continue;
     }
     // The placement only matters for which stages share a rank: loop for one stage or
@@ -178,8 +272,8 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     const CostModel& costs = p.costs;
     const int num_stages = c.parallel.pipeline * c.parallel.chunks;
     const ShapeKey key{c.schedule, c.parallel.pipeline, c.num_micro_batches, c.parallel.chunks};
-    if (refused_shapes.count(key)) {
-      ++result.refused;
+    if (auto refused = refused_shapes.find(key); refused != refused_shapes.end()) {
+      refuse(c, refused->second);
       continue;
     }
     const bool cost_dependent = c.schedule == "zb-auto";
@@ -187,10 +281,16 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     std::shared_ptr<const CompiledSchedule> own;
     if (it == compiled.end()) {
       try {
-        own = std::make_shared<const CompiledSchedule>(compile(build_schedule(request, c, costs)));
+        const Schedule schedule = build_schedule(request, c, costs);
+        if (request.profile) check_profile_fits(*request.profile, schedule, request.profile_source);
+        own = std::make_shared<const CompiledSchedule>(compile(schedule));
       } catch (const ScheduleError& e) {
         if (!cost_dependent) refused_shapes.emplace(key, e.what());
-        ++result.refused;
+        refuse(c, e.what());
+        continue;
+      } catch (const UsageError& e) {  // the profile cannot describe the schedule
+        if (!cost_dependent) refused_shapes.emplace(key, e.what());
+        refuse(c, e.what());
         continue;
       }
       if (!cost_dependent) compiled.emplace(key, own);
@@ -199,7 +299,7 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     }
     const CompiledSchedule& schedule = *own;
     if (schedule.num_stages != num_stages) {
-      ++result.refused;
+      refuse(c, fmt::format("the schedule has {} stages, not {}", schedule.num_stages, num_stages));
       continue;
     }
     const Summary summary = simulate(schedule, costs, candidate_topology(request, c), options).summary;
@@ -213,8 +313,8 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     row.candidate = c;
     row.iteration_time_s = summary.iteration_time_s;
     row.throughput_samples_per_s = summary.throughput_samples_per_s;
-    row.tokens_per_s = summary.throughput_samples_per_s * request.model.seq;
-    row.mfu = summary.throughput_samples_per_s * flops_per_sample / cluster_flops_per_s;
+    row.tokens_per_s = summary.throughput_samples_per_s * tokens_per_sample;
+    row.mfu = flops_per_sample > 0 ? summary.throughput_samples_per_s * flops_per_sample / cluster_flops_per_s : 0.0;
     row.bubble_fraction = summary.bubble_fraction;
     row.peak_memory_bytes = peak;
     result.rows.push_back(row);
@@ -228,6 +328,7 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     }
   }
   if (progress) progress(candidates.size(), candidates.size());
+  result.refusals.assign(refusals.begin(), refusals.end());
   std::stable_sort(result.rows.begin(), result.rows.end(), [](const PlanRow& a, const PlanRow& b) {
     if (a.throughput_samples_per_s != b.throughput_samples_per_s) return a.throughput_samples_per_s > b.throughput_samples_per_s;
     return a.peak_memory_bytes < b.peak_memory_bytes;

@@ -1,6 +1,7 @@
 #include "pipescope/sim/profile.hpp"
 
 #include <cmath>
+#include <set>
 
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
@@ -38,6 +39,12 @@ int get_count(const json& object, const char* field, const std::string& where, i
   return v.get<int>();
 }
 
+
+bool get_optional_flag(const json& object, const char* field, const std::string& where) {
+  if (!object.contains(field)) return false;
+  if (!object[field].is_boolean()) throw UsageError(where + "." + field + ": must be true or false");
+  return object[field].get<bool>();
+}
 
 }  // namespace
 
@@ -96,12 +103,16 @@ Profile parse_profile(std::string_view text, const std::string& source) {
       throw UsageError(source + ": backward_split: must be \"measured\" or \"unmeasured\"");
     p.backward_split_measured = split == "measured";
   }
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& key = it.key();
-    if (key != "format" && key != "micro_batch_size" && key != "data_parallel" && key != "transfer" && key != "stages" &&
-        key != "backward_split")
-      p.extra[key] = it.value();
-  }
+  const std::string top_where = source + ": profile";  // "p.json: profile.optimizer_sync: ..."
+  p.instruction_overhead_s = get_optional_seconds(j, "instruction_overhead_s", top_where);
+  p.optimizer_sync = get_optional_flag(j, "optimizer_sync", top_where);
+  p.reduce_tied_sync = get_optional_flag(j, "reduce_tied_sync", top_where);
+  p.send_ends_at_receive = get_optional_flag(j, "send_ends_at_receive", top_where);
+  static const std::set<std::string> known = {"format", "micro_batch_size", "data_parallel", "transfer", "stages",
+                                              "backward_split", "instruction_overhead_s", "optimizer_sync", "reduce_tied_sync",
+                                              "send_ends_at_receive"};
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!known.count(it.key())) p.extra[it.key()] = it.value();
   return p;
 }
 
@@ -143,6 +154,10 @@ std::string to_profile_json(const Profile& profile) {
                       {"grad_buffer_bytes", s.grad_buffer_bytes}});
   j["stages"] = std::move(stages);
   j["backward_split"] = profile.backward_split_measured ? "measured" : "unmeasured";
+  j["instruction_overhead_s"] = profile.instruction_overhead_s;
+  j["optimizer_sync"] = profile.optimizer_sync;
+  j["reduce_tied_sync"] = profile.reduce_tied_sync;
+  j["send_ends_at_receive"] = profile.send_ends_at_receive;
   return j.dump(2) + "\n";
 }
 
@@ -153,6 +168,10 @@ CostModel cost_model_from_profile(const Profile& profile) {
   costs.transfer_model = TransferModel::Links;
   costs.micro_batch_size = profile.micro_batch_size;
   costs.data_parallel = profile.data_parallel;
+  costs.instruction_overhead_s = profile.instruction_overhead_s;
+  costs.optimizer_sync = profile.optimizer_sync;
+  costs.reduce_tied_sync = profile.reduce_tied_sync;
+  costs.send_ends_at_receive = profile.send_ends_at_receive;
   for (const StageProfile& s : profile.stages) {
     StageCost c;
     c.f_s = s.f_s;

@@ -4,6 +4,7 @@
 // future, so that link bandwidth is divided among transfers in time order. Events are plain
 // (time, id) pairs in a binary heap over a reserved vector: no allocation per event.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <iterator>
 #include <limits>
@@ -53,7 +54,22 @@ struct RankState {
   std::int64_t memory_bytes = 0;
   std::int64_t peak_bytes = 0;
   bool done = false;
+  double recv_reached_s = -1;  // >= 0: waiting at a receive since then
+  // Per barrier (optimizer_sync, reduce_tied_sync): got there, went through, when it got there.
+  std::array<bool, 2> reached_barrier{};
+  std::array<bool, 2> passed_barrier{};
+  std::array<double, 2> barrier_arrival_s{};
 };
+
+// An instruction every member rank must reach before any goes on (an all-reduce).
+struct Barrier {
+  int members = 0;
+  int arrived = 0;
+  double time_s = 0;  // the last arrival
+  std::vector<std::int32_t> waiting;
+};
+constexpr int kOptimizerBarrier = 0;
+constexpr int kTiedBarrier = 1;
 
 class Engine {
  public:
@@ -75,6 +91,7 @@ class Engine {
     std::push_heap(heap_.begin(), heap_.end(), EventLater{});
   }
   void change_memory(std::int32_t rank, std::int64_t delta, double at_s);
+  void add_send_event(std::int32_t transfer, double end_s);
   void add_event(std::int32_t rank, traces::Lane lane, const CompiledInstruction& ci, double start, double end,
                  const char* category);
   [[noreturn]] void deadlock() const;
@@ -94,6 +111,10 @@ class Engine {
   std::vector<double> remaining_bytes_;
   std::vector<double> total_bytes_;
   std::vector<char> receiver_waiting_;
+  // optimizer_sync: ranks with an OptimizerStep; reduce_tied_sync: ranks of the first and the
+  // last stage with a ReduceTiedGrads.
+  std::array<Barrier, 2> barriers_{};
+  std::vector<char> tied_member_;  // per rank
   std::vector<Event> heap_;
   traces::Trace trace_;
   // Trace events per (rank, lane) and memory samples per rank, each already in time order
@@ -124,10 +145,20 @@ void Engine::add_event(std::int32_t rank, traces::Lane lane, const CompiledInstr
   lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + static_cast<int>(lane)].push_back(std::move(e));
 }
 
+void Engine::add_send_event(std::int32_t transfer, double end_s) {
+  const CompiledTransfer& t = s_.transfers[transfer];
+  const CompiledInstruction& send = s_.instructions[t.send_index];
+  add_event(t.from_rank, traces::Lane::Send, send, posted_s_[transfer], end_s, "p2p");
+  traces::TraceEvent& e = lane_events_[static_cast<std::size_t>(t.from_rank) * traces::kNumLanes + 1].back();
+  e.peer_rank = t.to_rank;
+  e.bytes = stage_[send.stage].activation_bytes;
+}
+
 void Engine::run_rank(std::int32_t rank, double now) {
   RankState& r = ranks_[rank];
   const std::int32_t end_pc = s_.rank_begin[rank + 1];
   const CompiledInstruction* instructions = s_.instructions.data();
+  const double overhead_s = costs_.instruction_overhead_s;
   while (r.pc < end_pc) {
     const CompiledInstruction& ci = instructions[r.pc];
     const StageCost& cost = stage_[ci.stage];
@@ -154,7 +185,7 @@ void Engine::run_rank(std::int32_t rank, double now) {
         }
         post_transfer(ci.transfer, now);
         // Posting occupies the program (packing, handing over to the transport), not the link.
-        now += cost.send_s;
+        now += cost.send_s + overhead_s;
         ++r.pc;
         continue;
       case Op::RecvActivation:
@@ -162,23 +193,56 @@ void Engine::run_rank(std::int32_t rank, double now) {
         const double arrival = arrival_s_[ci.transfer];
         if (arrival == kUnknown) {
           r.clock_s = now;
+          r.recv_reached_s = now;
           receiver_waiting_[ci.transfer] = 1;
           return;
         }
-        const double done = std::max(now + cost.recv_s, arrival);
+        // A receive that waited for its data ends when the data is there (the calibrated
+        // latency is measured that way); one whose data was there costs its own work.
+        const bool waited = r.recv_reached_s >= 0;
+        const double reached = waited ? r.recv_reached_s : now;
+        r.recv_reached_s = -1;
+        const double done = waited ? std::max(now, arrival) : std::max(now + cost.recv_s, arrival);
         if (options_.build_trace) {
-          add_event(rank, traces::Lane::Recv, ci, now, done, "p2p");
+          add_event(rank, traces::Lane::Recv, ci, reached, done, "p2p");
           const CompiledTransfer& t = s_.transfers[ci.transfer];
           traces::TraceEvent& e = lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + 2].back();
           e.peer_rank = t.from_rank;
           e.bytes = stage_[s_.instructions[t.send_index].stage].activation_bytes;
           trace_.flows.push_back({t.from_rank, static_cast<int>(traces::Lane::Send), posted_s_[ci.transfer] * 1e6,
                                   rank, static_cast<int>(traces::Lane::Recv), done * 1e6});
+          if (costs_.send_ends_at_receive) add_send_event(ci.transfer, done);
         }
-        now = done;
+        now = done + overhead_s;
         ++r.pc;
         continue;
       }
+    }
+    // Clipping by the global norm: the first optimizer step of each rank waits for every
+    // rank's; the tied-gradient all-reduce waits for the other holders of the tied weights.
+    // The event starts when this rank got there, as a runtime records it.
+    double event_start = now;
+    int barrier_id = -1;
+    if (ci.op == Op::OptimizerStep && costs_.optimizer_sync) barrier_id = kOptimizerBarrier;
+    if (ci.op == Op::ReduceTiedGrads && costs_.reduce_tied_sync && tied_member_[rank]) barrier_id = kTiedBarrier;
+    if (barrier_id >= 0 && !r.passed_barrier[barrier_id]) {
+      Barrier& barrier = barriers_[barrier_id];
+      if (!r.reached_barrier[barrier_id]) {
+        r.reached_barrier[barrier_id] = true;
+        r.barrier_arrival_s[barrier_id] = now;
+        ++barrier.arrived;
+        barrier.time_s = std::max(barrier.time_s, now);
+      }
+      if (barrier.arrived < barrier.members) {
+        r.clock_s = now;
+        barrier.waiting.push_back(rank);
+        return;
+      }
+      for (std::int32_t waiting : barrier.waiting) push(std::max(barrier.time_s, ranks_[waiting].clock_s), waiting);
+      barrier.waiting.clear();
+      r.passed_barrier[barrier_id] = true;
+      event_start = r.barrier_arrival_s[barrier_id];
+      now = std::max(now, barrier.time_s);
     }
     const double end = now + duration;
     // The gradient buffer of a stage comes with its first weight gradient and goes with its
@@ -195,7 +259,7 @@ void Engine::run_rank(std::int32_t rank, double now) {
     // Allocations count from the start of an op, frees from its end.
     if (delta > 0) change_memory(rank, delta, now);
     if (options_.build_trace)
-      add_event(rank, lane, ci, now, end, lane == traces::Lane::Compute ? "compute" : "collective");
+      add_event(rank, lane, ci, event_start, end, lane == traces::Lane::Compute ? "compute" : "collective");
     if (delta < 0) change_memory(rank, delta, end);
     if (busy) r.busy_s += duration;
     if (is_compute_op(ci.op)) {
@@ -203,10 +267,11 @@ void Engine::run_rank(std::int32_t rank, double now) {
       r.last_compute_end_s = end;
       r.compute_s += duration;
     }
-    now = end;
+    now = end + overhead_s;
     ++r.pc;
   }
-  r.clock_s = now;
+  // The program's time between instructions follows every instruction but the last.
+  r.clock_s = end_pc > s_.rank_begin[rank] ? now - overhead_s : now;
   r.done = true;
 }
 
@@ -232,13 +297,7 @@ void Engine::post_transfer(std::int32_t transfer, double now) {
 void Engine::arrive(std::int32_t transfer, double arrival_s) {
   arrival_s_[transfer] = arrival_s;
   const CompiledTransfer& t = s_.transfers[transfer];
-  if (options_.build_trace) {
-    const CompiledInstruction& send = s_.instructions[t.send_index];
-    add_event(t.from_rank, traces::Lane::Send, send, posted_s_[transfer], arrival_s, "p2p");
-    traces::TraceEvent& e = lane_events_[static_cast<std::size_t>(t.from_rank) * traces::kNumLanes + 1].back();
-    e.peer_rank = t.to_rank;
-    e.bytes = stage_[send.stage].activation_bytes;
-  }
+  if (options_.build_trace && !costs_.send_ends_at_receive) add_send_event(transfer, arrival_s);
   if (receiver_waiting_[transfer]) {
     receiver_waiting_[transfer] = 0;
     push(std::max(ranks_[t.to_rank].clock_s, arrival_s), t.to_rank);
@@ -287,7 +346,9 @@ void Engine::finish_link_event(std::int32_t link_id, double now) {
 void Engine::deadlock() const {
   for (std::int32_t rank = 0; rank < s_.num_ranks; ++rank) {
     const RankState& r = ranks_[rank];
-    if (r.done) continue;
+    // A rank at a barrier waits for the stuck one, not for a send.
+    const bool at_barrier = (r.reached_barrier[0] && !r.passed_barrier[0]) || (r.reached_barrier[1] && !r.passed_barrier[1]);
+    if (r.done || at_barrier) continue;
     const CompiledInstruction& ci = s_.instructions[r.pc];
     const Instruction instr{ci.op, ci.stage, ci.micro_batch};
     throw ScheduleError(s_.name + ": deadlock: rank " + std::to_string(rank) + ", step " +
@@ -345,6 +406,19 @@ SimResult Engine::run() {
     }
   }
 
+  tied_member_.assign(static_cast<std::size_t>(s_.num_ranks), 0);
+  for (std::int32_t rank = 0; rank < s_.num_ranks; ++rank) {
+    bool steps = false, reduces_tied = false;
+    for (std::int32_t i = s_.rank_begin[rank]; i < s_.rank_begin[rank + 1]; ++i) {
+      steps = steps || s_.instructions[i].op == Op::OptimizerStep;
+      reduces_tied = reduces_tied || s_.instructions[i].op == Op::ReduceTiedGrads;
+    }
+    const bool holds_ends = s_.num_stages > 0 && (s_.stage_to_rank.front() == rank || s_.stage_to_rank.back() == rank);
+    tied_member_[rank] = reduces_tied && holds_ends;
+    if (costs_.optimizer_sync && steps) ++barriers_[kOptimizerBarrier].members;
+    if (costs_.reduce_tied_sync && tied_member_[rank]) ++barriers_[kTiedBarrier].members;
+  }
+
   heap_.reserve(static_cast<std::size_t>(s_.num_ranks) + s_.links.size() + 16);
   for (std::int32_t rank = 0; rank < s_.num_ranks; ++rank) push(0.0, rank);
   while (!heap_.empty()) {
@@ -397,8 +471,9 @@ SimResult Engine::run() {
     trace_.memory.reserve(total_samples);
     for (std::size_t b = 0; b < lane_events_.size(); ++b) {
       auto& bucket = lane_events_[b];
-      // Shared links can finish transfers out of the order they were posted in.
-      if (links_mode_ && b % traces::kNumLanes == static_cast<std::size_t>(traces::Lane::Send))
+      // Shared links can finish transfers out of the order they were posted in, and sends
+      // that end at their receive are recorded in the order of the receives.
+      if ((links_mode_ || costs_.send_ends_at_receive) && b % traces::kNumLanes == static_cast<std::size_t>(traces::Lane::Send))
         std::stable_sort(bucket.begin(), bucket.end(),
                          [](const traces::TraceEvent& x, const traces::TraceEvent& y) { return x.ts_us < y.ts_us; });
       std::move(bucket.begin(), bucket.end(), std::back_inserter(trace_.events));

@@ -2,16 +2,19 @@
 //
 // Hand-made traces, laid out the way pprun records them (an event per instruction, the memory
 // counter sampled after each one): 2 ranks, 2 stages, 5 micro-batches, GPipe order.
+//   every instruction but a send is followed by 1 us of the runtime's bookkeeping (the
+//            program time between instructions: 1 us);
 //   stage 0: LOAD 10 us (+100 B), F 100/98/102/101/400 us (+1000 B; median 101 us, 400 us is an
-//            outlier), SEND_F posting 20 us, RECV_B (+512 B), B 150 us (frees 1612 B; the first
+//            outlier), SEND_F posting 20 us (19 us of its own after the 1 us between instructions), RECV_B (+512 B), B 150 us (frees 1612 B; the first
 //            one also allocates the 4000 B gradient buffer), OPTIMIZER 30 us (frees the buffer);
 //            10000 B held at the start.
 //   stage 1: LOAD 10 us (+64 B), RECV_F (+512 B), F 200 us (+2000 B), B 300 us (frees 2576 B,
 //            first one +6000 B buffer), SEND_B posting 20 us, OPTIMIZER 30 us; 20000 B at start.
 //   transfers: the first RECV_F waits and ends 50 us after its send starts (latency 50 us);
 //            receives of data already there take 5 us.
-// Expected profile: F 101 / 200 us, full backward 150 / 300 us, load 10 us, send 20 us, recv
-// 5 us, latency 50 us, f_mem 1100 / 2576 B, gradient buffers 4000 / 6000 B, static 10000 /
+// Expected profile: F 101 / 200 us, full backward 150 / 300 us, load 10 us, send 19 us, recv
+// 5 us, latency 50 us, 1 us between instructions, sends drawn until their data arrives (their
+// events end at the arrival), optimizer steps independent (rank 1's ends before rank 0's starts), f_mem 1100 / 2576 B, gradient buffers 4000 / 6000 B, static 10000 /
 // 20000 B, backward split unmeasured. A second trace of a split schedule (I 60/120 us, W 90/180
 // us) measures the split; pooled medians then mix both traces.
 // End to end: traces simulated from known costs (1F1B and ZB-H1, m = 4) calibrate a profile
@@ -166,8 +169,11 @@ TEST_CASE("calibration takes medians of a hand-made trace and reports outliers")
   CHECK_FALSE(p.backward_split_measured);
   CHECK(s0.load_s == Approx(10e-6));
   CHECK(s0.optimizer_s == Approx(30e-6));
-  CHECK(s0.send_s == Approx(20e-6));
-  CHECK(s1.send_s == Approx(20e-6));
+  CHECK(s0.send_s == Approx(19e-6));
+  CHECK(s1.send_s == Approx(19e-6));
+  CHECK(p.instruction_overhead_s == Approx(1e-6));
+  CHECK_FALSE(p.send_ends_at_receive);
+  CHECK_FALSE(p.optimizer_sync);
   CHECK(s1.recv_s == Approx(kLateRecvUs * 1e-6));
   CHECK(p.transfer.latency_s == Approx(kLatencyUs * 1e-6));
   CHECK(s0.activation_bytes == 512);
@@ -357,4 +363,53 @@ TEST_CASE("calibrate from simulated 1F1B and ZB-H1 traces, then predict other mi
   const Profile full_only = calibrate({{one_f_one_b, "1f1b.json"}}).profile;
   CHECK_THROWS_WITH(check_profile_fits(full_only, schedule("zb-h1", 8), "p.json"), Catch::Contains("split"));
   CHECK_NOTHROW(check_profile_fits(full_only, schedule("1f1b", 8), "p.json"));
+}
+
+// The runtime effects round-trip: traces simulated (1F1B, m = 4, 2 ranks) with 20 us between
+// instructions, optimizer steps that wait for every rank (stage 0's optimizer 30 us, stage 1's
+// 90 us), a tied-gradient reduction before it that waits for both ranks (10 us and 400 us of
+// their own: rank 0 reaches the optimizer 390 us before rank 1, which shows its wait) and sends drawn until their receive completes calibrate a profile
+// with those same four effects and the collectives' own times (not the waits), and its
+// predictions of 1F1B and GPipe at m = 8 equal the simulations from the known costs.
+TEST_CASE("calibration learns the time between instructions, the optimizer sync and rendezvous sends") {
+  CostModel known;
+  StageCost s0, s1;
+  s0.f_s = 100e-6, s0.b_s = 150e-6, s0.w_s = 100e-6, s0.optimizer_s = 30e-6, s0.send_s = 5e-6;
+  s1.f_s = 200e-6, s1.b_s = 250e-6, s1.w_s = 150e-6, s1.optimizer_s = 90e-6, s1.send_s = 5e-6;
+  s0.reduce_tied_s = 10e-6, s1.reduce_tied_s = 400e-6;
+  known.stages = {s0, s1};
+  known.c_s = 40e-6;
+  known.reduce_tied_sync = true;
+  known.instruction_overhead_s = 20e-6;
+  known.optimizer_sync = true;
+  known.send_ends_at_receive = true;
+  auto schedule = [](const char* name, int m) {
+    ScheduleParams params;
+    params.num_ranks = 2;
+    params.num_micro_batches = m;
+    return make_schedule(name, params);
+  };
+  traces::Trace measured = simulate(schedule("1f1b", 4), known).trace;
+  measured.meta.source = "measured";
+  const Calibration c = calibrate({{measured, "1f1b.json"}});
+  INFO(calibration_report(c));
+  const Profile& p = c.profile;
+  CHECK(p.instruction_overhead_s == Approx(20e-6));
+  CHECK(p.optimizer_sync);
+  CHECK(p.reduce_tied_sync);
+  CHECK(p.send_ends_at_receive);
+  CHECK(p.stages[0].reduce_tied_s == Approx(10e-6));
+  CHECK(p.stages[1].reduce_tied_s == Approx(400e-6));
+  CHECK(p.stages[0].optimizer_s == Approx(30e-6));
+  CHECK(p.stages[1].optimizer_s == Approx(90e-6));
+  CHECK(p.stages[0].send_s == Approx(5e-6));
+  CHECK(p.transfer.latency_s == Approx(40e-6));
+  const CostModel from_profile = cost_model_from_profile(p);
+  const Topology topology = topology_from_profile(p);
+  for (const char* name : {"1f1b", "gpipe"}) {
+    INFO(name);
+    const double predicted = simulate(schedule(name, 8), from_profile, topology).summary.iteration_time_s;
+    const double direct = simulate(schedule(name, 8), known).summary.iteration_time_s;
+    CHECK(predicted == Approx(direct).epsilon(1e-6));
+  }
 }

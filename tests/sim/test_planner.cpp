@@ -4,10 +4,20 @@
 // - Every row fits the memory limit, rows are ranked by throughput, and throughput equals
 //   global batch / iteration time.
 // - A limit below the weights and optimizer state of any layout leaves nothing.
+// (Planning with a measured profile: the last test case.)
 #include <catch2/catch.hpp>
 
-#include "pipescope/sim/planner.hpp"
+#include <filesystem>
+#include <map>
 
+#include <fmt/format.h>
+
+#include "pipescope/core/registry.hpp"
+#include "pipescope/sim/calibration.hpp"
+#include "pipescope/sim/planner.hpp"
+#include "pipescope/traces/trace_io.hpp"
+
+using namespace pipescope;
 using namespace pipescope::sim;
 
 namespace {
@@ -113,4 +123,103 @@ TEST_CASE("keeping the best K prunes by lower bound without changing the top K")
     const auto placement = v ? pipescope::v_placement(c.parallel.pipeline) : pipescope::loop_placement(c.parallel.pipeline, c.parallel.chunks);
     CHECK(iteration_time_lower_bound_s(costs, placement, c.parallel.pipeline, c.num_micro_batches) <= row.iteration_time_s);
   }
+}
+
+// Planning with a measured profile (`ppsim plan --profile`). Traces simulated from known costs
+// (2 ranks; stage 0 F/B/W 100/150/100 us, stage 1 200/250/150 us; 1F1B and ZB-H1 at m = 4)
+// are calibrated into a profile file, which the planner reads back and searches for a global
+// batch of 8 (m = 8, micro-batch size 1 as recorded) over gpipe, 1f1b, zb-h1 and
+// interleaved-1f1b (2 chunks: 4 stages of half the costs).
+// - Every row is pipeline 2 x data-parallel 1 with m = 8; each row's time is the simulation of
+//   that schedule with the profile's costs (re-split to 4 stages for interleaving), and zb-h1,
+//   which hides W in the bubbles, ranks above 1f1b.
+// - The best row's trace goes to a file and reads back with the same iteration time.
+// - A profile calibrated from 1F1B alone has no backward split: zb-h1 is refused, the reason
+//   names the split, and the rest are planned.
+// - Another world size (4 GPUs), micro-batch size (2) or recomputation are refused with
+//   messages that name the option and what the profile measured.
+TEST_CASE("the planner searches with a calibrated profile and refuses what it cannot describe") {
+  CostModel known;
+  StageCost s0, s1;
+  s0.f_s = 100e-6, s0.b_s = 150e-6, s0.w_s = 100e-6, s0.optimizer_s = 20e-6;
+  s1.f_s = 200e-6, s1.b_s = 250e-6, s1.w_s = 150e-6, s1.optimizer_s = 20e-6;
+  known.stages = {s0, s1};
+  known.c_s = 30e-6;
+  auto schedule = [](const char* name, int m, int chunks = 1) {
+    ScheduleParams params;
+    params.num_ranks = 2;
+    params.num_micro_batches = m;
+    params.chunks = chunks;
+    params.chunks_given = chunks != 1;
+    return make_schedule(name, params);
+  };
+  auto measured = [&](const char* name) {
+    traces::Trace t = simulate(schedule(name, 4), known).trace;
+    t.meta.source = "measured";
+    return t;
+  };
+  const auto dir = std::filesystem::temp_directory_path() / "pipescope_test_planner_profile";
+  std::filesystem::create_directories(dir);
+  const std::string split_path = (dir / "split.json").string();
+  const std::string full_path = (dir / "full.json").string();
+  write_profile(calibrate({{measured("1f1b"), "1f1b.json"}, {measured("zb-h1"), "zb-h1.json"}}).profile, split_path);
+  write_profile(calibrate({{measured("1f1b"), "1f1b.json"}}).profile, full_path);
+
+  PlanRequest request;
+  request.profile = read_profile(split_path);
+  request.profile_source = split_path;
+  request.num_gpus = 2;
+  request.global_batch = 8;
+  request.micro_batch_sizes = {1};
+  request.recompute_options = {false};
+  request.schedules = {"gpipe", "1f1b", "zb-h1", "interleaved-1f1b"};
+  request.interleave_chunks = {2};
+  REQUIRE(plan_profile_world_size(*request.profile) == 2);
+  CHECK(profile_measured_micro_batches(*request.profile) == 4);
+  const PlanResult result = plan(request);
+  INFO(fmt::format("{} rows, {} refused", result.rows.size(), result.refused));
+  REQUIRE(result.rows.size() == 4);
+  const CostModel two_stages = cost_model_from_profile(*request.profile);
+  const CostModel four_stages = cost_model_from_profile(profile_for_stages(*request.profile, 4, split_path));
+  const Topology link = topology_from_profile(*request.profile);
+  std::map<std::string, double> time_of;
+  for (const PlanRow& row : result.rows) {
+    const PlanCandidate& c = row.candidate;
+    INFO(c.schedule);
+    CHECK(c.parallel.pipeline == 2);
+    CHECK(c.parallel.data_parallel == 1);
+    CHECK(c.num_micro_batches == 8);
+    const bool interleaved = c.schedule == "interleaved-1f1b";
+    const double direct = simulate(schedule(c.schedule.c_str(), 8, interleaved ? 2 : 1),
+                                   interleaved ? four_stages : two_stages, link)
+                              .summary.iteration_time_s;
+    CHECK(row.iteration_time_s == Approx(direct));
+    CHECK(row.mfu == 0);
+    time_of[c.schedule] = row.iteration_time_s;
+  }
+  CHECK(time_of.at("zb-h1") < time_of.at("1f1b"));
+
+  const std::string trace_path = (dir / "best.json").string();
+  traces::write_trace(simulate_candidate(request, result.rows.front().candidate).trace, trace_path);
+  CHECK(traces::read_trace(trace_path).end_us() == Approx(result.rows.front().iteration_time_s * 1e6));
+
+  PlanRequest full = request;
+  full.profile = read_profile(full_path);
+  full.profile_source = full_path;
+  const PlanResult without_split = plan(full);
+  CHECK(without_split.rows.size() == 3);
+  CHECK(without_split.refused == 1);
+  REQUIRE(without_split.refusals.size() == 1);
+  CHECK_THAT(without_split.refusals.front(), Catch::Contains("zb-h1") && Catch::Contains("split"));
+
+  PlanRequest other = request;
+  other.num_gpus = 4;
+  CHECK_THROWS_WITH(plan(other), Catch::Contains("--gpus 4") && Catch::Contains("2 pipeline rank(s) x 1"));
+  other = request;
+  other.micro_batch_sizes = {2};
+  CHECK_THROWS_WITH(plan(other), Catch::Contains("--micro-batch-sizes 2") && Catch::Contains("of 1 sample"));
+  other = request;
+  other.recompute_options = {false, true};
+  CHECK_THROWS_WITH(plan(other), Catch::Contains("--recompute"));
+  std::filesystem::remove_all(dir);
 }

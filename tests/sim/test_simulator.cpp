@@ -224,3 +224,94 @@ TEST_CASE("costs that do not fit the schedule are refused") {
   CHECK_THROWS_AS(run("1f1b", 4, 8, 1, three), UsageError);
   CHECK_THROWS_AS(run("1f1b", 4, 8, 1, CostModel::uniform(1, 1, 1, 0, 2, -1, 0)), UsageError);
 }
+
+// Runtime effects a calibrated profile adds (costs.hpp), on a hand-made program of one
+// micro-batch on 2 ranks: rank 0 runs F(1 s) SEND_F RECV_B B(2 s) OPTIMIZER(0.5 s); rank 1
+// runs LOAD(2 s) RECV_F F(3 s) B(4 s) SEND_B OPTIMIZER(0.25 s); transfers take c = 0.5 s.
+// - Plain: SEND_F posted at 1 arrives at 1.5, rank 1 takes it at 2 (after its LOAD); SEND_B
+//   posted at 9 arrives at 9.5; rank 0's B ends 11.5, its optimizer 12.0: iteration 12.0.
+// - 0.1 s between instructions: rank 1 takes SEND_F at 2.1, posts SEND_B at 9.4 (+0.4),
+//   rank 0 takes it at 9.9, B 10.0-12.0, optimizer 12.1-12.6: iteration 12.6 (no gap after
+//   the last instruction).
+// - Optimizer sync: rank 1 reaches its optimizer at 9.5 and waits for rank 0 (12.1): its
+//   event spans 9.5-12.35 (without the sync 9.5-9.75); the iteration stays 12.6.
+// - Sends that end at their receive: SEND_F is drawn 1.1-2.1 (until rank 1 took it), not
+//   1.1-1.6 (its arrival).
+TEST_CASE("instruction overhead, optimizer sync and sends that end at their receive") {
+  const Schedule schedule = hand_schedule(
+      "effects", 2, 1, {0, 1},
+      {{{Op::ForwardPass, 0, 0}, {Op::SendActivation, 0, 0}, {Op::RecvGrad, 0, 0}, {Op::BackwardPass, 0, 0},
+        {Op::OptimizerStep, 0, kNone}},
+       {{Op::LoadMicroBatch, 1, 0}, {Op::RecvActivation, 1, 0}, {Op::ForwardPass, 1, 0}, {Op::BackwardPass, 1, 0},
+        {Op::SendGrad, 1, 0}, {Op::OptimizerStep, 1, kNone}}});
+  CostModel costs;
+  costs.c_s = 0.5;
+  StageCost s0, s1;
+  s0.f_s = 1, s0.b_s = 1, s0.w_s = 1, s0.optimizer_s = 0.5;
+  s1.f_s = 3, s1.b_s = 2, s1.w_s = 2, s1.optimizer_s = 0.25, s1.load_s = 2;
+  costs.stages = {s0, s1};
+  auto find = [](const traces::Trace& t, int rank, const char* name) {
+    for (const auto& e : t.events)
+      if (e.rank == rank && e.name == name) return e;
+    FAIL("no " << name << " on rank " << rank);
+    return traces::TraceEvent{};
+  };
+
+  CHECK(simulate(schedule, costs).summary.iteration_time_s == Approx(12.0));
+
+  costs.instruction_overhead_s = 0.1;
+  const SimResult with_overhead = simulate(schedule, costs);
+  CHECK(with_overhead.summary.iteration_time_s == Approx(12.6));
+  CHECK(find(with_overhead.trace, 0, "B").ts_us == Approx(10.0e6));
+  CHECK(find(with_overhead.trace, 1, "OPTIMIZER").end_us() == Approx(9.75e6));
+  CHECK(find(with_overhead.trace, 0, "SEND_F").end_us() == Approx(1.6e6));
+
+  costs.optimizer_sync = true;
+  costs.send_ends_at_receive = true;
+  const SimResult with_all = simulate(schedule, costs);
+  CHECK(with_all.summary.iteration_time_s == Approx(12.6));
+  const traces::TraceEvent waiting = find(with_all.trace, 1, "OPTIMIZER");
+  CHECK(waiting.ts_us == Approx(9.5e6));
+  CHECK(waiting.end_us() == Approx(12.35e6));
+  CHECK(with_all.summary.ranks[1].busy_s == Approx(3 + 4 + 0.25));  // waiting is not busy
+  const traces::TraceEvent send = find(with_all.trace, 0, "SEND_F");
+  CHECK(send.ts_us == Approx(1.1e6));
+  CHECK(send.end_us() == Approx(2.1e6));
+}
+
+// The tied-gradient all-reduce as a barrier of the first and the last stage's ranks: the
+// program above with REDUCE_TIED before each OPTIMIZER (rank 0: 0.2 s, rank 1: 0.1 s), no
+// time between instructions. Rank 1 gets there at 9 (after posting SEND_B), rank 0 at 11.5
+// (its B ends then). With reduce_tied_sync rank 1's event spans 9-11.6 and its optimizer
+// 11.6-11.85; without, 9-9.1 and 9.1-9.35. Rank 0 ends at 12.2 either way.
+TEST_CASE("the tied-gradient reduction waits for both ends of the pipeline") {
+  const Schedule schedule = hand_schedule(
+      "tied", 2, 1, {0, 1},
+      {{{Op::ForwardPass, 0, 0}, {Op::SendActivation, 0, 0}, {Op::RecvGrad, 0, 0}, {Op::BackwardPass, 0, 0},
+        {Op::ReduceTiedGrads, 0, kNone}, {Op::OptimizerStep, 0, kNone}},
+       {{Op::LoadMicroBatch, 1, 0}, {Op::RecvActivation, 1, 0}, {Op::ForwardPass, 1, 0}, {Op::BackwardPass, 1, 0},
+        {Op::SendGrad, 1, 0}, {Op::ReduceTiedGrads, 1, kNone}, {Op::OptimizerStep, 1, kNone}}});
+  CostModel costs;
+  costs.c_s = 0.5;
+  StageCost s0, s1;
+  s0.f_s = 1, s0.b_s = 1, s0.w_s = 1, s0.optimizer_s = 0.5, s0.reduce_tied_s = 0.2;
+  s1.f_s = 3, s1.b_s = 2, s1.w_s = 2, s1.optimizer_s = 0.25, s1.load_s = 2, s1.reduce_tied_s = 0.1;
+  costs.stages = {s0, s1};
+  auto event = [](const SimResult& result, int rank, const char* name) {
+    for (const auto& e : result.trace.events)
+      if (e.rank == rank && e.name == name) return std::pair{e.ts_us / 1e6, e.end_us() / 1e6};
+    return std::pair{-1.0, -1.0};
+  };
+  const SimResult independent = simulate(schedule, costs);
+  CHECK(independent.summary.iteration_time_s == Approx(12.2));
+  CHECK(event(independent, 1, "REDUCE_TIED").second == Approx(9.1));
+  CHECK(event(independent, 1, "OPTIMIZER").second == Approx(9.35));
+
+  costs.reduce_tied_sync = true;
+  const SimResult synced = simulate(schedule, costs);
+  CHECK(synced.summary.iteration_time_s == Approx(12.2));
+  CHECK(event(synced, 1, "REDUCE_TIED").first == Approx(9.0));
+  CHECK(event(synced, 1, "REDUCE_TIED").second == Approx(11.6));
+  CHECK(event(synced, 1, "OPTIMIZER").second == Approx(11.85));
+  CHECK(event(synced, 0, "REDUCE_TIED").second == Approx(11.7));
+}

@@ -8,7 +8,10 @@
 // micro-batch's forward allocates (LOAD + RECV_F + F) and its backward frees; the gradient
 // buffer that appears with the first weight gradient; the memory held at the start of the
 // iteration. Per run: the transfer latency and bandwidth, from the receives that were waiting
-// when their send was posted.
+// when their send was posted; the program time between instructions (the gaps between a
+// rank's consecutive events); whether the optimizer step and the tied-gradient reduction wait
+// for every member rank (an all-reduce: global-norm clipping, tied embeddings), in which case
+// their times are measured from the last arrival; whether sends end at their receive.
 //
 // The split of a full backward into its input-gradient and weight-gradient parts comes from
 // I/W events (a split-backward schedule among the traces) or from the executor's split probe

@@ -46,6 +46,22 @@ struct CostModel {
   TransferModel transfer_model = TransferModel::FixedDelay;
   int micro_batch_size = 1;  // samples per micro-batch, for throughput
   int data_parallel = 1;     // replicas, for throughput
+  // Refinements of a runtime measured by calibration (calibration.hpp); the defaults leave
+  // the SPEC.md section 6 model unchanged.
+  // Program time between two instructions of a rank (dispatch, bookkeeping, memory
+  // accounting): added after every instruction, drawn as a gap between its events.
+  double instruction_overhead_s = 0;
+  // Clipping by the global gradient norm: each rank's first OptimizerStep of the iteration
+  // starts its own time only once every rank has reached its first OptimizerStep (the norm is
+  // an all-reduce over the pipeline), as Megatron, DeepSpeed and pprun do.
+  bool optimizer_sync = false;
+  // The tied-gradient all-reduce (tied embeddings): the first ReduceTiedGrads of the ranks
+  // holding the first and the last stage starts its own time only once both got there.
+  bool reduce_tied_sync = false;
+  // A send's trace event lasts until its receive has completed (a rendezvous transport such
+  // as Gloo completes a send when the receiver has taken the data), instead of until the
+  // data arrives. Only the trace changes: the receiver's timing is the same.
+  bool send_ends_at_receive = false;
 
   const StageCost& stage(int s) const { return stages.size() == 1 ? stages.front() : stages[static_cast<std::size_t>(s)]; }
 

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pipescope/sim/model.hpp"
+#include "pipescope/sim/profile.hpp"
 #include "pipescope/sim/simulator.hpp"
 
 namespace pipescope::sim {
@@ -34,6 +36,14 @@ struct PlanRequest {
   // busiest rank's compute plus its reductions and optimizer step) and the search stops when
   // that bound exceeds the K-th best simulated time; the first K rows are the same as with 0.
   std::size_t keep_best = 0;
+  // Measured costs instead of model + device (`ppsim plan --profile`): the pipeline size,
+  // data-parallel size and micro-batch size are the profile's (check_profile_request says
+  // why a request asks for more); schedules, chunks (stages re-split layer by layer,
+  // profile_for_stages) and the micro-batch count global_batch / (dp x mbs) are searched.
+  // Recomputation is never considered (a profile measures runs without it); MFU and tokens/s
+  // are 0 (the profile knows neither FLOPs nor sequence length). max_mem_bytes 0: no limit.
+  std::optional<Profile> profile;
+  std::string profile_source;  // the file, for messages
 };
 
 struct PlanCandidate {
@@ -60,7 +70,25 @@ struct PlanResult {
   int dropped_for_memory = 0;
   int refused = 0;             // the schedule or the split could not honour the configuration
   int pruned = 0;              // not simulated: their lower bound cannot reach the best keep_best
+  std::vector<std::string> refusals;  // why configurations were refused, one line per distinct reason
 };
+
+// Pipeline ranks of the run a profile was measured on: the calibration's record
+// (extra.calibration.num_ranks) or, without it, one rank per measured stage.
+int profile_pipeline_ranks(const Profile& profile);
+// Processes of that run: pipeline ranks x data-parallel replicas.
+int plan_profile_world_size(const Profile& profile);
+// The micro-batch count of the calibrated run (the first, when several were calibrated
+// together); 0 when the profile does not record it.
+int profile_measured_micro_batches(const Profile& profile);
+// The model the profile measured (extra "model", recorded by ppsim calibrate), or "profiled model".
+std::string profile_model_name(const Profile& profile);
+
+// Throws UsageError, naming the profile and the option, when `request` asks the profile for
+// what it cannot describe: another world size (num_gpus other than its pipeline ranks x
+// data-parallel replicas), another micro-batch size, recomputation, or a global batch that is
+// not a multiple of data-parallel x micro-batch size.
+void check_profile_request(const PlanRequest& request);
 
 // Every configuration the request allows (before memory and schedule checks).
 std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request);

@@ -9,7 +9,11 @@
 // Optional fields (calibration.hpp; absent means 0): per stage "load_s", "reduce_tied_s",
 // "full_backward_s", "send_s", "recv_s", "grad_buffer_bytes"; top level "backward_split":
 // "measured" (default) or "unmeasured" (b_s holds the whole backward, w_s is 0: schedules with
-// BackwardInput/BackwardWeight are refused).
+// BackwardInput/BackwardWeight are refused); top level "instruction_overhead_s" (program time
+// between two instructions of a rank), "optimizer_sync" (true: the first optimizer step of
+// each rank waits for every rank's, clipping by the global norm), "reduce_tied_sync" (true:
+// the tied-gradient all-reduce of the first and last stage's ranks waits for both), "send_ends_at_receive"
+// (true: a send's event lasts until its receive completed); costs.hpp says what they do.
 // Unknown fields are kept in `extra` and written back.
 #pragma once
 
@@ -54,11 +58,18 @@ struct Profile {
   std::vector<StageProfile> stages;  // ordered by stage, 0 .. n-1
   // False when the traces had no separate timing of the input and weight gradients.
   bool backward_split_measured = true;
+  double instruction_overhead_s = 0;
+  bool optimizer_sync = false;
+  bool reduce_tied_sync = false;
+  bool send_ends_at_receive = false;
   nlohmann::json extra = nlohmann::json::object();
 
   friend bool operator==(const Profile& a, const Profile& b) {
     return a.micro_batch_size == b.micro_batch_size && a.data_parallel == b.data_parallel &&
            a.backward_split_measured == b.backward_split_measured &&
+           a.instruction_overhead_s == b.instruction_overhead_s && a.optimizer_sync == b.optimizer_sync &&
+           a.reduce_tied_sync == b.reduce_tied_sync &&
+           a.send_ends_at_receive == b.send_ends_at_receive &&
            a.transfer.bandwidth_bytes_per_s == b.transfer.bandwidth_bytes_per_s &&
            a.transfer.latency_s == b.transfer.latency_s && a.stages == b.stages && a.extra == b.extra;
   }
