@@ -1,6 +1,7 @@
 // The viewer at scale, offscreen: opening a trace of about 1,000,000 events (read, model,
-// widget) and repainting the whole 1600x1000 timeline at several zoom levels, with the
-// difference view, critical path and arrows on for a predicted/measured pair.
+// widget), opening a predicted/measured pair of them through the main window (both files read
+// at once, comparison beside the rows), and repainting the whole 1600x1000 timeline at several
+// zoom levels, with the difference view, critical path and arrows on for the pair.
 //   QT_QPA_PLATFORM=offscreen build-d/bench/bench_gui   (see docs/BENCHMARKS.md)
 #include <benchmark/benchmark.h>
 
@@ -10,11 +11,14 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <string>
+#include <vector>
 #include <unistd.h>
 
 #include "pipescope/gui/timeline_model.hpp"
 #include "pipescope/traces/synthetic.hpp"
 #include "pipescope/traces/trace_io.hpp"
+#include "main_window.hpp"
 #include "timeline_widget.hpp"
 
 using namespace pipescope::gui;
@@ -29,10 +33,37 @@ SyntheticPipeline million_event_pipeline() {
   return pp;
 }
 
+SyntheticPipeline measured_pipeline() {
+  SyntheticPipeline pp = million_event_pipeline();
+  pp.jitter = 0.1;
+  pp.slow_rank = 3;
+  pp.slow_factor = 1.2;
+  pp.source = "measured";
+  return pp;
+}
+
+// The trace files written so far, removed at exit (only those a selected benchmark needed).
+std::vector<std::string> written_files;
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("pipescope_bench_gui_" + std::to_string(::getpid()) + "_" + name)).string();
+}
+
 const std::string& million_event_file() {
   static const std::string path = [] {
-    const std::string p = (std::filesystem::temp_directory_path() / ("pipescope_bench_gui_" + std::to_string(::getpid()) + ".json")).string();
+    const std::string p = temp_path("predicted.json");
     write_trace(make_1f1b_trace(million_event_pipeline()), p);
+    written_files.push_back(p);
+    return p;
+  }();
+  return path;
+}
+
+const std::string& million_event_measured_file() {
+  static const std::string path = [] {
+    const std::string p = temp_path("measured.json");
+    write_trace(make_1f1b_trace(measured_pipeline()), p);
+    written_files.push_back(p);
     return p;
   }();
   return path;
@@ -49,20 +80,28 @@ void BM_OpenMillionEventTrace(benchmark::State& state) {
   }
   state.counters["events"] = static_cast<double>(widget.model()->trace(0).events.size());
 }
-BENCHMARK(BM_OpenMillionEventTrace)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+BENCHMARK(BM_OpenMillionEventTrace)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()->Iterations(2);
+
+// What File > Open does with two files: read both (at once), build the model with the
+// comparison, show it, fill the summary table. CPU time is the process's (both threads).
+void BM_OpenMillionEventPair(benchmark::State& state) {
+  const QStringList paths{QString::fromStdString(million_event_file()), QString::fromStdString(million_event_measured_file())};
+  MainWindow window;
+  window.resize(1600, 1000);
+  for (auto _ : state) {
+    if (auto error = window.open_files(paths)) state.SkipWithError(error->toStdString().c_str());
+  }
+  state.counters["events"] = static_cast<double>(window.timeline()->model()->trace(0).events.size() +
+                                                 window.timeline()->model()->trace(1).events.size());
+}
+BENCHMARK(BM_OpenMillionEventPair)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()->Iterations(2);
 
 // Repaint of the whole widget; the argument is the zoom: the visible span is the trace
 // divided by 10^arg, centred in the iteration.
 void BM_RepaintPair(benchmark::State& state) {
   static std::shared_ptr<TimelineModel> model = [] {
-    SyntheticPipeline pp = million_event_pipeline();
-    Trace predicted = make_1f1b_trace(pp);
-    pp.jitter = 0.1;
-    pp.slow_rank = 3;
-    pp.slow_factor = 1.2;
-    pp.source = "measured";
     auto m = std::make_shared<TimelineModel>();
-    m->set_traces(std::move(predicted), make_1f1b_trace(pp));
+    m->set_traces(make_1f1b_trace(million_event_pipeline()), make_1f1b_trace(measured_pipeline()));
     return m;
   }();
   TimelineWidget widget;
@@ -91,10 +130,15 @@ BENCHMARK(BM_RepaintPair)
 
 int main(int argc, char** argv) {
   setenv("QT_QPA_PLATFORM", "offscreen", 0);
+  // Opening through the main window records recent files: keep them out of the user's settings.
+  const std::string settings_dir = temp_path("settings");
+  setenv("XDG_CONFIG_HOME", settings_dir.c_str(), 1);
   QApplication app(argc, argv);
+  QApplication::setOrganizationName("pipescope-bench");
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  std::filesystem::remove(million_event_file());
+  for (const auto& path : written_files) std::filesystem::remove(path);
+  std::filesystem::remove_all(settings_dir);
   return 0;
 }

@@ -182,3 +182,79 @@ TEST_CASE("overview density is the busy share of compute", "[model]") {
   REQUIRE(density[3] == Approx(0));
   REQUIRE(density[5] == Approx(0));
 }
+
+TEST_CASE("the memory pyramid gives the exact maximum of any sample range", "[model]") {
+  // A trace with 1,000 memory samples on rank 0 whose bytes follow a scrambled sequence
+  // (i * 7919 mod 1009, so neighbours differ and the maxima move around): every range
+  // [from, to) of a sweep of starts and lengths (including partial blocks at both ends,
+  // single samples, empty ranges and ranges past the end) matches a plain scan.
+  Trace trace;
+  trace.meta.num_ranks = 1;
+  TraceEvent e;
+  e.name = "F";
+  e.dur_us = 1;
+  trace.events.push_back(e);
+  for (int i = 0; i < 1000; ++i) trace.memory.push_back({0, static_cast<double>(i), static_cast<std::int64_t>(i) * 7919 % 1009});
+  TimelineModel model;
+  model.set_traces(trace);
+  const auto& samples = model.memory(0, 0);
+  REQUIRE(samples.size() == 1000);
+  for (std::size_t from = 0; from <= 1000; from += 13)
+    for (std::size_t length : {0, 1, 2, 7, 8, 9, 15, 16, 17, 63, 64, 65, 200, 511, 999, 1000, 1200}) {
+      const std::size_t to = from + length;
+      std::int64_t expected = 0;
+      if (from < std::min<std::size_t>(to, 1000)) {
+        expected = samples[from].bytes;
+        for (std::size_t i = from; i < std::min<std::size_t>(to, 1000); ++i) expected = std::max(expected, samples[i].bytes);
+      }
+      INFO("from " << from << " to " << to);
+      REQUIRE(model.memory_max_bytes(0, 0, from, to) == expected);
+    }
+  // The whole range finds the rank's peak.
+  REQUIRE(model.memory_max_bytes(0, 0, 0, 1000) == model.peak_memory_bytes(0, 0));
+}
+
+TEST_CASE("rows of many blocks get a coarser summary used when zoomed far out", "[model]") {
+  // 2 ranks x 9,000 micro-batches: each compute row holds 18,000 blocks (F and B per
+  // micro-batch), above the 4 x 4,096 that earn a summary. The summary
+  // step is end_us / 4096; every block lies inside the summary block that took it; the whole
+  // trace in 1,000 px is painted from the summary, a 1/1000 slice of it from the full row.
+  // A small trace (the 4-rank, 8 micro-batch one) has no summary.
+  SyntheticPipeline pp;
+  pp.num_ranks = 2;
+  pp.num_micro_batches = 9000;
+  TimelineModel model;
+  model.set_traces(make_1f1b_trace(pp));
+  const Row* compute = model.row(0, 0, static_cast<int>(Lane::Compute));
+  REQUIRE(compute != nullptr);
+  REQUIRE(compute->blocks.size() == 18000);
+  REQUIRE(compute->summary != nullptr);
+  REQUIRE(compute->summary_us == Approx(model.end_us() / 4096));
+  const auto& coarse = compute->summary->blocks;
+  REQUIRE(coarse.size() < compute->blocks.size() / 2);
+  REQUIRE(coarse.size() <= 2 * 4096 + 2);
+  std::size_t k = 0;
+  for (const Block& b : compute->blocks) {
+    while (k + 1 < coarse.size() && coarse[k + 1].start_us <= b.start_us) ++k;
+    INFO("block at " << b.start_us);
+    REQUIRE(coarse[k].start_us <= b.start_us);
+    REQUIRE(coarse[k].end_us >= b.end_us);
+  }
+
+  ViewState view;
+  view.set_extent(model.end_us());
+  view.set_width(1000);
+  view.show_all();
+  std::set<const Row*> visited;
+  visit_visible(*compute, view, 3, [&](const Span& span) { visited.insert(span.row); });
+  REQUIRE(visited == std::set<const Row*>{compute->summary.get()});
+  view.set_visible(model.end_us() / 2, model.end_us() / 2 + model.end_us() / 1000);
+  visited.clear();
+  visit_visible(*compute, view, 3, [&](const Span& span) { visited.insert(span.row); });
+  REQUIRE(visited == std::set<const Row*>{compute});
+
+  TimelineModel small;
+  auto [predicted, measured] = pair_of_traces();
+  small.set_traces(predicted, measured);
+  for (const Row& row : small.rows()) REQUIRE(row.summary == nullptr);
+}

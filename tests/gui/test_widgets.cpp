@@ -21,6 +21,7 @@
 #include <set>
 
 #include "main_window.hpp"
+#include "test_application.hpp"
 #include "pipescope/gui/kinds.hpp"
 #include "pipescope/traces/synthetic.hpp"
 #include "pipescope/traces/trace_io.hpp"
@@ -32,19 +33,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-QApplication& app() {
-  static int argc = 1;
-  static char name[] = "test_gui";
-  static char* argv[] = {name, nullptr};
-  static QApplication* instance = [] {
-    setenv("QT_QPA_PLATFORM", "offscreen", 0);
-    // Recent files go to a throw-away settings location, not the user's.
-    const fs::path dir = fs::temp_directory_path() / ("pipescope_test_gui_settings_" + std::to_string(::getpid()));
-    setenv("XDG_CONFIG_HOME", dir.c_str(), 1);
-    return new QApplication(argc, argv);
-  }();
-  return *instance;
-}
+using testing::app;
 
 struct Files {
   std::string predicted, measured, dir;

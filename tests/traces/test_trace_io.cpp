@@ -220,6 +220,55 @@ TEST_CASE("broken traces are refused with the file and the place named", "[trace
   REQUIRE_THAT(error_of(R"({"traceEvents": [{"ph":"B","name":"F","pid":0,"tid":0,"ts":1}]})"), Contains("no end event"));
 }
 
+TEST_CASE("JSON errors hidden where the reader looks at nothing are still refused", "[trace_io]") {
+  // The fast reader parses on demand, which checks only what it is asked for: each of these
+  // is broken inside a value the trace ignores (an unknown field, extra args, nested data)
+  // or after the top-level value, and must be refused like any other broken JSON.
+  using Catch::Matchers::Contains;
+  const std::string good_event = R"({"ph":"X","name":"F","pid":0,"tid":0,"ts":1,"dur":2})";
+  const std::vector<std::string> broken = {
+      R"({"traceEvents": [{"ph":"X","name":"F","pid":0,"tid":0,"ts":1,"dur":2,"extra":[1, tru]}]})",
+      R"({"traceEvents": [{"ph":"X","name":"F","pid":0,"tid":0,"ts":1,"dur":2,"args":{"deep":{"x":nul}}}]})",
+      R"({"traceEvents": [{"ph":"X","name":"F","pid":0,"tid":0,"ts":1,"dur":2,"args":{"note":"a\qb"}}]})",
+      R"({"traceEvents": [{"ph":"X","name":"F","pid":0,"tid":0,"ts":1,"dur":2,"args":{"n":1.2.3}}]})",
+      R"({"traceEvents": [{"ph":"X","name":"F","pid":0,"tid":0,"ts":1,"dur":2,"args":{"n":-}}]})",
+      R"({"traceEvents": [)" + good_event + R"(], "stackFrames": {"1": [falsey]}})",
+      R"({"traceEvents": [)" + good_event + R"(], "otherData": {"a": [1,]}})",
+      R"({"traceEvents": [)" + good_event + R"(]} {"traceEvents": []})",
+      R"({"traceEvents": [)" + good_event + R"(]}})",
+      R"({"traceEvents": [)" + good_event + R"(]} x)",
+      R"([)" + good_event + R"(] ])",
+      R"({"traceEvents": [)" + good_event + R"(,]})",
+      R"({"traceEvents": [)" + good_event + R"( )" + good_event + R"(]})",
+      R"({"traceEvents": [{"ph":"X","name":"F" "pid":0,"tid":0,"ts":1,"dur":2}]})",
+  };
+  for (const std::string& text : broken) {
+    INFO(text);
+    REQUIRE_THAT(error_of(text), Contains("t.json: line 1, column"));
+  }
+  // The same events, well-formed, with unknown fields of every kind, read the same as plain.
+  const Trace plain = parse_trace(R"({"traceEvents": [)" + good_event + R"(]})", "plain");
+  const Trace extras = parse_trace(
+      R"({"meta": {"a": [true, false, null, -1.5e3, "s\u00e9"]}, "traceEvents": [{"ph":"X","name":"F","pid":0,"tid":0,"ts":1,"dur":2,)"
+      R"("extra":{"k":[{}, []]},"args":{"note":"x","list":[1,2],"stage":null}}], "displayTimeUnit": "ms"})",
+      "extras");
+  REQUIRE(extras.events.size() == 1);
+  REQUIRE(extras.events[0].name == plain.events[0].name);
+  REQUIRE(extras.events[0].dur_us == plain.events[0].dur_us);
+  REQUIRE(extras.events[0].stage == -1);
+}
+
+TEST_CASE("escaped keys and names, and integers written as floats, read as the reference parser reads them", "[trace_io]") {
+  // "n\u0061me" is the key "name"; pid 1.0 is the integer 1 (the fast reader hands both to
+  // the reference parser); a name with an escaped quote keeps it.
+  const Trace t = parse_trace(
+      R"({"traceEvents": [{"ph":"X","n\u0061me":"F\"1","pid":1.0,"tid":0,"ts":5,"dur":2,"args":{"stage":3}}]})", "e");
+  REQUIRE(t.events.size() == 1);
+  REQUIRE(t.events[0].name == "F\"1");
+  REQUIRE(t.events[0].stage == 3);
+  REQUIRE(t.rank_count() == 1);
+}
+
 TEST_CASE("read_trace names the file for missing, truncated gzip and broken files", "[trace_io]") {
   using Catch::Matchers::Contains;
   const std::string missing = temp_path("does-not-exist.json");

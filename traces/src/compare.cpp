@@ -4,7 +4,10 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <string_view>
 #include <tuple>
+#include <utility>
+#include <unordered_map>
 
 namespace pipescope::traces {
 namespace {
@@ -15,14 +18,40 @@ double signed_error(double predicted, double measured) {
 }
 
 // Event indices ordered by the matching key, then by start, so the k-th occurrences line up.
+// Names are replaced by their rank among the trace's distinct names (a handful: F, B, SEND_F
+// ...), which keeps the string order while the sort compares plain numbers held in place.
 std::vector<std::size_t> in_key_order(const Trace& trace) {
-  std::vector<std::size_t> order(trace.events.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    const TraceEvent &x = trace.events[a], &y = trace.events[b];
-    return std::tie(x.rank, x.name, x.stage, x.micro_batch, x.ts_us, a) <
-           std::tie(y.rank, y.name, y.stage, y.micro_batch, y.ts_us, b);
-  });
+  std::unordered_map<std::string_view, int> name_rank;
+  for (const auto& e : trace.events) name_rank.emplace(e.name, 0);
+  std::vector<std::string_view> names;
+  names.reserve(name_rank.size());
+  for (const auto& [name, rank] : name_rank) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  for (std::size_t i = 0; i < names.size(); ++i) name_rank[names[i]] = static_cast<int>(i);
+
+  struct Key {
+    int rank, name, stage, micro_batch;
+    double ts_us;
+    std::size_t index;
+    bool operator<(const Key& o) const {
+      return std::tie(rank, name, stage, micro_batch, ts_us, index) < std::tie(o.rank, o.name, o.stage, o.micro_batch, o.ts_us, o.index);
+    }
+  };
+  std::vector<Key> keys;
+  keys.reserve(trace.events.size());
+  int last_rank = 0;
+  std::string_view last_name;
+  for (std::size_t i = 0; i < trace.events.size(); ++i) {
+    const TraceEvent& e = trace.events[i];
+    if (i == 0 || e.name != last_name) {
+      last_name = e.name;
+      last_rank = name_rank[last_name];
+    }
+    keys.push_back({e.rank, last_rank, e.stage, e.micro_batch, e.ts_us, i});
+  }
+  std::sort(keys.begin(), keys.end());
+  std::vector<std::size_t> order(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) order[i] = keys[i].index;
   return order;
 }
 
@@ -105,10 +134,15 @@ Comparison compare_traces(const Trace& predicted, const Trace& measured, std::si
   }
   c.unmatched_predicted += p_order.size() - i;
   c.unmatched_measured += m_order.size() - j;
-  std::sort(c.matched.begin(), c.matched.end(), [&](const MatchedOperation& a, const MatchedOperation& b) {
-    return std::tie(predicted.events[a.predicted_index].ts_us, a.predicted_index) <
-           std::tie(predicted.events[b.predicted_index].ts_us, b.predicted_index);
+  // In predicted start order; the start is copied next to each operation so the sort does
+  // not reach into the events for every comparison.
+  std::vector<std::pair<double, MatchedOperation>> by_start;
+  by_start.reserve(c.matched.size());
+  for (const auto& op : c.matched) by_start.emplace_back(predicted.events[op.predicted_index].ts_us, op);
+  std::sort(by_start.begin(), by_start.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.first, a.second.predicted_index) < std::tie(b.first, b.second.predicted_index);
   });
+  for (std::size_t k = 0; k < by_start.size(); ++k) c.matched[k] = by_start[k].second;
 
   double sum_abs_error = 0;
   for (const auto& op : c.matched) {

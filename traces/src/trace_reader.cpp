@@ -1,8 +1,8 @@
-// The trace reader. Events are built directly from parser callbacks, with no JSON document of
-// the whole file in between. With simdjson available, a fast pass reads well-formed files
-// (a million events in well under a second); anything it does not like is read again by
-// nlohmann's SAX parser, which is the reference for the meaning and names the place of a
-// problem (line and column, or event and field).
+// The trace reader. Events are built directly from the parser, with no JSON document of the
+// whole file in between. With simdjson available, a fast pass reads well-formed files with the
+// on-demand parser (a million events in about a second, with no document tree in memory);
+// anything it does not like is read again by nlohmann's SAX parser, which is the reference for
+// the meaning and names the place of a problem (line and column, or event and field).
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -34,6 +34,9 @@ constexpr const char* kFormat = "pipescope.trace/1";
 // Ranks and lanes of a pipescope trace are used as row indices; anything larger is a broken file.
 constexpr std::int64_t kMaxRank = 1 << 20;
 constexpr std::int64_t kMaxLane = 1 << 10;
+// The parser reads a little past the end of the text (SIMDJSON_PADDING bytes); reading the
+// file into a buffer that has them saves copying the whole text once more.
+constexpr std::size_t kPadding = 64;
 
 // A pid or tid as written: Chrome traces allow numbers and strings.
 struct RawId {
@@ -79,7 +82,7 @@ enum class Field {
   ArgStage, ArgMicroBatch, ArgPeerRank, ArgBytes, ArgName, ArgOther
 };
 
-Field event_field(const std::string& key) {
+Field event_field(std::string_view key) {
   switch (key.size()) {
     case 2:
       if (key == "ph") return Field::Ph;
@@ -101,7 +104,7 @@ Field event_field(const std::string& key) {
   return Field::None;
 }
 
-Field arg_field(const std::string& key) {
+Field arg_field(std::string_view key) {
   if (key == "stage") return Field::ArgStage;
   if (key == "micro_batch") return Field::ArgMicroBatch;
   if (key == "peer_rank") return Field::ArgPeerRank;
@@ -722,56 +725,175 @@ Trace TraceSax::finish() {
 }
 
 #ifdef PIPESCOPE_HAVE_SIMDJSON
+// The fast path reads with simdjson's on-demand parser: no document tree, events are built
+// straight from the text. On-demand parsing only checks what it is asked for, so every value
+// is read completely (consume), even the ones the trace ignores: anything the reference parser
+// would refuse is refused here too, and then the reference parser reads the text to say where.
+namespace ondemand = simdjson::ondemand;
+
 // Thrown by the fast path for anything unexpected: the reference parser then reads the text.
 struct UseReferenceParser {};
 
-std::int64_t integer_of(simdjson::dom::element value) {
-  switch (value.type()) {
-    case simdjson::dom::element_type::INT64: return value.get_int64().value_unsafe();
-    case simdjson::dom::element_type::UINT64: {
-      const std::uint64_t v = value.get_uint64().value_unsafe();
-      if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) throw UseReferenceParser{};
-      return static_cast<std::int64_t>(v);
-    }
-    default: throw UseReferenceParser{};
-  }
-}
-
-double number_of(simdjson::dom::element value) {
-  double out = 0;
-  if (value.get_double().get(out)) throw UseReferenceParser{};
+template <class T>
+T checked(simdjson::simdjson_result<T>&& result) {
+  T out{};
+  if (std::move(result).get(out) != simdjson::SUCCESS) throw UseReferenceParser{};
   return out;
 }
 
-RawId id_of(simdjson::dom::element value) {
-  if (value.is_string()) return RawId{true, 0, std::string(value.get_string().value_unsafe())};
+ondemand::field& checked_ref(simdjson::simdjson_result<ondemand::field>& result) {
+  if (result.error() != simdjson::SUCCESS) throw UseReferenceParser{};
+  return result.value_unsafe();
+}
+
+// simdjson refuses deeper documents itself; this bounds the recursion of consume/to_json.
+constexpr int kMaxDepth = 1000;
+
+void consume(ondemand::value value, int depth) {
+  if (depth > kMaxDepth) throw UseReferenceParser{};
+  switch (checked(value.type())) {
+    case ondemand::json_type::object:
+      for (auto field : checked(value.get_object())) {
+        checked(field.unescaped_key());
+        consume(checked(field.value()), depth + 1);
+      }
+      return;
+    case ondemand::json_type::array:
+      for (auto element : checked(value.get_array())) consume(checked(std::move(element)), depth + 1);
+      return;
+    case ondemand::json_type::number: checked(value.get_number()); return;
+    case ondemand::json_type::string: checked(value.get_string()); return;
+    case ondemand::json_type::boolean: checked(value.get_bool()); return;
+    case ondemand::json_type::null:
+      if (!checked(value.is_null())) throw UseReferenceParser{};
+      return;
+  }
+  throw UseReferenceParser{};
+}
+
+// otherData is small and kept whole as JSON, numbers typed as nlohmann's parser types them.
+json to_json(ondemand::value value, int depth) {
+  if (depth > kMaxDepth) throw UseReferenceParser{};
+  switch (checked(value.type())) {
+    case ondemand::json_type::object: {
+      json out = json::object();
+      for (auto field : checked(value.get_object())) {
+        const std::string key(checked(field.unescaped_key()));
+        out[key] = to_json(checked(field.value()), depth + 1);
+      }
+      return out;
+    }
+    case ondemand::json_type::array: {
+      json out = json::array();
+      for (auto element : checked(value.get_array())) out.push_back(to_json(checked(std::move(element)), depth + 1));
+      return out;
+    }
+    case ondemand::json_type::number: {
+      ondemand::number number = checked(value.get_number());
+      switch (number.get_number_type()) {
+        case ondemand::number_type::signed_integer: return json(number.get_int64());
+        case ondemand::number_type::unsigned_integer: return json(number.get_uint64());
+        case ondemand::number_type::floating_point_number: return json(number.get_double());
+      }
+      throw UseReferenceParser{};
+    }
+    case ondemand::json_type::string: return json(std::string(checked(value.get_string())));
+    case ondemand::json_type::boolean: return json(checked(value.get_bool()));
+    case ondemand::json_type::null:
+      if (!checked(value.is_null())) throw UseReferenceParser{};
+      return json();
+  }
+  throw UseReferenceParser{};
+}
+
+// An integer field: a float (even 2.0) or an integer beyond int64 goes to the reference parser.
+std::int64_t integer_of(ondemand::value value) { return checked(value.get_int64()); }
+
+// A key as written, without copying it: keys with escapes go to the reference parser (the
+// known keys have none), so a key is its raw text up to the closing quote.
+std::string_view key_of(simdjson::simdjson_result<ondemand::field>& result) {
+  ondemand::field& field = checked_ref(result);
+  const char* begin = field.key().raw();
+  const char* end = begin;
+  while (*end != '"') {
+    if (*end == '\\') throw UseReferenceParser{};
+    ++end;
+  }
+  return {begin, static_cast<std::size_t>(end - begin)};
+}
+
+RawId id_of(ondemand::value value) {
+  if (checked(value.type()) == ondemand::json_type::string) return RawId{true, 0, std::string(checked(value.get_string()))};
   return RawId{false, integer_of(value), {}};
 }
 
-std::string string_of(simdjson::dom::element value) {
-  std::string_view text;
-  if (value.get_string().get(text)) throw UseReferenceParser{};
-  return std::string(text);
+bool is_null(ondemand::value value) {
+  if (checked(value.type()) != ondemand::json_type::null) return false;
+  if (!checked(value.is_null())) throw UseReferenceParser{};
+  return true;
 }
 
-void read_args(simdjson::dom::element value, PendingEvent& e) {
-  if (value.is_null()) return;
-  simdjson::dom::object args;
-  if (value.get_object().get(args)) throw UseReferenceParser{};
-  for (auto field : args) {
-    const std::string_view key = field.key;
-    const auto v = field.value;
-    if (key == "stage") e.stage = integer_of(v);
-    else if (key == "micro_batch") e.micro_batch = integer_of(v);
-    else if (key == "peer_rank") e.peer_rank = integer_of(v);
-    else if (key == "name") { if (!v.is_null()) e.arg_name = string_of(v); }
-    else if (key == "bytes") {
-      const double d = number_of(v);
-      e.bytes = v.is_int64() ? v.get_int64().value_unsafe() : static_cast<std::int64_t>(d);
-      if (!e.first_numeric_arg) e.first_numeric_arg = d;
-    } else if (v.is_number() && !e.first_numeric_arg) {
-      e.first_numeric_arg = number_of(v);
+void read_args(ondemand::value value, PendingEvent& e) {
+  if (is_null(value)) return;
+  for (auto field : checked(value.get_object())) {
+    const std::string_view key = key_of(field);
+    ondemand::value v = checked_ref(field).value();
+    if (is_null(v)) continue;  // null is what absent means
+    switch (arg_field(key)) {
+      case Field::ArgStage: e.stage = integer_of(v); break;
+      case Field::ArgMicroBatch: e.micro_batch = integer_of(v); break;
+      case Field::ArgPeerRank: e.peer_rank = integer_of(v); break;
+      case Field::ArgName: e.arg_name.assign(checked(v.get_string())); break;
+      case Field::ArgBytes: {
+        ondemand::number number = checked(v.get_number());
+        const double d = number.as_double();
+        e.bytes = number.is_int64() ? number.get_int64() : static_cast<std::int64_t>(d);
+        if (!e.first_numeric_arg) e.first_numeric_arg = d;
+        break;
+      }
+      default:
+        if (checked(v.type()) == ondemand::json_type::number && !e.first_numeric_arg) {
+          e.first_numeric_arg = checked(v.get_number()).as_double();
+        } else {
+          consume(v, 3);
+        }
     }
+  }
+}
+
+void read_event(ondemand::object object, PendingEvent& e) {
+  e.reset();
+  for (auto field : object) {
+    const std::string_view key = key_of(field);
+    ondemand::value v = checked_ref(field).value();
+    const Field which = event_field(key);
+    if (which != Field::Args && is_null(v)) continue;  // null is what absent means
+    switch (which) {
+      case Field::Ph: e.ph.assign(checked(v.get_string())); break;
+      case Field::Name: e.name.assign(checked(v.get_string())); break;
+      case Field::Cat: e.cat.assign(checked(v.get_string())); break;
+      case Field::Pid: e.pid = id_of(v); break;
+      case Field::Tid: e.tid = id_of(v); break;
+      case Field::Ts: e.ts = checked(v.get_double()); break;
+      case Field::Dur: e.dur = checked(v.get_double()); break;
+      case Field::Id: {
+        const RawId id = id_of(v);
+        e.id_text = id.is_text ? id.text : std::to_string(id.number);
+        e.has_id = true;
+        break;
+      }
+      case Field::Args: read_args(v, e); break;
+      default: consume(v, 2);
+    }
+  }
+}
+
+void read_events(ondemand::array events, TraceSax& sax) {
+  PendingEvent e;
+  for (auto element : events) {
+    ondemand::object object = checked(checked(std::move(element)).get_object());
+    read_event(object, e);
+    sax.add_event(std::move(e));
   }
 }
 
@@ -779,54 +901,45 @@ void read_args(simdjson::dom::element value, PendingEvent& e) {
 // `text_is_padded`: SIMDJSON_PADDING readable bytes follow the text, so it need not be copied.
 bool read_with_simdjson(std::string_view text, bool text_is_padded, TraceSax& sax) {
   try {
-    simdjson::dom::parser parser;
-    simdjson::dom::element root;
-    if (text_is_padded) {
-      if (parser.parse(text.data(), text.size(), false).get(root)) return false;
-    } else {
-      const simdjson::padded_string padded(text.data(), text.size());
-      if (parser.parse(padded).get(root)) return false;
-    }
-    simdjson::dom::array events;
-    const bool root_is_object = root.is_object();
-    if (root_is_object) {
-      if (root["traceEvents"].get_array().get(events)) return false;
-      simdjson::dom::element other;
-      if (!root["otherData"].get(other)) {
-        if (!other.is_object()) return false;
-        sax.set_other_data(json::parse(simdjson::minify(other)));
+    std::optional<simdjson::padded_string> copy;
+    if (!text_is_padded) copy.emplace(text.data(), text.size());
+    const simdjson::padded_string_view padded =
+        copy ? simdjson::padded_string_view(*copy) : simdjson::padded_string_view(text.data(), text.size(), text.size() + kPadding);
+    // Events take about 136 bytes each in memory and at least ~60 in the text: reserving for
+    // the upper bound touches no memory, and saves moving a million events while growing.
+    sax.reserve_events(text.size() / 64);
+    ondemand::parser parser;
+    ondemand::document doc = checked(parser.iterate(padded));
+    const ondemand::json_type root_type = checked(doc.type());
+    if (root_type == ondemand::json_type::array) {
+      read_events(checked(doc.get_array()), sax);
+    } else if (root_type == ondemand::json_type::object) {
+      bool saw_events = false;
+      for (auto field : checked(doc.get_object())) {
+        const std::string_view key = checked(field.unescaped_key());
+        ondemand::value v = checked(field.value());
+        if (key == "traceEvents") {
+          read_events(checked(v.get_array()), sax);
+          saw_events = true;
+        } else if (key == "otherData") {
+          if (checked(v.type()) != ondemand::json_type::object) return false;
+          sax.set_other_data(to_json(v, 1));
+        } else {
+          consume(v, 1);
+        }
       }
-    } else if (root.get_array().get(events)) {
+      if (!saw_events) return false;
+    } else {
       return false;
     }
-    sax.reserve_events(events.size());
-    PendingEvent e;
-    for (simdjson::dom::element item : events) {
-      simdjson::dom::object object;
-      if (item.get_object().get(object)) return false;
-      e.reset();
-      for (auto field : object) {
-        const std::string_view key = field.key;
-        const auto v = field.value;
-        if (v.is_null() && key != "args") continue;
-        if (key == "ph") e.ph = string_of(v);
-        else if (key == "name") e.name = string_of(v);
-        else if (key == "cat") e.cat = string_of(v);
-        else if (key == "pid") e.pid = id_of(v);
-        else if (key == "tid") e.tid = id_of(v);
-        else if (key == "ts") e.ts = number_of(v);
-        else if (key == "dur") e.dur = number_of(v);
-        else if (key == "id") {
-          const RawId id = id_of(v);
-          e.id_text = id.is_text ? id.text : std::to_string(id.number);
-          e.has_id = true;
-        } else if (key == "args") read_args(v, e);
-      }
-      sax.add_event(std::move(e));
-    }
-    sax.set_events_seen(root_is_object);
+    // Anything after the top-level value (a second value, a stray bracket) is not JSON.
+    const char* rest = nullptr;
+    if (doc.current_location().get(rest) == simdjson::SUCCESS) return false;
+    sax.set_events_seen(root_type == ondemand::json_type::object);
     return true;
   } catch (const UseReferenceParser&) {
+    return false;
+  } catch (const simdjson::simdjson_error&) {
     return false;
   } catch (const TraceError&) {
     return false;  // the reference parser reports it, with the same meaning
@@ -866,18 +979,21 @@ Trace parse_text(std::string_view json_text, [[maybe_unused]] bool text_is_padde
   return sax.finish();
 }
 
-// The parser reads a little past the end of the text (SIMDJSON_PADDING bytes); reading the
-// file into a buffer that has them saves copying the whole text once more.
-constexpr std::size_t kPadding = 64;
 
 std::string read_padded(const std::string& path) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (!file) throw TraceError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  // Read straight into the string (one copy, not two through a chunk buffer); whatever a
+  // growing file has beyond the size seen first is read on in chunks.
   std::string bytes;
   if (std::fseek(file, 0, SEEK_END) == 0) {
     const long size = std::ftell(file);
-    if (size > 0) bytes.reserve(static_cast<std::size_t>(size) + kPadding);
     std::rewind(file);
+    if (size > 0) {
+      bytes.reserve(static_cast<std::size_t>(size) + kPadding);
+      bytes.resize(static_cast<std::size_t>(size));
+      bytes.resize(std::fread(bytes.data(), 1, bytes.size(), file));
+    }
   }
   char chunk[1 << 16];
   std::size_t got = 0;

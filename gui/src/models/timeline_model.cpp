@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <future>
 #include <limits>
 #include <numeric>
+#include <string_view>
 #include <tuple>
 #include <unordered_set>
 
@@ -27,6 +29,18 @@ std::size_t Row::first_starting_from(double t_us) const {
       blocks.begin());
 }
 
+std::size_t Row::first_starting_from(double t_us, std::size_t from) const {
+  const auto starts_before = [](const Block& b, double t) { return b.start_us < t; };
+  std::size_t step = 1, low = from;
+  while (low + step < blocks.size() && blocks[low + step].start_us < t_us) {
+    low += step;
+    step *= 2;
+  }
+  const std::size_t high = std::min(blocks.size(), low + step);
+  return static_cast<std::size_t>(std::lower_bound(blocks.begin() + static_cast<std::ptrdiff_t>(low), blocks.begin() + static_cast<std::ptrdiff_t>(high), t_us, starts_before) -
+                                  blocks.begin());
+}
+
 std::optional<std::size_t> Row::block_at(double t_us, double tolerance_us) const {
   // Blocks starting after t + tolerance cannot contain it; walk back over the ones before
   // while some earlier block may still reach t.
@@ -39,11 +53,51 @@ std::optional<std::size_t> Row::block_at(double t_us, double tolerance_us) const
   return std::nullopt;
 }
 
+namespace {
+
+// Summaries hold about this many blocks per row (a few per pixel of a wide window).
+constexpr std::size_t kSummaryBlocks = 4096;
+
+void fill_prefix_max_end(Row& row) {
+  row.prefix_max_end.resize(row.blocks.size());
+  double running = -std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < row.blocks.size(); ++i) row.prefix_max_end[i] = running = std::max(running, row.blocks[i].end_us);
+}
+
+void add_summary(Row& row, double summary_us) {
+  auto summary = std::make_shared<Row>();
+  summary->rank = row.rank;
+  summary->series = row.series;
+  summary->lane = row.lane;
+  bool open_run = false;  // whether the last summary block may take more short blocks
+  for (const Block& b : row.blocks) {
+    const bool short_block = b.end_us - b.start_us < summary_us;
+    if (open_run && short_block && b.start_us - summary->blocks.back().start_us < summary_us) {
+      summary->blocks.back().end_us = std::max(summary->blocks.back().end_us, b.end_us);
+      continue;
+    }
+    summary->blocks.push_back(b);
+    open_run = short_block;
+  }
+  fill_prefix_max_end(*summary);
+  row.summary = std::move(summary);
+  row.summary_us = summary_us;
+}
+
+}  // namespace
+
 void TimelineModel::set_traces(Trace first, std::optional<Trace> second) {
   traces_.clear();
   traces_.push_back(std::make_shared<const Trace>(std::move(first)));
   if (second) traces_.push_back(std::make_shared<const Trace>(std::move(*second)));
   const int series = series_count();
+  // The comparison is the dearest part of a pair and needs only the two traces: it runs on a
+  // second thread while the rows, bubbles and memory curves are built here.
+  std::future<traces::Comparison> comparison;
+  if (series == 2)
+    comparison = std::async(std::launch::async, [predicted = traces_[0], measured = traces_[1]] {
+      return traces::compare_traces(*predicted, *measured, 20);
+    });
 
   rank_count_ = 0;
   end_us_ = 0;
@@ -70,28 +124,39 @@ void TimelineModel::set_traces(Trace first, std::optional<Trace> second) {
       for (int lane = 0; lane < static_cast<int>(used[r].size()); ++lane) {
         if (!used[r][lane]) continue;
         row_index_[r][s][lane] = static_cast<int>(rows_.size());
-        rows_.push_back(Row{r, s, lane, {}, {}});
+        rows_.push_back(Row{r, s, lane, {}, {}, nullptr, 0});
       }
     }
+  // Count first, so each row is allocated once at its final size.
+  std::vector<std::size_t> row_sizes(rows_.size(), 0);
+  for (int s = 0; s < series; ++s)
+    for (const TraceEvent& e : traces_[s]->events) ++row_sizes[row_index_[e.rank][s][e.lane]];
+  for (std::size_t r = 0; r < rows_.size(); ++r) rows_[r].blocks.reserve(row_sizes[r]);
   for (int s = 0; s < series; ++s) {
     const auto& events = traces_[s]->events;
+    std::string_view last_name;
+    Kind last_kind = Kind::Other;
     for (std::size_t i = 0; i < events.size(); ++i) {
       const TraceEvent& e = events[i];
-      rows_[row_index_[e.rank][s][e.lane]].blocks.push_back({e.ts_us, e.end_us(), static_cast<std::uint32_t>(i)});
+      if (i == 0 || e.name != last_name) {
+        last_name = e.name;
+        last_kind = kind_of(last_name);
+      }
+      rows_[row_index_[e.rank][s][e.lane]].blocks.push_back({e.ts_us, e.end_us(), static_cast<std::uint32_t>(i), last_kind});
     }
   }
   for (auto& row : rows_) {
     auto by_start = [](const Block& a, const Block& b) { return a.start_us < b.start_us; };
     if (!std::is_sorted(row.blocks.begin(), row.blocks.end(), by_start))
       std::stable_sort(row.blocks.begin(), row.blocks.end(), by_start);
-    row.prefix_max_end.resize(row.blocks.size());
-    double running = -std::numeric_limits<double>::infinity();
-    for (std::size_t i = 0; i < row.blocks.size(); ++i) row.prefix_max_end[i] = running = std::max(running, row.blocks[i].end_us);
+    fill_prefix_max_end(row);
+    if (row.blocks.size() > 4 * kSummaryBlocks && end_us_ > 0) add_summary(row, end_us_ / kSummaryBlocks);
   }
 
   memory_.assign(series, std::vector<std::vector<traces::MemorySample>>(rank_count_));
   iteration_us_.clear();
   peak_memory_.clear();
+  memory_pyramid_.clear();
   max_memory_ = 0;
   flows_.clear();
   longest_flow_us_.clear();
@@ -101,8 +166,23 @@ void TimelineModel::set_traces(Trace first, std::optional<Trace> second) {
     for (auto& samples : memory_[s])
       std::stable_sort(samples.begin(), samples.end(), [](const auto& a, const auto& b) { return a.ts_us < b.ts_us; });
     peak_memory_.emplace_back(rank_count_, 0);
-    for (int r = 0; r < rank_count_; ++r)
-      for (const auto& m : memory_[s][r]) peak_memory_[s][r] = std::max(peak_memory_[s][r], m.bytes);
+    memory_pyramid_.emplace_back(rank_count_);
+    for (int r = 0; r < rank_count_; ++r) {
+      auto& pyramid = memory_pyramid_[s][r];
+      const std::size_t blocks = memory_[s][r].size() / kMemoryBlock;  // whole blocks only
+      pyramid.assign(1, std::vector<std::int64_t>(blocks, std::numeric_limits<std::int64_t>::min()));
+      for (std::size_t i = 0; i < memory_[s][r].size(); ++i) {
+        const std::int64_t bytes = memory_[s][r][i].bytes;
+        peak_memory_[s][r] = std::max(peak_memory_[s][r], bytes);
+        if (i / kMemoryBlock < blocks) pyramid[0][i / kMemoryBlock] = std::max(pyramid[0][i / kMemoryBlock], bytes);
+      }
+      for (std::size_t span = 2; span <= blocks; span *= 2) {
+        const auto& below = pyramid.back();
+        std::vector<std::int64_t> level(blocks - span + 1);
+        for (std::size_t b = 0; b < level.size(); ++b) level[b] = std::max(below[b], below[b + span / 2]);
+        pyramid.push_back(std::move(level));
+      }
+    }
     for (const auto peak : peak_memory_[s]) max_memory_ = std::max(max_memory_, peak);
     const double iteration = traces::iteration_time_us(*traces_[s]);
     iteration_us_.push_back(iteration);
@@ -129,7 +209,7 @@ void TimelineModel::set_traces(Trace first, std::optional<Trace> second) {
   measured_error_.clear();
   matched_predicted_.clear();
   if (series == 2) {
-    comparison_ = traces::compare_traces(*traces_[0], *traces_[1], 20);
+    comparison_ = comparison.get();
     measured_error_.assign(traces_[1]->events.size(), std::numeric_limits<float>::quiet_NaN());
     matched_predicted_.assign(traces_[1]->events.size(), -1);
     for (const auto& op : comparison_->matched) {
@@ -174,6 +254,25 @@ const std::vector<traces::MemorySample>& TimelineModel::memory(int series, int r
 std::int64_t TimelineModel::peak_memory_bytes(int series, int rank) const { return peak_memory_.at(series).at(rank); }
 
 std::int64_t TimelineModel::max_memory_bytes() const { return max_memory_; }
+
+std::int64_t TimelineModel::memory_max_bytes(int series, int rank, std::size_t from, std::size_t to) const {
+  const auto& samples = memory_.at(series).at(rank);
+  const auto& pyramid = memory_pyramid_.at(series).at(rank);
+  to = std::min(to, samples.size());
+  if (from >= to) return 0;
+  std::int64_t highest = std::numeric_limits<std::int64_t>::min();
+  // The partial block at each end sample by sample; the whole blocks between as two
+  // overlapping power-of-two runs of the pyramid.
+  while (from < to && from % kMemoryBlock != 0) highest = std::max(highest, samples[from++].bytes);
+  while (to > from && to % kMemoryBlock != 0) highest = std::max(highest, samples[--to].bytes);
+  if (from < to) {
+    const std::size_t first = from / kMemoryBlock, count = (to - from) / kMemoryBlock;
+    std::size_t level = 0;
+    while ((std::size_t{2} << level) <= count) ++level;
+    highest = std::max({highest, pyramid[level][first], pyramid[level][first + count - (std::size_t{1} << level)]});
+  }
+  return highest;
+}
 
 double TimelineModel::measured_error(std::size_t measured_event) const {
   if (measured_event >= measured_error_.size()) return std::numeric_limits<double>::quiet_NaN();

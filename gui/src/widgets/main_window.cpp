@@ -19,7 +19,9 @@
 #include <QToolBar>
 #include <QUrl>
 
+#include <algorithm>
 #include <cmath>
+#include <future>
 
 #include "pipescope/gui/kinds.hpp"
 #include "pipescope/gui/time_ticks.hpp"
@@ -30,6 +32,13 @@ namespace pipescope::gui {
 namespace {
 
 constexpr int kMaxRecent = 8;
+
+// ppview sets the organization "pipescope"; tests set their own, so their recent files never
+// mix with a user's.
+QString settings_organization() {
+  const QString name = QCoreApplication::organizationName();
+  return name.isEmpty() ? QString("pipescope") : name;
+}
 
 QString percent(double fraction) {
   if (!std::isfinite(fraction)) return "n/a";
@@ -84,11 +93,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
 void MainWindow::build_actions() {
   QMenu* file = menuBar()->addMenu("&File");
-  QAction* open = file->addAction("&Open...", this, [this] {
-    const QStringList paths = QFileDialog::getOpenFileNames(
-        this, "Open one trace, or a predicted and a measured trace", QString(), "Traces (*.json *.json.gz *.gz);;All files (*)");
-    if (!paths.isEmpty()) open_files_interactively(paths);
-  });
+  QAction* open = file->addAction("&Open...", this, &MainWindow::open_with_dialog);
   open->setShortcut(QKeySequence::Open);
   recent_menu_ = file->addMenu("Open &Recent");
   file->addSeparator();
@@ -143,7 +148,12 @@ std::optional<QString> MainWindow::open_files(const QStringList& paths) {
   if (paths.size() > 2) return QString("ppview shows one trace, or a predicted and a measured trace (got %1 files)").arg(paths.size());
   std::vector<traces::Trace> loaded;
   try {
-    for (const QString& path : paths) loaded.push_back(traces::read_trace(path.toStdString()));
+    // The two files of a pair are read at the same time, the second on another thread.
+    std::future<traces::Trace> second;
+    if (paths.size() == 2)
+      second = std::async(std::launch::async, [path = paths[1].toStdString()] { return traces::read_trace(path); });
+    loaded.push_back(traces::read_trace(paths[0].toStdString()));
+    if (second.valid()) loaded.push_back(second.get());
   } catch (const std::exception& e) {
     return QString::fromStdString(e.what());
   }
@@ -172,6 +182,19 @@ void MainWindow::show_traces(traces::Trace predicted, std::optional<traces::Trac
 
 void MainWindow::open_files_interactively(const QStringList& paths) {
   if (auto error = open_files(paths)) QMessageBox::critical(this, "ppview: cannot open trace", *error);
+}
+
+void MainWindow::open_with_dialog() {
+  const QStringList recent = recent_files();
+  const QString start = recent.isEmpty() ? QString() : QFileInfo(recent.front().split('|').front()).absolutePath();
+  QFileDialog dialog(this, "Open one trace, or a predicted and a measured trace", start,
+                     "Traces (*.json *.json.gz *.gz);;All files (*)");
+  dialog.setObjectName("open_traces_dialog");
+  dialog.setAcceptMode(QFileDialog::AcceptOpen);
+  dialog.setFileMode(QFileDialog::ExistingFiles);
+  if (dialog.exec() != QDialog::Accepted) return;
+  const QStringList paths = dialog.selectedFiles();
+  if (!paths.isEmpty()) open_files_interactively(paths);
 }
 
 void MainWindow::set_difference(bool on) {
@@ -294,12 +317,12 @@ void MainWindow::show_range_details(double start_us, double end_us) {
 }
 
 QStringList MainWindow::recent_files() const {
-  QSettings settings("pipescope", "ppview");
+  QSettings settings(settings_organization(), "ppview");
   return settings.value("recent_files").toStringList();
 }
 
 void MainWindow::remember(const QStringList& paths) {
-  QSettings settings("pipescope", "ppview");
+  QSettings settings(settings_organization(), "ppview");
   QStringList recent = settings.value("recent_files").toStringList();
   QStringList absolute;
   for (const auto& p : paths) absolute << QFileInfo(p).absoluteFilePath();
@@ -323,8 +346,10 @@ void MainWindow::refresh_recent_menu() {
   recent_menu_->setEnabled(!recent.isEmpty());
 }
 
+// Only local files can be opened: a dragged link or text is refused at the door.
 void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
-  if (event->mimeData()->hasUrls()) event->acceptProposedAction();
+  const QList<QUrl> urls = event->mimeData()->urls();
+  if (std::any_of(urls.begin(), urls.end(), [](const QUrl& url) { return url.isLocalFile(); })) event->acceptProposedAction();
 }
 
 void MainWindow::dropEvent(QDropEvent* event) {

@@ -37,6 +37,9 @@ class MainWindow : public QMainWindow {
   void show_traces(traces::Trace predicted, std::optional<traces::Trace> measured, const QString& title);
   // Like open_files, and shows a dialog on error.
   void open_files_interactively(const QStringList& paths);
+  // File > Open: a file dialog (object name "open_traces_dialog") for one or two existing
+  // traces, starting in the folder of the most recent one; accepting it opens them.
+  void open_with_dialog();
 
   TimelineWidget* timeline() const { return timeline_; }
   QTableWidget* summary_table() const { return summary_; }
@@ -49,7 +52,11 @@ class MainWindow : public QMainWindow {
   void set_difference(bool on);
   void set_flows(bool on);
   void set_critical_path(bool on);
+  // Most recent first; a predicted/measured pair is one entry, its two paths joined by '|'.
+  // Kept in QSettings under the application's organization name ("pipescope" unless set)
+  // and "ppview", so they outlive the window.
   QStringList recent_files() const;
+  QMenu* recent_menu() const { return recent_menu_; }
 
  protected:
   void dragEnterEvent(QDragEnterEvent* event) override;

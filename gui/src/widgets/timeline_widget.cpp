@@ -12,7 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_map>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -39,14 +39,86 @@ QColor rgb(std::uint32_t value) { return QColor::fromRgb(value); }
 QString mib(std::int64_t bytes) { return QString::number(static_cast<double>(bytes) / (1024.0 * 1024.0), 'f', 1) + " MiB"; }
 
 // Predicted curves are blue and dashed, measured ones orange and solid.
+// One-pixel pens: the raster engine draws them directly, wider ones are stroked into
+// paths first (a memory curve has thousands of points).
 QPen memory_pen(int series, int series_count) {
-  if (series_count == 1 || series == 1) return QPen(rgb(0xf28e2b), 1.5);
-  QPen pen(rgb(0x1f5fb4), 1.5);
+  if (series_count == 1 || series == 1) return QPen(rgb(0xf28e2b), 1);
+  QPen pen(rgb(0x1f5fb4), 1);
   pen.setStyle(Qt::DashLine);
   return pen;
 }
 
+// QColor::darker(125) without the round trip through HSV: scaling the value of a colour
+// scales its red, green and blue alike.
+QColor darker_by_fifth(std::uint32_t value) {
+  return QColor((value >> 16 & 0xff) * 4 / 5, (value >> 8 & 0xff) * 4 / 5, (value & 0xff) * 4 / 5);
+}
+
+// Nearest pixel edge (std::lround is a library call; this is on the repaint's hot path).
+int pixel(double x) { return static_cast<int>(std::floor(x + 0.5)); }
+
+// A pixel rectangle from fractional edges: integer rectangles take the raster engine's
+// fast path, fractional ones go through the general rasteriser.
+QRect pixel_rect(double x0, double y0, double x1, double y1) {
+  const int left = pixel(x0), top = pixel(y0);
+  return QRect(left, top, std::max(1, pixel(x1) - left), std::max(1, pixel(y1) - top));
+}
+
+// One row of premultiplied pixels (0 where nothing is drawn) is copied down `height` rows
+// and drawn unscaled: one blend of the whole lane instead of hundreds of rectangles.
+// Clears the row for the next lane.
+void draw_strip(QPainter& p, std::vector<std::uint32_t>& row, std::vector<std::uint32_t>& block, int left, int top, int height) {
+  const std::size_t width = row.size();
+  if (width == 0 || height <= 0) return;
+  block.resize(width * static_cast<std::size_t>(height));
+  for (int y = 0; y < height; ++y) std::copy(row.begin(), row.end(), block.begin() + static_cast<std::ptrdiff_t>(width * y));
+  const QImage image(reinterpret_cast<const uchar*>(block.data()), static_cast<int>(width), height, static_cast<int>(width * 4),
+                     QImage::Format_ARGB32_Premultiplied);
+  p.drawImage(QPoint(left, top), image);
+  std::fill(row.begin(), row.end(), 0u);
+}
+
+// A box outline `thickness` pixels wide, filled rather than stroked: stroking a wide pen
+// costs a path per rectangle, four fills are cheap.
+void outline(QPainter& p, const QRect& box, const QColor& color, int thickness) {
+  if (box.width() <= 2 * thickness || box.height() <= 2 * thickness) {
+    p.fillRect(box, color);
+    return;
+  }
+  p.fillRect(QRect(box.left(), box.top(), box.width(), thickness), color);
+  p.fillRect(QRect(box.left(), box.bottom() - thickness + 1, box.width(), thickness), color);
+  p.fillRect(QRect(box.left(), box.top() + thickness, thickness, box.height() - 2 * thickness), color);
+  p.fillRect(QRect(box.right() - thickness + 1, box.top() + thickness, thickness, box.height() - 2 * thickness), color);
+}
+
 }  // namespace
+
+const QStaticText& TimelineWidget::static_text(const QString& text, const QFont& font) const {
+  // The viewer uses one family; size and weight tell its fonts apart (QFont::key() is dear).
+  const QString key = QString::number(font.pointSizeF()) + (font.bold() ? u'b' : u'r') + text;
+  auto cached = label_cache_.find(key);
+  if (cached == label_cache_.end()) {
+    if (label_cache_.size() > 20000) label_cache_.clear();
+    cached = label_cache_.insert(key, QStaticText(text));
+    cached->setTextFormat(Qt::PlainText);
+    cached->prepare(QTransform(), font);
+  }
+  return *cached;
+}
+
+// drawText(rect, flags, text) lays the text out on every call; the cached static text does
+// it once. Text wider than its box is left to drawText, which clips it.
+void TimelineWidget::draw_text(QPainter& p, const QRect& box, Qt::Alignment align, const QString& text) const {
+  const QStaticText& laid_out = static_text(text, p.font());
+  const QSizeF size = laid_out.size();
+  if (size.width() > box.width() || size.height() > box.height() || !(align & (Qt::AlignLeft | Qt::AlignHCenter))) {
+    p.drawText(box, static_cast<int>(align), text);
+    return;
+  }
+  const double x = align & Qt::AlignHCenter ? box.left() + (box.width() - size.width()) / 2 : box.left();
+  const double y = align & Qt::AlignVCenter ? box.top() + (box.height() - size.height()) / 2 : box.top();
+  p.drawStaticText(QPointF(x, y), laid_out);
+}
 
 TimelineWidget::TimelineWidget(QWidget* parent) : QWidget(parent) {
   setMouseTracking(true);
@@ -62,7 +134,9 @@ void TimelineWidget::set_model(std::shared_ptr<const TimelineModel> model) {
   selected_.reset();
   range_.reset();
   critical_path_.clear();
+  critical_rows_.clear();
   overview_density_.clear();
+  overview_image_ = QImage();
   if (model_ && !model_->empty()) {
     for (int s = 0; s < model_->series_count(); ++s) overview_density_.push_back(model_->overview_density(s, 1024));
     view_.set_extent(model_->end_us() * 1.01);
@@ -84,8 +158,28 @@ void TimelineWidget::set_show_flows(bool on) {
 
 void TimelineWidget::set_show_critical_path(bool on) {
   show_critical_path_ = on;
-  if (on && model_ && critical_path_.empty())
-    for (int s = 0; s < model_->series_count(); ++s) critical_path_.push_back(model_->critical_path(s));
+  // Computed once per model, when first shown; repaints only read it.
+  if (on && model_ && critical_path_.empty()) {
+    const auto& rows = model_->rows();
+    critical_rows_.assign(rows.size(), Row{});
+    for (int s = 0; s < model_->series_count(); ++s) {
+      critical_path_.push_back(model_->critical_path(s));
+      const auto& events = model_->trace(s).events;
+      for (const std::size_t i : critical_path_.back()) {
+        const auto& e = events[i];
+        const Row* row = model_->row(e.rank, s, e.lane);
+        if (!row) continue;
+        Row& path_row = critical_rows_[static_cast<std::size_t>(row - rows.data())];
+        path_row.blocks.push_back({e.ts_us, e.end_us(), static_cast<std::uint32_t>(i)});
+      }
+    }
+    for (Row& row : critical_rows_) {
+      std::stable_sort(row.blocks.begin(), row.blocks.end(), [](const Block& a, const Block& b) { return a.start_us < b.start_us; });
+      row.prefix_max_end.resize(row.blocks.size());
+      double running = -std::numeric_limits<double>::infinity();
+      for (std::size_t i = 0; i < row.blocks.size(); ++i) row.prefix_max_end[i] = running = std::max(running, row.blocks[i].end_us);
+    }
+  }
   update();
 }
 
@@ -160,6 +254,7 @@ void TimelineWidget::relayout() {
 }
 
 void TimelineWidget::resizeEvent(QResizeEvent*) {
+  overview_image_ = QImage();
   const double start = view_.visible_start_us(), end = view_.visible_end_us();
   relayout();
   view_.set_visible(start, end);
@@ -270,19 +365,26 @@ void TimelineWidget::paint_overview(QPainter& p) const {
   const QRect area = overview_rect();
   p.fillRect(QRect(0, 0, width(), kOverviewHeight), rgb(0xf4f4f4));
   p.setPen(Qt::darkGray);
-  p.drawText(QRect(6, 0, kHeaderWidth - 12, kOverviewHeight), Qt::AlignVCenter | Qt::AlignLeft, "overview (busy share)");
-  const int series = static_cast<int>(overview_density_.size());
-  const double band = static_cast<double>(area.height() - 4) / std::max(series, 1);
-  for (int s = 0; s < series; ++s) {
-    const auto& density = overview_density_[s];
-    const double full_x = view_.extent_us() > 0 ? model_->end_us() / view_.extent_us() * area.width() : area.width();
-    const double bin_px = full_x / density.size();
-    QColor color = s == 0 ? rgb(0x4e79a7) : rgb(0xf28e2b);
-    for (std::size_t b = 0; b < density.size(); ++b) {
-      const double h = density[b] * (band - 1);
-      p.fillRect(QRectF(area.left() + b * bin_px, area.top() + 2 + band * (s + 1) - h, std::max(1.0, bin_px), h), color);
+  draw_text(p, QRect(6, 0, kHeaderWidth - 12, kOverviewHeight), Qt::AlignVCenter | Qt::AlignLeft, "overview (busy share)");
+  // The bars depend on the model and the size only: drawn once into an image.
+  if (overview_image_.size() != area.size()) {
+    overview_image_ = QImage(area.size(), QImage::Format_ARGB32_Premultiplied);
+    overview_image_.fill(Qt::transparent);
+    QPainter bars(&overview_image_);
+    const int series = static_cast<int>(overview_density_.size());
+    const double band = static_cast<double>(area.height() - 4) / std::max(series, 1);
+    for (int s = 0; s < series; ++s) {
+      const auto& density = overview_density_[s];
+      const double full_x = view_.extent_us() > 0 ? model_->end_us() / view_.extent_us() * area.width() : area.width();
+      const double bin_px = full_x / density.size();
+      QColor color = s == 0 ? rgb(0x4e79a7) : rgb(0xf28e2b);
+      for (std::size_t b = 0; b < density.size(); ++b) {
+        const double h = density[b] * (band - 1);
+        bars.fillRect(QRectF(b * bin_px, 2 + band * (s + 1) - h, std::max(1.0, bin_px), h), color);
+      }
     }
   }
+  p.drawImage(area.topLeft(), overview_image_);
   // The visible part of the iteration.
   const double scale = area.width() / view_.extent_us();
   const QRectF window(area.left() + view_.visible_start_us() * scale, area.top() + 1,
@@ -299,19 +401,18 @@ void TimelineWidget::paint_ruler(QPainter& p) const {
   p.setPen(rgb(0xc8c8c8));
   p.drawLine(0, area.bottom(), width(), area.bottom());
   const auto ticks = time_ticks(view_.visible_start_us(), view_.visible_end_us(), area.width(), 90);
-  QFontMetrics metrics(font());
   for (const auto& tick : ticks) {
     const double x = area.left() + view_.time_to_x(tick.t_us);
     p.setPen(rgb(0x707070));
     p.drawLine(QPointF(x, area.bottom() - 6), QPointF(x, area.bottom()));
-    p.drawText(QPointF(x + 3, area.top() + metrics.ascent() + 2), QString::fromStdString(tick.label));
+    p.drawStaticText(QPointF(x + 3, area.top() + 2), static_text(QString::fromStdString(tick.label), p.font()));
     p.setPen(QColor(0, 0, 0, 22));
     p.drawLine(QPointF(x, content_top()), QPointF(x, content_bottom()));
   }
   if (range_) {
     const QString text = "selection " + QString::fromStdString(format_duration_us(range_->second - range_->first));
     p.setPen(QColor(30, 100, 220));
-    p.drawText(QRect(6, area.top(), kHeaderWidth - 12, area.height()), Qt::AlignVCenter | Qt::AlignLeft, text);
+    draw_text(p, QRect(6, area.top(), kHeaderWidth - 12, area.height()), Qt::AlignVCenter | Qt::AlignLeft, text);
   }
 }
 
@@ -326,6 +427,8 @@ void TimelineWidget::paint_lanes(QPainter& p, const QRect& dirty) const {
   const int label_width = metrics.horizontalAdvance("88") + 4;
 
   QBrush bubble(rgb(0xc9bfae), Qt::BDiagPattern);
+  const int width_px = time_area_width();
+  std::vector<std::uint32_t> strip(static_cast<std::size_t>(width_px), 0u), strip_block;
   for (const auto& r : ranks_) {
     const int y = top + r.header_y;
     if (y > visible_bottom || y + kRankHeaderHeight < visible_top) continue;
@@ -349,16 +452,22 @@ void TimelineWidget::paint_lanes(QPainter& p, const QRect& dirty) const {
     if (!row) continue;
     const auto& events = model_->trace(l.series).events;
     const bool difference = show_difference_ && l.series == 1 && model_->series_count() == 2;
+    // Folded spans (zoomed out, that is most of them) go into a one-pixel-high strip of the
+    // lane, drawn stretched in one call: hundreds of rectangles cost one image blit.
+    bool strip_used = false;
     visit_visible(*row, view_, kMinBlockPx, [&](const Span& span) {
       const double x0 = std::max(span.x0, -2.0), x1 = std::min(span.x1, time_area_width() + 2.0);
-      const auto& e = events[row->blocks[span.first].event];
-      std::uint32_t color = difference ? difference_rgb(model_->measured_error(row->blocks[span.first].event))
-                                       : kind_rgb(kind_of(e.name));
-      QRectF box(left + x0, y + 2, std::max(1.0, x1 - x0), l.height - 4);
+      const Block& block = span.row->blocks[span.first];
+      std::uint32_t color = difference ? difference_rgb(model_->measured_error(block.event)) : kind_rgb(block.kind);
       if (span.folded()) {
-        p.fillRect(box, rgb(color).darker(125));
+        const int from = std::clamp(pixel(x0), 0, width_px - 1);
+        const int to = std::clamp(pixel(std::max(x1, x0 + 1)), from + 1, width_px);
+        std::fill(strip.begin() + from, strip.begin() + to, 0xff000000u | darker_by_fifth(color).rgb());
+        strip_used = true;
         return;
       }
+      const auto& e = events[block.event];
+      QRectF box(left + x0, y + 2, std::max(1.0, x1 - x0), l.height - 4);
       p.fillRect(box, rgb(color));
       if (difference && box.width() >= 4) {
         p.setPen(QColor(120, 120, 120));
@@ -371,18 +480,13 @@ void TimelineWidget::paint_lanes(QPainter& p, const QRect& dirty) const {
         p.setPen(difference ? QColor(40, 40, 40) : QColor(255, 255, 255));
         const QString label = box.width() >= label_width * 2.2 ? QString::fromStdString(e.name) + QString::number(e.micro_batch)
                                                                : QString::number(e.micro_batch);
-        auto cached = label_cache_.find(label);
-        if (cached == label_cache_.end()) {
-          if (label_cache_.size() > 20000) label_cache_.clear();
-          cached = label_cache_.insert(label, QStaticText(label));
-          cached->setTextFormat(Qt::PlainText);
-          cached->prepare(QTransform(), small);
-        }
-        const QSizeF size = cached->size();
+        const QStaticText& laid_out = static_text(label, small);
+        const QSizeF size = laid_out.size();
         if (size.width() + 2 <= box.width())
-          p.drawStaticText(QPointF(box.center().x() - size.width() / 2, box.center().y() - size.height() / 2), *cached);
+          p.drawStaticText(QPointF(box.center().x() - size.width() / 2, box.center().y() - size.height() / 2), laid_out);
       }
     });
+    if (strip_used) draw_strip(p, strip, strip_block, left, y + 2, l.height - 4);
     if (selected_ && selected_->first == l.series) {
       const auto& e = events[selected_->second];
       if (e.rank == l.rank && e.lane == l.lane) {
@@ -410,26 +514,47 @@ void TimelineWidget::paint_memory(QPainter& p, const RankLayout& rank) const {
     if (samples.empty()) continue;
     // One step per pixel column: the value held at the column's time (binary search), so a
     // million samples cost as much as a few hundred.
+    // Columns at the height of the one before add no point: the step runs on.
     QPolygonF curve;
+    curve.reserve(2 * time_area_width() + 4);
     double previous_y = bottom;
+    int previous_x = 0;
+    const auto after = [](double v, const traces::MemorySample& m) { return v < m.ts_us; };
+    auto it = std::upper_bound(samples.begin(), samples.end(), view_.x_to_time(0), after);
     for (int x = 0; x <= time_area_width(); ++x) {
       const double t = view_.x_to_time(x);
-      auto it = std::upper_bound(samples.begin(), samples.end(), t, [](double v, const traces::MemorySample& m) { return v < m.ts_us; });
-      // The highest value inside this column, when it holds a few samples.
+      // Columns go left to right: search forward from the last one in growing steps.
+      std::size_t step = 1;
+      auto low = it;
+      while (samples.end() - low > static_cast<std::ptrdiff_t>(step) && !(t < (low + static_cast<std::ptrdiff_t>(step))->ts_us)) {
+        low += static_cast<std::ptrdiff_t>(step);
+        step *= 2;
+      }
+      it = std::upper_bound(low, samples.end() - low > static_cast<std::ptrdiff_t>(step) ? low + static_cast<std::ptrdiff_t>(step) + 1 : samples.end(), t, after);
+      // The highest value inside this column: the one held at its start, and the samples
+      // taken within it (exactly, by block maxima, however many).
       double value = it == samples.begin() ? 0.0 : static_cast<double>((it - 1)->bytes);
       const double t_next = view_.x_to_time(x + 1);
-      int scanned = 0;
-      for (auto jt = it; jt != samples.end() && jt->ts_us < t_next && scanned < 32; ++jt, ++scanned) value = std::max(value, static_cast<double>(jt->bytes));
-      const double py = bottom - value / peak * usable;
+      auto column_end = it;
+      while (column_end != samples.end() && column_end->ts_us < t_next && column_end - it < 8) ++column_end;
+      if (column_end != samples.end() && column_end->ts_us < t_next)
+        column_end = std::lower_bound(column_end, samples.end(), t_next, [](const traces::MemorySample& m, double v) { return m.ts_us < v; });
+      if (column_end != it)
+        value = std::max(value, static_cast<double>(model_->memory_max_bytes(s, rank.rank, static_cast<std::size_t>(it - samples.begin()),
+                                                                              static_cast<std::size_t>(column_end - samples.begin()))));
+      const double py = std::round(bottom - value / peak * usable);
+      if (x > 0 && py == previous_y) continue;
       if (x > 0) curve << QPointF(left + x, previous_y);
       curve << QPointF(left + x, py);
       previous_y = py;
+      previous_x = x;
     }
+    if (previous_x < time_area_width()) curve << QPointF(left + time_area_width(), previous_y);
     p.setPen(memory_pen(s, model_->series_count()));
     p.drawPolyline(curve);
   }
   p.setPen(Qt::darkGray);
-  p.drawText(QRect(left + 4, y + 1, 300, 14), Qt::AlignLeft | Qt::AlignTop, "memory, scale " + mib(static_cast<std::int64_t>(peak)));
+  draw_text(p, QRect(left + 4, y + 1, 300, 14), Qt::AlignLeft | Qt::AlignTop, "memory, scale " + mib(static_cast<std::int64_t>(peak)));
 }
 
 void TimelineWidget::paint_flows(QPainter& p) const {
@@ -453,28 +578,74 @@ void TimelineWidget::paint_flows(QPainter& p) const {
                "more than 3000 send/receive arrows in view: zoom in to see them");
     return;
   }
-  p.setRenderHint(QPainter::Antialiasing, true);
+  // All shafts in one call and all heads in one path: one setup for thousands of arrows.
+  // Past a few hundred arrows they are drawn plainly (aliased, heads as two strokes):
+  // smoothing costs more per arrow than the rest of the repaint and is not seen in a crowd.
+  constexpr std::size_t kMaxSmoothArrows = 300;
+  const bool smooth = visible.size() <= kMaxSmoothArrows;
+  std::vector<QLineF> shafts;
+  shafts.reserve(visible.size() * (smooth ? 1 : 3));
+  QPainterPath heads;
   for (const auto& [s, f] : visible) {
     const QRect from = lane_rect(f->from_rank, s, f->from_lane), to = lane_rect(f->to_rank, s, f->to_lane);
     if (from.isEmpty() || to.isEmpty()) continue;
     const QPointF a(kHeaderWidth + view_.time_to_x(f->from_ts_us), from.center().y());
     const QPointF b(kHeaderWidth + view_.time_to_x(f->to_ts_us), to.center().y());
-    p.setPen(QPen(QColor(60, 60, 60, 170), 1));
-    p.drawLine(a, b);
+    shafts.emplace_back(a, b);
     const double angle = std::atan2(b.y() - a.y(), b.x() - a.x());
     const QPointF left_wing = b - QPointF(std::cos(angle - 0.4) * 7, std::sin(angle - 0.4) * 7);
     const QPointF right_wing = b - QPointF(std::cos(angle + 0.4) * 7, std::sin(angle + 0.4) * 7);
-    QPolygonF head;
-    head << b << left_wing << right_wing;
-    p.setBrush(QColor(60, 60, 60, 200));
-    p.drawPolygon(head);
+    if (smooth) {
+      heads.moveTo(b);
+      heads.lineTo(left_wing);
+      heads.lineTo(right_wing);
+      heads.closeSubpath();
+    } else {
+      shafts.emplace_back(b, left_wing);
+      shafts.emplace_back(b, right_wing);
+    }
   }
-  p.setBrush(Qt::NoBrush);
+  p.setRenderHint(QPainter::Antialiasing, smooth);
+  p.setPen(QPen(QColor(60, 60, 60, 170), 1));
+  p.drawLines(shafts.data(), static_cast<int>(shafts.size()));
+  if (smooth) p.fillPath(heads, QColor(60, 60, 60, 200));
   p.setRenderHint(QPainter::Antialiasing, false);
 }
 
 void TimelineWidget::paint_critical_path(QPainter& p) const {
-  p.setPen(QPen(rgb(kCriticalPathRgb), 2.5));
+  const QColor color = rgb(kCriticalPathRgb);
+  const int top = content_top() - scroll_offset();
+  const auto& rows = model_->rows();
+  // Boxes narrower than their outlines are solid: those go into a one-pixel strip per lane,
+  // drawn stretched in one call (as the folded blocks in paint_lanes).
+  const int width_px = time_area_width();
+  std::vector<std::uint32_t> strip(static_cast<std::size_t>(width_px), 0u), strip_block;
+  // The boxes, per lane, folded per pixel like the blocks: a repaint costs the pixels of the
+  // visible lanes, not the steps of the path.
+  for (const auto& l : lanes_) {
+    const int y = top + l.y;
+    if (y > content_bottom() || y + l.height < content_top()) continue;
+    const Row* row = model_->row(l.rank, l.series, l.lane);
+    if (!row) continue;
+    const auto index = static_cast<std::size_t>(row - rows.data());
+    if (index >= critical_rows_.size() || critical_rows_[index].blocks.empty()) continue;
+    bool strip_used = false;
+    visit_visible(critical_rows_[index], view_, kMinBlockPx, [&](const Span& span) {
+      const double x0 = std::max(span.x0, -10.0), x1 = std::min(span.x1, width_px + 10.0);
+      if (x1 - x0 < 8) {
+        const int from = std::clamp(pixel(x0), 0, width_px - 1);
+        const int to = std::clamp(pixel(std::max(x1, x0 + 2)), from + 1, width_px);
+        std::fill(strip.begin() + from, strip.begin() + to, 0xff000000u | kCriticalPathRgb);
+        strip_used = true;
+        return;
+      }
+      outline(p, pixel_rect(kHeaderWidth + x0, y + 1, kHeaderWidth + std::max(x1, x0 + 2), y + l.height - 1), color, 2);
+    });
+    if (strip_used) draw_strip(p, strip, strip_block, kHeaderWidth, y + 1, l.height - 2);
+  }
+  // The hops between lanes, when there are fewer steps in view than pixel pairs; with more
+  // they are a solid smear and only the boxes are drawn.
+  p.setPen(QPen(color, 2));
   p.setBrush(Qt::NoBrush);
   const double t0 = view_.visible_start_us(), t1 = view_.visible_end_us();
   for (int s = 0; s < static_cast<int>(critical_path_.size()); ++s) {
@@ -484,10 +655,8 @@ void TimelineWidget::paint_critical_path(QPainter& p) const {
     auto first = std::lower_bound(path.begin(), path.end(), t0, [&](std::size_t i, double t) { return events[i].end_us() < t; });
     if (first != path.begin()) --first;
     auto last = std::upper_bound(first, path.end(), t1, [&](double t, std::size_t i) { return t < events[i].ts_us; });
-    // With several steps per pixel the hops between lanes are a solid smear: draw only the
-    // boxes then, each folded into the last one drawn on its lane when within a pixel.
-    const bool dense = (last - first) > time_area_width() / 2;
-    std::unordered_map<int, double> last_right;
+    if (last != path.end()) ++last;
+    if ((last - first) > time_area_width() / 2) continue;
     QPointF previous;
     bool have_previous = false;
     for (auto it = first; it != last; ++it) {
@@ -496,13 +665,8 @@ void TimelineWidget::paint_critical_path(QPainter& p) const {
       if (lane.isEmpty()) continue;
       const double x0 = kHeaderWidth + std::max(-10.0, view_.time_to_x(e.ts_us));
       const double x1 = kHeaderWidth + std::min(time_area_width() + 10.0, view_.time_to_x(e.end_us()));
-      auto [right, fresh] = last_right.try_emplace(lane.top(), -1e9);
-      if (fresh || x1 > right->second + 1) {
-        p.drawRect(QRectF(x0, lane.top() + 1, std::max(2.0, x1 - x0), lane.height() - 2));
-        right->second = std::max(x1, x0 + 2);
-      }
       const QPointF start(x0, lane.center().y());
-      if (!dense && have_previous && std::fabs(previous.y() - start.y()) > 1) p.drawLine(previous, start);
+      if (have_previous && std::fabs(previous.y() - start.y()) > 1) p.drawLine(previous, start);
       previous = QPointF(x1, lane.center().y());
       have_previous = true;
     }
@@ -524,7 +688,7 @@ void TimelineWidget::paint_headers(QPainter& p) const {
     p.fillRect(QRect(0, y, kHeaderWidth, kRankHeaderHeight), rgb(0xe3e8ef));
     p.setFont(bold);
     p.setPen(Qt::black);
-    p.drawText(QRect(6, y, kHeaderWidth - 8, kRankHeaderHeight), Qt::AlignVCenter | Qt::AlignLeft,
+    draw_text(p, QRect(6, y, kHeaderWidth - 8, kRankHeaderHeight), Qt::AlignVCenter | Qt::AlignLeft,
                QString::fromStdString(model_->rank_name(r.rank)));
     // The bubble share and peak memory of the rank, per series, across the time area.
     QString summary;
@@ -536,10 +700,10 @@ void TimelineWidget::paint_headers(QPainter& p) const {
     }
     p.setFont(small);
     p.setPen(rgb(0x303030));
-    p.drawText(QRect(kHeaderWidth + 6, y, time_area_width() - 12, kRankHeaderHeight), Qt::AlignVCenter | Qt::AlignLeft, summary);
+    draw_text(p, QRect(kHeaderWidth + 6, y, time_area_width() - 12, kRankHeaderHeight), Qt::AlignVCenter | Qt::AlignLeft, summary);
     if (r.memory_y >= 0) {
       const int my = top + r.memory_y;
-      p.drawText(QRect(14, my, kHeaderWidth - 16, kMemoryHeight), Qt::AlignVCenter | Qt::AlignLeft,
+      draw_text(p, QRect(14, my, kHeaderWidth - 16, kMemoryHeight), Qt::AlignVCenter | Qt::AlignLeft,
                  "memory");
     }
   }
@@ -551,7 +715,7 @@ void TimelineWidget::paint_headers(QPainter& p) const {
     if (l.lane == static_cast<int>(traces::Lane::Compute))
       text += "  " + QString::number(model_->bubble_fraction(l.series, l.rank) * 100, 'f', 1) + "% idle";
     p.setPen(l.series == 1 ? rgb(0x8a4b08) : rgb(0x1f3f6f));
-    p.drawText(QRect(14, y, kHeaderWidth - 16, l.height), Qt::AlignVCenter | Qt::AlignLeft, text);
+    draw_text(p, QRect(14, y, kHeaderWidth - 16, l.height), Qt::AlignVCenter | Qt::AlignLeft, text);
   }
   p.setFont(font());
 }
@@ -562,14 +726,14 @@ void TimelineWidget::paint_legend(QPainter& p) const {
   QFont small = font();
   small.setPointSizeF(std::max(6.0, small.pointSizeF() - 1));
   p.setFont(small);
-  QFontMetrics metrics(small);
+  const int ascent = QFontMetrics(small).ascent();
   int x = 8;
   auto entry = [&](QColor color, const QString& text, bool hatched = false) {
     p.fillRect(QRect(x, area.top() + 5, 14, 12), color);
     if (hatched) p.fillRect(QRect(x, area.top() + 5, 14, 12), QBrush(rgb(0xc9bfae), Qt::BDiagPattern));
     p.setPen(Qt::black);
-    p.drawText(QPoint(x + 18, area.top() + 15), text);
-    x += 26 + metrics.horizontalAdvance(text);
+    p.drawStaticText(QPointF(x + 18, area.top() + 15 - ascent), static_text(text, small));
+    x += 26 + static_cast<int>(std::ceil(static_text(text, small).size().width()));
   };
   for (const Kind kind : {Kind::Forward, Kind::Backward, Kind::BackwardInput, Kind::BackwardWeight, Kind::Communication,
                           Kind::Optimizer, Kind::Other})
@@ -587,8 +751,8 @@ void TimelineWidget::paint_legend(QPainter& p) const {
       p.drawLine(x, area.top() + 11, x + 14, area.top() + 11);
       p.setPen(Qt::black);
       const QString text = s == 0 ? "predicted memory" : "measured memory";
-      p.drawText(QPoint(x + 18, area.top() + 15), text);
-      x += 26 + metrics.horizontalAdvance(text);
+      p.drawStaticText(QPointF(x + 18, area.top() + 15 - ascent), static_text(text, small));
+      x += 26 + static_cast<int>(std::ceil(static_text(text, small).size().width()));
     }
   }
   p.setFont(font());

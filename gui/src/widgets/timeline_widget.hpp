@@ -5,6 +5,7 @@
 #pragma once
 
 #include <QHash>
+#include <QImage>
 #include <QStaticText>
 #include <QWidget>
 
@@ -116,9 +117,17 @@ class TimelineWidget : public QWidget {
   bool show_flows_ = false;
   bool show_critical_path_ = false;
   std::vector<std::vector<std::size_t>> critical_path_;   // per series, event indices
+  // The critical path's events as rows parallel to the model's rows, so a repaint folds
+  // them per pixel like the blocks (visit_visible) instead of visiting every step.
+  std::vector<Row> critical_rows_;
   std::vector<std::vector<float>> overview_density_;      // per series
-  // Block labels ("F3", "12") laid out once: text layout is the dearest part of a repaint.
+  // The overview's bars, drawn once per size and model (2,000 rectangles otherwise).
+  mutable QImage overview_image_;
+  // Block labels ("F3", "12") and header texts laid out once: text layout is the dearest
+  // part of a repaint.
   mutable QHash<QString, QStaticText> label_cache_;
+  const QStaticText& static_text(const QString& text, const QFont& font) const;
+  void draw_text(class QPainter& p, const QRect& box, Qt::Alignment align, const QString& text) const;
 
   std::optional<std::pair<int, std::size_t>> selected_;
   std::optional<std::pair<double, double>> range_;

@@ -13,6 +13,7 @@
 
 #include "pipescope/traces/compare.hpp"
 #include "pipescope/traces/trace.hpp"
+#include "pipescope/gui/kinds.hpp"
 #include "pipescope/gui/view_state.hpp"
 
 namespace pipescope::gui {
@@ -21,6 +22,9 @@ struct Block {
   double start_us = 0;
   double end_us = 0;
   std::uint32_t event = 0;  // index into the series' trace events
+  // The event's kind, kept here (in what would be padding) so a zoomed-out repaint colours
+  // folded blocks without reaching into the events.
+  Kind kind = Kind::Other;
 };
 
 struct Row {
@@ -29,11 +33,20 @@ struct Row {
   int lane = 0;
   std::vector<Block> blocks;           // sorted by start
   std::vector<double> prefix_max_end;  // prefix_max_end[i] = max end of blocks[0..i]
+  // Level of detail for views far out: a copy of the row in which runs of blocks shorter
+  // than summary_us, starting within summary_us of the run's first, are one block (with the
+  // first one's event and kind). Only for rows of many blocks; a view where a pixel spans
+  // several summary_us paints from it and touches a few thousand blocks, not every one.
+  std::shared_ptr<const Row> summary;
+  double summary_us = 0;
 
   // The first block that may reach past t_us (end > t_us), by binary search.
   std::size_t first_ending_after(double t_us) const;
   // The first block starting at or after t_us.
   std::size_t first_starting_from(double t_us) const;
+  // The same, searching forward from block `from` (whose start is before t_us) in growing
+  // steps: cheap when the answer is near, as when a repaint walks a row left to right.
+  std::size_t first_starting_from(double t_us, std::size_t from) const;
   // The block under t_us (within tolerance_us), the latest-starting one when several are.
   std::optional<std::size_t> block_at(double t_us, double tolerance_us) const;
 };
@@ -43,14 +56,16 @@ struct Row {
 struct Span {
   double x0 = 0;
   double x1 = 0;
-  std::size_t first = 0;  // block index
+  const Row* row = nullptr;  // the row visited: the given one, or its summary when far out
+  std::size_t first = 0;     // block index into row->blocks
   std::size_t count = 1;
   bool folded() const { return count > 1; }
 };
 
 // Calls visit(const Span&) for the visible part of `row`, left to right. Blocks narrower than
 // min_block_px fold with the blocks that start within min_block_px of them, so the work is
-// bounded by the pixels, not by the events (binary search jumps over the folded ones).
+// bounded by the pixels, not by the events (binary search jumps over the folded ones). When
+// min_block_px spans several of the row's summary_us, the summary is visited instead.
 template <class Visit>
 void visit_visible(const Row& row, const ViewState& view, double min_block_px, Visit&& visit);
 
@@ -88,6 +103,11 @@ class TimelineModel {
   double bubble_fraction(int series, int rank) const;
   const std::vector<traces::MemorySample>& memory(int series, int rank) const;  // time-sorted
   std::int64_t peak_memory_bytes(int series, int rank) const;
+  // The highest of memory(series, rank)[from, to) (0 for an empty range), from a pyramid of
+  // block maxima (level k: the maximum of 2^k blocks of kMemoryBlock samples): a pixel column
+  // holding any number of samples costs at most 2 * kMemoryBlock + 2 reads.
+  std::int64_t memory_max_bytes(int series, int rank, std::size_t from, std::size_t to) const;
+  static constexpr std::size_t kMemoryBlock = 8;
   std::int64_t max_memory_bytes() const;  // over everything, for a shared scale
 
   // With two traces: the comparison, and per measured event its error against the matched
@@ -116,6 +136,8 @@ class TimelineModel {
   std::vector<std::vector<double>> bubbles_;                            // [series][rank]
   std::vector<double> iteration_us_;
   std::vector<std::vector<std::int64_t>> peak_memory_;  // [series][rank]
+  // [series][rank][level][first block]: max of blocks [first, first + 2^level).
+  std::vector<std::vector<std::vector<std::vector<std::int64_t>>>> memory_pyramid_;
   std::int64_t max_memory_ = 0;
   std::vector<std::vector<traces::Flow>> flows_;
   std::vector<double> longest_flow_us_;
@@ -128,7 +150,8 @@ class TimelineModel {
 
 // ---- template ----
 template <class Visit>
-void visit_visible(const Row& row, const ViewState& view, double min_block_px, Visit&& visit) {
+void visit_visible(const Row& full_row, const ViewState& view, double min_block_px, Visit&& visit) {
+  const Row& row = full_row.summary && view.us_per_pixel() * min_block_px >= 4 * full_row.summary_us ? *full_row.summary : full_row;
   const auto& blocks = row.blocks;
   const double t_end = view.visible_end_us();
   std::size_t i = row.first_ending_after(view.visible_start_us());
@@ -136,16 +159,16 @@ void visit_visible(const Row& row, const ViewState& view, double min_block_px, V
     const double x0 = view.time_to_x(blocks[i].start_us);
     const double x1 = view.time_to_x(blocks[i].end_us);
     if (x1 - x0 >= min_block_px) {
-      visit(Span{x0, x1, i, 1});
+      visit(Span{x0, x1, &row, i, 1});
       ++i;
       continue;
     }
     const double cut_us = view.x_to_time(std::max(x0, -1.0) + min_block_px);
-    std::size_t j = row.first_starting_from(cut_us);
+    std::size_t j = row.first_starting_from(cut_us, i);
     if (j <= i) j = i + 1;
     double last_end = blocks[j - 1].end_us;
     const double x_end = std::max(view.time_to_x(last_end), x0 + 1.0);
-    visit(Span{x0, std::max(x_end, x1), i, j - i});
+    visit(Span{x0, std::max(x_end, x1), &row, i, j - i});
     i = j;
   }
 }
