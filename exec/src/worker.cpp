@@ -258,7 +258,10 @@ class Worker {
     trace.meta.iteration = step;
     trace.meta.extra = {{"model", plan_.options.model}, {"data_parallel", plan_.options.data_parallel},
                         {"pipeline_ranks", plan_.pipeline_ranks}, {"device", plan_.options.device},
-                        {"clock", plan_.options.device == "cuda" ? "steady+cuda-events" : "steady"}};
+                        {"clock", plan_.options.device == "cuda" ? "steady+cuda-events" : "steady"},
+                        // Calibration reads these: throughput is per sample, and an optimizer
+                        // step waits for every rank only when gradients are clipped globally.
+                        {"micro_batch_size", plan_.options.micro_batch_size}, {"gradient_clipping", 0.0}};
     // The backward split probe goes to otherData, read by `ppsim calibrate`
     // (sim/calibration.hpp); viewers and compare ignore it.
     nlohmann::json split = nlohmann::json::array();
