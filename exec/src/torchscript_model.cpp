@@ -43,6 +43,18 @@ std::string first_line(const std::string& text) {
   return text;
 }
 
+// The TorchScript interpreter's errors open with a fixed header and a script traceback; the
+// cause ("RuntimeError: mat1 and mat2 shapes cannot be multiplied ...") is the last line.
+std::string cause_line(const std::string& text) {
+  const std::string first = first_line(text);
+  if (first.rfind("The following operation failed in the TorchScript interpreter", 0) != 0) return first;
+  std::istringstream lines(text);
+  std::string cause;
+  for (std::string line; std::getline(lines, line);)
+    if (line.find_first_not_of(" \t\r") != std::string::npos) cause = line;
+  return cause;
+}
+
 std::string read_file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw TorchScriptModelError(fmt::format("TorchScript model '{}': cannot open the file", path));
@@ -560,7 +572,7 @@ ModelSpec load_torchscript_model(const std::string& path, const TorchScriptSplit
     } catch (const std::exception& e) {
       const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
       throw TorchScriptModelError(fmt::format("TorchScript model '{}': segment {} fails on the example inputs: {}", path, s,
-                                              first_line(c10_error ? c10_error->what_without_backtrace() : e.what())));
+                                              cause_line(c10_error ? c10_error->what_without_backtrace() : e.what())));
     }
     spec.boundary.push_back(specs_of(flowing));
 
