@@ -124,6 +124,7 @@ BENCHMARK(BM_RepaintPair)
     ->ArgsProduct({{0, 1, 2, 3, 5, 7}, {0, 1}})
     ->ArgNames({"zoom10^", "paths+arrows"})
     ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
     ->UseRealTime();
 
 }  // namespace
