@@ -41,6 +41,8 @@
 #include "pipescope/core/registry.hpp"
 #include "pipescope/exec/engine.hpp"
 
+#include "example_runner.hpp"
+
 using namespace pipescope;
 using namespace pipescope::exec;
 using namespace std::chrono_literals;
@@ -310,31 +312,10 @@ TEST_CASE("engine: user errors name the stage and the tensor") {
 
 namespace {
 
-struct ExampleRun {
-  int status = -1;
-  std::vector<double> losses;
-  std::string err;
-};
+using pipescope::exec::testing::ExampleRun;
 
 ExampleRun run_example(const std::string& name, const std::string& args) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::path(PIPESCOPE_BINARY_DIR) / "tests" / "exec-work";
-  fs::create_directories(dir);
-  const fs::path out = dir / (name + ".out"), err = dir / (name + ".err");
-  const std::string command = std::string(EXAMPLE_TRAIN_CUSTOM_MODEL_PATH) + " " + args + " > " + out.string() + " 2> " + err.string();
-  ExampleRun run;
-  const int raw = std::system(command.c_str());
-  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream o(out), e(err);
-  for (std::string line; std::getline(o, line);) {
-    std::istringstream fields(line);
-    std::string word;
-    int step = 0;
-    double loss = 0;
-    if (fields >> word >> step >> word >> loss) run.losses.push_back(loss);
-  }
-  run.err.assign(std::istreambuf_iterator<char>(e), {});
-  return run;
+  return pipescope::exec::testing::run_example_program(EXAMPLE_TRAIN_CUSTOM_MODEL_PATH, name, args);
 }
 
 }  // namespace

@@ -15,47 +15,23 @@
 //   shapes cannot be multiplied (4x13 and 12x16)"), not the interpreter's traceback header.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
-
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "example_runner.hpp"
+
 namespace {
 
-struct ExampleRun {
-  int status = -1;
-  std::vector<double> losses;
-  std::string err;
-};
+using pipescope::exec::testing::ExampleRun;
 
 std::string data_file(const std::string& name) {
   return (std::filesystem::path(PIPESCOPE_SOURCE_DIR) / "tests" / "exec" / "data" / name).string();
 }
 
 ExampleRun run_torchscript_example(const std::string& name, const std::string& args) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::path(PIPESCOPE_BINARY_DIR) / "tests" / "exec-work";
-  fs::create_directories(dir);
-  const fs::path out = dir / (name + ".out"), err = dir / (name + ".err");
-  std::ostringstream command;
-  command << EXAMPLE_TRAIN_TORCHSCRIPT_MODEL_PATH << ' ' << args << " > " << out.string() << " 2> " << err.string();
-  ExampleRun run;
-  const int raw = std::system(command.str().c_str());
-  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream o(out), e(err);
-  for (std::string line; std::getline(o, line);) {
-    std::istringstream fields(line);
-    std::string word;
-    int step = 0;
-    double loss = 0;
-    if (fields >> word >> step >> word >> loss) run.losses.push_back(loss);
-  }
-  run.err.assign(std::istreambuf_iterator<char>(e), {});
-  return run;
+  return pipescope::exec::testing::run_example_program(EXAMPLE_TRAIN_TORCHSCRIPT_MODEL_PATH, name, args);
 }
 
 }  // namespace
