@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds pprun's NCCL/CUDA path: fetches the CUDA LibTorch (scripts/fetch-cuda-libtorch.sh),
 # configures build/cuda with PIPESCOPE_WITH_CUDA=ON against the CUDA toolkit in
-# CUDA_HOME (default /usr/local/cuda: nvcc, cudart, NCCL headers and libnccl) and builds
-# pipescope_exec and pprun. No GPU is needed to build.
+# CUDA_HOME (default /usr/local/cuda: nvcc, cudart) and builds pipescope_exec and pprun. No GPU
+# is needed to build. NCCL comes from the toolkit when it has nccl.h and libnccl; otherwise
+# (CUDA's own installers leave it out) scripts/fetch-nccl.sh fetches the version the LibTorch
+# was built with. NCCL_HOME names another NCCL (a folder with include/ and lib/).
 #
 #   scripts/build-cuda.sh                 # JOBS=2 BUILD_DIR=build/cuda WHEEL=... are honoured
 #
@@ -35,12 +37,20 @@ if [[ ! -x "${cuda_home}/bin/nvcc" ]]; then
 fi
 torch_dir="$("${repo}/scripts/fetch-cuda-libtorch.sh" | tail -n 1)"
 torch_prefix="$(cd "${torch_dir}/../../.." && pwd)"
+if [[ -n "${NCCL_HOME:-}" ]]; then
+  nccl_root="${NCCL_HOME}"
+elif [[ -f "${cuda_home}/include/nccl.h" ]] && compgen -G "${cuda_home}/lib64/libnccl.so*" >/dev/null; then
+  nccl_root="${cuda_home}"
+else
+  nccl_root="$("${repo}/scripts/fetch-nccl.sh" "${torch_prefix}/wheel-METADATA" | tail -n 1)"
+fi
+echo "build-cuda: NCCL from ${nccl_root}" >&2
 
 started=$(date +%s)
 cmake -S "${repo}" -B "${build_dir}" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPIPESCOPE_WITH_CUDA=ON -DPIPESCOPE_WITH_GUI=OFF -DPIPESCOPE_WITH_TESTS=OFF -DPIPESCOPE_WITH_BENCH=OFF \
   -DTorch_DIR="${torch_dir}" -DCaffe2_DIR="${torch_prefix}/share/cmake/Caffe2" -DCMAKE_PREFIX_PATH="${torch_prefix}" \
-  -DCUDAToolkit_ROOT="${cuda_home}" -DCMAKE_CUDA_COMPILER="${cuda_home}/bin/nvcc" \
+  -DCUDAToolkit_ROOT="${cuda_home}" -DCMAKE_CUDA_COMPILER="${cuda_home}/bin/nvcc" -DPIPESCOPE_NCCL_ROOT="${nccl_root}" \
   -DTORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-8.0;9.0}" \
   -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,${cuda_home}/lib64 -Wl,--allow-shlib-undefined"
 cmake --build "${build_dir}" -j"${jobs}" --target pipescope_exec pprun

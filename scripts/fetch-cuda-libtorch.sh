@@ -10,7 +10,8 @@
 # Environment: TORCH_VERSION (default 2.15.0), PIPESCOPE_WHEEL_CACHE (default ~/.cache/pipescope/wheels),
 # PIPESCOPE_CUDA_LIBTORCH (default <repo>/build/cuda-libtorch).
 # Prints the Torch_DIR (the folder holding TorchConfig.cmake) as its last line. Running it again
-# with the same wheel does nothing.
+# with the same wheel does nothing. The wheel's METADATA is kept as wheel-METADATA: it names the
+# NCCL version LibTorch was built with (scripts/fetch-nccl.sh reads it).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,8 +21,9 @@ dest="${PIPESCOPE_CUDA_LIBTORCH:-${repo}/build/cuda-libtorch}"
 
 stamp="${dest}/.unpacked-from"
 config="${dest}/share/cmake/Torch/TorchConfig.cmake"
+metadata="${dest}/wheel-METADATA"
 # Already unpacked from a wheel of this version (and no other wheel asked for): nothing to fetch.
-if [[ -z "${WHEEL:-}" && -f "${stamp}" && -f "${config}" && "$(cat "${stamp}")" == torch-"${version}"-* ]]; then
+if [[ -z "${WHEEL:-}" && -f "${stamp}" && -f "${config}" && -f "${metadata}" && "$(cat "${stamp}")" == torch-"${version}"-* ]]; then
   echo "fetch-cuda-libtorch: ${dest} already holds $(cat "${stamp}")" >&2
   echo "${dest}/share/cmake/Torch"
   exit 0
@@ -43,7 +45,7 @@ if [[ ! -f "${wheel}" ]]; then
 fi
 
 # The stamp names the wheel that was unpacked: a different wheel replaces the folder.
-if [[ -f "${stamp}" && "$(cat "${stamp}")" == "$(basename "${wheel}")" && -f "${config}" ]]; then
+if [[ -f "${stamp}" && "$(cat "${stamp}")" == "$(basename "${wheel}")" && -f "${config}" && -f "${metadata}" ]]; then
   echo "fetch-cuda-libtorch: ${dest} already holds $(basename "${wheel}")" >&2
 else
   tmp="$(mktemp -d "${dest%/*}/.cuda-libtorch.XXXXXX" 2>/dev/null || { mkdir -p "${dest%/*}"; mktemp -d "${dest%/*}/.cuda-libtorch.XXXXXX"; })"
@@ -57,6 +59,9 @@ with zipfile.ZipFile(wheel) as z:
     for info in z.infolist():
         if info.filename.startswith(wanted) and not info.is_dir():
             z.extract(info, out)
+        elif info.filename.endswith(".dist-info/METADATA"):
+            with open(f"{out}/torch/wheel-METADATA", "wb") as metadata:
+                metadata.write(z.read(info))
 PY
   basename "${wheel}" > "${tmp}/torch/.unpacked-from"
   rm -rf "${dest}"
