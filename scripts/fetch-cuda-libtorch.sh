@@ -18,6 +18,8 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 version="${TORCH_VERSION:-2.15.0}"
 cache="${PIPESCOPE_WHEEL_CACHE:-${HOME}/.cache/pipescope/wheels}"
 dest="${PIPESCOPE_CUDA_LIBTORCH:-${repo}/build/cuda-libtorch}"
+# shellcheck source=lib/cached-wheel.sh
+source "${repo}/scripts/lib/cached-wheel.sh"
 
 stamp="${dest}/.unpacked-from"
 config="${dest}/share/cmake/Torch/TorchConfig.cmake"
@@ -31,13 +33,7 @@ fi
 
 wheel="${WHEEL:-}"
 if [[ -z "${wheel}" ]]; then
-  mkdir -p "${cache}"
-  wheel="$(ls "${cache}"/torch-"${version}"-*.whl 2>/dev/null | head -n 1 || true)"
-  if [[ -z "${wheel}" ]]; then
-    echo "fetch-cuda-libtorch: downloading torch==${version} (about 1 GB) into ${cache}" >&2
-    python3 -m pip download --no-deps --only-binary=:all: --dest "${cache}" "torch==${version}" >&2
-    wheel="$(ls "${cache}"/torch-"${version}"-*.whl | head -n 1)"
-  fi
+  wheel="$(cached_wheel fetch-cuda-libtorch "${cache}" "torch==${version}" "torch-${version}-" "about 1 GB")"
 fi
 if [[ ! -f "${wheel}" ]]; then
   echo "fetch-cuda-libtorch: error: wheel '${wheel}' not found" >&2

@@ -18,6 +18,8 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${PIPESCOPE_WHEEL_CACHE:-${HOME}/.cache/pipescope/wheels}"
 dest="${PIPESCOPE_NCCL:-${repo}/build/nccl}"
 torch_metadata="${1:-}"
+# shellcheck source=lib/cached-wheel.sh
+source "${repo}/scripts/lib/cached-wheel.sh"
 
 wheel="${NCCL_WHEEL:-}"
 if [[ -z "${wheel}" ]]; then
@@ -54,13 +56,7 @@ PY
     echo "${dest}"
     exit 0
   fi
-  mkdir -p "${cache}"
-  wheel="$(ls "${cache}"/"${wheel_prefix}"*.whl 2>/dev/null | head -n 1 || true)"
-  if [[ -z "${wheel}" ]]; then
-    echo "fetch-nccl: downloading ${requirement} (about 220 MB) into ${cache}" >&2
-    python3 -m pip download --no-deps --only-binary=:all: --dest "${cache}" "${requirement}" >&2
-    wheel="$(ls "${cache}"/"${wheel_prefix}"*.whl | head -n 1)"
-  fi
+  wheel="$(cached_wheel fetch-nccl "${cache}" "${requirement}" "${wheel_prefix}" "about 220 MB")"
 fi
 if [[ ! -f "${wheel}" ]]; then
   echo "fetch-nccl: error: wheel '${wheel}' not found" >&2
