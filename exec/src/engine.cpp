@@ -75,6 +75,8 @@ PipelineModule& PipelineModule::add(std::string name, LayerFactory factory, Laye
   spec.type = std::move(options.type);
   spec.parameters = options.parameters;
   spec.cost = options.cost;
+  spec.stash = std::move(options.stash);
+  spec.pop = std::move(options.pop);
   spec.build = std::move(factory);
   return add(std::move(spec));
 }
@@ -88,6 +90,8 @@ PipelineModule& PipelineModule::add_tied(std::string name, std::string key, std:
   spec.cost = options.cost;
   spec.tied_key = std::move(key);
   spec.tied_parameter = std::move(parameter);
+  spec.stash = std::move(options.stash);
+  spec.pop = std::move(options.pop);
   spec.build = std::move(factory);
   return add(std::move(spec));
 }
@@ -275,6 +279,13 @@ PipelineEngine::PipelineEngine(PipelineModule module, Schedule schedule, Transpo
         layers.back().name));
   }
 
+  skip_routes_ = exec::skip_routes(module_.spec(), partition_, schedule_.stage_to_rank);
+  if (!skip_routes_.empty() && options_.activation_checkpoint_interval > 0)
+    throw UsageError(fmt::format("activation checkpointing (every {} layers) cannot recompute layers that stash or pop skip tensors "
+                                 "(skip '{}'); turn one of them off",
+                                 options_.activation_checkpoint_interval, skip_routes_.front().name));
+  schedule_ = with_skip_transfers(schedule_, skip_routes_);
+
   position_.pipeline_ranks = pipeline_ranks;
   position_.num_replicas = options_.data_parallel;
   position_.replica = world_.rank() / pipeline_ranks;
@@ -287,6 +298,7 @@ PipelineEngine::PipelineEngine(PipelineModule module, Schedule schedule, Transpo
   runtime_options.optimizer = options_.optimizer;
   runtime_options.activation_checkpoint_interval = options_.activation_checkpoint_interval;
   runtime_options.max_grad_norm = options_.gradient_clipping;
+  runtime_options.shapes_per_micro_batch = options_.shapes_per_micro_batch;
   runtime_ = std::make_unique<PipelineRuntime>(module_.spec(), schedule_, partition_, world_, position_, runtime_options);
   rebuild_eval_schedule();
 }
@@ -297,6 +309,8 @@ void PipelineEngine::rebuild_eval_schedule() {
   const int p = position_.pipeline_ranks;
   if (!options_.eval_schedule.empty()) {
     eval_schedule_ = schedule_by_name(options_.eval_schedule, p, schedule_.num_micro_batches, options_.chunks);
+    if (!eval_schedule_.is_training() && eval_schedule_.stage_to_rank == schedule_.stage_to_rank)
+      eval_schedule_ = with_skip_transfers(eval_schedule_, skip_routes_);
     if (eval_schedule_.is_training())
       throw UsageError(fmt::format("eval schedule '{}' has backwards: eval_batch runs forwards only", options_.eval_schedule));
     if (eval_schedule_.stage_to_rank != schedule_.stage_to_rank)
@@ -312,7 +326,10 @@ void PipelineEngine::rebuild_eval_schedule() {
   if (one_stage_per_rank && p > 1) {
     try {
       eval_schedule_ = schedule_by_name("deepspeed-inference", p, schedule_.num_micro_batches, 1);
-      if (!eval_schedule_.is_training() && eval_schedule_.stage_to_rank == schedule_.stage_to_rank) return;
+      if (!eval_schedule_.is_training() && eval_schedule_.stage_to_rank == schedule_.stage_to_rank) {
+        eval_schedule_ = with_skip_transfers(eval_schedule_, skip_routes_);
+        return;
+      }
     } catch (const ScheduleError&) {
       // Not for these ranks and micro-batches: the forwards of the training schedule serve.
     }
@@ -372,6 +389,7 @@ void PipelineEngine::set_micro_batches(int micro_batches) {
   Schedule next = schedule_by_name(schedule_name_, position_.pipeline_ranks, micro_batches, options_.chunks);
   if (next.stage_to_rank != schedule_.stage_to_rank)
     throw UsageError(fmt::format("set_micro_batches {}: schedule '{}' would place the stages differently", micro_batches, schedule_name_));
+  next = with_skip_transfers(next, skip_routes_);
   validate(next);
   schedule_ = std::move(next);
   rebuild_eval_schedule();

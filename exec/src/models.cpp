@@ -7,6 +7,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -262,6 +263,8 @@ StageModule::StageModule(const ModelSpec& spec, int first_layer, int end_layer)
     }
     layers_.push_back(std::move(layer));
     layer_names_.push_back(ls.name);
+    layer_stash_.push_back(ls.stash);
+    layer_pop_.push_back(ls.pop);
   }
 }
 
@@ -273,16 +276,120 @@ void StageModule::to(at::Device device) {
 TensorList StageModule::forward(const TensorList& inputs) { return forward_range(inputs, first_layer_, end_layer_); }
 
 TensorList StageModule::forward_range(const TensorList& inputs, int first_layer, int end_layer) {
-  TensorList x = inputs;
+  return forward_range_named({inputs, {}}, first_layer, end_layer).tensors;
+}
+
+NamedTensors StageModule::forward_named(const NamedTensors& inputs, SkipTensors* skips) {
+  return forward_range_named(inputs, first_layer_, end_layer_, skips);
+}
+
+NamedTensors StageModule::forward_range_named(const NamedTensors& inputs, int first_layer, int end_layer, SkipTensors* skips) {
+  NamedTensors x = inputs;
   for (int i = first_layer; i < end_layer; ++i) {
     const auto local = static_cast<std::size_t>(i - first_layer_);
-    x = layers_.at(local)->forward_layers(x);
+    Layer& layer = *layers_.at(local);
+    for (const auto& name : layer_pop_.at(local)) {
+      auto it = skips ? skips->find(name) : SkipTensors::iterator();
+      if (!skips || it == skips->end())
+        throw UsageError(fmt::format("layer '{}' (layer {}) pops the skip tensor '{}', but it is not there (not stashed before, "
+                                     "or not handed to this run of layers)",
+                                     layer_names_.at(local), i, name));
+      x.tensors.push_back(it->second);
+      if (!x.names.empty()) x.names.push_back(name);
+      skips->erase(it);
+    }
+    if (const auto keys = layer.input_keys(); !keys.empty()) {
+      if (auto wrong = key_mismatch(keys, x.names, x.tensors.size()); !wrong.empty())
+        throw UsageError(fmt::format("layer '{}' (layer {}) takes the keys [{}], but gets [{}]: {}", layer_names_.at(local), i,
+                                     fmt::join(keys, ", "), fmt::join(x.names, ", "), wrong));
+    }
+    x = layer.forward_named(x);
+    if (!x.names.empty() && x.names.size() != x.tensors.size())
+      throw UsageError(fmt::format("layer '{}' (layer {}) gives {} names for {} tensors", layer_names_.at(local), i, x.names.size(),
+                                   x.tensors.size()));
     // A user's layer that returns a hole fails here, naming itself, not in the next layer.
-    for (std::size_t t = 0; t < x.size(); ++t)
-      if (!x[t].defined())
-        throw UsageError(fmt::format("output {} of layer '{}' (layer {}) is not a tensor (undefined)", t, layer_names_.at(local), i));
+    for (std::size_t t = 0; t < x.tensors.size(); ++t)
+      if (!x.tensors[t].defined())
+        throw UsageError(fmt::format("output {}{} of layer '{}' (layer {}) is not a tensor (undefined)", t,
+                                     x.names.empty() ? std::string() : fmt::format(" ('{}')", x.names[t]), layer_names_.at(local), i));
+    const auto& stash = layer_stash_.at(local);
+    if (!stash.empty()) {
+      if (!skips) throw UsageError(fmt::format("layer '{}' (layer {}) stashes skip tensors here, where none are kept", layer_names_.at(local), i));
+      if (x.tensors.size() <= stash.size())
+        throw UsageError(fmt::format("layer '{}' (layer {}) stashes {} skip tensor(s) but gives only {} output(s); its last outputs "
+                                     "are the stashed ones, after at least one that flows on",
+                                     layer_names_.at(local), i, stash.size(), x.tensors.size()));
+      const std::size_t kept = x.tensors.size() - stash.size();
+      for (std::size_t k = 0; k < stash.size(); ++k) (*skips)[stash[k]] = x.tensors[kept + k];
+      x.tensors.resize(kept);
+      if (!x.names.empty()) x.names.resize(kept);
+    }
   }
   return x;
+}
+
+std::vector<SkipEdge> ModelSpec::skip_edges() const {
+  std::vector<SkipEdge> edges;
+  std::map<std::string, std::size_t> open;  // stashed, not yet popped: index into edges
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    for (const auto& name : layers[l].pop) {
+      auto it = open.find(name);
+      if (it == open.end()) {
+        const bool popped = std::any_of(edges.begin(), edges.end(), [&](const SkipEdge& e) { return e.name == name; });
+        throw UsageError(fmt::format("layer '{}' (layer {}) pops the skip tensor '{}', which {}", layers[l].name, l, name,
+                                     popped ? "an earlier layer already popped (pop each stash once)" : "no earlier layer stashes"));
+      }
+      edges[it->second].to_layer = static_cast<int>(l);
+      open.erase(it);
+    }
+    for (const auto& name : layers[l].stash) {
+      if (open.count(name) || std::any_of(edges.begin(), edges.end(), [&](const SkipEdge& e) { return e.name == name; }))
+        throw UsageError(fmt::format("layer '{}' (layer {}) stashes the skip tensor '{}' a second time (names are unique)", layers[l].name, l, name));
+      open[name] = edges.size();
+      edges.push_back({name, static_cast<int>(l), -1});
+    }
+  }
+  if (!open.empty()) {
+    const auto& edge = edges[open.begin()->second];
+    throw UsageError(fmt::format("layer '{}' (layer {}) stashes the skip tensor '{}', but no later layer pops it",
+                                 layers.at(static_cast<std::size_t>(edge.from_layer)).name, edge.from_layer, edge.name));
+  }
+  return edges;
+}
+
+std::vector<std::string> StageModule::input_keys() const { return layers_.front()->input_keys(); }
+
+std::string key_mismatch(const std::vector<std::string>& expected, const std::vector<std::string>& given, std::size_t given_count) {
+  if (given.empty())
+    return given_count == expected.size() ? std::string()
+                                          : fmt::format("{} unnamed tensor(s) for {} key(s)", given_count, expected.size());
+  for (const auto& key : expected)
+    if (std::find(given.begin(), given.end(), key) == given.end()) return fmt::format("no key '{}'", key);
+  for (const auto& key : given)
+    if (std::find(expected.begin(), expected.end(), key) == expected.end()) return fmt::format("unexpected key '{}'", key);
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    if (given.at(i) != expected[i]) return fmt::format("key '{}' comes at position {}, not {}", expected[i],
+                                                       std::find(given.begin(), given.end(), expected[i]) - given.begin(), i);
+  if (given.size() != expected.size()) return fmt::format("{} keys for {}", given.size(), expected.size());
+  return {};
+}
+
+TensorDict tensor_dict_of(const NamedTensors& inputs, const std::vector<std::string>& keys) {
+  if (auto wrong = key_mismatch(keys, inputs.names, inputs.tensors.size()); !wrong.empty())
+    throw UsageError(fmt::format("a dict layer takes the keys [{}], but gets [{}]: {}", fmt::join(keys, ", "),
+                                 fmt::join(inputs.names, ", "), wrong));
+  TensorDict dict;
+  for (std::size_t i = 0; i < keys.size(); ++i) dict.insert(keys[i], inputs.tensors.at(i));
+  return dict;
+}
+
+NamedTensors named_tensors_of(const TensorDict& dict) {
+  NamedTensors out;
+  for (const auto& item : dict) {
+    out.names.push_back(item.key());
+    out.tensors.push_back(item.value());
+  }
+  return out;
 }
 
 TensorList StageModule::parameter_tensors() const {

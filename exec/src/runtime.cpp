@@ -7,16 +7,19 @@
 #include <fmt/ranges.h>
 #include <torch/optim/adamw.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/exec/fused_adamw.hpp"
 #include "pipescope/exec/memory.hpp"
+#include "pipescope/exec/skip_connections.hpp"
 
 namespace pipescope::exec {
 namespace {
@@ -65,17 +68,24 @@ class OrderedGradAccumulator {
 
 struct MicroBatchState {
   TensorList received_inputs;   // from a receive or a hand-over, before the forward
+  std::vector<std::string> received_names;  // their keys when they are a dict
   TensorList inputs;            // what the forward took (leaves that require grad on inner stages)
+  std::vector<std::string> input_names;
   TensorList outputs;
+  std::vector<std::string> output_names;
   at::Tensor labels;
   at::Tensor loss;
   TensorList output_grads;      // gradient of the floating-point outputs, from the next stage
   TensorList input_grads;       // gradient of the floating-point inputs, for the previous stage
+  // Skip connections with other stages, by name: received before the forward, the leaves the
+  // forward popped, what it stashed for later stages, and the gradients both ways.
+  SkipTensors received_skips, skip_inputs, skip_outputs, skip_output_grads, skip_input_grads;
   // The forward as runs of layers: one run, or one per activation checkpoint. A checkpointed
   // run keeps only its input and random state until the backward recomputes it.
   struct Segment {
     int first_layer = 0, end_layer = 0;
     TensorList inputs, outputs;
+    std::vector<std::string> input_names;
     at::Tensor rng_state;
     TensorList roots, seeds;    // kept between BackwardInput and BackwardWeight
   };
@@ -163,19 +173,80 @@ bool carries_grad(const at::Tensor& t) { return at::isFloatingType(t.scalar_type
 
 std::string shape_text(at::IntArrayRef sizes) { return fmt::format("[{}]", fmt::join(sizes, ", ")); }
 
-// Dynamic shapes: a transfer is a fixed two-word header (descriptor words, payload bytes) and
-// one byte message holding the descriptor (per tensor: dtype, rank, sizes) and the tensors.
+// Dynamic shapes: a transfer that carries its shapes is a fixed two-word header (descriptor
+// words, payload bytes) and one byte message holding the descriptor and the tensors; a
+// transfer that reuses the shapes of an earlier one is the byte message of the tensors alone.
 constexpr std::int64_t kHeaderWords = 2;
 
-std::vector<std::int64_t> describe(const TensorList& tensors) {
-  std::vector<std::int64_t> words{static_cast<std::int64_t>(tensors.size())};
-  for (const auto& t : tensors) {
-    words.push_back(static_cast<std::int64_t>(t.scalar_type()));
-    words.push_back(t.dim());
-    for (auto d : t.sizes()) words.push_back(d);
+// What a shape header describes: per tensor its dtype, sizes and (for dicts) its name.
+struct TensorLayout {
+  std::vector<at::ScalarType> dtypes;
+  std::vector<std::vector<std::int64_t>> sizes;
+  std::vector<std::string> names;  // empty: a tuple
+  int micro_batch = -1;            // the micro-batch whose transfer carried the header
+
+  static TensorLayout of(const TensorList& tensors, const std::vector<std::string>& names) {
+    TensorLayout layout;
+    for (const auto& t : tensors) {
+      layout.dtypes.push_back(t.scalar_type());
+      layout.sizes.push_back(t.sizes().vec());
+    }
+    layout.names = names;
+    return layout;
   }
-  return words;
-}
+  std::int64_t payload_bytes() const {
+    std::int64_t total = 0;
+    for (std::size_t i = 0; i < dtypes.size(); ++i) {
+      std::int64_t numel = 1;
+      for (auto d : sizes[i]) numel *= d;
+      total += numel * static_cast<std::int64_t>(c10::elementSize(dtypes[i]));
+    }
+    return total;
+  }
+  // Words: count, then per tensor dtype, rank, sizes, name length and the name's bytes in words.
+  std::vector<std::int64_t> words() const {
+    std::vector<std::int64_t> w{static_cast<std::int64_t>(dtypes.size())};
+    for (std::size_t i = 0; i < dtypes.size(); ++i) {
+      w.push_back(static_cast<std::int64_t>(dtypes[i]));
+      w.push_back(static_cast<std::int64_t>(sizes[i].size()));
+      w.insert(w.end(), sizes[i].begin(), sizes[i].end());
+      const std::string name = names.empty() ? std::string() : names[i];
+      w.push_back(static_cast<std::int64_t>(name.size()));
+      // Eight characters per word, the first in the lowest byte.
+      std::vector<std::int64_t> chars((name.size() + 7) / 8, 0);
+      for (std::size_t k = 0; k < name.size(); ++k)
+        chars[k / 8] |= static_cast<std::int64_t>(static_cast<std::uint64_t>(static_cast<unsigned char>(name[k])) << (8 * (k % 8)));
+      w.insert(w.end(), chars.begin(), chars.end());
+    }
+    return w;
+  }
+  // Throws std::runtime_error on malformed words.
+  static TensorLayout parse(const std::int64_t* w, std::int64_t count) {
+    TensorLayout layout;
+    if (count < 1 || w[0] < 0) throw std::runtime_error("malformed shape header (no tensor count)");
+    std::int64_t pos = 1;
+    bool named = false;
+    for (std::int64_t i = 0; i < w[0]; ++i) {
+      if (pos + 2 > count || w[pos + 1] < 0 || pos + 3 + w[pos + 1] > count)
+        throw std::runtime_error(fmt::format("malformed shape header (tensor {})", i));
+      layout.dtypes.push_back(static_cast<at::ScalarType>(w[pos]));
+      const std::int64_t rank = w[pos + 1];
+      layout.sizes.emplace_back(w + pos + 2, w + pos + 2 + rank);
+      pos += 2 + rank;
+      const std::int64_t name_bytes = w[pos++];
+      const std::int64_t name_words = (name_bytes + 7) / 8;
+      if (name_bytes < 0 || pos + name_words > count) throw std::runtime_error(fmt::format("malformed shape header (name of tensor {})", i));
+      std::string name;
+      for (std::int64_t k = 0; k < name_bytes; ++k)
+        name.push_back(static_cast<char>((static_cast<std::uint64_t>(w[pos + k / 8]) >> (8 * (k % 8))) & 0xFF));
+      named = named || name_bytes > 0;
+      layout.names.push_back(std::move(name));
+      pos += name_words;
+    }
+    if (!named) layout.names.clear();
+    return layout;
+  }
+};
 
 // The tensors as one contiguous byte buffer, in order (any mix of dtypes).
 at::Tensor pack_bytes(const TensorList& tensors, const std::vector<std::int64_t>& prefix_words, at::Device device) {
@@ -247,6 +318,11 @@ class PipelineRuntime::Impl {
     if (static_cast<int>(schedule.stage_to_rank.size()) != schedule.num_stages)
       throw RuntimeError(fmt::format("schedule '{}': stage_to_rank names {} stages, not {}", schedule.name,
                                      schedule.stage_to_rank.size(), schedule.num_stages));
+    skip_routes_ = skip_routes(model_, partition_, schedule.stage_to_rank);
+    if (!skip_routes_.empty() && options_.activation_checkpoint_interval > 0)
+      throw RuntimeError(fmt::format("activation checkpointing (every {} layers) cannot recompute layers that stash or pop skip "
+                                     "tensors (skip '{}'); turn one of them off",
+                                     options_.activation_checkpoint_interval, skip_routes_.front().name));
     const auto& stages = schedule.stages_of_rank(position_.pipe_rank);
     for (int s : stages) {
       auto state = std::make_unique<StageState>();
@@ -286,6 +362,8 @@ class PipelineRuntime::Impl {
     result_ = StepResult{};
     tied_done_ = false;
     clipped_ = false;
+    sent_layouts_.clear();
+    received_layouts_.clear();
     const int m = active_->num_micro_batches;
     for (auto& [s, st] : stages_) {
       st->micro_batches.clear();
@@ -573,7 +651,7 @@ class PipelineRuntime::Impl {
   }
 
   // A stage's outputs must be defined tensors and, with declared shapes, match them.
-  void check_outputs(const StageState& st, const TensorList& outputs) const {
+  void check_outputs(const StageState& st, const TensorList& outputs, const std::vector<std::string>& names) const {
     if (outputs.empty()) fail(fmt::format("{} returned no output tensors", stage_name(st)), where());
     for (std::size_t i = 0; i < outputs.size(); ++i)
       if (!outputs[i].defined())
@@ -590,11 +668,51 @@ class PipelineRuntime::Impl {
            where());
     for (std::size_t i = 0; i < outputs.size(); ++i) {
       const auto& spec = declared[i];
+      const std::string given_name = i < names.size() ? names[i] : std::string();
+      if (!spec.name.empty() && given_name != spec.name)
+        fail(fmt::format("{}: output tensor {} is named '{}', but {} is declared with '{}' there", stage_name(st), i, given_name, next,
+                         spec.name),
+             where());
       if (outputs[i].sizes() != at::IntArrayRef(spec.sizes) || outputs[i].scalar_type() != spec.dtype)
         fail(fmt::format("{}: output tensor {} has shape {} {}, but {} is declared as {} {} (shape mismatch between stages)",
                          stage_name(st), i, shape_text(outputs[i].sizes()), c10::toString(outputs[i].scalar_type()), next,
                          shape_text(spec.sizes), c10::toString(spec.dtype)),
              where());
+    }
+  }
+
+  // The skip tensors the stage's layers stashed for later stages; every other one was popped.
+  void take_skip_outputs(const StageState& st, SkipTensors& left, MicroBatchState& state) const {
+    state.skip_outputs.clear();
+    for (const auto& r : skip_routes_) {
+      if (r.from_stage != st.stage || r.to_stage == st.stage) continue;
+      auto it = left.find(r.name);
+      if (it == left.end())
+        fail(fmt::format("{}: layer '{}' did not stash the skip tensor '{}'", stage_name(st),
+                         model_.layers.at(static_cast<std::size_t>(r.from_layer)).name, r.name),
+             where());
+      state.skip_outputs[r.name] = it->second;
+      left.erase(it);
+    }
+    if (!left.empty())
+      fail(fmt::format("{}: the skip tensor '{}' is left over after the stage's layers (received but not popped)", stage_name(st),
+                       left.begin()->first),
+           where());
+  }
+
+  // A dict arriving at a stage whose first layer takes other keys fails here, naming both.
+  void check_input_keys(const StageState& st, const std::vector<std::string>& names, std::size_t count) const {
+    // The skip tensors the layer pops come after what the stage receives.
+    const auto& pops = model_.layers.at(static_cast<std::size_t>(st.module->first_layer())).pop;
+    std::vector<std::string> keys;
+    for (const auto& key : st.module->input_keys())
+      if (std::find(pops.begin(), pops.end(), key) == pops.end()) keys.push_back(key);
+    if (keys.empty()) return;
+    if (auto wrong = key_mismatch(keys, names, count); !wrong.empty()) {
+      const std::string from = st.is_first ? std::string("from the data loader") : fmt::format("from stage {}", st.stage - 1);
+      fail(fmt::format("{} receives the keys [{}] {}, but its layer '{}' takes [{}]: {}", stage_name(st), fmt::join(names, ", "), from,
+                       st.module->first_layer_name(), fmt::join(keys, ", "), wrong),
+           where());
     }
   }
 
@@ -626,7 +744,27 @@ class PipelineRuntime::Impl {
       if (training && !st.is_first && carries_grad(leaf)) leaf.requires_grad_(true);
       state.inputs.push_back(leaf);
     }
+    state.input_names = std::move(state.received_names);
     state.received_inputs.clear();
+    state.received_names.clear();
+    check_input_keys(st, state.input_names, state.inputs.size());
+    // The skip tensors this stage's layers pop: leaves, like the stage inputs.
+    state.skip_inputs.clear();
+    for (const auto& r : skip_routes_) {
+      if (r.to_stage != instr.stage || r.from_stage == instr.stage) continue;
+      auto it = state.received_skips.find(r.name);
+      if (it == state.received_skips.end())
+        fail(fmt::format("{} needs the skip tensor '{}' of stage {} (stashed by layer '{}'), but it has not arrived (no "
+                         "RecvActivation from stage {} before this forward)",
+                         stage_name(st), r.name, r.from_stage, model_.layers.at(static_cast<std::size_t>(r.from_layer)).name,
+                         r.from_stage),
+             where());
+      at::Tensor leaf = it->second.detach();
+      if (training && carries_grad(leaf)) leaf.requires_grad_(true);
+      state.skip_inputs[r.name] = leaf;
+    }
+    state.received_skips.clear();
+    SkipTensors skips = state.skip_inputs;
     state.segments.clear();
     const bool checkpointed = training && options_.activation_checkpoint_interval > 0;
     {
@@ -634,28 +772,33 @@ class PipelineRuntime::Impl {
       if (!training || checkpointed) no_grad.emplace();
       if (checkpointed) {
         // Keep each run's input and random state; the runs' graphs are rebuilt in the backward.
-        TensorList x = state.inputs;
+        NamedTensors x{state.inputs, state.input_names};
         const int step = segment_length(st);
         for (int first = st.module->first_layer(); first < st.module->end_layer(); first += step) {
           MicroBatchState::Segment seg;
           seg.first_layer = first;
           seg.end_layer = std::min(first + step, st.module->end_layer());
-          seg.inputs = x;
+          seg.inputs = x.tensors;
+          seg.input_names = x.names;
           {
             auto generator = at::detail::getDefaultCPUGenerator();
             std::lock_guard<std::mutex> lock(generator.mutex());
             seg.rng_state = generator.get_state();
           }
-          x = st.module->forward_range(x, seg.first_layer, seg.end_layer);
+          x = st.module->forward_range_named(x, seg.first_layer, seg.end_layer, &skips);
           state.segments.push_back(std::move(seg));
         }
-        state.outputs = x;
+        state.outputs = std::move(x.tensors);
+        state.output_names = std::move(x.names);
         state.graph_ready = false;
       } else {
-        state.outputs = st.module->forward(state.inputs);
+        NamedTensors out = st.module->forward_named({state.inputs, state.input_names}, &skips);
+        state.outputs = std::move(out.tensors);
+        state.output_names = std::move(out.names);
         state.graph_ready = true;
       }
-      check_outputs(st, state.outputs);
+      check_outputs(st, state.outputs, state.output_names);
+      take_skip_outputs(st, skips, state);
       // Inference computes the loss only when the data has labels.
       if (st.is_last && (training || (state.labels.defined() && model_.loss))) {
         state.loss = compute_loss(st, state.outputs, state.labels);
@@ -668,6 +811,7 @@ class PipelineRuntime::Impl {
       whole.first_layer = st.module->first_layer();
       whole.end_layer = st.module->end_layer();
       whole.inputs = state.inputs;
+      for (const auto& [name, leaf] : state.skip_inputs) whole.inputs.push_back(leaf);  // after the stage inputs
       whole.outputs = state.outputs;
       state.segments.push_back(std::move(whole));
     }
@@ -681,8 +825,13 @@ class PipelineRuntime::Impl {
     if (!st.is_last && holds(instr.stage + 1)) {  // hand-over to the next stage on this rank
       TensorList handed;
       for (auto& t : state.outputs) handed.push_back(t.detach());
-      mb(instr.stage + 1, instr.micro_batch).received_inputs = std::move(handed);
+      MicroBatchState& next = mb(instr.stage + 1, instr.micro_batch);
+      next.received_inputs = std::move(handed);
+      next.received_names = state.output_names;
     }
+    for (const auto& r : skip_routes_)  // skip tensors for later stages on this rank
+      if (r.carrier == SkipCarrier::Memory && r.from_stage == instr.stage)
+        mb(r.to_stage, instr.micro_batch).received_skips[r.name] = state.skip_outputs.at(r.name).detach();
     if (!training) {
       state.inputs.clear();
       state.segments.clear();
@@ -714,7 +863,7 @@ class PipelineRuntime::Impl {
         std::lock_guard<std::mutex> lock(generator.mutex());
         generator.set_state(seg.rng_state);
       }
-      seg.outputs = st.module->forward_range(seg.inputs, seg.first_layer, seg.end_layer);
+      seg.outputs = st.module->forward_range_named({seg.inputs, seg.input_names}, seg.first_layer, seg.end_layer).tensors;
     }
     {
       std::lock_guard<std::mutex> lock(generator.mutex());
@@ -750,6 +899,16 @@ class PipelineRuntime::Impl {
         if (!o.requires_grad()) continue;  // e.g. a data tensor passed through: nothing to differentiate
         last.roots.push_back(o);
         last.seeds.push_back(grad);
+      }
+      for (const auto& [name, out] : state.skip_outputs) {
+        if (!carries_grad(out)) continue;
+        auto it = state.skip_output_grads.find(name);
+        if (it == state.skip_output_grads.end())
+          fail(fmt::format("backward without the gradient of the skip tensor '{}' (no RecvGrad from the stage that pops it)", name),
+               where());
+        if (!out.requires_grad()) continue;
+        last.roots.push_back(out);
+        last.seeds.push_back(it->second);
       }
     }
     state.seeded = true;
@@ -817,6 +976,13 @@ class PipelineRuntime::Impl {
           std::size_t g = 0;
           for (auto& t : state.inputs)
             if (carries_grad(t)) state.input_grads.push_back(t.requires_grad() ? input_grads.at(g++) : at::zeros_like(t));
+          state.skip_input_grads.clear();
+          for (const auto& [name, leaf] : state.skip_inputs)
+            if (carries_grad(leaf)) state.skip_input_grads[name] = leaf.requires_grad() ? input_grads.at(g++) : at::zeros_like(leaf);
+          for (const auto& r : skip_routes_)  // back to an earlier stage on this rank
+            if (r.carrier == SkipCarrier::Memory && r.to_stage == instr.stage)
+              if (auto it = state.skip_input_grads.find(r.name); it != state.skip_input_grads.end())
+                mb(r.from_stage, instr.micro_batch).skip_output_grads[r.name] = it->second;
           state.input_grads_ready = true;
           if (!st.is_first && holds(instr.stage - 1))  // hand-over to the previous stage on this rank
             mb(instr.stage - 1, instr.micro_batch).output_grads = state.input_grads;
@@ -841,6 +1007,9 @@ class PipelineRuntime::Impl {
       state.inputs.clear();
       state.loss = at::Tensor();
       state.output_grads.clear();
+      state.skip_inputs.clear();
+      state.skip_outputs.clear();
+      state.skip_output_grads.clear();
       state.seeded = false;
     }
   }
@@ -849,6 +1018,114 @@ class PipelineRuntime::Impl {
     return (from_stage * active_->num_stages + to_stage) * 2 + static_cast<int>(kind);
   }
 
+  // ---- shape headers -------------------------------------------------------------------------
+  // (from stage, to stage, part): part 0 the stage's tensors, 1 its skip tensors. The first
+  // transfer of a step on a channel carries the shape header; later ones reuse it (DeepSpeed),
+  // unless shapes_per_micro_batch sends it every time. Both ends agree: transfers of a channel
+  // are matched in order.
+  using ShapeChannel = std::tuple<int, int, int>;
+
+  std::string layout_entry(const TensorLayout& layout, std::size_t i) const {
+    return fmt::format("{} {}", shape_text(layout.sizes[i]), c10::toString(layout.dtypes[i]));
+  }
+
+  // A later micro-batch must match the header its batch sent first on the channel.
+  void check_against_header(const StageState& st, int micro_batch, const TensorLayout& now, const TensorLayout& header,
+                            int to_stage, const char* what) const {
+    const std::string advice =
+        "shapes may change between batches but not between the micro-batches of one batch; turn on per-micro-batch shape "
+        "headers (EngineOptions::shapes_per_micro_batch, DeepSpeed's dynamic_shape) for data whose shapes vary inside a batch";
+    if (now.dtypes.size() != header.dtypes.size())
+      fail(fmt::format("{}: micro-batch {} sends {} {}(s) to stage {}, but the shape header sent with micro-batch {} of this "
+                       "batch describes {}; {}",
+                       stage_name(st), micro_batch, now.dtypes.size(), what, to_stage, header.micro_batch, header.dtypes.size(),
+                       advice),
+           where());
+    for (std::size_t i = 0; i < now.dtypes.size(); ++i) {
+      const std::string name = now.names.empty() ? std::string() : fmt::format(" '{}'", now.names[i]);
+      const std::string header_name = header.names.empty() ? std::string() : fmt::format(" '{}'", header.names[i]);
+      if (now.sizes[i] != header.sizes[i] || now.dtypes[i] != header.dtypes[i] || name != header_name)
+        fail(fmt::format("{}: micro-batch {}: {} {}{} is {}, but the shape header sent to stage {} with micro-batch {} of this "
+                         "batch says {}{}; {}",
+                         stage_name(st), micro_batch, what, i, name, layout_entry(now, i), to_stage, header.micro_batch,
+                         layout_entry(header, i), header_name, advice),
+             where());
+    }
+  }
+
+  // Appends the messages of `payload` on `channel`; returns the bytes of the data message.
+  std::int64_t shaped_messages(TensorList& messages, const TensorList& payload, const std::vector<std::string>& names,
+                               const ShapeChannel& channel, const StageState& st, int micro_batch, const char* what) {
+    const at::Device device = options_.device->device();
+    TensorLayout layout = TensorLayout::of(payload, names);
+    layout.micro_batch = micro_batch;
+    if (auto known = sent_layouts_.find(channel); known != sent_layouts_.end() && !options_.shapes_per_micro_batch) {
+      check_against_header(st, micro_batch, layout, known->second, std::get<1>(channel), what);
+      messages.push_back(pack_bytes(payload, {}, device));
+      return messages.back().numel();
+    }
+    const auto words = layout.words();
+    at::Tensor body = pack_bytes(payload, words, device);
+    const std::int64_t descriptor_bytes = static_cast<std::int64_t>(words.size()) * 8;
+    messages.push_back(at::tensor(std::vector<std::int64_t>{static_cast<std::int64_t>(words.size()), body.numel() - descriptor_bytes},
+                                  at::TensorOptions().dtype(at::kLong))
+                           .to(device));
+    messages.push_back(body);
+    sent_layouts_[channel] = std::move(layout);
+    return body.numel();
+  }
+
+  // The tensors of a transfer on `channel` (and their names), with or without a header as
+  // shaped_messages sent them; `bytes` is the size of the data message.
+  TensorList receive_shaped(const ShapeChannel& channel, const std::function<void(at::Tensor)>& receive, int peer,
+                            std::int64_t& bytes, std::vector<std::string>& names) {
+    const at::Device device = options_.device->device();
+    if (auto known = received_layouts_.find(channel); known != received_layouts_.end() && !options_.shapes_per_micro_batch) {
+      at::Tensor body = at::empty({known->second.payload_bytes()}, at::TensorOptions().dtype(at::kByte).device(device));
+      receive(body);
+      bytes = body.numel();
+      names = known->second.names;
+      return unpack_bytes(body, 0, known->second.dtypes, known->second.sizes, device);
+    }
+    at::Tensor header = at::empty({kHeaderWords}, at::TensorOptions().dtype(at::kLong).device(device));
+    receive(header);
+    header = header.cpu();
+    const std::int64_t words = header[0].item<std::int64_t>(), payload_bytes = header[1].item<std::int64_t>();
+    if (words < 1 || payload_bytes < 0)
+      fail(fmt::format("malformed shape header from rank {} ({} words, {} bytes)", peer, words, payload_bytes), where());
+    at::Tensor body = at::empty({words * 8 + payload_bytes}, at::TensorOptions().dtype(at::kByte).device(device));
+    receive(body);
+    const at::Tensor descriptor = body.slice(0, 0, words * 8).cpu().clone().view(at::kLong);
+    TensorLayout layout;
+    try {
+      layout = TensorLayout::parse(descriptor.data_ptr<std::int64_t>(), words);
+    } catch (const std::runtime_error& e) {
+      fail(fmt::format("{} from rank {}", e.what(), peer), where());
+    }
+    if (layout.payload_bytes() != payload_bytes)
+      fail(fmt::format("malformed shape header from rank {} ({} bytes announced, {} described)", peer, payload_bytes,
+                       layout.payload_bytes()),
+           where());
+    bytes = body.numel();
+    names = layout.names;
+    TensorList out = unpack_bytes(body, words * 8, layout.dtypes, layout.sizes, device);
+    received_layouts_[channel] = std::move(layout);
+    return out;
+  }
+
+  // The skip tensors that travel on the transfers from `from_stage` to `to_stage` (not in memory).
+  std::vector<const SkipRoute*> transported_skips(int from_stage, int to_stage) const {
+    std::vector<const SkipRoute*> out;
+    for (const auto& r : skip_routes_)
+      if (r.from_stage == from_stage && r.to_stage == to_stage &&
+          (r.carrier == SkipCarrier::WithActivation || r.carrier == SkipCarrier::Direct))
+        out.push_back(&r);
+    return out;
+  }
+
+  // Sends to the next stage (activations) or the previous one (gradients) carry the stage's
+  // tensors and, as a second message, the skip tensors riding along; sends to another stage
+  // (peer_stage) carry only the skip tensors of that pair.
   void send(const Instruction& instr) {
     const int peer_stage = resolved_peer_stage(instr);
     if (holds(peer_stage)) return;  // same rank: handed over in memory
@@ -856,37 +1133,65 @@ class PipelineRuntime::Impl {
     const bool activation = instr.op == Op::SendActivation;
     if (activation ? state.outputs.empty() : !state.input_grads_ready)
       fail(activation ? "nothing to send: the forward has not run" : "nothing to send: the backward has not run", where());
-    const TensorList& payload = activation ? state.outputs : state.input_grads;
+    const bool main_channel = peer_stage == (activation ? instr.stage + 1 : instr.stage - 1);
+    const auto skips = activation ? transported_skips(instr.stage, peer_stage) : transported_skips(peer_stage, instr.stage);
+    if (!main_channel && skips.empty())
+      fail(fmt::format("nothing to send to stage {}: it is not the {} stage and no skip tensor goes {} it", peer_stage,
+                       activation ? "next" : "previous", activation ? "to" : "back to"),
+           where());
     const int peer = world_rank_of_stage(peer_stage);
     const int message_tag = tag(instr.stage, peer_stage, activation ? TransferKind::Activation : TransferKind::Grad);
     const at::Device device = options_.device->device();
     TensorList messages;
     std::int64_t bytes = 0;
-    if (activation && dynamic_shapes_) {
-      // Header first (descriptor words, payload bytes), then descriptor and tensors as bytes.
-      const auto words = describe(payload);
-      at::Tensor body = pack_bytes(payload, words, device);
-      const std::int64_t descriptor_bytes = static_cast<std::int64_t>(words.size()) * 8;
-      messages.push_back(at::tensor(std::vector<std::int64_t>{static_cast<std::int64_t>(words.size()), body.numel() - descriptor_bytes},
-                                    at::TensorOptions().dtype(at::kLong))
-                             .to(device));
-      messages.push_back(body);
-      bytes = body.numel();
-    } else if (!activation) {
-      // Gradients: one per floating-point input; the receiver knows their shapes from its
-      // outputs. A stage without floating-point inputs sends nothing (and nothing is awaited).
-      if (payload.empty()) return;
-      messages.push_back(pack_bytes(payload, {}, device));
-      bytes = messages.back().numel();
-    } else if (mixed_dtypes(payload)) {
-      messages.push_back(pack_bytes(payload, {}, device));  // e.g. hidden states and a mask
-      bytes = messages.back().numel();
-    } else {
-      TensorList detached;
-      for (auto& t : payload) detached.push_back(t.detach());
-      messages.push_back(pack_tensors(detached));
-      bytes = static_cast<std::int64_t>(messages.back().numel() * messages.back().element_size());
+    if (main_channel) {
+      const TensorList& payload = activation ? state.outputs : state.input_grads;
+      if (activation && dynamic_shapes_) {
+        bytes += shaped_messages(messages, payload, state.output_names, {instr.stage, peer_stage, 0}, stage(instr.stage),
+                                 instr.micro_batch, "output tensor");
+      } else if (!activation) {
+        // Gradients: one per floating-point input; the receiver knows their shapes from its
+        // outputs. A stage without floating-point inputs sends nothing (and nothing is awaited).
+        if (!payload.empty()) {
+          messages.push_back(pack_bytes(payload, {}, device));
+          bytes += messages.back().numel();
+        }
+      } else if (mixed_dtypes(payload)) {
+        messages.push_back(pack_bytes(payload, {}, device));  // e.g. hidden states and a mask
+        bytes += messages.back().numel();
+      } else {
+        TensorList detached;
+        for (auto& t : payload) detached.push_back(t.detach());
+        messages.push_back(pack_tensors(detached));
+        bytes += static_cast<std::int64_t>(messages.back().numel() * messages.back().element_size());
+      }
     }
+    if (!skips.empty() && activation) {
+      // Skip tensors carry their names and shapes (headers as for dynamic shapes).
+      TensorList tensors;
+      std::vector<std::string> names;
+      for (const SkipRoute* r : skips) {
+        auto it = state.skip_outputs.find(r->name);
+        if (it == state.skip_outputs.end())
+          fail(fmt::format("stage {} has no skip tensor '{}' for stage {} (layer '{}' stashes it)", instr.stage, r->name, peer_stage,
+                           model_.layers.at(static_cast<std::size_t>(r->from_layer)).name),
+               where());
+        tensors.push_back(it->second);
+        names.push_back(r->name);
+      }
+      bytes += shaped_messages(messages, tensors, names, {instr.stage, peer_stage, 1}, stage(instr.stage), instr.micro_batch,
+                               "skip tensor");
+    } else if (!skips.empty()) {
+      // The gradients of the floating-point skip tensors, in route order.
+      TensorList grads;
+      for (const SkipRoute* r : skips)
+        if (auto it = state.skip_input_grads.find(r->name); it != state.skip_input_grads.end()) grads.push_back(it->second);
+      if (!grads.empty()) {
+        messages.push_back(pack_bytes(grads, {}, device));
+        bytes += messages.back().numel();
+      }
+    }
+    if (messages.empty()) return;
     const auto index = begin_event(traces::Lane::Send, instr, peer, bytes);
     auto group = std::make_unique<PendingGroup>();
     for (auto& m : messages) group->add(world_.send(m, peer, message_tag));
@@ -897,78 +1202,22 @@ class PipelineRuntime::Impl {
     return options_.device->device() == at::kCPU ? t : t.to(options_.device->device());
   }
 
-  void recv(const Instruction& instr) {
-    const int peer_stage = resolved_peer_stage(instr);
-    if (holds(peer_stage)) return;  // same rank: handed over in memory
-    StageState& st = stage(instr.stage);
-    MicroBatchState& state = mb(instr.stage, instr.micro_batch);
-    const bool activation = instr.op == Op::RecvActivation;
-    const int peer = world_rank_of_stage(peer_stage);
-    const int message_tag = tag(peer_stage, instr.stage, activation ? TransferKind::Activation : TransferKind::Grad);
+  using Receive = std::function<void(at::Tensor)>;
+
+  // The stage's inputs from the previous stage; returns the bytes received.
+  std::int64_t receive_activation(StageState& st, MicroBatchState& state, int peer_stage, const Receive& receive, int peer) {
     const at::Device device = options_.device->device();
-    auto receive = [&](at::Tensor buffer) {
-      try {
-        world_.recv(buffer, peer, message_tag)->wait(options_.timeout);
-      } catch (const std::exception& e) {
-        fail(first_line(e.what()), "blocked in " + where());
-      }
-    };
-    if (activation && dynamic_shapes_) {
-      const auto index = begin_event(traces::Lane::Recv, instr, peer, -1);
-      at::Tensor header = at::empty({kHeaderWords}, at::TensorOptions().dtype(at::kLong).device(device));
-      receive(header);
-      header = header.cpu();
-      const std::int64_t words = header[0].item<std::int64_t>(), payload_bytes = header[1].item<std::int64_t>();
-      if (words < 1 || payload_bytes < 0)
-        fail(fmt::format("malformed shape header from rank {} ({} words, {} bytes)", peer, words, payload_bytes), where());
-      at::Tensor body = at::empty({words * 8 + payload_bytes}, at::TensorOptions().dtype(at::kByte).device(device));
-      receive(body);
-      const at::Tensor descriptor = body.slice(0, 0, words * 8).cpu().clone().view(at::kLong);
-      const std::int64_t* w = descriptor.data_ptr<std::int64_t>();
-      std::vector<at::ScalarType> dtypes;
-      std::vector<std::vector<std::int64_t>> sizes;
-      std::int64_t pos = 1;
-      for (std::int64_t i = 0; i < w[0]; ++i) {
-        if (pos + 2 > words || pos + 2 + w[pos + 1] > words || w[pos + 1] < 0)
-          fail(fmt::format("malformed shape header from rank {} (tensor {})", peer, i), where());
-        dtypes.push_back(static_cast<at::ScalarType>(w[pos]));
-        const std::int64_t rank = w[pos + 1];
-        sizes.emplace_back(w + pos + 2, w + pos + 2 + rank);
-        pos += 2 + rank;
-      }
-      state.received_inputs = unpack_bytes(body, words * 8, dtypes, sizes, device);
-      {
-        std::lock_guard<std::mutex> lock(events_mutex_);
-        result_.events[index].bytes = body.numel();
-      }
-      end_event(index, now_us());
-      return;
-    }
-    if (!activation) {
-      if (state.outputs.empty()) fail("a gradient for outputs this stage has not computed (no forward before it)", where());
-      std::vector<at::ScalarType> dtypes;
-      std::vector<std::vector<std::int64_t>> sizes;
-      std::int64_t total = 0;
-      for (const auto& o : state.outputs)
-        if (carries_grad(o)) {
-          dtypes.push_back(o.scalar_type());
-          sizes.emplace_back(o.sizes().vec());
-          total += o.numel() * static_cast<std::int64_t>(o.element_size());
-        }
-      if (total == 0) {  // no floating-point outputs: no gradient comes back
-        state.output_grads.clear();
-        return;
-      }
-      at::Tensor body = at::empty({total}, at::TensorOptions().dtype(at::kByte).device(device));
-      const auto index = begin_event(traces::Lane::Recv, instr, peer, total);
-      receive(body);
-      end_event(index, now_us());
-      state.output_grads = unpack_bytes(body, 0, dtypes, sizes, device);
-      return;
+    if (dynamic_shapes_) {
+      std::int64_t bytes = 0;
+      state.received_inputs = receive_shaped({peer_stage, st.stage, 0}, receive, peer, bytes, state.received_names);
+      return bytes;
     }
     TensorList like;
-    for (const auto& spec : model_.boundary.at(static_cast<std::size_t>(st.module->first_layer())))
+    state.received_names.clear();
+    for (const auto& spec : model_.boundary.at(static_cast<std::size_t>(st.module->first_layer()))) {
       like.push_back(at::empty(spec.sizes, at::TensorOptions().dtype(spec.dtype).device(device)));
+      if (!spec.name.empty()) state.received_names.push_back(spec.name);
+    }
     if (mixed_dtypes(like)) {
       std::vector<at::ScalarType> dtypes;
       std::vector<std::vector<std::int64_t>> sizes;
@@ -979,19 +1228,105 @@ class PipelineRuntime::Impl {
         total_bytes += t.numel() * static_cast<std::int64_t>(t.element_size());
       }
       at::Tensor body = at::empty({total_bytes}, at::TensorOptions().dtype(at::kByte).device(device));
-      const auto index = begin_event(traces::Lane::Recv, instr, peer, total_bytes);
       receive(body);
-      end_event(index, now_us());
       state.received_inputs = unpack_bytes(body, 0, dtypes, sizes, device);
-      return;
+      return total_bytes;
     }
     std::int64_t total = 0;
     for (auto& t : like) total += t.numel();
     at::Tensor flat = like.size() == 1 ? like[0] : at::empty({total}, like[0].options());
-    const auto index = begin_event(traces::Lane::Recv, instr, peer, static_cast<std::int64_t>(flat.numel() * flat.element_size()));
     receive(flat);
-    end_event(index, now_us());
     state.received_inputs = unpack_tensors(flat, like);
+    return static_cast<std::int64_t>(flat.numel() * flat.element_size());
+  }
+
+  // Gradients for `tensors` (the floating-point ones, in order) as one byte message; an empty
+  // list when none is floating-point (nothing is sent then). `bytes` adds what was received.
+  TensorList receive_grads_for(const TensorList& tensors, const Receive& receive, std::int64_t& bytes) {
+    const at::Device device = options_.device->device();
+    std::vector<at::ScalarType> dtypes;
+    std::vector<std::vector<std::int64_t>> sizes;
+    std::int64_t total = 0;
+    for (const auto& o : tensors)
+      if (carries_grad(o)) {
+        dtypes.push_back(o.scalar_type());
+        sizes.emplace_back(o.sizes().vec());
+        total += o.numel() * static_cast<std::int64_t>(o.element_size());
+      }
+    if (total == 0) return {};
+    at::Tensor body = at::empty({total}, at::TensorOptions().dtype(at::kByte).device(device));
+    receive(body);
+    bytes += total;
+    return unpack_bytes(body, 0, dtypes, sizes, device);
+  }
+
+  void recv(const Instruction& instr) {
+    const int peer_stage = resolved_peer_stage(instr);
+    if (holds(peer_stage)) return;  // same rank: handed over in memory
+    StageState& st = stage(instr.stage);
+    MicroBatchState& state = mb(instr.stage, instr.micro_batch);
+    const bool activation = instr.op == Op::RecvActivation;
+    const int peer = world_rank_of_stage(peer_stage);
+    const int message_tag = tag(peer_stage, instr.stage, activation ? TransferKind::Activation : TransferKind::Grad);
+    const bool main_channel = peer_stage == (activation ? instr.stage - 1 : instr.stage + 1);
+    const auto skips = activation ? transported_skips(peer_stage, instr.stage) : transported_skips(instr.stage, peer_stage);
+    if (!main_channel && skips.empty())
+      fail(fmt::format("nothing to receive from stage {}: it is not the {} stage and no skip tensor comes {} it", peer_stage,
+                       activation ? "previous" : "next", activation ? "from" : "back from"),
+           where());
+    Receive receive = [&](at::Tensor buffer) {
+      try {
+        world_.recv(buffer, peer, message_tag)->wait(options_.timeout);
+      } catch (const std::exception& e) {
+        fail(first_line(e.what()), "blocked in " + where());
+      }
+    };
+    if (!activation && state.outputs.empty())
+      fail("a gradient for outputs this stage has not computed (no forward before it)", where());
+    const double start_us = now_us();
+    std::int64_t bytes = 0;
+    std::size_t messages = 0;
+    if (main_channel && activation) {
+      bytes += receive_activation(st, state, peer_stage, receive, peer);
+      ++messages;
+    } else if (main_channel) {
+      const std::int64_t before = bytes;
+      state.output_grads = receive_grads_for(state.outputs, receive, bytes);
+      messages += bytes > before ? 1 : 0;
+    }
+    if (!skips.empty() && activation) {
+      std::int64_t skip_bytes = 0;
+      std::vector<std::string> names;
+      TensorList tensors = receive_shaped({peer_stage, instr.stage, 1}, receive, peer, skip_bytes, names);
+      if (names.size() != tensors.size())
+        fail(fmt::format("the skip tensors from stage {} came without their names", peer_stage), where());
+      for (std::size_t i = 0; i < tensors.size(); ++i) state.received_skips[names[i]] = tensors[i];
+      bytes += skip_bytes;
+      ++messages;
+    } else if (!skips.empty()) {
+      TensorList produced;
+      std::vector<std::string> names;
+      for (const SkipRoute* r : skips)
+        if (auto it = state.skip_outputs.find(r->name); it != state.skip_outputs.end()) {
+          produced.push_back(it->second);
+          names.push_back(r->name);
+        } else {
+          fail(fmt::format("a gradient for the skip tensor '{}', which this stage has not produced", r->name), where());
+        }
+      const std::int64_t before = bytes;
+      const TensorList grads = receive_grads_for(produced, receive, bytes);
+      std::size_t g = 0;
+      for (std::size_t i = 0; i < produced.size(); ++i)
+        if (carries_grad(produced[i])) state.skip_output_grads[names[i]] = grads.at(g++);
+      messages += bytes > before ? 1 : 0;
+    }
+    if (messages == 0) return;  // nothing floating-point: no gradient comes back
+    const auto index = begin_event(traces::Lane::Recv, instr, peer, bytes);
+    {
+      std::lock_guard<std::mutex> lock(events_mutex_);
+      result_.events[index].ts_us = start_us - result_.origin_us;
+    }
+    end_event(index, now_us());
   }
 
   // ---- end of batch ------------------------------------------------------------------------
@@ -1124,6 +1459,8 @@ class PipelineRuntime::Impl {
   bool tied_done_ = false;
   bool clipped_ = false;
   bool dynamic_shapes_ = false;
+  std::vector<SkipRoute> skip_routes_;
+  std::map<ShapeChannel, TensorLayout> sent_layouts_, received_layouts_;  // this step's shape headers
   const MicroBatchSource* source_ = nullptr;
   std::vector<MicroBatch> pulled_;
   bool keep_outputs_ = false;

@@ -9,6 +9,10 @@
 //   shapes that change every step (sequence length 5, 6, 7 sent with shape headers), and with
 //   declared static shapes (no headers; hidden states and mask in one message); the
 //   split-backward zb-h1 with checkpointing every 2 layers matches within 1e-6 relative.
+// - shape headers (no declared shapes): only micro-batch 0 of each step carries one (rank 1's
+//   RECV_F bytes 876, 780, 780, 780), every micro-batch with shapes_per_micro_batch (876 each),
+//   same losses; sequence lengths 6 and 7 inside one batch fail on rank 0 naming stage 0,
+//   micro-batch 1, output tensor 0 and the option, and train bit for bit with the option on.
 // - eval_batch before any step returns exactly the first step's loss; the last stage's rank gets
 //   4 outputs of shape [2, 6, 24], the other rank none; the same with zbv (4 stages on 2 ranks,
 //   the forwards of its training schedule), the outputs then on rank 0.
@@ -33,15 +37,16 @@
 #include <torch/optim/sgd.h>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/registry.hpp"
 #include "pipescope/exec/engine.hpp"
 
 #include "example_runner.hpp"
+#include "in_process_ranks.hpp"
 
 using namespace pipescope;
 using namespace pipescope::exec;
@@ -85,6 +90,7 @@ PipelineModule test_module(bool broken_output = false) {
 struct RankRun {
   std::vector<double> losses;
   std::vector<double> norms;
+  std::vector<traces::TraceEvent> last_events;  // of the last train_batch
   EvalResult eval;
   std::string error;
 };
@@ -99,39 +105,31 @@ std::vector<std::vector<TensorSpec>> declared_shapes(int wrong_boundary = -1) {
   return shapes;
 }
 
-// Runs `steps` train_batch calls on `ranks` in-process ranks; `seq_len_of(step)` sizes the data.
+// The sequence length of sample `index` of step `step`.
+using SeqLenOf = std::function<int(int step, std::int64_t index)>;
+
+// Runs `steps` train_batch calls on `ranks` in-process ranks; `seq_len_of` sizes the data.
 std::vector<RankRun> train(int ranks, const std::string& schedule, EngineOptions options, int steps, bool eval_first = false,
-                           std::function<int(int)> seq_len_of = [](int) { return 6; }, bool broken = false,
+                           SeqLenOf seq_len_of = [](int, std::int64_t) { return 6; }, bool broken = false,
                            bool static_shapes = false) {
-  at::set_num_threads(1);
-  auto net = make_fake_network(ranks);
-  std::vector<RankRun> runs(static_cast<std::size_t>(ranks));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] {
-      auto& run = runs[static_cast<std::size_t>(r)];
-      try {
-        auto transport = make_fake_transport(net, r);
-        PipelineModule module = test_module(broken);
-        if (static_shapes) module.set_static_shapes(declared_shapes());
-        PipelineEngine engine(module, schedule, *transport, options);
-        if (eval_first) {
-          std::int64_t next = 0;
-          run.eval = engine.eval_batch([&] { return sample(next++, 6); }, true);
-        }
-        std::int64_t next = 0;
-        for (int step = 0; step < steps; ++step) {
-          const int seq_len = seq_len_of(step);
-          run.losses.push_back(engine.train_batch([&] { return sample(next++, seq_len); }));
-          run.norms.push_back(engine.last_step().grad_norm);
-        }
-      } catch (const std::exception& e) {
-        run.error = e.what();
-        fake_network_fail_rank(*net, r);
-      }
-    });
-  for (auto& t : threads) t.join();
-  return runs;
+  return testing::run_in_process_ranks<RankRun>(ranks, [&](int, Transport& transport, RankRun& run) {
+    PipelineModule module = test_module(broken);
+    if (static_shapes) module.set_static_shapes(declared_shapes());
+    PipelineEngine engine(module, schedule, transport, options);
+    if (eval_first) {
+      std::int64_t next = 0;
+      run.eval = engine.eval_batch([&] { return sample(next++, 6); }, true);
+    }
+    std::int64_t next = 0;
+    for (int step = 0; step < steps; ++step) {
+      run.losses.push_back(engine.train_batch([&] {
+        const std::int64_t index = next++;
+        return sample(index, seq_len_of(step, index));
+      }));
+      run.norms.push_back(engine.last_step().grad_norm);
+      run.last_events = engine.last_step().events;
+    }
+  });
 }
 
 EngineOptions base_options() {
@@ -149,7 +147,7 @@ TEST_CASE("engine: 2-rank 1f1b reproduces 1-rank gradient accumulation bit for b
   struct Case {
     std::string name;
     EngineOptions options;
-    std::function<int(int)> seq_len_of = [](int) { return 6; };
+    SeqLenOf seq_len_of = [](int, std::int64_t) { return 6; };
     bool static_shapes = false;
   };
   std::vector<Case> cases(5);
@@ -159,7 +157,7 @@ TEST_CASE("engine: 2-rank 1f1b reproduces 1-rank gradient accumulation bit for b
   cases[2].name = "clipping to norm 0.05";
   cases[2].options.gradient_clipping = 0.05;
   cases[3].name = "shapes changing every step";
-  cases[3].seq_len_of = [](int step) { return 5 + step; };
+  cases[3].seq_len_of = [](int step, std::int64_t) { return 5 + step; };
   cases[4].name = "declared static shapes (no headers; float and bool sent as one message)";
   cases[4].static_shapes = true;
   for (auto& c : cases) {
@@ -183,6 +181,49 @@ TEST_CASE("engine: 2-rank 1f1b reproduces 1-rank gradient accumulation bit for b
         CHECK(piped[1].norms[step] == single[0].norms[step]);
       }
     }
+  }
+}
+
+// Shape headers (no declared shapes), 2-rank 1f1b, 4 micro-batches, sequence length 6: each
+// activation message holds hidden [2, 6, 16] float (768 bytes) and mask [2, 6] bool (12 bytes),
+// 780 bytes; the header's descriptor adds 12 words (count; dtype, rank, 3 sizes, name length;
+// dtype, rank, 2 sizes, name length) = 96 bytes. By default only micro-batch 0 of each step
+// carries it (876 bytes), micro-batches 1..3 send 780; per-micro-batch headers send 876 each time.
+TEST_CASE("engine: shape headers go with the first micro-batch of each batch, or every one on request") {
+  auto recv_bytes = [](const RankRun& run) {
+    std::map<int, std::int64_t> bytes;  // micro-batch -> bytes of its RECV_F on the last step
+    for (const auto& e : run.last_events)
+      if (e.name == "RECV_F") bytes[e.micro_batch] = e.bytes;
+    return bytes;
+  };
+  EngineOptions o = base_options();
+  const auto per_batch = train(2, "1f1b", o, 2);
+  INFO(per_batch[0].error << " | " << per_batch[1].error);
+  REQUIRE(per_batch[1].error.empty());
+  CHECK(recv_bytes(per_batch[1]) == std::map<int, std::int64_t>{{0, 876}, {1, 780}, {2, 780}, {3, 780}});
+  o.shapes_per_micro_batch = true;
+  const auto every = train(2, "1f1b", o, 2);
+  REQUIRE(every[1].error.empty());
+  CHECK(recv_bytes(every[1]) == std::map<int, std::int64_t>{{0, 876}, {1, 876}, {2, 876}, {3, 876}});
+  CHECK(every[1].losses == per_batch[1].losses);
+
+  // Sequence length 6 + (sample index % 2): shapes change inside a batch.
+  const SeqLenOf varying = [](int, std::int64_t index) { return 6 + static_cast<int>(index % 2); };
+  SECTION("shapes changing between micro-batches need per-micro-batch headers") {
+    EngineOptions d = base_options();
+    const auto failed = train(2, "1f1b", d, 1, false, varying);
+    CHECK_THAT(failed[0].error, Catch::Contains("stage 0 (layers 0..") && Catch::Contains("micro-batch 1: output tensor 0 is [2, 7, 16] Float") &&
+                                    Catch::Contains("the shape header sent to stage 1 with micro-batch 0 of this batch says [2, 6, 16] Float") &&
+                                    Catch::Contains("EngineOptions::shapes_per_micro_batch"));
+    CHECK_FALSE(failed[1].error.empty());
+    d.shapes_per_micro_batch = true;
+    const auto single = train(1, "data-parallel", d, 3, false, varying);
+    const auto piped = train(2, "1f1b", d, 3, false, varying);
+    REQUIRE(single[0].error.empty());
+    INFO(piped[0].error << " | " << piped[1].error);
+    REQUIRE(piped[0].error.empty());
+    REQUIRE(piped[1].error.empty());
+    for (int step = 0; step < 3; ++step) CHECK(piped[1].losses[step] == single[0].losses[step]);
   }
 }
 
@@ -256,35 +297,24 @@ TEST_CASE("engine: split points, optimizer factory and batch size") {
 
 TEST_CASE("engine: user errors name the stage and the tensor") {
   SECTION("an output that is not a tensor") {
-    const auto runs = train(1, "data-parallel", base_options(), 1, false, [](int) { return 6; }, /*broken=*/true);
+    const auto runs = train(1, "data-parallel", base_options(), 1, false, [](int, std::int64_t) { return 6; }, /*broken=*/true);
     CHECK_THAT(runs[0].error, Catch::Contains("stage 0") && Catch::Contains("output 1 of layer 'block0' (layer 1) is not a tensor"));
   }
   SECTION("a shape mismatch between stages") {
     EngineOptions o = base_options();
     o.split_points = {"block1"};
     o.timeout = 1000ms;
-    auto net = make_fake_network(2);
-    std::vector<std::string> errors(2);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < 2; ++r)
-      threads.emplace_back([&, r] {
-        try {
-          auto transport = make_fake_transport(net, r);
-          PipelineModule m = test_module();
-          m.set_static_shapes(declared_shapes(/*wrong_boundary=*/2));
-          PipelineEngine engine(m, "1f1b", *transport, o);
-          std::int64_t next = 0;
-          engine.train_batch([&] { return sample(next++, 6); });
-        } catch (const std::exception& e) {
-          errors[static_cast<std::size_t>(r)] = e.what();
-          fake_network_fail_rank(*net, r);
-        }
-      });
-    for (auto& t : threads) t.join();
-    CHECK_THAT(errors[0], Catch::Contains("stage 0 (layers 0..1, 'embed' .. 'block0')") &&
-                              Catch::Contains("output tensor 0 has shape [2, 6, 16]") &&
-                              Catch::Contains("the input of layer 'block1' is declared as [2, 6, 8]"));
-    CHECK_FALSE(errors[1].empty());
+    const auto runs = testing::run_in_process_ranks<RankRun>(2, [&](int, Transport& transport, RankRun&) {
+      PipelineModule m = test_module();
+      m.set_static_shapes(declared_shapes(/*wrong_boundary=*/2));
+      PipelineEngine engine(m, "1f1b", transport, o);
+      std::int64_t next = 0;
+      engine.train_batch([&] { return sample(next++, 6); });
+    });
+    CHECK_THAT(runs[0].error, Catch::Contains("stage 0 (layers 0..1, 'embed' .. 'block0')") &&
+                                  Catch::Contains("output tensor 0 has shape [2, 6, 16]") &&
+                                  Catch::Contains("the input of layer 'block1' is declared as [2, 6, 8]"));
+    CHECK_FALSE(runs[1].error.empty());
   }
   SECTION("a schedule for another number of ranks or stages") {
     auto net = make_fake_network(2);

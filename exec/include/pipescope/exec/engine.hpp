@@ -15,6 +15,7 @@
 #include "pipescope/core/schedule.hpp"
 #include "pipescope/exec/pipeline_module.hpp"
 #include "pipescope/exec/runtime.hpp"
+#include "pipescope/exec/skip_connections.hpp"
 #include "pipescope/exec/transport.hpp"
 
 namespace pipescope::exec {
@@ -35,6 +36,9 @@ struct EngineOptions {
   double weight_decay = 0.01;
   int activation_checkpoint_interval = 0;  // > 0: recompute runs of this many layers in the backward
   double gradient_clipping = 0;     // > 0: clip the global gradient norm to this
+  // Without declared shapes: true sends the shape header with every activation transfer, not
+  // only with the first of each train_batch/eval_batch (DeepSpeed's dynamic_shape).
+  bool shapes_per_micro_batch = false;
   std::string eval_schedule;        // "": deepspeed-inference when it fits, else the forwards of the training schedule
   std::chrono::milliseconds timeout{60000};
   std::shared_ptr<ComputeDevice> device;  // null: the CPU
@@ -48,7 +52,8 @@ struct EvalResult {
 class PipelineEngine {
  public:
   // `schedule`: a name of SPEC.md section 2 (with options.micro_batches and .chunks) or
-  // "file:PATH". Throws UsageError or ScheduleError naming what does not fit: a schedule for
+  // "file:PATH". Skip connections between stages on different ranks that are not neighbours
+  // get their own transfers added to it (with_skip_transfers; schedule() shows the result). Throws UsageError or ScheduleError naming what does not fit: a schedule for
   // another number of ranks or stages, an unknown split point, a loss on an inner stage.
   PipelineEngine(PipelineModule module, const std::string& schedule, Transport& world, EngineOptions options = {});
   PipelineEngine(PipelineModule module, Schedule schedule, Transport& world, EngineOptions options = {});
@@ -74,6 +79,8 @@ class PipelineEngine {
 
   const Schedule& schedule() const { return schedule_; }
   const Partition& partition() const { return partition_; }
+  // How each skip connection of the model travels between this split's stages.
+  const std::vector<SkipRoute>& skip_routes() const { return skip_routes_; }
   const ModelSpec& model() const { return module_.spec(); }
   std::vector<int> stages() const;   // held by this rank
   bool is_first_stage() const;
@@ -91,6 +98,7 @@ class PipelineEngine {
   std::string schedule_name_;
   Schedule eval_schedule_;
   Partition partition_;
+  std::vector<SkipRoute> skip_routes_;
   Transport& world_;
   EngineOptions options_;
   GridPosition position_;

@@ -7,9 +7,11 @@
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
+#include <torch/ordered_dict.h>
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,16 +21,37 @@
 namespace pipescope::exec {
 
 using TensorList = std::vector<at::Tensor>;
+// Named tensors in order: {"hidden": ..., "mask": ...}.
+using TensorDict = torch::OrderedDict<std::string, at::Tensor>;
+
+// What flows between layers: a tuple (no names) or a dict (one name per tensor, in order).
+struct NamedTensors {
+  TensorList tensors;
+  std::vector<std::string> names;  // empty: a tuple
+};
 
 // A layer maps the tensors that flow between layers to the next ones (several tensors allowed).
 class Layer : public torch::nn::Module {
  public:
   virtual TensorList forward_layers(const TensorList& inputs) = 0;
+  // Layers that take or give dicts override this; a tuple layer drops the names it gets.
+  virtual NamedTensors forward_named(const NamedTensors& inputs) { return {forward_layers(inputs.tensors), {}}; }
+  // The keys a dict layer takes, in order; empty for a tuple layer (which takes anything).
+  virtual std::vector<std::string> input_keys() const { return {}; }
 };
+
+// "" when `given` names are what a layer taking `expected` keys accepts (the same keys in the
+// same order; unnamed tensors of the right count take the keys in order), else what is wrong,
+// naming the key: "no key 'mask'", "unexpected key 'msk'", "key 'mask' is at 0, not 1".
+std::string key_mismatch(const std::vector<std::string>& expected, const std::vector<std::string>& given, std::size_t given_count);
+// The dict of `inputs` for a layer taking `keys`; throws UsageError naming the key that does not fit.
+TensorDict tensor_dict_of(const NamedTensors& inputs, const std::vector<std::string>& keys);
+NamedTensors named_tensors_of(const TensorDict& dict);
 
 struct TensorSpec {
   std::vector<std::int64_t> sizes;
   at::ScalarType dtype = at::kFloat;
+  std::string name{};  // dict entries: the key (checked between stages); "" in a tuple
 };
 
 struct LayerSpec {
@@ -40,6 +63,20 @@ struct LayerSpec {
   std::function<std::shared_ptr<Layer>()> build;
   double cost = 0;                   // > 0: the layer's relative or measured time (--partition cost);
                                      // otherwise the partitioner's cost is the parameter count
+  // Skip connections (torchgpipe's stash and pop): the layer's last outputs, one per name of
+  // `stash`, leave the flow and are kept under those names; a later layer naming them in `pop`
+  // gets them appended to its inputs, in `pop` order. Between stages on different ranks they
+  // travel directly from the producing stage to the consuming one (peer_stage), not through
+  // the stages in between.
+  std::vector<std::string> stash{};
+  std::vector<std::string> pop{};
+};
+
+// A skip connection: the tensor `name` stashed by layer `from_layer`, popped by `to_layer`.
+struct SkipEdge {
+  std::string name;
+  int from_layer = 0;
+  int to_layer = 0;
 };
 
 struct ModelConfig {
@@ -71,7 +108,13 @@ struct ModelSpec {
   bool dynamic_shapes = false;
 
   std::vector<LayerInfo> layer_infos() const;  // for the core's partitioner
+  // The skip connections in stash order; throws UsageError naming the layer and the name when
+  // a name is stashed twice, popped twice, popped before (or without) its stash, or never popped.
+  std::vector<SkipEdge> skip_edges() const;
 };
+
+// Skip tensors by name, between the runs of layers that stash and pop them.
+using SkipTensors = std::map<std::string, at::Tensor>;
 
 // Throws UsageError naming --model when the name is unknown.
 ModelSpec make_model_spec(const ModelConfig& config);
@@ -91,6 +134,15 @@ class StageModule {
   TensorList forward(const TensorList& inputs);
   // Layers [first, end) of this stage only (model-wide indices), for recomputation.
   TensorList forward_range(const TensorList& inputs, int first_layer, int end_layer);
+  // The same with names (dicts): a dict layer whose input keys differ throws UsageError naming
+  // the layer and the key.
+  // `skips` (optional) holds the skip tensors the layers may pop (taken out when popped) and
+  // receives those they stash; without it a layer that stashes or pops throws UsageError.
+  NamedTensors forward_named(const NamedTensors& inputs, SkipTensors* skips = nullptr);
+  NamedTensors forward_range_named(const NamedTensors& inputs, int first_layer, int end_layer, SkipTensors* skips = nullptr);
+  // The keys the stage's first layer takes (empty: a tuple layer), and its name.
+  std::vector<std::string> input_keys() const;
+  const std::string& first_layer_name() const { return layer_names_.front(); }
   // Moves the weights to `device` (before an optimizer holds them).
   void to(at::Device device);
   int first_layer() const { return first_layer_; }
@@ -110,6 +162,7 @@ class StageModule {
   int end_layer_ = 0;
   std::vector<std::shared_ptr<Layer>> layers_;
   std::vector<std::string> layer_names_;
+  std::vector<std::vector<std::string>> layer_stash_, layer_pop_;
   std::vector<Parameter> parameters_;
 };
 

@@ -25,6 +25,9 @@ struct LayerOptions {
   std::string type = "Layer";    // matched by the partition method type:REGEX
   std::int64_t parameters = -1;  // < 0: counted by building the layer once, when a partition needs it
   double cost = 0;               // > 0: relative or measured time, balanced by the method "cost"
+  // Skip connections: see LayerSpec::stash / pop (model.hpp).
+  std::vector<std::string> stash{};
+  std::vector<std::string> pop{};
 };
 
 namespace detail {
@@ -39,6 +42,49 @@ class FunctionLayer : public Layer {
   TensorList forward_layers(const TensorList& inputs) override { return as_tensor_list(fn_(inputs)); }
 
  private:
+  Fn fn_;
+};
+
+// A layer of named tensors: takes a dict with `keys` (in order) and gives a dict.
+class DictLayerBase : public Layer {
+ public:
+  explicit DictLayerBase(std::vector<std::string> keys) : keys_(std::move(keys)) {}
+  std::vector<std::string> input_keys() const override { return keys_; }
+  TensorList forward_layers(const TensorList& inputs) override { return forward_named({inputs, {}}).tensors; }
+  NamedTensors forward_named(const NamedTensors& inputs) override { return named_tensors_of(apply(tensor_dict_of(inputs, keys_))); }
+
+ protected:
+  virtual TensorDict apply(const TensorDict& inputs) = 0;
+
+ private:
+  std::vector<std::string> keys_;
+};
+
+template <typename Fn>
+class FunctionDictLayer : public DictLayerBase {
+ public:
+  FunctionDictLayer(std::vector<std::string> keys, Fn fn) : DictLayerBase(std::move(keys)), fn_(std::move(fn)) {}
+
+ protected:
+  TensorDict apply(const TensorDict& inputs) override { return fn_(inputs); }
+
+ private:
+  Fn fn_;
+};
+
+template <typename Holder, typename Fn>
+class ModuleDictLayer : public DictLayerBase {
+ public:
+  ModuleDictLayer(Holder module, std::vector<std::string> keys, Fn fn)
+      : DictLayerBase(std::move(keys)), module_(std::move(module)), fn_(std::move(fn)) {
+    register_module("module", module_);
+  }
+
+ protected:
+  TensorDict apply(const TensorDict& inputs) override { return fn_(module_, inputs); }
+
+ private:
+  Holder module_;
   Fn fn_;
 };
 
@@ -66,6 +112,27 @@ std::shared_ptr<Layer> make_layer(Fn fn) {
 template <typename Holder, typename Fn>
 std::shared_ptr<Layer> make_layer(Holder module, Fn fn) {
   return std::make_shared<detail::ModuleLayer<Holder, Fn>>(std::move(module), std::move(fn));
+}
+
+// Dict layers: named tensors in and out, e.g. a block taking {"hidden", "mask"}:
+// make_dict_layer(torch::nn::Linear(16, 16), {"hidden", "mask"},
+//                 [](torch::nn::Linear& fc, const TensorDict& x) {
+//                   TensorDict out;
+//                   out.insert("hidden", x["hidden"] + fc(x["hidden"]));
+//                   out.insert("mask", x["mask"]);
+//                   return out;
+//                 });
+// The keys are checked where the dict arrives (a stage boundary or the layer before): other keys
+// fail naming the stage or layer and the key. Unnamed tensors (the data loader's inputs, a
+// tuple layer's outputs) take the keys in order when their count fits.
+template <typename Fn>
+std::shared_ptr<Layer> make_dict_layer(std::vector<std::string> input_keys, Fn fn) {
+  return std::make_shared<detail::FunctionDictLayer<Fn>>(std::move(input_keys), std::move(fn));
+}
+
+template <typename Holder, typename Fn>
+std::shared_ptr<Layer> make_dict_layer(Holder module, std::vector<std::string> input_keys, Fn fn) {
+  return std::make_shared<detail::ModuleDictLayer<Holder, Fn>>(std::move(module), std::move(input_keys), std::move(fn));
 }
 
 class PipelineModule {

@@ -57,6 +57,12 @@ struct RuntimeOptions {
   // > 0: gradients are scaled so that their global L2 norm (all stages of the pipeline, tied
   // weights counted once) is at most this before the optimizer step.
   double max_grad_norm = 0;
+  // Models without declared shapes send a shape header with the first activation transfer of
+  // each step on each stage-to-stage channel; the later micro-batches of the step must have the
+  // same shapes (a sender whose tensors differ fails naming them). True: a header with every
+  // transfer, for data whose shapes vary between the micro-batches of one step (DeepSpeed's
+  // dynamic_shape).
+  bool shapes_per_micro_batch = false;
 };
 
 // The micro-batches of a step, pulled in micro-batch order, once each, and only on ranks that
