@@ -7,6 +7,10 @@
 // model and batch (the mlp of bench/pipelining/run.sh: 8 blocks of 1024, micro-batches of 32),
 // measured from --metrics (median iteration time after two warm-up steps), with the
 // closed-form ideal p*m/(m+p-1) beside it.
+// BM_LinearGemm: the three matrix products of one of that mlp's Linear layers (32 x 1024 by
+// 1024 x 1024) on one thread, as LibTorch calls BLAS for them: the forward x W^T, the input
+// gradient g W and the weight gradient g^T x. bench/pipelining/gemm_shapes.py times the same
+// products in PyTorch, which separates the BLAS libraries from everything else.
 #include <benchmark/benchmark.h>
 #include <sys/wait.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -115,6 +119,22 @@ void BM_PipelineSpeedup(benchmark::State& state) {
   state.counters["ideal_speedup"] = 2.0 * m / (m + 2 - 1);
 }
 BENCHMARK(BM_PipelineSpeedup)->Arg(4)->Arg(8)->Arg(16)->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+enum class LinearProduct { Forward, InputGrad, WeightGrad };
+
+void BM_LinearGemm(benchmark::State& state) {
+  at::set_num_threads(1);
+  const at::Tensor x = at::randn({32, 1024}), w = at::randn({1024, 1024}), g = at::randn({32, 1024});
+  const auto product = static_cast<LinearProduct>(state.range(0));
+  for (auto _ : state) {
+    at::Tensor y = product == LinearProduct::Forward     ? at::mm(x, w.t())
+                   : product == LinearProduct::InputGrad ? at::mm(g, w)
+                                                         : at::mm(g.t(), x);
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+  state.SetLabel(product == LinearProduct::Forward ? "x W^T (forward)" : product == LinearProduct::InputGrad ? "g W (input gradient)" : "g^T x (weight gradient)");
+}
+BENCHMARK(BM_LinearGemm)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -3,8 +3,10 @@
 # blocks x + gelu(W x + b), then a linear head, cross entropy, AdamW), the same batch, the same
 # schedule, 2 ranks over Gloo on this machine's CPU, one thread per rank. Also times each in one
 # process (gradient accumulation over the same micro-batches), which separates the speed of the
-# compute libraries (Debian's LibTorch + OpenBLAS against PyPI's PyTorch + MKL) from the
-# pipeline runtimes. Each figure is the median step time over STEPS steps after WARMUP steps.
+# compute libraries from the pipeline runtimes. pprun runs twice: with the system BLAS (Debian's
+# LibTorch + OpenBLAS) and with Intel oneMKL as its BLAS (scripts/with-mkl.sh), the BLAS inside
+# PyPI's PyTorch, which makes the two runtimes' comparison like for like in matrix products.
+# Each figure is the median step time over STEPS steps after WARMUP steps.
 #
 #   bench/pipelining/run.sh                  # pprun from $PIPESCOPE_BUILD_DIR or build/release
 #   LAYERS=8 HIDDEN=1024 MBS=32 M=8 SCHEDULE=1f1b STEPS=12 bench/pipelining/run.sh
@@ -37,19 +39,27 @@ model=(--layers "$layers" --hidden "$hidden" --vocab "$vocab" --micro-batch-size
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 "$pprun" --nproc-per-node 1 --schedule data-parallel --model mlp "${model[@]}" --steps "$steps" --quiet --metrics "$out/pp1.jsonl"
 "$pprun" --nproc-per-node 2 --schedule "$schedule" --model mlp "${model[@]}" --steps "$steps" --quiet --metrics "$out/pp2.jsonl"
+with_mkl="$root/scripts/with-mkl.sh"
+"$with_mkl" "$pprun" --nproc-per-node 1 --schedule data-parallel --model mlp "${model[@]}" --steps "$steps" --quiet --metrics "$out/pm1.jsonl"
+"$with_mkl" "$pprun" --nproc-per-node 2 --schedule "$schedule" --model mlp "${model[@]}" --steps "$steps" --quiet --metrics "$out/pm2.jsonl"
 "$python" "$root/bench/pipelining/torch_pipelining.py" "${model[@]}" --steps "$steps" > "$out/tp1.jsonl"
 "$torchrun" --nproc-per-node 2 --master-port "${MASTER_PORT:-29531}" "$root/bench/pipelining/torch_pipelining.py" \
   --schedule "$schedule" "${model[@]}" --steps "$steps" > "$out/tp2.jsonl" 2> "$out/torchrun.log" \
   || { cat "$out/torchrun.log" >&2; exit 1; }
 
 pp1=$(median "$out/pp1.jsonl") pp2=$(median "$out/pp2.jsonl") tp1=$(median "$out/tp1.jsonl") tp2=$(median "$out/tp2.jsonl")
+pm1=$(median "$out/pm1.jsonl") pm2=$(median "$out/pm2.jsonl")
 echo "mlp, $layers blocks, hidden $hidden, vocab $vocab, micro-batch size $mbs, $m micro-batches, $schedule, 2 ranks (Gloo, CPU, 1 thread each)"
-"$python" - "$pp1" "$pp2" "$tp1" "$tp2" <<'PY'
+"$python" - "$pp1" "$pp2" "$pm1" "$pm2" "$tp1" "$tp2" <<'PY'
 import sys
-pp1, pp2, tp1, tp2 = map(float, sys.argv[1:])
-print(f"{'':32} {'one process':>12} {'2 ranks':>10} {'speed-up':>9}")
-print(f"{'pipescope (pprun)':32} {pp1:11.3f}s {pp2:9.3f}s {pp1 / pp2:8.2f}x")
-print(f"{'torch.distributed.pipelining':32} {tp1:11.3f}s {tp2:9.3f}s {tp1 / tp2:8.2f}x")
-print(f"pipescope vs torch.distributed.pipelining, 2 ranks: {tp2 / pp2:.2f}x faster" if pp2 <= tp2 else
-      f"pipescope vs torch.distributed.pipelining, 2 ranks: {pp2 / tp2:.2f}x slower")
+pp1, pp2, pm1, pm2, tp1, tp2 = map(float, sys.argv[1:])
+print(f"{'':40} {'one process':>12} {'2 ranks':>10} {'speed-up':>9}")
+print(f"{'pipescope (pprun), OpenBLAS':40} {pp1:11.3f}s {pp2:9.3f}s {pp1 / pp2:8.2f}x")
+print(f"{'pipescope (pprun), MKL':40} {pm1:11.3f}s {pm2:9.3f}s {pm1 / pm2:8.2f}x")
+print(f"{'torch.distributed.pipelining, MKL':40} {tp1:11.3f}s {tp2:9.3f}s {tp1 / tp2:8.2f}x")
+def versus(label, ours, theirs):
+    verdict = f"{theirs / ours:.2f}x faster" if ours <= theirs else f"{ours / theirs:.2f}x slower"
+    print(f"pipescope ({label}) vs torch.distributed.pipelining, 2 ranks: {verdict}")
+versus("same BLAS, MKL", pm2, tp2)
+versus("system BLAS, OpenBLAS", pp2, tp2)
 PY

@@ -212,15 +212,14 @@ ModelSpec make_model_spec(const ModelConfig& config) {
   return spec;
 }
 
-MicroBatch make_micro_batch(const ModelConfig& c, std::int64_t index) {
+MicroBatch make_micro_batch(const ModelConfig& c, std::int64_t index, bool with_labels) {
   at::Generator sample_gen = generator_from(layer_seed(c.seed ^ 0x5EED'DA7Aull, static_cast<std::uint64_t>(index)));
   MicroBatch batch;
   if (c.name == "mlp") {
     // Labels come from a fixed random linear teacher, so the loss can fall.
-    const at::Tensor teacher = mlp_teacher(c);
     auto x = at::randn({c.micro_batch_size, c.hidden}, sample_gen, at::TensorOptions().dtype(at::kFloat));
     batch.inputs = {x};
-    batch.labels = at::matmul(x, teacher).argmax(1);
+    if (with_labels) batch.labels = at::matmul(x, mlp_teacher(c)).argmax(1);
   } else {
     // Arithmetic sequences modulo the vocabulary: each row has its own start and stride, so
     // predicting the next token needs the context.

@@ -624,9 +624,9 @@ class PipelineRuntime::Impl {
   }
 
   // The micro-batch of this step: from the source, pulled in micro-batch order and once, or
-  // the built-in synthetic data.
-  MicroBatch micro_batch_data(int micro_batch) {
-    if (!source_) return make_micro_batch(model_.config, first_sample_ + micro_batch);
+  // the built-in synthetic data (its labels only where a last stage needs them).
+  MicroBatch micro_batch_data(int micro_batch, bool with_labels) {
+    if (!source_) return make_micro_batch(model_.config, first_sample_ + micro_batch, with_labels);
     while (static_cast<int>(pulled_.size()) <= micro_batch) {
       MicroBatch next = (*source_)();
       if (next.inputs.empty())
@@ -640,7 +640,7 @@ class PipelineRuntime::Impl {
     StageState& st = stage(s);
     if (!st.is_first && !st.is_last) return;  // inner stages get their data from the pipeline
     MicroBatchState& state = mb(s, micro_batch);
-    MicroBatch batch = micro_batch_data(micro_batch);
+    MicroBatch batch = micro_batch_data(micro_batch, st.is_last);
     if (options_.device->device() != at::kCPU) {
       for (auto& t : batch.inputs) t = t.to(options_.device->device());
       if (batch.labels.defined()) batch.labels = batch.labels.to(options_.device->device());

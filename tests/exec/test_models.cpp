@@ -68,6 +68,21 @@ TEST_CASE("synthetic data is deterministic") {
   CHECK(at::equal(a.inputs[0].slice(1, 1), a.labels.slice(1, 0, c.seq_len - 1)));
 }
 
+// The first stage asks for inputs only: the same inputs, and no labels (for the mlp, no
+// teacher product).
+TEST_CASE("synthetic data without labels has the same inputs") {
+  for (const char* model : {"mlp", "tiny-gpt"}) {
+    ModelConfig c = gpt_config();
+    c.name = model;
+    const MicroBatch full = make_micro_batch(c, 5), inputs_only = make_micro_batch(c, 5, /*with_labels=*/false);
+    INFO(model);
+    REQUIRE(inputs_only.inputs.size() == full.inputs.size());
+    CHECK(at::equal(inputs_only.inputs[0], full.inputs[0]));
+    CHECK(full.labels.defined());
+    if (c.name == "mlp") CHECK_FALSE(inputs_only.labels.defined());
+  }
+}
+
 TEST_CASE("mlp forward shapes and loss") {
   ModelConfig c;
   c.name = "mlp";

@@ -120,8 +120,9 @@ using SkipTensors = std::map<std::string, at::Tensor>;
 ModelSpec make_model_spec(const ModelConfig& config);
 
 // The deterministic synthetic data set: sample `index` (a micro-batch) depends only on the
-// configuration, the seed and the index.
-MicroBatch make_micro_batch(const ModelConfig& config, std::int64_t index);
+// configuration, the seed and the index. `with_labels` false leaves the labels undefined: the
+// first stage of a pipeline needs only the inputs, and the mlp's labels cost a matrix product.
+MicroBatch make_micro_batch(const ModelConfig& config, std::int64_t index, bool with_labels = true);
 
 // The seed of layer `layer_index` (and of a tied weight, from its key).
 std::uint64_t layer_seed(std::uint64_t seed, std::uint64_t layer_index);
