@@ -18,6 +18,7 @@
 #include "pipescope/core/validator.hpp"
 #include "pipescope/exec/distributed.hpp"
 #include "pipescope/exec/launcher.hpp"
+#include "pipescope/exec/memory.hpp"
 #include "pipescope/exec/worker.hpp"
 
 namespace pipescope::exec {
@@ -243,6 +244,7 @@ PipelineEngine::PipelineEngine(PipelineModule module, const std::string& schedul
 
 PipelineEngine::PipelineEngine(PipelineModule module, Schedule schedule, Transport& world, EngineOptions options)
     : module_(std::move(module)), schedule_(std::move(schedule)), world_(world), options_(std::move(options)) {
+  if (options_.retain_freed_cpu_memory) retain_freed_cpu_memory();
   const int pipeline_ranks = pipeline_ranks_of(world_, options_.data_parallel);
   if (schedule_.num_ranks != pipeline_ranks)
     throw UsageError(fmt::format("schedule '{}' is for {} pipeline ranks, but the world has {} rank(s) and data_parallel {}, so {}",

@@ -8,6 +8,10 @@
 #include <mutex>
 #include <unordered_map>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 // c10::Allocator::allocate lost its const and gained a pure copy_data() in LibTorch 2.x (both
 // are compiled here against 1.13 and 2.15; 2.3 as the first such release is assumed).
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
@@ -94,5 +98,18 @@ bool counting_cpu_allocator_installed() { return g_installed; }
 MemoryCounters cpu_memory() { return {g_current_bytes.load(), g_peak_bytes.load()}; }
 
 void reset_cpu_peak_memory() { g_peak_bytes.store(g_current_bytes.load()); }
+
+void retain_freed_cpu_memory() {
+#if defined(__GLIBC__)
+  // A fixed mmap threshold at glibc's maximum (32 MiB on 64-bit) stops the dynamic threshold
+  // from sending blocks back to mmap; the trim threshold keeps freed heap memory mapped.
+  static const bool done = [] {
+    mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    return true;
+  }();
+  (void)done;
+#endif
+}
 
 }  // namespace pipescope::exec

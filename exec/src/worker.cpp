@@ -367,6 +367,7 @@ std::optional<WorkerEnvironment> worker_environment_from_env() {
 int run_worker(const RunPlan& plan, const WorkerEnvironment& env) {
   try {
     install_counting_cpu_allocator();
+    retain_freed_cpu_memory();
     at::set_num_threads(plan.options.threads_per_rank);
     try {
       at::set_num_interop_threads(1);

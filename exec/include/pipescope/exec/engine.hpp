@@ -39,6 +39,10 @@ struct EngineOptions {
   // Without declared shapes: true sends the shape header with every activation transfer, not
   // only with the first of each train_batch/eval_batch (DeepSpeed's dynamic_shape).
   bool shapes_per_micro_batch = false;
+  // Keep memory freed by tensors in the process (retain_freed_cpu_memory, memory.hpp): a
+  // process-wide malloc setting, on by default because returned memory is faulted in again on
+  // every micro-batch.
+  bool retain_freed_cpu_memory = true;
   std::string eval_schedule;        // "": deepspeed-inference when it fits, else the forwards of the training schedule
   std::chrono::milliseconds timeout{60000};
   std::shared_ptr<ComputeDevice> device;  // null: the CPU

@@ -16,6 +16,15 @@ struct MemoryCounters {
 void install_counting_cpu_allocator();
 bool counting_cpu_allocator_installed();
 
+// Keeps memory that tensors free inside the process for the next allocation of that size,
+// instead of handing it back to the system (glibc's malloc does that once a freed block at the
+// top of the heap exceeds its trim threshold, or for blocks it mapped on their own). A training
+// step frees and allocates the same multi-megabyte activations and gradients every
+// micro-batch; returned memory comes back as fresh pages, each faulted in and zeroed by the
+// kernel. On this machine that cost the mlp of bench/pipelining a quarter of its step time.
+// LibTorch's CPU allocator has no cache of its own. Idempotent; no effect outside glibc.
+void retain_freed_cpu_memory();
+
 MemoryCounters cpu_memory();
 // Starts a new peak window: the peak becomes the current value.
 void reset_cpu_peak_memory();
