@@ -11,9 +11,12 @@ packages=(
   clang libclang-rt-14-dev
   libtorch-dev libgloo-dev
   # Debian's LibTorch calls the system BLAS; the reference one is ~25x slower on the executor's
-  # matrix products. OpenBLAS's serial build takes over libblas.so.3 (one thread per rank, no
-  # pool of its own, deterministic: pipelined losses still match one process bit for bit).
-  libopenblas0-serial
+  # matrix products. OpenBLAS's pthreads build takes over libblas.so.3; every rank sets it to
+  # its own thread count (exec/threads.hpp), one by default: pipelined losses still match one
+  # process bit for bit. Not the serial build: threads of one process that call it at once
+  # (in-process test ranks, LibTorch's intra-op threads) corrupt each other's products on CPUs
+  # without AVX-512, as it hands out its packing buffers without a lock.
+  libopenblas0-pthread
   qt6-base-dev qt6-charts-dev libgl-dev fonts-dejavu-core
   jq  # bench/accuracy/run.sh reads ppsim compare --json
 )

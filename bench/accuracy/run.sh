@@ -15,8 +15,9 @@
 # configuration runs once per round, rounds one after the other; default 3), MODEL_ARGS (pprun
 # model options).
 #
-# The calibration configuration runs once more per round, apart from its measured row; the
-# traces of those runs calibrate the profile together. The measured iteration time of a
+# The calibration configuration runs once more per round, apart from its measured row, with
+# every step after WARMUP traced (pprun --trace-steps); all those traces calibrate the profile
+# together, so that it learns from the same population of steps the measured medians come from. The measured iteration time of a
 # configuration is the median over the steps after WARMUP of all its runs (pprun --metrics,
 # rank 0's wall time of a step): rounds spread every configuration over the same stretch of
 # time, so a burst of other work on the machine does not fall on one configuration alone. The
@@ -56,9 +57,9 @@ configs=(
   "zbv-m4 zbv 4 2"
 )
 
-measure() {  # name schedule m chunks trace-file: appends the run's steps to NAME.metrics.jsonl
+measure() {  # name schedule m chunks trace-file [traced-steps]: appends the run's steps to NAME.metrics.jsonl
   "$pprun" --nproc-per-node "$ranks" --schedule "$2" --micro-batches "$3" --chunks "$4" "${model_args[@]}" \
-    --threads-per-rank 1 --steps "$steps" --trace "$5" --metrics "$out/run.metrics.jsonl" --quiet
+    --threads-per-rank 1 --steps "$steps" --trace "$5" --trace-steps "${6:-1}" --metrics "$out/run.metrics.jsonl" --quiet
   cat "$out/run.metrics.jsonl" >> "$out/$1.metrics.jsonl"
 }
 
@@ -78,7 +79,11 @@ calibration_inputs=()
 rm -f "$out"/*.metrics.jsonl
 for (( round = 1; round <= rounds; ++round )); do
   echo "accuracy: round $round: measuring $calib_name for the calibration" >&2
-  measure "$calib_name.calibration" "$calib_schedule" "$calib_m" "$calib_chunks" "$out/$calib_name.calibration$round.json"
+  measure "$calib_name.calibration" "$calib_schedule" "$calib_m" "$calib_chunks" "$out/$calib_name.calibration$round.json" \
+    "$((steps - warmup))"
+  for (( step = warmup; step < steps - 1; ++step )); do
+    calibration_inputs+=("$out/$calib_name.calibration$round.step$step.json")
+  done
   calibration_inputs+=("$out/$calib_name.calibration$round.json")
   for config in "${configs[@]}"; do
     read -r name schedule m chunks <<< "$config"
@@ -105,7 +110,7 @@ for config in "${configs[@]}"; do
   rows+=("$name")
 done
 
-echo "calibrated from: ${calibration_inputs[*]##*/}"
+echo "calibrated from: ${#calibration_inputs[@]} traces of $calib_name (steps $warmup..$((steps - 1)) of $rounds run(s))"
 echo "measured: median of steps $warmup..$((steps - 1)) of $rounds run(s) each (fastest: their minimum); traced: the last step of the last run"
 printf '%-20s %10s %10s %8s %10s %10s %8s %9s %s\n' "configuration" "predicted" "measured" "error" "fastest" \
   "traced" "error" "op MAPE" "peak memory error per rank"

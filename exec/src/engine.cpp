@@ -19,6 +19,7 @@
 #include "pipescope/exec/distributed.hpp"
 #include "pipescope/exec/launcher.hpp"
 #include "pipescope/exec/memory.hpp"
+#include "pipescope/exec/threads.hpp"
 #include "pipescope/exec/worker.hpp"
 
 namespace pipescope::exec {
@@ -481,12 +482,7 @@ int run_pipeline_processes(int argc, char** argv, const std::function<void(Proce
   }
 
   try {
-    at::set_num_threads(options.threads_per_rank);
-    try {
-      at::set_num_interop_threads(1);
-    } catch (const std::exception&) {
-      // Already fixed by an earlier use in this process; the default is harmless.
-    }
+    set_rank_threads(options.threads_per_rank);
     GlooOptions gloo;
     gloo.store_file = env->store_file;
     gloo.master_addr = env->master_addr;

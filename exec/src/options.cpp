@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <functional>
 #include <map>
 
@@ -63,6 +65,8 @@ std::vector<OptionDef> option_defs() {
   add_int("--threads-per-rank", &RunOptions::threads_per_rank, "intra-op threads of each worker");
   add_string("--metrics", &RunOptions::metrics_path, "FILE.jsonl", "per-step loss, time and peak memory");
   add_string("--trace", &RunOptions::trace_path, "FILE", "measured trace of the last step (pipescope.trace/1)");
+  add_int("--trace-steps", &RunOptions::trace_steps,
+          "trace the last K steps: FILE the last, FILE's name with .stepN before its extension the others (calibration)");
   defs.push_back({"--timeout", "SECONDS", fmt::format("how long a rank waits on a peer before failing (default {:g})", d.timeout_s),
                   [](RunOptions& o, const std::string& v) { o.timeout_s = parse_number<double>("--timeout", v); }});
   add_string("--checkpoint-dir", &RunOptions::checkpoint_dir, "DIR", "where checkpoints are written and read");
@@ -133,6 +137,22 @@ void check_run_options(const RunOptions& o) {
   if (o.resume && o.checkpoint_dir.empty()) throw UsageError("option --resume needs --checkpoint-dir");
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty())
     throw UsageError("option --checkpoint-every needs --checkpoint-dir");
+  at_least("--trace-steps", o.trace_steps, 1);
+  if (o.trace_steps > 1 && o.trace_path.empty()) throw UsageError("option --trace-steps needs --trace");
+  if (o.trace_steps > std::max(o.steps, 1))
+    throw UsageError(fmt::format("option --trace-steps: {} is more than the {} step(s) of the run (--steps)", o.trace_steps, o.steps));
+}
+
+std::string traced_step_path(const std::string& trace_path, int step, int last_step) {
+  if (step == last_step) return trace_path;
+  const std::filesystem::path path(trace_path);
+  std::string extension = path.extension().string();
+  std::filesystem::path stem = path.parent_path() / path.stem();
+  if (extension == ".gz" && path.stem().has_extension()) {  // t.json.gz -> t.step7.json.gz
+    extension = path.stem().extension().string() + extension;
+    stem = path.parent_path() / path.stem().stem();
+  }
+  return fmt::format("{}.step{}{}", stem.string(), step, extension);
 }
 
 std::string run_options_help() {

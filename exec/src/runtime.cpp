@@ -410,7 +410,9 @@ class PipelineRuntime::Impl {
   // Times a full backward and, apart, its input-gradient and weight-gradient halves on a
   // synthetic micro-batch of each stage held here. Runs outside any step on fresh tensors:
   // grad() returns the gradients instead of accumulating them, so weights, gradients,
-  // optimizer state and data of the run are untouched.
+  // optimizer state and data of the run are untouched. The weight gradients are then added
+  // into a scratch sum, as a step adds every micro-batch's into its gradient sum: that sum
+  // reads and writes every parameter once more, part of what the weight half costs in a run.
   std::vector<PipelineRuntime::BackwardSplitTiming> probe_backward_split(int repetitions) {
     std::vector<PipelineRuntime::BackwardSplitTiming> timings;
     if (!active_->is_training()) return timings;
@@ -429,6 +431,12 @@ class PipelineRuntime::Impl {
                                                         : at::zeros(spec.sizes, at::TensorOptions().dtype(spec.dtype)));
       }
       const TensorList params = st->module->parameter_tensors();
+      TensorList grad_sums;
+      for (const auto& p : params) grad_sums.push_back(at::zeros_like(p));
+      auto accumulate = [&](const TensorList& grads, std::size_t first_param) {
+        for (std::size_t i = 0; i < params.size(); ++i)
+          if (grads.at(first_param + i).defined()) grad_sums[i].add_(grads[first_param + i]);
+      };
       for (int rep = 0; rep < repetitions; ++rep)
         for (const bool split : {false, true}) {
           TensorList inputs;
@@ -456,12 +464,12 @@ class PipelineRuntime::Impl {
           if (!split) {
             TensorList targets = grad_inputs;
             targets.insert(targets.end(), params.begin(), params.end());
-            if (!targets.empty()) torch::autograd::grad(roots, targets, seeds, false, false, true);
+            if (!targets.empty()) accumulate(torch::autograd::grad(roots, targets, seeds, false, false, true), grad_inputs.size());
             timing.full_us.push_back(now_us() - start);
           } else {
             if (!grad_inputs.empty()) torch::autograd::grad(roots, grad_inputs, seeds, true, false, true);
             const double middle = now_us();
-            if (!params.empty()) torch::autograd::grad(roots, params, seeds, false, false, true);
+            if (!params.empty()) accumulate(torch::autograd::grad(roots, params, seeds, false, false, true), 0);
             timing.input_us.push_back(middle - start);
             timing.weight_us.push_back(now_us() - middle);
           }

@@ -20,6 +20,7 @@
 #include "pipescope/exec/device.hpp"
 #include "pipescope/exec/memory.hpp"
 #include "pipescope/exec/runtime.hpp"
+#include "pipescope/exec/threads.hpp"
 #include "pipescope/exec/transport.hpp"
 #include "pipescope/traces/trace_io.hpp"
 
@@ -160,8 +161,9 @@ class Worker {
     int last_saved = at.step;
     for (int step = at.step; step < o.steps; ++step) {
       maybe_inject_fault(env_.rank, step);
-      const bool traced = step == o.steps - 1 && !o.trace_path.empty();
-      // The traced step starts together on every rank, so rank 0's writing of the metrics file
+      const int last_step = o.steps - 1;
+      const bool traced = !o.trace_path.empty() && step > last_step - o.trace_steps;
+      // A traced step starts together on every rank, so rank 0's writing of the metrics file
       // after the previous step does not show up as a pipeline delay.
       if (traced) barrier();
       const auto started = std::chrono::steady_clock::now();
@@ -179,9 +181,10 @@ class Worker {
       const double iteration_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
       if (traced) {
-        // After the timed step, on every rank at once: the backward's two halves timed apart.
-        const auto probe = runtime.probe_backward_split(kBackwardSplitProbeRepetitions);
-        write_trace(result, step, probe);
+        // After the last timed step, on every rank at once: the backward's two halves timed apart.
+        std::vector<PipelineRuntime::BackwardSplitTiming> probe;
+        if (step == last_step) probe = runtime.probe_backward_split(kBackwardSplitProbeRepetitions);
+        write_trace(result, step, probe, traced_step_path(o.trace_path, step, last_step));
       }
       if (env_.rank == 0) {
         double loss_sum = 0, loss_count = 0;
@@ -243,7 +246,8 @@ class Worker {
 
   // Every rank hands its events to rank 0 through the store; rank 0 writes one file with the
   // earliest event of any rank at 0.
-  void write_trace(const StepResult& result, int step, const std::vector<PipelineRuntime::BackwardSplitTiming>& probe) {
+  void write_trace(const StepResult& result, int step, const std::vector<PipelineRuntime::BackwardSplitTiming>& probe,
+                   const std::string& path) {
     const std::string prefix = fmt::format("trace/{}/", step);
     if (env_.rank != 0) {
       store_->set(prefix + std::to_string(env_.rank), events_to_json(result, probe).dump());
@@ -261,7 +265,8 @@ class Worker {
                         {"clock", plan_.options.device == "cuda" ? "steady+cuda-events" : "steady"},
                         // Calibration reads these: throughput is per sample, and an optimizer
                         // step waits for every rank only when gradients are clipped globally.
-                        {"micro_batch_size", plan_.options.micro_batch_size}, {"gradient_clipping", 0.0}};
+                        {"micro_batch_size", plan_.options.micro_batch_size}, {"gradient_clipping", 0.0},
+                        {"threads_per_rank", plan_.options.threads_per_rank}, {"blas", blas_description()}};
     // The backward split probe goes to otherData, read by `ppsim calibrate`
     // (sim/calibration.hpp); viewers and compare ignore it.
     nlohmann::json split = nlohmann::json::array();
@@ -285,7 +290,7 @@ class Worker {
     for (auto& e : trace.events) e.ts_us -= origin;
     for (auto& m : trace.memory) m.ts_us -= origin;
     for (int r = 0; r < env_.world_size; ++r) trace.rank_names.push_back(fmt::format("rank {}", r));
-    traces::write_trace(trace, plan_.options.trace_path);
+    traces::write_trace(trace, path);
   }
 
   const RunPlan& plan_;
@@ -368,12 +373,7 @@ int run_worker(const RunPlan& plan, const WorkerEnvironment& env) {
   try {
     install_counting_cpu_allocator();
     retain_freed_cpu_memory();
-    at::set_num_threads(plan.options.threads_per_rank);
-    try {
-      at::set_num_interop_threads(1);
-    } catch (const std::exception&) {
-      // Already fixed by an earlier use in this process; the default is harmless.
-    }
+    set_rank_threads(plan.options.threads_per_rank);
     Worker(plan, env).run();
     return 0;
   } catch (const RuntimeError& e) {

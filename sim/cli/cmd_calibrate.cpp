@@ -1,4 +1,4 @@
-// `ppsim calibrate MEASURED... -o PROFILE [--report FILE] [--quiet]`: learns per-stage costs
+// `ppsim calibrate MEASURED... -o PROFILE [--statistic median|mean] [--report FILE] [--quiet]`: learns per-stage costs
 // from measured traces of pprun (calibration.hpp) and writes the profile that `ppsim simulate
 // --profile` reads. Prints what it learnt, the outliers and what it could not measure.
 #include <boost/program_options.hpp>
@@ -19,6 +19,7 @@ int run_calibrate(const std::vector<std::string>& args) {
   std::vector<std::string> inputs;
   std::string output, report_path;
   bool quiet = false;
+  std::string statistic = "median";
   sim::CalibrationOptions calibration_options;
   po::options_description options("ppsim calibrate MEASURED... -o PROFILE [options]");
   options.add_options()
@@ -29,6 +30,9 @@ int run_calibrate(const std::vector<std::string>& args) {
        "report samples further than this many scaled median absolute deviations from their median")
       ("outlier-fraction", po::value(&calibration_options.outlier_min_fraction)->default_value(calibration_options.outlier_min_fraction),
        "... and further than this fraction of the median")
+      ("statistic", po::value(&statistic)->default_value(statistic),
+       "what a duration becomes: median (the typical operation) or mean (the expected one, outliers included: "
+       "predicts the typical step where operations have a long tail)")
       ("quiet,q", po::bool_switch(&quiet), "print nothing on success");
   po::options_description hidden;
   hidden.add_options()("measured", po::value(&inputs));
@@ -41,7 +45,8 @@ int run_calibrate(const std::vector<std::string>& args) {
   if (vm.count("help")) {
     std::cout << options
               << "\nMEASURED are trace files of pprun (--trace; .json or .json.gz), of one model on one stage\n"
-                 "layout, any schedules and micro-batch counts. Costs are medians over micro-batches and traces.\n"
+                 "layout, any schedules and micro-batch counts. Costs are medians (or means, --statistic) over\n"
+                 "micro-batches and traces; memory is always the median.\n"
                  "The split of a backward into input and weight gradients comes from I/W events (a zb-* run\n"
                  "among the traces) or from the executor's split probe; without either the profile refuses\n"
                  "split-backward schedules.\n";
@@ -52,6 +57,7 @@ int run_calibrate(const std::vector<std::string>& args) {
   if (output.empty()) throw UsageError("calibrate: -o PROFILE is required");
   if (!(calibration_options.outlier_mads > 0)) throw UsageError("--outlier-mads: must be > 0");
   if (!(calibration_options.outlier_min_fraction >= 0)) throw UsageError("--outlier-fraction: must be >= 0");
+  calibration_options.duration_statistic = sim::parse_duration_statistic(statistic);
 
   std::vector<sim::MeasuredTrace> traces;
   for (const std::string& path : inputs) traces.push_back({traces::read_trace(path), path});

@@ -311,7 +311,8 @@ class Summariser {
  public:
   Summariser(Calibration& result, const CalibrationOptions& options) : result_(result), options_(options) {}
 
-  // The median of `samples`, recorded as a quantity; far samples become outliers.
+  // The median of `samples` (of durations: the chosen statistic), recorded as a quantity; far
+  // samples become outliers.
   double median(const std::string& name, const std::string& unit, const Samples& samples) {
     const std::vector<double> values = values_of(samples);
     CalibratedQuantity q;
@@ -320,6 +321,9 @@ class Summariser {
     q.samples = values.size();
     if (!values.empty()) {
       q.median = median_of(values);
+      double sum = 0;
+      for (double v : values) sum += v;
+      q.mean = sum / static_cast<double>(values.size());
       q.mad = median_absolute_deviation(values);
       q.min = *std::min_element(values.begin(), values.end());
       q.max = *std::max_element(values.begin(), values.end());
@@ -329,7 +333,7 @@ class Summariser {
           result_.outliers.push_back({name, s.source ? *s.source : std::string(), s.rank, s.micro_batch, s.value, q.median});
     }
     result_.quantities.push_back(q);
-    return q.median;
+    return unit == "s" && options_.duration_statistic == CalibrationOptions::Statistic::Mean ? q.mean : q.median;
   }
 
  private:
@@ -346,6 +350,16 @@ const Samples& find_or_empty(const std::map<std::pair<int, std::string>, Samples
 std::int64_t round_bytes(double bytes) { return static_cast<std::int64_t>(std::llround(bytes)); }
 
 }  // namespace
+
+CalibrationOptions::Statistic parse_duration_statistic(const std::string& text) {
+  if (text == "median") return CalibrationOptions::Statistic::Median;
+  if (text == "mean") return CalibrationOptions::Statistic::Mean;
+  throw UsageError(fmt::format("--statistic: unknown statistic '{}' (known: median, mean)", text));
+}
+
+const char* to_string(CalibrationOptions::Statistic statistic) {
+  return statistic == CalibrationOptions::Statistic::Mean ? "mean" : "median";
+}
 
 double median_of(std::vector<double> values) {
   if (values.empty()) return 0;
@@ -628,6 +642,7 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
   info["micro_batches"] = c.micro_batch_counts;
   info["num_ranks"] = num_ranks;
   info["outliers"] = result.outliers.size();
+  info["duration_statistic"] = to_string(options.duration_statistic);
   p.extra["calibration"] = info;
   return result;
 }
@@ -794,6 +809,15 @@ void check_profile_fits(const Profile& profile, const Schedule& schedule, const 
               source, schedule.name, r, to_string(instr)));
 }
 
+namespace {
+
+std::string statistic_of(const Calibration& c) {
+  const auto& info = c.profile.extra.value("calibration", nlohmann::json::object());
+  return info.value("duration_statistic", std::string("median"));
+}
+
+}  // namespace
+
 std::string calibration_report(const Calibration& c) {
   std::string out;
   const Profile& p = c.profile;
@@ -811,17 +835,20 @@ std::string calibration_report(const Calibration& c) {
                      p.instruction_overhead_s * 1e6, p.optimizer_sync ? "wait for every rank (global-norm clipping)" : "independent",
                      p.reduce_tied_sync ? "wait for both ends" : "independent",
                      p.send_ends_at_receive ? "their receive completes" : "their data arrives");
-  out += fmt::format("\n{:<44}{:>8}{:>14}{:>14}{:>14}{:>14}\n", "quantity", "samples", "median", "MAD", "min", "max");
+  out += fmt::format("durations: {} of the samples\n", statistic_of(c));
+  out += fmt::format("\n{:<44}{:>8}{:>14}{:>14}{:>14}{:>14}{:>14}\n", "quantity", "samples", "median", "mean", "MAD", "min", "max");
   for (const auto& q : c.quantities) {
     if (q.samples == 0) continue;
     const double scale = q.unit == "s" ? 1e6 : 1.0;
     const std::string unit = q.unit == "s" ? " us" : " B";
-    out += fmt::format("{:<44}{:>8}{:>14}{:>14}{:>14}{:>14}\n", q.name, q.samples,
-                       fmt::format("{:.1f}{}", q.median * scale, unit), fmt::format("{:.1f}", q.mad * scale),
-                       fmt::format("{:.1f}", q.min * scale), fmt::format("{:.1f}", q.max * scale));
+    out += fmt::format("{:<44}{:>8}{:>14}{:>14}{:>14}{:>14}{:>14}\n", q.name, q.samples,
+                       fmt::format("{:.1f}{}", q.median * scale, unit), fmt::format("{:.1f}", q.mean * scale),
+                       fmt::format("{:.1f}", q.mad * scale), fmt::format("{:.1f}", q.min * scale),
+                       fmt::format("{:.1f}", q.max * scale));
   }
   if (!c.outliers.empty()) {
-    out += fmt::format("\noutliers ({}; reported only: the medians above are robust to them):\n", c.outliers.size());
+    out += fmt::format("\noutliers ({}; {}):\n", c.outliers.size(),
+                       statistic_of(c) == "mean" ? "durations: included in the means" : "reported only: the medians are robust to them");
     for (const auto& o : c.outliers) {
       const bool seconds = o.quantity.find("memory") == std::string::npos && o.quantity.find("buffer") == std::string::npos;
       out += fmt::format("  {}: {} rank {} micro-batch {}: {:.1f}{} (median {:.1f})\n", o.quantity, o.source, o.rank,

@@ -40,11 +40,25 @@ TEST_CASE("bad options name the option") {
   CHECK_THROWS_WITH(check_run_options(parse_run_options({"--timeout", "0"})), Catch::Contains("--timeout"));
 }
 
+TEST_CASE("--trace-steps names the earlier steps' traces after the last one's") {
+  CHECK(traced_step_path("out/t.json", 9, 9) == "out/t.json");
+  CHECK(traced_step_path("out/t.json", 7, 9) == "out/t.step7.json");
+  CHECK(traced_step_path("t.json.gz", 8, 9) == "t.step8.json.gz");
+  CHECK(traced_step_path("trace", 3, 9) == "trace.step3");
+  CHECK(parse_run_options({"--trace", "t.json", "--trace-steps", "3", "--steps", "5"}).trace_steps == 3);
+  CHECK_NOTHROW(check_run_options(parse_run_options({"--trace", "t.json", "--trace-steps", "3", "--steps", "5"})));
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--trace-steps", "2"})), Catch::Contains("--trace-steps needs --trace"));
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--trace", "t.json", "--trace-steps", "6", "--steps", "5"})),
+                    Catch::Contains("--trace-steps") && Catch::Contains("5 step(s)"));
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--trace", "t.json", "--trace-steps", "0"})),
+                    Catch::Contains("--trace-steps: 0 is below the minimum 1"));
+}
+
 TEST_CASE("help lists every option with its default") {
   const std::string help = run_options_help();
   for (const char* option : {"--nproc-per-node", "--schedule", "--micro-batches", "--chunks", "--model", "--layers",
                              "--hidden", "--seq-len", "--vocab", "--micro-batch-size", "--steps", "--seed",
-                             "--threads-per-rank", "--metrics", "--trace", "--timeout", "--checkpoint-dir",
+                             "--threads-per-rank", "--metrics", "--trace", "--trace-steps", "--timeout", "--checkpoint-dir",
                              "--checkpoint-every", "--resume", "--dp", "--lr", "--quiet", "--help", "--version"})
     CHECK_THAT(help, Catch::Contains(option));
   CHECK_THAT(help, Catch::Contains("(default 1f1b)"));

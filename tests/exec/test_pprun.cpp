@@ -8,7 +8,9 @@
 // - --dp 2 on 4 ranks (2 x 2 grid) matches the single process with 8 micro-batches within 1e-5
 //   and reports 4 peak memory figures.
 // - the measured trace of the 1f1b run holds 8 F, 8 B, 4 SEND_F and 4 RECV_F events (2 stages x
-//   4 micro-batches), source "measured", the earliest event or counter at 0, and memory counters.
+//   4 micro-batches), source "measured", the earliest event or counter at 0, memory counters and
+//   the backward split probe; with --trace-steps 2 the step before sits in 1f1b-trace.step2.json
+//   with the same events and no probe, and no earlier step is written.
 // - a run killed at step 2 with --checkpoint-every 1 resumes and then gives steps 2 and 3 with
 //   exactly the uninterrupted losses.
 // - a worker killed (SIGKILL) or hung at step 1: pprun exits 1, names the rank that failed first,
@@ -98,7 +100,7 @@ TEST_CASE("pipelined schedules reproduce the single-process losses") {
     bool bitwise;
   };
   const std::vector<Case> cases = {
-      {"1f1b", "--nproc-per-node 2 --schedule 1f1b --trace " + (work_dir() / "1f1b-trace.json").string(), true},
+      {"1f1b", "--nproc-per-node 2 --schedule 1f1b --trace-steps 2 --trace " + (work_dir() / "1f1b-trace.json").string(), true},
       {"interleaved", "--nproc-per-node 2 --schedule interleaved-1f1b --chunks 2", true},
       {"1f1b-4", "--nproc-per-node 4 --schedule 1f1b", true},
       {"zb-h1", "--nproc-per-node 2 --schedule zb-h1", false},
@@ -133,7 +135,7 @@ TEST_CASE("data parallel x pipeline grid") {
 }
 
 TEST_CASE("measured trace of the last step") {
-  const RunOutput& run = cached_run("1f1b", "--nproc-per-node 2 --schedule 1f1b --trace " +
+  const RunOutput& run = cached_run("1f1b", "--nproc-per-node 2 --schedule 1f1b --trace-steps 2 --trace " +
                                                 (work_dir() / "1f1b-trace.json").string() +
                                                 " --micro-batches 4 --steps 4 " + kModel);
   REQUIRE(run.status == 0);
@@ -163,10 +165,23 @@ TEST_CASE("measured trace of the last step") {
   CHECK(counts["RECV_F"] == 4);
   CHECK(counts["OPTIMIZER"] >= 2);
   CHECK_FALSE(trace.memory.empty());
+  CHECK(trace.meta.extra.contains("backward_split_probe"));
+  CHECK(trace.meta.extra.value("threads_per_rank", 0) == 1);
+  CHECK_FALSE(trace.meta.extra.value("blas", std::string()).empty());
+
+  // --trace-steps 2: the step before the last goes next to it, with the same operations and
+  // without the probe (it runs once, after the last step).
+  const auto before = pipescope::traces::read_trace((work_dir() / "1f1b-trace.step2.json").string());
+  CHECK(before.meta.iteration == 2);
+  CHECK_FALSE(before.meta.extra.contains("backward_split_probe"));
+  std::map<std::string, int> before_counts;
+  for (const auto& e : before.events) ++before_counts[e.name];
+  CHECK(before_counts == counts);
+  CHECK_FALSE(fs::exists(work_dir() / "1f1b-trace.step1.json"));
 }
 
 TEST_CASE("a killed run resumes from its last checkpoint with the same losses") {
-  const RunOutput& full = cached_run("1f1b", "--nproc-per-node 2 --schedule 1f1b --trace " +
+  const RunOutput& full = cached_run("1f1b", "--nproc-per-node 2 --schedule 1f1b --trace-steps 2 --trace " +
                                                  (work_dir() / "1f1b-trace.json").string() +
                                                  " --micro-batches 4 --steps 4 " + kModel);
   REQUIRE(full.status == 0);

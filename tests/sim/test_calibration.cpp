@@ -16,7 +16,8 @@
 // 5 us, latency 50 us, 1 us between instructions, sends drawn until their data arrives (their
 // events end at the arrival), optimizer steps independent (rank 1's ends before rank 0's starts), f_mem 1100 / 2576 B, gradient buffers 4000 / 6000 B, static 10000 /
 // 20000 B, backward split unmeasured. A second trace of a split schedule (I 60/120 us, W 90/180
-// us) measures the split; pooled medians then mix both traces.
+// us) measures the split; pooled medians then mix both traces. With the mean statistic the
+// 400 us outlier enters stage 0's F (160.2 us), memory stays the median.
 // End to end: traces simulated from known costs (1F1B and ZB-H1, m = 4) calibrate a profile
 // whose predictions for ZB-H1 and 1F1B at m = 8 equal the simulations from the known costs.
 #include <catch2/catch.hpp>
@@ -180,6 +181,23 @@ TEST_CASE("calibration takes medians of a hand-made trace and reports outliers")
   CHECK(has_outlier(c, "stage 0 F", 400e-6));
   CHECK_FALSE(has_outlier(c, "stage 0 F", 98e-6));
   CHECK_FALSE(c.notes.empty());
+}
+
+TEST_CASE("calibration with the mean statistic takes outliers into durations, not into memory") {
+  CalibrationOptions options;
+  options.duration_statistic = parse_duration_statistic("mean");
+  const Calibration c = calibrate({{hand_made_trace(false), "gpipe.json"}}, options);
+  const Profile& p = c.profile;
+  CHECK(p.stages[0].f_s == Approx((100 + 98 + 102 + 101 + 400) / 5.0 * 1e-6));  // 160.2 us, the outlier in
+  CHECK(p.stages[1].f_s == Approx(200e-6));
+  CHECK(p.stages[0].f_mem_bytes == 1100);
+  CHECK(has_outlier(c, "stage 0 F", 400e-6));
+  CHECK(p.extra["calibration"]["duration_statistic"] == "mean");
+  const std::string report = calibration_report(c);
+  CHECK_THAT(report, Catch::Contains("durations: mean of the samples"));
+  CHECK_THAT(report, Catch::Contains("included in the means"));
+  CHECK(calibrate({{hand_made_trace(false), "gpipe.json"}}).profile.extra["calibration"]["duration_statistic"] == "median");
+  CHECK_THROWS_WITH(parse_duration_statistic("average"), Catch::Contains("--statistic") && Catch::Contains("average"));
 }
 
 TEST_CASE("calibration learns memory deltas, the gradient buffer and static memory") {

@@ -25,6 +25,7 @@ struct RunOptions {
   int threads_per_rank = 1;
   std::string metrics_path;
   std::string trace_path;
+  int trace_steps = 1;  // the last K steps are traced: trace_path holds the last (traced_step_path)
   double timeout_s = 60;
   std::string checkpoint_dir;
   int checkpoint_every = 0;  // 0: only at the end of the run (when --checkpoint-dir is given)
@@ -43,6 +44,11 @@ RunOptions parse_run_options(const std::vector<std::string>& args);
 
 // The --help text: every option with its default.
 std::string run_options_help();
+
+// Where the trace of `step` goes when the last `trace_steps` steps are traced: the last step to
+// `trace_path` itself, an earlier one to its name with ".step<N>" before the extension
+// (t.json -> t.step7.json), so that the last step keeps the path a single trace has.
+std::string traced_step_path(const std::string& trace_path, int step, int last_step);
 
 // Checks that do not need the model or the schedule (ranges, combinations); throws UsageError.
 void check_run_options(const RunOptions& options);

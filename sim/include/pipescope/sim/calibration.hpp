@@ -42,7 +42,19 @@ struct CalibrationOptions {
   // `outlier_min_fraction` of the median.
   double outlier_mads = 5.0;
   double outlier_min_fraction = 0.25;
+  // What a duration becomes in the profile. Median: the typical operation, which one stray
+  // delay does not move. Mean: the expected operation, outliers included. A step adds up many
+  // operations, and a sum of many operations is near the sum of their means: on a machine whose
+  // operations have a long tail (shared cores, a scheduler tick now and then) the median
+  // profile predicts the fast steps and the mean profile the typical one. Memory is always
+  // the median (allocations do not jitter).
+  enum class Statistic { Median, Mean };
+  Statistic duration_statistic = Statistic::Median;
 };
+
+// "median" or "mean"; throws UsageError naming the option for anything else.
+CalibrationOptions::Statistic parse_duration_statistic(const std::string& text);
+const char* to_string(CalibrationOptions::Statistic statistic);
 
 struct MeasuredTrace {
   traces::Trace trace;
@@ -55,6 +67,7 @@ struct CalibratedQuantity {
   std::string unit;  // "s" or "bytes"
   std::size_t samples = 0;
   double median = 0;
+  double mean = 0;
   double mad = 0;  // median absolute deviation
   double min = 0;
   double max = 0;
