@@ -13,7 +13,8 @@
 # temporary folder), STEPS (optimizer steps per pprun run, the trace is of the last; default
 # 10), WARMUP (first steps of a run left out of the measured median; default 3), ROUNDS (every
 # configuration runs once per round, rounds one after the other; default 3), MODEL_ARGS (pprun
-# model options).
+# model options), STATISTIC (what a duration becomes in the profile, ppsim calibrate
+# --statistic: mean, the default, or median; the table shows the median profile's error too).
 #
 # The calibration configuration runs once more per round, apart from its measured row, with
 # every step after WARMUP traced (pprun --trace-steps); all those traces calibrate the profile
@@ -32,6 +33,7 @@ out=${ACCURACY_OUT:-$(mktemp -d /tmp/pipescope-accuracy.XXXXXX)}
 steps=${STEPS:-10}
 warmup=${WARMUP:-3}
 rounds=${ROUNDS:-3}
+statistic=${STATISTIC:-mean}
 read -r -a model_args <<< "${MODEL_ARGS:---model mlp --layers 8 --hidden 512 --micro-batch-size 32}"
 (( steps > warmup )) || { echo "accuracy: error: STEPS ($steps) must exceed WARMUP ($warmup)" >&2; exit 2; }
 ranks=2
@@ -92,13 +94,18 @@ for (( round = 1; round <= rounds; ++round )); do
   done
 done
 
-"$ppsim" calibrate "${calibration_inputs[@]}" -o "$out/profile.json" --report "$out/calibration.txt" --quiet
+calibrate() {  # calibrates profile.json (the chosen statistic) and profile.median.json
+  "$ppsim" calibrate "${calibration_inputs[@]}" -o "$out/profile.json" --statistic "$statistic" \
+    --report "$out/calibration.txt" --quiet
+  "$ppsim" calibrate "${calibration_inputs[@]}" -o "$out/profile.median.json" --statistic median --quiet
+}
+calibrate
 if [[ $(jq -r .backward_split "$out/profile.json") == unmeasured ]]; then
   # The calibration trace did not time the backward's two halves apart: take the split from
   # the measured split-backward run (which then is no longer an independent check).
   echo "accuracy: the calibration trace has no backward split; adding zb-h1-m4's trace to the calibration" >&2
   calibration_inputs+=("$out/zb-h1-m4.measured.json")
-  "$ppsim" calibrate "${calibration_inputs[@]}" -o "$out/profile.json" --report "$out/calibration.txt" --quiet
+  calibrate
 fi
 
 rows=()
@@ -107,25 +114,31 @@ for config in "${configs[@]}"; do
   "$ppsim" simulate --schedule "$schedule" --stages "$ranks" --micro-batches "$m" --chunks "$chunks" \
     --profile "$out/profile.json" --trace "$out/$name.predicted.json" --json > "$out/$name.simulate.json"
   "$ppsim" compare "$out/$name.predicted.json" "$out/$name.measured.json" --json > "$out/$name.compare.json"
+  "$ppsim" simulate --schedule "$schedule" --stages "$ranks" --micro-batches "$m" --chunks "$chunks" \
+    --profile "$out/profile.median.json" --json > "$out/$name.simulate.median.json"
   rows+=("$name")
 done
 
 echo "calibrated from: ${#calibration_inputs[@]} traces of $calib_name (steps $warmup..$((steps - 1)) of $rounds run(s))"
 echo "measured: median of steps $warmup..$((steps - 1)) of $rounds run(s) each (fastest: their minimum); traced: the last step of the last run"
-printf '%-20s %10s %10s %8s %10s %10s %8s %9s %s\n' "configuration" "predicted" "measured" "error" "fastest" \
-  "traced" "error" "op MAPE" "peak memory error per rank"
+echo "predicted: durations calibrated as the $statistic of their samples; median profile: as their median"
+printf '%-20s %10s %10s %8s %10s %10s %8s %9s %14s %s\n' "configuration" "predicted" "measured" "error" "fastest" \
+  "traced" "error" "op MAPE" "median profile" "peak memory error per rank"
 for name in "${rows[@]}"; do
   measured_s=$(median_step_s "$out/$name.metrics.jsonl")
   fastest_s=$(fastest_step_s "$out/$name.metrics.jsonl")
-  jq -r --arg name "$name" --argjson measured "$measured_s" --argjson fastest "$fastest_s" '
+  median_profile_s=$(jq .iteration_time_s "$out/$name.simulate.median.json")
+  jq -r --arg name "$name" --argjson measured "$measured_s" --argjson fastest "$fastest_s" \
+      --argjson median_profile "$median_profile_s" '
       def ms: (. * 100000 | round) / 100 | tostring + " ms";
       def pct: (. * 1000 | round) / 10 | tostring + "%";
       [$name, (.iteration_time_predicted_s | ms), ($measured | ms),
        ((.iteration_time_predicted_s - $measured) / $measured | pct), ($fastest | ms),
        (.iteration_time_measured_s | ms), (.iteration_time_error | pct), (.op_duration_mape | pct),
+       (($median_profile - $measured) / $measured | pct),
        ([.peak_memory_error[] | if . == null then "n/a" else pct end] | join(" "))]
     | @tsv' "$out/$name.compare.json" |
-    awk -F'\t' '{ printf "%-20s %10s %10s %8s %10s %10s %8s %9s %s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9 }'
+    awk -F'\t' '{ printf "%-20s %10s %10s %8s %10s %10s %8s %9s %14s %s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 }'
 done
 # What each modelled effect contributes: the prediction again from the profile with that effect
 # taken out (deterministic: no measurement involved).
