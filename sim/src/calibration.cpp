@@ -649,6 +649,22 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
 
 namespace {
 
+// The input-gradient and weight-gradient shares of a full backward on the measured stages
+// after the first, pooled; nullopt when the split is unmeasured or there is no such stage. The
+// first stage has no input gradient to compute (its input is data), so its own split says
+// nothing about its layers once they sit behind another stage: they take these shares.
+std::optional<std::pair<double, double>> split_of_inner_stages(const Profile& profile) {
+  if (!profile.backward_split_measured) return std::nullopt;
+  double input = 0, weight = 0, full = 0;
+  for (std::size_t s = 1; s < profile.stages.size(); ++s) {
+    input += profile.stages[s].b_s;
+    weight += profile.stages[s].w_s;
+    full += profile.stages[s].full_backward_s;
+  }
+  if (!(full > 0)) return std::nullopt;
+  return std::make_pair(input / full, weight / full);
+}
+
 // The layer-wise form of profile_for_stages, when the profile knows the model's layers (name,
 // type, parameters), how the measured run split them and with which method: the target
 // stages are split by the same method, and each layer takes from its measured stage a share
@@ -690,6 +706,7 @@ std::optional<Profile> profile_for_stages_by_layers(const Profile& profile, int 
       stage_parameters[static_cast<std::size_t>(s)] += layers[static_cast<std::size_t>(l)].parameters;
       ++stage_layers[static_cast<std::size_t>(s)];
     }
+  const auto inner_split = split_of_inner_stages(profile);
   Profile out = profile;
   out.stages.clear();
   for (int v = 0; v < num_stages; ++v) {
@@ -704,8 +721,13 @@ std::optional<Profile> profile_for_stages_by_layers(const Profile& profile, int 
                                               : 1.0 / stage_layers[static_cast<std::size_t>(s)];
       const double by_layers = 1.0 / stage_layers[static_cast<std::size_t>(s)];
       t.f_s += m.f_s * by_parameters;
-      t.b_s += m.b_s * by_parameters;
-      t.w_s += m.w_s * by_parameters;
+      if (v > 0 && s == 0 && inner_split) {
+        t.b_s += m.full_backward_s * by_parameters * inner_split->first;
+        t.w_s += m.full_backward_s * by_parameters * inner_split->second;
+      } else {
+        t.b_s += m.b_s * by_parameters;
+        t.w_s += m.w_s * by_parameters;
+      }
       t.full_backward_s += m.full_backward_s * by_parameters;
       t.optimizer_s += m.optimizer_s * by_parameters;
       t.reduce_grads_s += m.reduce_grads_s * by_parameters;
@@ -746,6 +768,7 @@ Profile profile_for_stages(const Profile& profile, int num_stages, const std::st
   if (auto by_layers = profile_for_stages_by_layers(profile, num_stages)) return *by_layers;
   if (num_stages > measured) {
     const int parts = num_stages / measured;
+    const auto inner_split = split_of_inner_stages(profile);
     for (int v = 0; v < num_stages; ++v) {
       const StageProfile& m = profile.stages[static_cast<std::size_t>(v / parts)];
       const bool first_part = v % parts == 0;
@@ -753,8 +776,13 @@ Profile profile_for_stages(const Profile& profile, int num_stages, const std::st
       s.stage = v;
       const double share = 1.0 / parts;
       s.f_s = m.f_s * share;
-      s.b_s = m.b_s * share;
-      s.w_s = m.w_s * share;
+      if (v > 0 && v < parts && inner_split) {  // cut from the first stage, behind another one now
+        s.b_s = m.full_backward_s * share * inner_split->first;
+        s.w_s = m.full_backward_s * share * inner_split->second;
+      } else {
+        s.b_s = m.b_s * share;
+        s.w_s = m.w_s * share;
+      }
       s.full_backward_s = m.full_backward_s * share;
       s.optimizer_s = m.optimizer_s * share;
       s.reduce_grads_s = m.reduce_grads_s * share;

@@ -347,6 +347,43 @@ TEST_CASE("a profile with its model's layers fits other stage counts layer by la
   CHECK(four.stages[3].load_s == Approx(0.001));
 }
 
+// The first stage computes no input gradient: measured full backward 0.010 s, I 0, W 0.009 s;
+// stage 1: full 0.010 s, I 0.005 s, W 0.008 s (shares 0.5 and 0.8). Cut into 4 stages, stage 1
+// (the second half of measured stage 0, now behind stage 0) splits its 0.005 s full backward
+// with stage 1's shares: I 0.0025 s, W 0.004 s; stage 0 keeps I 0, W 0.0045 s. The same with
+// the model's layers (2 layers of equal size per measured stage).
+TEST_CASE("a stage cut from the measured first stage computes input gradients behind another stage") {
+  Profile p;
+  p.backward_split_measured = true;
+  for (int s = 0; s < 2; ++s) {
+    StageProfile sp;
+    sp.stage = s;
+    sp.f_s = 0.002;
+    sp.full_backward_s = 0.010;
+    sp.b_s = s == 0 ? 0.0 : 0.005;
+    sp.w_s = s == 0 ? 0.009 : 0.008;
+    p.stages.push_back(sp);
+  }
+  auto check = [](const Profile& four) {
+    REQUIRE(four.stages.size() == 4);
+    CHECK(four.stages[0].b_s == Approx(0.0).margin(1e-12));
+    CHECK(four.stages[0].w_s == Approx(0.0045));
+    CHECK(four.stages[1].b_s == Approx(0.0025));
+    CHECK(four.stages[1].w_s == Approx(0.004));
+    CHECK(four.stages[1].full_backward_s == Approx(0.005));
+    CHECK(four.stages[3].b_s == Approx(0.0025));
+    CHECK(four.stages[3].w_s == Approx(0.004));
+  };
+  check(profile_for_stages(p, 4, "p.json"));
+  p.extra["layers"] = {{{"name", "l0"}, {"type", "Linear"}, {"parameters", 100}},
+                       {{"name", "l1"}, {"type", "Linear"}, {"parameters", 100}},
+                       {{"name", "l2"}, {"type", "Linear"}, {"parameters", 100}},
+                       {{"name", "l3"}, {"type", "Linear"}, {"parameters", 100}}};
+  p.extra["stage_bounds"] = {0, 2, 4};
+  p.extra["partition_method"] = "parameters";
+  check(profile_for_stages(p, 4, "p.json"));
+}
+
 TEST_CASE("calibrate from simulated 1F1B and ZB-H1 traces, then predict other micro-batch counts") {
   CostModel known;
   StageCost s0, s1;

@@ -104,8 +104,10 @@ double median_absolute_deviation(const std::vector<double>& values);
 // proportion to its parameters, and an equal share of activation memory. Otherwise, when
 // num_stages is V*S, each measured stage is cut into V equal consecutive stages, and when S is
 // a multiple of num_stages, consecutive stages merge (sums). Transfer sizes and per-transfer
-// costs stay; micro-batch loading stays with the first and last stage. Throws UsageError when
-// neither applies.
+// costs stay; micro-batch loading stays with the first and last stage. A new stage behind
+// another one whose layers come from the measured first stage (which had no input gradient to
+// compute) splits its backward into input and weight gradients as the measured later stages
+// do. Throws UsageError when neither applies.
 Profile profile_for_stages(const Profile& profile, int num_stages, const std::string& source);
 
 // Throws UsageError naming `source` when `schedule` splits backwards (BackwardInput /
