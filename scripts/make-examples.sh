@@ -16,12 +16,13 @@ for tool in "$ppsim" "$pprun"; do
   [[ -x $tool ]] || { echo "make-examples: error: $tool is missing (build ppsim and pprun first)" >&2; exit 1; }
 done
 out=$root/traces/examples
-model=(--model mlp --layers 8 --hidden 512 --micro-batch-size 32 --threads-per-rank 1 --steps 6 --quiet)  # as bench/accuracy
+model=(--model mlp --layers 8 --hidden 512 --micro-batch-size 32 --threads-per-rank 1 --steps 10 --quiet)  # as bench/accuracy
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-"$pprun" --nproc-per-node 2 --schedule 1f1b --micro-batches 4 "${model[@]}" --trace "$work/calibration-1f1b.json"
-"$ppsim" calibrate "$work/calibration-1f1b.json" -o "$work/profile.json" --report "$work/calibration.txt" --quiet
+# Steps 3..9 traced (the first three warm up); the examples keep the last one's trace.
+"$pprun" --nproc-per-node 2 --schedule 1f1b --micro-batches 4 "${model[@]}" --trace-steps 7 --trace "$work/calibration-1f1b.json"
+"$ppsim" calibrate "$work"/calibration-1f1b*.json --statistic mean -o "$work/profile.json" --report "$work/calibration.txt" --quiet
 "$pprun" --nproc-per-node 2 --schedule zb-h1 --micro-batches 8 "${model[@]}" --trace "$work/measured.json"
 "$ppsim" simulate --schedule zb-h1 --stages 2 --micro-batches 8 --profile "$work/profile.json" \
   --trace "$work/predicted.json" > "$work/simulate.txt"

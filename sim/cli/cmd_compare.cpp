@@ -48,11 +48,11 @@ void print_table(const traces::Comparison& c, const traces::Trace& predicted, st
                        mib(r.peak_memory_measured_bytes), percent(r.peak_memory_error));
 
   if (c.top_differences.empty()) return;
-  out << fmt::format("\noperations that differ most:\n{:<6}{:<12}{:>6}{:>6}{:>14}{:>14}{:>12}{:>10}\n", "rank", "name",
-                     "stage", "mb", "pred dur us", "meas dur us", "diff us", "error");
+  out << fmt::format("\noperations that differ most:\n{:<6}{:<12}{:>6}{:>6}{:>14}{:>14}{:>14}{:>10}\n", "rank", "name",
+                     "stage", "mb", "pred dur us", "meas dur us", "pred-meas us", "error");
   for (const auto& op : c.top_differences) {
     const auto& e = predicted.events[op.predicted_index];
-    out << fmt::format("{:<6}{:<12}{:>6}{:>6}{:>14.2f}{:>14.2f}{:>+12.2f}{:>10}\n", e.rank, e.name,
+    out << fmt::format("{:<6}{:<12}{:>6}{:>6}{:>14.2f}{:>14.2f}{:>+14.2f}{:>10}\n", e.rank, e.name,
                        e.stage < 0 ? std::string("-") : std::to_string(e.stage),
                        e.micro_batch < 0 ? std::string("-") : std::to_string(e.micro_batch), op.predicted_dur_us,
                        op.measured_dur_us, op.difference_us(), percent(op.duration_error()));

@@ -7,7 +7,8 @@
 // MAPE = (2/12 * 2 + 2/22 * 2 + 0 + 4/24 + 0 + 4/24) / 8 = 0.1060606;
 // bubbles: predicted 20/80 = 0.25 on both ranks, measured 32/100 = 0.32 on both;
 // peak memory predicted 300 and 200 bytes, measured 400 and 200: errors -0.25 and 0.
-// The largest differences are rank 1's backwards (4 us longer), in predicted start order.
+// The largest differences are rank 1's backwards (4 us longer than predicted: difference -4 us,
+// predicted - measured like the error), in predicted start order.
 #include <catch2/catch.hpp>
 
 #include "pipescope/traces/compare.hpp"
@@ -92,7 +93,7 @@ TEST_CASE("compare_traces reports the hand-computed errors", "[compare]") {
   const TraceEvent& second = p.events[c.top_differences[1].predicted_index];
   REQUIRE((first.rank == 1 && first.name == "B" && first.micro_batch == 0));
   REQUIRE((second.rank == 1 && second.name == "B" && second.micro_batch == 1));
-  REQUIRE(c.top_differences[0].difference_us() == Approx(4));
+  REQUIRE(c.top_differences[0].difference_us() == Approx(-4));  // predicted - measured
   REQUIRE(c.top_differences[0].duration_error() == Approx(-1.0 / 6));
   // Each matched pair joins the same key.
   for (const auto& op : c.matched) {

@@ -29,7 +29,8 @@ struct MatchedOperation {
   std::size_t measured_index = 0;   // into measured.events
   double predicted_dur_us = 0;
   double measured_dur_us = 0;
-  double difference_us() const { return measured_dur_us - predicted_dur_us; }
+  // predicted - measured, the sign of duration_error(): negative where the run took longer.
+  double difference_us() const { return predicted_dur_us - measured_dur_us; }
   // (predicted - measured) / measured; NaN when the measured duration is 0.
   double duration_error() const;
 };
