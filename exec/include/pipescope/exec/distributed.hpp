@@ -25,7 +25,7 @@ struct ProcessContext {
 
 struct ProcessOptions {
   double timeout_s = 60;       // how long a rank waits on a peer
-  int threads_per_rank = 1;    // LibTorch intra-op threads (1: reproducible, bit for bit)
+  int threads_per_rank = 1;    // LibTorch's and OpenBLAS's threads (set_rank_threads; 1: reproducible, bit for bit)
 };
 
 // Returns the program's exit status: 0, 1 after a failure while running (one line
