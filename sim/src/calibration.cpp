@@ -311,9 +311,9 @@ class Summariser {
  public:
   Summariser(Calibration& result, const CalibrationOptions& options) : result_(result), options_(options) {}
 
-  // The median of `samples` (of durations: the chosen statistic), recorded as a quantity; far
-  // samples become outliers.
-  double median(const std::string& name, const std::string& unit, const Samples& samples) {
+  // The median of `samples` (of durations: the chosen statistic), recorded as a quantity with
+  // its median, mean, MAD and range; far samples become outliers.
+  double estimate(const std::string& name, const std::string& unit, const Samples& samples) {
     const std::vector<double> values = values_of(samples);
     CalibratedQuantity q;
     q.name = name;
@@ -334,6 +334,14 @@ class Summariser {
     }
     result_.quantities.push_back(q);
     return unit == "s" && options_.duration_statistic == CalibrationOptions::Statistic::Mean ? q.mean : q.median;
+  }
+
+  // The chosen statistic of some durations, not recorded (the points of a fit).
+  double duration(const std::vector<double>& values_s) const {
+    if (options_.duration_statistic == CalibrationOptions::Statistic::Median || values_s.empty()) return median_of(values_s);
+    double sum = 0;
+    for (double v : values_s) sum += v;
+    return sum / static_cast<double>(values_s.size());
   }
 
  private:
@@ -415,7 +423,7 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
   p.data_parallel = c.data_parallel;
 
   // Transfers: delay = latency + bytes / bandwidth, from the receives that were already
-  // waiting when their send was posted, fitted through the median delay of each message size;
+  // waiting when their send was posted, fitted through the median (or mean) delay of each size;
   // one size leaves the bandwidth undetermined.
   constexpr double kUnlimitedBandwidth = 1e15;
   Samples waiting;
@@ -427,10 +435,10 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
       delays_by_size[t.bytes].push_back(delay_s);
     }
   if (!waiting.empty()) {
-    const double delay_median = summary.median("transfer delay (receiver waiting)", "s", waiting);
+    const double typical_delay_s = summary.estimate("transfer delay (receiver waiting)", "s", waiting);
     std::vector<std::pair<double, double>> points;
-    for (const auto& [bytes, delays] : delays_by_size) points.push_back({bytes, median_of(delays)});
-    double slope = 0, intercept = delay_median;
+    for (const auto& [bytes, delays] : delays_by_size) points.push_back({bytes, summary.duration(delays)});
+    double slope = 0, intercept = typical_delay_s;
     if (points.size() >= 2 && points.back().first >= 2 * points.front().first) {
       double mx = 0, my = 0;
       for (const auto& [x, y] : points) mx += x, my += y;
@@ -444,18 +452,18 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
     if (slope > 0 && intercept >= 0) {
       p.transfer = {1.0 / slope, intercept};
     } else {
-      p.transfer = {kUnlimitedBandwidth, std::max(0.0, delay_median)};
+      p.transfer = {kUnlimitedBandwidth, std::max(0.0, typical_delay_s)};
       result.notes.push_back(fmt::format(
           "transfers: {} message size(s) seen, too few to separate bandwidth from latency: the whole delay ({:.1f} us) "
           "is latency",
-          points.size(), delay_median * 1e6));
+          points.size(), typical_delay_s * 1e6));
     }
   } else if (!c.transfers.empty()) {
     Samples all;
     for (const auto& t : c.transfers)
       all.push_back({(t.recv->end_us() - std::max(t.send_start_us, t.recv->ts_us)) * 1e-6, t.source, t.recv->rank,
                      t.recv->micro_batch});
-    p.transfer = {kUnlimitedBandwidth, std::max(0.0, summary.median("transfer delay (all)", "s", all))};
+    p.transfer = {kUnlimitedBandwidth, std::max(0.0, summary.estimate("transfer delay (all)", "s", all))};
     result.notes.push_back("transfers: no receive was waiting when its send was posted; latency from all pairs");
   } else {
     p.transfer = {kUnlimitedBandwidth, 0.0};
@@ -463,7 +471,7 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
   }
   // The program's own time between instructions.
   if (!c.instruction_gaps.empty())
-    p.instruction_overhead_s = std::max(0.0, summary.median("program time between instructions", "s", c.instruction_gaps));
+    p.instruction_overhead_s = std::max(0.0, summary.estimate("program time between instructions", "s", c.instruction_gaps));
   // A runtime whose sends complete when the receiver has the data (Gloo) ends their events
   // nearer the receive's end than the arrival; one that completes them on the wire, nearer
   // the arrival. Transfers whose receive waited for the data tell neither (both are equal).
@@ -531,7 +539,7 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
     StageProfile sp;
     sp.stage = s;
     const std::string st = fmt::format("stage {} ", s);
-    auto time = [&](const char* what) { return summary.median(st + what, "s", find_or_empty(c.times_s, s, what)); };
+    auto time = [&](const char* what) { return summary.estimate(st + what, "s", find_or_empty(c.times_s, s, what)); };
     const Samples& forwards = find_or_empty(c.times_s, s, "F");
     if (forwards.empty()) throw UsageError(fmt::format("calibrate: stage {} has no forward (F) in any trace", s));
     sp.f_s = time("F");
@@ -565,19 +573,19 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
     sp.reduce_grads_s = time("REDUCE_GRAD");
     sp.reduce_tied_s = time("REDUCE_TIED");
     const Samples& sends = find_or_empty(c.times_s, s, "SEND");
-    sp.send_s = sends.empty() ? send_fallback_s : summary.median(st + "send posting", "s", sends);
+    sp.send_s = sends.empty() ? send_fallback_s : summary.estimate(st + "send posting", "s", sends);
     const Samples& late = find_or_empty(c.times_s, s, "RECV_LATE");
-    sp.recv_s = late.empty() ? recv_fallback_s : summary.median(st + "receive of arrived data", "s", late);
+    sp.recv_s = late.empty() ? recv_fallback_s : summary.estimate(st + "receive of arrived data", "s", late);
     // The simulator adds the transfer latency to every receive; the receive's own cost is what it adds beyond.
     sp.recv_s = std::max(0.0, sp.recv_s);
 
     // Memory.
-    const double forward_bytes = summary.median(st + "forward memory (LOAD + RECV_F + F)", "bytes",
+    const double forward_bytes = summary.estimate(st + "forward memory (LOAD + RECV_F + F)", "bytes",
                                                 find_or_empty(c.memory_b, s, "forward"));
     sp.f_mem_bytes = round_bytes(forward_bytes);
     const Samples& input_side = find_or_empty(c.memory_b, s, "input");
     if (has_split && !input_side.empty()) {
-      sp.b_mem_bytes = round_bytes(summary.median(st + "input-gradient memory (RECV_B + I)", "bytes", input_side));
+      sp.b_mem_bytes = round_bytes(summary.estimate(st + "input-gradient memory (RECV_B + I)", "bytes", input_side));
     } else {
       // The executor keeps the graph from the input gradient to the weight gradient: the
       // activations go with the weight gradient.
@@ -586,16 +594,16 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
     sp.w_mem_bytes = -(sp.f_mem_bytes + sp.b_mem_bytes);
     const Samples& backward_side = find_or_empty(c.memory_b, s, "backward");
     if (!backward_side.empty()) {
-      const double measured = summary.median(st + "backward memory (RECV_B + B or I + W)", "bytes", backward_side);
+      const double measured = summary.estimate(st + "backward memory (RECV_B + B or I + W)", "bytes", backward_side);
       if (std::fabs(measured + forward_bytes) > 0.05 * std::max(1.0, std::fabs(forward_bytes)))
         result.notes.push_back(fmt::format("stage {}: a backward frees {} bytes, but its forward allocated {}: the "
                                            "profile frees what the forward allocated",
                                            s, -std::llround(measured), std::llround(forward_bytes)));
     }
     sp.grad_buffer_bytes = std::max<std::int64_t>(
-        0, round_bytes(summary.median(st + "gradient buffer", "bytes", find_or_empty(c.memory_b, s, "grad_buffer"))));
+        0, round_bytes(summary.estimate(st + "gradient buffer", "bytes", find_or_empty(c.memory_b, s, "grad_buffer"))));
     sp.static_bytes = std::max<std::int64_t>(
-        0, round_bytes(summary.median(st + "memory at iteration start", "bytes", find_or_empty(c.memory_b, s, "static"))));
+        0, round_bytes(summary.estimate(st + "memory at iteration start", "bytes", find_or_empty(c.memory_b, s, "static"))));
     if (auto it = c.activation_bytes.find(s); it != c.activation_bytes.end() && !it->second.empty()) {
       std::vector<double> sizes(it->second.begin(), it->second.end());
       sp.activation_bytes = round_bytes(median_of(sizes));
