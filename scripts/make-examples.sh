@@ -16,7 +16,7 @@ for tool in "$ppsim" "$pprun"; do
   [[ -x $tool ]] || { echo "make-examples: error: $tool is missing (build ppsim and pprun first)" >&2; exit 1; }
 done
 out=$root/traces/examples
-model=(--model mlp --layers 8 --hidden 512 --micro-batch-size 32 --threads-per-rank 1 --steps 10 --quiet)  # as bench/accuracy
+model=(--model mlp --layers 8 --hidden 512 --micro-batch-size 32 --threads-per-rank 1 --bind-cores --steps 10 --quiet)  # as bench/accuracy
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

@@ -11,19 +11,24 @@
 # Environment: PIPESCOPE_BUILD_DIR (build folder holding sim/ppsim and exec/pprun; built there
 # when missing), ACCURACY_OUT (where traces, profile and comparisons go; default a new
 # temporary folder), STEPS (optimizer steps per pprun run, the trace is of the last; default
-# 10), WARMUP (first steps of a run left out of the measured median; default 3), ROUNDS (every
-# configuration runs once per round, rounds one after the other; default 3), MODEL_ARGS (pprun
+# 10), WARMUP (first steps of a run left out of the measurement; default 3), ROUNDS (every
+# configuration runs once per round, rounds one after the other; default 12), MODEL_ARGS (pprun
 # model options), STATISTIC (what a duration becomes in the profile, ppsim calibrate
-# --statistic: mean, the default, or median; the table shows the median profile's error too).
+# --statistic: mean, the default, or median; the table shows the median profile's error too),
+# BIND_CORES (1, the default: pprun --bind-cores, each rank on a core of its own; 0: ranks
+# share the cores).
 #
 # The calibration configuration runs once more per round, apart from its measured row, with
 # every step after WARMUP traced (pprun --trace-steps); all those traces calibrate the profile
-# together, so that it learns from the same population of steps the measured medians come from. The measured iteration time of a
-# configuration is the median over the steps after WARMUP of all its runs (pprun --metrics,
-# rank 0's wall time of a step): rounds spread every configuration over the same stretch of
-# time, so a burst of other work on the machine does not fall on one configuration alone. The
-# last round's trace gives the per-operation comparison and the memory. Timing needs a quiet
-# machine: the script prints the load average before and after.
+# together, so that it learns from the same population of steps the measurements come from.
+# The measured iteration time of a configuration is the mean over the steps after WARMUP of
+# all its runs (pprun --metrics, rank 0's wall time of a step), the quantity a profile of mean
+# durations predicts. Rounds spread every configuration over the same stretch of time, so a
+# burst of other work on the machine does not fall on one configuration alone; and since on a
+# shared machine a whole run is faster or slower than the next, the table gives each error a
+# 95% interval from the spread of the runs' means. The last round's trace gives the
+# per-operation comparison and the memory. Timing needs a quiet machine: the script prints the
+# load average before and after.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -32,8 +37,11 @@ build=${PIPESCOPE_BUILD_DIR:-$root/build/release}
 out=${ACCURACY_OUT:-$(mktemp -d /tmp/pipescope-accuracy.XXXXXX)}
 steps=${STEPS:-10}
 warmup=${WARMUP:-3}
-rounds=${ROUNDS:-3}
+rounds=${ROUNDS:-12}
 statistic=${STATISTIC:-mean}
+disturbed=${DISTURBED:-1.3}
+bind_args=(--bind-cores)
+[[ ${BIND_CORES:-1} == 1 ]] || bind_args=()
 read -r -a model_args <<< "${MODEL_ARGS:---model mlp --layers 8 --hidden 512 --micro-batch-size 32}"
 (( steps > warmup )) || { echo "accuracy: error: STEPS ($steps) must exceed WARMUP ($warmup)" >&2; exit 2; }
 ranks=2
@@ -61,37 +69,78 @@ configs=(
 
 measure() {  # name schedule m chunks trace-file [traced-steps]: appends the run's steps to NAME.metrics.jsonl
   "$pprun" --nproc-per-node "$ranks" --schedule "$2" --micro-batches "$3" --chunks "$4" "${model_args[@]}" \
-    --threads-per-rank 1 --steps "$steps" --trace "$5" --trace-steps "${6:-1}" --metrics "$out/run.metrics.jsonl" --quiet
-  cat "$out/run.metrics.jsonl" >> "$out/$1.metrics.jsonl"
+    --threads-per-rank 1 "${bind_args[@]}" --steps "$steps" --trace "$5" --trace-steps "${6:-1}" --metrics "$out/run.metrics.jsonl" --quiet
+  jq -c --argjson run "$round" '. + {run: $run}' "$out/run.metrics.jsonl" >> "$out/$1.metrics.jsonl"
 }
 
-# Median and fastest iteration time (seconds) of the steps after the warm-up.
-median_step_s() {
-  jq -s --argjson warmup "$warmup" '[.[] | select(.step >= $warmup) | .iteration_time_s] | sort |
-    if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end' "$1"
+# Iteration times (seconds) of the steps after the warm-up: mean, median, fastest, and the
+# relative standard error of the mean from the spread of the runs' own means (on a shared
+# machine a run as a whole is faster or slower than the next: steps of one run are not
+# independent samples; runs are). A run whose mean step is more than DISTURBED times the
+# median run's was slowed down by other work on the machine and is left out (kept: the runs
+# that count; runs: all of them).
+step_times_s() {
+  jq -s -c --argjson warmup "$warmup" --argjson disturbed "$disturbed" '
+    def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+    [.[] | select(.step >= $warmup)] as $all |
+    ($all | group_by(.run) | map({run: .[0].run, mean: (map(.iteration_time_s) | add / length)})) as $all_runs |
+    ($all_runs | map(.mean) | median) as $typical |
+    ($all_runs | map(select(.mean <= $disturbed * $typical))) as $runs |
+    ($runs | map(.run)) as $kept |
+    ($all | map(select(.run as $r | $kept | index($r))) | map(.iteration_time_s)) as $t |
+    ($runs | map(.mean)) as $means | ($means | add / length) as $m | ($means | length) as $n |
+    {mean: ($t | add / length), fastest: ($t | min), median: ($t | median), runs: ($all_runs | length),
+     kept: $kept, relative_se: (if $n < 2 then 0 else (($means | map((. - $m) * (. - $m)) | add) / ($n - 1) | sqrt) / ($n | sqrt) / $m end)}' "$1"
 }
-fastest_step_s() {
-  jq -s --argjson warmup "$warmup" '[.[] | select(.step >= $warmup) | .iteration_time_s] | min' "$1"
+
+# The same measurement paired round by round with the calibration run measured just before:
+# each run's mean step over that calibration run's, averaged over the rounds where both were
+# kept and scaled by the calibration runs' mean. The machine's speed drifts over seconds (the
+# calibration configuration's own measured run follows its calibration run with a correlation
+# of 0.9 between rounds): the pairing takes most of that drift out of the comparison. Relative
+# standard error from the spread of the ratios.
+paired_measurement() {  # NAME CALIBRATION-STEPS-JSON CONFIGURATION-STEPS-JSON
+  jq -n -c --argjson warmup "$warmup" --argjson kept_cal "$(jq -c .kept <<< "$2")" --argjson kept "$(jq -c .kept <<< "$3")" \
+      --slurpfile cal "$out/$calib_name.calibration.metrics.jsonl" --slurpfile cfg "$out/$1.metrics.jsonl" '
+    def run_means: [.[] | select(.step >= $warmup)] | group_by(.run) |
+      map({key: (.[0].run | tostring), value: (map(.iteration_time_s) | add / length)}) | from_entries;
+    ($cal | run_means) as $c | ($cfg | run_means) as $m |
+    ($kept_cal | map($c[tostring]) | add / length) as $calibration_mean |
+    [$kept_cal[] | select(. as $r | $kept | index($r)) | tostring | $m[.] / $c[.]] as $ratios |
+    ($ratios | length) as $n | ($ratios | add / $n) as $mean |
+    {rounds: $n, measured: ($calibration_mean * $mean),
+     relative_se: (if $n < 2 then 0 else (($ratios | map((. - $mean) * (. - $mean)) | add) / ($n - 1) | sqrt) / ($n | sqrt) / $mean end)}'
 }
 
 read -r calib_name calib_schedule calib_m calib_chunks <<< "${configs[0]}"
-echo "accuracy: ${model_args[*]}, $ranks ranks, $rounds round(s) of $steps steps per run ($warmup warm-up);" \
-  "calibration: $calib_schedule m=$calib_m; load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+if [[ ${REUSE:-0} == 1 ]]; then
+  [[ -f $out/$calib_name.calibration.metrics.jsonl ]] || { echo "accuracy: error: REUSE=1 but $out holds no earlier measurement" >&2; exit 2; }
+  rounds=$(jq -s 'map(.run) | max' "$out/$calib_name.calibration.metrics.jsonl")
+  echo "accuracy: analysing the $rounds round(s) measured earlier in $out" >&2
+else
+  echo "accuracy: ${model_args[*]}, $ranks ranks, $rounds round(s) of $steps steps per run ($warmup warm-up);" \
+    "calibration: $calib_schedule m=$calib_m; load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+  rm -f "$out"/*.metrics.jsonl
+  for (( round = 1; round <= rounds; ++round )); do
+    echo "accuracy: round $round: measuring $calib_name for the calibration" >&2
+    measure "$calib_name.calibration" "$calib_schedule" "$calib_m" "$calib_chunks" "$out/$calib_name.calibration$round.json" \
+      "$((steps - warmup))"
+    for config in "${configs[@]}"; do
+      read -r name schedule m chunks <<< "$config"
+      echo "accuracy: round $round: measuring $name" >&2
+      measure "$name" "$schedule" "$m" "$chunks" "$out/$name.measured.json"
+    done
+  done
+fi
+
+# The calibration learns from the traced steps of the calibration runs that were not disturbed.
+calibration_steps=$(step_times_s "$out/$calib_name.calibration.metrics.jsonl")
 calibration_inputs=()
-rm -f "$out"/*.metrics.jsonl
-for (( round = 1; round <= rounds; ++round )); do
-  echo "accuracy: round $round: measuring $calib_name for the calibration" >&2
-  measure "$calib_name.calibration" "$calib_schedule" "$calib_m" "$calib_chunks" "$out/$calib_name.calibration$round.json" \
-    "$((steps - warmup))"
+for round in $(jq -r '.kept[]' <<< "$calibration_steps"); do
   for (( step = warmup; step < steps - 1; ++step )); do
     calibration_inputs+=("$out/$calib_name.calibration$round.step$step.json")
   done
   calibration_inputs+=("$out/$calib_name.calibration$round.json")
-  for config in "${configs[@]}"; do
-    read -r name schedule m chunks <<< "$config"
-    echo "accuracy: round $round: measuring $name" >&2
-    measure "$name" "$schedule" "$m" "$chunks" "$out/$name.measured.json"
-  done
 done
 
 calibrate() {  # calibrates profile.json (the chosen statistic) and profile.median.json
@@ -119,37 +168,51 @@ for config in "${configs[@]}"; do
   rows+=("$name")
 done
 
-echo "calibrated from: ${#calibration_inputs[@]} traces of $calib_name (steps $warmup..$((steps - 1)) of $rounds run(s))"
-echo "measured: median of steps $warmup..$((steps - 1)) of $rounds run(s) each (fastest: their minimum); traced: the last step of the last run"
+echo "calibrated from: ${#calibration_inputs[@]} traces of $calib_name (steps $warmup..$((steps - 1)) of" \
+  "$(jq '.kept | length' <<< "$calibration_steps") of $rounds run(s);" \
+  "their runs' mean step $(jq -r '.mean * 1e5 | round / 100' <<< "$calibration_steps") ms ± $(jq -r '.relative_se * 1e3 | round / 10' <<< "$calibration_steps")% standard error)"
+echo "measured: mean (and median) of steps $warmup..$((steps - 1)) of $rounds run(s) each, less the disturbed" \
+  "ones (runs: the runs kept; a disturbed run's mean step is over $disturbed times the median run's);" \
+  "±: 95% interval of the error from the spread of the calibration's and the configuration's runs;" \
+  "paired: the error against the runs paired round by round with the calibration run before them (±: its 95% interval);" \
+  "op MAPE: per operation, against the last run's traced step"
 echo "predicted: durations calibrated as the $statistic of their samples; median profile: as their median"
-printf '%-20s %10s %10s %8s %10s %10s %8s %9s %14s %s\n' "configuration" "predicted" "measured" "error" "fastest" \
-  "traced" "error" "op MAPE" "median profile" "peak memory error per rank"
+printf '%-20s %10s %10s %8s %7s %6s %8s %7s %10s %8s %14s %s\n' "configuration" "predicted" "measured" "error" "±" "runs" \
+  "paired" "±" "median" "op MAPE" "median profile" "peak memory error per rank"
 for name in "${rows[@]}"; do
-  measured_s=$(median_step_s "$out/$name.metrics.jsonl")
-  fastest_s=$(fastest_step_s "$out/$name.metrics.jsonl")
   median_profile_s=$(jq .iteration_time_s "$out/$name.simulate.median.json")
-  jq -r --arg name "$name" --argjson measured "$measured_s" --argjson fastest "$fastest_s" \
+  config_steps=$(step_times_s "$out/$name.metrics.jsonl")
+  jq -r --arg name "$name" --argjson steps "$config_steps" --argjson calibration "$calibration_steps" \
+      --argjson paired "$(paired_measurement "$name" "$calibration_steps" "$config_steps")" \
       --argjson median_profile "$median_profile_s" '
       def ms: (. * 100000 | round) / 100 | tostring + " ms";
       def pct: (. * 1000 | round) / 10 | tostring + "%";
-      [$name, (.iteration_time_predicted_s | ms), ($measured | ms),
-       ((.iteration_time_predicted_s - $measured) / $measured | pct), ($fastest | ms),
-       (.iteration_time_measured_s | ms), (.iteration_time_error | pct), (.op_duration_mape | pct),
-       (($median_profile - $measured) / $measured | pct),
+      # Student t, 97.5% quantile, for the fewer runs of the two sides.
+      def t975: [12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.20, 2.18, 2.16, 2.14, 2.13,
+                 2.12, 2.11, 2.10, 2.09, 2.09] as $table | if . < 1 then 0 elif . <= 20 then $table[. - 1] else 2.05 end;
+      .iteration_time_predicted_s as $predicted |
+      ([$steps.kept, $calibration.kept] | map(length) | min - 1 | t975) as $t |
+      [$name, ($predicted | ms), ($steps.mean | ms), (($predicted - $steps.mean) / $steps.mean | pct),
+       ($t * ((($steps.relative_se | . * .) + ($calibration.relative_se | . * .)) | sqrt) | pct),
+       ("\($steps.kept | length)/\($steps.runs)"),
+       (($predicted - $paired.measured) / $paired.measured | pct), (($paired.rounds - 1 | t975) * $paired.relative_se | pct),
+       ($steps.median | ms), (.op_duration_mape | pct),
+       (($median_profile - $steps.mean) / $steps.mean | pct),
        ([.peak_memory_error[] | if . == null then "n/a" else pct end] | join(" "))]
     | @tsv' "$out/$name.compare.json" |
-    awk -F'\t' '{ printf "%-20s %10s %10s %8s %10s %10s %8s %9s %14s %s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 }'
+    awk -F'\t' '{ printf "%-20s %10s %10s %8s %7s %6s %8s %7s %10s %8s %14s %s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 }'
 done
 # What each modelled effect contributes: the prediction again from the profile with that effect
 # taken out (deterministic: no measurement involved).
 declare -A without=(
   [overhead]='.instruction_overhead_s = 0'
+  [step]='.step_overhead_s = 0'
   [send-recv]='.stages[] |= (.send_s = 0 | .recv_s = 0)'
   [latency]='.transfer.latency_s = 0'
   [optimizer]='.stages[] |= (.optimizer_s = 0 | .reduce_grads_s = 0 | .reduce_tied_s = 0)'
   [load]='.stages[] |= (.load_s = 0)'
 )
-effects=(overhead send-recv latency optimizer load)
+effects=(overhead step send-recv latency optimizer load)
 for effect in "${effects[@]}"; do
   jq "${without[$effect]}" "$out/profile.json" > "$out/profile.without-$effect.json"
 done

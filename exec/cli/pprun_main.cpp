@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "pipescope/core/errors.hpp"
+#include "pipescope/exec/core_binding.hpp"
 #include "pipescope/exec/launcher.hpp"
 #include "pipescope/exec/options.hpp"
 #include "pipescope/exec/worker.hpp"
@@ -38,6 +39,8 @@ int main(int argc, char** argv) {
     env = worker_environment_from_env();
     // Everything checkable is checked before any worker starts.
     plan = make_run_plan(options, env ? env->world_size : options.nproc_per_node);
+    if (options.bind_cores)
+      core_share(allowed_cores(), env ? env->local_rank : 0, env ? local_world_size_for_binding(*env) : options.nproc_per_node);
   } catch (const pipescope::UsageError& e) {
     return usage_error(e.what());
   } catch (const pipescope::ScheduleError& e) {

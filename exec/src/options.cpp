@@ -63,6 +63,8 @@ std::vector<OptionDef> option_defs() {
   defs.push_back({"--seed", "K", fmt::format("seed of the weights and the synthetic data (default {})", d.seed),
                   [](RunOptions& o, const std::string& v) { o.seed = parse_number<unsigned long long>("--seed", v); }});
   add_int("--threads-per-rank", &RunOptions::threads_per_rank, "intra-op threads of each worker");
+  add_flag("--bind-cores", &RunOptions::bind_cores,
+           "bind each local worker to its own share of the cores this launcher may use (as DeepSpeed's --bind_cores_to_rank)");
   add_string("--metrics", &RunOptions::metrics_path, "FILE.jsonl", "per-step loss, time and peak memory");
   add_string("--trace", &RunOptions::trace_path, "FILE", "measured trace of the last step (pipescope.trace/1)");
   add_int("--trace-steps", &RunOptions::trace_steps,
@@ -141,6 +143,14 @@ void check_run_options(const RunOptions& o) {
   if (o.trace_steps > 1 && o.trace_path.empty()) throw UsageError("option --trace-steps needs --trace");
   if (o.trace_steps > std::max(o.steps, 1))
     throw UsageError(fmt::format("option --trace-steps: {} is more than the {} step(s) of the run (--steps)", o.trace_steps, o.steps));
+  // Files are written after steps have run (traces after the last): a folder that is not
+  // there must stop the run before it starts, not throw its work away at the end.
+  for (const auto& [option, path] : {std::pair{"--trace", o.trace_path}, std::pair{"--metrics", o.metrics_path}}) {
+    if (path.empty()) continue;
+    const std::filesystem::path folder = std::filesystem::absolute(path).parent_path();
+    if (!std::filesystem::is_directory(folder))
+      throw UsageError(fmt::format("option {} {}: folder {} does not exist", option, path, folder.string()));
+  }
 }
 
 std::string traced_step_path(const std::string& trace_path, int step, int last_step) {

@@ -7,7 +7,9 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
+#include <iterator>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -17,6 +19,7 @@
 #include "pipescope/core/registry.hpp"
 #include "pipescope/core/validator.hpp"
 #include "pipescope/exec/checkpoint.hpp"
+#include "pipescope/exec/core_binding.hpp"
 #include "pipescope/exec/device.hpp"
 #include "pipescope/exec/memory.hpp"
 #include "pipescope/exec/runtime.hpp"
@@ -126,6 +129,10 @@ class Worker {
     gloo.timeout = timeout;
     // --device cuda: GPU LOCAL_RANK of this node (modulo the GPUs there), NCCL between ranks.
     std::shared_ptr<ComputeDevice> device = make_cpu_device();
+    // --bind-cores: this rank, with the threads it starts later (its transport's too), runs on
+    // its share of the launcher's cores (core_binding.hpp).
+    if (o.bind_cores) bind_to_core_share(env_.local_rank, local_world_size_for_binding(env_));
+    const std::vector<pid_t> threads_before_transport = process_threads();
     GlooWorld world;
     if (o.device == "cuda") {
       device = make_cuda_device(env_.local_rank % std::max(1, cuda_device_count()));
@@ -133,6 +140,7 @@ class Worker {
     } else {
       world = make_gloo_world(gloo);
     }
+    std::ranges::set_difference(process_threads(), threads_before_transport, std::back_inserter(transport_threads_));
     world_ = std::move(world.transport);
     store_ = world.store;
 
@@ -159,6 +167,17 @@ class Worker {
     const bool progress = env_.rank == 0 && !o.quiet && isatty(STDERR_FILENO);
     std::string metrics;
     int last_saved = at.step;
+    // Traces are handed to rank 0 and written after the last step: doing it between steps
+    // (events through the store, JSON, a file synced to disk) slows the steps that follow, and
+    // the traced steps must run as untraced ones do, since calibration learns from them.
+    struct TracedStep {
+      int step;
+      double iteration_time_s;  // this rank's wall time of the step (rank 0's is the metrics')
+      StepResult result;
+      std::vector<PipelineRuntime::BackwardSplitTiming> probe;
+      std::string path;
+    };
+    std::vector<TracedStep> traced_steps;
     for (int step = at.step; step < o.steps; ++step) {
       maybe_inject_fault(env_.rank, step);
       const int last_step = o.steps - 1;
@@ -184,7 +203,8 @@ class Worker {
         // After the last timed step, on every rank at once: the backward's two halves timed apart.
         std::vector<PipelineRuntime::BackwardSplitTiming> probe;
         if (step == last_step) probe = runtime.probe_backward_split(kBackwardSplitProbeRepetitions);
-        write_trace(result, step, probe, traced_step_path(o.trace_path, step, last_step));
+        traced_steps.push_back({step, iteration_time_s, std::move(result), std::move(probe),
+                                traced_step_path(o.trace_path, step, last_step)});
       }
       if (env_.rank == 0) {
         double loss_sum = 0, loss_count = 0;
@@ -209,6 +229,7 @@ class Worker {
       }
     }
     if (!o.checkpoint_dir.empty() && last_saved != at.step) checkpoint(runtime, at);
+    for (const auto& t : traced_steps) write_trace(t.result, t.step, t.iteration_time_s, t.probe, t.path);
     if (progress) std::fprintf(stderr, "\n");
     barrier();  // rank 0 serves the store: it leaves last
   }
@@ -244,13 +265,26 @@ class Worker {
     if (env_.rank == 0) commit_checkpoint(plan_.options.checkpoint_dir, at, env_.world_size, run_identity(plan_));
   }
 
+  // This rank's part of a trace: events_to_json and the cores its threads may run on.
+  nlohmann::json rank_trace_json(const StepResult& result, const std::vector<PipelineRuntime::BackwardSplitTiming>& probe) const {
+    nlohmann::json j = events_to_json(result, probe);
+    j["cores"] = core_list(allowed_cores());
+    std::vector<int> transport_cores;  // the union over the transport's threads
+    for (pid_t tid : transport_threads_)
+      for (int c : thread_cores(tid))
+        if (std::ranges::find(transport_cores, c) == transport_cores.end()) transport_cores.push_back(c);
+    std::ranges::sort(transport_cores);
+    j["transport_cores"] = core_list(transport_cores);
+    return j;
+  }
+
   // Every rank hands its events to rank 0 through the store; rank 0 writes one file with the
   // earliest event of any rank at 0.
-  void write_trace(const StepResult& result, int step, const std::vector<PipelineRuntime::BackwardSplitTiming>& probe,
-                   const std::string& path) {
+  void write_trace(const StepResult& result, int step, double iteration_time_s,
+                   const std::vector<PipelineRuntime::BackwardSplitTiming>& probe, const std::string& path) {
     const std::string prefix = fmt::format("trace/{}/", step);
     if (env_.rank != 0) {
-      store_->set(prefix + std::to_string(env_.rank), events_to_json(result, probe).dump());
+      store_->set(prefix + std::to_string(env_.rank), rank_trace_json(result, probe).dump());
       return;
     }
     traces::Trace trace;
@@ -266,17 +300,29 @@ class Worker {
                         // Calibration reads these: throughput is per sample, and an optimizer
                         // step waits for every rank only when gradients are clipped globally.
                         {"micro_batch_size", plan_.options.micro_batch_size}, {"gradient_clipping", 0.0},
-                        {"threads_per_rank", plan_.options.threads_per_rank}, {"blas", blas_description()}};
+                        {"threads_per_rank", plan_.options.threads_per_rank}, {"blas", blas_description()},
+                        // The step as --metrics has it: the events, then gathering the step's
+                        // figures on rank 0 (calibration learns that part; readers take it as
+                        // the iteration time).
+                        {"step_time_s", iteration_time_s}};
     // The backward split probe goes to otherData, read by `ppsim calibrate`
     // (sim/calibration.hpp); viewers and compare ignore it.
-    nlohmann::json split = nlohmann::json::array();
+    // So do the cores each rank computed and communicated on, bound or not: step times depend
+    // on how ranks share them.
+    nlohmann::json split = nlohmann::json::array(), cores = nlohmann::json::array(),
+                   transport_cores = nlohmann::json::array();
     auto append_rank = [&](const nlohmann::json& j) {
       append_events(trace, j);
       if (j.contains("backward_split_probe"))
         for (const auto& entry : j["backward_split_probe"]) split.push_back(entry);
+      cores.push_back(j.value("cores", ""));
+      transport_cores.push_back(j.value("transport_cores", ""));
     };
-    append_rank(events_to_json(result, probe));
+    append_rank(rank_trace_json(result, probe));
     for (int r = 1; r < env_.world_size; ++r) append_rank(nlohmann::json::parse(store_->get(prefix + std::to_string(r))));
+    trace.meta.extra["cores_per_rank"] = cores;
+    trace.meta.extra["transport_cores_per_rank"] = transport_cores;
+    trace.meta.extra["bind_cores"] = plan_.options.bind_cores;
     if (!split.empty()) trace.meta.extra["backward_split_probe"] = split;
     // The model's layers and their split: calibration predicts other stage counts layer by layer.
     nlohmann::json layers = nlohmann::json::array();
@@ -297,6 +343,7 @@ class Worker {
   WorkerEnvironment env_;
   std::unique_ptr<Transport> world_;
   std::shared_ptr<KeyValueStore> store_;
+  std::vector<pid_t> transport_threads_;  // started by the transport: they move data between ranks
 };
 
 }  // namespace
@@ -352,6 +399,12 @@ nlohmann::json run_identity(const RunPlan& plan) {
           {"partition", plan.partition.bounds}};
 }
 
+int local_world_size_for_binding(const WorkerEnvironment& env) {
+  if (env.local_world_size < 1)
+    throw UsageError("--bind-cores needs LOCAL_WORLD_SIZE (pprun's launcher and torchrun set it)");
+  return env.local_world_size;
+}
+
 std::optional<WorkerEnvironment> worker_environment_from_env() {
   const char* rank = std::getenv("RANK");
   if (!rank) return std::nullopt;
@@ -363,6 +416,7 @@ std::optional<WorkerEnvironment> worker_environment_from_env() {
   if (env.world_size < 1 || env.rank >= env.world_size)
     throw UsageError(fmt::format("environment: RANK {} is not below WORLD_SIZE {}", env.rank, env.world_size));
   if (const char* v = std::getenv("LOCAL_RANK")) env.local_rank = env_int("LOCAL_RANK", v);
+  if (const char* v = std::getenv("LOCAL_WORLD_SIZE")) env.local_world_size = env_int("LOCAL_WORLD_SIZE", v);
   if (const char* v = std::getenv("MASTER_ADDR"); v && *v) env.master_addr = v;
   if (const char* v = std::getenv("MASTER_PORT")) env.master_port = env_int("MASTER_PORT", v);
   if (const char* v = std::getenv("PIPESCOPE_STORE_FILE")) env.store_file = v;

@@ -12,6 +12,7 @@
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/partitioner.hpp"
+#include "pipescope/traces/compare.hpp"
 
 namespace pipescope::sim {
 namespace {
@@ -56,6 +57,8 @@ struct Collected {
   // Program time between instructions: from the end of one main-thread event to the start
   // of the next, neither a send.
   Samples instruction_gaps;
+  // Per trace that recorded its step's wall time: that time less the span of its events.
+  Samples step_overheads;
   // Per sending stage: from the end of the instruction before a send to the start of the one
   // after it (one overhead of each, and the send's packing and posting).
   std::map<int, Samples> send_spans;
@@ -415,6 +418,9 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
     collect_collective_waits(mt, "OPTIMIZER", stages, c);
     collect_collective_waits(mt, "REDUCE_TIED", stages, c);
     collect_probe(mt, c);
+    if (const double span_us = traces::event_span_us(mt.trace), step_us = traces::iteration_time_us(mt.trace);
+        step_us != span_us)
+      c.step_overheads.push_back({std::max(0.0, step_us - span_us) * 1e-6, &mt.source, -1, -1});
   }
 
   Calibration result;
@@ -472,6 +478,8 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
   // The program's own time between instructions.
   if (!c.instruction_gaps.empty())
     p.instruction_overhead_s = std::max(0.0, summary.estimate("program time between instructions", "s", c.instruction_gaps));
+  // The step's own time after its last instruction (pprun gathers the step's figures).
+  if (!c.step_overheads.empty()) p.step_overhead_s = summary.estimate("step time after the last instruction", "s", c.step_overheads);
   // A runtime whose sends complete when the receiver has the data (Gloo) ends their events
   // nearer the receive's end than the arrival; one that completes them on the wire, nearer
   // the arrival. Transfers whose receive waited for the data tell neither (both are equal).
@@ -867,8 +875,8 @@ std::string calibration_report(const Calibration& c) {
                        s.static_bytes);
   out += fmt::format("transfer: latency {:.1f} us, bandwidth {:.4g} B/s; backward split {}\n", p.transfer.latency_s * 1e6,
                      p.transfer.bandwidth_bytes_per_s, p.backward_split_measured ? "measured" : "unmeasured");
-  out += fmt::format("program: {:.1f} us between instructions; optimizer steps {}; tied reductions {}; sends drawn until {}\n",
-                     p.instruction_overhead_s * 1e6, p.optimizer_sync ? "wait for every rank (global-norm clipping)" : "independent",
+  out += fmt::format("program: {:.1f} us between instructions, {:.1f} us after the last; optimizer steps {}; tied reductions {}; sends drawn until {}\n",
+                     p.instruction_overhead_s * 1e6, p.step_overhead_s * 1e6, p.optimizer_sync ? "wait for every rank (global-norm clipping)" : "independent",
                      p.reduce_tied_sync ? "wait for both ends" : "independent",
                      p.send_ends_at_receive ? "their receive completes" : "their data arrives");
   out += fmt::format("durations: {} of the samples\n", statistic_of(c));

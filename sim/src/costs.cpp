@@ -42,6 +42,7 @@ void CostModel::check(int num_stages) const {
   if (data_parallel < 1) throw UsageError("data-parallel size must be at least 1");
   if (!std::isfinite(instruction_overhead_s) || instruction_overhead_s < 0)
     throw UsageError("instruction overhead must be a finite time >= 0");
+  if (!std::isfinite(step_overhead_s) || step_overhead_s < 0) throw UsageError("step overhead must be a finite time >= 0");
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const StageCost& s = stages[i];
     const int id = static_cast<int>(i);

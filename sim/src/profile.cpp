@@ -105,11 +105,12 @@ Profile parse_profile(std::string_view text, const std::string& source) {
   }
   const std::string top_where = source + ": profile";  // "p.json: profile.optimizer_sync: ..."
   p.instruction_overhead_s = get_optional_seconds(j, "instruction_overhead_s", top_where);
+  p.step_overhead_s = get_optional_seconds(j, "step_overhead_s", top_where);
   p.optimizer_sync = get_optional_flag(j, "optimizer_sync", top_where);
   p.reduce_tied_sync = get_optional_flag(j, "reduce_tied_sync", top_where);
   p.send_ends_at_receive = get_optional_flag(j, "send_ends_at_receive", top_where);
   static const std::set<std::string> known = {"format", "micro_batch_size", "data_parallel", "transfer", "stages",
-                                              "backward_split", "instruction_overhead_s", "optimizer_sync", "reduce_tied_sync",
+                                              "backward_split", "instruction_overhead_s", "step_overhead_s", "optimizer_sync", "reduce_tied_sync",
                                               "send_ends_at_receive"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!known.count(it.key())) p.extra[it.key()] = it.value();
@@ -155,6 +156,7 @@ std::string to_profile_json(const Profile& profile) {
   j["stages"] = std::move(stages);
   j["backward_split"] = profile.backward_split_measured ? "measured" : "unmeasured";
   j["instruction_overhead_s"] = profile.instruction_overhead_s;
+  j["step_overhead_s"] = profile.step_overhead_s;
   j["optimizer_sync"] = profile.optimizer_sync;
   j["reduce_tied_sync"] = profile.reduce_tied_sync;
   j["send_ends_at_receive"] = profile.send_ends_at_receive;
@@ -169,6 +171,7 @@ CostModel cost_model_from_profile(const Profile& profile) {
   costs.micro_batch_size = profile.micro_batch_size;
   costs.data_parallel = profile.data_parallel;
   costs.instruction_overhead_s = profile.instruction_overhead_s;
+  costs.step_overhead_s = profile.step_overhead_s;
   costs.optimizer_sync = profile.optimizer_sync;
   costs.reduce_tied_sync = profile.reduce_tied_sync;
   costs.send_ends_at_receive = profile.send_ends_at_receive;

@@ -2,7 +2,8 @@
 // 4 micro-batches, mlp, 4 steps, timeout 60 s); "--micro-batches 8 --chunks=2 --quiet" sets 8,
 // 2 (and marks chunks as given) and quiet; unknown options, missing and malformed values are
 // UsageErrors that name the option; --help lists every option with its default. --device is cpu
-// by default, accepts cuda and rejects anything else naming --device.
+// by default, accepts cuda and rejects anything else naming --device. --trace and --metrics into
+// a folder that does not exist are refused before the run; --bind-cores is a flag.
 #include <catch2/catch.hpp>
 
 #include "pipescope/core/errors.hpp"
@@ -38,6 +39,18 @@ TEST_CASE("bad options name the option") {
   CHECK_THROWS_WITH(check_run_options(parse_run_options({"--model", "resnet"})), Catch::Contains("--model"));
   CHECK_THROWS_WITH(check_run_options(parse_run_options({"--resume"})), Catch::Contains("--checkpoint-dir"));
   CHECK_THROWS_WITH(check_run_options(parse_run_options({"--timeout", "0"})), Catch::Contains("--timeout"));
+  // Output files go to folders that exist: a run must not find out after its last step.
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--trace", "/nonexistent-folder/t.json"})),
+                    Catch::Contains("option --trace /nonexistent-folder/t.json: folder /nonexistent-folder does not exist"));
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--metrics", "/nonexistent-folder/m.jsonl"})),
+                    Catch::Contains("option --metrics"));
+  CHECK_NOTHROW(check_run_options(parse_run_options({"--trace", "t.json", "--metrics", "m.jsonl"})));
+}
+
+TEST_CASE("option --bind-cores is a flag, off by default") {
+  CHECK_FALSE(parse_run_options({}).bind_cores);
+  CHECK(parse_run_options({"--bind-cores"}).bind_cores);
+  CHECK_THROWS_WITH(parse_run_options({"--bind-cores=1"}), Catch::Contains("--bind-cores takes no value"));
 }
 
 TEST_CASE("--trace-steps names the earlier steps' traces after the last one's") {
@@ -58,7 +71,7 @@ TEST_CASE("help lists every option with its default") {
   const std::string help = run_options_help();
   for (const char* option : {"--nproc-per-node", "--schedule", "--micro-batches", "--chunks", "--model", "--layers",
                              "--hidden", "--seq-len", "--vocab", "--micro-batch-size", "--steps", "--seed",
-                             "--threads-per-rank", "--metrics", "--trace", "--trace-steps", "--timeout", "--checkpoint-dir",
+                             "--threads-per-rank", "--bind-cores", "--metrics", "--trace", "--trace-steps", "--timeout", "--checkpoint-dir",
                              "--checkpoint-every", "--resume", "--dp", "--lr", "--quiet", "--help", "--version"})
     CHECK_THAT(help, Catch::Contains(option));
   CHECK_THAT(help, Catch::Contains("(default 1f1b)"));

@@ -16,9 +16,13 @@
 // - a worker killed (SIGKILL) or hung at step 1: pprun exits 1, names the rank that failed first,
 //   and the surviving rank names itself, the instruction it was blocked in and the peer.
 // - bad options, a schedule for another world size, an unsplittable model: one line
-//   `pprun: error: ...`, exit status 2, before any worker starts; so does --device cuda in a
-//   build without the CUDA path.
+//   `pprun: error: ...`, exit status 2, before any worker starts; so do --device cuda in a
+//   build without the CUDA path, a --trace into a folder that does not exist, and --bind-cores
+//   with more ranks than cores.
+// - --bind-cores on 2 ranks: the same losses; the trace names each rank's half of the cores, for
+//   its compute and its transport's threads alike.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <sys/wait.h>
 
@@ -31,6 +35,7 @@
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/registry.hpp"
 #include "pipescope/core/schedule_io.hpp"
+#include "pipescope/exec/core_binding.hpp"
 #include "pipescope/exec/device.hpp"
 #include "pipescope/traces/trace_io.hpp"
 
@@ -227,6 +232,31 @@ TEST_CASE("a dead or hung worker stops the run with errors naming ranks and inst
   }
 }
 
+TEST_CASE("pprun --bind-cores gives each rank cores of its own and the same losses") {
+  const std::vector<int> cores = pipescope::exec::allowed_cores();
+  if (cores.size() < 2) {
+    WARN("one core only: nothing to split");
+    return;
+  }
+  const fs::path trace_path = work_dir() / "bound-trace.json";
+  const RunOutput run = run_pprun("bound", "--nproc-per-node 2 --bind-cores --schedule 1f1b --micro-batches 4 --steps 2 --trace " +
+                                               trace_path.string() + " " + kModel);
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  const RunOutput& ref = reference_run();
+  REQUIRE(run.losses.size() == 2);
+  CHECK(run.losses[0] == ref.losses[0]);
+  CHECK(run.losses[1] == ref.losses[1]);
+  const auto trace = pipescope::traces::read_trace(trace_path.string());
+  CHECK(trace.meta.extra.at("bind_cores") == true);
+  const std::vector<int> first(cores.begin(), cores.begin() + static_cast<long>(cores.size() / 2));
+  const std::vector<int> second(cores.begin() + static_cast<long>(cores.size() / 2), cores.end());
+  CHECK(trace.meta.extra.at("cores_per_rank") ==
+        nlohmann::json::array({pipescope::exec::core_list(first), pipescope::exec::core_list(second)}));
+  // Gloo's threads are bound with the rank's.
+  CHECK(trace.meta.extra.at("transport_cores_per_rank") == trace.meta.extra.at("cores_per_rank"));
+}
+
 TEST_CASE("bad runs are refused before any worker starts") {
   // A schedule file for 3 ranks, run on 2.
   const fs::path file = work_dir() / "three-ranks.json";
@@ -242,6 +272,10 @@ TEST_CASE("bad runs are refused before any worker starts") {
       {"--nproc-per-node 2 --schedule zbv --model mlp --layers 1", "cannot be split into 4 stages"},
   };
   if (!pipescope::exec::cuda_support_built()) cases.push_back({"--nproc-per-node 2 --device cuda", "option --device cuda"});
+  cases.push_back({"--nproc-per-node 2 --trace " + (work_dir() / "no-such-folder" / "t.json").string(), "does not exist"});
+  const std::size_t cores = pipescope::exec::allowed_cores().size();
+  cases.push_back({fmt::format("--nproc-per-node {} --bind-cores", cores + 1),
+                   fmt::format("--bind-cores: {} local ranks but only {} core(s)", cores + 1, cores)});
   for (const auto& [args, expected] : cases) {
     const RunOutput run = run_pprun("refused", args);
     INFO(args);

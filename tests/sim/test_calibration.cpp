@@ -427,6 +427,8 @@ TEST_CASE("calibrate from simulated 1F1B and ZB-H1 traces, then predict other mi
 // with those same four effects and the collectives' own times (not the waits), and its
 // predictions of 1F1B and GPipe at m = 8 equal the simulations from the known costs.
 TEST_CASE("calibration learns the time between instructions, the optimizer sync and rendezvous sends") {
+  // Also the step's time after its last instruction (250 us; the trace records the step's
+  // wall time as pprun's do).
   CostModel known;
   StageCost s0, s1;
   s0.f_s = 100e-6, s0.b_s = 150e-6, s0.w_s = 100e-6, s0.optimizer_s = 30e-6, s0.send_s = 5e-6;
@@ -444,12 +446,14 @@ TEST_CASE("calibration learns the time between instructions, the optimizer sync 
     params.num_micro_batches = m;
     return make_schedule(name, params);
   };
+  known.step_overhead_s = 250e-6;
   traces::Trace measured = simulate(schedule("1f1b", 4), known).trace;
   measured.meta.source = "measured";
   const Calibration c = calibrate({{measured, "1f1b.json"}});
   INFO(calibration_report(c));
   const Profile& p = c.profile;
   CHECK(p.instruction_overhead_s == Approx(20e-6));
+  CHECK(p.step_overhead_s == Approx(250e-6));
   CHECK(p.optimizer_sync);
   CHECK(p.reduce_tied_sync);
   CHECK(p.send_ends_at_receive);

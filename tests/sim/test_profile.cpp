@@ -78,13 +78,15 @@ TEST_CASE("costs and topology from a profile") {
   CHECK(far.link_between(0, 1).latency_s == 5e-6);
 }
 
-// The runtime fields (optional, top level): a profile with 12 us between instructions, the
+// The runtime fields (optional, top level): a profile with 12 us between instructions, 300 us
+// after the last, the
 // optimizer and tied-reduction syncs and rendezvous sends round-trips, hands all three to the cost model, and
 // reads with all three off when they are absent; a flag that is not a boolean or a negative
 // overhead is refused with the field named.
 TEST_CASE("the runtime fields of a profile round-trip and reach the cost model") {
   Profile p = two_stages();
   p.instruction_overhead_s = 12e-6;
+  p.step_overhead_s = 300e-6;
   p.optimizer_sync = true;
   p.reduce_tied_sync = true;
   p.send_ends_at_receive = true;
@@ -93,17 +95,20 @@ TEST_CASE("the runtime fields of a profile round-trip and reach the cost model")
   CHECK(back.extra.size() == p.extra.size());  // known fields do not leak into extra
   const CostModel costs = cost_model_from_profile(back);
   CHECK(costs.instruction_overhead_s == 12e-6);
+  CHECK(costs.step_overhead_s == 300e-6);
   CHECK(costs.optimizer_sync);
   CHECK(costs.reduce_tied_sync);
   CHECK(costs.send_ends_at_receive);
 
   nlohmann::json j = nlohmann::json::parse(to_profile_json(two_stages()));
   j.erase("instruction_overhead_s");
+  j.erase("step_overhead_s");
   j.erase("optimizer_sync");
   j.erase("reduce_tied_sync");
   j.erase("send_ends_at_receive");
   const Profile old = parse_profile(j.dump(), "old.json");
   CHECK(old.instruction_overhead_s == 0);
+  CHECK(old.step_overhead_s == 0);
   CHECK_FALSE(old.optimizer_sync);
   CHECK_FALSE(old.reduce_tied_sync);
   CHECK_FALSE(old.send_ends_at_receive);
@@ -112,4 +117,7 @@ TEST_CASE("the runtime fields of a profile round-trip and reach the cost model")
   j["optimizer_sync"] = false;
   j["instruction_overhead_s"] = -1;
   CHECK_THROWS_WITH(parse_profile(j.dump(), "p.json"), Catch::Contains("p.json: profile.instruction_overhead_s"));
+  j["instruction_overhead_s"] = 0;
+  j["step_overhead_s"] = "slow";
+  CHECK_THROWS_WITH(parse_profile(j.dump(), "p.json"), Catch::Contains("p.json: profile.step_overhead_s"));
 }

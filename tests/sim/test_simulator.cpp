@@ -20,6 +20,7 @@
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/registry.hpp"
 #include "pipescope/sim/simulator.hpp"
+#include "pipescope/traces/compare.hpp"
 #include "sim_test_support.hpp"
 
 using namespace pipescope;
@@ -237,6 +238,7 @@ TEST_CASE("costs that do not fit the schedule are refused") {
 //   event spans 9.5-12.35 (without the sync 9.5-9.75); the iteration stays 12.6.
 // - Sends that end at their receive: SEND_F is drawn 1.1-2.1 (until rank 1 took it), not
 //   1.1-1.6 (its arrival).
+// - 0.4 s of step overhead (after every rank's last instruction): iteration 13.0.
 TEST_CASE("instruction overhead, optimizer sync and sends that end at their receive") {
   const Schedule schedule = hand_schedule(
       "effects", 2, 1, {0, 1},
@@ -277,6 +279,16 @@ TEST_CASE("instruction overhead, optimizer sync and sends that end at their rece
   const traces::TraceEvent send = find(with_all.trace, 0, "SEND_F");
   CHECK(send.ts_us == Approx(1.1e6));
   CHECK(send.end_us() == Approx(2.1e6));
+
+  // 0.4 s after the last instruction: the iteration and every rank's idle time grow by it;
+  // the trace's events do not move, and it records the iteration for its readers.
+  costs.step_overhead_s = 0.4;
+  const SimResult with_step = simulate(schedule, costs);
+  CHECK(with_step.summary.iteration_time_s == Approx(13.0));
+  CHECK(with_step.summary.ranks[1].bubble_fraction == Approx(1 - (3 + 4 + 0.25) / 13.0));
+  CHECK(traces::event_span_us(with_step.trace) == Approx(12.6e6));
+  CHECK(traces::iteration_time_us(with_step.trace) == Approx(13.0e6));
+  CHECK(with_step.trace.meta.extra.at("step_time_s") == Approx(13.0));
 }
 
 // The tied-gradient all-reduce as a barrier of the first and the last stage's ranks: the

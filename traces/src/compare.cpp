@@ -73,6 +73,14 @@ nlohmann::json number_or_null(double value) {
 double MatchedOperation::duration_error() const { return signed_error(predicted_dur_us, measured_dur_us); }
 
 double iteration_time_us(const Trace& trace) {
+  if (trace.meta.extra.is_object()) {
+    const auto it = trace.meta.extra.find("step_time_s");
+    if (it != trace.meta.extra.end() && it->is_number() && it->get<double>() > 0) return it->get<double>() * 1e6;
+  }
+  return event_span_us(trace);
+}
+
+double event_span_us(const Trace& trace) {
   if (trace.events.empty()) return 0;
   double first = std::numeric_limits<double>::infinity(), last = -first;
   for (const auto& e : trace.events) {

@@ -23,6 +23,7 @@ struct RunOptions {
   int steps = 4;
   unsigned long long seed = 1234;
   int threads_per_rank = 1;
+  bool bind_cores = false;  // each local rank on its own share of the cores (core_binding.hpp)
   std::string metrics_path;
   std::string trace_path;
   int trace_steps = 1;  // the last K steps are traced: trace_path holds the last (traced_step_path)

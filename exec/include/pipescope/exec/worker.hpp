@@ -34,15 +34,20 @@ struct WorkerEnvironment {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
+  int local_world_size = 0;  // LOCAL_WORLD_SIZE; 0 when not set
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string store_file;  // PIPESCOPE_STORE_FILE: set by the local launcher (see GlooOptions)
 };
 
-// Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (and PIPESCOPE_STORE_FILE);
+// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (and PIPESCOPE_STORE_FILE);
 // nothing when RANK is unset.
 // Throws UsageError naming the variable when one is malformed.
 std::optional<WorkerEnvironment> worker_environment_from_env();
+
+// How many ranks share this machine's cores under --bind-cores: LOCAL_WORLD_SIZE; throws
+// UsageError when it is not set.
+int local_world_size_for_binding(const WorkerEnvironment& env);
 
 // Runs the worker to the end. Returns the exit status (0, or 1 after printing one
 // `pprun: error: rank R: ...` line for a failure while running).

@@ -51,6 +51,9 @@ struct CostModel {
   // Program time between two instructions of a rank (dispatch, bookkeeping, memory
   // accounting): added after every instruction, drawn as a gap between its events.
   double instruction_overhead_s = 0;
+  // Time of an iteration after every rank's last instruction (pprun: rank 0 gathers the step's
+  // loss and memory figures): part of the iteration time, and idle time of every rank.
+  double step_overhead_s = 0;
   // Clipping by the global gradient norm: each rank's first OptimizerStep of the iteration
   // starts its own time only once every rank has reached its first OptimizerStep (the norm is
   // an all-reduce over the pipeline), as Megatron, DeepSpeed and pprun do.

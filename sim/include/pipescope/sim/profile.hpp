@@ -59,6 +59,7 @@ struct Profile {
   // False when the traces had no separate timing of the input and weight gradients.
   bool backward_split_measured = true;
   double instruction_overhead_s = 0;
+  double step_overhead_s = 0;
   bool optimizer_sync = false;
   bool reduce_tied_sync = false;
   bool send_ends_at_receive = false;
@@ -67,7 +68,8 @@ struct Profile {
   friend bool operator==(const Profile& a, const Profile& b) {
     return a.micro_batch_size == b.micro_batch_size && a.data_parallel == b.data_parallel &&
            a.backward_split_measured == b.backward_split_measured &&
-           a.instruction_overhead_s == b.instruction_overhead_s && a.optimizer_sync == b.optimizer_sync &&
+           a.instruction_overhead_s == b.instruction_overhead_s && a.step_overhead_s == b.step_overhead_s &&
+           a.optimizer_sync == b.optimizer_sync &&
            a.reduce_tied_sync == b.reduce_tied_sync &&
            a.send_ends_at_receive == b.send_ends_at_receive &&
            a.transfer.bandwidth_bytes_per_s == b.transfer.bandwidth_bytes_per_s &&

@@ -36,7 +36,7 @@ struct MatchedOperation {
 };
 
 struct Comparison {
-  double iteration_time_predicted_s = 0;  // latest end - earliest start
+  double iteration_time_predicted_s = 0;  // iteration_time_us
   double iteration_time_measured_s = 0;
   double iteration_time_error = 0;        // (predicted - measured) / measured
   double op_duration_mape = 0;            // mean |predicted - measured| / measured over matched operations
@@ -58,7 +58,12 @@ Comparison compare_traces(const Trace& predicted, const Trace& measured, std::si
 // busy is the union of the lane's events (overlaps count once).
 double bubble_fraction(const Trace& trace, int rank, double iteration_us);
 
-// The iteration of a trace: latest event end minus earliest event start (0 for no events).
+// The span of a trace's events: latest event end minus earliest event start (0 for no events).
+double event_span_us(const Trace& trace);
+
+// The iteration of a trace: the step's wall time its writer recorded (otherData.step_time_s:
+// pprun's, which includes gathering the step's figures after the last instruction, and the
+// simulator's with a step overhead), else event_span_us.
 double iteration_time_us(const Trace& trace);
 
 // The highest memory counter of `rank`; 0 when it has none.
