@@ -265,18 +265,25 @@ TEST_CASE("bad runs are refused before any worker starts") {
   params.num_micro_batches = 4;
   pipescope::write_file_atomic(file.string(), pipescope::to_schedule_json(pipescope::make_schedule("1f1b", params)));
 
-  std::vector<std::pair<std::string, std::string>> cases = {
+  struct Refusal {
+    std::string args, expected;
+    bool applies = true;
+  };
+  const std::size_t cores = pipescope::exec::allowed_cores().size();
+  // One list, no appending: g++ 12 -O2 warns falsely (-Warray-bounds) on pairs of strings
+  // appended to a vector made from an initializer list.
+  const std::vector<Refusal> cases = {
       {"--nproc-per-node 2 --bogus", "unknown option '--bogus'"},
       {"--nproc-per-node 2 --dp 3", "--dp 3"},
       {"--nproc-per-node 2 --schedule file:" + file.string(), "has 3 pipeline ranks, but the run has 2"},
       {"--nproc-per-node 2 --schedule zbv --model mlp --layers 1", "cannot be split into 4 stages"},
+      {"--nproc-per-node 2 --device cuda", "option --device cuda", !pipescope::exec::cuda_support_built()},
+      {"--nproc-per-node 2 --trace " + (work_dir() / "no-such-folder" / "t.json").string(), "does not exist"},
+      {fmt::format("--nproc-per-node {} --bind-cores", cores + 1),
+       fmt::format("--bind-cores: {} local ranks but only {} core(s)", cores + 1, cores)},
   };
-  if (!pipescope::exec::cuda_support_built()) cases.push_back({"--nproc-per-node 2 --device cuda", "option --device cuda"});
-  cases.push_back({"--nproc-per-node 2 --trace " + (work_dir() / "no-such-folder" / "t.json").string(), "does not exist"});
-  const std::size_t cores = pipescope::exec::allowed_cores().size();
-  cases.push_back({fmt::format("--nproc-per-node {} --bind-cores", cores + 1),
-                   fmt::format("--bind-cores: {} local ranks but only {} core(s)", cores + 1, cores)});
-  for (const auto& [args, expected] : cases) {
+  for (const auto& [args, expected, applies] : cases) {
+    if (!applies) continue;
     const RunOutput run = run_pprun("refused", args);
     INFO(args);
     CHECK(run.status == 2);
