@@ -73,6 +73,13 @@ measure() {  # name schedule m chunks trace-file [traced-steps]: appends the run
   jq -c --argjson run "$round" '. + {run: $run}' "$out/run.metrics.jsonl" >> "$out/$1.metrics.jsonl"
 }
 
+# jq definitions of the statistics below: the median, and the relative standard error of the
+# mean of a list.
+jq_statistics='
+  def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+  def relative_se: length as $n | (add / $n) as $m |
+    if $n < 2 then 0 else ((map((. - $m) * (. - $m)) | add) / ($n - 1) | sqrt) / ($n | sqrt) / $m end;'
+
 # Iteration times (seconds) of the steps after the warm-up: mean, median, fastest, and the
 # relative standard error of the mean from the spread of the runs' own means (on a shared
 # machine a run as a whole is faster or slower than the next: steps of one run are not
@@ -80,36 +87,32 @@ measure() {  # name schedule m chunks trace-file [traced-steps]: appends the run
 # median run's was slowed down by other work on the machine and is left out (kept: the runs
 # that count; runs: all of them).
 step_times_s() {
-  jq -s -c --argjson warmup "$warmup" --argjson disturbed "$disturbed" '
-    def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+  jq -s -c --argjson warmup "$warmup" --argjson disturbed "$disturbed" "$jq_statistics"'
     [.[] | select(.step >= $warmup)] as $all |
     ($all | group_by(.run) | map({run: .[0].run, mean: (map(.iteration_time_s) | add / length)})) as $all_runs |
     ($all_runs | map(.mean) | median) as $typical |
     ($all_runs | map(select(.mean <= $disturbed * $typical))) as $runs |
     ($runs | map(.run)) as $kept |
     ($all | map(select(.run as $r | $kept | index($r))) | map(.iteration_time_s)) as $t |
-    ($runs | map(.mean)) as $means | ($means | add / length) as $m | ($means | length) as $n |
     {mean: ($t | add / length), fastest: ($t | min), median: ($t | median), runs: ($all_runs | length),
-     kept: $kept, relative_se: (if $n < 2 then 0 else (($means | map((. - $m) * (. - $m)) | add) / ($n - 1) | sqrt) / ($n | sqrt) / $m end)}' "$1"
+     kept: $kept, relative_se: ($runs | map(.mean) | relative_se)}' "$1"
 }
 
 # The same measurement paired round by round with the calibration run measured just before:
 # each run's mean step over that calibration run's, averaged over the rounds where both were
 # kept and scaled by the calibration runs' mean. The machine's speed drifts over seconds (the
-# calibration configuration's own measured run follows its calibration run with a correlation
-# of 0.9 between rounds): the pairing takes most of that drift out of the comparison. Relative
-# standard error from the spread of the ratios.
+# run right after a calibration run follows it with a correlation of 0.9, later runs of a round
+# 0.4-0.8): the pairing takes much of that drift out of the comparison. Relative standard error
+# from the spread of the ratios.
 paired_measurement() {  # NAME CALIBRATION-STEPS-JSON CONFIGURATION-STEPS-JSON
   jq -n -c --argjson warmup "$warmup" --argjson kept_cal "$(jq -c .kept <<< "$2")" --argjson kept "$(jq -c .kept <<< "$3")" \
-      --slurpfile cal "$out/$calib_name.calibration.metrics.jsonl" --slurpfile cfg "$out/$1.metrics.jsonl" '
+      --slurpfile cal "$out/$calib_name.calibration.metrics.jsonl" --slurpfile cfg "$out/$1.metrics.jsonl" "$jq_statistics"'
     def run_means: [.[] | select(.step >= $warmup)] | group_by(.run) |
       map({key: (.[0].run | tostring), value: (map(.iteration_time_s) | add / length)}) | from_entries;
     ($cal | run_means) as $c | ($cfg | run_means) as $m |
     ($kept_cal | map($c[tostring]) | add / length) as $calibration_mean |
     [$kept_cal[] | select(. as $r | $kept | index($r)) | tostring | $m[.] / $c[.]] as $ratios |
-    ($ratios | length) as $n | ($ratios | add / $n) as $mean |
-    {rounds: $n, measured: ($calibration_mean * $mean),
-     relative_se: (if $n < 2 then 0 else (($ratios | map((. - $mean) * (. - $mean)) | add) / ($n - 1) | sqrt) / ($n | sqrt) / $mean end)}'
+    {rounds: ($ratios | length), measured: ($calibration_mean * ($ratios | add / length)), relative_se: ($ratios | relative_se)}'
 }
 
 read -r calib_name calib_schedule calib_m calib_chunks <<< "${configs[0]}"

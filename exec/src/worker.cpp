@@ -9,9 +9,9 @@
 
 #include <algorithm>
 #include <csignal>
-#include <iterator>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <thread>
 
 #include "pipescope/core/atomic_file.hpp"

@@ -4,7 +4,7 @@
 // preempt another rank's computation. Every thread of a rank is bound, its transport's
 // included: on this project's 2-core machine, leaving Gloo's threads free to run on either
 // core made interleaved 1F1B 24% and GPipe 17% slower than binding them too
-// (docs/ACCURACY.md).
+// (docs/BENCHMARKS.md).
 #pragma once
 
 #include <sys/types.h>
