@@ -16,7 +16,11 @@
 # model options), STATISTIC (what a duration becomes in the profile, ppsim calibrate
 # --statistic: mean, the default, or median; the table shows the median profile's error too),
 # BIND_CORES (1, the default: pprun --bind-cores, each rank on a core of its own; 0: ranks
-# share the cores).
+# share the cores), RANKS (pipeline ranks, default 2; 1 runs every stage on one rank, as on a
+# machine with one GPU), DEVICE (cpu, the default, or cuda: pprun --device cuda, NCCL, rank r
+# on GPU r), PIPESCOPE_PPRUN (a pprun to run instead of the build folder's, e.g. the CUDA build
+# of scripts/build-cuda.sh), MEASURE_ONLY (1: run and record, no analysis: for a machine that
+# has pprun but not ppsim; REUSE=1 analyses the folder elsewhere).
 #
 # The calibration configuration runs once more per round, apart from its measured row, with
 # every step after WARMUP traced (pprun --trace-steps); all those traces calibrate the profile
@@ -43,17 +47,29 @@ disturbed=${DISTURBED:-1.3}
 bind_args=(--bind-cores)
 [[ ${BIND_CORES:-1} == 1 ]] || bind_args=()
 read -r -a model_args <<< "${MODEL_ARGS:---model mlp --layers 8 --hidden 512 --micro-batch-size 32}"
+ranks=${RANKS:-2}
+device=${DEVICE:-cpu}
+command -v jq > /dev/null || { echo "accuracy: error: jq is needed (scripts/install-deps.sh installs it)" >&2; exit 1; }
+mkdir -p "$out"
+# What the runs were made with travels with them: a re-analysis (REUSE=1), perhaps on another
+# machine, simulates the same ranks and leaves out the same warm-up.
+settings=$out/accuracy-settings.json
+if [[ ${REUSE:-0} == 1 && -f $settings ]]; then
+  read -r ranks steps warmup device < <(jq -r '"\(.ranks) \(.steps) \(.warmup) \(.device)"' "$settings")
+  read -r -a model_args < <(jq -r .model_args "$settings")
+fi
 (( steps > warmup )) || { echo "accuracy: error: STEPS ($steps) must exceed WARMUP ($warmup)" >&2; exit 2; }
-ranks=2
+(( ranks >= 1 )) || { echo "accuracy: error: RANKS ($ranks) must be at least 1" >&2; exit 2; }
+[[ $device == cpu || $device == cuda ]] || { echo "accuracy: error: DEVICE must be cpu or cuda, not '$device'" >&2; exit 2; }
 
 ppsim=$build/sim/ppsim
-pprun=$build/exec/pprun
-if [[ ! -x $ppsim || ! -x $pprun ]]; then
+pprun=${PIPESCOPE_PPRUN:-$build/exec/pprun}
+if [[ ${MEASURE_ONLY:-0} == 1 ]]; then
+  [[ -x $pprun ]] || { echo "accuracy: error: no pprun at $pprun" >&2; exit 1; }
+elif [[ ! -x $ppsim || ( ${REUSE:-0} != 1 && ! -x $pprun ) ]]; then
   echo "accuracy: building ppsim and pprun in $build" >&2
   cmake --build "$build" -j2 --target ppsim pprun >&2
 fi
-command -v jq > /dev/null || { echo "accuracy: error: jq is needed (scripts/install-deps.sh installs it)" >&2; exit 1; }
-mkdir -p "$out"
 
 # name schedule micro-batches chunks; the first line is the calibration configuration.
 configs=(
@@ -69,7 +85,7 @@ configs=(
 
 measure() {  # name schedule m chunks trace-file [traced-steps]: appends the run's steps to NAME.metrics.jsonl
   "$pprun" --nproc-per-node "$ranks" --schedule "$2" --micro-batches "$3" --chunks "$4" "${model_args[@]}" \
-    --threads-per-rank 1 "${bind_args[@]}" --steps "$steps" --trace "$5" --trace-steps "${6:-1}" --metrics "$out/run.metrics.jsonl" --quiet
+    --threads-per-rank 1 --device "$device" "${bind_args[@]}" --steps "$steps" --trace "$5" --trace-steps "${6:-1}" --metrics "$out/run.metrics.jsonl" --quiet
   jq -c --argjson run "$round" '. + {run: $run}' "$out/run.metrics.jsonl" >> "$out/$1.metrics.jsonl"
 }
 
@@ -121,9 +137,12 @@ if [[ ${REUSE:-0} == 1 ]]; then
   rounds=$(jq -s 'map(.run) | max' "$out/$calib_name.calibration.metrics.jsonl")
   echo "accuracy: analysing the $rounds round(s) measured earlier in $out" >&2
 else
-  echo "accuracy: ${model_args[*]}, $ranks ranks, $rounds round(s) of $steps steps per run ($warmup warm-up);" \
+  echo "accuracy: ${model_args[*]}, $ranks rank(s) on $device, $rounds round(s) of $steps steps per run ($warmup warm-up);" \
     "calibration: $calib_schedule m=$calib_m; load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
   rm -f "$out"/*.metrics.jsonl
+  jq -n --argjson ranks "$ranks" --argjson steps "$steps" --argjson warmup "$warmup" --arg device "$device" \
+    --arg model_args "${model_args[*]}" \
+    '{ranks: $ranks, steps: $steps, warmup: $warmup, device: $device, model_args: $model_args}' > "$settings"
   for (( round = 1; round <= rounds; ++round )); do
     echo "accuracy: round $round: measuring $calib_name for the calibration" >&2
     measure "$calib_name.calibration" "$calib_schedule" "$calib_m" "$calib_chunks" "$out/$calib_name.calibration$round.json" \
@@ -134,6 +153,10 @@ else
       measure "$name" "$schedule" "$m" "$chunks" "$out/$name.measured.json"
     done
   done
+  if [[ ${MEASURE_ONLY:-0} == 1 ]]; then
+    echo "accuracy: measured $rounds round(s) into $out; analyse with REUSE=1 ACCURACY_OUT=$out" >&2
+    exit 0
+  fi
 fi
 
 # The calibration learns from the traced steps of the calibration runs that were not disturbed.

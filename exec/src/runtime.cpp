@@ -413,70 +413,91 @@ class PipelineRuntime::Impl {
   // optimizer state and data of the run are untouched. The weight gradients are then added
   // into a scratch sum, as a step adds every micro-batch's into its gradient sum: that sum
   // reads and writes every parameter once more, part of what the weight half costs in a run.
+  // The first stage never computes an input gradient (its inputs are data); it also times its
+  // layers after the first as an inner stage would run them, which tells a calibration from a
+  // single stage (one GPU) how a stage cut from it behind another one splits its backward.
   std::vector<PipelineRuntime::BackwardSplitTiming> probe_backward_split(int repetitions) {
     std::vector<PipelineRuntime::BackwardSplitTiming> timings;
     if (!active_->is_training()) return timings;
     for (auto& [s, st] : stages_) {
-      PipelineRuntime::BackwardSplitTiming timing;
-      timing.stage = s;
       // Models without declared shapes have no synthetic input for an inner stage.
       if (!st->is_first && dynamic_shapes_) continue;
-      const MicroBatch batch = make_micro_batch(model_.config, 0);
-      TensorList base;
-      if (st->is_first) {
-        base = batch.inputs;
-      } else {
-        for (const auto& spec : model_.boundary.at(static_cast<std::size_t>(st->module->first_layer())))
-          base.push_back(at::isFloatingType(spec.dtype) ? at::full(spec.sizes, 0.01, at::TensorOptions().dtype(spec.dtype))
-                                                        : at::zeros(spec.sizes, at::TensorOptions().dtype(spec.dtype)));
-      }
-      const TensorList params = st->module->parameter_tensors();
-      TensorList grad_sums;
-      for (const auto& p : params) grad_sums.push_back(at::zeros_like(p));
-      auto accumulate = [&](const TensorList& grads, std::size_t first_param) {
-        for (std::size_t i = 0; i < params.size(); ++i)
-          if (grads.at(first_param + i).defined()) grad_sums[i].add_(grads[first_param + i]);
-      };
-      for (int rep = 0; rep < repetitions; ++rep)
-        for (const bool split : {false, true}) {
-          TensorList inputs;
-          for (const auto& t : base) {
-            at::Tensor leaf = t.detach().clone();
-            if (!st->is_first && at::isFloatingType(leaf.scalar_type())) leaf.requires_grad_(true);
-            inputs.push_back(leaf);
-          }
-          const TensorList outputs = st->module->forward(inputs);
-          TensorList roots, seeds, grad_inputs;
-          if (st->is_last) {
-            roots = {model_.loss(outputs, batch.labels)};
-            seeds = {at::ones({}, roots[0].options())};
-          } else {
-            for (const auto& o : outputs)
-              if (o.requires_grad()) {
-                roots.push_back(o);
-                seeds.push_back(at::full_like(o, 0.01));
-              }
-          }
-          for (const auto& t : inputs)
-            if (t.requires_grad()) grad_inputs.push_back(t);
-          if (roots.empty()) continue;
-          const double start = now_us();
-          if (!split) {
-            TensorList targets = grad_inputs;
-            targets.insert(targets.end(), params.begin(), params.end());
-            if (!targets.empty()) accumulate(torch::autograd::grad(roots, targets, seeds, false, false, true), grad_inputs.size());
-            timing.full_us.push_back(now_us() - start);
-          } else {
-            if (!grad_inputs.empty()) torch::autograd::grad(roots, grad_inputs, seeds, true, false, true);
-            const double middle = now_us();
-            if (!params.empty()) accumulate(torch::autograd::grad(roots, params, seeds, false, false, true), 0);
-            timing.input_us.push_back(middle - start);
-            timing.weight_us.push_back(now_us() - middle);
-          }
-        }
+      PipelineRuntime::BackwardSplitTiming timing;
+      timing.stage = s;
+      timing.own = time_backward_split(*st, st->module->first_layer(), repetitions);
+      const int second_layer = st->module->first_layer() + 1;
+      if (st->is_first && !dynamic_shapes_ && skip_routes_.empty() && second_layer < st->module->end_layer())
+        timing.inner = time_backward_split(*st, second_layer, repetitions);
       timings.push_back(std::move(timing));
     }
     return timings;
+  }
+
+  // The backward split of the stage's layers [from_layer, end): a synthetic input at that
+  // layer (the data itself for the first stage's first layer), the loss where the stage ends
+  // the model.
+  PipelineRuntime::BackwardSplitSamples time_backward_split(StageState& st, int from_layer, int repetitions) {
+    PipelineRuntime::BackwardSplitSamples samples;
+    const bool from_data = st.is_first && from_layer == st.module->first_layer();
+    const MicroBatch batch = make_micro_batch(model_.config, 0);
+    TensorList base;
+    if (from_data) {
+      for (const auto& t : batch.inputs) base.push_back(to_device(t));
+    } else {
+      const auto on_device = at::TensorOptions().device(options_.device->device());
+      for (const auto& spec : model_.boundary.at(static_cast<std::size_t>(from_layer)))
+        base.push_back(at::isFloatingType(spec.dtype) ? at::full(spec.sizes, 0.01, on_device.dtype(spec.dtype))
+                                                      : at::zeros(spec.sizes, on_device.dtype(spec.dtype)));
+    }
+    const at::Tensor labels = batch.labels.defined() ? to_device(batch.labels) : batch.labels;
+    TensorList params;
+    for (const auto& p : st.module->parameters())
+      if (p.layer >= from_layer) params.push_back(p.tensor);
+    TensorList grad_sums;
+    for (const auto& p : params) grad_sums.push_back(at::zeros_like(p));
+    auto accumulate = [&](const TensorList& grads, std::size_t first_param) {
+      for (std::size_t i = 0; i < params.size(); ++i)
+        if (grads.at(first_param + i).defined()) grad_sums[i].add_(grads[first_param + i]);
+    };
+    for (int rep = 0; rep < repetitions; ++rep)
+      for (const bool split : {false, true}) {
+        TensorList inputs;
+        for (const auto& t : base) {
+          at::Tensor leaf = t.detach().clone();
+          if (!from_data && at::isFloatingType(leaf.scalar_type())) leaf.requires_grad_(true);
+          inputs.push_back(leaf);
+        }
+        const TensorList outputs = st.module->forward_range(inputs, from_layer, st.module->end_layer());
+        TensorList roots, seeds, grad_inputs;
+        if (st.is_last) {
+          roots = {model_.loss(outputs, labels)};
+          seeds = {at::ones({}, roots[0].options())};
+        } else {
+          for (const auto& o : outputs)
+            if (o.requires_grad()) {
+              roots.push_back(o);
+              seeds.push_back(at::full_like(o, 0.01));
+            }
+        }
+        for (const auto& t : inputs)
+          if (t.requires_grad()) grad_inputs.push_back(t);
+        if (roots.empty()) continue;
+        if (!split) {
+          TensorList targets = grad_inputs;
+          targets.insert(targets.end(), params.begin(), params.end());
+          samples.full_us.push_back(device_time_us([&] {
+            if (!targets.empty()) accumulate(torch::autograd::grad(roots, targets, seeds, false, false, true), grad_inputs.size());
+          }));
+        } else {
+          samples.input_us.push_back(device_time_us([&] {
+            if (!grad_inputs.empty()) torch::autograd::grad(roots, grad_inputs, seeds, true, false, true);
+          }));
+          samples.weight_us.push_back(device_time_us([&] {
+            if (!params.empty()) accumulate(torch::autograd::grad(roots, params, seeds, false, false, true), 0);
+          }));
+        }
+      }
+    return samples;
   }
 
   std::vector<int> stage_ids() const {
@@ -1204,6 +1225,19 @@ class PipelineRuntime::Impl {
     auto group = std::make_unique<PendingGroup>();
     for (auto& m : messages) group->add(world_.send(m, peer, message_tag));
     send_watcher_.watch(std::move(group), [this, index](double end) { end_event(index, end); }, where());
+  }
+
+  // How long `work` keeps the device busy: its CUDA events where the device times with them (a
+  // launch returns before its kernels have run), the steady clock around the call otherwise.
+  template <typename Work>
+  double device_time_us(Work&& work) {
+    auto timing = options_.device->start_timing();
+    const double start = now_us();
+    work();
+    if (!timing) return now_us() - start;
+    timing->stop();
+    const auto [from_us, to_us] = timing->span_us();
+    return to_us - from_us;
   }
 
   at::Tensor to_device(const at::Tensor& t) const {

@@ -77,8 +77,12 @@ nlohmann::json events_to_json(const StepResult& r, const std::vector<PipelineRun
   nlohmann::json memory = nlohmann::json::array();
   for (const auto& m : r.memory) memory.push_back({m.rank, m.ts_us + r.origin_us, m.bytes});
   nlohmann::json split = nlohmann::json::array();
-  for (const auto& t : probe)
-    split.push_back({{"stage", t.stage}, {"full_us", t.full_us}, {"input_us", t.input_us}, {"weight_us", t.weight_us}});
+  for (const auto& t : probe) {
+    nlohmann::json entry = {{"stage", t.stage}, {"full_us", t.own.full_us}, {"input_us", t.own.input_us}, {"weight_us", t.own.weight_us}};
+    if (!t.inner.full_us.empty())
+      entry["inner"] = {{"full_us", t.inner.full_us}, {"input_us", t.inner.input_us}, {"weight_us", t.inner.weight_us}};
+    split.push_back(std::move(entry));
+  }
   return {{"events", events}, {"memory", memory}, {"backward_split_probe", split}};
 }
 

@@ -51,6 +51,8 @@ struct Collected {
   };
   std::vector<TransferPair> transfers;
   std::map<int, std::vector<double>> probe_full_us, probe_input_us, probe_weight_us;
+  // The first stage's layers after its first, timed as an inner stage runs them.
+  std::map<int, std::vector<double>> inner_probe_full_us, inner_probe_input_us, inner_probe_weight_us;
   std::set<std::string> schedules;
   std::set<int> micro_batch_counts;
   int data_parallel = 1;
@@ -297,16 +299,24 @@ void collect_probe(const MeasuredTrace& mt, Collected& out) {
     if (!entry.is_object() || !entry.contains("stage") || !entry["stage"].is_number_integer())
       throw UsageError(where + ".stage: must be an integer");
     const int stage = entry["stage"].get<int>();
-    auto take = [&](const char* field, std::map<int, std::vector<double>>& into) {
-      if (!entry.contains(field) || !entry[field].is_array()) throw UsageError(where + "." + field + ": must be an array of numbers");
-      for (const auto& v : entry[field]) {
-        if (!v.is_number() || !(v.get<double>() >= 0)) throw UsageError(where + "." + field + ": must hold numbers >= 0");
+    auto take_from = [&](const nlohmann::json& from, const std::string& at, const char* field,
+                         std::map<int, std::vector<double>>& into) {
+      if (!from.contains(field) || !from[field].is_array()) throw UsageError(at + "." + field + ": must be an array of numbers");
+      for (const auto& v : from[field]) {
+        if (!v.is_number() || !(v.get<double>() >= 0)) throw UsageError(at + "." + field + ": must hold numbers >= 0");
         into[stage].push_back(v.get<double>());
       }
     };
-    take("full_us", out.probe_full_us);
-    take("input_us", out.probe_input_us);
-    take("weight_us", out.probe_weight_us);
+    take_from(entry, where, "full_us", out.probe_full_us);
+    take_from(entry, where, "input_us", out.probe_input_us);
+    take_from(entry, where, "weight_us", out.probe_weight_us);
+    if (entry.contains("inner")) {
+      const auto& inner = entry["inner"];
+      if (!inner.is_object()) throw UsageError(where + ".inner: must be an object");
+      take_from(inner, where + ".inner", "full_us", out.inner_probe_full_us);
+      take_from(inner, where + ".inner", "input_us", out.inner_probe_input_us);
+      take_from(inner, where + ".inner", "weight_us", out.inner_probe_weight_us);
+    }
   }
 }
 
@@ -539,8 +549,15 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
     if (key.second == "SEND") all_sends.insert(all_sends.end(), samples.begin(), samples.end());
     if (key.second == "RECV_LATE") all_late_recvs.insert(all_late_recvs.end(), samples.begin(), samples.end());
   }
-  const double send_fallback_s = median_of(values_of(all_sends));
-  const double recv_fallback_s = median_of(values_of(all_late_recvs));
+  // Posting a send and taking a receive whose data is already there are the transport's work
+  // per message, not a stage's: one estimate from every stage's transfers. Their durations have
+  // long tails (a rank that blocks can lose its core for a scheduler tick), and a stage that
+  // seldom finds its data there (the first, in 1F1B: a few dozen receives in a hundred traces)
+  // would get a mean that two or three tails decide, and charge it to every transfer point of
+  // a schedule that has more of them (interleaved 1F1B, ZBV).
+  const double send_s = all_sends.empty() ? 0.0 : summary.estimate("send posting (all stages)", "s", all_sends);
+  const double recv_s =
+      all_late_recvs.empty() ? 0.0 : summary.estimate("receive of arrived data (all stages)", "s", all_late_recvs);
 
   bool split_everywhere = true;
   for (int s = 0; s < num_stages; ++s) {
@@ -580,12 +597,8 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
     sp.optimizer_s = time("OPTIMIZER");
     sp.reduce_grads_s = time("REDUCE_GRAD");
     sp.reduce_tied_s = time("REDUCE_TIED");
-    const Samples& sends = find_or_empty(c.times_s, s, "SEND");
-    sp.send_s = sends.empty() ? send_fallback_s : summary.estimate(st + "send posting", "s", sends);
-    const Samples& late = find_or_empty(c.times_s, s, "RECV_LATE");
-    sp.recv_s = late.empty() ? recv_fallback_s : summary.estimate(st + "receive of arrived data", "s", late);
-    // The simulator adds the transfer latency to every receive; the receive's own cost is what it adds beyond.
-    sp.recv_s = std::max(0.0, sp.recv_s);
+    sp.send_s = send_s;
+    sp.recv_s = std::max(0.0, recv_s);
 
     // Memory.
     const double forward_bytes = summary.estimate(st + "forward memory (LOAD + RECV_F + F)", "bytes",
@@ -621,6 +634,17 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
     p.stages.push_back(sp);
   }
   p.backward_split_measured = split_everywhere;
+  // How a stage cut from the first one, behind another stage now, splits its backward: from
+  // the executor's probe of the first stage's later layers. A profile of several stages also
+  // has the measured inner stages, which take precedence (split_of_inner_stages).
+  if (const auto& full = c.inner_probe_full_us[0]; !full.empty() && median_of(full) > 0) {
+    const double input_share = median_of(c.inner_probe_input_us[0]) / median_of(full);
+    const double weight_share = median_of(c.inner_probe_weight_us[0]) / median_of(full);
+    p.extra[std::string(kInnerBackwardSplitField)] = {{"input", input_share}, {"weight", weight_share}};
+    result.notes.push_back(fmt::format("stage 0's layers after its first, as an inner stage runs them ({} samples): "
+                                       "input {:.1f}%, weight {:.1f}% of a full backward",
+                                       full.size(), 100 * input_share, 100 * weight_share));
+  }
   if (!split_everywhere)
     result.notes.push_back(
         "backward split unmeasured: the traces time only full backwards (B) and carry no split probe; schedules with "
@@ -677,8 +701,16 @@ std::optional<std::pair<double, double>> split_of_inner_stages(const Profile& pr
     weight += profile.stages[s].w_s;
     full += profile.stages[s].full_backward_s;
   }
-  if (!(full > 0)) return std::nullopt;
-  return std::make_pair(input / full, weight / full);
+  if (full > 0) return std::make_pair(input / full, weight / full);
+  // One measured stage: the probe of its later layers, if the executor made it.
+  const auto& extra = profile.extra;
+  if (extra.is_object() && extra.contains(kInnerBackwardSplitField)) {
+    const auto& split = extra[std::string(kInnerBackwardSplitField)];
+    if (split.is_object() && split.contains("input") && split["input"].is_number() && split.contains("weight") &&
+        split["weight"].is_number())
+      return std::make_pair(split["input"].get<double>(), split["weight"].get<double>());
+  }
+  return std::nullopt;
 }
 
 // The layer-wise form of profile_for_stages, when the profile knows the model's layers (name,

@@ -170,7 +170,17 @@ TEST_CASE("measured trace of the last step") {
   CHECK(counts["RECV_F"] == 4);
   CHECK(counts["OPTIMIZER"] >= 2);
   CHECK_FALSE(trace.memory.empty());
-  CHECK(trace.meta.extra.contains("backward_split_probe"));
+  // The probe times each stage's backward halves; the first stage also its layers after the
+  // first, as an inner stage runs them.
+  REQUIRE(trace.meta.extra.contains("backward_split_probe"));
+  const auto& probe = trace.meta.extra["backward_split_probe"];
+  REQUIRE(probe.size() == 2);
+  CHECK(probe[0]["stage"] == 0);
+  CHECK(probe[0]["full_us"].size() > 0);
+  REQUIRE(probe[0].contains("inner"));
+  CHECK(probe[0]["inner"]["full_us"].size() == probe[0]["full_us"].size());
+  CHECK(probe[0]["inner"]["input_us"].size() == probe[0]["full_us"].size());
+  CHECK_FALSE(probe[1].contains("inner"));
   CHECK(trace.meta.extra.value("threads_per_rank", 0) == 1);
   CHECK_FALSE(trace.meta.extra.value("blas", std::string()).empty());
 

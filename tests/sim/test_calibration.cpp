@@ -89,7 +89,7 @@ constexpr double kLatencyUs = 50;
 constexpr double kLateRecvUs = 5;
 
 // GPipe on 2 ranks. `split`: I and W instead of B.
-traces::Trace hand_made_trace(bool split, double stage0_forward_us = -1) {
+traces::Trace hand_made_trace(bool split, double stage0_forward_us = -1, double stage0_late_recv_us = kLateRecvUs) {
   traces::Trace t;
   t.meta.source = "measured";
   t.meta.schedule = split ? "zb-h1" : "gpipe";
@@ -133,7 +133,7 @@ traces::Trace hand_made_trace(bool split, double stage0_forward_us = -1) {
   bool first0 = true;
   for (int k = 0; k < kMicroBatches; ++k) {
     r0.now_us = std::max(r0.now_us, send_b_at[k] + kLatencyUs);
-    r0.op("RECV_B", Lane::Recv, 0, k, kLateRecvUs, 512);
+    r0.op("RECV_B", Lane::Recv, 0, k, stage0_late_recv_us, 512);
     const std::int64_t buffer = first0 ? 4000 : 0;
     first0 = false;
     if (split) {
@@ -155,6 +155,22 @@ bool has_outlier(const Calibration& c, const std::string& quantity, double value
 }
 
 }  // namespace
+
+TEST_CASE("calibration takes a message's send and receive costs from every stage's transfers") {
+  // Stage 1 finds 4 of its activations there and takes each in 5 us; stage 0 finds one of its
+  // gradients there (the others it waits for) and takes it in 15 us. The receive's own cost is
+  // the transport's: one estimate from all 5 (median 5 us), not stage 0's single sample.
+  const Calibration c = calibrate({{hand_made_trace(false, -1, 15), "gpipe.json"}});
+  REQUIRE(c.profile.stages.size() == 2);
+  CHECK(c.profile.stages[0].recv_s == Approx(5e-6));
+  CHECK(c.profile.stages[1].recv_s == Approx(5e-6));
+  CHECK(c.profile.stages[0].send_s == Approx(19e-6));
+  const auto pooled = std::find_if(c.quantities.begin(), c.quantities.end(),
+                                   [](const CalibratedQuantity& q) { return q.name == "receive of arrived data (all stages)"; });
+  REQUIRE(pooled != c.quantities.end());
+  CHECK(pooled->samples == 5);
+  CHECK(pooled->mean == Approx((4 * 5 + 15) / 5.0 * 1e-6));
+}
 
 TEST_CASE("calibration takes medians of a hand-made trace and reports outliers") {
   const Calibration c = calibrate({{hand_made_trace(false), "gpipe.json"}});
@@ -232,7 +248,11 @@ TEST_CASE("calibration pools several traces and takes the split from I and W eve
 TEST_CASE("calibration takes the split from the executor's probe") {
   traces::Trace t = hand_made_trace(false);
   t.meta.extra[std::string(kBackwardSplitProbeField)] = {
-      {{"stage", 0}, {"full_us", {100, 100, 100}}, {"input_us", {40, 40, 40}}, {"weight_us", {70, 70, 70}}},
+      {{"stage", 0},
+       {"full_us", {100, 100, 100}},
+       {"input_us", {40, 40, 40}},
+       {"weight_us", {70, 70, 70}},
+       {"inner", {{"full_us", {80, 80}}, {"input_us", {30, 30}}, {"weight_us", {60, 60}}}}},
       {{"stage", 1}, {"full_us", {200}}, {"input_us", {100}}, {"weight_us", {100}}}};
   const Profile p = calibrate({{t, "probed.json"}}).profile;
   CHECK(p.backward_split_measured);
@@ -240,6 +260,38 @@ TEST_CASE("calibration takes the split from the executor's probe") {
   CHECK(p.stages[0].w_s == Approx(150e-6 * 0.7));
   CHECK(p.stages[0].full_backward_s == Approx(150e-6));
   CHECK(p.stages[1].b_s == Approx(150e-6));
+  // The first stage's later layers, probed as an inner stage runs them: shares 30/80, 60/80.
+  REQUIRE(p.extra.contains(std::string(kInnerBackwardSplitField)));
+  CHECK(p.extra[std::string(kInnerBackwardSplitField)]["input"].get<double>() == Approx(0.375));
+  CHECK(p.extra[std::string(kInnerBackwardSplitField)]["weight"].get<double>() == Approx(0.75));
+
+  t.meta.extra[std::string(kBackwardSplitProbeField)][0]["inner"] = {{"full_us", {80}}, {"input_us", "30"}, {"weight_us", {60}}};
+  CHECK_THROWS_WITH(calibrate({{t, "probed.json"}}),
+                    Catch::Contains("probed.json") && Catch::Contains("backward_split_probe[0].inner.input_us"));
+}
+
+// One measured stage (one rank, one GPU): it computes no input gradient (I 0, W 0.009 s of a
+// 0.010 s full backward), and the executor's probe of its later layers says an inner stage
+// splits 0.5 / 0.8. Cut into 2 stages, stage 1 (behind stage 0 now) splits its 0.005 s full
+// backward so: I 0.0025 s, W 0.004 s; stage 0 keeps I 0, W 0.0045 s.
+TEST_CASE("a stage cut from a single measured stage splits as the probe of its later layers says") {
+  Profile p;
+  p.backward_split_measured = true;
+  StageProfile sp;
+  sp.f_s = 0.002;
+  sp.full_backward_s = 0.010;
+  sp.b_s = 0.0;
+  sp.w_s = 0.009;
+  p.stages.push_back(sp);
+  const Profile without = profile_for_stages(p, 2, "p.json");
+  CHECK(without.stages[1].b_s == Approx(0.0).margin(1e-12));  // nothing says otherwise
+  p.extra[std::string(kInnerBackwardSplitField)] = {{"input", 0.5}, {"weight", 0.8}};
+  const Profile two = profile_for_stages(p, 2, "p.json");
+  REQUIRE(two.stages.size() == 2);
+  CHECK(two.stages[0].b_s == Approx(0.0).margin(1e-12));
+  CHECK(two.stages[0].w_s == Approx(0.0045));
+  CHECK(two.stages[1].b_s == Approx(0.0025));
+  CHECK(two.stages[1].w_s == Approx(0.004));
 }
 
 TEST_CASE("calibration refuses traces of different stage layouts and traces without stages") {

@@ -121,9 +121,13 @@ class PipelineRuntime {
   // backwards. Runs outside any step on a synthetic micro-batch of each stage held here,
   // `repetitions` times; the weights, gradients, optimizer state and data of the run are
   // untouched (gradients are returned, not accumulated).
+  struct BackwardSplitSamples {
+    std::vector<double> full_us, input_us, weight_us;
+  };
   struct BackwardSplitTiming {
     int stage = 0;
-    std::vector<double> full_us, input_us, weight_us;
+    BackwardSplitSamples own;    // the stage as it runs
+    BackwardSplitSamples inner;  // the first stage only: its layers after the first, as an inner stage runs them
   };
   std::vector<BackwardSplitTiming> probe_backward_split(int repetitions);
 

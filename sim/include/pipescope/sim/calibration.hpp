@@ -32,9 +32,15 @@ namespace pipescope::sim {
 
 // otherData field of a measured trace in which an executor records separate timings of the
 // two halves of a backward, taken outside the timed iteration:
-//   "backward_split_probe": [{"stage": 0, "full_us": [..], "input_us": [..], "weight_us": [..]}, ...]
-// The ratios input/full and weight/full split the stage's measured B.
+//   "backward_split_probe": [{"stage": 0, "full_us": [..], "input_us": [..], "weight_us": [..],
+//                             "inner": {"full_us": [..], "input_us": [..], "weight_us": [..]}}, ...]
+// The ratios input/full and weight/full split the stage's measured B. The optional "inner"
+// times the first stage's layers after its first as an inner stage runs them (the first stage
+// itself computes no input gradient): its ratios become the profile's
+// "inner_backward_split": {"input": .., "weight": ..}, how a stage cut from the first one
+// behind another splits its backward when no inner stage was measured (one rank, one GPU).
 inline constexpr std::string_view kBackwardSplitProbeField = "backward_split_probe";
+inline constexpr std::string_view kInnerBackwardSplitField = "inner_backward_split";
 
 struct CalibrationOptions {
   // A sample is an outlier when it is further from its median than `outlier_mads` scaled

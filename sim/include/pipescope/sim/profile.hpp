@@ -14,7 +14,9 @@
 // each rank waits for every rank's, clipping by the global norm), "reduce_tied_sync" (true:
 // the tied-gradient all-reduce of the first and last stage's ranks waits for both), "send_ends_at_receive"
 // (true: a send's event lasts until its receive completed); costs.hpp says what they do.
-// Unknown fields are kept in `extra` and written back.
+// Unknown fields are kept in `extra` and written back; calibration puts there what the
+// executor said about the run (the model's "layers", "stage_bounds", "partition_method",
+// "model") and "inner_backward_split" (calibration.hpp), which profile_for_stages reads.
 #pragma once
 
 #include <cstdint>
