@@ -274,10 +274,9 @@ class Worker {
     nlohmann::json j = events_to_json(result, probe);
     j["cores"] = core_list(allowed_cores());
     std::vector<int> transport_cores;  // the union over the transport's threads
-    for (pid_t tid : transport_threads_)
-      for (int c : thread_cores(tid))
-        if (std::ranges::find(transport_cores, c) == transport_cores.end()) transport_cores.push_back(c);
+    for (pid_t tid : transport_threads_) std::ranges::copy(thread_cores(tid), std::back_inserter(transport_cores));
     std::ranges::sort(transport_cores);
+    transport_cores.erase(std::ranges::unique(transport_cores).begin(), transport_cores.end());
     j["transport_cores"] = core_list(transport_cores);
     return j;
   }

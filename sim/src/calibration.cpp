@@ -637,13 +637,13 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
   // How a stage cut from the first one, behind another stage now, splits its backward: from
   // the executor's probe of the first stage's later layers. A profile of several stages also
   // has the measured inner stages, which take precedence (split_of_inner_stages).
-  if (const auto& full = c.inner_probe_full_us[0]; !full.empty() && median_of(full) > 0) {
-    const double input_share = median_of(c.inner_probe_input_us[0]) / median_of(full);
-    const double weight_share = median_of(c.inner_probe_weight_us[0]) / median_of(full);
+  if (const double full = median_of(c.inner_probe_full_us[0]); full > 0) {
+    const double input_share = median_of(c.inner_probe_input_us[0]) / full;
+    const double weight_share = median_of(c.inner_probe_weight_us[0]) / full;
     p.extra[std::string(kInnerBackwardSplitField)] = {{"input", input_share}, {"weight", weight_share}};
     result.notes.push_back(fmt::format("stage 0's layers after its first, as an inner stage runs them ({} samples): "
                                        "input {:.1f}%, weight {:.1f}% of a full backward",
-                                       full.size(), 100 * input_share, 100 * weight_share));
+                                       c.inner_probe_full_us[0].size(), 100 * input_share, 100 * weight_share));
   }
   if (!split_everywhere)
     result.notes.push_back(
