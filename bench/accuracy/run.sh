@@ -32,7 +32,10 @@
 # shared machine a whole run is faster or slower than the next, the table gives each error a
 # 95% interval from the spread of the runs' means. The last round's trace gives the
 # per-operation comparison and the memory. Timing needs a quiet machine: the script prints the
-# load average before and after.
+# load average before and after. On a virtual machine the host may also take the cores away
+# (steal): pprun records it per rank and step (--metrics stolen_time_s), and a run that lost
+# more than STEAL_LIMIT (default 0.02) of a rank's time to it is left out, as are the traced
+# steps calibration would have learnt from (ppsim calibrate --max-stolen).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -44,6 +47,7 @@ warmup=${WARMUP:-3}
 rounds=${ROUNDS:-12}
 statistic=${STATISTIC:-mean}
 disturbed=${DISTURBED:-1.3}
+steal_limit=${STEAL_LIMIT:-0.02}
 bind_args=(--bind-cores)
 [[ ${BIND_CORES:-1} == 1 ]] || bind_args=()
 read -r -a model_args <<< "${MODEL_ARGS:---model mlp --layers 8 --hidden 512 --micro-batch-size 32}"
@@ -92,26 +96,41 @@ measure() {  # name schedule m chunks trace-file [traced-steps]: appends the run
 # jq definitions of the statistics below: the median, and the relative standard error of the
 # mean of a list.
 jq_statistics='
-  def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
-  def relative_se: length as $n | (add / $n) as $m |
-    if $n < 2 then 0 else ((map((. - $m) * (. - $m)) | add) / ($n - 1) | sqrt) / ($n | sqrt) / $m end;'
+  def median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+  def relative_se: length as $n |
+    if $n < 2 then 0 else (add / $n) as $m | ((map((. - $m) * (. - $m)) | add) / ($n - 1) | sqrt) / ($n | sqrt) / $m end;'
 
 # Iteration times (seconds) of the steps after the warm-up: mean, median, fastest, and the
 # relative standard error of the mean from the spread of the runs' own means (on a shared
 # machine a run as a whole is faster or slower than the next: steps of one run are not
-# independent samples; runs are). A run whose mean step is more than DISTURBED times the
-# median run's was slowed down by other work on the machine and is left out (kept: the runs
-# that count; runs: all of them).
+# independent samples; runs are). A run that lost more than STEAL_LIMIT of a rank's time to
+# the host (the most any rank lost over its steps, over the steps' time), or whose mean step
+# is more than DISTURBED times the median of the other runs', was slowed down by other work
+# and is left out (kept: the runs that count; runs: all of them; stolen: the runs left out for
+# steal; an older measurement without stolen_time_s counts as steal-free).
 step_times_s() {
-  jq -s -c --argjson warmup "$warmup" --argjson disturbed "$disturbed" "$jq_statistics"'
+  jq -s -c --argjson warmup "$warmup" --argjson disturbed "$disturbed" --argjson steal_limit "$steal_limit" "$jq_statistics"'
     [.[] | select(.step >= $warmup)] as $all |
-    ($all | group_by(.run) | map({run: .[0].run, mean: (map(.iteration_time_s) | add / length)})) as $all_runs |
-    ($all_runs | map(.mean) | median) as $typical |
-    ($all_runs | map(select(.mean <= $disturbed * $typical))) as $runs |
+    ($all | group_by(.run) | map({run: .[0].run, mean: (map(.iteration_time_s) | add / length),
+      stolen: ((map(.stolen_time_s // []) | transpose | map(add) | max // 0) / (map(.iteration_time_s) | add))})) as $all_runs |
+    ($all_runs | map(select(.stolen <= $steal_limit))) as $quiet_runs |
+    (if ($quiet_runs | length) == 0 then 0 else $quiet_runs | map(.mean) | median end) as $typical |
+    ($quiet_runs | map(select(.mean <= $disturbed * $typical))) as $runs |
     ($runs | map(.run)) as $kept |
     ($all | map(select(.run as $r | $kept | index($r))) | map(.iteration_time_s)) as $t |
-    {mean: ($t | add / length), fastest: ($t | min), median: ($t | median), runs: ($all_runs | length),
+    {mean: ($t | if length > 0 then add / length else null end), fastest: ($t | min), median: ($t | median),
+     runs: ($all_runs | length), stolen: (($all_runs | length) - ($quiet_runs | length)),
      kept: $kept, relative_se: ($runs | map(.mean) | relative_se)}' "$1"
+}
+
+# Stops with a clear message when every run of a configuration was left out.
+require_kept() {  # NAME STEPS-JSON
+  if [[ $(jq '.kept | length' <<< "$2") == 0 ]]; then
+    echo "accuracy: error: no undisturbed run of $1 ($(jq -r '"\(.stolen) of \(.runs)"' <<< "$2") run(s) lost more than" \
+      "$(jq -n "$steal_limit * 100")% of a rank's time to the host (steal), the others were over $disturbed times their median):" \
+      "measure again when the machine is quiet, or raise STEAL_LIMIT" >&2
+    exit 1
+  fi
 }
 
 # The same measurement paired round by round with the calibration run measured just before:
@@ -161,6 +180,7 @@ fi
 
 # The calibration learns from the traced steps of the calibration runs that were not disturbed.
 calibration_steps=$(step_times_s "$out/$calib_name.calibration.metrics.jsonl")
+require_kept "$calib_name (calibration)" "$calibration_steps"
 calibration_inputs=()
 for round in $(jq -r '.kept[]' <<< "$calibration_steps"); do
   for (( step = warmup; step < steps - 1; ++step )); do
@@ -171,8 +191,9 @@ done
 
 calibrate() {  # calibrates profile.json (the chosen statistic) and profile.median.json
   "$ppsim" calibrate "${calibration_inputs[@]}" -o "$out/profile.json" --statistic "$statistic" \
-    --report "$out/calibration.txt" --quiet
-  "$ppsim" calibrate "${calibration_inputs[@]}" -o "$out/profile.median.json" --statistic median --quiet
+    --max-stolen "$steal_limit" --report "$out/calibration.txt" --quiet
+  "$ppsim" calibrate "${calibration_inputs[@]}" -o "$out/profile.median.json" --statistic median \
+    --max-stolen "$steal_limit" --quiet
 }
 calibrate
 if [[ $(jq -r .backward_split "$out/profile.json") == unmeasured ]]; then
@@ -194,20 +215,23 @@ for config in "${configs[@]}"; do
   rows+=("$name")
 done
 
-echo "calibrated from: ${#calibration_inputs[@]} traces of $calib_name (steps $warmup..$((steps - 1)) of" \
-  "$(jq '.kept | length' <<< "$calibration_steps") of $rounds run(s);" \
+echo "calibrated from: $(jq '.calibration.traces | length' "$out/profile.json") traces of $calib_name (steps" \
+  "$warmup..$((steps - 1)) of $(jq '.kept | length' <<< "$calibration_steps") of $rounds run(s)," \
+  "$(jq '.calibration.traces_left_out // 0' "$out/profile.json") more traced steps left out for steal;" \
   "their runs' mean step $(jq -r '.mean * 1e5 | round / 100' <<< "$calibration_steps") ms ± $(jq -r '.relative_se * 1e3 | round / 10' <<< "$calibration_steps")% standard error)"
 echo "measured: mean (and median) of steps $warmup..$((steps - 1)) of $rounds run(s) each, less the disturbed" \
-  "ones (runs: the runs kept; a disturbed run's mean step is over $disturbed times the median run's);" \
+  "ones (runs: the runs kept; a disturbed run lost over $(jq -n "$steal_limit * 100")% of a rank's time to the host (steal; stolen: how" \
+  "many runs) or its mean step is over $disturbed times the median run's);" \
   "±: 95% interval of the error from the spread of the calibration's and the configuration's runs;" \
   "paired: the error against the runs paired round by round with the calibration run before them (±: its 95% interval);" \
   "op MAPE: per operation, against the last run's traced step"
 echo "predicted: durations calibrated as the $statistic of their samples; median profile: as their median"
-printf '%-20s %10s %10s %8s %7s %6s %8s %7s %10s %8s %14s %s\n' "configuration" "predicted" "measured" "error" "±" "runs" \
-  "paired" "±" "median" "op MAPE" "median profile" "peak memory error per rank"
+printf '%-20s %10s %10s %8s %7s %6s %7s %8s %7s %10s %8s %14s %s\n' "configuration" "predicted" "measured" "error" "±" "runs" \
+  "stolen" "paired" "±" "median" "op MAPE" "median profile" "peak memory error per rank"
 for name in "${rows[@]}"; do
   median_profile_s=$(jq .iteration_time_s "$out/$name.simulate.median.json")
   config_steps=$(step_times_s "$out/$name.metrics.jsonl")
+  require_kept "$name" "$config_steps"
   jq -r --arg name "$name" --argjson steps "$config_steps" --argjson calibration "$calibration_steps" \
       --argjson paired "$(paired_measurement "$name" "$calibration_steps" "$config_steps")" \
       --argjson median_profile "$median_profile_s" '
@@ -220,13 +244,13 @@ for name in "${rows[@]}"; do
       ([$steps.kept, $calibration.kept] | map(length) | min - 1 | t975) as $t |
       [$name, ($predicted | ms), ($steps.mean | ms), (($predicted - $steps.mean) / $steps.mean | pct),
        ($t * ((($steps.relative_se | . * .) + ($calibration.relative_se | . * .)) | sqrt) | pct),
-       ("\($steps.kept | length)/\($steps.runs)"),
+       ("\($steps.kept | length)/\($steps.runs)"), ($steps.stolen | tostring),
        (($predicted - $paired.measured) / $paired.measured | pct), (($paired.rounds - 1 | t975) * $paired.relative_se | pct),
        ($steps.median | ms), (.op_duration_mape | pct),
        (($median_profile - $steps.mean) / $steps.mean | pct),
        ([.peak_memory_error[] | if . == null then "n/a" else pct end] | join(" "))]
     | @tsv' "$out/$name.compare.json" |
-    awk -F'\t' '{ printf "%-20s %10s %10s %8s %7s %6s %8s %7s %10s %8s %14s %s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 }'
+    awk -F'\t' '{ printf "%-20s %10s %10s %8s %7s %6s %7s %8s %7s %10s %8s %14s %s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 }'
 done
 # What each modelled effect contributes: the prediction again from the profile with that effect
 # taken out (deterministic: no measurement involved).

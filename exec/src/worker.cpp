@@ -23,6 +23,7 @@
 #include "pipescope/exec/device.hpp"
 #include "pipescope/exec/memory.hpp"
 #include "pipescope/exec/runtime.hpp"
+#include "pipescope/exec/stolen_time.hpp"
 #include "pipescope/exec/threads.hpp"
 #include "pipescope/exec/transport.hpp"
 #include "pipescope/traces/trace_io.hpp"
@@ -67,7 +68,21 @@ void maybe_inject_fault(int rank, int step) {
 constexpr int kBackwardSplitProbeRepetitions = 5;
 
 // The per-step numbers every rank contributes to rank 0.
-enum StatField { kLossSum, kLossCount, kTimeS, kPeakBytes, kNumStatFields };
+// kStolenS: seconds the hypervisor took from the rank's cores during the step (stolen_time.hpp),
+// negative where the system does not say.
+enum StatField { kLossSum, kLossCount, kTimeS, kPeakBytes, kStolenS, kNumStatFields };
+
+// Every rank's stolen time of the step, from the gathered figures; empty when a rank's system
+// does not say.
+std::vector<double> stolen_per_rank(const std::vector<double>& gathered, int world_size) {
+  std::vector<double> stolen;
+  for (int r = 0; r < world_size; ++r) {
+    const double s = gathered[r * kNumStatFields + kStolenS];
+    if (s < 0) return {};
+    stolen.push_back(s);
+  }
+  return stolen;
+}
 
 nlohmann::json events_to_json(const StepResult& r, const std::vector<PipelineRuntime::BackwardSplitTiming>& probe) {
   nlohmann::json events = nlohmann::json::array();
@@ -177,11 +192,13 @@ class Worker {
     struct TracedStep {
       int step;
       double iteration_time_s;  // this rank's wall time of the step (rank 0's is the metrics')
+      std::vector<double> stolen_time_s;  // per rank (rank 0 gathers them); empty when unknown
       StepResult result;
       std::vector<PipelineRuntime::BackwardSplitTiming> probe;
       std::string path;
     };
     std::vector<TracedStep> traced_steps;
+    StolenTimeMeter stolen;  // after the binding: the cores this rank runs on
     for (int step = at.step; step < o.steps; ++step) {
       maybe_inject_fault(env_.rank, step);
       const int last_step = o.steps - 1;
@@ -189,6 +206,7 @@ class Worker {
       // A traced step starts together on every rank, so rank 0's writing of the metrics file
       // after the previous step does not show up as a pipeline delay.
       if (traced) barrier();
+      stolen.start();
       const auto started = std::chrono::steady_clock::now();
       // Replica d takes micro-batch samples data_position + d*M .. + M-1 of this step.
       StepResult result = runtime.run_step(step, at.data_position + position.replica * plan_.schedule.num_micro_batches);
@@ -200,14 +218,16 @@ class Worker {
       mine[kLossCount] = result.loss_count;
       mine[kTimeS] = result.time_s;
       mine[kPeakBytes] = static_cast<double>(result.peak_memory_bytes);
+      mine[kStolenS] = stolen.elapsed().value_or(-1.0);
       auto gathered = gather(mine, step);
       const double iteration_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      const std::vector<double> stolen_time_s = stolen_per_rank(gathered, env_.world_size);
 
       if (traced) {
         // After the last timed step, on every rank at once: the backward's two halves timed apart.
         std::vector<PipelineRuntime::BackwardSplitTiming> probe;
         if (step == last_step) probe = runtime.probe_backward_split(kBackwardSplitProbeRepetitions);
-        traced_steps.push_back({step, iteration_time_s, std::move(result), std::move(probe),
+        traced_steps.push_back({step, iteration_time_s, stolen_time_s, std::move(result), std::move(probe),
                                 traced_step_path(o.trace_path, step, last_step)});
       }
       if (env_.rank == 0) {
@@ -219,8 +239,10 @@ class Worker {
           peaks.push_back(static_cast<std::int64_t>(gathered[r * kNumStatFields + kPeakBytes]));
         }
         const double loss = loss_count > 0 ? loss_sum / loss_count : 0.0;
-        metrics += fmt::format("{{\"step\": {}, \"loss\": {:.17g}, \"iteration_time_s\": {:.9g}, \"peak_memory_bytes\": [{}]}}\n",
+        metrics += fmt::format("{{\"step\": {}, \"loss\": {:.17g}, \"iteration_time_s\": {:.9g}, \"peak_memory_bytes\": [{}]",
                                step, loss, iteration_time_s, fmt::join(peaks, ", "));
+        if (!stolen_time_s.empty()) metrics += fmt::format(", \"stolen_time_s\": [{:.9g}]", fmt::join(stolen_time_s, ", "));
+        metrics += "}\n";
         if (!o.metrics_path.empty()) write_file_atomic(o.metrics_path, metrics);
         if (progress)
           std::fprintf(stderr, "\rpprun: step %d/%d  loss %.6f  %.3f s/step ", step + 1, o.steps, loss, iteration_time_s);
@@ -233,7 +255,7 @@ class Worker {
       }
     }
     if (!o.checkpoint_dir.empty() && last_saved != at.step) checkpoint(runtime, at);
-    for (const auto& t : traced_steps) write_trace(t.result, t.step, t.iteration_time_s, t.probe, t.path);
+    for (const auto& t : traced_steps) write_trace(t.result, t.step, t.iteration_time_s, t.stolen_time_s, t.probe, t.path);
     if (progress) std::fprintf(stderr, "\n");
     barrier();  // rank 0 serves the store: it leaves last
   }
@@ -283,7 +305,7 @@ class Worker {
 
   // Every rank hands its events to rank 0 through the store; rank 0 writes one file with the
   // earliest event of any rank at 0.
-  void write_trace(const StepResult& result, int step, double iteration_time_s,
+  void write_trace(const StepResult& result, int step, double iteration_time_s, const std::vector<double>& stolen_time_s,
                    const std::vector<PipelineRuntime::BackwardSplitTiming>& probe, const std::string& path) {
     const std::string prefix = fmt::format("trace/{}/", step);
     if (env_.rank != 0) {
@@ -326,6 +348,9 @@ class Worker {
     trace.meta.extra["cores_per_rank"] = cores;
     trace.meta.extra["transport_cores_per_rank"] = transport_cores;
     trace.meta.extra["bind_cores"] = plan_.options.bind_cores;
+    // Time the hypervisor took from each rank's cores during the step: calibration leaves
+    // disturbed traces out, compare says so (stolen_time.hpp).
+    if (!stolen_time_s.empty()) trace.meta.extra["stolen_time_s"] = stolen_time_s;
     if (!split.empty()) trace.meta.extra["backward_split_probe"] = split;
     // The model's layers and their split: calibration predicts other stage counts layer by layer.
     nlohmann::json layers = nlohmann::json::array();

@@ -33,6 +33,9 @@ int run_calibrate(const std::vector<std::string>& args) {
       ("statistic", po::value(&statistic)->default_value(statistic),
        "what a duration becomes: median (the typical operation) or mean (the expected one, outliers included: "
        "predicts the typical step where operations have a long tail)")
+      ("max-stolen", po::value(&calibration_options.max_stolen_fraction)->default_value(calibration_options.max_stolen_fraction),
+       "leave out a trace whose step lost more than this share of a rank's time to the host (steal on a virtual "
+       "machine, recorded by pprun); 1 keeps every trace")
       ("quiet,q", po::bool_switch(&quiet), "print nothing on success");
   po::options_description hidden;
   hidden.add_options()("measured", po::value(&inputs));
@@ -57,6 +60,7 @@ int run_calibrate(const std::vector<std::string>& args) {
   if (output.empty()) throw UsageError("calibrate: -o PROFILE is required");
   if (!(calibration_options.outlier_mads > 0)) throw UsageError("--outlier-mads: must be > 0");
   if (!(calibration_options.outlier_min_fraction >= 0)) throw UsageError("--outlier-fraction: must be >= 0");
+  if (!(calibration_options.max_stolen_fraction >= 0)) throw UsageError("--max-stolen: must be >= 0");
   calibration_options.duration_statistic = sim::parse_duration_statistic(statistic);
 
   std::vector<sim::MeasuredTrace> traces;

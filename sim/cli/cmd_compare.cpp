@@ -37,6 +37,13 @@ void print_table(const traces::Comparison& c, const traces::Trace& predicted, st
                      seconds(c.iteration_time_measured_s), percent(c.iteration_time_error));
   out << fmt::format("{:<24}{:>14}{:>14}\n", "bubble (mean of ranks)", share(c.bubble_fraction_predicted),
                      share(c.bubble_fraction_measured));
+  if (std::isfinite(c.stolen_fraction_measured)) {
+    out << fmt::format("{:<24}{:>14}{:>14}\n", "stolen by the host", "", share(c.stolen_fraction_measured));
+    if (c.stolen_fraction_measured > traces::kDisturbedStolenFraction)
+      out << fmt::format("warning: the host took {} of a rank's measured step from its cores (steal): the measurement "
+                         "is disturbed; measure again when the machine is quiet\n",
+                         share(c.stolen_fraction_measured));
+  }
   out << fmt::format("operation durations: MAPE {:.1f}% over {} matched operations ({} only predicted, {} only measured)\n\n",
                      c.op_duration_mape * 100, c.matched.size(), c.unmatched_predicted, c.unmatched_measured);
 

@@ -400,8 +400,43 @@ double median_absolute_deviation(const std::vector<double>& values) {
   return median_of(deviations);
 }
 
-Calibration calibrate(const std::vector<MeasuredTrace>& traces, const CalibrationOptions& options) {
-  if (traces.empty()) throw UsageError("calibrate: give at least one measured trace");
+namespace {
+
+// The traces whose every rank lost at most `max_fraction` of the step to the host (steal), and
+// a note for each one left out. Throws UsageError when none is left.
+std::vector<MeasuredTrace> undisturbed_traces(const std::vector<MeasuredTrace>& traces, double max_fraction,
+                                              std::vector<std::string>& notes) {
+  std::vector<MeasuredTrace> kept;
+  std::string first_left_out;
+  for (const MeasuredTrace& mt : traces) {
+    int worst_rank = -1;
+    double worst = 0;
+    for (int rank = 0; rank < mt.trace.rank_count(); ++rank)
+      if (const double f = traces::stolen_time_fraction(mt.trace, rank); f > worst) {
+        worst = f;
+        worst_rank = rank;
+      }
+    if (worst <= max_fraction) {
+      kept.push_back(mt);
+      continue;
+    }
+    const std::string why = fmt::format("the host took {:.1f}% of rank {}'s step from its cores (steal)", worst * 100, worst_rank);
+    if (first_left_out.empty()) first_left_out = fmt::format("{}: {}", mt.source, why);
+    notes.push_back(fmt::format("{}: left out: {}", mt.source, why));
+  }
+  if (kept.empty())
+    throw UsageError(fmt::format("every measured trace lost more than {:.1f}% of a rank's step to the host ({}{}): measure "
+                                 "again when the machine is quiet, or raise --max-stolen",
+                                 max_fraction * 100, first_left_out, traces.size() > 1 ? ", ..." : ""));
+  return kept;
+}
+
+}  // namespace
+
+Calibration calibrate(const std::vector<MeasuredTrace>& given, const CalibrationOptions& options) {
+  if (given.empty()) throw UsageError("calibrate: give at least one measured trace");
+  std::vector<std::string> left_out;
+  const std::vector<MeasuredTrace> traces = undisturbed_traces(given, options.max_stolen_fraction, left_out);
   Collected c;
   int num_stages = -1, num_ranks = -1;
   std::string first_source;
@@ -678,12 +713,14 @@ Calibration calibrate(const std::vector<MeasuredTrace>& traces, const Calibratio
   nlohmann::json sources = nlohmann::json::array();
   for (const auto& mt : traces) sources.push_back(mt.source);
   info["traces"] = sources;
+  if (!left_out.empty()) info["traces_left_out"] = given.size() - traces.size();
   info["schedules"] = c.schedules;
   info["micro_batches"] = c.micro_batch_counts;
   info["num_ranks"] = num_ranks;
   info["outliers"] = result.outliers.size();
   info["duration_statistic"] = to_string(options.duration_statistic);
   p.extra["calibration"] = info;
+  result.notes.insert(result.notes.end(), left_out.begin(), left_out.end());
   return result;
 }
 

@@ -6,10 +6,11 @@
 //   (bitwise) the losses of `--nproc-per-node 1 --schedule data-parallel`; the split-backward
 //   schedules zb-h1 and zbv (V placement, 4 stages on 2 ranks) within 1e-6 relative.
 // - --dp 2 on 4 ranks (2 x 2 grid) matches the single process with 8 micro-batches within 1e-5
-//   and reports 4 peak memory figures.
+//   and reports 4 peak memory figures and 4 stolen times (each from 0 to the step's time and a
+//   few ticks) per step.
 // - the measured trace of the 1f1b run holds 8 F, 8 B, 4 SEND_F and 4 RECV_F events (2 stages x
-//   4 micro-batches), source "measured", the earliest event or counter at 0, memory counters and
-//   the backward split probe; with --trace-steps 2 the step before sits in 1f1b-trace.step2.json
+//   4 micro-batches), source "measured", the earliest event or counter at 0, memory counters,
+//   the backward split probe and each rank's stolen time; with --trace-steps 2 the step before sits in 1f1b-trace.step2.json
 //   with the same events and no probe, and no earlier step is written.
 // - a run killed at step 2 with --checkpoint-every 1 resumes and then gives steps 2 and 3 with
 //   exactly the uninterrupted losses.
@@ -137,6 +138,15 @@ TEST_CASE("data parallel x pipeline grid") {
   CHECK(grid.metrics[0].at("peak_memory_bytes").size() == 4);
   CHECK(grid.metrics[0].at("peak_memory_bytes")[0].get<std::int64_t>() > 0);
   CHECK(grid.metrics[0].at("iteration_time_s").get<double>() > 0);
+  // The time the hypervisor took from each rank's cores during the step (0 outside a virtual
+  // machine); /proc/stat counts in ticks, so a short step may read one or two.
+  for (const auto& step : grid.metrics) {
+    REQUIRE(step.at("stolen_time_s").size() == 4);
+    for (const auto& s : step.at("stolen_time_s")) {
+      CHECK(s.get<double>() >= 0);
+      CHECK(s.get<double>() <= step.at("iteration_time_s").get<double>() + 0.05);
+    }
+  }
 }
 
 TEST_CASE("measured trace of the last step") {
@@ -183,6 +193,8 @@ TEST_CASE("measured trace of the last step") {
   CHECK_FALSE(probe[1].contains("inner"));
   CHECK(trace.meta.extra.value("threads_per_rank", 0) == 1);
   CHECK_FALSE(trace.meta.extra.value("blas", std::string()).empty());
+  REQUIRE(trace.meta.extra.contains("stolen_time_s"));
+  CHECK(trace.meta.extra["stolen_time_s"].size() == 2);
 
   // --trace-steps 2: the step before the last goes next to it, with the same operations and
   // without the probe (it runs once, after the last step).

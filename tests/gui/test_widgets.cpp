@@ -5,7 +5,9 @@
 // the saturated "longer" red (0xd62728) in rank 2's measured compute lane under the
 // difference view and not in rank 0's, kind colours in the measured lane without it, the
 // bubble colour in the compute lanes, and the memory curves. Zoom (wheel, W/S keys, ranges)
-// and search (next/previous) are driven through events; broken files are refused.
+// and search (next/previous) are driven through events; broken files are refused. A measured
+// trace that says the host took 10% of rank 0's step (stolen_time_s) gets a row per rank,
+// rank 0's marked "disturbed".
 #include <catch2/catch.hpp>
 
 #include <QApplication>
@@ -127,6 +129,28 @@ TEST_CASE("a predicted/measured pair is drawn in the expected lanes", "[widgets]
   REQUIRE(table->rowCount() == 4 + 4 + 4);
   REQUIRE(table->item(0, 0)->text() == "iteration time");
   REQUIRE(table->item(0, 3)->text().startsWith("-"));  // the prediction is shorter than the measurement
+}
+
+TEST_CASE("the summary says how much of the measured step the host took (steal)", "[widgets]") {
+  app();
+  SyntheticPipeline pp;
+  const Trace predicted = make_1f1b_trace(pp);
+  pp.source = "measured";
+  Trace measured = make_1f1b_trace(pp);
+  const double step_s = iteration_time_us(measured) * 1e-6;
+  measured.meta.extra["stolen_time_s"] = {0.1 * step_s, 0.0, 0.0, 0.0};  // rank 0 lost 10%
+  const std::string dir = trace_files().dir;
+  write_trace(predicted, dir + "/steal-predicted.json");
+  write_trace(measured, dir + "/steal-measured.json");
+  MainWindow window;
+  REQUIRE_FALSE(window.open_files({QString::fromStdString(dir + "/steal-predicted.json"), QString::fromStdString(dir + "/steal-measured.json")}));
+  QTableWidget* table = window.summary_table();
+  REQUIRE(table->rowCount() == 4 + 4 + 4 + 4);
+  REQUIRE(table->item(12, 0)->text() == "rank 0 stolen by the host");
+  REQUIRE(table->item(12, 2)->text() == "10.0%");
+  REQUIRE(table->item(12, 3)->text() == "disturbed");
+  REQUIRE(table->item(13, 2)->text() == "0.0%");
+  REQUIRE(table->item(13, 3)->text().isEmpty());
 }
 
 TEST_CASE("wheel and keys zoom around the cursor and pan", "[widgets]") {

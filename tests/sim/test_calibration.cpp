@@ -18,6 +18,8 @@
 // 20000 B, backward split unmeasured. A second trace of a split schedule (I 60/120 us, W 90/180
 // us) measures the split; pooled medians then mix both traces. With the mean statistic the
 // 400 us outlier enters stage 0's F (160.2 us), memory stays the median.
+// A trace whose otherData says the host took 10% of a rank's step (steal) is left out, with a
+// note naming it; --max-stolen 1 keeps it; when every trace is disturbed: one error naming the first.
 // End to end: traces simulated from known costs (1F1B and ZB-H1, m = 4) calibrate a profile
 // whose predictions for ZB-H1 and 1F1B at m = 8 equal the simulations from the known costs.
 #include <catch2/catch.hpp>
@@ -292,6 +294,30 @@ TEST_CASE("a stage cut from a single measured stage splits as the probe of its l
   CHECK(two.stages[0].w_s == Approx(0.0045));
   CHECK(two.stages[1].b_s == Approx(0.0025));
   CHECK(two.stages[1].w_s == Approx(0.004));
+}
+
+TEST_CASE("calibration leaves out traces the host disturbed (steal)") {
+  // slow.json: stage 0's forwards took 500 us while the host ran something else on rank 0's
+  // core for 10% of the step (pprun's otherData.stolen_time_s).
+  traces::Trace slow = hand_made_trace(false, 500);
+  slow.meta.extra["stolen_time_s"] = nlohmann::json::array({0.1 * traces::event_span_us(slow) * 1e-6, 0.0});
+  traces::Trace quiet = hand_made_trace(false);
+  quiet.meta.extra["stolen_time_s"] = nlohmann::json::array({0.0, 0.0});
+  const Calibration c = calibrate({{slow, "slow.json"}, {quiet, "quiet.json"}, {hand_made_trace(false), "unsaid.json"}});
+  CHECK(c.profile.stages[0].f_s == Approx(101e-6));  // the two undisturbed traces' median
+  CHECK(c.profile.extra["calibration"]["traces"] == nlohmann::json::array({"quiet.json", "unsaid.json"}));
+  CHECK(c.profile.extra["calibration"]["traces_left_out"] == 1);
+  CHECK(std::any_of(c.notes.begin(), c.notes.end(), [](const std::string& n) {
+    return n == "slow.json: left out: the host took 10.0% of rank 0's step from its cores (steal)";
+  }));
+
+  CalibrationOptions keep_all;
+  keep_all.max_stolen_fraction = 1;
+  CHECK(calibrate({{slow, "slow.json"}, {quiet, "quiet.json"}}, keep_all).profile.stages[0].f_s > 101e-6);
+  CHECK_THROWS_MATCHES(calibrate({{slow, "slow.json"}}), UsageError,
+                       Catch::Message("every measured trace lost more than 2.0% of a rank's step to the host (slow.json: the "
+                                      "host took 10.0% of rank 0's step from its cores (steal)): measure again when the "
+                                      "machine is quiet, or raise --max-stolen"));
 }
 
 TEST_CASE("calibration refuses traces of different stage layouts and traces without stages") {

@@ -27,6 +27,9 @@
 //   naming --statistic, no profile, no report. `simulate --profile` predicts zb-h1 at m = 8:
 //   m(F+B+W) + (p-1)(F+B-W) = 8 * 300 + 200 = 2600 us, as the explicit costs do. A profile of the
 //   1f1b trace alone refuses zb-h1 (exit 2, names the profile and the split).
+// - `compare` of a measured trace whose otherData says the host took 10% of rank 1's step
+//   (stolen_time_s): stolen_time_fraction_measured 0.1 (rank 0: 0), and the table warns; a trace
+//   that does not say: null, no line.
 // - `compare` of a 1f1b trace (2 ranks, m = 4, F 100 us, B 150 us, W 100 us: 5 * 350 = 1750 us)
 //   with itself: error 0, MAPE 0, 46 matched operations, bubble 1/5 on both sides; with the same
 //   schedule at doubled costs (3500 us): error -0.5, MAPE 0.5, peak memory error 0 on both ranks;
@@ -441,6 +444,24 @@ TEST_CASE("ppsim compare reports the SPEC section 7 fields of two traces", "[cli
   CHECK(contains(*row, "3.500 ms"));
   CHECK(contains(*row, "-50.0%"));
   CHECK(contains(table.out, "MAPE 50.0% over 46 matched operations"));
+  CHECK_FALSE(contains(table.out, "stolen"));  // a trace that does not say
+  CHECK(itself.at("stolen_time_fraction_measured").is_null());
+
+  // A measured step from which the host took 10% of rank 1's time (pprun's
+  // otherData.stolen_time_s): reported, and the table warns that the measurement is disturbed.
+  json stolen_trace = json::parse(read_text(dir / "base.json"));
+  stolen_trace["otherData"]["stolen_time_s"] = json::array({0.0, 175e-6});
+  write_text(dir / "stolen.json", stolen_trace.dump());
+  const CliRun stolen = ppsim(dir, "compare base.json stolen.json --json");
+  INFO(stolen.err);
+  REQUIRE(stolen.status == 0);
+  const json disturbed = json::parse(stolen.out);
+  CHECK(disturbed.at("stolen_time_fraction_measured").get<double>() == Approx(0.1));
+  CHECK(disturbed.at("ranks").at(0).at("stolen_time_fraction_measured").get<double>() == 0.0);
+  CHECK(disturbed.at("ranks").at(1).at("stolen_time_fraction_measured").get<double>() == Approx(0.1));
+  const CliRun stolen_table = ppsim(dir, "compare base.json stolen.json");
+  REQUIRE(stolen_table.status == 0);
+  CHECK(contains(stolen_table.out, "warning: the host took 10.0% of a rank's measured step from its cores (steal)"));
 
   // A compressed trace (.json.gz) is the same trace.
   REQUIRE(ppsim(dir, "simulate " + kSmall1f1b + " " + kCosts + " --trace base.json.gz").status == 0);

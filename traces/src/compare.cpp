@@ -105,6 +105,17 @@ double bubble_fraction(const Trace& trace, int rank, double iteration_us) {
   return std::clamp(1.0 - busy_us / iteration_us, 0.0, 1.0);
 }
 
+double stolen_time_fraction(const Trace& trace, int rank) {
+  constexpr double unknown = std::numeric_limits<double>::quiet_NaN();
+  if (!trace.meta.extra.is_object()) return unknown;
+  const auto it = trace.meta.extra.find("stolen_time_s");
+  if (it == trace.meta.extra.end() || !it->is_array() || rank < 0 || static_cast<std::size_t>(rank) >= it->size()) return unknown;
+  const auto& stolen = (*it)[static_cast<std::size_t>(rank)];
+  const double iteration_us = iteration_time_us(trace);
+  if (!stolen.is_number() || iteration_us <= 0) return unknown;
+  return stolen.get<double>() * 1e6 / iteration_us;
+}
+
 std::int64_t peak_memory_bytes(const Trace& trace, int rank) {
   std::int64_t peak = 0;
   for (const auto& m : trace.memory)
@@ -168,6 +179,7 @@ Comparison compare_traces(const Trace& predicted, const Trace& measured, std::si
 
   const int ranks = std::max(predicted.rank_count(), measured.rank_count());
   double sum_predicted = 0, sum_measured = 0;
+  c.stolen_fraction_measured = ranks > 0 ? 0.0 : std::numeric_limits<double>::quiet_NaN();
   for (int r = 0; r < ranks; ++r) {
     RankComparison rc;
     rc.rank = r;
@@ -177,6 +189,11 @@ Comparison compare_traces(const Trace& predicted, const Trace& measured, std::si
     rc.peak_memory_measured_bytes = peak_memory_bytes(measured, r);
     rc.peak_memory_error = signed_error(static_cast<double>(rc.peak_memory_predicted_bytes),
                                         static_cast<double>(rc.peak_memory_measured_bytes));
+    rc.stolen_fraction_measured = stolen_time_fraction(measured, r);
+    // NaN (a rank that does not say) makes the whole unknown: max() would drop it.
+    c.stolen_fraction_measured = std::isnan(rc.stolen_fraction_measured)
+                                     ? rc.stolen_fraction_measured
+                                     : std::max(c.stolen_fraction_measured, rc.stolen_fraction_measured);
     sum_predicted += rc.bubble_fraction_predicted;
     sum_measured += rc.bubble_fraction_measured;
     c.ranks.push_back(rc);
@@ -200,6 +217,7 @@ nlohmann::json comparison_to_json(const Comparison& c, const Trace& predicted, c
   out["peak_memory_error"] = std::move(peak_errors);
   out["bubble_fraction_predicted"] = c.bubble_fraction_predicted;
   out["bubble_fraction_measured"] = c.bubble_fraction_measured;
+  out["stolen_time_fraction_measured"] = number_or_null(c.stolen_fraction_measured);
   out["matched_operations"] = c.matched.size();
   out["mape_operations"] = c.mape_operations;
   out["unmatched_predicted"] = c.unmatched_predicted;
@@ -211,7 +229,8 @@ nlohmann::json comparison_to_json(const Comparison& c, const Trace& predicted, c
                      {"bubble_fraction_measured", r.bubble_fraction_measured},
                      {"peak_memory_predicted_bytes", r.peak_memory_predicted_bytes},
                      {"peak_memory_measured_bytes", r.peak_memory_measured_bytes},
-                     {"peak_memory_error", number_or_null(r.peak_memory_error)}});
+                     {"peak_memory_error", number_or_null(r.peak_memory_error)},
+                     {"stolen_time_fraction_measured", number_or_null(r.stolen_fraction_measured)}});
   }
   out["ranks"] = std::move(ranks);
   json top = json::array();

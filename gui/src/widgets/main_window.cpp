@@ -241,6 +241,12 @@ void MainWindow::refresh_summary() {
     for (const auto& r : c.ranks)
       add(QString("rank %1 peak memory").arg(r.rank), mib(r.peak_memory_predicted_bytes), mib(r.peak_memory_measured_bytes),
           percent(r.peak_memory_error));
+    // Time the host took from a rank's cores during the measured step (steal on a virtual
+    // machine): above a few percent, the measurement is slower for reasons outside the run.
+    for (const auto& r : c.ranks)
+      if (std::isfinite(r.stolen_fraction_measured))
+        add(QString("rank %1 stolen by the host").arg(r.rank), "", share(r.stolen_fraction_measured),
+            r.stolen_fraction_measured > traces::kDisturbedStolenFraction ? "disturbed" : "");
   } else {
     const auto& t = model_->trace(0);
     add("iteration time", duration(traces::iteration_time_us(t)));

@@ -26,6 +26,7 @@
 
 #include "pipescope/core/schedule.hpp"
 #include "pipescope/sim/profile.hpp"
+#include "pipescope/traces/compare.hpp"
 #include "pipescope/traces/trace.hpp"
 
 namespace pipescope::sim {
@@ -56,6 +57,10 @@ struct CalibrationOptions {
   // the median (allocations do not jitter).
   enum class Statistic { Median, Mean };
   Statistic duration_statistic = Statistic::Median;
+  // A trace whose step lost more than this share of a rank's time to the host (steal, on a
+  // virtual machine: otherData.stolen_time_s) is left out: its operations are longer for
+  // reasons outside the run. Traces that do not say are kept.
+  double max_stolen_fraction = traces::kDisturbedStolenFraction;
 };
 
 // "median" or "mean"; throws UsageError naming the option for anything else.
@@ -96,7 +101,8 @@ struct Calibration {
 };
 
 // Throws UsageError naming the file when a trace has no compute events, when traces disagree
-// on the number of stages or ranks, or when a stage has no forward or backward samples.
+// on the number of stages or ranks, or when a stage has no forward or backward samples; and
+// when the host disturbed every trace (max_stolen_fraction). The traces left out are notes.
 Calibration calibrate(const std::vector<MeasuredTrace>& traces, const CalibrationOptions& options = {});
 
 // Median and median absolute deviation helpers (exposed for tests). Empty input: 0.

@@ -21,6 +21,7 @@ struct RankComparison {
   std::int64_t peak_memory_predicted_bytes = 0;  // max of the memory counters, 0 without any
   std::int64_t peak_memory_measured_bytes = 0;
   double peak_memory_error = 0;  // (predicted - measured) / measured; NaN when measured is 0 and predicted is not
+  double stolen_fraction_measured = 0;   // stolen_time_fraction of the measured trace; NaN when it does not say
 };
 
 // One predicted event and the measured event it corresponds to.
@@ -43,6 +44,7 @@ struct Comparison {
   std::size_t mape_operations = 0;        // matched operations with a measured duration above 0
   double bubble_fraction_predicted = 0;   // mean over ranks
   double bubble_fraction_measured = 0;
+  double stolen_fraction_measured = 0;    // the largest of the ranks'; NaN when the trace does not say
   std::vector<RankComparison> ranks;
   std::vector<MatchedOperation> matched;  // in predicted start order
   std::size_t unmatched_predicted = 0;    // predicted events with no measured counterpart
@@ -65,6 +67,13 @@ double event_span_us(const Trace& trace);
 // pprun's, which includes gathering the step's figures after the last instruction, and the
 // simulator's with a step overhead), else event_span_us.
 double iteration_time_us(const Trace& trace);
+
+// The share of the step the hypervisor took from `rank`'s cores while it ran (pprun records
+// otherData.stolen_time_s on a virtual machine's /proc/stat): a measurement with more than
+// kDisturbedStolenFraction of it was slowed down by the host, not by the run. NaN when the
+// trace does not say.
+double stolen_time_fraction(const Trace& trace, int rank);
+inline constexpr double kDisturbedStolenFraction = 0.02;
 
 // The highest memory counter of `rank`; 0 when it has none.
 std::int64_t peak_memory_bytes(const Trace& trace, int rank);
