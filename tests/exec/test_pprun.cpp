@@ -6,8 +6,8 @@
 //   (bitwise) the losses of `--nproc-per-node 1 --schedule data-parallel`; the split-backward
 //   schedules zb-h1 and zbv (V placement, 4 stages on 2 ranks) within 1e-6 relative.
 // - --dp 2 on 4 ranks (2 x 2 grid) matches the single process with 8 micro-batches within 1e-5
-//   and reports 4 peak memory figures and 4 stolen times (each from 0 to the step's time and a
-//   few ticks) per step.
+//   and reports 4 peak memory figures and 4 stolen times (each from 0 to under a second more
+//   than the step's time) per step.
 // - the measured trace of the 1f1b run holds 8 F, 8 B, 4 SEND_F and 4 RECV_F events (2 stages x
 //   4 micro-batches), source "measured", the earliest event or counter at 0, memory counters,
 //   the backward split probe and each rank's stolen time; with --trace-steps 2 the step before sits in 1f1b-trace.step2.json
@@ -138,13 +138,15 @@ TEST_CASE("data parallel x pipeline grid") {
   CHECK(grid.metrics[0].at("peak_memory_bytes").size() == 4);
   CHECK(grid.metrics[0].at("peak_memory_bytes")[0].get<std::int64_t>() > 0);
   CHECK(grid.metrics[0].at("iteration_time_s").get<double>() > 0);
-  // The time the hypervisor took from each rank's cores during the step (0 outside a virtual
-  // machine); /proc/stat counts in ticks, so a short step may read one or two.
+  // The time the host took from each rank's cores during the step (0 outside a virtual
+  // machine): a difference of the counters, not the counters since boot. /proc/stat counts in
+  // ticks, and a rank's step starts while rank 0 still writes the metrics of the one before, so
+  // a rank's reading may pass rank 0's step time by a little.
   for (const auto& step : grid.metrics) {
     REQUIRE(step.at("stolen_time_s").size() == 4);
     for (const auto& s : step.at("stolen_time_s")) {
       CHECK(s.get<double>() >= 0);
-      CHECK(s.get<double>() <= step.at("iteration_time_s").get<double>() + 0.05);
+      CHECK(s.get<double>() < step.at("iteration_time_s").get<double>() + 1.0);
     }
   }
 }
