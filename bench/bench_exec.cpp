@@ -11,6 +11,8 @@
 // 1024 x 1024) on one thread, as LibTorch calls BLAS for them: the forward x W^T, the input
 // gradient g W and the weight gradient g^T x. bench/pipelining/gemm_shapes.py times the same
 // products in PyTorch, which separates the BLAS libraries from everything else.
+// BM_StolenTimeReading: what pprun adds to every step to record the host's share (steal) of the
+// rank's cores: StolenTimeMeter's start() and elapsed(), each a read of /proc/stat.
 #include <benchmark/benchmark.h>
 #include <sys/wait.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -24,6 +26,7 @@
 #include "pipescope/core/registry.hpp"
 #include "pipescope/exec/fused_adamw.hpp"
 #include "pipescope/exec/runtime.hpp"
+#include "pipescope/exec/stolen_time.hpp"
 
 using namespace pipescope;
 using namespace pipescope::exec;
@@ -135,6 +138,15 @@ void BM_LinearGemm(benchmark::State& state) {
   state.SetLabel(product == LinearProduct::Forward ? "x W^T (forward)" : product == LinearProduct::InputGrad ? "g W (input gradient)" : "g^T x (weight gradient)");
 }
 BENCHMARK(BM_LinearGemm)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
+
+void BM_StolenTimeReading(benchmark::State& state) {
+  StolenTimeMeter meter;
+  for (auto _ : state) {
+    meter.start();
+    benchmark::DoNotOptimize(meter.elapsed());
+  }
+}
+BENCHMARK(BM_StolenTimeReading)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
