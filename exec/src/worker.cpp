@@ -24,6 +24,7 @@
 #include "pipescope/exec/memory.hpp"
 #include "pipescope/exec/runtime.hpp"
 #include "pipescope/exec/stolen_time.hpp"
+#include "pipescope/exec/thread_cpu_time.hpp"
 #include "pipescope/exec/threads.hpp"
 #include "pipescope/exec/transport.hpp"
 #include "pipescope/traces/trace_io.hpp"
@@ -68,20 +69,21 @@ void maybe_inject_fault(int rank, int step) {
 constexpr int kBackwardSplitProbeRepetitions = 5;
 
 // The per-step numbers every rank contributes to rank 0.
-// kStolenS: seconds the hypervisor took from the rank's cores during the step (stolen_time.hpp),
+// kStolenS: seconds the host took from the rank's cores during the step (stolen_time.hpp);
+// kTransportCpuS: CPU seconds the rank's transport threads ran in it (thread_cpu_time.hpp);
 // negative where the system does not say.
-enum StatField { kLossSum, kLossCount, kTimeS, kPeakBytes, kStolenS, kNumStatFields };
+enum StatField { kLossSum, kLossCount, kTimeS, kPeakBytes, kStolenS, kTransportCpuS, kNumStatFields };
 
-// Every rank's stolen time of the step, from the gathered figures; empty when a rank's system
-// does not say.
-std::vector<double> stolen_per_rank(const std::vector<double>& gathered, int world_size) {
-  std::vector<double> stolen;
+// Every rank's `field` of the step, from the gathered figures; empty when a rank's system does
+// not say.
+std::vector<double> per_rank(const std::vector<double>& gathered, int world_size, StatField field) {
+  std::vector<double> values;
   for (int r = 0; r < world_size; ++r) {
-    const double s = gathered[r * kNumStatFields + kStolenS];
-    if (s < 0) return {};
-    stolen.push_back(s);
+    const double v = gathered[r * kNumStatFields + field];
+    if (v < 0) return {};
+    values.push_back(v);
   }
-  return stolen;
+  return values;
 }
 
 nlohmann::json events_to_json(const StepResult& r, const std::vector<PipelineRuntime::BackwardSplitTiming>& probe) {
@@ -131,6 +133,17 @@ void check_resumable(const RunPlan& plan, const Manifest& manifest) {
     throw UsageError(fmt::format("{}: the checkpoint belongs to a different run: {}", plan.options.checkpoint_dir,
                                  fmt::join(differences, "; ")));
 }
+
+// A traced step, kept until the last step is done.
+struct TracedStep {
+  int step;
+  double iteration_time_s;  // this rank's wall time of the step (rank 0's is the metrics')
+  std::vector<double> stolen_time_s;    // per rank (rank 0 gathers them); empty when unknown
+  std::vector<double> transport_cpu_s;  // likewise
+  StepResult result;
+  std::vector<PipelineRuntime::BackwardSplitTiming> probe;
+  std::string path;
+};
 
 class Worker {
  public:
@@ -189,14 +202,6 @@ class Worker {
     // Traces are handed to rank 0 and written after the last step: doing it between steps
     // (events through the store, JSON, a file synced to disk) slows the steps that follow, and
     // the traced steps must run as untraced ones do, since calibration learns from them.
-    struct TracedStep {
-      int step;
-      double iteration_time_s;  // this rank's wall time of the step (rank 0's is the metrics')
-      std::vector<double> stolen_time_s;  // per rank (rank 0 gathers them); empty when unknown
-      StepResult result;
-      std::vector<PipelineRuntime::BackwardSplitTiming> probe;
-      std::string path;
-    };
     std::vector<TracedStep> traced_steps;
     StolenTimeMeter stolen;  // after the binding: the cores this rank runs on
     for (int step = at.step; step < o.steps; ++step) {
@@ -207,6 +212,7 @@ class Worker {
       // after the previous step does not show up as a pipeline delay.
       if (traced) barrier();
       stolen.start();
+      const auto transport_cpu_before = threads_cpu_seconds(transport_threads_);
       const auto started = std::chrono::steady_clock::now();
       // Replica d takes micro-batch samples data_position + d*M .. + M-1 of this step.
       StepResult result = runtime.run_step(step, at.data_position + position.replica * plan_.schedule.num_micro_batches);
@@ -219,15 +225,21 @@ class Worker {
       mine[kTimeS] = result.time_s;
       mine[kPeakBytes] = static_cast<double>(result.peak_memory_bytes);
       mine[kStolenS] = stolen.elapsed().value_or(-1.0);
+      const auto transport_cpu_after = threads_cpu_seconds(transport_threads_);
+      // A transport thread that ended in the step takes its time with it: never below 0.
+      mine[kTransportCpuS] = transport_cpu_before && transport_cpu_after
+                                 ? std::max(0.0, *transport_cpu_after - *transport_cpu_before)
+                                 : -1.0;
       auto gathered = gather(mine, step);
       const double iteration_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      const std::vector<double> stolen_time_s = stolen_per_rank(gathered, env_.world_size);
+      const std::vector<double> stolen_time_s = per_rank(gathered, env_.world_size, kStolenS);
 
       if (traced) {
         // After the last timed step, on every rank at once: the backward's two halves timed apart.
         std::vector<PipelineRuntime::BackwardSplitTiming> probe;
         if (step == last_step) probe = runtime.probe_backward_split(kBackwardSplitProbeRepetitions);
-        traced_steps.push_back({step, iteration_time_s, stolen_time_s, std::move(result), std::move(probe),
+        traced_steps.push_back({step, iteration_time_s, stolen_time_s, per_rank(gathered, env_.world_size, kTransportCpuS),
+                                std::move(result), std::move(probe),
                                 traced_step_path(o.trace_path, step, last_step)});
       }
       if (env_.rank == 0) {
@@ -255,7 +267,7 @@ class Worker {
       }
     }
     if (!o.checkpoint_dir.empty() && last_saved != at.step) checkpoint(runtime, at);
-    for (const auto& t : traced_steps) write_trace(t.result, t.step, t.iteration_time_s, t.stolen_time_s, t.probe, t.path);
+    for (const auto& t : traced_steps) write_trace(t);
     if (progress) std::fprintf(stderr, "\n");
     barrier();  // rank 0 serves the store: it leaves last
   }
@@ -305,11 +317,12 @@ class Worker {
 
   // Every rank hands its events to rank 0 through the store; rank 0 writes one file with the
   // earliest event of any rank at 0.
-  void write_trace(const StepResult& result, int step, double iteration_time_s, const std::vector<double>& stolen_time_s,
-                   const std::vector<PipelineRuntime::BackwardSplitTiming>& probe, const std::string& path) {
+  void write_trace(const TracedStep& traced) {
+    const StepResult& result = traced.result;
+    const int step = traced.step;
     const std::string prefix = fmt::format("trace/{}/", step);
     if (env_.rank != 0) {
-      store_->set(prefix + std::to_string(env_.rank), rank_trace_json(result, probe).dump());
+      store_->set(prefix + std::to_string(env_.rank), rank_trace_json(result, traced.probe).dump());
       return;
     }
     traces::Trace trace;
@@ -329,7 +342,7 @@ class Worker {
                         // The step as --metrics has it: the events, then gathering the step's
                         // figures on rank 0 (calibration learns that part; readers take it as
                         // the iteration time).
-                        {"step_time_s", iteration_time_s}};
+                        {"step_time_s", traced.iteration_time_s}};
     // The backward split probe goes to otherData, read by `ppsim calibrate`
     // (sim/calibration.hpp); viewers and compare ignore it.
     // So do the cores each rank computed and communicated on, bound or not: step times depend
@@ -343,14 +356,17 @@ class Worker {
       cores.push_back(j.value("cores", ""));
       transport_cores.push_back(j.value("transport_cores", ""));
     };
-    append_rank(rank_trace_json(result, probe));
+    append_rank(rank_trace_json(result, traced.probe));
     for (int r = 1; r < env_.world_size; ++r) append_rank(nlohmann::json::parse(store_->get(prefix + std::to_string(r))));
     trace.meta.extra["cores_per_rank"] = cores;
     trace.meta.extra["transport_cores_per_rank"] = transport_cores;
     trace.meta.extra["bind_cores"] = plan_.options.bind_cores;
     // Time the hypervisor took from each rank's cores during the step: calibration leaves
     // disturbed traces out, compare says so (stolen_time.hpp).
-    if (!stolen_time_s.empty()) trace.meta.extra["stolen_time_s"] = stolen_time_s;
+    if (!traced.stolen_time_s.empty()) trace.meta.extra["stolen_time_s"] = traced.stolen_time_s;
+    // CPU time of each rank's transport threads in the step: on a shared core it delays the
+    // computation (thread_cpu_time.hpp); calibration reports it per message.
+    if (!traced.transport_cpu_s.empty()) trace.meta.extra["transport_cpu_s"] = traced.transport_cpu_s;
     if (!split.empty()) trace.meta.extra["backward_split_probe"] = split;
     // The model's layers and their split: calibration predicts other stage counts layer by layer.
     nlohmann::json layers = nlohmann::json::array();
@@ -364,7 +380,7 @@ class Worker {
     for (auto& e : trace.events) e.ts_us -= origin;
     for (auto& m : trace.memory) m.ts_us -= origin;
     for (int r = 0; r < env_.world_size; ++r) trace.rank_names.push_back(fmt::format("rank {}", r));
-    traces::write_trace(trace, path);
+    traces::write_trace(trace, traced.path);
   }
 
   const RunPlan& plan_;

@@ -61,6 +61,9 @@ struct Collected {
   Samples instruction_gaps;
   // Per trace that recorded its step's wall time: that time less the span of its events.
   Samples step_overheads;
+  // Per trace and rank that recorded its transport threads' CPU time (otherData.transport_cpu_s):
+  // that time over the rank's messages (sends and receives).
+  Samples transport_cpu_per_message;
   // Per sending stage: from the end of the instruction before a send to the start of the one
   // after it (one overhead of each, and the send's packing and posting).
   std::map<int, Samples> send_spans;
@@ -320,6 +323,23 @@ void collect_probe(const MeasuredTrace& mt, Collected& out) {
   }
 }
 
+// The CPU time of each rank's transport threads in the step (pprun's
+// otherData.transport_cpu_s) over the rank's messages: on a core shared with the computation,
+// what each message costs it. Reported; the simulator does not use it yet.
+void collect_transport_cpu(const MeasuredTrace& mt, Collected& c) {
+  const auto& extra = mt.trace.meta.extra;
+  if (!extra.is_object() || !extra.contains("transport_cpu_s") || !extra["transport_cpu_s"].is_array()) return;
+  const auto& cpu = extra["transport_cpu_s"];
+  std::map<int, int> messages;
+  for (const auto& e : mt.trace.events)
+    if (e.lane == static_cast<int>(Lane::Send) || e.lane == static_cast<int>(Lane::Recv)) ++messages[e.rank];
+  for (std::size_t rank = 0; rank < cpu.size(); ++rank) {
+    const int n = messages[static_cast<int>(rank)];
+    if (n > 0 && cpu[rank].is_number())
+      c.transport_cpu_per_message.push_back({cpu[rank].get<double>() / n, &mt.source, static_cast<int>(rank), -1});
+  }
+}
+
 class Summariser {
  public:
   Summariser(Calibration& result, const CalibrationOptions& options) : result_(result), options_(options) {}
@@ -466,6 +486,7 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
     if (const double span_us = traces::event_span_us(mt.trace), step_us = traces::iteration_time_us(mt.trace);
         step_us != span_us)
       c.step_overheads.push_back({std::max(0.0, step_us - span_us) * 1e-6, &mt.source, -1, -1});
+    collect_transport_cpu(mt, c);
   }
 
   Calibration result;
@@ -593,6 +614,8 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
   const double send_s = all_sends.empty() ? 0.0 : summary.estimate("send posting (all stages)", "s", all_sends);
   const double recv_s =
       all_late_recvs.empty() ? 0.0 : summary.estimate("receive of arrived data (all stages)", "s", all_late_recvs);
+  if (!c.transport_cpu_per_message.empty())
+    summary.estimate("transport threads' CPU per message", "s", c.transport_cpu_per_message);
 
   bool split_everywhere = true;
   for (int s = 0; s < num_stages; ++s) {

@@ -10,7 +10,8 @@
 //   than the step's time) per step.
 // - the measured trace of the 1f1b run holds 8 F, 8 B, 4 SEND_F and 4 RECV_F events (2 stages x
 //   4 micro-batches), source "measured", the earliest event or counter at 0, memory counters,
-//   the backward split probe and each rank's stolen time; with --trace-steps 2 the step before sits in 1f1b-trace.step2.json
+//   the backward split probe, each rank's stolen time and its transport threads' CPU time (above
+//   0 on some rank: they moved the step's messages); with --trace-steps 2 the step before sits in 1f1b-trace.step2.json
 //   with the same events and no probe, and no earlier step is written.
 // - a run killed at step 2 with --checkpoint-every 1 resumes and then gives steps 2 and 3 with
 //   exactly the uninterrupted losses.
@@ -197,6 +198,11 @@ TEST_CASE("measured trace of the last step") {
   CHECK_FALSE(trace.meta.extra.value("blas", std::string()).empty());
   REQUIRE(trace.meta.extra.contains("stolen_time_s"));
   CHECK(trace.meta.extra["stolen_time_s"].size() == 2);
+  // The transport threads' CPU time in the step, per rank: they moved the step's messages.
+  REQUIRE(trace.meta.extra.contains("transport_cpu_s"));
+  REQUIRE(trace.meta.extra["transport_cpu_s"].size() == 2);
+  CHECK(trace.meta.extra["transport_cpu_s"][0].get<double>() >= 0);
+  CHECK(trace.meta.extra["transport_cpu_s"][0].get<double>() + trace.meta.extra["transport_cpu_s"][1].get<double>() > 0);
 
   // --trace-steps 2: the step before the last goes next to it, with the same operations and
   // without the probe (it runs once, after the last step).

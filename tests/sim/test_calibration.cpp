@@ -18,6 +18,8 @@
 // 20000 B, backward split unmeasured. A second trace of a split schedule (I 60/120 us, W 90/180
 // us) measures the split; pooled medians then mix both traces. With the mean statistic the
 // 400 us outlier enters stage 0's F (160.2 us), memory stays the median.
+// otherData.transport_cpu_s of 1 and 2 ms over each rank's 10 messages: reported as 100 and
+// 200 us per message.
 // A trace whose otherData says the host took 10% of a rank's step (steal) is left out, with a
 // note naming it; --max-stolen 1 keeps it; when every trace is disturbed: one error naming the first.
 // End to end: traces simulated from known costs (1F1B and ZB-H1, m = 4) calibrate a profile
@@ -318,6 +320,24 @@ TEST_CASE("calibration leaves out traces the host disturbed (steal)") {
                        Catch::Message("every measured trace lost more than 2.0% of a rank's step to the host (slow.json: the "
                                       "host took 10.0% of rank 0's step from its cores (steal)): measure again when the "
                                       "machine is quiet, or raise --max-stolen"));
+}
+
+TEST_CASE("calibration reports the transport threads' CPU time per message") {
+  // Each rank of the hand-made trace moves 10 messages (5 sends, 5 receives): 1 ms and 2 ms of
+  // its transport threads' CPU make 100 and 200 us per message.
+  traces::Trace t = hand_made_trace(false);
+  t.meta.extra["transport_cpu_s"] = nlohmann::json::array({0.001, 0.002});
+  const Calibration c = calibrate({{t, "gpipe.json"}});
+  const auto q = std::find_if(c.quantities.begin(), c.quantities.end(),
+                              [](const CalibratedQuantity& x) { return x.name == "transport threads' CPU per message"; });
+  REQUIRE(q != c.quantities.end());
+  CHECK(q->samples == 2);
+  CHECK(q->min == Approx(100e-6));
+  CHECK(q->max == Approx(200e-6));
+  CHECK_THAT(calibration_report(c), Catch::Contains("transport threads' CPU per message"));
+  const Calibration without = calibrate({{hand_made_trace(false), "gpipe.json"}});
+  CHECK(std::none_of(without.quantities.begin(), without.quantities.end(),
+                     [](const CalibratedQuantity& x) { return x.name == "transport threads' CPU per message"; }));
 }
 
 TEST_CASE("calibration refuses traces of different stage layouts and traces without stages") {

@@ -12,6 +12,8 @@
 // rank's consecutive events); whether the optimizer step and the tied-gradient reduction wait
 // for every member rank (an all-reduce: global-norm clipping, tied embeddings), in which case
 // their times are measured from the last arrival; whether sends end at their receive.
+// Reported, not modelled yet: the CPU time of each rank's transport threads per message
+// (otherData.transport_cpu_s), which delays the computation it shares a core with.
 //
 // The split of a full backward into its input-gradient and weight-gradient parts comes from
 // I/W events (a split-backward schedule among the traces) or from the executor's split probe
