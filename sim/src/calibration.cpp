@@ -623,6 +623,21 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
     sp.stage = s;
     const std::string st = fmt::format("stage {} ", s);
     auto time = [&](const char* what) { return summary.estimate(st + what, "s", find_or_empty(c.times_s, s, what)); };
+    // A weight gradient adds itself into the stage's gradient sum, except micro-batch 0's,
+    // which becomes the sum (the executor accumulates in micro-batch order): B and W are
+    // learnt from the later micro-batches, and micro-batch 0's saving apart.
+    auto later_and_first = [&](const char* what) {
+      std::pair<Samples, Samples> split;
+      for (const Sample& sample : find_or_empty(c.times_s, s, what)) (sample.micro_batch == 0 ? split.second : split.first).push_back(sample);
+      return split;
+    };
+    auto weight_time = [&](const char* what) {
+      auto [later, first] = later_and_first(what);
+      if (later.empty() || first.empty()) return std::pair{time(what), 0.0};
+      const double later_s = summary.estimate(st + what + " after micro-batch 0", "s", later);
+      const double first_s = summary.estimate(st + what + " of micro-batch 0 (no gradient sum to add to)", "s", first);
+      return std::pair{later_s, std::max(0.0, later_s - first_s)};
+    };
     const Samples& forwards = find_or_empty(c.times_s, s, "F");
     if (forwards.empty()) throw UsageError(fmt::format("calibrate: stage {} has no forward (F) in any trace", s));
     sp.f_s = time("F");
@@ -630,10 +645,13 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
     const bool has_split = !find_or_empty(c.times_s, s, "I").empty() && !find_or_empty(c.times_s, s, "W").empty();
     if (!has_full && !has_split)
       throw UsageError(fmt::format("calibrate: stage {} has no backward (B, or I and W) in any trace", s));
-    const double full_s = has_full ? time("B") : 0.0;
+    const auto [full_s, full_saving_s] = has_full ? weight_time("B") : std::pair{0.0, 0.0};
+    sp.grad_accumulate_s = full_saving_s;
     if (has_split) {
       sp.b_s = time("I");
-      sp.w_s = time("W");
+      const auto [w_s, w_saving_s] = weight_time("W");
+      sp.w_s = w_s;
+      if (!has_full) sp.grad_accumulate_s = w_saving_s;
       sp.full_backward_s = full_s;
     } else if (c.probe_full_us.count(s) && median_of(c.probe_full_us[s]) > 0) {
       const double full_probe = median_of(c.probe_full_us[s]);
@@ -837,6 +855,7 @@ std::optional<Profile> profile_for_stages_by_layers(const Profile& profile, int 
         t.w_s += m.w_s * by_parameters;
       }
       t.full_backward_s += m.full_backward_s * by_parameters;
+      t.grad_accumulate_s += m.grad_accumulate_s * by_parameters;
       t.optimizer_s += m.optimizer_s * by_parameters;
       t.reduce_grads_s += m.reduce_grads_s * by_parameters;
       t.reduce_tied_s += m.reduce_tied_s * by_parameters;
@@ -892,6 +911,7 @@ Profile profile_for_stages(const Profile& profile, int num_stages, const std::st
         s.w_s = m.w_s * share;
       }
       s.full_backward_s = m.full_backward_s * share;
+      s.grad_accumulate_s = m.grad_accumulate_s * share;
       s.optimizer_s = m.optimizer_s * share;
       s.reduce_grads_s = m.reduce_grads_s * share;
       s.reduce_tied_s = m.reduce_tied_s * share;
@@ -915,6 +935,7 @@ Profile profile_for_stages(const Profile& profile, int num_stages, const std::st
         s.b_s += m.b_s;
         s.w_s += m.w_s;
         s.full_backward_s += m.full_backward_s;
+        s.grad_accumulate_s += m.grad_accumulate_s;
         s.optimizer_s += m.optimizer_s;
         s.reduce_grads_s += m.reduce_grads_s;
         s.reduce_tied_s += m.reduce_tied_s;

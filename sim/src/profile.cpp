@@ -95,6 +95,7 @@ Profile parse_profile(std::string_view text, const std::string& source) {
     sp.send_s = get_optional_seconds(s, "send_s", where);
     sp.recv_s = get_optional_seconds(s, "recv_s", where);
     sp.grad_buffer_bytes = s.contains("grad_buffer_bytes") ? get_bytes(s, "grad_buffer_bytes", where, false) : 0;
+    sp.grad_accumulate_s = get_optional_seconds(s, "grad_accumulate_s", where);
     p.stages.push_back(sp);
   }
   if (j.contains("backward_split")) {
@@ -152,7 +153,8 @@ std::string to_profile_json(const Profile& profile) {
                       {"full_backward_s", s.full_backward_s},
                       {"send_s", s.send_s},
                       {"recv_s", s.recv_s},
-                      {"grad_buffer_bytes", s.grad_buffer_bytes}});
+                      {"grad_buffer_bytes", s.grad_buffer_bytes},
+                      {"grad_accumulate_s", s.grad_accumulate_s}});
   j["stages"] = std::move(stages);
   j["backward_split"] = profile.backward_split_measured ? "measured" : "unmeasured";
   j["instruction_overhead_s"] = profile.instruction_overhead_s;
@@ -193,6 +195,7 @@ CostModel cost_model_from_profile(const Profile& profile) {
     c.send_s = s.send_s;
     c.recv_s = s.recv_s;
     c.grad_buffer_bytes = s.grad_buffer_bytes;
+    c.grad_accumulate_s = s.grad_accumulate_s;
     costs.stages.push_back(c);
   }
   return costs;

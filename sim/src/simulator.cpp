@@ -168,9 +168,16 @@ void Engine::run_rank(std::int32_t rank, double now) {
     bool busy = true;
     switch (ci.op) {
       case Op::ForwardPass: duration = cost.f_s; delta = cost.f_mem_bytes; break;
-      case Op::BackwardPass: duration = cost.backward_pass_s(); delta = cost.b_mem_bytes + cost.w_mem_bytes; break;
+      // Micro-batch 0's weight gradient becomes the gradient sum: nothing to add it to.
+      case Op::BackwardPass:
+        duration = cost.backward_pass_s() - (ci.micro_batch == 0 ? cost.grad_accumulate_s : 0.0);
+        delta = cost.b_mem_bytes + cost.w_mem_bytes;
+        break;
       case Op::BackwardInput: duration = cost.b_s; delta = cost.b_mem_bytes; break;
-      case Op::BackwardWeight: duration = cost.w_s; delta = cost.w_mem_bytes; break;
+      case Op::BackwardWeight:
+        duration = cost.w_s - (ci.micro_batch == 0 ? cost.grad_accumulate_s : 0.0);
+        delta = cost.w_mem_bytes;
+        break;
       case Op::LoadMicroBatch: duration = cost.load_s; busy = false; break;
       case Op::ReduceGrads: duration = cost.reduce_grads_s; lane = traces::Lane::Collective; busy = false; break;
       case Op::ReduceTiedGrads: duration = cost.reduce_tied_s; lane = traces::Lane::Collective; busy = false; break;

@@ -20,6 +20,9 @@
 // 400 us outlier enters stage 0's F (160.2 us), memory stays the median.
 // otherData.transport_cpu_s of 1 and 2 ms over each rank's 10 messages: reported as 100 and
 // 200 us per message.
+// Stage 0's B of micro-batch 0 at 120 us, the others at 150 us: B 150 us and a gradient
+// accumulation time of 30 us, which the simulator takes off micro-batch 0's B again (and a cut
+// in two halves); the profile file keeps it.
 // A trace whose otherData says the host took 10% of a rank's step (steal) is left out, with a
 // note naming it; --max-stolen 1 keeps it; when every trace is disturbed: one error naming the first.
 // End to end: traces simulated from known costs (1F1B and ZB-H1, m = 4) calibrate a profile
@@ -340,6 +343,31 @@ TEST_CASE("calibration reports the transport threads' CPU time per message") {
                      [](const CalibratedQuantity& x) { return x.name == "transport threads' CPU per message"; }));
 }
 
+TEST_CASE("calibration learns what micro-batch 0's weight gradient saves (no sum to add to)") {
+  // Stage 0's backward of micro-batch 0 takes 120 us, the others 150 us: B is the later ones',
+  // and the 30 us saving is the stage's gradient accumulation time.
+  traces::Trace t = hand_made_trace(false);
+  for (auto& e : t.events)
+    if (e.rank == 0 && e.name == "B" && e.micro_batch == 0) e.dur_us = 120;
+  const Calibration c = calibrate({{t, "gpipe.json"}});
+  CHECK(c.profile.stages[0].b_s == Approx(150e-6));
+  CHECK(c.profile.stages[0].grad_accumulate_s == Approx(30e-6));
+  CHECK(c.profile.stages[1].grad_accumulate_s == 0);  // all its backwards take 300 us
+  CHECK_THAT(calibration_report(c), Catch::Contains("stage 0 B of micro-batch 0 (no gradient sum to add to)"));
+  // The simulator gives micro-batch 0 its saving back: GPipe's first-stage B0 takes 120 us.
+  const auto result = simulate(make_schedule("gpipe", ScheduleParams{.num_ranks = 2, .num_micro_batches = 5}),
+                               cost_model_from_profile(c.profile), topology_from_profile(c.profile));
+  bool seen = false;
+  for (const auto& e : result.trace.events)
+    if (e.rank == 0 && e.name == "B" && e.micro_batch == 0) {
+      CHECK(e.dur_us == Approx(120));
+      seen = true;
+    }
+  CHECK(seen);
+  // Cut in two, each half saves half.
+  CHECK(profile_for_stages(c.profile, 4, "p.json").stages[1].grad_accumulate_s == Approx(15e-6));
+}
+
 TEST_CASE("calibration refuses traces of different stage layouts and traces without stages") {
   traces::Trace four = hand_made_trace(false);
   four.meta.num_stages = 4;
@@ -364,6 +392,10 @@ TEST_CASE("a calibrated profile round-trips through its file, new fields include
   const Profile back = read_profile(path);
   CHECK(back == p);
   CHECK(back.stages[0].grad_buffer_bytes == 4000);
+  Profile saving = p;
+  saving.stages[1].grad_accumulate_s = 25e-6;
+  write_profile(saving, path);
+  CHECK(read_profile(path).stages[1].grad_accumulate_s == 25e-6);
   CHECK_FALSE(back.backward_split_measured);
   std::filesystem::remove_all(dir);
   // Profiles written before the optional fields existed still read, with zeros.
@@ -375,6 +407,7 @@ TEST_CASE("a calibrated profile round-trips through its file, new fields include
   CHECK(old.backward_split_measured);
   CHECK(old.stages[0].send_s == 0);
   CHECK(old.stages[0].grad_buffer_bytes == 0);
+  CHECK(old.stages[0].grad_accumulate_s == 0);
 }
 
 TEST_CASE("a profile of 2 stages fits schedules of 4 stages and of 1 stage") {

@@ -9,6 +9,8 @@
 //   bubble for ZB-H2 counts the warm-up as overlapped by the previous iteration's tail.
 // - Memory: one rank running F0 F1 I0 F2 W0 I1 I2 W1 W2 with f=10, b=-6, w=-4 and 100 static
 //   bytes holds 110 120 114 124 120 114 108 104 100: peak 124, and the trace's counter says so.
+// - Gradient accumulation: with grad_accumulate_s 0.5, micro-batch 0's B (and W) take 0.5 less
+//   than the others' (F 1, B 2: F0 F1 B0 B1 in 5.5); a negative one is refused.
 // - Link sharing: two 1 GB transfers on a 1 GB/s link posted at 0.5 s and 1.0 s arrive at
 //   2.0 s and 2.5 s, iteration 4.0 s (unshared they would arrive at 1.5 s and 2.0 s: 3.5 s).
 // - Topology: two 100 MB transfers posted together between ranks on one node (100 GB/s, 1 us)
@@ -116,6 +118,27 @@ TEST_CASE("closed forms of ZB-H1 and ZB-H2") {
   // 1F1B, by contrast, waits inside the steady state of its middle ranks.
   const SimResult one_f_one_b = simulate(make_schedule("1f1b", {4, 8, 1, false}), unit);
   CHECK(sim_test::largest_internal_gap_s(one_f_one_b.trace) > 0.0);
+}
+
+TEST_CASE("micro-batch 0's weight gradient has no gradient sum to add itself to") {
+  // One rank: F0 F1 B0 B1, then F0 F1 I0 W0 I1 W1 with grad_accumulate_s 0.5: micro-batch 0's
+  // B and W take 0.5 less, micro-batch 1's the full cost.
+  using sim_test::Instruction;
+  std::vector<Instruction> full = {{Op::ForwardPass, 0, 0}, {Op::ForwardPass, 0, 1}, {Op::BackwardPass, 0, 0},
+                                   {Op::BackwardPass, 0, 1}};
+  std::vector<Instruction> split = {{Op::ForwardPass, 0, 0},    {Op::ForwardPass, 0, 1},   {Op::BackwardInput, 0, 0},
+                                    {Op::BackwardWeight, 0, 0}, {Op::BackwardInput, 0, 1}, {Op::BackwardWeight, 0, 1}};
+  CostModel costs = CostModel::uniform(1, 1, 1, 2, 0, 0, 0);
+  costs.stages[0].grad_accumulate_s = 0.5;
+  const SimResult a = simulate(hand_schedule("full", 1, 2, {0}, {full}), costs);
+  CHECK(a.summary.iteration_time_s == Approx(1 + 1 + 1.5 + 2));
+  REQUIRE(a.trace.events.size() == 4);
+  CHECK(a.trace.events[2].dur_us == Approx(1.5e6));
+  CHECK(a.trace.events[3].dur_us == Approx(2e6));
+  const SimResult b = simulate(hand_schedule("split", 1, 2, {0}, {split}), costs);
+  CHECK(b.summary.iteration_time_s == Approx(1 + 1 + 1 + 0.5 + 1 + 1));
+  costs.stages[0].grad_accumulate_s = -1;
+  CHECK_THROWS_AS(simulate(hand_schedule("full", 1, 2, {0}, {full}), costs), UsageError);
 }
 
 TEST_CASE("memory follows F, B and W on a hand-computed program") {

@@ -3,8 +3,10 @@
 // world size. Every cost is a median over micro-batches (and traces); samples far from their
 // median are reported as outliers, never silently averaged in.
 //
-// What is learnt, per stage: F, B, I, W, LOAD, optimizer and reduction times; the compute-lane
-// time of posting a send and of a receive whose data is already there; the memory each
+// What is learnt, per stage: F, B, I, W, LOAD, optimizer and reduction times (B and W from the
+// micro-batches after the first: micro-batch 0's weight gradient becomes the gradient sum
+// instead of being added into it, and what that saves is the stage's grad_accumulate_s); the
+// compute-lane time of posting a send and of a receive whose data is already there; the memory each
 // micro-batch's forward allocates (LOAD + RECV_F + F) and its backward frees; the gradient
 // buffer that appears with the first weight gradient; the memory held at the start of the
 // iteration. Per run: the transfer latency and bandwidth, from the receives that were waiting

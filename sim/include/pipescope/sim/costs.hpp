@@ -31,6 +31,11 @@ struct StageCost {
   // Gradient accumulation buffer: allocated by the stage's first weight gradient of the
   // iteration (BackwardPass or BackwardWeight), freed at the end of its OptimizerStep.
   std::int64_t grad_buffer_bytes = 0;
+  // What a weight gradient spends adding itself into the stage's gradient sum. Micro-batch 0's
+  // weight gradient becomes the sum instead (the executor accumulates in micro-batch order), so
+  // its BackwardPass or BackwardWeight takes this much less than b_s/w_s/full_backward_s, which
+  // are those of the later micro-batches.
+  double grad_accumulate_s = 0;
 
   double backward_pass_s() const { return full_backward_s > 0 ? full_backward_s : b_s + w_s; }
 };
