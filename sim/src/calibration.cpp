@@ -53,6 +53,11 @@ struct Collected {
   std::map<int, std::vector<double>> probe_full_us, probe_input_us, probe_weight_us;
   // The first stage's layers after its first, timed as an inner stage runs them.
   std::map<int, std::vector<double>> inner_probe_full_us, inner_probe_input_us, inner_probe_weight_us;
+  // Per probe (one per traced run), the input and weight halves' medians over its full
+  // backward's median: runs differ in speed from one another, and the shares are only
+  // comparable within one run.
+  std::map<int, std::vector<double>> probe_input_share, probe_weight_share;
+  std::map<int, std::vector<double>> inner_probe_input_share, inner_probe_weight_share;
   std::set<std::string> schedules;
   std::set<int> micro_batch_counts;
   int data_parallel = 1;
@@ -305,20 +310,32 @@ void collect_probe(const MeasuredTrace& mt, Collected& out) {
     auto take_from = [&](const nlohmann::json& from, const std::string& at, const char* field,
                          std::map<int, std::vector<double>>& into) {
       if (!from.contains(field) || !from[field].is_array()) throw UsageError(at + "." + field + ": must be an array of numbers");
+      std::vector<double> values;
       for (const auto& v : from[field]) {
         if (!v.is_number() || !(v.get<double>() >= 0)) throw UsageError(at + "." + field + ": must hold numbers >= 0");
-        into[stage].push_back(v.get<double>());
+        values.push_back(v.get<double>());
+      }
+      into[stage].insert(into[stage].end(), values.begin(), values.end());
+      return median_of(values);
+    };
+    auto take_shares = [&](const nlohmann::json& from, const std::string& at, std::map<int, std::vector<double>>& full_into,
+                           std::map<int, std::vector<double>>& input_into, std::map<int, std::vector<double>>& weight_into,
+                           std::map<int, std::vector<double>>& input_share, std::map<int, std::vector<double>>& weight_share) {
+      const double full = take_from(from, at, "full_us", full_into);
+      const double input = take_from(from, at, "input_us", input_into);
+      const double weight = take_from(from, at, "weight_us", weight_into);
+      if (full > 0) {
+        input_share[stage].push_back(input / full);
+        weight_share[stage].push_back(weight / full);
       }
     };
-    take_from(entry, where, "full_us", out.probe_full_us);
-    take_from(entry, where, "input_us", out.probe_input_us);
-    take_from(entry, where, "weight_us", out.probe_weight_us);
+    take_shares(entry, where, out.probe_full_us, out.probe_input_us, out.probe_weight_us, out.probe_input_share,
+                out.probe_weight_share);
     if (entry.contains("inner")) {
       const auto& inner = entry["inner"];
       if (!inner.is_object()) throw UsageError(where + ".inner: must be an object");
-      take_from(inner, where + ".inner", "full_us", out.inner_probe_full_us);
-      take_from(inner, where + ".inner", "input_us", out.inner_probe_input_us);
-      take_from(inner, where + ".inner", "weight_us", out.inner_probe_weight_us);
+      take_shares(inner, where + ".inner", out.inner_probe_full_us, out.inner_probe_input_us, out.inner_probe_weight_us,
+                  out.inner_probe_input_share, out.inner_probe_weight_share);
     }
   }
 }
@@ -653,10 +670,9 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
       sp.w_s = w_s;
       if (!has_full) sp.grad_accumulate_s = w_saving_s;
       sp.full_backward_s = full_s;
-    } else if (c.probe_full_us.count(s) && median_of(c.probe_full_us[s]) > 0) {
-      const double full_probe = median_of(c.probe_full_us[s]);
-      const double input_share = median_of(c.probe_input_us[s]) / full_probe;
-      const double weight_share = median_of(c.probe_weight_us[s]) / full_probe;
+    } else if (!c.probe_input_share[s].empty()) {
+      const double input_share = median_of(c.probe_input_share[s]);
+      const double weight_share = median_of(c.probe_weight_share[s]);
       sp.b_s = full_s * input_share;
       sp.w_s = full_s * weight_share;
       sp.full_backward_s = full_s;
@@ -713,9 +729,9 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
   // How a stage cut from the first one, behind another stage now, splits its backward: from
   // the executor's probe of the first stage's later layers. A profile of several stages also
   // has the measured inner stages, which take precedence (split_of_inner_stages).
-  if (const double full = median_of(c.inner_probe_full_us[0]); full > 0) {
-    const double input_share = median_of(c.inner_probe_input_us[0]) / full;
-    const double weight_share = median_of(c.inner_probe_weight_us[0]) / full;
+  if (!c.inner_probe_input_share[0].empty()) {
+    const double input_share = median_of(c.inner_probe_input_share[0]);
+    const double weight_share = median_of(c.inner_probe_weight_share[0]);
     p.extra[std::string(kInnerBackwardSplitField)] = {{"input", input_share}, {"weight", weight_share}};
     result.notes.push_back(fmt::format("stage 0's layers after its first, as an inner stage runs them ({} samples): "
                                        "input {:.1f}%, weight {:.1f}% of a full backward",

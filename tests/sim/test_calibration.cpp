@@ -23,11 +23,14 @@
 // Stage 0's B of micro-batch 0 at 120 us, the others at 150 us: B 150 us and a gradient
 // accumulation time of 30 us, which the simulator takes off micro-batch 0's B again (and a cut
 // in two halves); the profile file keeps it.
+// Probes of three runs at different speeds: the split is each run's shares' median, not the
+// pooled samples' (which a slow run's warm-up sample would skew).
 // A trace whose otherData says the host took 10% of a rank's step (steal) is left out, with a
 // note naming it; --max-stolen 1 keeps it; when every trace is disturbed: one error naming the first.
 // End to end: traces simulated from known costs (1F1B and ZB-H1, m = 4) calibrate a profile
 // whose predictions for ZB-H1 and 1F1B at m = 8 equal the simulations from the known costs.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -275,6 +278,25 @@ TEST_CASE("calibration takes the split from the executor's probe") {
   t.meta.extra[std::string(kBackwardSplitProbeField)][0]["inner"] = {{"full_us", {80}}, {"input_us", "30"}, {"weight_us", {60}}};
   CHECK_THROWS_WITH(calibrate({{t, "probed.json"}}),
                     Catch::Contains("probed.json") && Catch::Contains("backward_split_probe[0].inner.input_us"));
+}
+
+TEST_CASE("the probe's split is taken run by run: runs differ in speed") {
+  // Three runs at 1x, 2x and 3x the time, each probe's first full backward slow (warm-up):
+  // within every run the halves are 50% and 90% of a full backward. Pooled over the runs, the
+  // medians would say 10 of 30 us (33%): the slow first samples of the slow runs lift the full
+  // backward's median alone.
+  std::vector<MeasuredTrace> runs;
+  for (double speed : {1.0, 2.0, 3.0}) {
+    traces::Trace t = hand_made_trace(false);
+    t.meta.extra[std::string(kBackwardSplitProbeField)] = {
+        {{"stage", 0}, {"full_us", {100 * speed, 10 * speed, 10 * speed}}, {"input_us", {5 * speed, 5 * speed, 5 * speed}},
+         {"weight_us", {9 * speed, 9 * speed, 9 * speed}}},
+        {{"stage", 1}, {"full_us", {200}}, {"input_us", {100}}, {"weight_us", {100}}}};
+    runs.push_back({t, fmt::format("run{}.json", speed)});
+  }
+  const Profile p = calibrate(runs).profile;
+  CHECK(p.stages[0].b_s == Approx(150e-6 * 0.5));
+  CHECK(p.stages[0].w_s == Approx(150e-6 * 0.9));
 }
 
 // One measured stage (one rank, one GPU): it computes no input gradient (I 0, W 0.009 s of a
