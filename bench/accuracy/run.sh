@@ -114,7 +114,7 @@ step_times_s() {
     ($all | group_by(.run) | map({run: .[0].run, mean: (map(.iteration_time_s) | add / length),
       stolen: ((map(.stolen_time_s // []) | transpose | map(add) | max // 0) / (map(.iteration_time_s) | add))})) as $all_runs |
     ($all_runs | map(select(.stolen <= $steal_limit))) as $quiet_runs |
-    (if ($quiet_runs | length) == 0 then 0 else $quiet_runs | map(.mean) | median end) as $typical |
+    ($quiet_runs | map(.mean) | median) as $typical |
     ($quiet_runs | map(select(.mean <= $disturbed * $typical))) as $runs |
     ($runs | map(.run)) as $kept |
     ($all | map(select(.run as $r | $kept | index($r))) | map(.iteration_time_s)) as $t |

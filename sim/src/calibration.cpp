@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -50,14 +51,16 @@ struct Collected {
     const std::string* source = nullptr;
   };
   std::vector<TransferPair> transfers;
-  std::map<int, std::vector<double>> probe_full_us, probe_input_us, probe_weight_us;
+  // Per stage, from every probe (one per traced run): the input and weight halves' medians
+  // over its full backward's median. Runs differ in speed from one another, and the shares
+  // are only comparable within one run.
+  struct ProbeShares {
+    std::vector<double> input, weight;
+    std::size_t samples = 0;  // full backwards timed, over all probes
+  };
+  std::map<int, ProbeShares> probe;
   // The first stage's layers after its first, timed as an inner stage runs them.
-  std::map<int, std::vector<double>> inner_probe_full_us, inner_probe_input_us, inner_probe_weight_us;
-  // Per probe (one per traced run), the input and weight halves' medians over its full
-  // backward's median: runs differ in speed from one another, and the shares are only
-  // comparable within one run.
-  std::map<int, std::vector<double>> probe_input_share, probe_weight_share;
-  std::map<int, std::vector<double>> inner_probe_input_share, inner_probe_weight_share;
+  std::map<int, ProbeShares> inner_probe;
   std::set<std::string> schedules;
   std::set<int> micro_batch_counts;
   int data_parallel = 1;
@@ -307,35 +310,30 @@ void collect_probe(const MeasuredTrace& mt, Collected& out) {
     if (!entry.is_object() || !entry.contains("stage") || !entry["stage"].is_number_integer())
       throw UsageError(where + ".stage: must be an integer");
     const int stage = entry["stage"].get<int>();
-    auto take_from = [&](const nlohmann::json& from, const std::string& at, const char* field,
-                         std::map<int, std::vector<double>>& into) {
+    auto values_of_field = [&](const nlohmann::json& from, const std::string& at, const char* field) {
       if (!from.contains(field) || !from[field].is_array()) throw UsageError(at + "." + field + ": must be an array of numbers");
       std::vector<double> values;
       for (const auto& v : from[field]) {
         if (!v.is_number() || !(v.get<double>() >= 0)) throw UsageError(at + "." + field + ": must hold numbers >= 0");
         values.push_back(v.get<double>());
       }
-      into[stage].insert(into[stage].end(), values.begin(), values.end());
-      return median_of(values);
+      return values;
     };
-    auto take_shares = [&](const nlohmann::json& from, const std::string& at, std::map<int, std::vector<double>>& full_into,
-                           std::map<int, std::vector<double>>& input_into, std::map<int, std::vector<double>>& weight_into,
-                           std::map<int, std::vector<double>>& input_share, std::map<int, std::vector<double>>& weight_share) {
-      const double full = take_from(from, at, "full_us", full_into);
-      const double input = take_from(from, at, "input_us", input_into);
-      const double weight = take_from(from, at, "weight_us", weight_into);
-      if (full > 0) {
-        input_share[stage].push_back(input / full);
-        weight_share[stage].push_back(weight / full);
+    auto take_shares = [&](const nlohmann::json& from, const std::string& at, Collected::ProbeShares& into) {
+      const std::vector<double> full = values_of_field(from, at, "full_us");
+      const double input = median_of(values_of_field(from, at, "input_us"));
+      const double weight = median_of(values_of_field(from, at, "weight_us"));
+      into.samples += full.size();
+      if (const double full_median = median_of(full); full_median > 0) {
+        into.input.push_back(input / full_median);
+        into.weight.push_back(weight / full_median);
       }
     };
-    take_shares(entry, where, out.probe_full_us, out.probe_input_us, out.probe_weight_us, out.probe_input_share,
-                out.probe_weight_share);
+    take_shares(entry, where, out.probe[stage]);
     if (entry.contains("inner")) {
       const auto& inner = entry["inner"];
       if (!inner.is_object()) throw UsageError(where + ".inner: must be an object");
-      take_shares(inner, where + ".inner", out.inner_probe_full_us, out.inner_probe_input_us, out.inner_probe_weight_us,
-                  out.inner_probe_input_share, out.inner_probe_weight_share);
+      take_shares(inner, where + ".inner", out.inner_probe[stage]);
     }
   }
 }
@@ -441,9 +439,9 @@ namespace {
 
 // The traces whose every rank lost at most `max_fraction` of the step to the host (steal), and
 // a note for each one left out. Throws UsageError when none is left.
-std::vector<MeasuredTrace> undisturbed_traces(const std::vector<MeasuredTrace>& traces, double max_fraction,
-                                              std::vector<std::string>& notes) {
-  std::vector<MeasuredTrace> kept;
+std::vector<std::reference_wrapper<const MeasuredTrace>> undisturbed_traces(const std::vector<MeasuredTrace>& traces,
+                                                                            double max_fraction, std::vector<std::string>& notes) {
+  std::vector<std::reference_wrapper<const MeasuredTrace>> kept;
   std::string first_left_out;
   for (const MeasuredTrace& mt : traces) {
     int worst_rank = -1;
@@ -473,7 +471,7 @@ std::vector<MeasuredTrace> undisturbed_traces(const std::vector<MeasuredTrace>& 
 Calibration calibrate(const std::vector<MeasuredTrace>& given, const CalibrationOptions& options) {
   if (given.empty()) throw UsageError("calibrate: give at least one measured trace");
   std::vector<std::string> left_out;
-  const std::vector<MeasuredTrace> traces = undisturbed_traces(given, options.max_stolen_fraction, left_out);
+  const auto traces = undisturbed_traces(given, options.max_stolen_fraction, left_out);
   Collected c;
   int num_stages = -1, num_ranks = -1;
   std::string first_source;
@@ -643,13 +641,9 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
     // A weight gradient adds itself into the stage's gradient sum, except micro-batch 0's,
     // which becomes the sum (the executor accumulates in micro-batch order): B and W are
     // learnt from the later micro-batches, and micro-batch 0's saving apart.
-    auto later_and_first = [&](const char* what) {
-      std::pair<Samples, Samples> split;
-      for (const Sample& sample : find_or_empty(c.times_s, s, what)) (sample.micro_batch == 0 ? split.second : split.first).push_back(sample);
-      return split;
-    };
     auto weight_time = [&](const char* what) {
-      auto [later, first] = later_and_first(what);
+      Samples later, first;
+      for (const Sample& sample : find_or_empty(c.times_s, s, what)) (sample.micro_batch == 0 ? first : later).push_back(sample);
       if (later.empty() || first.empty()) return std::pair{time(what), 0.0};
       const double later_s = summary.estimate(st + what + " after micro-batch 0", "s", later);
       const double first_s = summary.estimate(st + what + " of micro-batch 0 (no gradient sum to add to)", "s", first);
@@ -670,16 +664,16 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
       sp.w_s = w_s;
       if (!has_full) sp.grad_accumulate_s = w_saving_s;
       sp.full_backward_s = full_s;
-    } else if (!c.probe_input_share[s].empty()) {
-      const double input_share = median_of(c.probe_input_share[s]);
-      const double weight_share = median_of(c.probe_weight_share[s]);
+    } else if (const auto& probe = c.probe[s]; !probe.input.empty()) {
+      const double input_share = median_of(probe.input);
+      const double weight_share = median_of(probe.weight);
       sp.b_s = full_s * input_share;
       sp.w_s = full_s * weight_share;
       sp.full_backward_s = full_s;
       result.notes.push_back(fmt::format(
           "stage {}: backward split from the executor's probe ({} samples): input {:.1f}%, weight {:.1f}% of a full "
           "backward",
-          s, c.probe_full_us[s].size(), 100 * input_share, 100 * weight_share));
+          s, probe.samples, 100 * input_share, 100 * weight_share));
     } else {
       sp.b_s = full_s;
       sp.w_s = 0;
@@ -729,13 +723,13 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
   // How a stage cut from the first one, behind another stage now, splits its backward: from
   // the executor's probe of the first stage's later layers. A profile of several stages also
   // has the measured inner stages, which take precedence (split_of_inner_stages).
-  if (!c.inner_probe_input_share[0].empty()) {
-    const double input_share = median_of(c.inner_probe_input_share[0]);
-    const double weight_share = median_of(c.inner_probe_weight_share[0]);
+  if (const auto& inner = c.inner_probe[0]; !inner.input.empty()) {
+    const double input_share = median_of(inner.input);
+    const double weight_share = median_of(inner.weight);
     p.extra[std::string(kInnerBackwardSplitField)] = {{"input", input_share}, {"weight", weight_share}};
     result.notes.push_back(fmt::format("stage 0's layers after its first, as an inner stage runs them ({} samples): "
                                        "input {:.1f}%, weight {:.1f}% of a full backward",
-                                       c.inner_probe_full_us[0].size(), 100 * input_share, 100 * weight_share));
+                                       inner.samples, 100 * input_share, 100 * weight_share));
   }
   if (!split_everywhere)
     result.notes.push_back(
@@ -745,10 +739,10 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
 
   // The model's layers and their split, when the executor recorded them: they let a profile
   // of S stages predict other stage counts layer by layer (profile_for_stages).
-  const auto& first_extra = traces.front().trace.meta.extra;
+  const auto& first_extra = traces.front().get().trace.meta.extra;
   bool same_layout = first_extra.is_object() && first_extra.contains("layers") && first_extra.contains("stage_bounds") &&
                      first_extra.contains("partition_method");
-  for (const auto& mt : traces) {
+  for (const MeasuredTrace& mt : traces) {
     const auto& e = mt.trace.meta.extra;
     same_layout = same_layout && e.is_object() && e.contains("layers") && e["layers"] == first_extra["layers"] &&
                   e.contains("stage_bounds") && e["stage_bounds"] == first_extra["stage_bounds"];
@@ -768,7 +762,7 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
 
   nlohmann::json info = nlohmann::json::object();
   nlohmann::json sources = nlohmann::json::array();
-  for (const auto& mt : traces) sources.push_back(mt.source);
+  for (const MeasuredTrace& mt : traces) sources.push_back(mt.source);
   info["traces"] = sources;
   if (!left_out.empty()) info["traces_left_out"] = given.size() - traces.size();
   info["schedules"] = c.schedules;
