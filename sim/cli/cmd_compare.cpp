@@ -31,6 +31,20 @@ std::string seconds(double s) {
   return fmt::format("{:.1f} us", s * 1e6);
 }
 
+std::string mean_of(std::size_t count, double mean_us) {
+  return count ? fmt::format("{} x {:.1f} us", count, mean_us) : std::string("none");
+}
+
+// Receives whose data was posted before them cost the transport's own work; those that waited
+// took the message's latency: a receive model that is off shows here first.
+void print_receives(const traces::ReceiveCosts& p, const traces::ReceiveCosts& m, std::ostream& out) {
+  if (p.ready + p.waited + m.ready + m.waited == 0) return;
+  out << fmt::format("\nreceives whose data was sent before them (their own cost): predicted {}, measured {}\n",
+                     mean_of(p.ready, p.ready_mean_us()), mean_of(m.ready, m.ready_mean_us()));
+  out << fmt::format("receives that waited (from the send to the data): predicted {}, measured {}\n",
+                     mean_of(p.waited, p.waited_mean_us()), mean_of(m.waited, m.waited_mean_us()));
+}
+
 void print_table(const traces::Comparison& c, const traces::Trace& predicted, std::ostream& out) {
   out << fmt::format("{:<24}{:>14}{:>14}{:>10}\n", "", "predicted", "measured", "error");
   out << fmt::format("{:<24}{:>14}{:>14}{:>10}\n", "iteration time", seconds(c.iteration_time_predicted_s),
@@ -53,6 +67,16 @@ void print_table(const traces::Comparison& c, const traces::Trace& predicted, st
     out << fmt::format("{:<6}{:>12}{:>12}{:>16}{:>16}{:>10}\n", r.rank, share(r.bubble_fraction_predicted),
                        share(r.bubble_fraction_measured), mib(r.peak_memory_predicted_bytes),
                        mib(r.peak_memory_measured_bytes), percent(r.peak_memory_error));
+
+  if (!c.operation_times.empty()) {
+    out << fmt::format("\ntime by operation (summed over the iteration):\n{:<6}{:<12}{:>8}{:>8}{:>14}{:>14}{:>14}\n", "rank",
+                       "name", "n pred", "n meas", "pred ms", "meas ms", "pred-meas ms");
+    for (const auto& t : c.operation_times)
+      out << fmt::format("{:<6}{:<12}{:>8}{:>8}{:>14.3f}{:>14.3f}{:>+14.3f}\n", t.rank, t.name, t.predicted_count,
+                         t.measured_count, t.predicted_total_us * 1e-3, t.measured_total_us * 1e-3,
+                         t.difference_us() * 1e-3);
+  }
+  print_receives(c.receives_predicted, c.receives_measured, out);
 
   if (c.top_differences.empty()) return;
   out << fmt::format("\noperations that differ most:\n{:<6}{:<12}{:>6}{:>6}{:>14}{:>14}{:>14}{:>10}\n", "rank", "name",

@@ -5,7 +5,8 @@
 // the saturated "longer" red (0xd62728) in rank 2's measured compute lane under the
 // difference view and not in rank 0's, kind colours in the measured lane without it, the
 // bubble colour in the compute lanes, and the memory curves. Zoom (wheel, W/S keys, ranges)
-// and search (next/previous) are driven through events; broken files are refused. A measured
+// and search (next/previous) are driven through events; broken files are refused. The summary
+// has a row for the receives' mean cost, predicted and measured. A measured
 // trace that says the host took 10% of rank 0's step (stolen_time_s) gets a row per rank,
 // rank 0's marked "disturbed".
 #include <catch2/catch.hpp>
@@ -126,9 +127,13 @@ TEST_CASE("a predicted/measured pair is drawn in the expected lanes", "[widgets]
   // The summary table holds iteration time, per-rank bubbles and peak memory.
   QTableWidget* table = w.window.summary_table();
   REQUIRE(table->columnCount() == 4);
-  REQUIRE(table->rowCount() == 4 + 4 + 4);
+  REQUIRE(table->rowCount() == 4 + 4 + 4 + 1);
   REQUIRE(table->item(0, 0)->text() == "iteration time");
   REQUIRE(table->item(0, 3)->text().startsWith("-"));  // the prediction is shorter than the measurement
+  // The synthetic receives start as their sends are posted: every one had its data sent before
+  // it; rank 2's slower sends make the measured mean longer. None waited: no row for those.
+  REQUIRE(table->item(12, 0)->text() == "receive, data sent before (mean)");
+  REQUIRE(table->item(12, 3)->text().startsWith("-"));
 }
 
 TEST_CASE("the summary says how much of the measured step the host took (steal)", "[widgets]") {
@@ -145,12 +150,14 @@ TEST_CASE("the summary says how much of the measured step the host took (steal)"
   MainWindow window;
   REQUIRE_FALSE(window.open_files({QString::fromStdString(dir + "/steal-predicted.json"), QString::fromStdString(dir + "/steal-measured.json")}));
   QTableWidget* table = window.summary_table();
-  REQUIRE(table->rowCount() == 4 + 4 + 4 + 4);
+  REQUIRE(table->rowCount() == 4 + 4 + 4 + 4 + 1);
   REQUIRE(table->item(12, 0)->text() == "rank 0 stolen by the host");
   REQUIRE(table->item(12, 2)->text() == "10.0%");
   REQUIRE(table->item(12, 3)->text() == "disturbed");
   REQUIRE(table->item(13, 2)->text() == "0.0%");
   REQUIRE(table->item(13, 3)->text().isEmpty());
+  REQUIRE(table->item(16, 0)->text() == "receive, data sent before (mean)");
+  REQUIRE(table->item(16, 1)->text() == table->item(16, 2)->text());  // the same receives on both sides
 }
 
 TEST_CASE("wheel and keys zoom around the cursor and pan", "[widgets]") {

@@ -33,7 +33,9 @@
 // - `compare` of a 1f1b trace (2 ranks, m = 4, F 100 us, B 150 us, W 100 us: 5 * 350 = 1750 us)
 //   with itself: error 0, MAPE 0, 46 matched operations, bubble 1/5 on both sides; with the same
 //   schedule at doubled costs (3500 us): error -0.5, MAPE 0.5, peak memory error 0 on both ranks;
-//   the table's "iteration time" row reads 1.750 ms, 3.500 ms, -50.0%.
+//   the table's "iteration time" row reads 1.750 ms, 3.500 ms, -50.0%; its time by operation
+//   has rank 0's forwards at 0.400 and 0.800 ms (JSON operation_times: its backwards take twice the
+//   time measured), and both kinds of receive are counted, every one matched with its send.
 // - `plan` of gpt-1.3b on 4 H100, global batch 8, 1f1b and gpipe, micro-batch size 1, no
 //   recomputation: 6 configurations (pipeline 1, 2, 4 x 2 schedules), all simulated and fitting;
 //   the table and the CSV show the top 3; the JSON rows have pipeline x data_parallel = 4,
@@ -444,6 +446,21 @@ TEST_CASE("ppsim compare reports the SPEC section 7 fields of two traces", "[cli
   CHECK(contains(*row, "3.500 ms"));
   CHECK(contains(*row, "-50.0%"));
   CHECK(contains(table.out, "MAPE 50.0% over 46 matched operations"));
+  // Rank 0's four forwards: 0.4 ms predicted, 0.8 ms measured; and the receives, both kinds.
+  const auto forwards = std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return l.rfind("0     F ", 0) == 0; });
+  REQUIRE(forwards != lines.end());
+  CHECK(contains(*forwards, "0.400"));
+  CHECK(contains(*forwards, "0.800"));
+  CHECK(contains(*forwards, "-0.400"));
+  CHECK(contains(table.out, "receives whose data was sent before them (their own cost): predicted "));
+  CHECK(contains(table.out, "receives that waited (from the send to the data): predicted "));
+  const json& backward_times = half.at("operation_times").at(0);  // "B" sorts before "F"
+  CHECK((backward_times.at("rank") == 0 && backward_times.at("name") == "B"));
+  CHECK(backward_times.at("measured_total_us").get<double>() == Approx(2 * backward_times.at("predicted_total_us").get<double>()));
+  const json& receives = half.at("receives");
+  CHECK(receives.at("predicted").at("ready").get<int>() + receives.at("predicted").at("waited").get<int>() ==
+        receives.at("measured").at("ready").get<int>() + receives.at("measured").at("waited").get<int>());
+  CHECK(receives.at("measured").at("unmatched") == 0);
   CHECK_FALSE(contains(table.out, "stolen"));  // a trace that does not say
   CHECK(itself.at("stolen_time_fraction_measured").is_null());
 

@@ -177,6 +177,31 @@ Comparison compare_traces(const Trace& predicted, const Trace& measured, std::si
   });
   if (c.top_differences.size() > top) c.top_differences.resize(top);
 
+  // Both lists are ordered by (rank, name): a merge.
+  const auto predicted_times = time_by_operation(predicted);
+  const auto measured_times = time_by_operation(measured);
+  for (std::size_t a = 0, b = 0; a < predicted_times.size() || b < measured_times.size();) {
+    const OperationTime* p = a < predicted_times.size() ? &predicted_times[a] : nullptr;
+    const OperationTime* m = b < measured_times.size() ? &measured_times[b] : nullptr;
+    const bool take_p = p && (!m || std::tie(p->rank, p->name) <= std::tie(m->rank, m->name));
+    const bool take_m = m && (!p || std::tie(m->rank, m->name) <= std::tie(p->rank, p->name));
+    const OperationTime& first = take_p ? *p : *m;
+    OperationTimeComparison t{first.rank, first.name};
+    if (take_p) {
+      t.predicted_count = p->count;
+      t.predicted_total_us = p->total_us;
+      ++a;
+    }
+    if (take_m) {
+      t.measured_count = m->count;
+      t.measured_total_us = m->total_us;
+      ++b;
+    }
+    c.operation_times.push_back(std::move(t));
+  }
+  c.receives_predicted = receive_costs(predicted);
+  c.receives_measured = receive_costs(measured);
+
   const int ranks = std::max(predicted.rank_count(), measured.rank_count());
   double sum_predicted = 0, sum_measured = 0;
   c.stolen_fraction_measured = ranks > 0 ? 0.0 : std::numeric_limits<double>::quiet_NaN();
@@ -249,6 +274,23 @@ nlohmann::json comparison_to_json(const Comparison& c, const Trace& predicted, c
                    {"duration_error", number_or_null(op.duration_error())}});
   }
   out["top_differences"] = std::move(top);
+  json times = json::array();
+  for (const auto& t : c.operation_times)
+    times.push_back({{"rank", t.rank},
+                     {"name", t.name},
+                     {"predicted_count", t.predicted_count},
+                     {"measured_count", t.measured_count},
+                     {"predicted_total_us", t.predicted_total_us},
+                     {"measured_total_us", t.measured_total_us}});
+  out["operation_times"] = std::move(times);
+  auto receives = [](const ReceiveCosts& r) {
+    return json{{"ready", r.ready},
+                {"ready_mean_us", number_or_null(r.ready_mean_us())},
+                {"waited", r.waited},
+                {"waited_mean_us", number_or_null(r.waited_mean_us())},
+                {"unmatched", r.unmatched}};
+  };
+  out["receives"] = {{"predicted", receives(c.receives_predicted)}, {"measured", receives(c.receives_measured)}};
   return out;
 }
 

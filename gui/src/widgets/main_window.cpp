@@ -247,6 +247,17 @@ void MainWindow::refresh_summary() {
       if (std::isfinite(r.stolen_fraction_measured))
         add(QString("rank %1 stolen by the host").arg(r.rank), "", share(r.stolen_fraction_measured),
             r.stolen_fraction_measured > traces::kDisturbedStolenFraction ? "disturbed" : "");
+    // What a receive costs when its data was sent before it (the transport's own work) and
+    // what a message took when the receive waited for it: where a communication model is off.
+    const auto& rp = c.receives_predicted;
+    const auto& rm = c.receives_measured;
+    if (rp.ready > 0 || rm.ready > 0)
+      add("receive, data sent before (mean)", rp.ready ? duration(rp.ready_mean_us()) : "", rm.ready ? duration(rm.ready_mean_us()) : "",
+          rp.ready && rm.ready ? percent((rp.ready_mean_us() - rm.ready_mean_us()) / rm.ready_mean_us()) : "");
+    if (rp.waited > 0 || rm.waited > 0)
+      add("receive that waited, send to data (mean)", rp.waited ? duration(rp.waited_mean_us()) : "",
+          rm.waited ? duration(rm.waited_mean_us()) : "",
+          rp.waited && rm.waited ? percent((rp.waited_mean_us() - rm.waited_mean_us()) / rm.waited_mean_us()) : "");
   } else {
     const auto& t = model_->trace(0);
     add("iteration time", duration(traces::iteration_time_us(t)));

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipescope/traces/time_accounting.hpp"
 #include "pipescope/traces/trace.hpp"
 
 namespace pipescope::traces {
@@ -36,6 +37,17 @@ struct MatchedOperation {
   double duration_error() const;
 };
 
+// One rank's time in one kind of operation, in both traces (a count of 0 where a trace has none).
+struct OperationTimeComparison {
+  int rank = 0;
+  std::string name;
+  std::size_t predicted_count = 0;
+  std::size_t measured_count = 0;
+  double predicted_total_us = 0;
+  double measured_total_us = 0;
+  double difference_us() const { return predicted_total_us - measured_total_us; }
+};
+
 struct Comparison {
   double iteration_time_predicted_s = 0;  // iteration_time_us
   double iteration_time_measured_s = 0;
@@ -50,6 +62,9 @@ struct Comparison {
   std::size_t unmatched_predicted = 0;    // predicted events with no measured counterpart
   std::size_t unmatched_measured = 0;
   std::vector<MatchedOperation> top_differences;  // largest |difference_us| first
+  std::vector<OperationTimeComparison> operation_times;  // by rank, then name
+  ReceiveCosts receives_predicted;
+  ReceiveCosts receives_measured;
 };
 
 // Events are the same when rank, name, stage and micro-batch agree; the k-th occurrence in
