@@ -257,12 +257,13 @@ done
 declare -A without=(
   [overhead]='.instruction_overhead_s = 0'
   [step]='.step_overhead_s = 0'
-  [send-recv]='.stages[] |= (.send_s = 0 | .recv_s = 0)'
+  [send-recv]='.stages[] |= (.send_s = 0 | .recv_s = 0 | .recv_contended_s = 0)'
+  [both-ways]='.stages[] |= (.recv_contended_s = .recv_s)'
   [latency]='.transfer.latency_s = 0'
   [optimizer]='.stages[] |= (.optimizer_s = 0 | .reduce_grads_s = 0 | .reduce_tied_s = 0)'
   [load]='.stages[] |= (.load_s = 0)'
 )
-effects=(overhead step send-recv latency optimizer load)
+effects=(overhead step send-recv both-ways latency optimizer load)
 for effect in "${effects[@]}"; do
   jq "${without[$effect]}" "$out/profile.json" > "$out/profile.without-$effect.json"
 done

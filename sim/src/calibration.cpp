@@ -49,6 +49,7 @@ struct Collected {
     double send_end_us = 0;
     const TraceEvent* recv = nullptr;
     const std::string* source = nullptr;
+    int from_rank = -1;  // the sender
   };
   std::vector<TransferPair> transfers;
   // Per stage, from every probe (one per traced run): the input and weight halves' medians
@@ -294,8 +295,35 @@ void collect_transfers(const MeasuredTrace& mt, Collected& out) {
     std::sort(received.begin(), received.end(), by_start);
     for (std::size_t k = 0; k < std::min(sent.size(), received.size()); ++k)
       out.transfers.push_back({static_cast<double>(std::max<std::int64_t>(sent[k]->bytes, 0)), sent[k]->ts_us,
-                               sent[k]->end_us(), received[k], &mt.source});
+                               sent[k]->end_us(), received[k], &mt.source, sent[k]->rank});
   }
+}
+
+// Whether each transfer's receive began while a message the other way (from the receiving rank
+// to the sender, in the same trace) had been posted and not yet received: traffic both ways on
+// the pair (StageCost::recv_contended_s). Per (trace, sender, receiver) the messages ordered by
+// post, with the latest receive end among those posted so far: one lookup per receive.
+std::vector<char> receives_against_traffic(const std::vector<Collected::TransferPair>& transfers) {
+  using Pair = std::tuple<const std::string*, int, int>;  // trace, from rank, to rank
+  std::map<Pair, std::vector<std::pair<double, double>>> posted_then_received;
+  for (const auto& t : transfers)
+    posted_then_received[{t.source, t.from_rank, t.recv->rank}].push_back({t.send_start_us, t.recv->end_us()});
+  for (auto& [pair, messages] : posted_then_received) {
+    std::sort(messages.begin(), messages.end());
+    for (std::size_t i = 1; i < messages.size(); ++i) messages[i].second = std::max(messages[i].second, messages[i - 1].second);
+  }
+  std::vector<char> contended(transfers.size(), 0);
+  for (std::size_t i = 0; i < transfers.size(); ++i) {
+    const auto& t = transfers[i];
+    if (t.from_rank == t.recv->rank) continue;
+    const auto it = posted_then_received.find({t.source, t.recv->rank, t.from_rank});
+    if (it == posted_then_received.end()) continue;
+    const auto& messages = it->second;
+    const double begin_us = t.recv->ts_us;
+    const auto after = std::upper_bound(messages.begin(), messages.end(), std::make_pair(begin_us, std::numeric_limits<double>::infinity()));
+    contended[i] = after != messages.begin() && std::prev(after)->second > begin_us;
+  }
+  return contended;
 }
 
 void collect_probe(const MeasuredTrace& mt, Collected& out) {
@@ -601,11 +629,15 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
         "show it): its times are measured from the last arrival",
         c.sync_evidence["REDUCE_TIED"]));
 
-  // A receive posted after its data must have arrived costs the program only its own work.
-  for (const auto& t : c.transfers) {
+  // A receive posted after its data must have arrived costs the program only its own work; more
+  // when its rank's own message to the sender was still undelivered (both ways at once).
+  const std::vector<char> against_traffic = receives_against_traffic(c.transfers);
+  for (std::size_t i = 0; i < c.transfers.size(); ++i) {
+    const auto& t = c.transfers[i];
     const double arrival_us = t.send_start_us + (p.transfer.latency_s + t.bytes / p.transfer.bandwidth_bytes_per_s) * 1e6;
     if (t.recv->ts_us >= arrival_us)
-      c.times_s[{t.recv->stage, "RECV_LATE"}].push_back({t.recv->dur_us * 1e-6, t.source, t.recv->rank, t.recv->micro_batch});
+      c.times_s[{t.recv->stage, against_traffic[i] ? "RECV_LATE_BOTH_WAYS" : "RECV_LATE"}].push_back(
+          {t.recv->dur_us * 1e-6, t.source, t.recv->rank, t.recv->micro_batch});
   }
 
   // A send's own program time: its span less the overhead of the instruction before it and
@@ -615,10 +647,12 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
       span.value = std::max(0.0, span.value - 2 * p.instruction_overhead_s);
       c.times_s[{stage, "SEND"}].push_back(span);
     }
-  Samples all_sends, all_late_recvs;
+  Samples all_sends, all_late_recvs, all_late_recvs_both_ways;
   for (const auto& [key, samples] : c.times_s) {
     if (key.second == "SEND") all_sends.insert(all_sends.end(), samples.begin(), samples.end());
     if (key.second == "RECV_LATE") all_late_recvs.insert(all_late_recvs.end(), samples.begin(), samples.end());
+    if (key.second == "RECV_LATE_BOTH_WAYS")
+      all_late_recvs_both_ways.insert(all_late_recvs_both_ways.end(), samples.begin(), samples.end());
   }
   // Posting a send and taking a receive whose data is already there are the transport's work
   // per message, not a stage's: one estimate from every stage's transfers. Their durations have
@@ -627,8 +661,18 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
   // would get a mean that two or three tails decide, and charge it to every transfer point of
   // a schedule that has more of them (interleaved 1F1B, ZBV).
   const double send_s = all_sends.empty() ? 0.0 : summary.estimate("send posting (all stages)", "s", all_sends);
+  // Receives of arrived data whose rank's own message to the sender was still undelivered
+  // have their own estimate; with none of one kind measured, the other's stands for both.
+  if (all_late_recvs.empty()) all_late_recvs = all_late_recvs_both_ways;
   const double recv_s =
       all_late_recvs.empty() ? 0.0 : summary.estimate("receive of arrived data (all stages)", "s", all_late_recvs);
+  double recv_contended_s = recv_s;
+  if (!all_late_recvs_both_ways.empty())
+    recv_contended_s = summary.estimate("receive of arrived data, own message to the sender undelivered", "s",
+                                        all_late_recvs_both_ways);
+  else if (!all_late_recvs.empty())
+    result.notes.push_back("transfers: no receive of arrived data met its rank's own message to the sender undelivered: "
+                           "such receives are charged as the others");
   if (!c.transport_cpu_per_message.empty())
     summary.estimate("transport threads' CPU per message", "s", c.transport_cpu_per_message);
 
@@ -685,6 +729,7 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
     sp.reduce_tied_s = time("REDUCE_TIED");
     sp.send_s = send_s;
     sp.recv_s = std::max(0.0, recv_s);
+    sp.recv_contended_s = std::max(0.0, recv_contended_s);
 
     // Memory.
     const double forward_bytes = summary.estimate(st + "forward memory (LOAD + RECV_F + F)", "bytes",
@@ -880,6 +925,7 @@ std::optional<Profile> profile_for_stages_by_layers(const Profile& profile, int 
     t.activation_bytes = last.activation_bytes;
     t.send_s = last.send_s;
     t.recv_s = last.recv_s;
+    t.recv_contended_s = last.recv_contended_s;
     t.load_s = v == 0 ? profile.stages.front().load_s : v == num_stages - 1 ? profile.stages.back().load_s : 0.0;
     t.f_mem_bytes = std::llround(f_mem);
     t.b_mem_bytes = std::llround(b_mem);

@@ -56,6 +56,7 @@ void CostModel::check(int num_stages) const {
     check_time(s.full_backward_s, "full backward time", id);
     check_time(s.send_s, "send posting time", id);
     check_time(s.recv_s, "receive time", id);
+    check_time(s.recv_contended_s, "receive time with traffic both ways", id);
     check_time(s.grad_accumulate_s, "gradient accumulation time", id);
     if (s.grad_buffer_bytes < 0) throw UsageError("stage " + std::to_string(id) + ": gradient buffer must be >= 0");
     if (s.f_mem_bytes + s.b_mem_bytes + s.w_mem_bytes != 0)

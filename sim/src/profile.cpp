@@ -94,6 +94,7 @@ Profile parse_profile(std::string_view text, const std::string& source) {
     sp.full_backward_s = get_optional_seconds(s, "full_backward_s", where);
     sp.send_s = get_optional_seconds(s, "send_s", where);
     sp.recv_s = get_optional_seconds(s, "recv_s", where);
+    sp.recv_contended_s = s.contains("recv_contended_s") ? get_seconds(s, "recv_contended_s", where) : sp.recv_s;
     sp.grad_buffer_bytes = s.contains("grad_buffer_bytes") ? get_bytes(s, "grad_buffer_bytes", where, false) : 0;
     sp.grad_accumulate_s = get_optional_seconds(s, "grad_accumulate_s", where);
     p.stages.push_back(sp);
@@ -153,6 +154,7 @@ std::string to_profile_json(const Profile& profile) {
                       {"full_backward_s", s.full_backward_s},
                       {"send_s", s.send_s},
                       {"recv_s", s.recv_s},
+                      {"recv_contended_s", s.recv_contended_s},
                       {"grad_buffer_bytes", s.grad_buffer_bytes},
                       {"grad_accumulate_s", s.grad_accumulate_s}});
   j["stages"] = std::move(stages);
@@ -194,6 +196,7 @@ CostModel cost_model_from_profile(const Profile& profile) {
     c.full_backward_s = s.full_backward_s;
     c.send_s = s.send_s;
     c.recv_s = s.recv_s;
+    c.recv_contended_s = s.recv_contended_s;
     c.grad_buffer_bytes = s.grad_buffer_bytes;
     c.grad_accumulate_s = s.grad_accumulate_s;
     costs.stages.push_back(c);

@@ -90,6 +90,7 @@ class Engine {
     heap_.push_back({time, id, version});
     std::push_heap(heap_.begin(), heap_.end(), EventLater{});
   }
+  int own_message_undelivered(std::int32_t rank, std::int32_t peer, double now);
   void change_memory(std::int32_t rank, std::int64_t delta, double at_s);
   void add_send_event(std::int32_t transfer, double end_s);
   void add_event(std::int32_t rank, traces::Lane lane, const CompiledInstruction& ci, double start, double end,
@@ -101,6 +102,11 @@ class Engine {
   const Topology& topology_;
   const SimOptions& options_;
   bool links_mode_ = false;
+  // Receives cost more while the receiving rank's own message to the sender is undelivered
+  // (StageCost::recv_contended_s); tracked only when some stage says so.
+  bool contention_ = false;
+  std::vector<std::vector<std::int32_t>> undelivered_;  // per (from rank, to rank): posted transfers
+  std::vector<double> received_s_;                      // per transfer: its receive's end; kUnknown before
   double now_s_ = 0;  // time of the event being handled
   std::vector<StageCost> stage_;
   std::vector<char> grad_buffer_held_;  // per stage
@@ -191,6 +197,11 @@ void Engine::run_rank(std::int32_t rank, double now) {
           return;
         }
         post_transfer(ci.transfer, now);
+        if (contention_) {
+          const CompiledTransfer& t = s_.transfers[ci.transfer];
+          if (t.from_rank != t.to_rank)
+            undelivered_[static_cast<std::size_t>(t.from_rank) * s_.num_ranks + t.to_rank].push_back(ci.transfer);
+        }
         // Posting occupies the program (packing, handing over to the transport), not the link.
         now += cost.send_s + overhead_s;
         ++r.pc;
@@ -205,11 +216,26 @@ void Engine::run_rank(std::int32_t rank, double now) {
           return;
         }
         // A receive that waited for its data ends when the data is there (the calibrated
-        // latency is measured that way); one whose data was there costs its own work.
+        // latency is measured that way); one whose data was there when it began costs its own
+        // work. Which of the two it was is a matter of times, not of the order in which the
+        // event loop met the send and the receive: a rank can reach a receive before the loop
+        // has posted its send, and still find the data there at that time.
         const bool waited = r.recv_reached_s >= 0;
         const double reached = waited ? r.recv_reached_s : now;
+        const bool data_there = arrival <= reached;
+        double own_work_s = cost.recv_s;
+        if (data_there && contention_) {
+          const int contended = own_message_undelivered(rank, s_.transfers[ci.transfer].from_rank, reached);
+          if (contended < 0) {  // the peer has not got that far: ask again when the clock has
+            r.clock_s = now;
+            push(now, rank);
+            return;
+          }
+          if (contended > 0) own_work_s = cost.recv_contended_s;
+        }
         r.recv_reached_s = -1;
-        const double done = waited ? std::max(now, arrival) : std::max(now + cost.recv_s, arrival);
+        const double done = data_there ? reached + own_work_s : std::max(now, arrival);
+        if (contention_) received_s_[ci.transfer] = done;
         if (options_.build_trace) {
           add_event(rank, traces::Lane::Recv, ci, reached, done, "p2p");
           const CompiledTransfer& t = s_.transfers[ci.transfer];
@@ -280,6 +306,36 @@ void Engine::run_rank(std::int32_t rank, double now) {
   // The program's time between instructions follows every instruction but the last.
   r.clock_s = end_pc > s_.rank_begin[rank] ? now - overhead_s : now;
   r.done = true;
+}
+
+// 1 when a message of `rank` to `peer`, posted by `now`, is still undelivered at `now` (its
+// receive ends later), 0 when none is, -1 when that depends on what the peer does before `now`
+// and the event loop has not got there yet. Delivered messages leave the list: the only one to
+// ask about it is `rank`, at times that only grow.
+int Engine::own_message_undelivered(std::int32_t rank, std::int32_t peer, double now) {
+  auto& posted = undelivered_[static_cast<std::size_t>(rank) * s_.num_ranks + peer];
+  bool contended = false, unknown = false;
+  std::size_t kept = 0;
+  for (const std::int32_t id : posted) {
+    const double received = received_s_[id];
+    if (received <= now) continue;
+    posted[kept++] = id;
+    if (received != kUnknown) {
+      contended = true;
+    } else if ((arrival_s_[id] != kUnknown && arrival_s_[id] > now) || ranks_[peer].clock_s >= now) {
+      contended = true;  // its receive cannot end before the data is there or the peer gets to it
+      // (an arrival not known yet may still lie before now: a shared link's transfer ends in
+      // the event loop's time, which can be behind this rank's)
+    } else {
+      unknown = true;
+    }
+  }
+  posted.resize(kept);
+  if (contended) return 1;
+  // At the event loop's own time every earlier event is done: a peer that has not received it
+  // yet is waiting for something that comes no earlier than now.
+  if (unknown) return now > now_s_ ? -1 : 1;
+  return 0;
 }
 
 void Engine::post_transfer(std::int32_t transfer, double now) {
@@ -380,6 +436,11 @@ SimResult Engine::run() {
   }
 
   const std::size_t num_transfers = s_.transfers.size();
+  for (int s = 0; s < s_.num_stages && !contention_; ++s) contention_ = stage_[s].recv_contended_s != stage_[s].recv_s;
+  if (contention_) {
+    undelivered_.assign(static_cast<std::size_t>(s_.num_ranks) * s_.num_ranks, {});
+    received_s_.assign(num_transfers, kUnknown);
+  }
   arrival_s_.assign(num_transfers, kUnknown);
   posted_s_.assign(num_transfers, 0.0);
   receiver_waiting_.assign(num_transfers, 0);

@@ -27,6 +27,8 @@
 // pooled samples' (which a slow run's warm-up sample would skew).
 // A trace whose otherData says the host took 10% of a rank's step (steal) is left out, with a
 // note naming it; --max-stolen 1 keeps it; when every trace is disturbed: one error naming the first.
+// Receives of arrived data that meet their rank's own message to the sender undelivered get
+// their own cost (recv_contended_s): 5 us against the others' 2 us in an edited GPipe trace.
 // End to end: traces simulated from known costs (1F1B and ZB-H1, m = 4) calibrate a profile
 // whose predictions for ZB-H1 and 1F1B at m = 8 equal the simulations from the known costs.
 #include <catch2/catch.hpp>
@@ -180,6 +182,42 @@ TEST_CASE("calibration takes a message's send and receive costs from every stage
   REQUIRE(pooled != c.quantities.end());
   CHECK(pooled->samples == 5);
   CHECK(pooled->mean == Approx((4 * 5 + 15) / 5.0 * 1e-6));
+}
+
+TEST_CASE("receives that meet their rank's own message to the sender undelivered have their own cost") {
+  // In the GPipe trace, stage 1's receives of arrived data (micro-batches 1-4) all begin while
+  // its gradient of the micro-batch before is still on its way back, and stage 0's first one
+  // while its forward of micro-batch 4 is: both ways at once, 5 us each. Stage 0's others wait
+  // for their data; from micro-batch 3 on they are moved 100 us later (with what follows them),
+  // after every activation was taken, and made 2 us: receives of arrived data, one way only.
+  traces::Trace trace = hand_made_trace(false);
+  double moved_from_us = 0;
+  for (const auto& e : trace.events)
+    if (e.name == "RECV_B" && e.micro_batch == 3) moved_from_us = e.ts_us;
+  for (auto& e : trace.events) {
+    if (e.rank != 0 || e.ts_us < moved_from_us) continue;
+    e.ts_us += 100;
+    if (e.name == "RECV_B") e.dur_us = 2;
+  }
+  const Calibration c = calibrate({{trace, "gpipe.json"}});
+  CHECK(c.profile.stages[0].recv_s == Approx(2e-6));
+  CHECK(c.profile.stages[1].recv_s == Approx(2e-6));
+  CHECK(c.profile.stages[0].recv_contended_s == Approx(5e-6));
+  CHECK(c.profile.stages[1].recv_contended_s == Approx(5e-6));
+  const auto both_ways = std::find_if(c.quantities.begin(), c.quantities.end(), [](const CalibratedQuantity& q) {
+    return q.name == "receive of arrived data, own message to the sender undelivered";
+  });
+  REQUIRE(both_ways != c.quantities.end());
+  CHECK(both_ways->samples == 5);
+  // The profile file keeps the cost; one written before it existed charges recv_s for both.
+  const Profile back = parse_profile(to_profile_json(c.profile), "p.json");
+  CHECK(back.stages[0].recv_contended_s == Approx(5e-6));
+  nlohmann::json old = nlohmann::json::parse(to_profile_json(c.profile));
+  for (auto& stage : old["stages"]) stage.erase("recv_contended_s");
+  CHECK(parse_profile(old.dump(), "old.json").stages[0].recv_contended_s == Approx(2e-6));
+  // Without both kinds, one cost for both, and a note says so.
+  const Calibration plain = calibrate({{hand_made_trace(false), "gpipe.json"}});
+  CHECK(plain.profile.stages[0].recv_contended_s == plain.profile.stages[0].recv_s);
 }
 
 TEST_CASE("calibration takes medians of a hand-made trace and reports outliers") {

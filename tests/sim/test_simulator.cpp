@@ -15,9 +15,14 @@
 //   2.0 s and 2.5 s, iteration 4.0 s (unshared they would arrive at 1.5 s and 2.0 s: 3.5 s).
 // - Topology: two 100 MB transfers posted together between ranks on one node (100 GB/s, 1 us)
 //   arrive after 2.001 ms; across nodes (10 GB/s, 5 us) after 20.005 ms.
+// - Receives of arrived data: recv_contended_s while the rank's own message to the sender is
+//   undelivered, recv_s otherwise, checked on every receive of interleaved 1F1B (p = 2, m = 8)
+//   against the rule read from the trace alone; a negative one is refused.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <random>
+#include <tuple>
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/registry.hpp"
@@ -312,6 +317,88 @@ TEST_CASE("instruction overhead, optimizer sync and sends that end at their rece
   CHECK(traces::event_span_us(with_step.trace) == Approx(12.6e6));
   CHECK(traces::iteration_time_us(with_step.trace) == Approx(13.0e6));
   CHECK(with_step.trace.meta.extra.at("step_time_s") == Approx(13.0));
+}
+
+namespace {
+
+// Checks every receive of a predicted trace against the contention rule, derived again from the
+// trace alone: a receive whose data was there when it began (its send posted at least the
+// delay before) lasts `contended_s` when a message of its own rank to the sender had been
+// posted and not yet received then, `recv_s` otherwise. Returns how many of each it saw.
+std::pair<int, int> check_receive_costs(const traces::Trace& trace, double delay_s, double recv_s, double contended_s) {
+  struct Message {
+    const traces::TraceEvent* send = nullptr;
+    const traces::TraceEvent* recv = nullptr;
+  };
+  std::map<std::tuple<char, int, int>, Message> messages;  // direction, receiving stage, micro-batch
+  for (const auto& e : trace.events) {
+    if (e.name == "SEND_F" || e.name == "SEND_B")
+      messages[{e.name.back(), e.name.back() == 'F' ? e.stage + 1 : e.stage - 1, e.micro_batch}].send = &e;
+    if (e.name == "RECV_F" || e.name == "RECV_B") messages[{e.name.back(), e.stage, e.micro_batch}].recv = &e;
+  }
+  int plain = 0, contended = 0;
+  for (const auto& [key, m] : messages) {
+    REQUIRE((m.send && m.recv));
+    const double begin = m.recv->ts_us;
+    if (m.send->ts_us + delay_s * 1e6 > begin + 1e-6) continue;  // it waited for its data
+    bool both_ways = false;
+    for (const auto& [other_key, o] : messages)
+      both_ways = both_ways || (o.send->rank == m.recv->rank && o.recv->rank == m.send->rank &&
+                                o.send->ts_us <= begin + 1e-6 && o.recv->end_us() > begin + 1e-6);
+    INFO("receive " << m.recv->name << " of stage " << m.recv->stage << ", micro-batch " << m.recv->micro_batch);
+    CHECK(m.recv->dur_us == Approx((both_ways ? contended_s : recv_s) * 1e6));
+    ++(both_ways ? contended : plain);
+  }
+  return {plain, contended};
+}
+
+}  // namespace
+
+// Receives of arrived data cost recv_contended_s instead of recv_s while their rank's own
+// message to the sender is undelivered (traffic both ways on the pair, as a pprun trace shows
+// it with Gloo). Interleaved 1F1B on 2 ranks, m = 8, has receives of the second kind, GPipe
+// only of the first; the trace, read alone, agrees with the rule on every
+// receive, with a fixed delay and with links. Equal costs give the plain simulation.
+TEST_CASE("a receive costs more while its rank's own message to the sender is undelivered") {
+  ScheduleParams params;
+  params.num_ranks = 2;
+  params.num_micro_batches = 8;
+  params.chunks = 2;
+  params.chunks_given = true;
+  const Schedule schedule = make_schedule("interleaved-1f1b", params);
+  CostModel costs = CostModel::uniform(1.0, 1.0, 1.0, 0.75);
+  costs.stages[0].recv_s = 0.125;
+  costs.stages[0].recv_contended_s = 0.5;
+  const SimResult fixed = simulate(schedule, costs);
+  const auto [plain, contended] = check_receive_costs(fixed.trace, 0.75, 0.125, 0.5);
+  CHECK(contended > 0);
+  // GPipe: every forward's message is taken before the first gradient comes back.
+  params.chunks = 1;
+  params.chunks_given = false;
+  const auto [plain_gpipe, contended_gpipe] = check_receive_costs(simulate(make_schedule("gpipe", params), costs).trace, 0.75, 0.125, 0.5);
+  CHECK(plain_gpipe > 0);
+  CHECK(contended_gpipe == 0);
+
+  CostModel links = costs;
+  links.transfer_model = TransferModel::Links;
+  links.stages = std::vector<StageCost>(4, costs.stages[0]);
+  for (auto& stage : links.stages) stage.activation_bytes = 750'000'000;
+  Topology topology;
+  topology.intra_node = {1e9, 0.0};  // 0.75 s a transfer, shared when two overlap
+  SimOptions unshared;
+  unshared.share_links = false;
+  const auto [plain_links, contended_links] = check_receive_costs(simulate(schedule, links, topology, unshared).trace, 0.75, 0.125, 0.5);
+  CHECK(contended_links > 0);
+  const SimResult shared = simulate(schedule, links, topology, SimOptions{});
+  CHECK(shared.summary.iteration_time_s > 0);
+
+  CostModel equal = costs;
+  equal.stages[0].recv_contended_s = 0.125;
+  const SimResult plain_costs = simulate(schedule, equal);
+  check_receive_costs(plain_costs.trace, 0.75, 0.125, 0.125);
+  CHECK(fixed.summary.iteration_time_s > plain_costs.summary.iteration_time_s);
+  costs.stages[0].recv_contended_s = -1;
+  CHECK_THROWS_AS(simulate(schedule, costs), UsageError);
 }
 
 // The tied-gradient all-reduce as a barrier of the first and the last stage's ranks: the

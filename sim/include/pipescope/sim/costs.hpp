@@ -28,6 +28,10 @@ struct StageCost {
   double full_backward_s = 0;  // a BackwardPass, when it costs other than b_s + w_s (0: b_s + w_s)
   double send_s = 0;           // compute-lane time to post a send (packing, handing it to the transport)
   double recv_s = 0;           // compute-lane time of a receive whose data has already arrived
+  // The same, when the receiving rank's own message to the sender is still undelivered as the
+  // receive begins (traffic both ways on the pair: Gloo's transport threads then serve both
+  // directions on both ranks' busy cores, and such receives have a long tail).
+  double recv_contended_s = 0;
   // Gradient accumulation buffer: allocated by the stage's first weight gradient of the
   // iteration (BackwardPass or BackwardWeight), freed at the end of its OptimizerStep.
   std::int64_t grad_buffer_bytes = 0;

@@ -7,7 +7,8 @@
 //                "w_mem_bytes": .., "static_bytes": .., "activation_bytes": ..,
 //                "optimizer_s": .., "reduce_grads_s": ..}, ...]}
 // Optional fields (calibration.hpp; absent means 0): per stage "load_s", "reduce_tied_s",
-// "full_backward_s", "send_s", "recv_s", "grad_buffer_bytes", "grad_accumulate_s"; top level "backward_split":
+// "full_backward_s", "send_s", "recv_s", "grad_buffer_bytes", "grad_accumulate_s", and
+// "recv_contended_s" (absent means recv_s); top level "backward_split":
 // "measured" (default) or "unmeasured" (b_s holds the whole backward, w_s is 0: schedules with
 // BackwardInput/BackwardWeight are refused); top level "instruction_overhead_s" (program time
 // between two instructions of a rank), "optimizer_sync" (true: the first optimizer step of
@@ -48,6 +49,7 @@ struct StageProfile {
   double full_backward_s = 0;  // 0: b_s + w_s
   double send_s = 0;
   double recv_s = 0;
+  double recv_contended_s = 0;  // StageCost::recv_contended_s; recv_s where a profile does not say
   std::int64_t grad_buffer_bytes = 0;
   double grad_accumulate_s = 0;  // StageCost::grad_accumulate_s
 
