@@ -53,6 +53,17 @@ void BM_SimulateInterleavedLinks(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateInterleavedLinks)->Unit(benchmark::kMillisecond);
 
+// A calibrated profile's receives both ways (recv_contended_s other than recv_s): the engine
+// follows every rank's undelivered messages per peer, and a rank ahead of its peer in the
+// event loop waits for the loop's clock at such a receive.
+void BM_SimulateInterleavedBothWays(benchmark::State& state) {
+  sim::CostModel costs = sim::CostModel::uniform(1.0, 1.0, 1.0, 0.01, 2, -1, -1);
+  costs.stages[0].recv_s = 0.001;
+  costs.stages[0].recv_contended_s = 0.002;
+  run_simulation(state, costs, sim::Topology{}, false);
+}
+BENCHMARK(BM_SimulateInterleavedBothWays)->Unit(benchmark::kMillisecond);
+
 // The same with the predicted trace built (events, memory counters, flows).
 void BM_SimulateInterleavedWithTrace(benchmark::State& state) {
   run_simulation(state, sim::CostModel::uniform(1.0, 1.0, 1.0, 0.01, 2, -1, -1), sim::Topology{}, true);
