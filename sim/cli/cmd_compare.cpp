@@ -1,6 +1,7 @@
 // `ppsim compare PREDICTED MEASURED [--json] [--top N]`: how far a predicted trace is from a
 // measured one. A table for people by default; with --json the fields of SPEC.md section 7
-// (errors are signed fractions of the measured value) plus per-rank detail.
+// (errors are signed fractions of the measured value) plus per-rank detail, each rank's time by
+// operation and the receives' costs.
 #include <cmath>
 #include <iostream>
 

@@ -1,5 +1,6 @@
 // Prediction against measurement: matches the events of a predicted and a measured trace and
-// reports how far apart they are (iteration time, operation durations, bubbles, peak memory).
+// reports how far apart they are (iteration time, operation durations, bubbles, peak memory),
+// and where each rank's time went on both sides (time_accounting.hpp).
 // `ppsim compare` prints this, and the viewer's summary table shows it.
 #pragma once
 
