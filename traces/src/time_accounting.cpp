@@ -35,18 +35,26 @@ struct TransferKeyHash {
 
 // When each transfer's send was posted. Stages and micro-batches of a pipeline trace are small
 // numbers counted from 0, so posts sit in a table indexed by them (a million-event trace is
-// matched in one pass over memory in order); any key outside that goes to a hash map.
+// matched in one pass over memory in order); any key outside that, or beyond a table of a few
+// slots per event (a trace of odd numbers must not make it huge), goes to a hash map.
 class PostTimes {
  public:
-  explicit PostTimes(std::size_t events) : max_micro_batch_(static_cast<int>(std::min<std::size_t>(events, 1 << 24))) {}
+  explicit PostTimes(std::size_t events)
+      : max_micro_batch_(static_cast<int>(std::min<std::size_t>(events, 1 << 24))), slot_budget_(4 * events + 1024) {}
 
   // The first post of a key counts.
   void add(const TransferKey& k, double posted_us) {
-    if (in_table(k)) {
+    if (in_table(k) && fits(k)) {
       const auto row = row_of(k);
-      if (row >= rows_.size()) rows_.resize(row + 1);
+      if (row >= rows_.size()) {
+        slots_used_ += row + 1 - rows_.size();
+        rows_.resize(row + 1);
+      }
       auto& slots = rows_[row];
-      if (static_cast<std::size_t>(k.micro_batch) >= slots.size()) slots.resize(static_cast<std::size_t>(k.micro_batch) + 1);
+      if (static_cast<std::size_t>(k.micro_batch) >= slots.size()) {
+        slots_used_ += static_cast<std::size_t>(k.micro_batch) + 1 - slots.size();
+        slots.resize(static_cast<std::size_t>(k.micro_batch) + 1);
+      }
       Slot& slot = slots[static_cast<std::size_t>(k.micro_batch)];
       if (!slot.set) {
         slot = {posted_us, k.from_rank, k.to_rank, true};
@@ -83,11 +91,20 @@ class PostTimes {
   bool in_table(const TransferKey& k) const {
     return k.to_stage >= 0 && k.to_stage < kMaxTableStage && k.micro_batch >= 0 && k.micro_batch <= max_micro_batch_;
   }
+  // Whether the key's slot exists or can be made within the budget.
+  bool fits(const TransferKey& k) const {
+    const auto row = row_of(k);
+    const std::size_t have = row < rows_.size() ? rows_[row].size() : 0;
+    const std::size_t need = static_cast<std::size_t>(k.micro_batch) + 1;
+    return need <= have || slots_used_ + (need - have) + (row >= rows_.size() ? row + 1 - rows_.size() : 0) <= slot_budget_;
+  }
   static std::size_t row_of(const TransferKey& k) {
     return static_cast<std::size_t>(k.to_stage) * 2 + (k.direction == 'F' ? 0 : 1);
   }
 
   int max_micro_batch_;  // a micro-batch number beyond the event count cannot be a dense one
+  std::size_t slot_budget_;
+  std::size_t slots_used_ = 0;  // rows count as slots too: an empty row costs a vector
   std::vector<std::vector<Slot>> rows_;
   std::unordered_map<TransferKey, double, TransferKeyHash> sparse_;
 };
