@@ -631,13 +631,14 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
 
   // A receive posted after its data must have arrived costs the program only its own work; more
   // when its rank's own message to the sender was still undelivered (both ways at once).
+  Samples all_late_recvs, all_late_recvs_both_ways;
   const std::vector<char> against_traffic = receives_against_traffic(c.transfers);
   for (std::size_t i = 0; i < c.transfers.size(); ++i) {
     const auto& t = c.transfers[i];
     const double arrival_us = t.send_start_us + (p.transfer.latency_s + t.bytes / p.transfer.bandwidth_bytes_per_s) * 1e6;
     if (t.recv->ts_us >= arrival_us)
-      c.times_s[{t.recv->stage, against_traffic[i] ? "RECV_LATE_BOTH_WAYS" : "RECV_LATE"}].push_back(
-          {t.recv->dur_us * 1e-6, t.source, t.recv->rank, t.recv->micro_batch});
+      (against_traffic[i] ? all_late_recvs_both_ways : all_late_recvs)
+          .push_back({t.recv->dur_us * 1e-6, t.source, t.recv->rank, t.recv->micro_batch});
   }
 
   // A send's own program time: its span less the overhead of the instruction before it and
@@ -647,13 +648,9 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
       span.value = std::max(0.0, span.value - 2 * p.instruction_overhead_s);
       c.times_s[{stage, "SEND"}].push_back(span);
     }
-  Samples all_sends, all_late_recvs, all_late_recvs_both_ways;
-  for (const auto& [key, samples] : c.times_s) {
+  Samples all_sends;
+  for (const auto& [key, samples] : c.times_s)
     if (key.second == "SEND") all_sends.insert(all_sends.end(), samples.begin(), samples.end());
-    if (key.second == "RECV_LATE") all_late_recvs.insert(all_late_recvs.end(), samples.begin(), samples.end());
-    if (key.second == "RECV_LATE_BOTH_WAYS")
-      all_late_recvs_both_ways.insert(all_late_recvs_both_ways.end(), samples.begin(), samples.end());
-  }
   // Posting a send and taking a receive whose data is already there are the transport's work
   // per message, not a stage's: one estimate from every stage's transfers. Their durations have
   // long tails (a rank that blocks can lose its core for a scheduler tick), and a stage that

@@ -249,15 +249,16 @@ void MainWindow::refresh_summary() {
             r.stolen_fraction_measured > traces::kDisturbedStolenFraction ? "disturbed" : "");
     // What a receive costs when its data was sent before it (the transport's own work) and
     // what a message took when the receive waited for it: where a communication model is off.
-    const auto& rp = c.receives_predicted;
-    const auto& rm = c.receives_measured;
-    if (rp.ready > 0 || rm.ready > 0)
-      add("receive, data sent before (mean)", rp.ready ? duration(rp.ready_mean_us()) : "", rm.ready ? duration(rm.ready_mean_us()) : "",
-          rp.ready && rm.ready ? percent((rp.ready_mean_us() - rm.ready_mean_us()) / rm.ready_mean_us()) : "");
-    if (rp.waited > 0 || rm.waited > 0)
-      add("receive that waited, send to data (mean)", rp.waited ? duration(rp.waited_mean_us()) : "",
-          rm.waited ? duration(rm.waited_mean_us()) : "",
-          rp.waited && rm.waited ? percent((rp.waited_mean_us() - rm.waited_mean_us()) / rm.waited_mean_us()) : "");
+    // A mean is NaN where a side has no such receive: the cell stays empty.
+    auto add_means = [&](const QString& what, double predicted_us, double measured_us) {
+      if (std::isnan(predicted_us) && std::isnan(measured_us)) return;
+      add(what, std::isnan(predicted_us) ? QString() : duration(predicted_us),
+          std::isnan(measured_us) ? QString() : duration(measured_us),
+          std::isnan(predicted_us) || std::isnan(measured_us) ? QString() : percent((predicted_us - measured_us) / measured_us));
+    };
+    add_means("receive, data sent before (mean)", c.receives_predicted.ready_mean_us(), c.receives_measured.ready_mean_us());
+    add_means("receive that waited, send to data (mean)", c.receives_predicted.waited_mean_us(),
+              c.receives_measured.waited_mean_us());
   } else {
     const auto& t = model_->trace(0);
     add("iteration time", duration(traces::iteration_time_us(t)));
