@@ -53,17 +53,10 @@ std::int32_t CompiledSchedule::rank_of_instruction(std::int32_t index) const {
   return static_cast<std::int32_t>(it - rank_begin.begin()) - 1;
 }
 
-CompiledSchedule compile(const Schedule& input) {
-  if (std::optional<std::string> shape = shape_problem(input)) throw ScheduleError(input.name + ": " + *shape);
-  if (!has_p2p(input) && crosses_ranks(input)) {
-    Schedule lowered = input;
-    add_send_recv(lowered);
-    return compile(ScheduleIndex(lowered));
-  }
-  return compile(ScheduleIndex(input));
-}
+namespace {
 
-CompiledSchedule compile(const ScheduleIndex& index) {
+// compile() of an index, all but step_of, which the caller copies or moves from the index.
+CompiledSchedule compile_index(const ScheduleIndex& index) {
   const Schedule& schedule = *index.schedule;
   const int num_stages = schedule.num_stages;
   const int num_mb = std::max(schedule.num_micro_batches, 1);
@@ -74,9 +67,8 @@ CompiledSchedule compile(const ScheduleIndex& index) {
   out.num_stages = num_stages;
   out.num_micro_batches = schedule.num_micro_batches;
   out.stage_to_rank = schedule.stage_to_rank;
-  out.instructions.resize(index.size());
+  out.instructions.reserve(index.size());
   out.rank_begin.assign(index.rank_begin.begin(), index.rank_begin.end());
-  out.step_of = index.step_of;
 
   // Per (stage, micro-batch): forward / backward-for-input done so far on its own rank.
   std::vector<char> forward_seen(static_cast<std::size_t>(num_stages) * num_mb, 0);
@@ -124,7 +116,7 @@ CompiledSchedule compile(const ScheduleIndex& index) {
         default:
           break;
       }
-      CompiledInstruction& ci = out.instructions[v];
+      CompiledInstruction ci;
       ci.op = instr.op;
       ci.stage = s;
       ci.micro_batch = mb;
@@ -139,6 +131,7 @@ CompiledSchedule compile(const ScheduleIndex& index) {
         else
           recvs[channel_of(grad, peer, s)].push_back(v);
       }
+      out.instructions.push_back(ci);
     }
   }
 
@@ -176,6 +169,30 @@ CompiledSchedule compile(const ScheduleIndex& index) {
     const std::size_t matched = it == sends.end() ? 0 : it->second.size();
     if (matched < recv_list.size()) throw ScheduleError(describe(recv_list[matched]) + ": no matching send");
   }
+  return out;
+}
+
+}  // namespace
+
+CompiledSchedule compile(const Schedule& input) {
+  if (std::optional<std::string> shape = shape_problem(input)) throw ScheduleError(input.name + ": " + *shape);
+  if (!has_p2p(input) && crosses_ranks(input)) {
+    Schedule lowered = input;
+    add_send_recv(lowered);
+    return compile(ScheduleIndex(lowered));
+  }
+  return compile(ScheduleIndex(input));
+}
+
+CompiledSchedule compile(const ScheduleIndex& index) {
+  CompiledSchedule out = compile_index(index);
+  out.step_of = index.step_of;
+  return out;
+}
+
+CompiledSchedule compile(ScheduleIndex&& index) {
+  CompiledSchedule out = compile_index(index);
+  out.step_of = std::move(index.step_of);
   return out;
 }
 

@@ -11,5 +11,7 @@ namespace pipescope::sim {
 // of a compute-only schedule): the index's schedule must have a valid shape (shape_problem)
 // and, if its stages cross ranks, its sends and receives.
 CompiledSchedule compile(const ScheduleIndex& index);
+// The same, taking over the tables of an index that is no longer needed.
+CompiledSchedule compile(ScheduleIndex&& index);
 
 }  // namespace pipescope::sim
