@@ -79,6 +79,19 @@ CompiledSchedule compile_index(const ScheduleIndex& index) {
   };
 
   std::unordered_map<Channel, std::vector<std::int32_t>> sends, recvs;
+  // The lists of the channels between neighbouring stages, found by position instead of by
+  // hash after their first use (map values stay in place; the maps see the same insertions).
+  // Per (stage, is gradient, peer is the next stage, is send).
+  std::vector<std::vector<std::int32_t>*> neighbour_list(static_cast<std::size_t>(num_stages) * 8, nullptr);
+  auto list_of = [&](bool send, bool grad, int stage, int peer) -> std::vector<std::int32_t>& {
+    auto& map = send ? sends : recvs;
+    const Channel channel = send ? channel_of(grad, stage, peer) : channel_of(grad, peer, stage);
+    if (peer != stage - 1 && peer != stage + 1) return map[channel];
+    std::vector<std::int32_t>*& cached =
+        neighbour_list[static_cast<std::size_t>(stage) * 8 + grad * 4 + (peer > stage) * 2 + send];
+    if (!cached) cached = &map[channel];
+    return *cached;
+  };
   for (int rank = 0; rank < schedule.num_ranks; ++rank) {
     for (Vertex v = index.rank_begin[rank]; v < index.rank_begin[rank + 1]; ++v) {
       const IndexedInstruction& instr = index.node[v];
@@ -126,10 +139,7 @@ CompiledSchedule compile_index(const ScheduleIndex& index) {
           throw ScheduleError(where() + ": peer stage " + std::to_string(resolved_peer_stage(index.instruction(v))) +
                               " does not exist");
         const bool grad = instr.op == Op::SendGrad || instr.op == Op::RecvGrad;
-        if (is_send_op(instr.op))
-          sends[channel_of(grad, s, peer)].push_back(v);
-        else
-          recvs[channel_of(grad, peer, s)].push_back(v);
+        list_of(is_send_op(instr.op), grad, s, peer).push_back(v);
       }
       out.instructions.push_back(ci);
     }
