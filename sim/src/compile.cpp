@@ -1,6 +1,9 @@
-// Flattens a Schedule into the simulator's arrays: one pass over the programs, sends matched
-// to receives in order per channel (SPEC.md section 3), same-rank dependencies checked once
-// so that the event loop never has to.
+// Turns the core's schedule index into the simulator's arrays: the index numbers the
+// instructions (as it does for the validator); compile adds what only the event loop needs:
+// sends matched to receives in order per channel (SPEC.md section 3), transfers and links, and
+// same-rank dependencies checked once so that the event loop never has to.
+#include "compile.hpp"
+
 #include <algorithm>
 #include <map>
 #include <string>
@@ -8,7 +11,6 @@
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/passes.hpp"
-#include "pipescope/sim/simulator.hpp"
 
 namespace pipescope::sim {
 namespace {
@@ -44,21 +46,6 @@ constexpr bool is_p2p_op(Op op) {
   return op == Op::SendActivation || op == Op::SendGrad || op == Op::RecvActivation || op == Op::RecvGrad;
 }
 
-void check_shape(const Schedule& schedule) {
-  const std::string& name = schedule.name;
-  if (schedule.num_ranks < 1) throw ScheduleError(name + ": a schedule needs at least one rank");
-  if (static_cast<int>(schedule.programs.size()) != schedule.num_ranks)
-    throw ScheduleError(name + ": " + std::to_string(schedule.programs.size()) + " programs for " +
-                        std::to_string(schedule.num_ranks) + " ranks");
-  if (static_cast<int>(schedule.stage_to_rank.size()) != schedule.num_stages)
-    throw ScheduleError(name + ": stage_to_rank has " + std::to_string(schedule.stage_to_rank.size()) +
-                        " entries for " + std::to_string(schedule.num_stages) + " stages");
-  for (int s = 0; s < schedule.num_stages; ++s)
-    if (schedule.stage_to_rank[s] < 0 || schedule.stage_to_rank[s] >= schedule.num_ranks)
-      throw ScheduleError(name + ": stage " + std::to_string(s) + " is placed on rank " +
-                          std::to_string(schedule.stage_to_rank[s]) + ", which does not exist");
-}
-
 }  // namespace
 
 std::int32_t CompiledSchedule::rank_of_instruction(std::int32_t index) const {
@@ -66,14 +53,11 @@ std::int32_t CompiledSchedule::rank_of_instruction(std::int32_t index) const {
   return static_cast<std::int32_t>(it - rank_begin.begin()) - 1;
 }
 
-CompiledSchedule compile(const Schedule& input) {
-  check_shape(input);
-  if (!has_p2p(input) && crosses_ranks(input)) {
-    Schedule lowered = input;
-    add_send_recv(lowered);
-    return compile(lowered);
-  }
-  const Schedule& schedule = input;
+namespace {
+
+// compile() of an index, all but step_of, which the caller copies or moves from the index.
+CompiledSchedule compile_index(const ScheduleIndex& index) {
+  const Schedule& schedule = *index.schedule;
   const int num_stages = schedule.num_stages;
   const int num_mb = std::max(schedule.num_micro_batches, 1);
 
@@ -83,9 +67,8 @@ CompiledSchedule compile(const Schedule& input) {
   out.num_stages = num_stages;
   out.num_micro_batches = schedule.num_micro_batches;
   out.stage_to_rank = schedule.stage_to_rank;
-  out.instructions.reserve(schedule.instruction_count());
-  out.step_of.reserve(schedule.instruction_count());
-  out.rank_begin.reserve(schedule.num_ranks + 1);
+  out.instructions.reserve(index.size());
+  out.rank_begin.assign(index.rank_begin.begin(), index.rank_begin.end());
 
   // Per (stage, micro-batch): forward / backward-for-input done so far on its own rank.
   std::vector<char> forward_seen(static_cast<std::size_t>(num_stages) * num_mb, 0);
@@ -96,73 +79,73 @@ CompiledSchedule compile(const Schedule& input) {
   };
 
   std::unordered_map<Channel, std::vector<std::int32_t>> sends, recvs;
+  // The lists of the channels between neighbouring stages, found by position instead of by
+  // hash after their first use (map values stay in place; the maps see the same insertions).
+  // Per (stage, is gradient, peer is the next stage, is send).
+  std::vector<std::vector<std::int32_t>*> neighbour_list(static_cast<std::size_t>(num_stages) * 8, nullptr);
+  auto list_of = [&](bool send, bool grad, int stage, int peer) -> std::vector<std::int32_t>& {
+    auto& map = send ? sends : recvs;
+    const Channel channel = send ? channel_of(grad, stage, peer) : channel_of(grad, peer, stage);
+    if (peer != stage - 1 && peer != stage + 1) return map[channel];
+    std::vector<std::int32_t>*& cached =
+        neighbour_list[static_cast<std::size_t>(stage) * 8 + grad * 4 + (peer > stage) * 2 + send];
+    if (!cached) cached = &map[channel];
+    return *cached;
+  };
   for (int rank = 0; rank < schedule.num_ranks; ++rank) {
-    out.rank_begin.push_back(static_cast<std::int32_t>(out.instructions.size()));
-    const Program& program = schedule.programs[rank];
-    for (int step = 0; step < static_cast<int>(program.size()); ++step) {
-      for (const Instruction& instr : program[step]) {
-        if (instr.stage < 0 || instr.stage >= num_stages)
-          throw ScheduleError(place(rank, step, instr) + ": stage " + std::to_string(instr.stage) +
-                              " does not exist (" + std::to_string(num_stages) + " stages)");
-        if (schedule.stage_to_rank[instr.stage] != rank)
-          throw ScheduleError(place(rank, step, instr) + ": stage " + std::to_string(instr.stage) +
-                              " is held by rank " + std::to_string(schedule.stage_to_rank[instr.stage]));
-        if (needs_micro_batch(instr.op) && (instr.micro_batch < 0 || instr.micro_batch >= num_mb))
-          throw ScheduleError(place(rank, step, instr) + ": micro-batch out of range (" +
-                              std::to_string(schedule.num_micro_batches) + " micro-batches)");
-        const int s = instr.stage;
-        const int mb = instr.micro_batch;
-        switch (instr.op) {
-          case Op::ForwardPass:
-            if (same_rank(s, s - 1) && !forward_seen[slot(s - 1, mb)])
-              throw ScheduleError(place(rank, step, instr) + ": its input, the forward of stage " +
-                                  std::to_string(s - 1) + ", comes later on the same rank");
-            forward_seen[slot(s, mb)] = 1;
-            break;
-          case Op::BackwardPass:
-          case Op::BackwardInput:
-            if (!forward_seen[slot(s, mb)])
-              throw ScheduleError(place(rank, step, instr) + ": its forward comes later on the same rank");
-            if (same_rank(s, s + 1) && !backward_seen[slot(s + 1, mb)])
-              throw ScheduleError(place(rank, step, instr) + ": its gradient, the backward of stage " +
-                                  std::to_string(s + 1) + ", comes later on the same rank");
-            backward_seen[slot(s, mb)] = 1;
-            break;
-          case Op::BackwardWeight:
-            if (!backward_seen[slot(s, mb)])
-              throw ScheduleError(place(rank, step, instr) + ": its BackwardInput comes later on the same rank");
-            break;
-          default:
-            break;
-        }
-        CompiledInstruction ci;
-        ci.op = instr.op;
-        ci.stage = s;
-        ci.micro_batch = instr.micro_batch;
-        const auto index = static_cast<std::int32_t>(out.instructions.size());
-        if (is_p2p_op(instr.op)) {
-          const int peer = resolved_peer_stage(instr);
-          if (peer < 0 || peer >= num_stages)
-            throw ScheduleError(place(rank, step, instr) + ": peer stage " + std::to_string(peer) + " does not exist");
-          const bool grad = instr.op == Op::SendGrad || instr.op == Op::RecvGrad;
-          if (is_send_op(instr.op))
-            sends[channel_of(grad, s, peer)].push_back(index);
-          else
-            recvs[channel_of(grad, peer, s)].push_back(index);
-        }
-        out.instructions.push_back(ci);
-        out.step_of.push_back(step);
+    for (Vertex v = index.rank_begin[rank]; v < index.rank_begin[rank + 1]; ++v) {
+      const IndexedInstruction& instr = index.node[v];
+      auto where = [&] { return place(rank, index.step_of[v], index.instruction(v)); };
+      if (instr.stage < 0 || instr.stage >= num_stages)
+        throw ScheduleError(where() + ": stage " + std::to_string(instr.stage) + " does not exist (" +
+                            std::to_string(num_stages) + " stages)");
+      if (schedule.stage_to_rank[instr.stage] != rank)
+        throw ScheduleError(where() + ": stage " + std::to_string(instr.stage) + " is held by rank " +
+                            std::to_string(schedule.stage_to_rank[instr.stage]));
+      if (needs_micro_batch(instr.op) && (instr.micro_batch < 0 || instr.micro_batch >= num_mb))
+        throw ScheduleError(where() + ": micro-batch out of range (" + std::to_string(schedule.num_micro_batches) +
+                            " micro-batches)");
+      const int s = instr.stage;
+      const int mb = instr.micro_batch;
+      switch (instr.op) {
+        case Op::ForwardPass:
+          if (same_rank(s, s - 1) && !forward_seen[slot(s - 1, mb)])
+            throw ScheduleError(where() + ": its input, the forward of stage " + std::to_string(s - 1) +
+                                ", comes later on the same rank");
+          forward_seen[slot(s, mb)] = 1;
+          break;
+        case Op::BackwardPass:
+        case Op::BackwardInput:
+          if (!forward_seen[slot(s, mb)]) throw ScheduleError(where() + ": its forward comes later on the same rank");
+          if (same_rank(s, s + 1) && !backward_seen[slot(s + 1, mb)])
+            throw ScheduleError(where() + ": its gradient, the backward of stage " + std::to_string(s + 1) +
+                                ", comes later on the same rank");
+          backward_seen[slot(s, mb)] = 1;
+          break;
+        case Op::BackwardWeight:
+          if (!backward_seen[slot(s, mb)])
+            throw ScheduleError(where() + ": its BackwardInput comes later on the same rank");
+          break;
+        default:
+          break;
       }
+      CompiledInstruction ci;
+      ci.op = instr.op;
+      ci.stage = s;
+      ci.micro_batch = mb;
+      if (is_p2p_op(instr.op)) {
+        const int peer = instr.peer;
+        if (peer < 0 || peer >= num_stages)
+          throw ScheduleError(where() + ": peer stage " + std::to_string(resolved_peer_stage(index.instruction(v))) +
+                              " does not exist");
+        const bool grad = instr.op == Op::SendGrad || instr.op == Op::RecvGrad;
+        list_of(is_send_op(instr.op), grad, s, peer).push_back(v);
+      }
+      out.instructions.push_back(ci);
     }
   }
-  out.rank_begin.push_back(static_cast<std::int32_t>(out.instructions.size()));
 
-  auto describe = [&](std::int32_t index) {
-    const int rank = out.rank_of_instruction(index);
-    const CompiledInstruction& ci = out.instructions[index];
-    Instruction instr{ci.op, ci.stage, ci.micro_batch};
-    return place(rank, out.step_of[index], instr);
-  };
+  auto describe = [&](std::int32_t v) { return place(index.rank_of(v), index.step_of[v], index.instruction(v)); };
 
   std::map<std::pair<int, int>, std::int32_t> link_ids;
   for (const auto& [channel, send_list] : sends) {
@@ -196,6 +179,30 @@ CompiledSchedule compile(const Schedule& input) {
     const std::size_t matched = it == sends.end() ? 0 : it->second.size();
     if (matched < recv_list.size()) throw ScheduleError(describe(recv_list[matched]) + ": no matching send");
   }
+  return out;
+}
+
+}  // namespace
+
+CompiledSchedule compile(const Schedule& input) {
+  if (std::optional<std::string> shape = shape_problem(input)) throw ScheduleError(input.name + ": " + *shape);
+  if (!has_p2p(input) && crosses_ranks(input)) {
+    Schedule lowered = input;
+    add_send_recv(lowered);
+    return compile(ScheduleIndex(lowered));
+  }
+  return compile(ScheduleIndex(input));
+}
+
+CompiledSchedule compile(const ScheduleIndex& index) {
+  CompiledSchedule out = compile_index(index);
+  out.step_of = index.step_of;
+  return out;
+}
+
+CompiledSchedule compile(ScheduleIndex&& index) {
+  CompiledSchedule out = compile_index(index);
+  out.step_of = std::move(index.step_of);
   return out;
 }
 

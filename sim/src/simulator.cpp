@@ -12,6 +12,7 @@
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/sim/simulator.hpp"
+#include "pipescope/traces/bubble.hpp"
 
 namespace pipescope::sim {
 namespace {
@@ -171,7 +172,6 @@ void Engine::run_rank(std::int32_t rank, double now) {
     double duration = 0;
     std::int64_t delta = 0;
     traces::Lane lane = traces::Lane::Compute;
-    bool busy = true;
     switch (ci.op) {
       case Op::ForwardPass: duration = cost.f_s; delta = cost.f_mem_bytes; break;
       // Micro-batch 0's weight gradient becomes the gradient sum: nothing to add it to.
@@ -184,9 +184,9 @@ void Engine::run_rank(std::int32_t rank, double now) {
         duration = cost.w_s - (ci.micro_batch == 0 ? cost.grad_accumulate_s : 0.0);
         delta = cost.w_mem_bytes;
         break;
-      case Op::LoadMicroBatch: duration = cost.load_s; busy = false; break;
-      case Op::ReduceGrads: duration = cost.reduce_grads_s; lane = traces::Lane::Collective; busy = false; break;
-      case Op::ReduceTiedGrads: duration = cost.reduce_tied_s; lane = traces::Lane::Collective; busy = false; break;
+      case Op::LoadMicroBatch: duration = cost.load_s; break;
+      case Op::ReduceGrads: duration = cost.reduce_grads_s; lane = traces::Lane::Collective; break;
+      case Op::ReduceTiedGrads: duration = cost.reduce_tied_s; lane = traces::Lane::Collective; break;
       case Op::OptimizerStep: duration = cost.optimizer_s; lane = traces::Lane::Collective; break;
       case Op::SendActivation:
       case Op::SendGrad:
@@ -294,7 +294,7 @@ void Engine::run_rank(std::int32_t rank, double now) {
     if (options_.build_trace)
       add_event(rank, lane, ci, event_start, end, lane == traces::Lane::Compute ? "compute" : "collective");
     if (delta < 0) change_memory(rank, delta, end);
-    if (busy) r.busy_s += duration;
+    if (traces::counts_as_busy(lane)) r.busy_s += duration;
     if (is_compute_op(ci.op)) {
       if (r.first_compute_s < 0) r.first_compute_s = now;
       r.last_compute_end_s = end;
@@ -522,7 +522,7 @@ SimResult Engine::run() {
     RankSummary rs;
     rs.rank = rank;
     rs.busy_s = r.busy_s;
-    rs.bubble_fraction = iteration > 0 ? (iteration - r.busy_s) / iteration : 0.0;
+    rs.bubble_fraction = traces::bubble_fraction_of(r.busy_s, iteration);
     rs.peak_memory_bytes = r.peak_bytes;
     if (r.first_compute_s >= 0) rs.internal_idle_s = std::max(0.0, r.last_compute_end_s - r.first_compute_s - r.compute_s);
     bubble_sum += rs.bubble_fraction;

@@ -258,3 +258,37 @@ TEST_CASE("rows of many blocks get a coarser summary used when zoomed far out", 
   small.set_traces(predicted, measured);
   for (const Row& row : small.rows()) REQUIRE(row.summary == nullptr);
 }
+
+TEST_CASE("the viewer's bubble is traces/bubble.hpp's: loads busy, the optimizer not", "[model]") {
+  // Rank 0: LOAD [0,5], F [5,15], B [30,50] on the compute lane, OPTIMIZER [50,60] on the
+  // collectives lane: busy 35 of 60 us, bubble 25/60. Rank 1: F [20,30], B [30,50] and the
+  // optimizer: busy 30, bubble 0.5. compare_traces says the same.
+  Trace t;
+  t.meta.source = "predicted";
+  t.meta.num_ranks = 2;
+  auto add = [&](int rank, Lane lane, const char* name, double start, double end) {
+    TraceEvent e;
+    e.rank = rank;
+    e.lane = static_cast<int>(lane);
+    e.name = name;
+    e.stage = rank;
+    e.micro_batch = 0;
+    e.ts_us = start;
+    e.dur_us = end - start;
+    t.events.push_back(e);
+  };
+  add(0, Lane::Compute, "LOAD", 0, 5);
+  add(0, Lane::Compute, "F", 5, 15);
+  add(0, Lane::Compute, "B", 30, 50);
+  add(0, Lane::Collective, "OPTIMIZER", 50, 60);
+  add(1, Lane::Compute, "F", 20, 30);
+  add(1, Lane::Compute, "B", 30, 50);
+  add(1, Lane::Collective, "OPTIMIZER", 50, 60);
+  TimelineModel model;
+  model.set_traces(t, t);
+  CHECK(model.bubble_fraction(0, 0) == Approx(25.0 / 60));
+  CHECK(model.bubble_fraction(0, 1) == Approx(0.5));
+  REQUIRE(model.comparison().has_value());
+  CHECK(model.bubble_fraction(1, 0) == Approx(model.comparison()->ranks[0].bubble_fraction_measured));
+  CHECK(model.bubble_fraction(0, 1) == Approx(model.comparison()->ranks[1].bubble_fraction_predicted));
+}

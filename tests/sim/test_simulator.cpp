@@ -437,3 +437,30 @@ TEST_CASE("the tied-gradient reduction waits for both ends of the pipeline") {
   CHECK(event(synced, 1, "OPTIMIZER").second == Approx(11.85));
   CHECK(event(synced, 0, "REDUCE_TIED").second == Approx(11.7));
 }
+
+// One bubble for every tool (traces/bubble.hpp): DeepSpeed's TrainSchedule on 2 ranks x 4
+// micro-batches (F 1, B + W 2, c 0.1 s), with loads (0.5 s, 4 on each rank) and a synchronized
+// optimizer step (0.75 s) costing time. Loads occupy the compute lane and count as busy, the
+// optimizer does not: each rank is busy 4 x 1 + 4 x 2 + 4 x 0.5 = 14 s, and the summary's
+// bubble, rank by rank and on average, is the one compare reads from the predicted trace.
+TEST_CASE("the summary's bubble is the trace's when loads and the optimizer cost time") {
+  ScheduleParams params;
+  params.num_ranks = 2;
+  params.num_micro_batches = 4;
+  const Schedule schedule = make_schedule("deepspeed-train", params);
+  CostModel costs = CostModel::uniform(1, 1, 1, 0.1);
+  for (StageCost& s : costs.stages) {
+    s.load_s = 0.5;
+    s.optimizer_s = 0.75;
+  }
+  costs.optimizer_sync = true;
+  const SimResult result = simulate(schedule, costs);
+  const double iteration_us = traces::iteration_time_us(result.trace);
+  REQUIRE(iteration_us == Approx(result.summary.iteration_time_s * 1e6));
+  for (const RankSummary& r : result.summary.ranks) {
+    CHECK(r.busy_s == Approx(14));
+    CHECK(r.bubble_fraction == Approx(traces::bubble_fraction(result.trace, r.rank, iteration_us)));
+  }
+  const traces::Comparison c = traces::compare_traces(result.trace, result.trace);
+  CHECK(result.summary.bubble_fraction == Approx(c.bubble_fraction_predicted));
+}

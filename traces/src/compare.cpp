@@ -1,5 +1,7 @@
 #include "pipescope/traces/compare.hpp"
 
+#include "pipescope/traces/bubble.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -91,18 +93,7 @@ double event_span_us(const Trace& trace) {
 }
 
 double bubble_fraction(const Trace& trace, int rank, double iteration_us) {
-  if (iteration_us <= 0) return 0;
-  std::vector<TimeRange> busy;
-  for (const auto& e : trace.events)
-    if (e.rank == rank && e.lane == static_cast<int>(Lane::Compute)) busy.push_back(e.range());
-  std::sort(busy.begin(), busy.end(), [](const TimeRange& a, const TimeRange& b) { return a.start_us < b.start_us; });
-  double busy_us = 0, covered_until = -std::numeric_limits<double>::infinity();
-  for (const auto& r : busy) {
-    const double from = std::max(r.start_us, covered_until);
-    if (r.end_us > from) busy_us += r.end_us - from;
-    covered_until = std::max(covered_until, r.end_us);
-  }
-  return std::clamp(1.0 - busy_us / iteration_us, 0.0, 1.0);
+  return bubble_fraction_of(busy_time_us(trace, rank), iteration_us);
 }
 
 double stolen_time_fraction(const Trace& trace, int rank) {

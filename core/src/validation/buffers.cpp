@@ -131,8 +131,8 @@ Problem check_single_id_per_pair(const FlatSchedule& flat, const Slots& slots, b
       while (!(flat.node[next_use].stage == in.stage && flat.node[next_use].micro_batch == displaced &&
                flat.node[next_use].buffer == in.buffer && per_micro_batch(flat.node[next_use].op)))
         ++next_use;
-      return flat.problem_at(v, "overwrites buffer " + num(in.buffer) + " of stage " + num(in.stage) + " while it still holds micro-batch " +
-                                    num(displaced) + " (used again by " + flat.short_name(next_use) + ")");
+      return problem_at(flat, v, "overwrites buffer " + num(in.buffer) + " of stage " + num(in.stage) + " while it still holds micro-batch " +
+                                     num(displaced) + " (used again by " + flat.short_name(next_use) + ")");
     }
     held = static_cast<long long>(pair);
   }
@@ -177,9 +177,9 @@ Problem check_buffers(const FlatSchedule& flat) {
       // The micro-batch is back in a slot that another one took over in between.
       const Node& in = flat.node[use.vertex];
       const Vertex intruder = uses[run_end[use.pair] + 1].vertex;
-      return flat.problem_at(intruder, "overwrites buffer " + num(in.buffer) + " of stage " + num(in.stage) +
-                                           " while it still holds micro-batch " + num(in.micro_batch) + " (used again by " +
-                                           flat.short_name(use.vertex) + ")");
+      return problem_at(flat, intruder, "overwrites buffer " + num(in.buffer) + " of stage " + num(in.stage) +
+                                            " while it still holds micro-batch " + num(in.micro_batch) + " (used again by " +
+                                            flat.short_name(use.vertex) + ")");
     }
     last_slot[use.pair] = static_cast<long long>(use.slot);
     run_end[use.pair] = k;

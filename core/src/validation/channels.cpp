@@ -97,9 +97,9 @@ Problem check_channels(const FlatSchedule& flat, std::vector<Vertex>& partner) {
       const int mb = sent[k].micro_batch;
       if (stamp[mb] == channel_number) {
         const Endpoint e = endpoint_of(flat.node[sent[k].vertex]);
-        return flat.problem_at(sent[k].vertex, "sends the " + std::string(e.kind == 0 ? "activation" : "gradient") + " of micro-batch " +
-                                                   num(mb) + " to stage " + num(e.to_stage) + " a second time (first at " +
-                                                   flat.short_name(first_send_of[mb]) + ")");
+        return problem_at(flat, sent[k].vertex, "sends the " + std::string(e.kind == 0 ? "activation" : "gradient") + " of micro-batch " +
+                                                    num(mb) + " to stage " + num(e.to_stage) + " a second time (first at " +
+                                                    flat.short_name(first_send_of[mb]) + ")");
       }
       stamp[mb] = channel_number;
       first_send_of[mb] = sent[k].vertex;
@@ -109,11 +109,11 @@ Problem check_channels(const FlatSchedule& flat, std::vector<Vertex>& partner) {
       const Transfer& recv = received[j + k];
       if (send.micro_batch != recv.micro_batch) {
         const Endpoint e = endpoint_of(flat.node[send.vertex]);
-        return flat.problem_at(recv.vertex, "receives micro-batch " + num(recv.micro_batch) + " as the " + ordinal(static_cast<long long>(k) + 1) +
-                                                " " + (e.kind == 0 ? "activation" : "gradient") + " from stage " + num(e.from_stage) +
-                                                ", but the " + ordinal(static_cast<long long>(k) + 1) + " one sent is micro-batch " +
-                                                num(send.micro_batch) + " (" + flat.short_name(send.vertex) +
-                                                "); sends and receives between two stages are matched in order");
+        return problem_at(flat, recv.vertex, "receives micro-batch " + num(recv.micro_batch) + " as the " + ordinal(static_cast<long long>(k) + 1) +
+                                                 " " + (e.kind == 0 ? "activation" : "gradient") + " from stage " + num(e.from_stage) +
+                                                 ", but the " + ordinal(static_cast<long long>(k) + 1) + " one sent is micro-batch " +
+                                                 num(send.micro_batch) + " (" + flat.short_name(send.vertex) +
+                                                 "); sends and receives between two stages are matched in order");
       }
       partner[send.vertex] = recv.vertex;
       partner[recv.vertex] = send.vertex;
@@ -122,14 +122,14 @@ Problem check_channels(const FlatSchedule& flat, std::vector<Vertex>& partner) {
       const Endpoint e = endpoint_of(flat.node[num_sends ? sent[i].vertex : received[j].vertex]);
       const std::string kind = e.kind == 0 ? "activation" : "gradient";
       if (num_sends > num_recvs)
-        return flat.problem_at(sent[i + num_recvs].vertex,
-                               "is never received: stage " + num(e.to_stage) + " (rank " + num(schedule.stage_to_rank[e.to_stage]) +
-                                   ") receives " + num(static_cast<long long>(num_recvs)) + " " + kind + "s from stage " +
-                                   num(e.from_stage) + ", this is the " + ordinal(static_cast<long long>(num_recvs) + 1) + " send");
-      return flat.problem_at(received[j + num_sends].vertex,
-                             "has no matching send: stage " + num(e.from_stage) + " (rank " + num(schedule.stage_to_rank[e.from_stage]) +
-                                 ") sends " + num(static_cast<long long>(num_sends)) + " " + kind + "s to stage " + num(e.to_stage) +
-                                 ", this is the " + ordinal(static_cast<long long>(num_sends) + 1) + " receive");
+        return problem_at(flat, sent[i + num_recvs].vertex,
+                                "is never received: stage " + num(e.to_stage) + " (rank " + num(schedule.stage_to_rank[e.to_stage]) +
+                                    ") receives " + num(static_cast<long long>(num_recvs)) + " " + kind + "s from stage " +
+                                    num(e.from_stage) + ", this is the " + ordinal(static_cast<long long>(num_recvs) + 1) + " send");
+      return problem_at(flat, received[j + num_sends].vertex,
+                              "has no matching send: stage " + num(e.from_stage) + " (rank " + num(schedule.stage_to_rank[e.from_stage]) +
+                                  ") sends " + num(static_cast<long long>(num_sends)) + " " + kind + "s to stage " + num(e.to_stage) +
+                                  ", this is the " + ordinal(static_cast<long long>(num_sends) + 1) + " receive");
     }
     i = send_end;
     j = recv_end;

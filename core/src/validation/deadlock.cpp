@@ -115,7 +115,7 @@ class DeadlockReporter {
       }
       chain += (i == 0 ? " " : ", which ") + links[i];
     }
-    return flat_.problem_at(waits.front(), "deadlock: " + chain);
+    return problem_at(flat_, waits.front(), "deadlock: " + chain);
   }
 
  private:

@@ -36,41 +36,28 @@ Problem check_peer(const FlatSchedule& flat, Vertex v, int rank) {
   const int peer = in.peer;
   if (peer < 0 || peer >= schedule.num_stages) {
     if (flat.instruction(v).peer_stage != kNone)
-      return flat.problem_at(v, "peer stage " + num(peer) + " out of range 0.." + num(schedule.num_stages - 1));
-    return flat.problem_at(v, std::string("the default peer (the ") +
-                                  ((in.op == Op::SendActivation || in.op == Op::RecvGrad) ? "next" : "previous") +
-                                  " stage) does not exist; stages are 0.." + num(schedule.num_stages - 1));
+      return problem_at(flat, v, "peer stage " + num(peer) + " out of range 0.." + num(schedule.num_stages - 1));
+    return problem_at(flat, v, std::string("the default peer (the ") +
+                                   ((in.op == Op::SendActivation || in.op == Op::RecvGrad) ? "next" : "previous") +
+                                   " stage) does not exist; stages are 0.." + num(schedule.num_stages - 1));
   }
   if (!peer_in_right_direction(in.op, in.stage, peer))
-    return flat.problem_at(v, "peer stage " + num(peer) + " is in the wrong direction: " + direction_text(in.op));
+    return problem_at(flat, v, "peer stage " + num(peer) + " is in the wrong direction: " + direction_text(in.op));
   if (schedule.stage_to_rank[peer] == rank)
-    return flat.problem_at(v, "stages " + num(std::min(in.stage, peer)) + " and " + num(std::max(in.stage, peer)) +
-                                  " are both on rank " + num(rank) +
-                                  "; the value stays in memory, no send or receive between them");
+    return problem_at(flat, v, "stages " + num(std::min(in.stage, peer)) + " and " + num(std::max(in.stage, peer)) +
+                                   " are both on rank " + num(rank) +
+                                   "; the value stays in memory, no send or receive between them");
   return std::nullopt;
 }
 
 }  // namespace
 
 Problem check_header(const Schedule& schedule) {
-  if (schedule.num_ranks < 1) return global_problem("num_ranks is " + num(schedule.num_ranks) + ", must be at least 1");
-  if (schedule.programs.size() != static_cast<std::size_t>(schedule.num_ranks))
-    return global_problem("num_ranks is " + num(schedule.num_ranks) + " but there are " +
-                          num(static_cast<long long>(schedule.programs.size())) + " programs");
-  if (schedule.num_stages < 1) return global_problem("num_stages is " + num(schedule.num_stages) + ", must be at least 1");
-  if (schedule.stage_to_rank.size() != static_cast<std::size_t>(schedule.num_stages))
-    return global_problem("num_stages is " + num(schedule.num_stages) + " but stage_to_rank has " +
-                          num(static_cast<long long>(schedule.stage_to_rank.size())) + " entries");
+  if (std::optional<std::string> shape = shape_problem(schedule)) return global_problem(*shape);
   if (schedule.num_micro_batches < 1)
     return global_problem("num_micro_batches is " + num(schedule.num_micro_batches) + ", must be at least 1");
   std::vector<bool> holds_stage(static_cast<std::size_t>(schedule.num_ranks), false);
-  for (int s = 0; s < schedule.num_stages; ++s) {
-    const int rank = schedule.stage_to_rank[s];
-    if (rank < 0 || rank >= schedule.num_ranks)
-      return global_problem("stage_to_rank[" + num(s) + "] is rank " + num(rank) + ", out of range 0.." +
-                            num(schedule.num_ranks - 1));
-    holds_stage[rank] = true;
-  }
+  for (const int rank : schedule.stage_to_rank) holds_stage[rank] = true;
   for (int r = 0; r < schedule.num_ranks; ++r)
     if (!holds_stage[r]) return global_problem("rank " + num(r) + " holds no stage (stage_to_rank never names it)", r);
   if (schedule.instruction_count() > static_cast<std::size_t>(std::numeric_limits<int>::max() / 2))
@@ -87,35 +74,35 @@ Problem check_instructions(const FlatSchedule& flat, bool training) {
     for (Vertex v = flat.rank_begin[r]; v < flat.rank_begin[r + 1]; ++v) {
       const Node& in = flat.node[v];
       if (static_cast<unsigned>(in.op) >= static_cast<unsigned>(kNumOps))
-        return flat.problem_at(v, "unknown op code " + num(static_cast<int>(in.op)));
+        return problem_at(flat, v, "unknown op code " + num(static_cast<int>(in.op)));
       if (in.stage < 0 || in.stage >= num_stages)
-        return flat.problem_at(v, "stage " + num(in.stage) + " out of range 0.." + num(num_stages - 1));
+        return problem_at(flat, v, "stage " + num(in.stage) + " out of range 0.." + num(num_stages - 1));
       if (schedule.stage_to_rank[in.stage] != rank)
-        return flat.problem_at(v, "stage " + num(in.stage) + " is held by rank " + num(schedule.stage_to_rank[in.stage]) +
-                                      ", not by this rank");
+        return problem_at(flat, v, "stage " + num(in.stage) + " is held by rank " + num(schedule.stage_to_rank[in.stage]) +
+                                       ", not by this rank");
       if (per_micro_batch(in.op)) {
-        if (in.micro_batch == kNone) return flat.problem_at(v, std::string(op_name(in.op)) + " needs a micro-batch");
+        if (in.micro_batch == kNone) return problem_at(flat, v, std::string(op_name(in.op)) + " needs a micro-batch");
         if (in.micro_batch < 0 || in.micro_batch >= schedule.num_micro_batches)
-          return flat.problem_at(v, "micro-batch " + num(in.micro_batch) + " out of range 0.." +
-                                        num(schedule.num_micro_batches - 1));
+          return problem_at(flat, v, "micro-batch " + num(in.micro_batch) + " out of range 0.." +
+                                         num(schedule.num_micro_batches - 1));
       } else if (in.micro_batch != kNone) {
-        return flat.problem_at(v, std::string(op_name(in.op)) + " works on the whole batch and takes no micro-batch");
+        return problem_at(flat, v, std::string(op_name(in.op)) + " works on the whole batch and takes no micro-batch");
       }
-      if (in.buffer < kNone) return flat.problem_at(v, "buffer " + num(in.buffer) + " is negative");
+      if (in.buffer < kNone) return problem_at(flat, v, "buffer " + num(in.buffer) + " is negative");
       if (!is_p2p(in.op)) {
         if (in.peer != kNone)
-          return flat.problem_at(v, "peer_stage " + num(in.peer) + " on " + std::string(op_name(in.op)) +
-                                        ", which is not a send or receive");
+          return problem_at(flat, v, "peer_stage " + num(in.peer) + " on " + std::string(op_name(in.op)) +
+                                         ", which is not a send or receive");
       } else if (Problem problem = check_peer(flat, v, rank)) {
         return problem;
       }
       if (in.op == Op::LoadMicroBatch && in.stage != 0 && in.stage != num_stages - 1)
-        return flat.problem_at(v, "LoadMicroBatch on stage " + num(in.stage) +
-                                      ", which is neither the first nor the last stage (inputs and labels are loaded there)");
+        return problem_at(flat, v, "LoadMicroBatch on stage " + num(in.stage) +
+                                       ", which is neither the first nor the last stage (inputs and labels are loaded there)");
       if (!training && (in.op == Op::SendGrad || in.op == Op::RecvGrad || in.op == Op::ReduceTiedGrads ||
                         in.op == Op::ReduceGrads || in.op == Op::OptimizerStep))
-        return flat.problem_at(v, std::string(op_name(in.op)) +
-                                      " in an inference schedule (no rank runs a backward pass)");
+        return problem_at(flat, v, std::string(op_name(in.op)) +
+                                       " in an inference schedule (no rank runs a backward pass)");
     }
   }
   return std::nullopt;

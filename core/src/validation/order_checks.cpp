@@ -63,7 +63,7 @@ class ProgramOrderChecker {
         if (backward_[p] == -1)
           return global_problem("rank " + num(rank) + ": " + what(s, mb) + " has no backward (BackwardPass or BackwardInput)", rank);
         if ((seen_[p] & kBackwardInput) && weight_[p] == -1)
-          return flat_.problem_at(backward_[p], "BackwardInput of " + what(s, mb) + " has no BackwardWeight");
+          return problem_at(flat_, backward_[p], "BackwardInput of " + what(s, mb) + " has no BackwardWeight");
       }
     }
     return std::nullopt;
@@ -83,8 +83,8 @@ class ProgramOrderChecker {
     switch (in.op) {
       case Op::LoadMicroBatch:
         if (seen & kLoaded)
-          return flat_.problem_at(v, "loads " + what(in.stage, in.micro_batch) + " a second time (first at " + at_step(load_[p]) + ")");
-        if (seen & kForward) return flat_.problem_at(v, "loads after the ForwardPass that needs it (" + at_step(forward_[p]) + ")");
+          return problem_at(flat_, v, "loads " + what(in.stage, in.micro_batch) + " a second time (first at " + at_step(load_[p]) + ")");
+        if (seen & kForward) return problem_at(flat_, v, "loads after the ForwardPass that needs it (" + at_step(forward_[p]) + ")");
         seen |= kLoaded;
         load_[p] = v;
         return std::nullopt;
@@ -93,32 +93,32 @@ class ProgramOrderChecker {
       case Op::BackwardInput: return visit_backward(v, in, p);
       case Op::BackwardWeight:
         if (seen & kWeight)
-          return flat_.problem_at(v, "second BackwardWeight of " + what(in.stage, in.micro_batch) + " (first at " + at_step(weight_[p]) + ")");
+          return problem_at(flat_, v, "second BackwardWeight of " + what(in.stage, in.micro_batch) + " (first at " + at_step(weight_[p]) + ")");
         if (seen & kBackwardFull)
-          return flat_.problem_at(v, what(in.stage, in.micro_batch) + " already ran a full BackwardPass (" + at_step(backward_[p]) +
-                                         "); a micro-batch runs either BackwardPass or BackwardInput + BackwardWeight");
+          return problem_at(flat_, v, what(in.stage, in.micro_batch) + " already ran a full BackwardPass (" + at_step(backward_[p]) +
+                                          "); a micro-batch runs either BackwardPass or BackwardInput + BackwardWeight");
         if (!(seen & kBackwardInput))
-          return flat_.problem_at(v, "BackwardWeight before the BackwardInput of " + what(in.stage, in.micro_batch));
+          return problem_at(flat_, v, "BackwardWeight before the BackwardInput of " + what(in.stage, in.micro_batch));
         seen |= kWeight;
         weight_[p] = v;
         ++backward_done_[in.stage];
         return std::nullopt;
       case Op::SendActivation:
         if (!(seen & kForward))
-          return flat_.problem_at(v, "sends the activation of " + what(in.stage, in.micro_batch) + " before its ForwardPass has computed it");
+          return problem_at(flat_, v, "sends the activation of " + what(in.stage, in.micro_batch) + " before its ForwardPass has computed it");
         return std::nullopt;
       case Op::SendGrad:
         if (!(seen & kAnyBackward))
-          return flat_.problem_at(v, "sends the input gradient of " + what(in.stage, in.micro_batch) + " before its backward has computed it");
+          return problem_at(flat_, v, "sends the input gradient of " + what(in.stage, in.micro_batch) + " before its backward has computed it");
         return std::nullopt;
       case Op::RecvActivation:
         if (seen & kForward)
-          return flat_.problem_at(v, "receives after the ForwardPass that consumes it (" + at_step(forward_[p]) + ")");
+          return problem_at(flat_, v, "receives after the ForwardPass that consumes it (" + at_step(forward_[p]) + ")");
         if (in.peer == in.stage - 1) seen |= kActivationFromPrevious;
         return std::nullopt;
       case Op::RecvGrad:
         if (seen & kAnyBackward)
-          return flat_.problem_at(v, "receives after the backward that consumes it (" + at_step(backward_[p]) + ")");
+          return problem_at(flat_, v, "receives after the backward that consumes it (" + at_step(backward_[p]) + ")");
         if (in.peer == in.stage + 1) seen |= kGradFromNext;
         return std::nullopt;
       default: return std::nullopt;
@@ -128,19 +128,19 @@ class ProgramOrderChecker {
   Problem visit_forward(Vertex v, const Node& in, std::size_t p) {
     std::uint8_t& seen = seen_[p];
     if (seen & kForward)
-      return flat_.problem_at(v, "second ForwardPass of " + what(in.stage, in.micro_batch) + " (first at " + at_step(forward_[p]) + ")");
+      return problem_at(flat_, v, "second ForwardPass of " + what(in.stage, in.micro_batch) + " (first at " + at_step(forward_[p]) + ")");
     if (stage_has_loads_[in.stage] && (in.stage == 0 || in.stage == schedule_.num_stages - 1) && !(seen & kLoaded))
-      return flat_.problem_at(v, "no LoadMicroBatch of " + what(in.stage, in.micro_batch) +
-                                     " before it (the schedule loads other micro-batches of this stage)");
+      return problem_at(flat_, v, "no LoadMicroBatch of " + what(in.stage, in.micro_batch) +
+                                      " before it (the schedule loads other micro-batches of this stage)");
     if (in.stage > 0) {
       const int previous = in.stage - 1;
       if (same_rank(previous, in.stage)) {
         if (!(seen_[pair(previous, in.micro_batch)] & kForward))
-          return flat_.problem_at(v, "needs the ForwardPass of " + what(previous, in.micro_batch) + " first (stage " + num(previous) +
-                                         " is on this rank, and it has not run yet)");
+          return problem_at(flat_, v, "needs the ForwardPass of " + what(previous, in.micro_batch) + " first (stage " + num(previous) +
+                                          " is on this rank, and it has not run yet)");
       } else if (!(seen & kActivationFromPrevious)) {
-        return flat_.problem_at(v, "no RecvActivation of micro-batch " + num(in.micro_batch) + " from stage " + num(previous) +
-                                       " (rank " + num(schedule_.stage_to_rank[previous]) + ") before it");
+        return problem_at(flat_, v, "no RecvActivation of micro-batch " + num(in.micro_batch) + " from stage " + num(previous) +
+                                        " (rank " + num(schedule_.stage_to_rank[previous]) + ") before it");
       }
     }
     seen |= kForward;
@@ -153,22 +153,22 @@ class ProgramOrderChecker {
     if (seen & kAnyBackward) {
       const bool same_kind = (in.op == Op::BackwardPass) == bool(seen & kBackwardFull);
       if (same_kind)
-        return flat_.problem_at(v, "second " + std::string(op_name(in.op)) + " of " + what(in.stage, in.micro_batch) + " (first at " +
-                                       at_step(backward_[p]) + ")");
-      return flat_.problem_at(v, what(in.stage, in.micro_batch) + " already ran " +
-                                     ((seen & kBackwardFull) ? "a BackwardPass" : "a BackwardInput") + " (" + at_step(backward_[p]) +
-                                     "); a micro-batch runs either BackwardPass or BackwardInput + BackwardWeight");
+        return problem_at(flat_, v, "second " + std::string(op_name(in.op)) + " of " + what(in.stage, in.micro_batch) + " (first at " +
+                                        at_step(backward_[p]) + ")");
+      return problem_at(flat_, v, what(in.stage, in.micro_batch) + " already ran " +
+                                      ((seen & kBackwardFull) ? "a BackwardPass" : "a BackwardInput") + " (" + at_step(backward_[p]) +
+                                      "); a micro-batch runs either BackwardPass or BackwardInput + BackwardWeight");
     }
-    if (!(seen & kForward)) return flat_.problem_at(v, "backward before the ForwardPass of " + what(in.stage, in.micro_batch));
+    if (!(seen & kForward)) return problem_at(flat_, v, "backward before the ForwardPass of " + what(in.stage, in.micro_batch));
     if (in.stage + 1 < schedule_.num_stages) {
       const int next = in.stage + 1;
       if (same_rank(next, in.stage)) {
         if (!(seen_[pair(next, in.micro_batch)] & kAnyBackward))
-          return flat_.problem_at(v, "needs the gradient from the backward of " + what(next, in.micro_batch) + " first (stage " +
-                                         num(next) + " is on this rank, and its backward has not run yet)");
+          return problem_at(flat_, v, "needs the gradient from the backward of " + what(next, in.micro_batch) + " first (stage " +
+                                          num(next) + " is on this rank, and its backward has not run yet)");
       } else if (!(seen & kGradFromNext)) {
-        return flat_.problem_at(v, "no RecvGrad of micro-batch " + num(in.micro_batch) + " from stage " + num(next) + " (rank " +
-                                       num(schedule_.stage_to_rank[next]) + ") before it");
+        return problem_at(flat_, v, "no RecvGrad of micro-batch " + num(in.micro_batch) + " from stage " + num(next) + " (rank " +
+                                        num(schedule_.stage_to_rank[next]) + ") before it");
       }
     }
     seen |= in.op == Op::BackwardPass ? kBackwardFull : kBackwardInput;
@@ -181,11 +181,11 @@ class ProgramOrderChecker {
   Problem visit_collective(Vertex v, const Node& in) {
     const std::size_t slot = static_cast<std::size_t>(in.stage) * 3 + collective_index(in.op);
     if (collective_[slot] != -1)
-      return flat_.problem_at(v, "second " + std::string(op_name(in.op)) + " of stage " + num(in.stage) + " (first at " +
-                                     at_step(collective_[slot]) + ")");
+      return problem_at(flat_, v, "second " + std::string(op_name(in.op)) + " of stage " + num(in.stage) + " (first at " +
+                                      at_step(collective_[slot]) + ")");
     if (training_ && backward_done_[in.stage] < m_)
-      return flat_.problem_at(v, std::string(op_name(in.op)) + " of stage " + num(in.stage) + " before all its backward work is done (" +
-                                     num(backward_done_[in.stage]) + " of " + num(m_) + " micro-batches)");
+      return problem_at(flat_, v, std::string(op_name(in.op)) + " of stage " + num(in.stage) + " before all its backward work is done (" +
+                                      num(backward_done_[in.stage]) + " of " + num(m_) + " micro-batches)");
     collective_[slot] = v;
     return std::nullopt;
   }
@@ -200,8 +200,8 @@ class ProgramOrderChecker {
       for (std::size_t k = 0; k < 2; ++k) {
         const Vertex reduce = collective_[static_cast<std::size_t>(s) * 3 + k];
         if (reduce > step)
-          return flat_.problem_at(reduce, "reduces after the OptimizerStep of stage " + num(s) + " (" + at_step(step) +
-                                              ") that should use the reduced gradients");
+          return problem_at(flat_, reduce, "reduces after the OptimizerStep of stage " + num(s) + " (" + at_step(step) +
+                                               ") that should use the reduced gradients");
       }
     }
     return std::nullopt;

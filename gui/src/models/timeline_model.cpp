@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "pipescope/traces/bubble.hpp"
 #include "pipescope/traces/trace_io.hpp"
 
 namespace pipescope::gui {
@@ -186,17 +187,16 @@ void TimelineModel::set_traces(Trace first, std::optional<Trace> second) {
     for (const auto peak : peak_memory_[s]) max_memory_ = std::max(max_memory_, peak);
     const double iteration = traces::iteration_time_us(*traces_[s]);
     iteration_us_.push_back(iteration);
-    // Bubbles from the compute rows (already sorted), not by rescanning every event per rank.
+    // Bubbles from the compute rows (already sorted), not by rescanning every event per rank:
+    // the compute lane is the only busy one (traces/bubble.hpp).
+    static_assert(traces::counts_as_busy(traces::Lane::Compute) && !traces::counts_as_busy(traces::Lane::Send) &&
+                  !traces::counts_as_busy(traces::Lane::Recv) && !traces::counts_as_busy(traces::Lane::Collective));
     for (int r = 0; r < rank_count_; ++r) {
       const Row* compute = row(r, s, static_cast<int>(traces::Lane::Compute));
-      double busy = 0, covered_until = -std::numeric_limits<double>::infinity();
+      traces::BusyTime busy;
       if (compute)
-        for (const Block& b : compute->blocks) {
-          const double from = std::max(b.start_us, covered_until);
-          if (b.end_us > from) busy += b.end_us - from;
-          covered_until = std::max(covered_until, b.end_us);
-        }
-      bubbles_[s][r] = iteration > 0 ? std::clamp(1.0 - busy / iteration, 0.0, 1.0) : 0.0;
+        for (const Block& b : compute->blocks) busy.add(b.start_us, b.end_us);
+      bubbles_[s][r] = traces::bubble_fraction_of(busy.total_us(), iteration);
     }
     flows_.push_back(traces_[s]->flows);
     std::sort(flows_.back().begin(), flows_.back().end(), [](const auto& a, const auto& b) { return a.from_ts_us < b.from_ts_us; });

@@ -12,8 +12,8 @@ namespace pipescope::sim {
 
 struct RankSummary {
   int rank = 0;
-  double busy_s = 0;           // time in F, B, I, W and the optimizer step
-  double bubble_fraction = 0;  // idle time in the iteration / iteration time
+  double busy_s = 0;           // time on the compute lane: F, B, I, W and loads (traces/bubble.hpp)
+  double bubble_fraction = 0;  // 1 - busy_s / iteration time
   std::int64_t peak_memory_bytes = 0;
   // Idle time between the rank's first and last F/B/I/W: the bubble that remains when the
   // warm-up and drain of consecutive iterations overlap (Zero Bubble's post-validation).
