@@ -17,7 +17,7 @@ packages=(
   # (in-process test ranks, LibTorch's intra-op threads) corrupt each other's products on CPUs
   # without AVX-512, as it hands out its packing buffers without a lock.
   libopenblas0-pthread
-  qt6-base-dev qt6-charts-dev libgl-dev fonts-dejavu-core
+  qt6-base-dev libgl-dev fonts-dejavu-core
   jq  # bench/accuracy/run.sh reads ppsim compare --json
 )
 

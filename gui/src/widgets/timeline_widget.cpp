@@ -260,19 +260,14 @@ void TimelineWidget::resizeEvent(QResizeEvent*) {
   view_.set_visible(start, end);
 }
 
-void TimelineWidget::changed_view() {
-  update();
-  emit view_changed();
-}
-
 void TimelineWidget::zoom_to(double start_us, double end_us) {
   view_.set_visible(start_us, end_us);
-  changed_view();
+  update();
 }
 
 void TimelineWidget::show_all() {
   view_.show_all();
-  changed_view();
+  update();
 }
 
 void TimelineWidget::select_event(int series, std::size_t event, bool center) {
@@ -290,7 +285,7 @@ void TimelineWidget::select_event(int series, std::size_t event, bool center) {
       }
   }
   emit event_clicked(series, static_cast<qulonglong>(event));
-  changed_view();
+  update();
 }
 
 void TimelineWidget::set_selection_range(double start_us, double end_us) {
@@ -806,7 +801,7 @@ void TimelineWidget::wheelEvent(QWheelEvent* event) {
     return;
   }
   view_.zoom_around(event->position().x() - kHeaderWidth, std::pow(1.25, steps));
-  changed_view();
+  update();
 }
 
 void TimelineWidget::mousePressEvent(QMouseEvent* event) {
@@ -816,7 +811,7 @@ void TimelineWidget::mousePressEvent(QMouseEvent* event) {
   if (overview_rect().contains(event->pos())) {
     drag_ = Drag::Overview;
     view_.center_on((event->pos().x() - kHeaderWidth) / static_cast<double>(time_area_width()) * view_.extent_us());
-    changed_view();
+    update();
     return;
   }
   press_time_us_ = view_.x_to_time(event->pos().x() - kHeaderWidth);
@@ -830,14 +825,14 @@ void TimelineWidget::mouseMoveEvent(QMouseEvent* event) {
   switch (drag_) {
     case Drag::Overview:
       view_.center_on((event->pos().x() - kHeaderWidth) / static_cast<double>(time_area_width()) * view_.extent_us());
-      changed_view();
+      update();
       break;
     case Drag::Pan: {
       if (!moved_) break;
       view_.pan_by_pixels(-(event->pos().x() - press_position_.x()));
       scroll_->setValue(scroll_->value() - (event->pos().y() - press_position_.y()));
       press_position_ = event->pos();
-      changed_view();
+      update();
       break;
     }
     case Drag::Select:
@@ -874,7 +869,7 @@ void TimelineWidget::keyPressEvent(QKeyEvent* event) {
     case Qt::Key_Escape: clear_selection_range(); return;
     default: return QWidget::keyPressEvent(event);
   }
-  changed_view();
+  update();
 }
 
 }  // namespace pipescope::gui

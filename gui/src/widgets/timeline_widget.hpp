@@ -44,7 +44,6 @@ class TimelineWidget : public QWidget {
   std::optional<std::pair<int, std::size_t>> selected_event() const { return selected_; }
   void set_selection_range(double start_us, double end_us);
   void clear_selection_range();
-  std::optional<std::pair<double, double>> selection_range() const { return range_; }
   void zoom_to_selection();
 
   // Layout, in widget coordinates (for tests and for the main window).
@@ -62,7 +61,6 @@ class TimelineWidget : public QWidget {
  signals:
   void event_clicked(int series, qulonglong event);
   void range_selected(double start_us, double end_us);
-  void view_changed();
 
  protected:
   void paintEvent(QPaintEvent* event) override;
@@ -93,7 +91,6 @@ class TimelineWidget : public QWidget {
   int content_top() const;     // first pixel below the ruler
   int content_bottom() const;  // first pixel of the legend
   int scroll_offset() const;
-  void changed_view();
 
   void paint_overview(class QPainter& p) const;
   void paint_ruler(class QPainter& p) const;

@@ -8,7 +8,6 @@
 namespace pipescope::gui {
 
 enum class Kind { Forward, Backward, BackwardInput, BackwardWeight, Communication, Optimizer, Other };
-inline constexpr int kNumKinds = 7;
 
 // F, B, I, W, SEND_*/RECV_*, REDUCE_* and OPTIMIZER; LOAD and names of plain traces are Other.
 Kind kind_of(std::string_view event_name);
