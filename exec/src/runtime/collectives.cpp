@@ -1,0 +1,164 @@
+// Reductions, clipping and the optimizer step (see collectives.hpp).
+#include "runtime/collectives.hpp"
+
+#include <fmt/format.h>
+#include <torch/optim/optimizer.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "runtime/error_text.hpp"
+
+namespace pipescope::exec::runtime {
+
+Collectives::Collectives(RankContext& ctx, StepRecorder& recorder) : ctx_(ctx), recorder_(recorder) { make_groups(); }
+
+void Collectives::make_groups() {
+  const GridPosition& position = ctx_.position;
+  const int p = position.pipeline_ranks;
+  if (position.num_replicas > 1) {
+    std::vector<int> members;
+    for (int d = 0; d < position.num_replicas; ++d) members.push_back(d * p + position.pipe_rank);
+    dp_group_ = ctx_.world.subgroup(members, fmt::format("dp{}", position.pipe_rank));
+  }
+  if (ctx_.options.max_grad_norm > 0 && p > 1) {
+    std::vector<int> members;
+    for (int r = 0; r < p; ++r) members.push_back(position.replica * p + r);
+    pipe_group_ = ctx_.world.subgroup(members, fmt::format("pipe{}", position.replica));
+  }
+  for (std::size_t l = 0; l < ctx_.model.layers.size(); ++l) {
+    const auto& key = ctx_.model.layers[l].tied_key;
+    if (!key.empty()) tied_layers_[key].push_back(static_cast<int>(l));
+  }
+  // A tied weight needs a group only where its layers sit on two pipeline ranks or more.
+  for (const auto& [key, layers] : tied_layers_) {
+    std::set<int> holder_pipe_ranks;
+    for (int l : layers) holder_pipe_ranks.insert(ctx_.built_for->stage_to_rank.at(static_cast<std::size_t>(stage_of_layer(l))));
+    if (!holder_pipe_ranks.count(position.pipe_rank) || holder_pipe_ranks.size() < 2) continue;
+    std::vector<int> members;
+    for (int r : holder_pipe_ranks) members.push_back(position.replica * p + r);
+    tied_groups_[key] = ctx_.world.subgroup(members, fmt::format("tied-{}-r{}", key, position.replica));
+  }
+}
+
+int Collectives::stage_of_layer(int layer) const {
+  const Partition& partition = ctx_.partition;
+  for (int s = 0; s < partition.num_stages(); ++s)
+    if (layer >= partition.bounds[s] && layer < partition.bounds[s + 1]) return s;
+  throw RuntimeError(fmt::format("layer {} is in no stage", layer));
+}
+
+// Moves the ordered sums into .grad once every micro-batch's weight gradient is in.
+void Collectives::finalize_grads(StageState& st) {
+  if (st.grads_final) return;
+  if (!st.accumulator.complete())
+    ctx_.fail_here(fmt::format("stage {} still misses the weight gradients of {} micro-batch(es)", st.stage, st.accumulator.missing()));
+  auto params = st.module->parameter_tensors();
+  auto& sums = st.accumulator.sum();
+  for (std::size_t i = 0; i < params.size(); ++i) params[i].mutable_grad() = sums.empty() ? at::zeros_like(params[i]) : sums[i];
+  st.grads_final = true;
+}
+
+// Tied weights: the total gradient is the sum over the layers using the weight, in layer
+// order. Each holder puts its layers' gradients in their rows of a [layers, numel] tensor
+// (zeros elsewhere); an all-reduce of rows with one non-zero contributor each is exact.
+void Collectives::reduce_tied() {
+  if (tied_done_) return;
+  for (auto& [s, st] : ctx_.stages) finalize_grads(*st);
+  for (const auto& [key, layers] : tied_layers_) {
+    std::vector<at::Tensor*> local_grads;
+    std::vector<int> local_rows;
+    at::Tensor like;
+    for (auto& [s, st] : ctx_.stages)
+      for (const auto& p : st->module->parameters())
+        if (p.tied_key == key) {
+          const auto row = std::find(layers.begin(), layers.end(), p.layer) - layers.begin();
+          local_rows.push_back(static_cast<int>(row));
+          local_grads.push_back(&const_cast<at::Tensor&>(p.tensor).mutable_grad());
+          like = p.tensor;
+        }
+    if (local_grads.empty()) continue;
+    at::Tensor rows = at::zeros({static_cast<std::int64_t>(layers.size()), like.numel()}, like.options());
+    for (std::size_t i = 0; i < local_grads.size(); ++i) rows[local_rows[i]].copy_(local_grads[i]->reshape({-1}));
+    if (auto it = tied_groups_.find(key); it != tied_groups_.end()) it->second->all_reduce_sum(rows)->wait(ctx_.options.timeout);
+    at::Tensor total = rows[0].clone();
+    for (std::int64_t r = 1; r < rows.size(0); ++r) total.add_(rows[r]);
+    total = total.view(like.sizes());
+    for (auto* g : local_grads) *g = total.clone();
+  }
+  tied_done_ = true;
+}
+
+void Collectives::reduce_grads(StageState& st) {
+  if (st.grads_reduced) return;
+  reduce_tied();
+  if (dp_group_) {
+    auto params = st.module->parameter_tensors();
+    if (!params.empty()) {
+      // One all-reduce of the stage's gradients flattened together.
+      TensorList grads;
+      for (auto& p : params) grads.push_back(p.grad().reshape({-1}));
+      at::Tensor flat = at::cat(grads);
+      dp_group_->all_reduce_sum(flat)->wait(ctx_.options.timeout);
+      std::int64_t offset = 0;
+      for (auto& p : params) {
+        p.mutable_grad() = flat.slice(0, offset, offset + p.numel()).view(p.sizes()).clone();
+        offset += p.numel();
+      }
+    }
+  }
+  st.grads_reduced = true;
+}
+
+// Clipping by the global norm: the gradients of every stage on every pipeline rank of this
+// replica (after the data-parallel reduction, so replicas agree), each tied weight counted
+// once (by the holder of its first layer). Runs once per step, at the first optimizer step.
+// Each layer's sum of squares has its own slot and the slots are added in layer order, so the
+// norm does not depend on how the layers are split (one contributor per slot: exact).
+void Collectives::clip_gradients() {
+  if (clipped_ || ctx_.options.max_grad_norm <= 0) return;
+  for (auto& [s, st] : ctx_.stages) reduce_grads(*st);
+  at::Tensor per_layer = at::zeros({static_cast<std::int64_t>(ctx_.model.layers.size())}, at::TensorOptions().dtype(at::kDouble));
+  for (auto& [s, st] : ctx_.stages)
+    for (const auto& p : st->module->parameters()) {
+      if (!p.tied_key.empty() && p.layer != tied_layers_.at(p.tied_key).front()) continue;
+      if (p.tensor.grad().defined()) per_layer[p.layer] += p.tensor.grad().to(at::kDouble).pow(2).sum().cpu();
+    }
+  if (pipe_group_) {
+    at::Tensor reduced = ctx_.to_device(per_layer);
+    pipe_group_->all_reduce_sum(reduced)->wait(ctx_.options.timeout);
+    per_layer = reduced.cpu();
+  }
+  double square_sum = 0;
+  for (std::int64_t l = 0; l < per_layer.numel(); ++l) square_sum += per_layer[l].item<double>();
+  const double norm = std::sqrt(square_sum);
+  recorder_.result().grad_norm = norm;
+  const double coefficient = ctx_.options.max_grad_norm / (norm + 1e-6);
+  if (coefficient < 1.0)
+    for (auto& [s, st] : ctx_.stages)
+      for (auto& p : st->module->parameter_tensors())
+        if (p.grad().defined()) p.mutable_grad().mul_(coefficient);
+  clipped_ = true;
+}
+
+void Collectives::optimizer_step(StageState& st) {
+  if (st.stepped) return;
+  reduce_grads(st);
+  clip_gradients();
+  if (st.optimizer) st.optimizer->step();
+  for (auto& p : st.module->parameter_tensors()) p.mutable_grad() = at::Tensor();
+  st.stepped = true;
+}
+
+void Collectives::finish_training_step() {
+  try {
+    for (auto& [s, st] : ctx_.stages) optimizer_step(*st);
+  } catch (const RuntimeError&) {
+    throw;
+  } catch (const std::exception& e) {
+    ctx_.fail(first_line(e.what()), "end-of-step reductions");
+  }
+}
+
+}  // namespace pipescope::exec::runtime

@@ -1,0 +1,14 @@
+// Transports and LibTorch put details on the lines after the first; a runtime error keeps one
+// line per cause so that the message naming rank, step and instruction stays readable.
+#pragma once
+
+#include <string>
+
+namespace pipescope::exec::runtime {
+
+inline std::string first_line(std::string text) {
+  if (auto nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
+  return text;
+}
+
+}  // namespace pipescope::exec::runtime
