@@ -2,12 +2,14 @@
 // with 1F1B and 2 micro-batches. Scenario: 3 steps of train_synthetic_batch straight through;
 // then 2 steps, save_checkpoint, a fresh engine that load_checkpoint's and runs the third.
 // Expected: global_steps() 3 and data_position() 6 (3 steps x 2 micro-batches) either way, the
-// checkpointed engine resumes at step 2, position 4, and its third step's loss sum on the last
-// stage's rank is the uninterrupted run's, bit for bit. Also make_world on a device that has no
-// transport is refused naming the device.
+// checkpointed engine resumes at step 2, position 4, its third step's loss sum on the last
+// stage's rank is the uninterrupted run's, bit for bit, and the manifest carries the identity
+// given. Also make_world on a device that has no transport is refused naming the device.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 
 #include "in_process_ranks.hpp"
@@ -25,6 +27,7 @@ struct Run {
   std::int64_t data_position = 0;
   int resumed_at_step = -1;
   std::int64_t resumed_at_position = -1;
+  nlohmann::json identity;  // the manifest's, as save_checkpoint was given it
 };
 
 ModelSpec small_mlp() {
@@ -61,10 +64,13 @@ TEST_CASE("train_synthetic_batch steps the built-in data and checkpoints resume 
       for (int step = 0; step < 2; ++step) run.loss_sums.push_back(engine.train_synthetic_batch().loss_sum);
       engine.save_checkpoint(dir, {{"test", "engine_synthetic"}});
     }
+    // Rank 0 names the checkpoint in the manifest after the others have returned: wait for it.
+    auto committed = at::zeros({1});
+    world.all_reduce_sum(committed)->wait(std::chrono::milliseconds(10000));
     PipelineEngine engine(PipelineModule(small_mlp()), "1f1b", world, two_micro_batches());
     auto manifest = read_manifest(dir);
-    REQUIRE(manifest);
-    CHECK(manifest->config == nlohmann::json{{"test", "engine_synthetic"}});
+    if (!manifest) throw std::runtime_error("no manifest after save_checkpoint");
+    run.identity = manifest->config;
     engine.load_checkpoint(dir, *manifest);
     run.resumed_at_step = engine.global_steps();
     run.resumed_at_position = engine.data_position();
@@ -80,6 +86,7 @@ TEST_CASE("train_synthetic_batch steps the built-in data and checkpoints resume 
     REQUIRE(resumed[r].error.empty());
     CHECK(straight[r].global_steps == 3);
     CHECK(straight[r].data_position == 6);
+    CHECK(resumed[r].identity == nlohmann::json{{"test", "engine_synthetic"}});
     CHECK(resumed[r].resumed_at_step == 2);
     CHECK(resumed[r].resumed_at_position == 4);
     CHECK(resumed[r].global_steps == 3);
