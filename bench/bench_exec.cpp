@@ -26,7 +26,7 @@
 #include "pipescope/core/registry.hpp"
 #include "pipescope/exec/fused_adamw.hpp"
 #include "pipescope/exec/runtime.hpp"
-#include "pipescope/exec/stolen_time.hpp"
+#include "pprun/stolen_time.hpp"
 
 using namespace pipescope;
 using namespace pipescope::exec;

@@ -1,15 +1,17 @@
 // pprun: runs a pipeline schedule for real. With --nproc-per-node N it starts N local workers
-// (itself again); under torchrun-style variables (RANK, WORLD_SIZE, ...) it is one worker.
+// (itself again); under torchrun-style variables (RANK, WORLD_SIZE, ...) it is one worker, a
+// client of PipelineEngine (src/pprun/worker.cpp).
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <string>
 #include <vector>
 
 #include "pipescope/core/errors.hpp"
-#include "pipescope/exec/core_binding.hpp"
-#include "pipescope/exec/launcher.hpp"
-#include "pipescope/exec/options.hpp"
-#include "pipescope/exec/worker.hpp"
+#include "launcher.hpp"
+#include "pprun/core_binding.hpp"
+#include "pprun/options.hpp"
+#include "pprun/worker.hpp"
 
 namespace {
 
@@ -54,7 +56,7 @@ int main(int argc, char** argv) {
     launch.nproc = options.nproc_per_node;
     launch.executable = "/proc/self/exe";
     launch.args = args;
-    launch.grace_s = options.timeout_s + 5;
+    launch.grace = options.timeout + std::chrono::seconds(5);
     launch.quiet = options.quiet;
     return launch_local_workers(launch);
   } catch (const std::exception& e) {

@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
     int steps = 6;
     EngineOptions options;
     options.micro_batches = 4;
+    options.device = context.device;  // the CPU unless ProcessOptions::device says cuda
     options.gradient_clipping = 1.0;
     options.optimizer = [](const std::vector<at::Tensor>& parameters) {
       return std::make_unique<torch::optim::SGD>(parameters, torch::optim::SGDOptions(0.5).momentum(0.9));

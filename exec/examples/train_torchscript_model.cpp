@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
     if (model_path.empty()) throw pipescope::UsageError("no MODEL.pt given");
     split.example_inputs = make_sample(0, input_shape, classes).inputs;
     EngineOptions options;
+    options.device = context.device;  // the CPU unless ProcessOptions::device says cuda
     options.micro_batches = 4;
     options.optimizer = [](const std::vector<at::Tensor>& parameters) {
       return std::make_unique<torch::optim::SGD>(parameters, torch::optim::SGDOptions(0.1).momentum(0.9));

@@ -1,6 +1,8 @@
 // The CPU compute device: the counting allocator's counters; the steady clock times instructions.
 #include "pipescope/exec/device.hpp"
 
+#include "pipescope/exec/memory.hpp"
+
 namespace pipescope::exec {
 namespace {
 
@@ -16,6 +18,12 @@ class CpuDevice final : public ComputeDevice {
 }  // namespace
 
 std::shared_ptr<ComputeDevice> make_cpu_device() { return std::make_shared<CpuDevice>(); }
+
+std::shared_ptr<ComputeDevice> make_local_device(at::DeviceType type, int local_rank) {
+  if (type != at::kCUDA) return make_cpu_device();
+  const int gpus = cuda_device_count();
+  return make_cuda_device(local_rank % (gpus > 0 ? gpus : 1));
+}
 
 #ifndef PIPESCOPE_WITH_CUDA
 bool cuda_support_built() { return false; }

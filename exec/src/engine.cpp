@@ -1,5 +1,5 @@
-// PipelineModule (layer specs, partitions), PipelineEngine (train_batch / eval_batch over a
-// PipelineRuntime) and the process start-up of user programs (run_pipeline_processes).
+// PipelineModule (layer specs, partitions) and PipelineEngine (train_batch / eval_batch over a
+// PipelineRuntime).
 #include "pipescope/exec/engine.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -8,19 +8,13 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <filesystem>
 #include <mutex>
 #include <set>
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/registry.hpp"
 #include "pipescope/core/validator.hpp"
-#include "pipescope/exec/distributed.hpp"
-#include "pipescope/exec/launcher.hpp"
 #include "pipescope/exec/memory.hpp"
-#include "pipescope/exec/threads.hpp"
-#include "pipescope/exec/worker.hpp"
 
 namespace pipescope::exec {
 namespace {
@@ -398,6 +392,34 @@ void PipelineEngine::set_micro_batches(int micro_batches) {
   rebuild_eval_schedule();
 }
 
+const StepResult& PipelineEngine::train_synthetic_batch() {
+  StepRequest request;
+  request.first_sample = data_position_ + static_cast<std::int64_t>(position_.replica) * schedule_.num_micro_batches;
+  last_step_ = runtime_->run_step(global_steps_, request);
+  ++global_steps_;
+  data_position_ += static_cast<std::int64_t>(schedule_.num_micro_batches) * options_.data_parallel;
+  return last_step_;
+}
+
+void PipelineEngine::save_checkpoint(const std::string& dir, const nlohmann::json& identity) {
+  const CheckpointPosition at{global_steps_, data_position_};
+  save_rank_checkpoint(dir, at, world_.rank(), *runtime_);
+  // Every rank's file is on disk before the manifest names the checkpoint.
+  auto t = at::zeros({1});
+  try {
+    world_.all_reduce_sum(t)->wait(options_.timeout);
+  } catch (const std::exception& e) {
+    throw RuntimeError(fmt::format("rank {}: barrier: {}", world_.rank(), e.what()));
+  }
+  if (world_.rank() == 0) commit_checkpoint(dir, at, world_.size(), identity);
+}
+
+void PipelineEngine::load_checkpoint(const std::string& dir, const Manifest& manifest) {
+  const CheckpointPosition at = load_rank_checkpoint(dir, manifest, world_.rank(), *runtime_);
+  global_steps_ = at.step;
+  data_position_ = at.data_position;
+}
+
 int PipelineEngine::train_batch_size() const {
   return options_.micro_batch_size * schedule_.num_micro_batches * options_.data_parallel;
 }
@@ -422,99 +444,6 @@ bool PipelineEngine::is_first_stage() const {
 bool PipelineEngine::is_last_stage() const {
   const auto held = stages();
   return std::find(held.begin(), held.end(), schedule_.num_stages - 1) != held.end();
-}
-
-// ---- processes -----------------------------------------------------------------------------
-
-int run_pipeline_processes(int argc, char** argv, const std::function<void(ProcessContext&)>& body, ProcessOptions options) {
-  // Workers run as /proc/self/exe: the program's own name comes from the link.
-  std::error_code no_link;
-  std::string program = std::filesystem::read_symlink("/proc/self/exe", no_link).filename().string();
-  if (no_link || program.empty()) program = argc > 0 ? std::filesystem::path(argv[0]).filename().string() : "pipeline";
-  std::vector<std::string> args;
-  int nproc = 1;
-  try {
-    for (int i = 1; i < argc; ++i) {
-      std::string a = argv[i];
-      std::string value;
-      if (a == "--nproc-per-node") {
-        if (i + 1 >= argc) throw UsageError("option --nproc-per-node needs a value");
-        value = argv[++i];
-      } else if (a.rfind("--nproc-per-node=", 0) == 0) {
-        value = a.substr(std::string("--nproc-per-node=").size());
-      } else {
-        args.push_back(a);
-        continue;
-      }
-      std::size_t used = 0;
-      nproc = std::stoi(value, &used);
-      if (used != value.size() || nproc < 1) throw UsageError(fmt::format("option --nproc-per-node '{}': not a positive number", value));
-    }
-  } catch (const std::invalid_argument&) {
-    std::fprintf(stderr, "%s: error: option --nproc-per-node: not a number\n", program.c_str());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());
-    return 2;
-  }
-
-  std::optional<WorkerEnvironment> env;
-  try {
-    env = worker_environment_from_env();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());
-    return 2;
-  }
-  if (!env) {
-    LaunchOptions launch;
-    launch.nproc = nproc;
-    launch.executable = "/proc/self/exe";
-    launch.args = args;
-    launch.grace_s = options.timeout_s + 5;
-    launch.quiet = true;
-    launch.program_name = program;
-    try {
-      return launch_local_workers(launch);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());
-      return 1;
-    }
-  }
-
-  try {
-    set_rank_threads(options.threads_per_rank);
-    GlooOptions gloo;
-    gloo.store_file = env->store_file;
-    gloo.master_addr = env->master_addr;
-    gloo.master_port = env->master_port;
-    gloo.rank = env->rank;
-    gloo.world_size = env->world_size;
-    gloo.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(options.timeout_s * 1000));
-    GlooWorld world = make_gloo_world(gloo);
-    ProcessContext context;
-    context.rank = env->rank;
-    context.world_size = env->world_size;
-    context.local_rank = env->local_rank;
-    context.world = world.transport.get();
-    context.store = world.store;
-    context.args = args;
-    body(context);
-    // Rank 0 may serve the store: every rank is done before any leaves.
-    auto done = at::zeros({1});
-    world.transport->all_reduce_sum(done)->wait(gloo.timeout);
-    return 0;
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "%s: error: rank %d: %s\n", program.c_str(), env->rank, first_line(e.what()).c_str());
-    return 2;
-  } catch (const ScheduleError& e) {
-    std::fprintf(stderr, "%s: error: rank %d: %s\n", program.c_str(), env->rank, first_line(e.what()).c_str());
-    return 2;
-  } catch (const RuntimeError& e) {
-    std::fprintf(stderr, "%s: error: %s\n", program.c_str(), first_line(e.what()).c_str());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: rank %d: %s\n", program.c_str(), env->rank, first_line(e.what()).c_str());
-  }
-  return 1;
 }
 
 }  // namespace pipescope::exec

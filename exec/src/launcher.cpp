@@ -1,4 +1,4 @@
-#include "pipescope/exec/launcher.hpp"
+#include "launcher.hpp"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -18,8 +18,17 @@
 #include <stdexcept>
 #include <thread>
 
+#include "pipescope/core/errors.hpp"
+
 namespace pipescope::exec {
 namespace {
+
+int env_int(const char* name, const char* value) {
+  char* end = nullptr;
+  long v = std::strtol(value, &end, 10);
+  if (!*value || *end || v < 0 || v > 1 << 30) throw UsageError(fmt::format("environment variable {}='{}' is not a valid number", name, value));
+  return static_cast<int>(v);
+}
 
 volatile std::sig_atomic_t g_worker_group = 0;
 
@@ -151,8 +160,7 @@ int launch_local_workers(const LaunchOptions& options) {
         first_failure = {rank, status};
         // The others notice through their own timeouts and report what they were blocked in;
         // whoever has not stopped by then is killed.
-        kill_at = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                         std::chrono::duration<double>(options.grace_s));
+        kill_at = std::chrono::steady_clock::now() + options.grace;
       }
       continue;
     }
@@ -170,13 +178,49 @@ int launch_local_workers(const LaunchOptions& options) {
   std::signal(SIGTERM, SIG_DFL);
   if (first_failure) {
     const std::string others =
-        killed ? fmt::format("killed rank(s) {} still running {:g} s later", fmt::join(killed_ranks, ", "), options.grace_s)
+        killed ? fmt::format("killed rank(s) {} still running {:g} s later", fmt::join(killed_ranks, ", "),
+                            std::chrono::duration<double>(options.grace).count())
                : std::string("the other ranks stopped");
     std::fprintf(stderr, "%s: error: rank %d failed first (%s); %s\n", options.program_name.c_str(), first_failure->first,
                  describe_status(first_failure->second).c_str(), others.c_str());
     return 1;
   }
   return 0;
+}
+
+std::optional<WorkerEnvironment> worker_environment_from_env() {
+  const char* rank = std::getenv("RANK");
+  if (!rank) return std::nullopt;
+  WorkerEnvironment env;
+  env.rank = env_int("RANK", rank);
+  const char* world = std::getenv("WORLD_SIZE");
+  if (!world) throw UsageError("environment variable RANK is set but WORLD_SIZE is not");
+  env.world_size = env_int("WORLD_SIZE", world);
+  if (env.world_size < 1 || env.rank >= env.world_size)
+    throw UsageError(fmt::format("environment: RANK {} is not below WORLD_SIZE {}", env.rank, env.world_size));
+  if (const char* v = std::getenv("LOCAL_RANK")) env.local_rank = env_int("LOCAL_RANK", v);
+  if (const char* v = std::getenv("LOCAL_WORLD_SIZE")) env.local_world_size = env_int("LOCAL_WORLD_SIZE", v);
+  if (const char* v = std::getenv("MASTER_ADDR"); v && *v) env.master_addr = v;
+  if (const char* v = std::getenv("MASTER_PORT")) env.master_port = env_int("MASTER_PORT", v);
+  if (const char* v = std::getenv("PIPESCOPE_STORE_FILE")) env.store_file = v;
+  return env;
+}
+
+WorldOptions world_options(const WorkerEnvironment& env, std::chrono::milliseconds timeout) {
+  WorldOptions world;
+  world.store_file = env.store_file;
+  world.master_addr = env.master_addr;
+  world.master_port = env.master_port;
+  world.rank = env.rank;
+  world.world_size = env.world_size;
+  world.timeout = timeout;
+  return world;
+}
+
+int local_world_size_for_binding(const WorkerEnvironment& env) {
+  if (env.local_world_size < 1)
+    throw UsageError("--bind-cores needs LOCAL_WORLD_SIZE (pprun's launcher and torchrun set it)");
+  return env.local_world_size;
 }
 
 }  // namespace pipescope::exec

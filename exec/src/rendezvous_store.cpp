@@ -15,7 +15,7 @@ std::string first_line_of(const std::exception& e) {
   return message;
 }
 
-c10::intrusive_ptr<c10d::Store> open_rendezvous_store(const GlooOptions& o) {
+c10::intrusive_ptr<c10d::Store> open_rendezvous_store(const WorldOptions& o) {
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<std::uint16_t>(o.master_port);
   store_options.isServer = o.rank == 0;
@@ -48,6 +48,12 @@ std::string StoreAdapter::get(const std::string& key) {
   }
 }
 
+World make_world(const at::Device& device, const WorldOptions& options) {
+  if (device.is_cuda()) return make_nccl_world(options, device.has_index() ? device.index() : 0);
+  if (device.is_cpu()) return make_gloo_world(options);
+  throw TransportError(fmt::format("no transport for device '{}' (cpu: Gloo, cuda: NCCL)", device.str()));
+}
+
 }  // namespace pipescope::exec
 
 // The backends a build leaves out still link, and say why they cannot be used.
@@ -55,7 +61,7 @@ namespace pipescope::exec {
 
 #ifndef PIPESCOPE_HAS_GLOO
 bool gloo_support_built() { return false; }
-GlooWorld make_gloo_world(const GlooOptions&) {
+World make_gloo_world(const WorldOptions&) {
   throw TransportError("Gloo: this pprun was built against a LibTorch without Gloo headers (the CUDA build); use --device cuda (NCCL)");
 }
 #else
@@ -63,7 +69,7 @@ bool gloo_support_built() { return true; }
 #endif
 
 #ifndef PIPESCOPE_WITH_CUDA
-GlooWorld make_nccl_world(const GlooOptions&, int) {
+World make_nccl_world(const WorldOptions&, int) {
   throw TransportError("NCCL: this pprun was built without the CUDA path (configure with -DPIPESCOPE_WITH_CUDA=ON)");
 }
 #endif

@@ -1,4 +1,4 @@
-#include "pipescope/exec/threads.hpp"
+#include "threads.hpp"
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>

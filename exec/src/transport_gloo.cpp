@@ -111,7 +111,7 @@ bool is_loopback(const std::string& addr) {
 
 }  // namespace
 
-GlooWorld make_gloo_world(const GlooOptions& o) {
+World make_gloo_world(const WorldOptions& o) {
   c10::intrusive_ptr<c10d::Store> store = open_rendezvous_store(o);
   auto options = c10d::ProcessGroupGloo::Options::create(o.timeout);
   // On one node the pipeline traffic stays on the loopback interface.
@@ -120,7 +120,7 @@ GlooWorld make_gloo_world(const GlooOptions& o) {
   options->threads = 2;
   std::vector<int> members(static_cast<std::size_t>(o.world_size));
   for (int r = 0; r < o.world_size; ++r) members[r] = r;
-  GlooWorld world;
+  World world;
   world.transport = std::make_unique<GlooTransport>(store, members, o.rank, "world", options);
   world.store = std::make_shared<StoreAdapter>(c10::make_intrusive<c10d::PrefixStore>("kv", store));
   return world;

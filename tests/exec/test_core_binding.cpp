@@ -23,7 +23,7 @@
 #include <thread>
 
 #include "pipescope/core/errors.hpp"
-#include "pipescope/exec/core_binding.hpp"
+#include "pprun/core_binding.hpp"
 
 using namespace pipescope::exec;
 

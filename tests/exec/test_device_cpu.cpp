@@ -43,6 +43,6 @@ TEST_CASE("a build without the CUDA path refuses --device cuda by name") {
   CHECK(cuda_device_count() == 0);
   CHECK_THROWS_WITH(make_cuda_device(0), Catch::Contains("--device cuda"));
   CHECK_THROWS_AS(make_cuda_device(0), DeviceError);
-  GlooOptions options;
-  CHECK_THROWS_WITH(make_nccl_world(options, 0), Catch::Contains("NCCL"));
+  WorldOptions options;
+  CHECK_THROWS_WITH(make_world(at::Device(at::kCUDA, 0), options), Catch::Contains("NCCL"));
 }

@@ -6,8 +6,10 @@
 // a folder that does not exist are refused before the run; --bind-cores is a flag.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+
 #include "pipescope/core/errors.hpp"
-#include "pipescope/exec/options.hpp"
+#include "pprun/options.hpp"
 
 using pipescope::UsageError;
 using namespace pipescope::exec;
@@ -18,7 +20,7 @@ TEST_CASE("defaults and explicit values") {
   CHECK(d.micro_batches == 4);
   CHECK(d.model == "mlp");
   CHECK(d.steps == 4);
-  CHECK(d.timeout_s == 60);
+  CHECK(d.timeout == std::chrono::seconds(60));
   CHECK_FALSE(d.chunks_given);
 
   const RunOptions o = parse_run_options({"--micro-batches", "8", "--chunks=2", "--quiet", "--lr", "0.5", "--seed", "7"});

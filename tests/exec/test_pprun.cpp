@@ -37,7 +37,7 @@
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/registry.hpp"
 #include "pipescope/core/schedule_io.hpp"
-#include "pipescope/exec/core_binding.hpp"
+#include "pprun/core_binding.hpp"
 #include "pipescope/exec/device.hpp"
 #include "pipescope/traces/trace_io.hpp"
 

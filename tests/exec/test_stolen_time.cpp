@@ -10,8 +10,8 @@
 
 #include <string>
 
-#include "pipescope/exec/core_binding.hpp"
-#include "pipescope/exec/stolen_time.hpp"
+#include "pprun/core_binding.hpp"
+#include "pprun/stolen_time.hpp"
 
 using namespace pipescope::exec;
 

@@ -12,7 +12,7 @@
 #include <chrono>
 #include <thread>
 
-#include "pipescope/exec/thread_cpu_time.hpp"
+#include "pprun/thread_cpu_time.hpp"
 
 using namespace pipescope::exec;
 

@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "pipescope/exec/threads.hpp"
+#include "threads.hpp"
 
 using namespace pipescope::exec;
 

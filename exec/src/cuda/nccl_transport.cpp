@@ -322,14 +322,14 @@ class NcclTransport final : public Transport {
 
 }  // namespace
 
-GlooWorld make_nccl_world(const GlooOptions& o, int device_index) {
+World make_nccl_world(const WorldOptions& o, int device_index) {
   c10::intrusive_ptr<c10d::Store> store = open_rendezvous_store(o);
   auto nccl_store = c10::make_intrusive<c10d::PrefixStore>("nccl", store);
   const auto device = static_cast<c10::DeviceIndex>(device_index);
   c10::cuda::set_device(device);
   std::vector<int> members(static_cast<std::size_t>(o.world_size));
   for (int r = 0; r < o.world_size; ++r) members[static_cast<std::size_t>(r)] = r;
-  GlooWorld world;
+  World world;
   world.transport = std::make_unique<NcclTransport>(NcclTransport::make_group(nccl_store, "world", o.rank, o.world_size, device),
                                                     nccl_store, std::move(members));
   world.store = std::make_shared<StoreAdapter>(c10::make_intrusive<c10d::PrefixStore>("kv", store));

@@ -54,5 +54,8 @@ bool cuda_support_built();
 std::shared_ptr<ComputeDevice> make_cuda_device(int device_index);
 // GPUs visible to this process (0 without the CUDA path or without a driver).
 int cuda_device_count();
+// The device of the rank `local_rank` of a node: the CPU, or for kCUDA the node's GPU
+// local_rank (modulo the GPUs there). Throws DeviceError as make_cuda_device does.
+std::shared_ptr<ComputeDevice> make_local_device(at::DeviceType type, int local_rank);
 
 }  // namespace pipescope::exec

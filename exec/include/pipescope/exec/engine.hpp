@@ -2,7 +2,8 @@
 // Built on every rank from the same PipelineModule, a schedule and a transport over all ranks;
 // each rank builds only the layers of its stages and drives a PipelineRuntime with the
 // schedule's program. train_batch runs one optimizer step over the schedule's micro-batches;
-// eval_batch runs forwards only. docs/ENGINE.md is the user guide.
+// eval_batch runs forwards only. pprun is a client like any other: it trains the built-in models
+// with train_synthetic_batch and checkpoints through the engine. docs/ENGINE.md is the user guide.
 #pragma once
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "pipescope/core/schedule.hpp"
+#include "pipescope/exec/checkpoint.hpp"
 #include "pipescope/exec/pipeline_module.hpp"
 #include "pipescope/exec/runtime.hpp"
 #include "pipescope/exec/skip_connections.hpp"
@@ -44,7 +46,7 @@ struct EngineOptions {
   // every micro-batch.
   bool retain_freed_cpu_memory = true;
   std::string eval_schedule;        // "": deepspeed-inference when it fits, else the forwards of the training schedule
-  std::chrono::milliseconds timeout{60000};
+  std::chrono::milliseconds timeout{60000};  // how long a rank waits on a peer
   std::shared_ptr<ComputeDevice> device;  // null: the CPU
 };
 
@@ -73,6 +75,22 @@ class PipelineEngine {
   // Forwards only (the inference schedule); the loss when the data has labels.
   EvalResult eval_batch(const MicroBatchSource& data, bool return_outputs = false);
   void set_data_loader(MicroBatchSource data);
+
+  // One optimizer step on the model's built-in synthetic data (the models of make_model_spec,
+  // as pprun trains them): replica d takes micro-batch samples data_position() + d*M .. + M-1,
+  // and the position moves on by M x data_parallel. Returns this rank's result: the loss is not
+  // exchanged (loss_sum and loss_count are this rank's), so a caller gathers it with whatever
+  // else it collects. Throws RuntimeError as train_batch does.
+  const StepResult& train_synthetic_batch();
+  std::int64_t data_position() const { return data_position_; }
+
+  // Checkpoints (checkpoint.hpp): every rank calls save_checkpoint after the same step; rank 0
+  // makes it the one to resume from, with `identity` in the manifest, once every rank's file is
+  // on disk. load_checkpoint loads this rank's part of `manifest` (read_manifest(dir)) and
+  // resumes global_steps() and data_position() from it; comparing the manifest's identity with
+  // the run's is the caller's choice.
+  void save_checkpoint(const std::string& dir, const nlohmann::json& identity);
+  void load_checkpoint(const std::string& dir, const Manifest& manifest);
 
   // The number of micro-batches of the next steps (schedules given by name only).
   void set_micro_batches(int micro_batches);
@@ -111,6 +129,7 @@ class PipelineEngine {
   StepResult last_step_;
   int global_steps_ = 0;
   int eval_steps_ = 0;
+  std::int64_t data_position_ = 0;  // of the built-in data, replica 0
 };
 
 // The forwards of a training schedule: backwards, gradient transfers and end-of-batch

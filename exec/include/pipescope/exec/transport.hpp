@@ -57,10 +57,12 @@ std::shared_ptr<FakeNetwork> make_fake_network(int world_size);
 std::unique_ptr<Transport> make_fake_transport(std::shared_ptr<FakeNetwork> network, int rank);
 void fake_network_fail_rank(FakeNetwork& network, int rank);
 
-// ---- Gloo through c10d ---------------------------------------------------------------------
-struct GlooOptions {
+// ---- the world: every rank of a run ---------------------------------------------------------
+// How the ranks find each other (torchrun's env:// rendezvous, or a file for one node) and how
+// long any rank waits on another.
+struct WorldOptions {
   // A file store (c10d FileStore) for ranks on one node: no listening socket at all. When empty,
-  // rank 0 serves a TCPStore at master_addr:master_port (torchrun's env:// rendezvous).
+  // rank 0 serves a TCPStore at master_addr:master_port.
   std::string store_file;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
@@ -68,28 +70,25 @@ struct GlooOptions {
   int world_size = 1;
   std::chrono::milliseconds timeout{60000};
 };
-// Rendezvous through the store and a ProcessGroupGloo. The returned store
-// handle stays usable for small key/value exchanges (metrics, traces).
+// Small key/value exchanges between ranks (metrics, traces) through the rendezvous store.
 class KeyValueStore {
  public:
   virtual ~KeyValueStore() = default;
   virtual void set(const std::string& key, const std::string& value) = 0;
-  virtual std::string get(const std::string& key) = 0;  // waits for the key (store timeout)
+  virtual std::string get(const std::string& key) = 0;  // waits for the key (the world's timeout)
 };
-struct GlooWorld {
+struct World {
   std::unique_ptr<Transport> transport;
   std::shared_ptr<KeyValueStore> store;
 };
-GlooWorld make_gloo_world(const GlooOptions& options);
-// False in builds whose LibTorch comes without Gloo headers (the CUDA wheel): make_gloo_world
-// then throws TransportError.
+// Rendezvous through the store, then the backend that fits `device`: Gloo for the CPU, NCCL on
+// the GPU for a CUDA device (made the current device; tensors may live on the CPU, they are
+// staged through the GPU). Throws TransportError naming the rendezvous or the backend this build
+// lacks (NCCL without PIPESCOPE_WITH_CUDA, Gloo in the CUDA build, whose LibTorch has no Gloo
+// headers).
+World make_world(const at::Device& device, const WorldOptions& options);
+// False in builds without Gloo (the CUDA build): make_world then refuses the CPU.
 bool gloo_support_built();
-
-// ---- NCCL for GPUs (builds with PIPESCOPE_WITH_CUDA) -----------------------------------------
-// The same store rendezvous; NCCL communicators on GPU `device_index` (the caller makes it the
-// current device). Tensors may live on the CPU: they are staged through the GPU. Without the
-// CUDA path it throws TransportError.
-GlooWorld make_nccl_world(const GlooOptions& options, int device_index);
 
 // Packs several tensors into one contiguous buffer (one message) and back.
 at::Tensor pack_tensors(const std::vector<at::Tensor>& tensors);

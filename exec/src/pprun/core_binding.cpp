@@ -1,4 +1,4 @@
-#include "pipescope/exec/core_binding.hpp"
+#include "pprun/core_binding.hpp"
 
 #include <fmt/format.h>
 #include <sched.h>

@@ -1,4 +1,4 @@
-#include "pipescope/exec/stolen_time.hpp"
+#include "pprun/stolen_time.hpp"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "pipescope/exec/core_binding.hpp"
+#include "pprun/core_binding.hpp"
 
 namespace pipescope::exec {
 namespace {

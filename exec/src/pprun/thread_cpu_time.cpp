@@ -1,4 +1,4 @@
-#include "pipescope/exec/thread_cpu_time.hpp"
+#include "pprun/thread_cpu_time.hpp"
 
 #include <fstream>
 #include <string>

@@ -1,6 +1,7 @@
-// A pprun worker: rendezvous, build the stages, resume, run the steps, write metrics, the
-// measured trace and checkpoints.
-#include "pipescope/exec/worker.hpp"
+// A pprun worker: a client of PipelineEngine. It opens its device and world, builds an engine for
+// the built-in model, resumes, drives the steps and writes metrics, the measured trace and
+// checkpoints.
+#include "pprun/worker.hpp"
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -19,25 +20,18 @@
 #include "pipescope/core/registry.hpp"
 #include "pipescope/core/validator.hpp"
 #include "pipescope/exec/checkpoint.hpp"
-#include "pipescope/exec/core_binding.hpp"
 #include "pipescope/exec/device.hpp"
+#include "pipescope/exec/engine.hpp"
 #include "pipescope/exec/memory.hpp"
-#include "pipescope/exec/runtime.hpp"
-#include "pipescope/exec/stolen_time.hpp"
-#include "pipescope/exec/thread_cpu_time.hpp"
-#include "pipescope/exec/threads.hpp"
 #include "pipescope/exec/transport.hpp"
 #include "pipescope/traces/trace_io.hpp"
+#include "pprun/core_binding.hpp"
+#include "pprun/stolen_time.hpp"
+#include "pprun/thread_cpu_time.hpp"
+#include "threads.hpp"
 
 namespace pipescope::exec {
 namespace {
-
-int env_int(const char* name, const char* value) {
-  char* end = nullptr;
-  long v = std::strtol(value, &end, 10);
-  if (!*value || *end || v < 0 || v > 1 << 30) throw UsageError(fmt::format("environment variable {}='{}' is not a valid number", name, value));
-  return static_cast<int>(v);
-}
 
 ModelConfig model_config(const RunOptions& o) {
   ModelConfig c;
@@ -151,60 +145,34 @@ class Worker {
 
   void run() {
     const RunOptions& o = plan_.options;
-    const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout_s * 1000));
-    GlooOptions gloo;
-    gloo.store_file = env_.store_file;
-    gloo.master_addr = env_.master_addr;
-    gloo.master_port = env_.master_port;
-    gloo.rank = env_.rank;
-    gloo.world_size = env_.world_size;
-    gloo.timeout = timeout;
-    // --device cuda: GPU LOCAL_RANK of this node (modulo the GPUs there), NCCL between ranks.
-    std::shared_ptr<ComputeDevice> device = make_cpu_device();
     // --bind-cores: this rank, with the threads it starts later (its transport's too), runs on
     // its share of the launcher's cores (core_binding.hpp).
     if (o.bind_cores) bind_to_core_share(env_.local_rank, local_world_size_for_binding(env_));
     const std::vector<pid_t> threads_before_transport = process_threads();
-    GlooWorld world;
-    if (o.device == "cuda") {
-      device = make_cuda_device(env_.local_rank % std::max(1, cuda_device_count()));
-      world = make_nccl_world(gloo, static_cast<int>(device->device().index()));
-    } else {
-      world = make_gloo_world(gloo);
-    }
+    // --device cuda: GPU LOCAL_RANK of this node (modulo the GPUs there), NCCL between ranks.
+    const std::shared_ptr<ComputeDevice> device = make_local_device(o.device == "cuda" ? at::kCUDA : at::kCPU, env_.local_rank);
+    World world = make_world(device->device(), world_options(env_, o.timeout));
     std::ranges::set_difference(process_threads(), threads_before_transport, std::back_inserter(transport_threads_));
     world_ = std::move(world.transport);
     store_ = world.store;
 
-    GridPosition position;
-    position.pipeline_ranks = plan_.pipeline_ranks;
-    position.num_replicas = o.data_parallel;
-    position.replica = env_.rank / plan_.pipeline_ranks;
-    position.pipe_rank = env_.rank % plan_.pipeline_ranks;
-    RuntimeOptions runtime_options;
-    runtime_options.timeout = timeout;
-    runtime_options.learning_rate = o.learning_rate;
-    runtime_options.device = device;
-    PipelineRuntime runtime(plan_.model, plan_.schedule, plan_.partition, *world_, position, runtime_options);
-
-    const std::int64_t samples_per_step = static_cast<std::int64_t>(plan_.schedule.num_micro_batches) * o.data_parallel;
-    CheckpointPosition at;
+    PipelineEngine engine(PipelineModule(plan_.model), plan_.schedule, *world_, engine_options(device));
     if (o.resume) {
       if (auto manifest = read_manifest(o.checkpoint_dir)) {
         check_resumable(plan_, *manifest);
-        at = load_rank_checkpoint(o.checkpoint_dir, *manifest, env_.rank, runtime);
+        engine.load_checkpoint(o.checkpoint_dir, *manifest);
       }
     }
 
     const bool progress = env_.rank == 0 && !o.quiet && isatty(STDERR_FILENO);
     std::string metrics;
-    int last_saved = at.step;
+    int last_saved = engine.global_steps();
     // Traces are handed to rank 0 and written after the last step: doing it between steps
     // (events through the store, JSON, a file synced to disk) slows the steps that follow, and
     // the traced steps must run as untraced ones do, since calibration learns from them.
     std::vector<TracedStep> traced_steps;
     StolenTimeMeter stolen;  // after the binding: the cores this rank runs on
-    for (int step = at.step; step < o.steps; ++step) {
+    for (int step = engine.global_steps(); step < o.steps; ++step) {
       maybe_inject_fault(env_.rank, step);
       const int last_step = o.steps - 1;
       const bool traced = !o.trace_path.empty() && step > last_step - o.trace_steps;
@@ -214,10 +182,7 @@ class Worker {
       stolen.start();
       const auto transport_cpu_before = threads_cpu_seconds(transport_threads_);
       const auto started = std::chrono::steady_clock::now();
-      // Replica d takes micro-batch samples data_position + d*M .. + M-1 of this step.
-      StepResult result = runtime.run_step(step, at.data_position + position.replica * plan_.schedule.num_micro_batches);
-      at.data_position += samples_per_step;
-      at.step = step + 1;
+      const StepResult& result = engine.train_synthetic_batch();
 
       std::vector<double> mine(kNumStatFields);
       mine[kLossSum] = result.loss_sum;
@@ -237,9 +202,9 @@ class Worker {
       if (traced) {
         // After the last timed step, on every rank at once: the backward's two halves timed apart.
         std::vector<PipelineRuntime::BackwardSplitTiming> probe;
-        if (step == last_step) probe = runtime.probe_backward_split(kBackwardSplitProbeRepetitions);
+        if (step == last_step) probe = engine.runtime().probe_backward_split(kBackwardSplitProbeRepetitions);
         traced_steps.push_back({step, iteration_time_s, stolen_time_s, per_rank(gathered, env_.world_size, kTransportCpuS),
-                                std::move(result), std::move(probe),
+                                result, std::move(probe),
                                 traced_step_path(o.trace_path, step, last_step)});
       }
       if (env_.rank == 0) {
@@ -259,14 +224,15 @@ class Worker {
         if (progress)
           std::fprintf(stderr, "\rpprun: step %d/%d  loss %.6f  %.3f s/step ", step + 1, o.steps, loss, iteration_time_s);
       }
+      const int done = engine.global_steps();
       const bool checkpoint_now = !o.checkpoint_dir.empty() &&
-                                  ((o.checkpoint_every > 0 && at.step % o.checkpoint_every == 0) || at.step == o.steps);
+                                  ((o.checkpoint_every > 0 && done % o.checkpoint_every == 0) || done == o.steps);
       if (checkpoint_now) {
-        checkpoint(runtime, at);
-        last_saved = at.step;
+        engine.save_checkpoint(o.checkpoint_dir, run_identity(plan_));
+        last_saved = done;
       }
     }
-    if (!o.checkpoint_dir.empty() && last_saved != at.step) checkpoint(runtime, at);
+    if (!o.checkpoint_dir.empty() && last_saved != engine.global_steps()) engine.save_checkpoint(o.checkpoint_dir, run_identity(plan_));
     for (const auto& t : traced_steps) write_trace(t);
     if (progress) std::fprintf(stderr, "\n");
     barrier();  // rank 0 serves the store: it leaves last
@@ -293,14 +259,20 @@ class Worker {
     }
   }
 
-  std::chrono::milliseconds timeout() const {
-    return std::chrono::milliseconds(static_cast<std::int64_t>(plan_.options.timeout_s * 1000));
-  }
+  std::chrono::milliseconds timeout() const { return plan_.options.timeout; }
 
-  void checkpoint(PipelineRuntime& runtime, const CheckpointPosition& at) {
-    save_rank_checkpoint(plan_.options.checkpoint_dir, at, env_.rank, runtime);
-    barrier();  // every rank's file is on disk before the manifest names the checkpoint
-    if (env_.rank == 0) commit_checkpoint(plan_.options.checkpoint_dir, at, env_.world_size, run_identity(plan_));
+  // The engine pprun drives: the command line's training settings, the rest the engine's
+  // defaults (AdamW with weight decay 0.01, no clipping, no activation checkpointing).
+  EngineOptions engine_options(std::shared_ptr<ComputeDevice> device) const {
+    const RunOptions& o = plan_.options;
+    EngineOptions e;
+    e.micro_batch_size = o.micro_batch_size;
+    e.data_parallel = o.data_parallel;
+    e.partition = o.partition_method;  // splits as make_run_plan did: plan_.partition
+    e.learning_rate = o.learning_rate;
+    e.timeout = o.timeout;
+    e.device = std::move(device);
+    return e;
   }
 
   // This rank's part of a trace: events_to_json and the cores its threads may run on.
@@ -441,30 +413,6 @@ nlohmann::json run_identity(const RunPlan& plan) {
           {"seed", o.seed},           {"schedule", plan.schedule.name}, {"micro_batches", plan.schedule.num_micro_batches},
           {"stages", plan.schedule.num_stages}, {"world_size", plan.world_size}, {"data_parallel", o.data_parallel},
           {"partition", plan.partition.bounds}};
-}
-
-int local_world_size_for_binding(const WorkerEnvironment& env) {
-  if (env.local_world_size < 1)
-    throw UsageError("--bind-cores needs LOCAL_WORLD_SIZE (pprun's launcher and torchrun set it)");
-  return env.local_world_size;
-}
-
-std::optional<WorkerEnvironment> worker_environment_from_env() {
-  const char* rank = std::getenv("RANK");
-  if (!rank) return std::nullopt;
-  WorkerEnvironment env;
-  env.rank = env_int("RANK", rank);
-  const char* world = std::getenv("WORLD_SIZE");
-  if (!world) throw UsageError("environment variable RANK is set but WORLD_SIZE is not");
-  env.world_size = env_int("WORLD_SIZE", world);
-  if (env.world_size < 1 || env.rank >= env.world_size)
-    throw UsageError(fmt::format("environment: RANK {} is not below WORLD_SIZE {}", env.rank, env.world_size));
-  if (const char* v = std::getenv("LOCAL_RANK")) env.local_rank = env_int("LOCAL_RANK", v);
-  if (const char* v = std::getenv("LOCAL_WORLD_SIZE")) env.local_world_size = env_int("LOCAL_WORLD_SIZE", v);
-  if (const char* v = std::getenv("MASTER_ADDR"); v && *v) env.master_addr = v;
-  if (const char* v = std::getenv("MASTER_PORT")) env.master_port = env_int("MASTER_PORT", v);
-  if (const char* v = std::getenv("PIPESCOPE_STORE_FILE")) env.store_file = v;
-  return env;
 }
 
 int run_worker(const RunPlan& plan, const WorkerEnvironment& env) {

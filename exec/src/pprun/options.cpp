@@ -1,9 +1,11 @@
-#include "pipescope/exec/options.hpp"
+#include "pprun/options.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -12,6 +14,8 @@
 
 namespace pipescope::exec {
 namespace {
+
+double seconds(std::chrono::milliseconds t) { return std::chrono::duration<double>(t).count(); }
 
 template <typename T>
 T parse_number(const std::string& option, const std::string& text) {
@@ -69,8 +73,14 @@ std::vector<OptionDef> option_defs() {
   add_string("--trace", &RunOptions::trace_path, "FILE", "measured trace of the last step (pipescope.trace/1)");
   add_int("--trace-steps", &RunOptions::trace_steps,
           "trace the last K steps: FILE the last, FILE's name with .stepN before its extension the others (calibration)");
-  defs.push_back({"--timeout", "SECONDS", fmt::format("how long a rank waits on a peer before failing (default {:g})", d.timeout_s),
-                  [](RunOptions& o, const std::string& v) { o.timeout_s = parse_number<double>("--timeout", v); }});
+  defs.push_back({"--timeout", "SECONDS", fmt::format("how long a rank waits on a peer before failing (default {:g})", seconds(d.timeout)),
+                  [](RunOptions& o, const std::string& v) {
+                    const double s = parse_number<double>("--timeout", v);
+                    // Not positive (or NaN): check_run_options names the value given.
+                    if (!(s > 0)) throw UsageError(fmt::format("option --timeout: {:g} must be positive", s));
+                    // Whole milliseconds, at least one; a year at most (no overflow).
+                    o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(std::min(s, 3.2e7) * 1000)));
+                  }});
   add_string("--checkpoint-dir", &RunOptions::checkpoint_dir, "DIR", "where checkpoints are written and read");
   add_int("--checkpoint-every", &RunOptions::checkpoint_every, "steps between checkpoints (0: at the end only)");
   add_flag("--resume", &RunOptions::resume, "continue from the last complete checkpoint in --checkpoint-dir");
@@ -130,7 +140,7 @@ void check_run_options(const RunOptions& o) {
   at_least("--threads-per-rank", o.threads_per_rank, 1);
   at_least("--checkpoint-every", o.checkpoint_every, 0);
   at_least("--dp", o.data_parallel, 1);
-  if (!(o.timeout_s > 0)) throw UsageError(fmt::format("option --timeout: {:g} must be positive", o.timeout_s));
+  if (o.timeout.count() <= 0) throw UsageError(fmt::format("option --timeout: {:g} must be positive", seconds(o.timeout)));
   if (!(o.learning_rate > 0)) throw UsageError(fmt::format("option --lr: {:g} must be positive", o.learning_rate));
   if (o.model != "mlp" && o.model != "tiny-gpt")
     throw UsageError(fmt::format("option --model: unknown model '{}' (known: mlp, tiny-gpt)", o.model));

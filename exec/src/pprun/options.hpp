@@ -3,6 +3,7 @@
 // before any worker (and any LibTorch state) exists.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,7 @@ struct RunOptions {
   std::string metrics_path;
   std::string trace_path;
   int trace_steps = 1;  // the last K steps are traced: trace_path holds the last (traced_step_path)
-  double timeout_s = 60;
+  std::chrono::milliseconds timeout{60000};  // --timeout SECONDS
   std::string checkpoint_dir;
   int checkpoint_every = 0;  // 0: only at the end of the run (when --checkpoint-dir is given)
   bool resume = false;
