@@ -245,9 +245,6 @@ PipelineEngine::PipelineEngine(PipelineModule module, Schedule schedule, Transpo
     throw UsageError(fmt::format("schedule '{}' is for {} pipeline ranks, but the world has {} rank(s) and data_parallel {}, so {}",
                                  schedule_.name, schedule_.num_ranks, world_.size(), options_.data_parallel, pipeline_ranks));
   validate(schedule_);
-  if (!schedule_.is_training())
-    throw UsageError(fmt::format("schedule '{}' has no backward: train with a training schedule (eval_batch runs the forwards)",
-                                 schedule_.name));
   if (module_.num_layers() == 0) throw UsageError("the model has no layers");
   if (options_.loss) module_.spec().loss = options_.loss;
   if (!module_.spec().loss) throw UsageError("the model has no loss function (PipelineModule::set_loss or EngineOptions::loss)");
@@ -336,6 +333,9 @@ void PipelineEngine::rebuild_eval_schedule() {
 
 double PipelineEngine::train_batch(const MicroBatchSource& data) {
   if (!data) throw UsageError("train_batch: no data source (pass one or call set_data_loader)");
+  if (!schedule_.is_training())
+    throw UsageError(fmt::format("schedule '{}' has no backward: train with a training schedule (eval_batch runs the forwards)",
+                                 schedule_.name));
   StepRequest request;
   request.schedule = &schedule_;
   request.data = &data;

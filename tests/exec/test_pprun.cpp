@@ -13,6 +13,8 @@
 //   the backward split probe, each rank's stolen time and its transport threads' CPU time (above
 //   0 on some rank: they moved the step's messages); with --trace-steps 2 the step before sits in 1f1b-trace.step2.json
 //   with the same events and no probe, and no earlier step is written.
+// - a forward-only schedule (deepspeed-inference, 2 ranks): runs its forwards and losses (step 0's
+//   loss is the reference's first: the same samples and weights), and its trace has 8 F and no B.
 // - a run killed at step 2 with --checkpoint-every 1 resumes and then gives steps 2 and 3 with
 //   exactly the uninterrupted losses.
 // - a worker killed (SIGKILL) or hung at step 1: pprun exits 1, names the rank that failed first,
@@ -126,6 +128,26 @@ TEST_CASE("pipelined schedules reproduce the single-process losses") {
         CHECK(run.losses[i] == Approx(ref.losses[i]).epsilon(1e-6));
     }
   }
+}
+
+TEST_CASE("a forward-only schedule runs its forwards through the engine") {
+  const RunOutput& ref = reference_run();
+  const fs::path trace_path = work_dir() / "inference-trace.json";
+  const RunOutput run = run_pprun("inference", "--nproc-per-node 2 --schedule deepspeed-inference --micro-batches 4 --steps 2 --trace " +
+                                                   trace_path.string() + " " + kModel);
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  REQUIRE(run.losses.size() == 2);
+  REQUIRE(ref.losses.size() == 4);
+  CHECK(run.losses[0] == Approx(ref.losses[0]).epsilon(1e-6));
+  const auto trace = pipescope::traces::read_trace(trace_path.string());
+  int forwards = 0, backwards = 0;
+  for (const auto& e : trace.events) {
+    forwards += e.name == "F";
+    backwards += e.name == "B";
+  }
+  CHECK(forwards == 8);
+  CHECK(backwards == 0);
 }
 
 TEST_CASE("data parallel x pipeline grid") {

@@ -80,7 +80,9 @@ class PipelineEngine {
   // as pprun trains them): replica d takes micro-batch samples data_position() + d*M .. + M-1,
   // and the position moves on by M x data_parallel. Returns this rank's result: the loss is not
   // exchanged (loss_sum and loss_count are this rank's), so a caller gathers it with whatever
-  // else it collects. Throws RuntimeError as train_batch does.
+  // else it collects. Throws RuntimeError as train_batch does. A forward-only schedule (e.g.
+  // deepspeed-inference) runs its forwards and losses, as pprun measures it; train_batch
+  // refuses one.
   const StepResult& train_synthetic_batch();
   std::int64_t data_position() const { return data_position_; }
 
