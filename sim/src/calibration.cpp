@@ -254,10 +254,9 @@ void collect_collective_waits(const MeasuredTrace& mt, const std::string& name, 
   }
   const double last_arrival_us = latest->ts_us;
   bool waits = false;
-  const auto& extra = mt.trace.meta.extra;
-  if (name == "OPTIMIZER" && extra.is_object() && extra.contains("gradient_clipping") &&
-      extra["gradient_clipping"].is_number()) {
-    waits = by_rank.size() >= 2 && extra["gradient_clipping"].get<double>() > 0;
+  const auto& clipping = mt.trace.meta.run.gradient_clipping;
+  if (name == "OPTIMIZER" && clipping) {
+    waits = by_rank.size() >= 2 && *clipping > 0;
     ++(waits ? out.sync_evidence[name] : out.no_sync_evidence[name]);
   } else if (by_rank.size() >= 2) {
     if (earliest->end_us() < last_arrival_us) {
@@ -327,42 +326,28 @@ std::vector<char> receives_against_traffic(const std::vector<Collected::Transfer
 }
 
 void collect_probe(const MeasuredTrace& mt, Collected& out) {
-  const auto& extra = mt.trace.meta.extra;
-  if (!extra.is_object() || !extra.contains(kBackwardSplitProbeField)) return;
-  const auto& probe = extra[std::string(kBackwardSplitProbeField)];
-  if (!probe.is_array())
-    throw UsageError(fmt::format("{}: otherData.{}: must be an array", mt.source, kBackwardSplitProbeField));
+  if (!mt.trace.meta.run.backward_split_probe) return;
+  const auto& probe = *mt.trace.meta.run.backward_split_probe;
   for (std::size_t i = 0; i < probe.size(); ++i) {
-    const auto& entry = probe[i];
-    const std::string where = fmt::format("{}: otherData.{}[{}]", mt.source, kBackwardSplitProbeField, i);
-    if (!entry.is_object() || !entry.contains("stage") || !entry["stage"].is_number_integer())
-      throw UsageError(where + ".stage: must be an integer");
-    const int stage = entry["stage"].get<int>();
-    auto values_of_field = [&](const nlohmann::json& from, const std::string& at, const char* field) {
-      if (!from.contains(field) || !from[field].is_array()) throw UsageError(at + "." + field + ": must be an array of numbers");
-      std::vector<double> values;
-      for (const auto& v : from[field]) {
-        if (!v.is_number() || !(v.get<double>() >= 0)) throw UsageError(at + "." + field + ": must hold numbers >= 0");
-        values.push_back(v.get<double>());
-      }
+    const traces::BackwardSplitProbe& entry = probe[i];
+    const std::string where = fmt::format("{}: otherData.backward_split_probe[{}]", mt.source, i);
+    auto checked = [&](const std::vector<double>& values, const std::string& at, const char* field) {
+      for (const double v : values)
+        if (!(v >= 0)) throw UsageError(at + "." + field + ": must hold numbers >= 0");
       return values;
     };
-    auto take_shares = [&](const nlohmann::json& from, const std::string& at, Collected::ProbeShares& into) {
-      const std::vector<double> full = values_of_field(from, at, "full_us");
-      const double input = median_of(values_of_field(from, at, "input_us"));
-      const double weight = median_of(values_of_field(from, at, "weight_us"));
+    auto take_shares = [&](const traces::BackwardSplitTimes& from, const std::string& at, Collected::ProbeShares& into) {
+      const std::vector<double>& full = checked(from.full_us, at, "full_us");
+      const double input = median_of(checked(from.input_us, at, "input_us"));
+      const double weight = median_of(checked(from.weight_us, at, "weight_us"));
       into.samples += full.size();
       if (const double full_median = median_of(full); full_median > 0) {
         into.input.push_back(input / full_median);
         into.weight.push_back(weight / full_median);
       }
     };
-    take_shares(entry, where, out.probe[stage]);
-    if (entry.contains("inner")) {
-      const auto& inner = entry["inner"];
-      if (!inner.is_object()) throw UsageError(where + ".inner: must be an object");
-      take_shares(inner, where + ".inner", out.inner_probe[stage]);
-    }
+    take_shares(entry.own, where, out.probe[entry.stage]);
+    if (entry.inner) take_shares(*entry.inner, where + ".inner", out.inner_probe[entry.stage]);
   }
 }
 
@@ -370,16 +355,15 @@ void collect_probe(const MeasuredTrace& mt, Collected& out) {
 // otherData.transport_cpu_s) over the rank's messages: on a core shared with the computation,
 // what each message costs it. Reported; the simulator does not use it yet.
 void collect_transport_cpu(const MeasuredTrace& mt, Collected& c) {
-  const auto& extra = mt.trace.meta.extra;
-  if (!extra.is_object() || !extra.contains("transport_cpu_s") || !extra["transport_cpu_s"].is_array()) return;
-  const auto& cpu = extra["transport_cpu_s"];
+  if (!mt.trace.meta.run.transport_cpu_s) return;
+  const std::vector<double>& cpu = *mt.trace.meta.run.transport_cpu_s;
   std::map<int, int> messages;
   for (const auto& e : mt.trace.events)
     if (e.lane == static_cast<int>(Lane::Send) || e.lane == static_cast<int>(Lane::Recv)) ++messages[e.rank];
   for (std::size_t rank = 0; rank < cpu.size(); ++rank) {
     const int n = messages[static_cast<int>(rank)];
-    if (n > 0 && cpu[rank].is_number())
-      c.transport_cpu_per_message.push_back({cpu[rank].get<double>() / n, &mt.source, static_cast<int>(rank), -1});
+    if (n > 0)
+      c.transport_cpu_per_message.push_back({cpu[rank] / n, &mt.source, static_cast<int>(rank), -1});
   }
 }
 
@@ -518,9 +502,7 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
     }
     if (!mt.trace.meta.schedule.empty()) c.schedules.insert(mt.trace.meta.schedule);
     if (mt.trace.meta.num_micro_batches > 0) c.micro_batch_counts.insert(mt.trace.meta.num_micro_batches);
-    if (mt.trace.meta.extra.is_object() && mt.trace.meta.extra.contains("data_parallel") &&
-        mt.trace.meta.extra["data_parallel"].is_number_integer())
-      c.data_parallel = std::max(1, mt.trace.meta.extra["data_parallel"].get<int>());
+    if (const auto& data_parallel = mt.trace.meta.run.data_parallel) c.data_parallel = std::max(1, *data_parallel);
     for (int rank = 0; rank < ranks; ++rank) collect_rank(mt, rank, c);
     collect_transfers(mt, c);
     collect_collective_waits(mt, "OPTIMIZER", stages, c);
@@ -781,26 +763,22 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
 
   // The model's layers and their split, when the executor recorded them: they let a profile
   // of S stages predict other stage counts layer by layer (profile_for_stages).
-  const auto& first_extra = traces.front().get().trace.meta.extra;
-  bool same_layout = first_extra.is_object() && first_extra.contains("layers") && first_extra.contains("stage_bounds") &&
-                     first_extra.contains("partition_method");
-  for (const MeasuredTrace& mt : traces) {
-    const auto& e = mt.trace.meta.extra;
-    same_layout = same_layout && e.is_object() && e.contains("layers") && e["layers"] == first_extra["layers"] &&
-                  e.contains("stage_bounds") && e["stage_bounds"] == first_extra["stage_bounds"];
-  }
+  const traces::RunDescription& first_run = traces.front().get().trace.meta.run;
+  bool same_layout = first_run.layers && first_run.stage_bounds && first_run.partition_method;
+  for (const MeasuredTrace& mt : traces)
+    same_layout = same_layout && mt.trace.meta.run.layers == first_run.layers && mt.trace.meta.run.stage_bounds == first_run.stage_bounds;
   if (same_layout) {
-    p.extra["layers"] = first_extra["layers"];
-    p.extra["stage_bounds"] = first_extra["stage_bounds"];
-    p.extra["partition_method"] = first_extra["partition_method"];
+    nlohmann::json layers = nlohmann::json::array();
+    for (const auto& l : *first_run.layers) layers.push_back({{"name", l.name}, {"type", l.type}, {"parameters", l.parameters}});
+    p.extra["layers"] = layers;
+    p.extra["stage_bounds"] = *first_run.stage_bounds;
+    p.extra["partition_method"] = *first_run.partition_method;
   }
 
   // What the executor says about the run (pprun records the model's name; a micro-batch
   // size recorded in the trace makes the profile's throughput right).
-  if (first_extra.is_object() && first_extra.contains("model") && first_extra["model"].is_string())
-    p.extra["model"] = first_extra["model"];
-  if (first_extra.is_object() && first_extra.contains("micro_batch_size") && first_extra["micro_batch_size"].is_number_integer())
-    p.micro_batch_size = std::max(1, first_extra["micro_batch_size"].get<int>());
+  if (first_run.model) p.extra["model"] = *first_run.model;
+  if (first_run.micro_batch_size) p.micro_batch_size = std::max(1, *first_run.micro_batch_size);
 
   nlohmann::json info = nlohmann::json::object();
   nlohmann::json sources = nlohmann::json::array();

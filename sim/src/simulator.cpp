@@ -550,7 +550,7 @@ SimResult Engine::run() {
     for (auto& bucket : rank_memory_) trace_.memory.insert(trace_.memory.end(), bucket.begin(), bucket.end());
     // The iteration outlasts the events by the step overhead; readers take it from here
     // (traces::iteration_time_us), as from a measured trace.
-    if (costs_.step_overhead_s > 0) trace_.meta.extra["step_time_s"] = iteration;
+    if (costs_.step_overhead_s > 0) trace_.meta.run.step_time_s = iteration;
     result.trace = std::move(trace_);
   }
   return result;

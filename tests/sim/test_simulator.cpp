@@ -316,7 +316,8 @@ TEST_CASE("instruction overhead, optimizer sync and sends that end at their rece
   CHECK(with_step.summary.ranks[1].bubble_fraction == Approx(1 - (3 + 4 + 0.25) / 13.0));
   CHECK(traces::event_span_us(with_step.trace) == Approx(12.6e6));
   CHECK(traces::iteration_time_us(with_step.trace) == Approx(13.0e6));
-  CHECK(with_step.trace.meta.extra.at("step_time_s") == Approx(13.0));
+  REQUIRE(with_step.trace.meta.run.step_time_s);
+  CHECK(*with_step.trace.meta.run.step_time_s == Approx(13.0));
 }
 
 namespace {
