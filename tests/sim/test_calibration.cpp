@@ -617,22 +617,25 @@ TEST_CASE("calibration learns the time between instructions, the optimizer sync 
   // wall time as pprun's do).
   CostModel known;
   StageCost s0, s1;
-  s0.f_s = 100e-6, s0.b_s = 150e-6, s0.w_s = 100e-6, s0.optimizer_s = 30e-6, s0.send_s = 5e-6;
-  s1.f_s = 200e-6, s1.b_s = 250e-6, s1.w_s = 150e-6, s1.optimizer_s = 90e-6, s1.send_s = 5e-6;
+  s0.f_s = 100e-6, s0.b_s = 150e-6, s0.w_s = 100e-6, s0.optimizer_s = 30e-6;
+  s1.f_s = 200e-6, s1.b_s = 250e-6, s1.w_s = 150e-6, s1.optimizer_s = 90e-6;
   s0.reduce_tied_s = 10e-6, s1.reduce_tied_s = 400e-6;
   known.stages = {s0, s1};
+  StageRuntimeEffects posting;
+  posting.send_s = 5e-6;
+  known.runtime.stages = {posting, posting};
   known.c_s = 40e-6;
-  known.reduce_tied_sync = true;
-  known.instruction_overhead_s = 20e-6;
-  known.optimizer_sync = true;
-  known.send_ends_at_receive = true;
+  known.runtime.reduce_tied_sync = true;
+  known.runtime.instruction_overhead_s = 20e-6;
+  known.runtime.optimizer_sync = true;
+  known.runtime.send_ends_at_receive = true;
   auto schedule = [](const char* name, int m) {
     ScheduleParams params;
     params.num_ranks = 2;
     params.num_micro_batches = m;
     return make_schedule(name, params);
   };
-  known.step_overhead_s = 250e-6;
+  known.runtime.step_overhead_s = 250e-6;
   traces::Trace measured = simulate(schedule("1f1b", 4), known).trace;
   measured.meta.source = "measured";
   const Calibration c = calibrate({{measured, "1f1b.json"}});
