@@ -86,8 +86,8 @@ class MemoryTimeline {
 // The stage that sent the data a receive takes (the default peers of SPEC.md section 3).
 int sender_stage_of_receive(const TraceEvent& e) { return e.name == "RECV_F" ? e.stage - 1 : e.stage + 1; }
 
-void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
-  const traces::Trace& trace = mt.trace;
+// The events of a rank's program thread in program order.
+std::vector<const TraceEvent*> main_thread_events(const traces::Trace& trace, int rank) {
   std::vector<const TraceEvent*> main;
   for (const auto& e : trace.events)
     if (e.rank == rank && on_main_thread(e)) main.push_back(&e);
@@ -106,6 +106,12 @@ void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
     if (a->ts_us != b->ts_us) return a->ts_us < b->ts_us;
     return tie_order(a) < tie_order(b);
   });
+  return main;
+}
+
+void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
+  const traces::Trace& trace = mt.trace;
+  const std::vector<const TraceEvent*> main = main_thread_events(trace, rank);
   const MemoryTimeline memory(trace, rank);
   const double infinity = std::numeric_limits<double>::infinity();
 
