@@ -185,9 +185,9 @@ TEST_CASE("measured trace of the last step") {
   CHECK_FALSE(trace.memory.empty());
   // The probe times each stage's backward halves; the first stage also its layers after the
   // first, as an inner stage runs them.
-  const auto& run = trace.meta.run;
-  REQUIRE(run.backward_split_probe);
-  const auto& probe = *run.backward_split_probe;
+  const auto& described = trace.meta.run;
+  REQUIRE(described.backward_split_probe);
+  const auto& probe = *described.backward_split_probe;
   REQUIRE(probe.size() == 2);
   CHECK(probe[0].stage == 0);
   CHECK(probe[0].own.full_us.size() > 0);
@@ -195,15 +195,15 @@ TEST_CASE("measured trace of the last step") {
   CHECK(probe[0].inner->full_us.size() == probe[0].own.full_us.size());
   CHECK(probe[0].inner->input_us.size() == probe[0].own.full_us.size());
   CHECK_FALSE(probe[1].inner);
-  CHECK(run.threads_per_rank.value_or(0) == 1);
-  CHECK_FALSE(run.blas.value_or("").empty());
-  REQUIRE(run.stolen_time_s);
-  CHECK(run.stolen_time_s->size() == 2);
+  CHECK(described.threads_per_rank.value_or(0) == 1);
+  CHECK_FALSE(described.blas.value_or("").empty());
+  REQUIRE(described.stolen_time_s);
+  CHECK(described.stolen_time_s->size() == 2);
   // The transport threads' CPU time in the step, per rank: they moved the step's messages.
-  REQUIRE(run.transport_cpu_s);
-  REQUIRE(run.transport_cpu_s->size() == 2);
-  CHECK((*run.transport_cpu_s)[0] >= 0);
-  CHECK((*run.transport_cpu_s)[0] + (*run.transport_cpu_s)[1] > 0);
+  REQUIRE(described.transport_cpu_s);
+  REQUIRE(described.transport_cpu_s->size() == 2);
+  CHECK((*described.transport_cpu_s)[0] >= 0);
+  CHECK((*described.transport_cpu_s)[0] + (*described.transport_cpu_s)[1] > 0);
 
   // --trace-steps 2: the step before the last goes next to it, with the same operations and
   // without the probe (it runs once, after the last step).
