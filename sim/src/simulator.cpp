@@ -81,8 +81,6 @@ class Engine {
 
  private:
   void run_rank(std::int32_t rank, double now);
-  bool take_receive(std::int32_t rank, const CompiledInstruction& ci, const StageRuntimeEffects& effects, double& now);
-  bool pass_barrier(std::int32_t rank, int barrier_id, double& now, double& event_start);
   void post_transfer(std::int32_t transfer, double now);
   void arrive(std::int32_t transfer, double arrival_s);
   void advance_link(LinkState& link, double now);
@@ -163,77 +161,6 @@ void Engine::add_send_event(std::int32_t transfer, double end_s) {
   e.bytes = stage_[send.stage].activation_bytes;
 }
 
-// A receive: false when its rank must wait (for the data, or for the event loop to get as far as
-// the peer); else `now` becomes its end.
-bool Engine::take_receive(std::int32_t rank, const CompiledInstruction& ci, const StageRuntimeEffects& effects, double& now) {
-  RankState& r = ranks_[rank];
-  const double arrival = arrival_s_[ci.transfer];
-  if (arrival == kUnknown) {
-    r.clock_s = now;
-    r.recv_reached_s = now;
-    receiver_waiting_[ci.transfer] = 1;
-    return false;
-  }
-  // A receive that waited for its data ends when the data is there (the calibrated
-  // latency is measured that way); one whose data was there when it began costs its own
-  // work. Which of the two it was is a matter of times, not of the order in which the
-  // event loop met the send and the receive: a rank can reach a receive before the loop
-  // has posted its send, and still find the data there at that time.
-  const bool waited = r.recv_reached_s >= 0;
-  const double reached = waited ? r.recv_reached_s : now;
-  const bool data_there = arrival <= reached;
-  double own_work_s = effects.received_data_s(false);
-  if (data_there && contention_) {
-    const int contended = own_message_undelivered(rank, s_.transfers[ci.transfer].from_rank, reached);
-    if (contended < 0) {  // the peer has not got that far: ask again when the clock has
-      r.clock_s = now;
-      push(now, rank);
-      return false;
-    }
-    own_work_s = effects.received_data_s(contended > 0);
-  }
-  r.recv_reached_s = -1;
-  const double done = data_there ? reached + own_work_s : std::max(now, arrival);
-  if (contention_) received_s_[ci.transfer] = done;
-  if (options_.build_trace) {
-    add_event(rank, traces::Lane::Recv, ci, reached, done, "p2p");
-    const CompiledTransfer& t = s_.transfers[ci.transfer];
-    traces::TraceEvent& e = lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + 2].back();
-    e.peer_rank = t.from_rank;
-    e.bytes = stage_[s_.instructions[t.send_index].stage].activation_bytes;
-    trace_.flows.push_back({t.from_rank, static_cast<int>(traces::Lane::Send), posted_s_[ci.transfer] * 1e6,
-                            rank, static_cast<int>(traces::Lane::Recv), done * 1e6});
-    if (costs_.runtime.send_ends_at_receive) add_send_event(ci.transfer, done);
-  }
-  now = done;
-  return true;
-}
-
-// The barrier of an all-reduce (clipping by the global norm, the tied-gradient reduction):
-// false while members are missing (the rank waits); else the rank's event starts when it got
-// there, and its own time when the last member did.
-bool Engine::pass_barrier(std::int32_t rank, int barrier_id, double& now, double& event_start) {
-  RankState& r = ranks_[rank];
-  Barrier& barrier = barriers_[barrier_id];
-  if (!r.reached_barrier[barrier_id]) {
-    r.reached_barrier[barrier_id] = true;
-    r.barrier_arrival_s[barrier_id] = now;
-    ++barrier.arrived;
-    barrier.time_s = std::max(barrier.time_s, now);
-  }
-  if (barrier.arrived < barrier.members) {
-    r.clock_s = now;
-    barrier.waiting.push_back(rank);
-    return false;
-  }
-  for (std::int32_t waiting : barrier.waiting) push(std::max(barrier.time_s, ranks_[waiting].clock_s), waiting);
-  barrier.waiting.clear();
-  r.passed_barrier[barrier_id] = true;
-  event_start = r.barrier_arrival_s[barrier_id];
-  now = std::max(now, barrier.time_s);
-  return true;
-}
-
 void Engine::run_rank(std::int32_t rank, double now) {
   RankState& r = ranks_[rank];
   const std::int32_t end_pc = s_.rank_begin[rank + 1];
@@ -282,11 +209,49 @@ void Engine::run_rank(std::int32_t rank, double now) {
         ++r.pc;
         continue;
       case Op::RecvActivation:
-      case Op::RecvGrad:
-        if (!take_receive(rank, ci, effects, now)) return;  // waits for its data, or for the peer to get that far
-        now += overhead_s;
+      case Op::RecvGrad: {
+        const double arrival = arrival_s_[ci.transfer];
+        if (arrival == kUnknown) {
+          r.clock_s = now;
+          r.recv_reached_s = now;
+          receiver_waiting_[ci.transfer] = 1;
+          return;
+        }
+        // A receive that waited for its data ends when the data is there (the calibrated
+        // latency is measured that way); one whose data was there when it began costs its own
+        // work. Which of the two it was is a matter of times, not of the order in which the
+        // event loop met the send and the receive: a rank can reach a receive before the loop
+        // has posted its send, and still find the data there at that time.
+        const bool waited = r.recv_reached_s >= 0;
+        const double reached = waited ? r.recv_reached_s : now;
+        const bool data_there = arrival <= reached;
+        double own_work_s = effects.received_data_s(false);
+        if (data_there && contention_) {
+          const int contended = own_message_undelivered(rank, s_.transfers[ci.transfer].from_rank, reached);
+          if (contended < 0) {  // the peer has not got that far: ask again when the clock has
+            r.clock_s = now;
+            push(now, rank);
+            return;
+          }
+          own_work_s = effects.received_data_s(contended > 0);
+        }
+        r.recv_reached_s = -1;
+        const double done = data_there ? reached + own_work_s : std::max(now, arrival);
+        if (contention_) received_s_[ci.transfer] = done;
+        if (options_.build_trace) {
+          add_event(rank, traces::Lane::Recv, ci, reached, done, "p2p");
+          const CompiledTransfer& t = s_.transfers[ci.transfer];
+          traces::TraceEvent& e = lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + 2].back();
+          e.peer_rank = t.from_rank;
+          e.bytes = stage_[s_.instructions[t.send_index].stage].activation_bytes;
+          trace_.flows.push_back({t.from_rank, static_cast<int>(traces::Lane::Send), posted_s_[ci.transfer] * 1e6,
+                                  rank, static_cast<int>(traces::Lane::Recv), done * 1e6});
+          if (costs_.runtime.send_ends_at_receive) add_send_event(ci.transfer, done);
+        }
+        now = done + overhead_s;
         ++r.pc;
         continue;
+      }
     }
     // Clipping by the global norm: the first optimizer step of each rank waits for every
     // rank's; the tied-gradient all-reduce waits for the other holders of the tied weights.
@@ -295,7 +260,25 @@ void Engine::run_rank(std::int32_t rank, double now) {
     int barrier_id = -1;
     if (ci.op == Op::OptimizerStep && costs_.runtime.optimizer_sync) barrier_id = kOptimizerBarrier;
     if (ci.op == Op::ReduceTiedGrads && costs_.runtime.reduce_tied_sync && tied_member_[rank]) barrier_id = kTiedBarrier;
-    if (barrier_id >= 0 && !r.passed_barrier[barrier_id] && !pass_barrier(rank, barrier_id, now, event_start)) return;
+    if (barrier_id >= 0 && !r.passed_barrier[barrier_id]) {
+      Barrier& barrier = barriers_[barrier_id];
+      if (!r.reached_barrier[barrier_id]) {
+        r.reached_barrier[barrier_id] = true;
+        r.barrier_arrival_s[barrier_id] = now;
+        ++barrier.arrived;
+        barrier.time_s = std::max(barrier.time_s, now);
+      }
+      if (barrier.arrived < barrier.members) {
+        r.clock_s = now;
+        barrier.waiting.push_back(rank);
+        return;
+      }
+      for (std::int32_t waiting : barrier.waiting) push(std::max(barrier.time_s, ranks_[waiting].clock_s), waiting);
+      barrier.waiting.clear();
+      r.passed_barrier[barrier_id] = true;
+      event_start = r.barrier_arrival_s[barrier_id];
+      now = std::max(now, barrier.time_s);
+    }
     const double end = now + duration;
     // The gradient buffer of a stage comes with its first weight gradient and goes with its
     // optimizer step.
