@@ -58,8 +58,10 @@ BENCHMARK(BM_SimulateInterleavedLinks)->Unit(benchmark::kMillisecond);
 // event loop waits for the loop's clock at such a receive.
 void BM_SimulateInterleavedBothWays(benchmark::State& state) {
   sim::CostModel costs = sim::CostModel::uniform(1.0, 1.0, 1.0, 0.01, 2, -1, -1);
-  costs.stages[0].recv_s = 0.001;
-  costs.stages[0].recv_contended_s = 0.002;
+  sim::StageRuntimeEffects effects;
+  effects.recv_s = 0.001;
+  effects.recv_contended_s = 0.002;
+  costs.runtime.stages = {effects};
   run_simulation(state, costs, sim::Topology{}, false);
 }
 BENCHMARK(BM_SimulateInterleavedBothWays)->Unit(benchmark::kMillisecond);

@@ -40,9 +40,6 @@ void CostModel::check(int num_stages) const {
   if (!std::isfinite(c_s) || c_s < 0) throw UsageError("--c-cost must be a finite time >= 0");
   if (micro_batch_size < 1) throw UsageError("--micro-batch-size must be at least 1");
   if (data_parallel < 1) throw UsageError("data-parallel size must be at least 1");
-  if (!std::isfinite(instruction_overhead_s) || instruction_overhead_s < 0)
-    throw UsageError("instruction overhead must be a finite time >= 0");
-  if (!std::isfinite(step_overhead_s) || step_overhead_s < 0) throw UsageError("step overhead must be a finite time >= 0");
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const StageCost& s = stages[i];
     const int id = static_cast<int>(i);
@@ -54,10 +51,6 @@ void CostModel::check(int num_stages) const {
     check_time(s.optimizer_s, "optimizer time", id);
     check_time(s.load_s, "load time", id);
     check_time(s.full_backward_s, "full backward time", id);
-    check_time(s.send_s, "send posting time", id);
-    check_time(s.recv_s, "receive time", id);
-    check_time(s.recv_contended_s, "receive time with traffic both ways", id);
-    check_time(s.grad_accumulate_s, "gradient accumulation time", id);
     if (s.grad_buffer_bytes < 0) throw UsageError("stage " + std::to_string(id) + ": gradient buffer must be >= 0");
     if (s.f_mem_bytes + s.b_mem_bytes + s.w_mem_bytes != 0)
       throw UsageError("stage " + std::to_string(id) + ": f, b and w memory must sum to 0 (got " +
@@ -65,6 +58,24 @@ void CostModel::check(int num_stages) const {
                        std::to_string(s.w_mem_bytes) + ")");
     if (s.static_bytes < 0) throw UsageError("stage " + std::to_string(id) + ": static memory must be >= 0");
     if (s.activation_bytes < 0) throw UsageError("stage " + std::to_string(id) + ": transfer bytes must be >= 0");
+  }
+  runtime.check(num_stages);
+}
+
+void RuntimeEffects::check(int num_stages) const {
+  if (stages.size() > 1 && static_cast<int>(stages.size()) != num_stages)
+    throw UsageError("runtime effects: for " + std::to_string(stages.size()) + " stages, but the schedule has " +
+                     std::to_string(num_stages));
+  if (!std::isfinite(instruction_overhead_s) || instruction_overhead_s < 0)
+    throw UsageError("instruction overhead must be a finite time >= 0");
+  if (!std::isfinite(step_overhead_s) || step_overhead_s < 0) throw UsageError("step overhead must be a finite time >= 0");
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const StageRuntimeEffects& s = stages[i];
+    const int id = static_cast<int>(i);
+    check_time(s.send_s, "send posting time", id);
+    check_time(s.recv_s, "receive time", id);
+    check_time(s.recv_contended_s, "receive time with traffic both ways", id);
+    check_time(s.grad_accumulate_s, "gradient accumulation time", id);
   }
 }
 

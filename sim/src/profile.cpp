@@ -174,11 +174,12 @@ CostModel cost_model_from_profile(const Profile& profile) {
   costs.transfer_model = TransferModel::Links;
   costs.micro_batch_size = profile.micro_batch_size;
   costs.data_parallel = profile.data_parallel;
-  costs.instruction_overhead_s = profile.instruction_overhead_s;
-  costs.step_overhead_s = profile.step_overhead_s;
-  costs.optimizer_sync = profile.optimizer_sync;
-  costs.reduce_tied_sync = profile.reduce_tied_sync;
-  costs.send_ends_at_receive = profile.send_ends_at_receive;
+  RuntimeEffects& runtime = costs.runtime;
+  runtime.instruction_overhead_s = profile.instruction_overhead_s;
+  runtime.step_overhead_s = profile.step_overhead_s;
+  runtime.optimizer_sync = profile.optimizer_sync;
+  runtime.reduce_tied_sync = profile.reduce_tied_sync;
+  runtime.send_ends_at_receive = profile.send_ends_at_receive;
   for (const StageProfile& s : profile.stages) {
     StageCost c;
     c.f_s = s.f_s;
@@ -194,12 +195,9 @@ CostModel cost_model_from_profile(const Profile& profile) {
     c.load_s = s.load_s;
     c.reduce_tied_s = s.reduce_tied_s;
     c.full_backward_s = s.full_backward_s;
-    c.send_s = s.send_s;
-    c.recv_s = s.recv_s;
-    c.recv_contended_s = s.recv_contended_s;
     c.grad_buffer_bytes = s.grad_buffer_bytes;
-    c.grad_accumulate_s = s.grad_accumulate_s;
     costs.stages.push_back(c);
+    runtime.stages.push_back({s.send_s, s.recv_s, s.recv_contended_s, s.grad_accumulate_s});
   }
   return costs;
 }

@@ -104,12 +104,13 @@ class Engine {
   const SimOptions& options_;
   bool links_mode_ = false;
   // Receives cost more while the receiving rank's own message to the sender is undelivered
-  // (StageCost::recv_contended_s); tracked only when some stage says so.
+  // (StageRuntimeEffects::recv_contended_s); tracked only when some stage says so.
   bool contention_ = false;
   std::vector<std::vector<std::int32_t>> undelivered_;  // per (from rank, to rank): posted transfers
   std::vector<double> received_s_;                      // per transfer: its receive's end; kUnknown before
   double now_s_ = 0;  // time of the event being handled
   std::vector<StageCost> stage_;
+  std::vector<StageRuntimeEffects> effects_;  // per stage
   std::vector<char> grad_buffer_held_;  // per stage
   std::vector<RankState> ranks_;
   std::vector<LinkState> links_;
@@ -165,10 +166,11 @@ void Engine::run_rank(std::int32_t rank, double now) {
   RankState& r = ranks_[rank];
   const std::int32_t end_pc = s_.rank_begin[rank + 1];
   const CompiledInstruction* instructions = s_.instructions.data();
-  const double overhead_s = costs_.instruction_overhead_s;
+  const double overhead_s = costs_.runtime.instruction_overhead_s;
   while (r.pc < end_pc) {
     const CompiledInstruction& ci = instructions[r.pc];
     const StageCost& cost = stage_[ci.stage];
+    const StageRuntimeEffects& effects = effects_[ci.stage];
     double duration = 0;
     std::int64_t delta = 0;
     traces::Lane lane = traces::Lane::Compute;
@@ -176,12 +178,12 @@ void Engine::run_rank(std::int32_t rank, double now) {
       case Op::ForwardPass: duration = cost.f_s; delta = cost.f_mem_bytes; break;
       // Micro-batch 0's weight gradient becomes the gradient sum: nothing to add it to.
       case Op::BackwardPass:
-        duration = cost.backward_pass_s() - (ci.micro_batch == 0 ? cost.grad_accumulate_s : 0.0);
+        duration = cost.backward_pass_s() - effects.weight_gradient_saving_s(ci.micro_batch);
         delta = cost.b_mem_bytes + cost.w_mem_bytes;
         break;
       case Op::BackwardInput: duration = cost.b_s; delta = cost.b_mem_bytes; break;
       case Op::BackwardWeight:
-        duration = cost.w_s - (ci.micro_batch == 0 ? cost.grad_accumulate_s : 0.0);
+        duration = cost.w_s - effects.weight_gradient_saving_s(ci.micro_batch);
         delta = cost.w_mem_bytes;
         break;
       case Op::LoadMicroBatch: duration = cost.load_s; break;
@@ -203,7 +205,7 @@ void Engine::run_rank(std::int32_t rank, double now) {
             undelivered_[static_cast<std::size_t>(t.from_rank) * s_.num_ranks + t.to_rank].push_back(ci.transfer);
         }
         // Posting occupies the program (packing, handing over to the transport), not the link.
-        now += cost.send_s + overhead_s;
+        now += effects.send_s + overhead_s;
         ++r.pc;
         continue;
       case Op::RecvActivation:
@@ -223,7 +225,7 @@ void Engine::run_rank(std::int32_t rank, double now) {
         const bool waited = r.recv_reached_s >= 0;
         const double reached = waited ? r.recv_reached_s : now;
         const bool data_there = arrival <= reached;
-        double own_work_s = cost.recv_s;
+        double own_work_s = effects.received_data_s(false);
         if (data_there && contention_) {
           const int contended = own_message_undelivered(rank, s_.transfers[ci.transfer].from_rank, reached);
           if (contended < 0) {  // the peer has not got that far: ask again when the clock has
@@ -231,7 +233,7 @@ void Engine::run_rank(std::int32_t rank, double now) {
             push(now, rank);
             return;
           }
-          if (contended > 0) own_work_s = cost.recv_contended_s;
+          own_work_s = effects.received_data_s(contended > 0);
         }
         r.recv_reached_s = -1;
         const double done = data_there ? reached + own_work_s : std::max(now, arrival);
@@ -244,7 +246,7 @@ void Engine::run_rank(std::int32_t rank, double now) {
           e.bytes = stage_[s_.instructions[t.send_index].stage].activation_bytes;
           trace_.flows.push_back({t.from_rank, static_cast<int>(traces::Lane::Send), posted_s_[ci.transfer] * 1e6,
                                   rank, static_cast<int>(traces::Lane::Recv), done * 1e6});
-          if (costs_.send_ends_at_receive) add_send_event(ci.transfer, done);
+          if (costs_.runtime.send_ends_at_receive) add_send_event(ci.transfer, done);
         }
         now = done + overhead_s;
         ++r.pc;
@@ -256,8 +258,8 @@ void Engine::run_rank(std::int32_t rank, double now) {
     // The event starts when this rank got there, as a runtime records it.
     double event_start = now;
     int barrier_id = -1;
-    if (ci.op == Op::OptimizerStep && costs_.optimizer_sync) barrier_id = kOptimizerBarrier;
-    if (ci.op == Op::ReduceTiedGrads && costs_.reduce_tied_sync && tied_member_[rank]) barrier_id = kTiedBarrier;
+    if (ci.op == Op::OptimizerStep && costs_.runtime.optimizer_sync) barrier_id = kOptimizerBarrier;
+    if (ci.op == Op::ReduceTiedGrads && costs_.runtime.reduce_tied_sync && tied_member_[rank]) barrier_id = kTiedBarrier;
     if (barrier_id >= 0 && !r.passed_barrier[barrier_id]) {
       Barrier& barrier = barriers_[barrier_id];
       if (!r.reached_barrier[barrier_id]) {
@@ -360,7 +362,7 @@ void Engine::post_transfer(std::int32_t transfer, double now) {
 void Engine::arrive(std::int32_t transfer, double arrival_s) {
   arrival_s_[transfer] = arrival_s;
   const CompiledTransfer& t = s_.transfers[transfer];
-  if (options_.build_trace && !costs_.send_ends_at_receive) add_send_event(transfer, arrival_s);
+  if (options_.build_trace && !costs_.runtime.send_ends_at_receive) add_send_event(transfer, arrival_s);
   if (receiver_waiting_[transfer]) {
     receiver_waiting_[transfer] = 0;
     push(std::max(ranks_[t.to_rank].clock_s, arrival_s), t.to_rank);
@@ -426,6 +428,8 @@ SimResult Engine::run() {
   links_mode_ = costs_.transfer_model == TransferModel::Links;
   stage_.resize(static_cast<std::size_t>(s_.num_stages));
   for (int s = 0; s < s_.num_stages; ++s) stage_[s] = costs_.stage(s);
+  effects_.resize(static_cast<std::size_t>(s_.num_stages));
+  for (int s = 0; s < s_.num_stages; ++s) effects_[s] = costs_.runtime.stage(s);
   grad_buffer_held_.assign(static_cast<std::size_t>(s_.num_stages), 0);
 
   ranks_.assign(static_cast<std::size_t>(s_.num_ranks), RankState{});
@@ -436,7 +440,7 @@ SimResult Engine::run() {
   }
 
   const std::size_t num_transfers = s_.transfers.size();
-  for (int s = 0; s < s_.num_stages && !contention_; ++s) contention_ = stage_[s].recv_contended_s != stage_[s].recv_s;
+  for (int s = 0; s < s_.num_stages && !contention_; ++s) contention_ = effects_[s].receives_contend();
   if (contention_) {
     undelivered_.assign(static_cast<std::size_t>(s_.num_ranks) * s_.num_ranks, {});
     received_s_.assign(num_transfers, kUnknown);
@@ -483,8 +487,8 @@ SimResult Engine::run() {
     }
     const bool holds_ends = s_.num_stages > 0 && (s_.stage_to_rank.front() == rank || s_.stage_to_rank.back() == rank);
     tied_member_[rank] = reduces_tied && holds_ends;
-    if (costs_.optimizer_sync && steps) ++barriers_[kOptimizerBarrier].members;
-    if (costs_.reduce_tied_sync && tied_member_[rank]) ++barriers_[kTiedBarrier].members;
+    if (costs_.runtime.optimizer_sync && steps) ++barriers_[kOptimizerBarrier].members;
+    if (costs_.runtime.reduce_tied_sync && tied_member_[rank]) ++barriers_[kTiedBarrier].members;
   }
 
   heap_.reserve(static_cast<std::size_t>(s_.num_ranks) + s_.links.size() + 16);
@@ -514,7 +518,7 @@ SimResult Engine::run() {
     if (!r.done) deadlock();
     iteration = std::max(iteration, r.clock_s);
   }
-  if (!s_.instructions.empty()) iteration += costs_.step_overhead_s;
+  if (!s_.instructions.empty()) iteration += costs_.runtime.step_overhead_s;
   summary.iteration_time_s = iteration;
   double bubble_sum = 0;
   for (std::int32_t rank = 0; rank < s_.num_ranks; ++rank) {
@@ -542,7 +546,7 @@ SimResult Engine::run() {
       auto& bucket = lane_events_[b];
       // Shared links can finish transfers out of the order they were posted in, and sends
       // that end at their receive are recorded in the order of the receives.
-      if ((links_mode_ || costs_.send_ends_at_receive) && b % traces::kNumLanes == static_cast<std::size_t>(traces::Lane::Send))
+      if ((links_mode_ || costs_.runtime.send_ends_at_receive) && b % traces::kNumLanes == static_cast<std::size_t>(traces::Lane::Send))
         std::stable_sort(bucket.begin(), bucket.end(),
                          [](const traces::TraceEvent& x, const traces::TraceEvent& y) { return x.ts_us < y.ts_us; });
       std::move(bucket.begin(), bucket.end(), std::back_inserter(trace_.events));
@@ -550,7 +554,7 @@ SimResult Engine::run() {
     for (auto& bucket : rank_memory_) trace_.memory.insert(trace_.memory.end(), bucket.begin(), bucket.end());
     // The iteration outlasts the events by the step overhead; readers take it from here
     // (traces::iteration_time_us), as from a measured trace.
-    if (costs_.step_overhead_s > 0) trace_.meta.extra["step_time_s"] = iteration;
+    if (costs_.runtime.step_overhead_s > 0) trace_.meta.run.step_time_s = iteration;
     result.trace = std::move(trace_);
   }
   return result;

@@ -207,30 +207,31 @@ TEST_CASE("measured trace of the last step") {
   CHECK_FALSE(trace.memory.empty());
   // The probe times each stage's backward halves; the first stage also its layers after the
   // first, as an inner stage runs them.
-  REQUIRE(trace.meta.extra.contains("backward_split_probe"));
-  const auto& probe = trace.meta.extra["backward_split_probe"];
+  const auto& described = trace.meta.run;
+  REQUIRE(described.backward_split_probe);
+  const auto& probe = *described.backward_split_probe;
   REQUIRE(probe.size() == 2);
-  CHECK(probe[0]["stage"] == 0);
-  CHECK(probe[0]["full_us"].size() > 0);
-  REQUIRE(probe[0].contains("inner"));
-  CHECK(probe[0]["inner"]["full_us"].size() == probe[0]["full_us"].size());
-  CHECK(probe[0]["inner"]["input_us"].size() == probe[0]["full_us"].size());
-  CHECK_FALSE(probe[1].contains("inner"));
-  CHECK(trace.meta.extra.value("threads_per_rank", 0) == 1);
-  CHECK_FALSE(trace.meta.extra.value("blas", std::string()).empty());
-  REQUIRE(trace.meta.extra.contains("stolen_time_s"));
-  CHECK(trace.meta.extra["stolen_time_s"].size() == 2);
+  CHECK(probe[0].stage == 0);
+  CHECK(probe[0].own.full_us.size() > 0);
+  REQUIRE(probe[0].inner);
+  CHECK(probe[0].inner->full_us.size() == probe[0].own.full_us.size());
+  CHECK(probe[0].inner->input_us.size() == probe[0].own.full_us.size());
+  CHECK_FALSE(probe[1].inner);
+  CHECK(described.threads_per_rank.value_or(0) == 1);
+  CHECK_FALSE(described.blas.value_or("").empty());
+  REQUIRE(described.stolen_time_s);
+  CHECK(described.stolen_time_s->size() == 2);
   // The transport threads' CPU time in the step, per rank: they moved the step's messages.
-  REQUIRE(trace.meta.extra.contains("transport_cpu_s"));
-  REQUIRE(trace.meta.extra["transport_cpu_s"].size() == 2);
-  CHECK(trace.meta.extra["transport_cpu_s"][0].get<double>() >= 0);
-  CHECK(trace.meta.extra["transport_cpu_s"][0].get<double>() + trace.meta.extra["transport_cpu_s"][1].get<double>() > 0);
+  REQUIRE(described.transport_cpu_s);
+  REQUIRE(described.transport_cpu_s->size() == 2);
+  CHECK((*described.transport_cpu_s)[0] >= 0);
+  CHECK((*described.transport_cpu_s)[0] + (*described.transport_cpu_s)[1] > 0);
 
   // --trace-steps 2: the step before the last goes next to it, with the same operations and
   // without the probe (it runs once, after the last step).
   const auto before = pipescope::traces::read_trace((work_dir() / "1f1b-trace.step2.json").string());
   CHECK(before.meta.iteration == 2);
-  CHECK_FALSE(before.meta.extra.contains("backward_split_probe"));
+  CHECK_FALSE(before.meta.run.backward_split_probe);
   std::map<std::string, int> before_counts;
   for (const auto& e : before.events) ++before_counts[e.name];
   CHECK(before_counts == counts);
@@ -300,13 +301,13 @@ TEST_CASE("pprun --bind-cores gives each rank cores of its own and the same loss
   CHECK(run.losses[0] == ref.losses[0]);
   CHECK(run.losses[1] == ref.losses[1]);
   const auto trace = pipescope::traces::read_trace(trace_path.string());
-  CHECK(trace.meta.extra.at("bind_cores") == true);
+  CHECK(trace.meta.run.bind_cores == true);
   const std::vector<int> first(cores.begin(), cores.begin() + static_cast<long>(cores.size() / 2));
   const std::vector<int> second(cores.begin() + static_cast<long>(cores.size() / 2), cores.end());
-  CHECK(trace.meta.extra.at("cores_per_rank") ==
-        nlohmann::json::array({pipescope::exec::core_list(first), pipescope::exec::core_list(second)}));
+  CHECK(trace.meta.run.cores_per_rank ==
+        std::vector<std::string>{pipescope::exec::core_list(first), pipescope::exec::core_list(second)});
   // Gloo's threads are bound with the rank's.
-  CHECK(trace.meta.extra.at("transport_cores_per_rank") == trace.meta.extra.at("cores_per_rank"));
+  CHECK(trace.meta.run.transport_cores_per_rank == trace.meta.run.cores_per_rank);
 }
 
 TEST_CASE("bad runs are refused before any worker starts") {

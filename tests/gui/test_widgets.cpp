@@ -143,7 +143,7 @@ TEST_CASE("the summary says how much of the measured step the host took (steal)"
   pp.source = "measured";
   Trace measured = make_1f1b_trace(pp);
   const double step_s = iteration_time_us(measured) * 1e-6;
-  measured.meta.extra["stolen_time_s"] = {0.1 * step_s, 0.0, 0.0, 0.0};  // rank 0 lost 10%
+  measured.meta.run.stolen_time_s = {0.1 * step_s, 0.0, 0.0, 0.0};  // rank 0 lost 10%
   const std::string dir = trace_files().dir;
   write_trace(predicted, dir + "/steal-predicted.json");
   write_trace(measured, dir + "/steal-measured.json");

@@ -295,13 +295,8 @@ TEST_CASE("calibration pools several traces and takes the split from I and W eve
 
 TEST_CASE("calibration takes the split from the executor's probe") {
   traces::Trace t = hand_made_trace(false);
-  t.meta.extra[std::string(kBackwardSplitProbeField)] = {
-      {{"stage", 0},
-       {"full_us", {100, 100, 100}},
-       {"input_us", {40, 40, 40}},
-       {"weight_us", {70, 70, 70}},
-       {"inner", {{"full_us", {80, 80}}, {"input_us", {30, 30}}, {"weight_us", {60, 60}}}}},
-      {{"stage", 1}, {"full_us", {200}}, {"input_us", {100}}, {"weight_us", {100}}}};
+  t.meta.run.backward_split_probe = {{0, {{100, 100, 100}, {40, 40, 40}, {70, 70, 70}}, {{{80, 80}, {30, 30}, {60, 60}}}},
+                                     {1, {{200}, {100}, {100}}, std::nullopt}};
   const Profile p = calibrate({{t, "probed.json"}}).profile;
   CHECK(p.backward_split_measured);
   CHECK(p.stages[0].b_s == Approx(150e-6 * 0.4));
@@ -313,7 +308,8 @@ TEST_CASE("calibration takes the split from the executor's probe") {
   CHECK(p.extra[std::string(kInnerBackwardSplitField)]["input"].get<double>() == Approx(0.375));
   CHECK(p.extra[std::string(kInnerBackwardSplitField)]["weight"].get<double>() == Approx(0.75));
 
-  t.meta.extra[std::string(kBackwardSplitProbeField)][0]["inner"] = {{"full_us", {80}}, {"input_us", "30"}, {"weight_us", {60}}};
+  // A time that is not a number does not read (test_run_description.cpp); a negative one is refused here.
+  (*t.meta.run.backward_split_probe)[0].inner = traces::BackwardSplitTimes{{80}, {-30}, {60}};
   CHECK_THROWS_WITH(calibrate({{t, "probed.json"}}),
                     Catch::Contains("probed.json") && Catch::Contains("backward_split_probe[0].inner.input_us"));
 }
@@ -326,10 +322,9 @@ TEST_CASE("the probe's split is taken run by run: runs differ in speed") {
   std::vector<MeasuredTrace> runs;
   for (double speed : {1.0, 2.0, 3.0}) {
     traces::Trace t = hand_made_trace(false);
-    t.meta.extra[std::string(kBackwardSplitProbeField)] = {
-        {{"stage", 0}, {"full_us", {100 * speed, 10 * speed, 10 * speed}}, {"input_us", {5 * speed, 5 * speed, 5 * speed}},
-         {"weight_us", {9 * speed, 9 * speed, 9 * speed}}},
-        {{"stage", 1}, {"full_us", {200}}, {"input_us", {100}}, {"weight_us", {100}}}};
+    t.meta.run.backward_split_probe = {
+        {0, {{100 * speed, 10 * speed, 10 * speed}, {5 * speed, 5 * speed, 5 * speed}, {9 * speed, 9 * speed, 9 * speed}}, std::nullopt},
+        {1, {{200}, {100}, {100}}, std::nullopt}};
     runs.push_back({t, fmt::format("run{}.json", speed)});
   }
   const Profile p = calibrate(runs).profile;
@@ -365,9 +360,9 @@ TEST_CASE("calibration leaves out traces the host disturbed (steal)") {
   // slow.json: stage 0's forwards took 500 us while the host ran something else on rank 0's
   // core for 10% of the step (pprun's otherData.stolen_time_s).
   traces::Trace slow = hand_made_trace(false, 500);
-  slow.meta.extra["stolen_time_s"] = nlohmann::json::array({0.1 * traces::event_span_us(slow) * 1e-6, 0.0});
+  slow.meta.run.stolen_time_s = {0.1 * traces::event_span_us(slow) * 1e-6, 0.0};
   traces::Trace quiet = hand_made_trace(false);
-  quiet.meta.extra["stolen_time_s"] = nlohmann::json::array({0.0, 0.0});
+  quiet.meta.run.stolen_time_s = {0.0, 0.0};
   const Calibration c = calibrate({{slow, "slow.json"}, {quiet, "quiet.json"}, {hand_made_trace(false), "unsaid.json"}});
   CHECK(c.profile.stages[0].f_s == Approx(101e-6));  // the two undisturbed traces' median
   CHECK(c.profile.extra["calibration"]["traces"] == nlohmann::json::array({"quiet.json", "unsaid.json"}));
@@ -389,7 +384,7 @@ TEST_CASE("calibration reports the transport threads' CPU time per message") {
   // Each rank of the hand-made trace moves 10 messages (5 sends, 5 receives): 1 ms and 2 ms of
   // its transport threads' CPU make 100 and 200 us per message.
   traces::Trace t = hand_made_trace(false);
-  t.meta.extra["transport_cpu_s"] = nlohmann::json::array({0.001, 0.002});
+  t.meta.run.transport_cpu_s = {0.001, 0.002};
   const Calibration c = calibrate({{t, "gpipe.json"}});
   const auto q = std::find_if(c.quantities.begin(), c.quantities.end(),
                               [](const CalibratedQuantity& x) { return x.name == "transport threads' CPU per message"; });
@@ -622,22 +617,25 @@ TEST_CASE("calibration learns the time between instructions, the optimizer sync 
   // wall time as pprun's do).
   CostModel known;
   StageCost s0, s1;
-  s0.f_s = 100e-6, s0.b_s = 150e-6, s0.w_s = 100e-6, s0.optimizer_s = 30e-6, s0.send_s = 5e-6;
-  s1.f_s = 200e-6, s1.b_s = 250e-6, s1.w_s = 150e-6, s1.optimizer_s = 90e-6, s1.send_s = 5e-6;
+  s0.f_s = 100e-6, s0.b_s = 150e-6, s0.w_s = 100e-6, s0.optimizer_s = 30e-6;
+  s1.f_s = 200e-6, s1.b_s = 250e-6, s1.w_s = 150e-6, s1.optimizer_s = 90e-6;
   s0.reduce_tied_s = 10e-6, s1.reduce_tied_s = 400e-6;
   known.stages = {s0, s1};
+  StageRuntimeEffects posting;
+  posting.send_s = 5e-6;
+  known.runtime.stages = {posting, posting};
   known.c_s = 40e-6;
-  known.reduce_tied_sync = true;
-  known.instruction_overhead_s = 20e-6;
-  known.optimizer_sync = true;
-  known.send_ends_at_receive = true;
+  known.runtime.reduce_tied_sync = true;
+  known.runtime.instruction_overhead_s = 20e-6;
+  known.runtime.optimizer_sync = true;
+  known.runtime.send_ends_at_receive = true;
   auto schedule = [](const char* name, int m) {
     ScheduleParams params;
     params.num_ranks = 2;
     params.num_micro_batches = m;
     return make_schedule(name, params);
   };
-  known.step_overhead_s = 250e-6;
+  known.runtime.step_overhead_s = 250e-6;
   traces::Trace measured = simulate(schedule("1f1b", 4), known).trace;
   measured.meta.source = "measured";
   const Calibration c = calibrate({{measured, "1f1b.json"}});

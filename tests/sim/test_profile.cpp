@@ -94,11 +94,11 @@ TEST_CASE("the runtime fields of a profile round-trip and reach the cost model")
   CHECK(back == p);
   CHECK(back.extra.size() == p.extra.size());  // known fields do not leak into extra
   const CostModel costs = cost_model_from_profile(back);
-  CHECK(costs.instruction_overhead_s == 12e-6);
-  CHECK(costs.step_overhead_s == 300e-6);
-  CHECK(costs.optimizer_sync);
-  CHECK(costs.reduce_tied_sync);
-  CHECK(costs.send_ends_at_receive);
+  CHECK(costs.runtime.instruction_overhead_s == 12e-6);
+  CHECK(costs.runtime.step_overhead_s == 300e-6);
+  CHECK(costs.runtime.optimizer_sync);
+  CHECK(costs.runtime.reduce_tied_sync);
+  CHECK(costs.runtime.send_ends_at_receive);
 
   nlohmann::json j = nlohmann::json::parse(to_profile_json(two_stages()));
   j.erase("instruction_overhead_s");

@@ -134,7 +134,8 @@ TEST_CASE("micro-batch 0's weight gradient has no gradient sum to add itself to"
   std::vector<Instruction> split = {{Op::ForwardPass, 0, 0},    {Op::ForwardPass, 0, 1},   {Op::BackwardInput, 0, 0},
                                     {Op::BackwardWeight, 0, 0}, {Op::BackwardInput, 0, 1}, {Op::BackwardWeight, 0, 1}};
   CostModel costs = CostModel::uniform(1, 1, 1, 2, 0, 0, 0);
-  costs.stages[0].grad_accumulate_s = 0.5;
+  costs.runtime.stages.resize(1);
+  costs.runtime.stages[0].grad_accumulate_s = 0.5;
   const SimResult a = simulate(hand_schedule("full", 1, 2, {0}, {full}), costs);
   CHECK(a.summary.iteration_time_s == Approx(1 + 1 + 1.5 + 2));
   REQUIRE(a.trace.events.size() == 4);
@@ -142,7 +143,7 @@ TEST_CASE("micro-batch 0's weight gradient has no gradient sum to add itself to"
   CHECK(a.trace.events[3].dur_us == Approx(2e6));
   const SimResult b = simulate(hand_schedule("split", 1, 2, {0}, {split}), costs);
   CHECK(b.summary.iteration_time_s == Approx(1 + 1 + 1 + 0.5 + 1 + 1));
-  costs.stages[0].grad_accumulate_s = -1;
+  costs.runtime.stages[0].grad_accumulate_s = -1;
   CHECK_THROWS_AS(simulate(hand_schedule("full", 1, 2, {0}, {full}), costs), UsageError);
 }
 
@@ -289,15 +290,15 @@ TEST_CASE("instruction overhead, optimizer sync and sends that end at their rece
 
   CHECK(simulate(schedule, costs).summary.iteration_time_s == Approx(12.0));
 
-  costs.instruction_overhead_s = 0.1;
+  costs.runtime.instruction_overhead_s = 0.1;
   const SimResult with_overhead = simulate(schedule, costs);
   CHECK(with_overhead.summary.iteration_time_s == Approx(12.6));
   CHECK(find(with_overhead.trace, 0, "B").ts_us == Approx(10.0e6));
   CHECK(find(with_overhead.trace, 1, "OPTIMIZER").end_us() == Approx(9.75e6));
   CHECK(find(with_overhead.trace, 0, "SEND_F").end_us() == Approx(1.6e6));
 
-  costs.optimizer_sync = true;
-  costs.send_ends_at_receive = true;
+  costs.runtime.optimizer_sync = true;
+  costs.runtime.send_ends_at_receive = true;
   const SimResult with_all = simulate(schedule, costs);
   CHECK(with_all.summary.iteration_time_s == Approx(12.6));
   const traces::TraceEvent waiting = find(with_all.trace, 1, "OPTIMIZER");
@@ -312,13 +313,14 @@ TEST_CASE("instruction overhead, optimizer sync and sends that end at their rece
 
   // 0.4 s after the last instruction: the iteration and every rank's idle time grow by it;
   // the trace's events do not move, and it records the iteration for its readers.
-  costs.step_overhead_s = 0.4;
+  costs.runtime.step_overhead_s = 0.4;
   const SimResult with_step = simulate(schedule, costs);
   CHECK(with_step.summary.iteration_time_s == Approx(13.0));
   CHECK(with_step.summary.ranks[1].bubble_fraction == Approx(1 - (2 + 3 + 4) / 13.0));
   CHECK(traces::event_span_us(with_step.trace) == Approx(12.6e6));
   CHECK(traces::iteration_time_us(with_step.trace) == Approx(13.0e6));
-  CHECK(with_step.trace.meta.extra.at("step_time_s") == Approx(13.0));
+  REQUIRE(with_step.trace.meta.run.step_time_s);
+  CHECK(*with_step.trace.meta.run.step_time_s == Approx(13.0));
 }
 
 namespace {
@@ -369,8 +371,9 @@ TEST_CASE("a receive costs more while its rank's own message to the sender is un
   params.chunks_given = true;
   const Schedule schedule = make_schedule("interleaved-1f1b", params);
   CostModel costs = CostModel::uniform(1.0, 1.0, 1.0, 0.75);
-  costs.stages[0].recv_s = 0.125;
-  costs.stages[0].recv_contended_s = 0.5;
+  costs.runtime.stages.resize(1);
+  costs.runtime.stages[0].recv_s = 0.125;
+  costs.runtime.stages[0].recv_contended_s = 0.5;
   const SimResult fixed = simulate(schedule, costs);
   const auto [plain, contended] = check_receive_costs(fixed.trace, 0.75, 0.125, 0.5);
   CHECK(contended > 0);
@@ -395,11 +398,11 @@ TEST_CASE("a receive costs more while its rank's own message to the sender is un
   CHECK(shared.summary.iteration_time_s > 0);
 
   CostModel equal = costs;
-  equal.stages[0].recv_contended_s = 0.125;
+  equal.runtime.stages[0].recv_contended_s = 0.125;
   const SimResult plain_costs = simulate(schedule, equal);
   check_receive_costs(plain_costs.trace, 0.75, 0.125, 0.125);
   CHECK(fixed.summary.iteration_time_s > plain_costs.summary.iteration_time_s);
-  costs.stages[0].recv_contended_s = -1;
+  costs.runtime.stages[0].recv_contended_s = -1;
   CHECK_THROWS_AS(simulate(schedule, costs), UsageError);
 }
 
@@ -431,7 +434,7 @@ TEST_CASE("the tied-gradient reduction waits for both ends of the pipeline") {
   CHECK(event(independent, 1, "REDUCE_TIED").second == Approx(9.1));
   CHECK(event(independent, 1, "OPTIMIZER").second == Approx(9.35));
 
-  costs.reduce_tied_sync = true;
+  costs.runtime.reduce_tied_sync = true;
   const SimResult synced = simulate(schedule, costs);
   CHECK(synced.summary.iteration_time_s == Approx(12.2));
   CHECK(event(synced, 1, "REDUCE_TIED").first == Approx(9.0));

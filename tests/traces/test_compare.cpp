@@ -134,16 +134,17 @@ TEST_CASE("bubble fraction counts overlapping compute events once", "[compare]")
 
 TEST_CASE("a trace's recorded step time is its iteration time", "[compare]") {
   // pprun records the step's wall time (events, then gathering its figures): 25 us against
-  // events spanning 20 us; without it, or with a value that is not a positive number, the span.
+  // events spanning 20 us; without it, or with a value that is not a positive number, the span
+  // (a value that is not a number does not read: test_run_description.cpp).
   Trace t;
   add(t, 0, 0, "F", 0, 0, 10);
   add(t, 1, 0, "F", 0, 10, 20);
-  t.meta.extra["step_time_s"] = 25e-6;
+  t.meta.run.step_time_s = 25e-6;
   CHECK(event_span_us(t) == 20);
   CHECK(iteration_time_us(t) == Approx(25));
-  t.meta.extra["step_time_s"] = "n/a";
+  t.meta.run.step_time_s.reset();
   CHECK(iteration_time_us(t) == 20);
-  t.meta.extra["step_time_s"] = 0;
+  t.meta.run.step_time_s = 0;
   CHECK(iteration_time_us(t) == 20);
 }
 

@@ -75,10 +75,8 @@ nlohmann::json number_or_null(double value) {
 double MatchedOperation::duration_error() const { return signed_error(predicted_dur_us, measured_dur_us); }
 
 double iteration_time_us(const Trace& trace) {
-  if (trace.meta.extra.is_object()) {
-    const auto it = trace.meta.extra.find("step_time_s");
-    if (it != trace.meta.extra.end() && it->is_number() && it->get<double>() > 0) return it->get<double>() * 1e6;
-  }
+  const auto& step_time_s = trace.meta.run.step_time_s;
+  if (step_time_s && *step_time_s > 0) return *step_time_s * 1e6;
   return event_span_us(trace);
 }
 
@@ -98,13 +96,11 @@ double bubble_fraction(const Trace& trace, int rank, double iteration_us) {
 
 double stolen_time_fraction(const Trace& trace, int rank) {
   constexpr double unknown = std::numeric_limits<double>::quiet_NaN();
-  if (!trace.meta.extra.is_object()) return unknown;
-  const auto it = trace.meta.extra.find("stolen_time_s");
-  if (it == trace.meta.extra.end() || !it->is_array() || rank < 0 || static_cast<std::size_t>(rank) >= it->size()) return unknown;
-  const auto& stolen = (*it)[static_cast<std::size_t>(rank)];
+  const auto& stolen_s = trace.meta.run.stolen_time_s;
+  if (!stolen_s || rank < 0 || static_cast<std::size_t>(rank) >= stolen_s->size()) return unknown;
   const double iteration_us = iteration_time_us(trace);
-  if (!stolen.is_number() || iteration_us <= 0) return unknown;
-  return stolen.get<double>() * 1e6 / iteration_us;
+  if (iteration_us <= 0) return unknown;
+  return (*stolen_s)[static_cast<std::size_t>(rank)] * 1e6 / iteration_us;
 }
 
 std::int64_t peak_memory_bytes(const Trace& trace, int rank) {

@@ -22,6 +22,7 @@
 #endif
 
 #include "gzip.hpp"
+#include "run_description_json.hpp"
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/traces/trace_io.hpp"
 
@@ -611,7 +612,8 @@ Trace TraceSax::finish() {
     if (!slices.empty())
       throw TraceError(fmt::format("{}: begin event ('B') \"{}\" has no end event ('E')", source_, slices.back().name));
 
-  // otherData: the known fields become TraceMeta, the rest stays in meta.extra.
+  // otherData: the known fields become TraceMeta and its run description, the rest stays in
+  // meta.extra.
   TraceMeta& meta = trace_.meta;
   json other = std::move(meta.extra);
   if (!other.is_object()) other = json::object();
@@ -626,6 +628,7 @@ Trace TraceSax::finish() {
   meta.iteration = meta_int(other, "iteration", source_);
   for (const char* known : {"format", "source", "schedule", "num_ranks", "num_stages", "num_micro_batches", "iteration"})
     other.erase(known);
+  meta.run = take_run_description(other, source_);
   meta.extra = std::move(other);
 
   // Map interned pids and tids to ranks and lanes.

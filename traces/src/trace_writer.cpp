@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "gzip.hpp"
+#include "run_description_json.hpp"
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/traces/trace_io.hpp"
 
@@ -86,13 +87,14 @@ std::string to_trace_json(const Trace& trace) {
   append_json_string(out, meta.schedule);
   fmt::format_to(std::back_inserter(out), ", \"num_ranks\": {}, \"num_stages\": {}, \"num_micro_batches\": {}, \"iteration\": {}",
                  meta.num_ranks, meta.num_stages, meta.num_micro_batches, meta.iteration);
-  if (meta.extra.is_object()) {
-    for (auto it = meta.extra.begin(); it != meta.extra.end(); ++it) {
-      put(", ");
-      append_json_string(out, it.key());
-      put(": ");
-      put(it.value().dump());
-    }
+  // The run description and the extra fields, in one object's (sorted) key order.
+  nlohmann::json other = meta.extra.is_object() ? meta.extra : nlohmann::json::object();
+  put_run_description(meta.run, other);
+  for (auto it = other.begin(); it != other.end(); ++it) {
+    put(", ");
+    append_json_string(out, it.key());
+    put(": ");
+    put(it.value().dump());
   }
   put("},\n\"traceEvents\": [\n");
 

@@ -304,48 +304,57 @@ class Worker {
     trace.meta.num_stages = plan_.schedule.num_stages;
     trace.meta.num_micro_batches = plan_.schedule.num_micro_batches;
     trace.meta.iteration = step;
-    trace.meta.extra = {{"model", plan_.options.model}, {"data_parallel", plan_.options.data_parallel},
-                        {"pipeline_ranks", plan_.pipeline_ranks}, {"device", plan_.options.device},
-                        {"clock", plan_.options.device == "cuda" ? "steady+cuda-events" : "steady"},
-                        // Calibration reads these: throughput is per sample, and an optimizer
-                        // step waits for every rank only when gradients are clipped globally.
-                        {"micro_batch_size", plan_.options.micro_batch_size}, {"gradient_clipping", 0.0},
-                        {"threads_per_rank", plan_.options.threads_per_rank}, {"blas", blas_description()},
-                        // The step as --metrics has it: the events, then gathering the step's
-                        // figures on rank 0 (calibration learns that part; readers take it as
-                        // the iteration time).
-                        {"step_time_s", traced.iteration_time_s}};
-    // The backward split probe goes to otherData, read by `ppsim calibrate`
-    // (sim/calibration.hpp); viewers and compare ignore it.
-    // So do the cores each rank computed and communicated on, bound or not: step times depend
-    // on how ranks share them.
-    nlohmann::json split = nlohmann::json::array(), cores = nlohmann::json::array(),
-                   transport_cores = nlohmann::json::array();
+    traces::RunDescription& run = trace.meta.run;
+    run.model = plan_.options.model;
+    run.data_parallel = plan_.options.data_parallel;
+    run.pipeline_ranks = plan_.pipeline_ranks;
+    run.device = plan_.options.device;
+    run.clock = plan_.options.device == "cuda" ? "steady+cuda-events" : "steady";
+    // Calibration reads these: throughput is per sample, and an optimizer step waits for every
+    // rank only when gradients are clipped globally.
+    run.micro_batch_size = plan_.options.micro_batch_size;
+    run.gradient_clipping = 0.0;
+    run.threads_per_rank = plan_.options.threads_per_rank;
+    run.blas = blas_description();
+    // The step as --metrics has it: the events, then gathering the step's figures on rank 0
+    // (calibration learns that part; readers take it as the iteration time).
+    run.step_time_s = traced.iteration_time_s;
+    // The backward split probe, read by `ppsim calibrate` (sim/calibration.hpp); viewers and
+    // compare ignore it. So do the cores each rank computed and communicated on, bound or not:
+    // step times depend on how ranks share them.
+    std::vector<traces::BackwardSplitProbe> split;
+    std::vector<std::string> cores, transport_cores;
+    auto probe_times = [](const nlohmann::json& j) {
+      return traces::BackwardSplitTimes{j.at("full_us").get<std::vector<double>>(), j.at("input_us").get<std::vector<double>>(),
+                                        j.at("weight_us").get<std::vector<double>>()};
+    };
     auto append_rank = [&](const nlohmann::json& j) {
       append_events(trace, j);
       if (j.contains("backward_split_probe"))
-        for (const auto& entry : j["backward_split_probe"]) split.push_back(entry);
+        for (const auto& entry : j["backward_split_probe"]) {
+          split.push_back({entry.at("stage").get<int>(), probe_times(entry), std::nullopt});
+          if (entry.contains("inner")) split.back().inner = probe_times(entry["inner"]);
+        }
       cores.push_back(j.value("cores", ""));
       transport_cores.push_back(j.value("transport_cores", ""));
     };
     append_rank(rank_trace_json(result, traced.probe));
     for (int r = 1; r < env_.world_size; ++r) append_rank(nlohmann::json::parse(store_->get(prefix + std::to_string(r))));
-    trace.meta.extra["cores_per_rank"] = cores;
-    trace.meta.extra["transport_cores_per_rank"] = transport_cores;
-    trace.meta.extra["bind_cores"] = plan_.options.bind_cores;
+    run.cores_per_rank = cores;
+    run.transport_cores_per_rank = transport_cores;
+    run.bind_cores = plan_.options.bind_cores;
     // Time the hypervisor took from each rank's cores during the step: calibration leaves
     // disturbed traces out, compare says so (stolen_time.hpp).
-    if (!traced.stolen_time_s.empty()) trace.meta.extra["stolen_time_s"] = traced.stolen_time_s;
+    if (!traced.stolen_time_s.empty()) run.stolen_time_s = traced.stolen_time_s;
     // CPU time of each rank's transport threads in the step: on a shared core it delays the
     // computation (thread_cpu_time.hpp); calibration reports it per message.
-    if (!traced.transport_cpu_s.empty()) trace.meta.extra["transport_cpu_s"] = traced.transport_cpu_s;
-    if (!split.empty()) trace.meta.extra["backward_split_probe"] = split;
+    if (!traced.transport_cpu_s.empty()) run.transport_cpu_s = traced.transport_cpu_s;
+    if (!split.empty()) run.backward_split_probe = split;
     // The model's layers and their split: calibration predicts other stage counts layer by layer.
-    nlohmann::json layers = nlohmann::json::array();
-    for (const auto& l : plan_.model.layers) layers.push_back({{"name", l.name}, {"type", l.type}, {"parameters", l.parameters}});
-    trace.meta.extra["layers"] = layers;
-    trace.meta.extra["stage_bounds"] = plan_.partition.bounds;
-    trace.meta.extra["partition_method"] = plan_.options.partition_method;
+    run.layers.emplace();
+    for (const auto& l : plan_.model.layers) run.layers->push_back({l.name, l.type, l.parameters});
+    run.stage_bounds = plan_.partition.bounds;
+    run.partition_method = plan_.options.partition_method;
     double origin = std::numeric_limits<double>::infinity();
     for (const auto& e : trace.events) origin = std::min(origin, e.ts_us);
     for (const auto& m : trace.memory) origin = std::min(origin, m.ts_us);

@@ -15,11 +15,11 @@
 // for every member rank (an all-reduce: global-norm clipping, tied embeddings), in which case
 // their times are measured from the last arrival; whether sends end at their receive.
 // Reported, not modelled yet: the CPU time of each rank's transport threads per message
-// (otherData.transport_cpu_s), which delays the computation it shares a core with.
+// (the run description's transport_cpu_s), which delays the computation it shares a core with.
 //
 // The split of a full backward into its input-gradient and weight-gradient parts comes from
 // I/W events (a split-backward schedule among the traces) or from the executor's split probe
-// (otherData.backward_split_probe, below). Without either, the profile says so
+// (the run description's backward_split_probe, below). Without either, the profile says so
 // (backward_split "unmeasured") and schedules with BackwardInput/BackwardWeight are refused.
 #pragma once
 
@@ -35,16 +35,13 @@
 
 namespace pipescope::sim {
 
-// otherData field of a measured trace in which an executor records separate timings of the
-// two halves of a backward, taken outside the timed iteration:
-//   "backward_split_probe": [{"stage": 0, "full_us": [..], "input_us": [..], "weight_us": [..],
-//                             "inner": {"full_us": [..], "input_us": [..], "weight_us": [..]}}, ...]
-// The ratios input/full and weight/full split the stage's measured B. The optional "inner"
-// times the first stage's layers after its first as an inner stage runs them (the first stage
-// itself computes no input gradient): its ratios become the profile's
+// A measured trace's backward split probe (traces::RunDescription::backward_split_probe): the
+// executor's separate timings of the two halves of a backward, taken outside the timed
+// iteration. The ratios input/full and weight/full split the stage's measured B. The optional
+// inner times of the first stage's layers after its first, as an inner stage runs them (the
+// first stage itself computes no input gradient), become the profile's
 // "inner_backward_split": {"input": .., "weight": ..}, how a stage cut from the first one
 // behind another splits its backward when no inner stage was measured (one rank, one GPU).
-inline constexpr std::string_view kBackwardSplitProbeField = "backward_split_probe";
 inline constexpr std::string_view kInnerBackwardSplitField = "inner_backward_split";
 
 struct CalibrationOptions {
@@ -62,7 +59,7 @@ struct CalibrationOptions {
   enum class Statistic { Median, Mean };
   Statistic duration_statistic = Statistic::Median;
   // A trace whose step lost more than this share of a rank's time to the host (steal, on a
-  // virtual machine: otherData.stolen_time_s) is left out: its operations are longer for
+  // virtual machine: the run description's stolen_time_s) is left out: its operations are longer for
   // reasons outside the run. Traces that do not say are kept.
   double max_stolen_fraction = traces::kDisturbedStolenFraction;
 };

@@ -24,22 +24,10 @@ struct StageCost {
   double reduce_tied_s = 0;           // tied-embedding all-reduce (first and last stage)
   double optimizer_s = 0;             // optimizer step of the stage
   double load_s = 0;                  // LoadMicroBatch
-  // Refinements measured by calibration (calibration.hpp); 0 leaves the base model unchanged.
   double full_backward_s = 0;  // a BackwardPass, when it costs other than b_s + w_s (0: b_s + w_s)
-  double send_s = 0;           // compute-lane time to post a send (packing, handing it to the transport)
-  double recv_s = 0;           // compute-lane time of a receive whose data has already arrived
-  // The same, when the receiving rank's own message to the sender is still undelivered as the
-  // receive begins (traffic both ways on the pair: Gloo's transport threads then serve both
-  // directions on both ranks' busy cores, and such receives have a long tail).
-  double recv_contended_s = 0;
   // Gradient accumulation buffer: allocated by the stage's first weight gradient of the
   // iteration (BackwardPass or BackwardWeight), freed at the end of its OptimizerStep.
   std::int64_t grad_buffer_bytes = 0;
-  // What a weight gradient spends adding itself into the stage's gradient sum. Micro-batch 0's
-  // weight gradient becomes the sum instead (the executor accumulates in micro-batch order), so
-  // its BackwardPass or BackwardWeight takes this much less than b_s/w_s/full_backward_s, which
-  // are those of the later micro-batches.
-  double grad_accumulate_s = 0;
 
   double backward_pass_s() const { return full_backward_s > 0 ? full_backward_s : b_s + w_s; }
 };
@@ -49,14 +37,33 @@ enum class TransferModel {
   Links,       // latency + bytes / bandwidth on the topology's link, shared by concurrent transfers
 };
 
-struct CostModel {
-  std::vector<StageCost> stages;  // one per stage, or exactly one meaning "every stage"
-  double c_s = 0.0;
-  TransferModel transfer_model = TransferModel::FixedDelay;
-  int micro_batch_size = 1;  // samples per micro-batch, for throughput
-  int data_parallel = 1;     // replicas, for throughput
-  // Refinements of a runtime measured by calibration (calibration.hpp); the defaults leave
-  // the SPEC.md section 6 model unchanged.
+// How one runtime runs a schedule, beyond what its operations cost: its program's own work per
+// message, per instruction and per step, and its collectives' waits. Calibration measures
+// them in pprun's traces (calibration.hpp); the defaults (no effects) leave the SPEC.md
+// section 6 model unchanged. The simulator consults them where such a runtime's program
+// differs from the model: posting a send, taking a receive of arrived data, the first weight
+// gradient, the end of a send's event, the first optimizer step and tied-gradient reduction.
+struct StageRuntimeEffects {
+  double send_s = 0;  // compute-lane time to post a send (packing, handing it to the transport)
+  double recv_s = 0;  // compute-lane time of a receive whose data has already arrived
+  // The same, when the receiving rank's own message to the sender is still undelivered as the
+  // receive begins (traffic both ways on the pair: Gloo's transport threads then serve both
+  // directions on both ranks' busy cores, and such receives have a long tail).
+  double recv_contended_s = 0;
+  // What a weight gradient spends adding itself into the stage's gradient sum. Micro-batch 0's
+  // weight gradient becomes the sum instead (the executor accumulates in micro-batch order), so
+  // its BackwardPass or BackwardWeight takes this much less than the stage's costs, which are
+  // those of the later micro-batches.
+  double grad_accumulate_s = 0;
+
+  double received_data_s(bool own_message_undelivered) const { return own_message_undelivered ? recv_contended_s : recv_s; }
+  double weight_gradient_saving_s(int micro_batch) const { return micro_batch == 0 ? grad_accumulate_s : 0.0; }
+  bool receives_contend() const { return recv_contended_s != recv_s; }
+  friend bool operator==(const StageRuntimeEffects&, const StageRuntimeEffects&) = default;
+};
+
+struct RuntimeEffects {
+  std::vector<StageRuntimeEffects> stages;  // one per stage, exactly one meaning "every stage", or none
   // Program time between two instructions of a rank (dispatch, bookkeeping, memory
   // accounting): added after every instruction, drawn as a gap between its events.
   double instruction_overhead_s = 0;
@@ -75,6 +82,23 @@ struct CostModel {
   // data arrives. Only the trace changes: the receiver's timing is the same.
   bool send_ends_at_receive = false;
 
+  StageRuntimeEffects stage(int s) const {
+    if (stages.empty()) return {};
+    return stages.size() == 1 ? stages.front() : stages[static_cast<std::size_t>(s)];
+  }
+  // Throws UsageError when the effects do not cover `num_stages` stages or a time is negative
+  // or not finite.
+  void check(int num_stages) const;
+};
+
+struct CostModel {
+  std::vector<StageCost> stages;  // one per stage, or exactly one meaning "every stage"
+  double c_s = 0.0;
+  TransferModel transfer_model = TransferModel::FixedDelay;
+  int micro_batch_size = 1;  // samples per micro-batch, for throughput
+  int data_parallel = 1;     // replicas, for throughput
+  RuntimeEffects runtime;    // none by default
+
   const StageCost& stage(int s) const { return stages.size() == 1 ? stages.front() : stages[static_cast<std::size_t>(s)]; }
 
   // Uniform stages with the SPEC.md cost names.
@@ -82,8 +106,8 @@ struct CostModel {
                            std::int64_t f_mem_bytes = 0, std::int64_t b_mem_bytes = 0,
                            std::int64_t w_mem_bytes = 0);
 
-  // Throws UsageError when the model does not cover `num_stages` stages, a time is negative
-  // or not finite, or the memory deltas of a stage do not sum to zero.
+  // Throws UsageError when the model or its runtime effects do not cover `num_stages` stages,
+  // a time is negative or not finite, or the memory deltas of a stage do not sum to zero.
   void check(int num_stages) const;
 };
 

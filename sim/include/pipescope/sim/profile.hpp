@@ -47,11 +47,11 @@ struct StageProfile {
   double load_s = 0;
   double reduce_tied_s = 0;
   double full_backward_s = 0;  // 0: b_s + w_s
-  double send_s = 0;
-  double recv_s = 0;
-  double recv_contended_s = 0;  // StageCost::recv_contended_s; recv_s where a profile does not say
+  double send_s = 0;            // StageRuntimeEffects::send_s
+  double recv_s = 0;            // StageRuntimeEffects::recv_s
+  double recv_contended_s = 0;  // StageRuntimeEffects::recv_contended_s; recv_s where a profile does not say
   std::int64_t grad_buffer_bytes = 0;
-  double grad_accumulate_s = 0;  // StageCost::grad_accumulate_s
+  double grad_accumulate_s = 0;  // StageRuntimeEffects::grad_accumulate_s
 
   friend bool operator==(const StageProfile&, const StageProfile&) = default;
 };

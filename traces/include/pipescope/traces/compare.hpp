@@ -79,13 +79,13 @@ double bubble_fraction(const Trace& trace, int rank, double iteration_us);
 // The span of a trace's events: latest event end minus earliest event start (0 for no events).
 double event_span_us(const Trace& trace);
 
-// The iteration of a trace: the step's wall time its writer recorded (otherData.step_time_s:
+// The iteration of a trace: the step's wall time its writer recorded (meta.run.step_time_s:
 // pprun's, which includes gathering the step's figures after the last instruction, and the
 // simulator's with a step overhead), else event_span_us.
 double iteration_time_us(const Trace& trace);
 
 // The share of the step the hypervisor took from `rank`'s cores while it ran (pprun records
-// otherData.stolen_time_s on a virtual machine's /proc/stat): a measurement with more than
+// meta.run.stolen_time_s on a virtual machine's /proc/stat): a measurement with more than
 // kDisturbedStolenFraction of it was slowed down by the host, not by the run. NaN when the
 // trace does not say.
 double stolen_time_fraction(const Trace& trace, int rank);

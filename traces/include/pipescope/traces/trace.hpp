@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipescope/traces/run_description.hpp"
+
 namespace pipescope::traces {
 
 // Lanes of a rank (the Chrome trace `tid`).
@@ -65,6 +67,7 @@ struct TraceMeta {
   int num_stages = 0;
   int num_micro_batches = 0;
   int iteration = 0;
+  RunDescription run;                               // the run's otherData fields, typed
   nlohmann::json extra = nlohmann::json::object();  // other otherData fields, kept
 };
 

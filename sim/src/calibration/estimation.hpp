@@ -1,0 +1,143 @@
+// Calibration's inside (calibration.hpp says what is learnt): collectors read each measured
+// trace into samples (collect.cpp), estimators each turn some samples into profile fields,
+// report quantities and notes (estimate_*.cpp), and calibrate() runs them in order
+// (calibration.cpp). Samples are keyed by enums, never by strings.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pipescope/sim/calibration.hpp"
+
+namespace pipescope::sim::calibration {
+
+// Where one sample came from, so an outlier can be named.
+struct Sample {
+  double value = 0;
+  const std::string* source = nullptr;
+  int rank = -1;
+  int micro_batch = -1;
+};
+using Samples = std::vector<Sample>;
+
+// Timed operations of a stage. A collective that may wait for every member rank is kept in both
+// readings of its first event (from the rank's arrival, from the last member's arrival) until
+// the evidence of all traces decides (estimate_collective_waits); then it is Optimizer or
+// ReduceTied.
+enum class Timed {
+  F, B, I, W, Load, ReduceGrad,
+  OptimizerSynced, OptimizerUnsynced, ReduceTiedSynced, ReduceTiedUnsynced,
+  Optimizer, ReduceTied,
+  Send,  // a send's own program time (estimate_message_costs)
+};
+// Memory deltas of a stage: forward side (LOAD + RECV_F + F), backward side (RECV_B + B or
+// I + W), input side (RECV_B + I), the gradient buffer, the memory at the iteration's start.
+enum class Footprint { Forward, Backward, Input, GradBuffer, Static };
+// Collectives whose first event may wait for every member rank.
+enum class Collective { Optimizer, ReduceTied };
+inline constexpr Collective kCollectives[] = {Collective::Optimizer, Collective::ReduceTied};
+
+// The trace's action name of a timed operation or a collective ("F", "LOAD", "OPTIMIZER").
+const char* action_name(Timed timed);
+const char* action_name(Collective collective);
+
+// Everything measured, over all traces.
+struct Collected {
+  std::map<std::pair<int, Timed>, Samples> times_s;       // per (stage, operation)
+  std::map<std::pair<int, Footprint>, Samples> memory_b;  // per (stage, footprint)
+  std::map<int, std::vector<std::int64_t>> activation_bytes;  // per sending stage
+  struct TransferPair {
+    double bytes = 0;
+    double send_start_us = 0;
+    double send_end_us = 0;
+    const traces::TraceEvent* recv = nullptr;
+    const std::string* source = nullptr;
+    int from_rank = -1;  // the sender
+  };
+  std::vector<TransferPair> transfers;
+  // Per stage, from every probe (one per traced run): the input and weight halves' medians
+  // over its full backward's median. Runs differ in speed from one another, and the shares
+  // are only comparable within one run.
+  struct ProbeShares {
+    std::vector<double> input, weight;
+    std::size_t samples = 0;  // full backwards timed, over all probes
+  };
+  std::map<int, ProbeShares> probe;
+  // The first stage's layers after its first, timed as an inner stage runs them.
+  std::map<int, ProbeShares> inner_probe;
+  std::set<std::string> schedules;
+  std::set<int> micro_batch_counts;
+  int data_parallel = 1;
+  // Program time between instructions: from the end of one main-thread event to the start
+  // of the next, neither a send.
+  Samples instruction_gaps;
+  // Per trace that recorded its step's wall time: that time less the span of its events.
+  Samples step_overheads;
+  // Per trace and rank that recorded its transport threads' CPU time (the run description's
+  // transport_cpu_s): that time over the rank's messages (sends and receives).
+  Samples transport_cpu_per_message;
+  // Per sending stage: from the end of the instruction before a send to the start of the one
+  // after it (one overhead of each, and the send's packing and posting).
+  std::map<int, Samples> send_spans;
+  // Per collective: traces whose first such events show (or rule out) a wait for every member.
+  std::map<Collective, int> sync_evidence, no_sync_evidence;
+};
+
+// The number of stages of a trace (its meta, or the highest stage of its events).
+int stage_count(const traces::Trace& trace);
+
+// Reads one measured trace of `stages` stages into `out`.
+void collect_trace(const MeasuredTrace& mt, int stages, Collected& out);
+
+// Whether each transfer's receive began while a message the other way was posted and not yet
+// received (traffic both ways on the pair).
+std::vector<char> receives_against_traffic(const std::vector<Collected::TransferPair>& transfers);
+
+// Records quantities and outliers of samples in the calibration, and gives the profile's value.
+class Summariser {
+ public:
+  Summariser(Calibration& result, const CalibrationOptions& options) : result_(result), options_(options) {}
+  // The median of `samples` (of durations: the chosen statistic), recorded as a quantity with
+  // its median, mean, MAD and range; far samples become outliers.
+  double estimate(const std::string& name, const std::string& unit, const Samples& samples);
+  // The chosen statistic of some durations, not recorded (the points of a fit).
+  double duration(const std::vector<double>& values_s) const;
+
+ private:
+  Calibration& result_;
+  const CalibrationOptions& options_;
+};
+
+// What the estimators share: the samples, the summariser, and the calibration being filled
+// (its profile, quantities and notes).
+struct Estimation {
+  Collected& collected;
+  Summariser& summary;
+  Calibration& result;
+  int num_stages = 0;
+  // The transport's work per message, the same for every stage (estimate_message_costs).
+  StageRuntimeEffects per_message;
+  // Whether every stage's backward split was measured (estimate_stage_compute).
+  bool split_everywhere = true;
+  void note(std::string text) { result.notes.push_back(std::move(text)); }
+};
+
+// The estimators, in the order calibrate() runs them (each reads what the earlier ones set).
+void estimate_transfers(Estimation& e);            // profile.transfer
+void estimate_program_time(Estimation& e);         // instruction_overhead_s, step_overhead_s
+void estimate_send_completion(Estimation& e);      // send_ends_at_receive
+void estimate_collective_waits(Estimation& e);     // optimizer_sync, reduce_tied_sync
+void estimate_message_costs(Estimation& e);        // per_message: send_s, recv_s, recv_contended_s
+void estimate_stage_compute(Estimation& e, StageProfile& stage);  // times, split, per-message costs
+void estimate_stage_memory(Estimation& e, StageProfile& stage);   // memory deltas, buffers, transfer size
+void estimate_backward_split(Estimation& e);       // backward_split_measured, inner_backward_split
+
+const Samples& find_or_empty(const std::map<std::pair<int, Timed>, Samples>& map, int stage, Timed what);
+const Samples& find_or_empty(const std::map<std::pair<int, Footprint>, Samples>& map, int stage, Footprint what);
+
+}  // namespace pipescope::sim::calibration

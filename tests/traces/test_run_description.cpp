@@ -1,0 +1,136 @@
+// The run description (otherData fields of SPEC.md section 5, typed). A trace carrying every
+// field, the probe with and without its inner times, writes and reads back equal, with an
+// unknown field still in extra. Every example trace (traces/examples, written by pprun and
+// ppsim) reads into typed fields, leaves nothing of them in extra, and writes its otherData
+// line back byte for byte. A field of the wrong type ("step_time_s": "n/a", a probe time "30")
+// is one TraceError naming the file and the field; a null field is absent.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "pipescope/traces/trace_io.hpp"
+
+using namespace pipescope::traces;
+namespace fs = std::filesystem;
+
+namespace {
+
+Trace described_trace() {
+  Trace t;
+  t.meta.source = "measured";
+  t.meta.schedule = "zb-h1";
+  t.meta.num_ranks = 2;
+  t.meta.num_stages = 2;
+  RunDescription& r = t.meta.run;
+  r.model = "tiny-mlp";
+  r.data_parallel = 1;
+  r.pipeline_ranks = 2;
+  r.micro_batch_size = 4;
+  r.gradient_clipping = 0.0;
+  r.device = "cpu";
+  r.clock = "steady";
+  r.threads_per_rank = 1;
+  r.blas = "OpenBLAS";
+  r.bind_cores = true;
+  r.cores_per_rank = std::vector<std::string>{"0", "1"};
+  r.transport_cores_per_rank = std::vector<std::string>{"0", "1"};
+  r.layers = std::vector<LayerDescription>{{"blocks.0", "MlpBlock", 262656}, {"head", "Linear", 5000000000}};
+  r.stage_bounds = std::vector<int>{0, 1, 2};
+  r.partition_method = "parameters";
+  r.step_time_s = 0.0125;
+  r.stolen_time_s = std::vector<double>{0.001, 0.0};
+  r.transport_cpu_s = std::vector<double>{0.25, 1e-9};
+  r.backward_split_probe = std::vector<BackwardSplitProbe>{
+      {0, {{100.5, 90}, {0.25, 0.5}, {70, 71}}, BackwardSplitTimes{{80}, {30}, {60}}}, {1, {{200}, {100}, {100}}, std::nullopt}};
+  t.meta.extra["cost_model"] = "uniform";
+  TraceEvent e;
+  e.name = "F";
+  e.dur_us = 10;
+  e.stage = 0;
+  t.events.push_back(e);
+  return t;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string other_data_line(const std::string& file_text) {
+  const auto begin = file_text.find("\"otherData\"");
+  return file_text.substr(begin, file_text.find('\n', begin) - begin);
+}
+
+}  // namespace
+
+TEST_CASE("the run description round-trips through the trace file", "[run_description]") {
+  const Trace t = described_trace();
+  const std::string text = to_trace_json(t);
+  const Trace back = parse_trace(text, "described.json");
+  CHECK(back.meta.run == t.meta.run);
+  CHECK(back.meta.extra == nlohmann::json{{"cost_model", "uniform"}});  // only the unknown field
+  CHECK(to_trace_json(back) == text);
+  // Under the otherData keys pprun always wrote, in their sorted order.
+  CHECK_THAT(text, Catch::Contains(R"("backward_split_probe": [{"full_us":[100.5,90.0],"inner":{"full_us":[80.0],)"));
+  CHECK_THAT(text, Catch::Contains(R"("cost_model": "uniform", "data_parallel": 1, "device": "cpu", "gradient_clipping": 0.0,)"));
+  CHECK_THAT(text, Catch::Contains(R"("layers": [{"name":"blocks.0","parameters":262656,"type":"MlpBlock"},)"));
+
+  Trace bare;  // a description without fields writes nothing
+  CHECK_THAT(to_trace_json(bare), Catch::Contains(R"("iteration": 0},)"));
+  CHECK(parse_trace(to_trace_json(bare), "bare.json").meta.run == RunDescription{});
+}
+
+TEST_CASE("the example traces read into typed fields and write their otherData back unchanged", "[run_description]") {
+  int measured = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(fs::path(PIPESCOPE_SOURCE_DIR) / "traces" / "examples")) {
+    if (entry.path().extension() != ".json") continue;
+    const std::string text = read_file(entry.path());
+    if (text.find("\"traceEvents\"") == std::string::npos) continue;
+    INFO(entry.path().string());
+    const Trace t = read_trace(entry.path().string());
+    CHECK(t.meta.run.step_time_s.has_value());
+    for (const char* typed : {"step_time_s", "model", "layers", "stage_bounds", "backward_split_probe", "cores_per_rank"})
+      CHECK_FALSE(t.meta.extra.contains(typed));
+    if (t.meta.source == "measured") {
+      ++measured;
+      CHECK(t.meta.run.model.has_value());
+      CHECK(t.meta.run.layers.has_value());
+      CHECK(t.meta.run.stage_bounds->size() == static_cast<std::size_t>(t.meta.num_stages) + 1);
+      CHECK(t.meta.run.backward_split_probe.has_value());
+    }
+    CHECK(other_data_line(to_trace_json(t)) == other_data_line(text));
+  }
+  CHECK(measured >= 2);
+}
+
+TEST_CASE("a run description field of the wrong type names the file and the field", "[run_description]") {
+  auto with_other_data = [](const std::string& fields) {
+    return R"({"otherData": {"format": "pipescope.trace/1", )" + fields + R"(}, "traceEvents": []})";
+  };
+  CHECK_THROWS_MATCHES(parse_trace(with_other_data(R"("step_time_s": "n/a")"), "run.json"), TraceError,
+                       Catch::Message("run.json: otherData.step_time_s must be a number"));
+  CHECK_THROWS_MATCHES(parse_trace(with_other_data(R"("data_parallel": 1.5)"), "run.json"), TraceError,
+                       Catch::Message("run.json: otherData.data_parallel must be an integer"));
+  CHECK_THROWS_MATCHES(parse_trace(with_other_data(R"("stage_bounds": [0, "2"])"), "run.json"), TraceError,
+                       Catch::Message("run.json: otherData.stage_bounds[1] must be an integer"));
+  CHECK_THROWS_MATCHES(parse_trace(with_other_data(R"("bind_cores": 1)"), "run.json"), TraceError,
+                       Catch::Message("run.json: otherData.bind_cores must be true or false"));
+  CHECK_THROWS_MATCHES(parse_trace(with_other_data(R"("layers": [{"name": "l0", "type": "Linear"}])"), "run.json"), TraceError,
+                       Catch::Message("run.json: otherData.layers[0].parameters must be an integer"));
+  CHECK_THROWS_MATCHES(
+      parse_trace(with_other_data(R"("backward_split_probe": [{"stage": 0, "full_us": [80], "input_us": [30], "weight_us": [60],)"
+                                  R"( "inner": {"full_us": [80], "input_us": "30", "weight_us": [60]}}])"),
+                  "probed.json"),
+      TraceError, Catch::Message("probed.json: otherData.backward_split_probe[0].inner.input_us must be an array"));
+  CHECK_THROWS_MATCHES(parse_trace(with_other_data(R"("backward_split_probe": {"stage": 0})"), "probed.json"), TraceError,
+                       Catch::Message("probed.json: otherData.backward_split_probe must be an array"));
+
+  const Trace null_field = parse_trace(with_other_data(R"("model": null, "gradient_clipping": 0.5)"), "run.json");
+  CHECK_FALSE(null_field.meta.run.model);
+  CHECK(null_field.meta.run.gradient_clipping == 0.5);
+  CHECK_FALSE(null_field.meta.extra.contains("model"));
+}

@@ -1,0 +1,74 @@
+// What a trace says about the run that produced it, beyond the schedule: the model, the
+// machine, the step time and the executor's probes. `ppsim calibrate`, `ppsim compare` and the
+// viewer read it; pprun and the simulator write it. On disk these are otherData fields of the
+// trace (SPEC.md section 5), read and written only by the trace reader and writer: a field that
+// is absent stays empty, one of the wrong type is a TraceError naming the file and the field.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipescope::traces {
+
+// One layer of the model as pprun split it (otherData "layers").
+struct LayerDescription {
+  std::string name;  // "blocks.3"
+  std::string type;  // "MlpBlock"
+  std::int64_t parameters = 0;
+  friend bool operator==(const LayerDescription&, const LayerDescription&) = default;
+};
+
+// Repeated timings of a full backward and of its two halves, in microseconds.
+struct BackwardSplitTimes {
+  std::vector<double> full_us;
+  std::vector<double> input_us;
+  std::vector<double> weight_us;
+  friend bool operator==(const BackwardSplitTimes&, const BackwardSplitTimes&) = default;
+};
+
+// The executor's backward split probe of one stage, taken outside the timed iteration: the
+// stage's own backward and, for the first stage, its layers after the first as an inner stage
+// runs them (the first stage itself computes no input gradient). See sim/calibration.hpp.
+struct BackwardSplitProbe {
+  int stage = 0;
+  BackwardSplitTimes own;
+  std::optional<BackwardSplitTimes> inner;
+  friend bool operator==(const BackwardSplitProbe&, const BackwardSplitProbe&) = default;
+};
+
+// Every field is optional: plain Chrome traces and predicted traces carry few of them. The
+// field names are the otherData keys.
+struct RunDescription {
+  // The run (pprun).
+  std::optional<std::string> model;
+  std::optional<int> data_parallel;
+  std::optional<int> pipeline_ranks;
+  std::optional<int> micro_batch_size;           // samples per micro-batch
+  std::optional<double> gradient_clipping;       // max global gradient norm; 0: not clipped
+  std::optional<std::string> device;             // "cpu" or "cuda"
+  std::optional<std::string> clock;              // "steady" or "steady+cuda-events"
+  std::optional<int> threads_per_rank;
+  std::optional<std::string> blas;
+  std::optional<bool> bind_cores;
+  std::optional<std::vector<std::string>> cores_per_rank;            // "0-3,8" per rank
+  std::optional<std::vector<std::string>> transport_cores_per_rank;  // likewise
+  // The model's layers and the partition into stages: stage s holds layers
+  // [stage_bounds[s], stage_bounds[s + 1]).
+  std::optional<std::vector<LayerDescription>> layers;
+  std::optional<std::vector<int>> stage_bounds;
+  std::optional<std::string> partition_method;
+  // The step (pprun's events plus gathering the step's figures; the simulator's iteration with
+  // its step overhead), in seconds.
+  std::optional<double> step_time_s;
+  // Per rank: time the host took from the rank's cores during the step, and the CPU time of
+  // the rank's transport threads in the step.
+  std::optional<std::vector<double>> stolen_time_s;
+  std::optional<std::vector<double>> transport_cpu_s;
+  std::optional<std::vector<BackwardSplitProbe>> backward_split_probe;
+
+  friend bool operator==(const RunDescription&, const RunDescription&) = default;
+};
+
+}  // namespace pipescope::traces
