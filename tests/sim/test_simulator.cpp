@@ -458,7 +458,7 @@ TEST_CASE("the summary's bubble is the trace's when loads and the optimizer cost
     s.load_s = 0.5;
     s.optimizer_s = 0.75;
   }
-  costs.optimizer_sync = true;
+  costs.runtime.optimizer_sync = true;
   const SimResult result = simulate(schedule, costs);
   const double iteration_us = traces::iteration_time_us(result.trace);
   REQUIRE(iteration_us == Approx(result.summary.iteration_time_s * 1e6));
