@@ -80,7 +80,6 @@ class CountingAllocator final : public c10::Allocator {
 };
 
 std::once_flag g_install_once;
-std::atomic<bool> g_installed{false};
 
 }  // namespace
 
@@ -89,11 +88,8 @@ void install_counting_cpu_allocator() {
     static CountingAllocator allocator(c10::GetCPUAllocator());
     // Priority above the default registration, so nothing later replaces it silently.
     c10::SetAllocator(c10::DeviceType::CPU, &allocator, /*priority=*/100);
-    g_installed = true;
   });
 }
-
-bool counting_cpu_allocator_installed() { return g_installed; }
 
 MemoryCounters cpu_memory() { return {g_current_bytes.load(), g_peak_bytes.load()}; }
 

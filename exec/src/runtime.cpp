@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <torch/optim/adamw.h>
+#include <torch/optim/optimizer.h>
 
 #include "runtime/backward_split_probe.hpp"
 #include "runtime/collectives.hpp"
@@ -155,12 +155,6 @@ torch::optim::Optimizer& PipelineRuntime::optimizer(int s) {
   auto& st = impl_->stage(s);
   if (!st.optimizer) throw RuntimeError(fmt::format("stage {} has no parameters to optimise", s));
   return *st.optimizer;
-}
-
-torch::optim::AdamW& PipelineRuntime::stage_optimizer(int s) {
-  auto* adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer(s));
-  if (!adamw) throw RuntimeError(fmt::format("stage {}: its optimizer is not AdamW", s));
-  return *adamw;
 }
 
 }  // namespace pipescope::exec

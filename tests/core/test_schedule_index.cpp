@@ -41,8 +41,6 @@ TEST_CASE("the index numbers instructions rank after rank in program order", "[s
   CHECK(index.node[4].stage == 0);
   CHECK(index.node[4].micro_batch == 0);
   CHECK(index.is_first_of_rank(5));
-  CHECK(index.is_last_of_rank(4));
-  CHECK_FALSE(index.is_last_of_rank(3));
   CHECK(index.text(8) == "1SEND_B0");
   CHECK(index.short_name(8) == "rank 1 step 1 1SEND_B0");
   CHECK(index.place(4) == "rank 0, step 2, position 1, instruction 0B0");

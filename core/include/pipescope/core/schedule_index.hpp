@@ -43,7 +43,6 @@ struct ScheduleIndex {
   int index_in_step(Vertex v) const;
   const Instruction& instruction(Vertex v) const;
   bool is_first_of_rank(Vertex v) const { return v == rank_begin[rank_of(v)]; }
-  bool is_last_of_rank(Vertex v) const { return v + 1 == rank_begin[rank_of(v) + 1]; }
 
   // "1SEND_F3", also for an op that is not a valid Op value (a schedule built in code can hold one).
   std::string text(Vertex v) const;

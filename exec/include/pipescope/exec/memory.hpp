@@ -14,7 +14,6 @@ struct MemoryCounters {
 
 // Installs the counting CPU allocator (idempotent). Tensors allocated before it are not counted.
 void install_counting_cpu_allocator();
-bool counting_cpu_allocator_installed();
 
 // Keeps memory that tensors free inside the process for the next allocation of that size,
 // instead of handing it back to the system (glibc's malloc does that once a freed block at the

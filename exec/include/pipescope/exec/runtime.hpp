@@ -24,7 +24,6 @@
 #include "pipescope/traces/trace.hpp"
 
 namespace torch::optim {
-class AdamW;
 class Optimizer;
 }
 
@@ -134,8 +133,7 @@ class PipelineRuntime {
   // The stages of this rank (ascending), for checkpoints.
   std::vector<int> stages() const;
   StageModule& stage_module(int stage);
-  // The stage's optimizer; the AdamW form throws RuntimeError when a factory built another kind.
-  torch::optim::AdamW& stage_optimizer(int stage);
+  // The stage's optimizer; throws RuntimeError when the stage has no parameters.
   torch::optim::Optimizer& optimizer(int stage);
   // (stage, first layer, end layer) bounds as used.
   const Partition& partition() const { return partition_; }
