@@ -18,21 +18,22 @@ int peer_of(const Instruction& i) {
 
 }  // namespace
 
-ScheduleIndex::ScheduleIndex(const Schedule& s) : schedule(&s) {
+ScheduleIndex::ScheduleIndex(const Schedule& s, IndexContents contents) : schedule(&s) {
   const std::size_t n = s.instruction_count();
-  node.reserve(n);
+  const bool fields = contents == IndexContents::NumberingAndFields;
+  if (fields) node.reserve(n);
   step_of.reserve(n);
   rank_begin.reserve(s.programs.size() + 1);
   for (const Program& program : s.programs) {
-    rank_begin.push_back(static_cast<Vertex>(node.size()));
+    rank_begin.push_back(static_cast<Vertex>(step_of.size()));
     for (std::size_t t = 0; t < program.size(); ++t) {
       for (const Instruction& i : program[t]) {
-        node.push_back({i.op, i.stage, i.micro_batch, i.buffer, peer_of(i)});
+        if (fields) node.push_back({i.op, i.stage, i.micro_batch, i.buffer, peer_of(i)});
         step_of.push_back(static_cast<int>(t));
       }
     }
   }
-  rank_begin.push_back(static_cast<Vertex>(node.size()));
+  rank_begin.push_back(static_cast<Vertex>(step_of.size()));
 }
 
 int ScheduleIndex::rank_of(Vertex v) const {

@@ -92,56 +92,60 @@ CompiledSchedule compile_index(const ScheduleIndex& index) {
     if (!cached) cached = &map[channel];
     return *cached;
   };
+  // The programs in the index's order (rank after rank, step after step), read once: the
+  // numbering is the index's, the fields come straight from the instructions.
   for (int rank = 0; rank < schedule.num_ranks; ++rank) {
-    for (Vertex v = index.rank_begin[rank]; v < index.rank_begin[rank + 1]; ++v) {
-      const IndexedInstruction& instr = index.node[v];
-      auto where = [&] { return place(rank, index.step_of[v], index.instruction(v)); };
-      if (instr.stage < 0 || instr.stage >= num_stages)
-        throw ScheduleError(where() + ": stage " + std::to_string(instr.stage) + " does not exist (" +
-                            std::to_string(num_stages) + " stages)");
-      if (schedule.stage_to_rank[instr.stage] != rank)
-        throw ScheduleError(where() + ": stage " + std::to_string(instr.stage) + " is held by rank " +
-                            std::to_string(schedule.stage_to_rank[instr.stage]));
-      if (needs_micro_batch(instr.op) && (instr.micro_batch < 0 || instr.micro_batch >= num_mb))
-        throw ScheduleError(where() + ": micro-batch out of range (" + std::to_string(schedule.num_micro_batches) +
-                            " micro-batches)");
-      const int s = instr.stage;
-      const int mb = instr.micro_batch;
-      switch (instr.op) {
-        case Op::ForwardPass:
-          if (same_rank(s, s - 1) && !forward_seen[slot(s - 1, mb)])
-            throw ScheduleError(where() + ": its input, the forward of stage " + std::to_string(s - 1) +
-                                ", comes later on the same rank");
-          forward_seen[slot(s, mb)] = 1;
-          break;
-        case Op::BackwardPass:
-        case Op::BackwardInput:
-          if (!forward_seen[slot(s, mb)]) throw ScheduleError(where() + ": its forward comes later on the same rank");
-          if (same_rank(s, s + 1) && !backward_seen[slot(s + 1, mb)])
-            throw ScheduleError(where() + ": its gradient, the backward of stage " + std::to_string(s + 1) +
-                                ", comes later on the same rank");
-          backward_seen[slot(s, mb)] = 1;
-          break;
-        case Op::BackwardWeight:
-          if (!backward_seen[slot(s, mb)])
-            throw ScheduleError(where() + ": its BackwardInput comes later on the same rank");
-          break;
-        default:
-          break;
+    Vertex v = index.rank_begin[rank];
+    for (const Step& step : schedule.programs[rank]) {
+      for (const Instruction& instr : step) {
+        auto where = [&] { return place(rank, index.step_of[v], instr); };
+        if (instr.stage < 0 || instr.stage >= num_stages)
+          throw ScheduleError(where() + ": stage " + std::to_string(instr.stage) + " does not exist (" +
+                              std::to_string(num_stages) + " stages)");
+        if (schedule.stage_to_rank[instr.stage] != rank)
+          throw ScheduleError(where() + ": stage " + std::to_string(instr.stage) + " is held by rank " +
+                              std::to_string(schedule.stage_to_rank[instr.stage]));
+        if (needs_micro_batch(instr.op) && (instr.micro_batch < 0 || instr.micro_batch >= num_mb))
+          throw ScheduleError(where() + ": micro-batch out of range (" + std::to_string(schedule.num_micro_batches) +
+                              " micro-batches)");
+        const int s = instr.stage;
+        const int mb = instr.micro_batch;
+        switch (instr.op) {
+          case Op::ForwardPass:
+            if (same_rank(s, s - 1) && !forward_seen[slot(s - 1, mb)])
+              throw ScheduleError(where() + ": its input, the forward of stage " + std::to_string(s - 1) +
+                                  ", comes later on the same rank");
+            forward_seen[slot(s, mb)] = 1;
+            break;
+          case Op::BackwardPass:
+          case Op::BackwardInput:
+            if (!forward_seen[slot(s, mb)]) throw ScheduleError(where() + ": its forward comes later on the same rank");
+            if (same_rank(s, s + 1) && !backward_seen[slot(s + 1, mb)])
+              throw ScheduleError(where() + ": its gradient, the backward of stage " + std::to_string(s + 1) +
+                                  ", comes later on the same rank");
+            backward_seen[slot(s, mb)] = 1;
+            break;
+          case Op::BackwardWeight:
+            if (!backward_seen[slot(s, mb)])
+              throw ScheduleError(where() + ": its BackwardInput comes later on the same rank");
+            break;
+          default:
+            break;
+        }
+        CompiledInstruction ci;
+        ci.op = instr.op;
+        ci.stage = s;
+        ci.micro_batch = mb;
+        if (is_p2p_op(instr.op)) {
+          const int peer = resolved_peer_stage(instr);
+          if (peer < 0 || peer >= num_stages)
+            throw ScheduleError(where() + ": peer stage " + std::to_string(peer) + " does not exist");
+          const bool grad = instr.op == Op::SendGrad || instr.op == Op::RecvGrad;
+          list_of(is_send_op(instr.op), grad, s, peer).push_back(v);
+        }
+        out.instructions.push_back(ci);
+        ++v;
       }
-      CompiledInstruction ci;
-      ci.op = instr.op;
-      ci.stage = s;
-      ci.micro_batch = mb;
-      if (is_p2p_op(instr.op)) {
-        const int peer = instr.peer;
-        if (peer < 0 || peer >= num_stages)
-          throw ScheduleError(where() + ": peer stage " + std::to_string(resolved_peer_stage(index.instruction(v))) +
-                              " does not exist");
-        const bool grad = instr.op == Op::SendGrad || instr.op == Op::RecvGrad;
-        list_of(is_send_op(instr.op), grad, s, peer).push_back(v);
-      }
-      out.instructions.push_back(ci);
     }
   }
 
@@ -189,9 +193,9 @@ CompiledSchedule compile(const Schedule& input) {
   if (!has_p2p(input) && crosses_ranks(input)) {
     Schedule lowered = input;
     add_send_recv(lowered);
-    return compile(ScheduleIndex(lowered));
+    return compile(ScheduleIndex(lowered, IndexContents::NumberingOnly));
   }
-  return compile(ScheduleIndex(input));
+  return compile(ScheduleIndex(input, IndexContents::NumberingOnly));
 }
 
 CompiledSchedule compile(const ScheduleIndex& index) {

@@ -26,18 +26,23 @@ struct IndexedInstruction {
   int peer;  // resolved peer stage of a send or receive; for other ops the peer_stage field as given
 };
 
+// What an index holds besides the numbering (step_of, rank_begin): the compact copy of the
+// fields (`node`) that the validator's passes walk again and again, or nothing more for a reader
+// that walks the programs once in order (the simulator's compile step).
+enum class IndexContents { NumberingAndFields, NumberingOnly };
+
 // Built once from a Schedule, which must outlive it (instruction() and the names read it).
 // Any schedule can be indexed; ranges are the reader's to check (the validator's
 // check_instructions, the simulator's compile).
 struct ScheduleIndex {
   const Schedule* schedule = nullptr;
-  std::vector<IndexedInstruction> node;  // by vertex
+  std::vector<IndexedInstruction> node;  // by vertex; empty with IndexContents::NumberingOnly
   std::vector<int> step_of;              // by vertex
   std::vector<Vertex> rank_begin;        // rank r holds vertices [rank_begin[r], rank_begin[r+1])
 
-  explicit ScheduleIndex(const Schedule& s);
+  explicit ScheduleIndex(const Schedule& s, IndexContents contents = IndexContents::NumberingAndFields);
 
-  std::size_t size() const { return node.size(); }
+  std::size_t size() const { return step_of.size(); }
   int num_ranks() const { return static_cast<int>(rank_begin.size()) - 1; }
   int rank_of(Vertex v) const;
   int index_in_step(Vertex v) const;
