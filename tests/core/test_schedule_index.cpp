@@ -6,6 +6,8 @@
 // (0B0) is at rank 0, step 2, position 1; vertex 8 (1SEND_B0) at rank 1, step 1, position 3.
 // Peers resolve to the default neighbour (0SEND_F0 -> 1, 1SEND_B0 -> 0), a receive at stage 0
 // whose default peer would be stage -1 reads kOutOfRangePeer, an explicit peer stays as given.
+// With IndexContents::NumberingOnly (the simulator's compile) the numbering is the same and
+// the compact field copy is left out.
 // shape_problem names the first header fault: no ranks, a missing program, a short
 // stage_to_rank, a stage placed on a rank that does not exist.
 #include <catch2/catch.hpp>
@@ -44,6 +46,17 @@ TEST_CASE("the index numbers instructions rank after rank in program order", "[s
   CHECK(index.text(8) == "1SEND_B0");
   CHECK(index.short_name(8) == "rank 1 step 1 1SEND_B0");
   CHECK(index.place(4) == "rank 0, step 2, position 1, instruction 0B0");
+}
+
+TEST_CASE("an index of the numbering only numbers alike and copies no fields", "[schedule_index]") {
+  const Schedule schedule = small_1f1b();
+  const ScheduleIndex full(schedule);
+  const ScheduleIndex numbering(schedule, IndexContents::NumberingOnly);
+  CHECK(numbering.size() == 9);
+  CHECK(numbering.node.empty());
+  CHECK(numbering.rank_begin == full.rank_begin);
+  CHECK(numbering.step_of == full.step_of);
+  CHECK(numbering.place(8) == full.place(8));
 }
 
 TEST_CASE("the index resolves the peers of sends and receives", "[schedule_index]") {
