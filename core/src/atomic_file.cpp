@@ -1,12 +1,16 @@
 #include "pipescope/core/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -14,55 +18,148 @@
 namespace pipescope {
 namespace {
 
-std::string errno_text() { return std::strerror(errno); }
+[[noreturn]] void fail(const std::string& path, int error) {
+  throw std::runtime_error("cannot write " + path + ": " + std::strerror(error));
+}
 
-std::string temp_path_beside(const std::string& path) {
+// Follows symlinks in the last component of `path` to the file a write must change, so that a
+// link to an output stays a link. Only the last component: a symlinked folder on the way is
+// harmless, since the temporary file and the rename stay inside that same folder.
+std::string final_target(const std::string& path) {
+  std::string current = path;
+  for (int hops = 0; hops < 40; ++hops) {  // 40: the kernel's own limit on nested links
+    struct stat st;
+    if (::lstat(current.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return current;
+    char buffer[PATH_MAX];
+    const ssize_t n = ::readlink(current.c_str(), buffer, sizeof buffer);
+    if (n < 0) fail(path, errno);
+    if (static_cast<std::size_t>(n) == sizeof buffer) fail(path, ENAMETOOLONG);
+    const std::filesystem::path link_target(std::string(buffer, static_cast<std::size_t>(n)));
+    // A relative link is relative to the folder that holds the link.
+    current = link_target.is_absolute() ? link_target.string()
+                                        : (std::filesystem::path(current).parent_path() / link_target).string();
+  }
+  fail(path, ELOOP);
+}
+
+// 0 when every byte went out, else the errno of the write that failed.
+int write_all(int fd, std::string_view content) {
+  const char* data = content.data();
+  std::size_t left = content.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, data, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    data += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+
+// A device or a FIFO is an endpoint, not a file to replace: it is written as the shell's `>`
+// would write it (no truncation, which such files ignore, and no fsync, which they refuse).
+void write_through(const std::string& path, const std::string& target, std::string_view content) {
+  const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) fail(path, errno);
+  if (const int error = write_all(fd, content)) {
+    ::close(fd);
+    fail(path, error);
+  }
+  if (::close(fd) != 0) fail(path, errno);
+}
+
+std::string temp_path_beside(const std::string& target) {
   std::random_device rd;
   std::ostringstream out;
-  out << path << ".tmp." << ::getpid() << "." << std::hex << rd();
+  out << target << ".tmp." << ::getpid() << "." << std::hex << rd();
   return out.str();
+}
+
+// Writes a temporary file beside `target` and renames it over `target`. `existing` is the
+// target's status when it is a regular file (its mode and owner carry over), null for a new file.
+void replace_atomically(const std::string& path, const std::string& target, std::string_view content,
+                        const struct stat* existing) {
+  const std::string temp = temp_path_beside(target);
+  // Created with the old file's bits (never wider than they were, even for a moment) or with
+  // 0666 for a new file, both less the umask; the old bits are then restored exactly.
+  const mode_t create_mode = existing ? (existing->st_mode & 0666) : 0666;
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, create_mode);
+  if (fd < 0) fail(path, errno);
+  auto give_up = [&](int error) {
+    ::close(fd);
+    ::unlink(temp.c_str());
+    fail(path, error);
+  };
+  if (existing) {
+    // The owner carries over only where the process may give it (root, or the same owner);
+    // otherwise the replacement belongs to the writer, as any new file would.
+    if (::fchown(fd, existing->st_uid, existing->st_gid) != 0 && errno != EPERM) give_up(errno);
+    if (::fchmod(fd, existing->st_mode & 07777) != 0) give_up(errno);
+  }
+  if (const int error = write_all(fd, content)) give_up(error);
+  // fsync before rename: otherwise a crash can leave the renamed file empty.
+  if (::fsync(fd) != 0) give_up(errno);
+  if (::close(fd) != 0) {
+    const int error = errno;
+    ::unlink(temp.c_str());
+    fail(path, error);
+  }
+  if (::rename(temp.c_str(), target.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temp.c_str());
+    fail(path, error);
+  }
 }
 
 }  // namespace
 
 void write_file_atomic(const std::string& path, std::string_view content) {
-  const std::string temp = temp_path_beside(path);
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot write " + path + ": " + errno_text());
-  const char* data = content.data();
-  std::size_t left = content.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, data, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      std::string why = errno_text();
-      ::close(fd);
-      ::unlink(temp.c_str());
-      throw std::runtime_error("cannot write " + path + ": " + why);
-    }
-    data += n;
-    left -= static_cast<std::size_t>(n);
+  if (path.empty()) throw std::runtime_error("cannot write an output with an empty file name");
+  const std::string target = final_target(path);
+  struct stat st;
+  if (::stat(target.c_str(), &st) != 0) {
+    if (errno != ENOENT) fail(path, errno);
+    replace_atomically(path, target, content, nullptr);
+    return;
   }
-  // fsync before rename: otherwise a crash can leave the renamed file empty.
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    std::string why = errno_text();
-    ::unlink(temp.c_str());
-    throw std::runtime_error("cannot write " + path + ": " + why);
+  if (S_ISDIR(st.st_mode)) throw std::runtime_error(path + " is a directory, not a file to write");
+  if (!S_ISREG(st.st_mode)) {
+    write_through(path, target, content);
+    return;
   }
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    std::string why = errno_text();
-    ::unlink(temp.c_str());
-    throw std::runtime_error("cannot write " + path + ": " + why);
-  }
+  // A rename would replace a file that `>` could not write; refuse it as `>` would.
+  if (::access(target.c_str(), W_OK) != 0) fail(path, errno);
+  replace_atomically(path, target, content, &st);
 }
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path + ": " + errno_text());
+  if (!in) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
   std::ostringstream buffer;
   buffer << in.rdbuf();
   if (in.bad()) throw std::runtime_error("cannot read " + path + ": read error");
   return buffer.str();
+}
+
+int finish_standard_output(const char* program, int status) {
+  // A write that failed earlier left its errno behind, unless something failed since; only an
+  // errno that a write can give is taken as the reason.
+  const int earlier = errno;
+  // std::cout shares stdout's buffer (the streams are synchronised with stdio), so one fflush
+  // sends both; its errno is the reason when the last buffer could not be written.
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int now = errno;
+  std::cout.flush();
+  if (status != 0 || (flushed && !std::ferror(stdout) && std::cout.good())) return status;
+  const int reason = !flushed && now != 0 ? now : earlier;
+  const bool write_errno = reason == ENOSPC || reason == EDQUOT || reason == EFBIG || reason == EIO ||
+                           reason == EBADF || reason == EPIPE || reason == EINVAL || reason == ENXIO || reason == EPERM;
+  std::fprintf(stderr, "%s: error: cannot write to standard output: %s\n", program,
+               write_errno ? std::strerror(reason) : "write error");
+  return 1;
 }
 
 }  // namespace pipescope

@@ -1,6 +1,7 @@
 // ppsim: generates, converts and validates schedules; simulates; plans; compares and
 // calibrates. Dispatches to the subcommands that registered themselves (command.hpp) and turns
-// exceptions into the one-line errors and exit codes of SPEC.md section 1.
+// exceptions into the one-line errors and exit codes of SPEC.md section 1; a result that could
+// not be written to stdout is such an error too.
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <boost/program_options/errors.hpp>
 
 #include "command.hpp"
+#include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/traces/trace.hpp"
 
@@ -35,11 +37,9 @@ void print_usage(std::ostream& out) {
   out << "\n  --help       this text\n  --version    the version\n";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// Every path out of ppsim, with its exit status; main adds the check of stdout.
+int run_ppsim(const std::vector<std::string>& args) {
   using namespace pipescope;
-  std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) {
     print_usage(std::cerr);
     return 2;
@@ -77,4 +77,10 @@ int main(int argc, char** argv) {
     std::cerr << "ppsim: error: " << e.what() << "\n";
     return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return pipescope::finish_standard_output("ppsim", run_ppsim(std::vector<std::string>(argv + 1, argv + argc)));
 }
