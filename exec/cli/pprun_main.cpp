@@ -1,12 +1,14 @@
 // pprun: runs a pipeline schedule for real. With --nproc-per-node N it starts N local workers
 // (itself again); under torchrun-style variables (RANK, WORLD_SIZE, ...) it is one worker, a
-// client of PipelineEngine (src/pprun/worker.cpp).
+// client of PipelineEngine (src/pprun/worker.cpp). Whatever the path out, stdout is checked
+// last: text that could not be written is a failure (pipescope/core/atomic_file.hpp).
 #include <chrono>
 #include <cstdio>
 #include <exception>
 #include <string>
 #include <vector>
 
+#include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
 #include "launcher.hpp"
 #include "pprun/core_binding.hpp"
@@ -20,11 +22,8 @@ int usage_error(const std::string& message) {
   return 2;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run_pprun(const std::vector<std::string>& args) {
   using namespace pipescope::exec;
-  const std::vector<std::string> args(argv + 1, argv + argc);
   RunOptions options;
   std::optional<WorkerEnvironment> env;
   RunPlan plan;
@@ -63,4 +62,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "pprun: error: %s\n", e.what());
     return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return pipescope::finish_standard_output("pprun", run_pprun(std::vector<std::string>(argv + 1, argv + argc)));
 }

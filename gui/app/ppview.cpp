@@ -1,8 +1,13 @@
 // ppview: the desktop timeline viewer. `ppview [TRACE ...] [--screenshot FILE.png]`: with two
 // traces, the first is the prediction and the second the measurement. --screenshot renders
 // the window without a display and exits (status 2 and one stderr line for a broken trace).
+// The screenshot is written like every other output (pipescope/core/atomic_file.hpp): a full
+// disk leaves the old file as it was; help and version text that cannot be written is an error.
 #include <QApplication>
+#include <QBuffer>
+#include <QByteArray>
 #include <QCommandLineParser>
+#include <QFile>
 #include <QImage>
 #include <QPixmap>
 
@@ -10,24 +15,50 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <string_view>
 
 #include "main_window.hpp"
+#include "pipescope/core/atomic_file.hpp"
 #include "pipescope/traces/synthetic.hpp"
 #include "timeline_widget.hpp"
 
 namespace {
 
-bool wants_screenshot(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)
-    if (std::strncmp(argv[i], "--screenshot", 12) == 0) return true;
+// A screenshot, the help or the version: the run opens no window.
+bool shows_no_window(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const char* arg = argv[i];
+    if (std::strncmp(arg, "--screenshot", 12) == 0 || std::strncmp(arg, "--help", 6) == 0 ||
+        std::strcmp(arg, "--version") == 0 || std::strcmp(arg, "-h") == 0 || std::strcmp(arg, "-?") == 0 ||
+        std::strcmp(arg, "-v") == 0)
+      return true;
+  }
   return false;
 }
 
-}  // namespace
+// The PNG is encoded in memory and handed to the one write path, so a failure at any byte
+// (a full disk, a file size limit) costs the new screenshot, never the old one.
+int write_screenshot(const QImage& image, const QString& path) {
+  QByteArray png;
+  QBuffer buffer(&png);
+  buffer.open(QIODevice::WriteOnly);
+  if (!image.save(&buffer, "PNG")) {
+    std::cerr << "ppview: error: cannot encode the screenshot " << path.toStdString() << " as PNG\n";
+    return 1;
+  }
+  try {
+    pipescope::write_file_atomic(QFile::encodeName(path).toStdString(),
+                                 std::string_view(png.constData(), static_cast<std::size_t>(png.size())));
+  } catch (const std::exception& e) {
+    std::cerr << "ppview: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
 
-int main(int argc, char** argv) {
-  // Without a display (or when only a screenshot is wanted) render offscreen.
-  const bool headless = wants_screenshot(argc, argv);
+int run_ppview(int argc, char** argv) {
+  // Without a display (or when no window is wanted) render offscreen.
+  const bool headless = shows_no_window(argc, argv);
   if (std::getenv("QT_QPA_PLATFORM") == nullptr &&
       (headless || (std::getenv("DISPLAY") == nullptr && std::getenv("WAYLAND_DISPLAY") == nullptr)))
     setenv("QT_QPA_PLATFORM", "offscreen", 1);
@@ -49,8 +80,8 @@ int main(int argc, char** argv) {
       "the measurement, shown on one time axis with their differences.\n"
       "Keys: W/S zoom, A/D pan, 0 show all, Z zoom to selection, Ctrl+F search, F3 next match.\n"
       "Mouse: wheel zooms around the cursor, drag pans, shift-drag (or right-drag) selects a range.");
-  parser.addHelpOption();
-  parser.addVersionOption();
+  const QCommandLineOption help = parser.addHelpOption();
+  const QCommandLineOption version = parser.addVersionOption();
   parser.addPositionalArgument("TRACE", "trace files (.json or .json.gz): one, or predicted then measured", "[TRACE ...]");
   QCommandLineOption screenshot("screenshot", "render the window into FILE.png without a display and exit", "FILE.png");
   QCommandLineOption size("size", "window size for --screenshot (default: 1600x1000)", "WxH", "1600x1000");
@@ -62,12 +93,22 @@ int main(int argc, char** argv) {
                           "show a generated pair instead of files: a 1F1B prediction (4 ranks, 8 micro-batches) and a "
                           "measurement with 15% jitter and rank 2 running 1.3x slower");
   parser.addOptions({screenshot, size, no_difference, arrows, critical, zoom, demo});
-  parser.process(app);
 
   auto fail = [](const QString& message) {
     std::cerr << "ppview: error: " << message.toStdString() << "\n";
     return 2;
   };
+  // parse() rather than process(): process() prints and exits by itself, past the check of
+  // stdout and the one-line error format.
+  if (!parser.parse(QApplication::arguments())) return fail(parser.errorText());
+  if (parser.isSet(help) || parser.optionNames().contains("help-all")) {
+    std::cout << parser.helpText().toStdString();
+    return 0;
+  }
+  if (parser.isSet(version)) {
+    std::cout << "ppview " << PIPESCOPE_VERSION << "\n";
+    return 0;
+  }
   const QStringList files = parser.positionalArguments();
   int width = 1600, height = 1000;
   {
@@ -115,13 +156,12 @@ int main(int argc, char** argv) {
     window.show();
     QApplication::processEvents();
     const QString path = parser.value(screenshot);
-    const QImage image = window.grab().toImage();
-    if (!image.save(path, "PNG")) {
-      std::cerr << "ppview: error: cannot write screenshot " << path.toStdString() << "\n";
-      return 1;
-    }
-    return 0;
+    return write_screenshot(window.grab().toImage(), path);
   }
   window.show();
   return app.exec();
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return pipescope::finish_standard_output("ppview", run_ppview(argc, argv)); }

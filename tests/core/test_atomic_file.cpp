@@ -1,6 +1,7 @@
 // The one write path (write_file_atomic) and the check of stdout (finish_standard_output).
 // Scenarios, each in a fresh folder:
-// - a new file holds the content and gets 0666 less the umask (0644 under 022, 0600 under 077);
+// - a new file holds the content and gets 0666 less the umask (0644 under 022, 0600 under
+//   077, 0664 under 002);
 // - a 0600 file replaced keeps 0600 and nothing is left beside it (no *.tmp.*);
 // - a symlink (relative, and a chain of two) stays a link and its target gets the content; a
 //   dangling link gets its target created;
@@ -70,10 +71,15 @@ TEST_CASE("a new output gets 0666 less the umask", "[atomic_file]") {
     UmaskFor mask(077);
     write_file_atomic((dir / "b.json").string(), "second");
   }
+  {
+    UmaskFor mask(002);
+    write_file_atomic((dir / "c.json").string(), "third");
+  }
   REQUIRE(read_file((dir / "a.json").string()) == "first");
   REQUIRE(mode_of(dir / "a.json") == 0644);
   REQUIRE(mode_of(dir / "b.json") == 0600);
-  REQUIRE(entries(dir) == 2);
+  REQUIRE(mode_of(dir / "c.json") == 0664);  // group-writable, as the user's umask asks
+  REQUIRE(entries(dir) == 3);
 }
 
 TEST_CASE("a replaced file keeps its permission bits", "[atomic_file]") {
