@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -22,12 +23,28 @@ namespace {
   throw std::runtime_error("cannot write " + path + ": " + std::strerror(error));
 }
 
+// The descriptor that /dev/stdout, /dev/stderr, /dev/fd/N or /proc/self/fd/N names, if `path` is
+// one of them: those are the process's own open files, written as the shell's `>` left them
+// (its offset, its O_APPEND), never reopened at offset 0 or replaced.
+std::optional<int> descriptor_named_by(const std::string& path) {
+  if (path == "/dev/stdout") return STDOUT_FILENO;
+  if (path == "/dev/stderr") return STDERR_FILENO;
+  for (const std::string_view prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    if (path.size() <= prefix.size() || path.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string_view digits = std::string_view(path).substr(prefix.size());
+    if (digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+    return std::stoi(std::string(digits));
+  }
+  return std::nullopt;
+}
+
 // Follows symlinks in the last component of `path` to the file a write must change, so that a
 // link to an output stays a link. Only the last component: a symlinked folder on the way is
 // harmless, since the temporary file and the rename stay inside that same folder.
 std::string final_target(const std::string& path) {
   std::string current = path;
   for (int hops = 0; hops < 40; ++hops) {  // 40: the kernel's own limit on nested links
+    if (descriptor_named_by(current)) return current;
     struct stat st;
     if (::lstat(current.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return current;
     char buffer[PATH_MAX];
@@ -77,6 +94,12 @@ std::string temp_path_beside(const std::string& target) {
   return out.str();
 }
 
+void write_to_descriptor(const std::string& path, int fd, std::string_view content) {
+  if (::fcntl(fd, F_GETFL) < 0) fail(path, errno);
+  if (fd == STDOUT_FILENO && std::fflush(stdout) != 0) fail(path, errno);  // what was printed comes first
+  if (const int error = write_all(fd, content)) fail(path, error);
+}
+
 // Writes a temporary file beside `target` and renames it over `target`. `existing` is the
 // target's status when it is a regular file (its mode and owner carry over), null for a new file.
 void replace_atomically(const std::string& path, const std::string& target, std::string_view content,
@@ -118,6 +141,10 @@ void replace_atomically(const std::string& path, const std::string& target, std:
 void write_file_atomic(const std::string& path, std::string_view content) {
   if (path.empty()) throw std::runtime_error("cannot write an output with an empty file name");
   const std::string target = final_target(path);
+  if (const auto fd = descriptor_named_by(target)) {
+    write_to_descriptor(path, *fd, content);
+    return;
+  }
   struct stat st;
   if (::stat(target.c_str(), &st) != 0) {
     if (errno != ENOENT) fail(path, errno);

@@ -6,6 +6,8 @@
 // - a symlink (relative, and a chain of two) stays a link and its target gets the content; a
 //   dangling link gets its target created;
 // - a FIFO is written through: still a FIFO afterwards, its reader gets the bytes;
+// - /dev/fd/N and /proc/self/fd/N write to descriptor N where it stands: a log opened with
+//   O_APPEND gets "second" and "third" after its "first"; a closed N is "Bad file descriptor";
 // - a directory is refused with "is a directory" and left alone; a missing folder names the path;
 // - a write cut short by RLIMIT_FSIZE (EFBIG, "File too large") leaves the old file as it was
 //   and no temporary file;
@@ -141,6 +143,20 @@ TEST_CASE("a FIFO is written through, not replaced", "[atomic_file]") {
   REQUIRE(std::string(buffer, n > 0 ? static_cast<std::size_t>(n) : 0) == "through the pipe");
   REQUIRE(fs::is_fifo(fifo));
   REQUIRE(entries(dir) == 1);
+}
+
+TEST_CASE("/dev/fd/N and /proc/self/fd/N are written where the descriptor stands", "[atomic_file]") {
+  const fs::path dir = fresh_dir("descriptor");
+  const fs::path log = dir / "log";
+  write_file_atomic(log.string(), "first\n");
+  const int fd = ::open(log.c_str(), O_WRONLY | O_APPEND);  // as the shell's >> opens it
+  REQUIRE(fd >= 0);
+  write_file_atomic("/dev/fd/" + std::to_string(fd), "second\n");
+  write_file_atomic("/proc/self/fd/" + std::to_string(fd), "third\n");
+  ::close(fd);
+  REQUIRE(read_file(log.string()) == "first\nsecond\nthird\n");
+  REQUIRE(entries(dir) == 1);
+  REQUIRE_THROWS_WITH(write_file_atomic("/dev/fd/" + std::to_string(fd), "x"), Contains("Bad file descriptor"));
 }
 
 TEST_CASE("a directory or a missing folder is refused, naming the path", "[atomic_file]") {

@@ -1,6 +1,8 @@
 // Fault cases of the one write path (issue 19 item 1), each run through the real binaries:
 // - `ppsim schedule -o PIPE` where PIPE is a FIFO read by `cat`: the FIFO stays a FIFO and the
 //   reader gets the schedule (it used to be replaced by a regular file, the reader left waiting);
+// - `-o /dev/fd/1 >> log` appends to log, `-o /proc/self/fd/1 | cat` reaches the pipe (both
+//   used to fail: the temporary file cannot be made in /proc/self/fd);
 // - `-o LINK` to a symlink: the link stays a link, its target gets the schedule (the link itself
 //   used to be replaced); a dangling link gets its target created;
 // - an 0600 output stays 0600 (it came back 0644), a new one under umask 002 is 0664 (0644);
@@ -66,6 +68,18 @@ TEST_CASE("an output that is a FIFO is written through, not replaced", "[reliabi
   REQUIRE(run.err.empty());
   REQUIRE(fs::is_fifo(dir / "pipe"));
   REQUIRE(read_text(dir / "got") == expected);
+}
+
+TEST_CASE("an output named /dev/fd/1 goes to stdout as the shell left it", "[reliability][writes]") {
+  const fs::path dir = case_dir("writes-descriptor");
+  const std::string expected = expected_schedule(dir);
+  write_text(dir / "log", "first\n");
+  const CliRun appended = run_script(dir, ppsim() + " " + kSchedule + " -o /dev/fd/1 >> log");
+  REQUIRE(appended.status == 0);
+  REQUIRE(read_text(dir / "log") == "first\n" + expected);
+  const CliRun piped = run_script(dir, ppsim() + " " + kSchedule + " -o /proc/self/fd/1 | cat");
+  REQUIRE(piped.status == 0);
+  REQUIRE(piped.out == expected);
 }
 
 TEST_CASE("an output that is a symlink keeps the link and changes its target", "[reliability][writes]") {

@@ -16,6 +16,8 @@ namespace pipescope {
 // - a symlink is followed to its final target, which is replaced; the link stays a link;
 // - anything else that is not a directory (a character device such as /dev/null, a FIFO) is
 //   opened and written through in place, never replaced;
+// - /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N are the process's own descriptors,
+//   written where the shell left them (`-o /dev/stdout >> log` appends to log);
 // - a directory is refused ("PATH is a directory").
 // Throws std::runtime_error naming the path and the reason when any step fails (open, write,
 // fsync, close, rename); the temporary file is removed and the old file is left as it was.
