@@ -3,9 +3,10 @@
 // Scenario and expected, one case each:
 // - --resume with no manifest: refused with one line, exit 2; the step-* folder there stays.
 // - a step-* folder the manifest does not list survives later checkpoints; the listed old ones go.
-// - the newest checkpoint with a truncated rank file, a missing rank file, or a manifest entry
-//   naming a checkpoint that is not there: the run resumes from the previous complete one and
-//   says so in one line naming both; the redone step has the loss it had before.
+// - the newest checkpoint with a truncated rank file, a missing rank file, a rank file altered in
+//   place (same size, other bytes: only the CRC-32 tells), or a manifest entry naming a
+//   checkpoint that is not there: the run resumes from the previous complete one and says so in
+//   one line naming both; the redone step has the loss it had before.
 // - a resumed run with the same --metrics keeps the rows before its checkpoint.
 // - --steps at the checkpoint's step: refused with the reason.
 // - a fresh run into a folder with another run's checkpoints: refused, the folder untouched.
@@ -129,6 +130,17 @@ TEST_CASE("a missing rank file of the newest checkpoint falls back to the previo
   const fs::path dir = case_dir("resume-missing");
   const auto before = two_checkpointed_steps(dir);
   fs::remove(dir / "ckpt" / "step-00000002" / "rank-00000.pt");
+  check_fallback(dir, before);
+}
+
+TEST_CASE("a rank file of the newest checkpoint altered in place falls back to the previous one", "[reliability][resume]") {
+  const fs::path dir = case_dir("resume-altered");
+  const auto before = two_checkpointed_steps(dir);
+  // The same size, other bytes in the middle: only the checksum tells.
+  const fs::path file = dir / "ckpt" / "step-00000002" / "rank-00000.pt";
+  std::string bytes = read_text(file);
+  for (std::size_t i = bytes.size() / 2; i < bytes.size() / 2 + 16; ++i) bytes[i] = static_cast<char>(~bytes[i]);
+  write_text(file, bytes);
   check_fallback(dir, before);
 }
 
