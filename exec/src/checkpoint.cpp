@@ -1,3 +1,5 @@
+// A rank's checkpoint file: written, checked against its manifest record, loaded. The manifest
+// itself is checkpoint_manifest.cpp's.
 #include "pipescope/exec/checkpoint.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -7,6 +9,7 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include <array>
 #include <filesystem>
 #include <mutex>
 #include <sstream>
@@ -26,18 +29,38 @@ std::string archive_key(const std::string& name) {
   return key;
 }
 
-std::string rank_file(const std::string& dir, int step, int rank) {
-  return (fs::path(dir) / checkpoint_subdir(step) / fmt::format("rank-{:05d}.pt", rank)).string();
-}
-
 at::Tensor int_tensor(std::int64_t v) { return at::full({1}, v, at::TensorOptions().dtype(at::kLong)); }
+
+std::string first_line(std::string text) {
+  if (auto nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
+  return text;
+}
 
 }  // namespace
 
+std::uint32_t checkpoint_crc32(std::string_view bytes) {
+  static const std::array<std::uint32_t, 256> table = [] {
+    std::array<std::uint32_t, 256> t{};
+    for (std::uint32_t i = 0; i < 256; ++i) {
+      std::uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  std::uint32_t crc = 0xFFFFFFFFu;
+  for (unsigned char b : bytes) crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFu;
+}
+
 std::string checkpoint_subdir(int step) { return fmt::format("step-{:08d}", step); }
 
-void save_rank_checkpoint(const std::string& dir, const CheckpointPosition& position, int world_rank,
-                          PipelineRuntime& runtime) {
+std::string rank_checkpoint_path(const std::string& dir, int step, int rank) {
+  return (fs::path(dir) / checkpoint_subdir(step) / fmt::format("rank-{:05d}.pt", rank)).string();
+}
+
+RankFileRecord save_rank_checkpoint(const std::string& dir, const CheckpointPosition& position, int world_rank,
+                                    PipelineRuntime& runtime) {
   torch::serialize::OutputArchive archive;
   archive.write("step", int_tensor(position.step));
   archive.write("data_position", int_tensor(position.data_position));
@@ -59,50 +82,63 @@ void save_rank_checkpoint(const std::string& dir, const CheckpointPosition& posi
   }
   std::ostringstream bytes;
   archive.save_to(bytes);
-  const std::string path = rank_file(dir, position.step, world_rank);
+  const std::string content = bytes.str();
+  const std::string path = rank_checkpoint_path(dir, position.step, world_rank);
   fs::create_directories(fs::path(path).parent_path());
-  write_file_atomic(path, bytes.str());
+  write_file_atomic(path, content);
+  return {static_cast<std::int64_t>(content.size()), checkpoint_crc32(content)};
 }
 
-void commit_checkpoint(const std::string& dir, const CheckpointPosition& position, int world_size,
-                       const nlohmann::json& config) {
-  std::optional<Manifest> previous = read_manifest(dir);
-  nlohmann::json manifest = {{"format", "pipescope.checkpoint/1"},
-                             {"step", position.step},
-                             {"data_position", position.data_position},
-                             {"world_size", world_size},
-                             {"directory", checkpoint_subdir(position.step)},
-                             {"config", config}};
-  write_file_atomic((fs::path(dir) / "manifest.json").string(), manifest.dump(2) + "\n");
-  // Keep the new checkpoint and the one before it; older ones are no longer referenced.
-  std::error_code ignored;
-  for (const auto& entry : fs::directory_iterator(dir, ignored)) {
-    const std::string name = entry.path().filename().string();
-    if (!name.starts_with("step-") || name == checkpoint_subdir(position.step)) continue;
-    if (previous && name == checkpoint_subdir(previous->position.step)) continue;
-    fs::remove_all(entry.path(), ignored);
+std::optional<std::string> rank_file_problem(const std::string& dir, const CheckpointRecord& checkpoint, int rank,
+                                             bool read_contents) {
+  if (!checkpoint.problem.empty()) return checkpoint.problem;
+  const std::string path = rank_checkpoint_path(dir, checkpoint.position.step, rank);
+  std::error_code error;
+  const auto status = fs::status(path, error);
+  if (!fs::exists(status)) return fmt::format("{} is missing", path);
+  if (!fs::is_regular_file(status)) return fmt::format("{} is not a regular file", path);
+  const std::uintmax_t bytes = fs::file_size(path, error);
+  if (error) return fmt::format("{}: {}", path, error.message());
+  if (!checkpoint.rank_files) {
+    // Format 1 records nothing to compare with: the file must load as an archive.
+    if (!read_contents) return bytes > 0 ? std::nullopt : std::optional<std::string>(fmt::format("{} is empty", path));
+    try {
+      torch::serialize::InputArchive archive;
+      archive.load_from(path);
+      return std::nullopt;
+    } catch (const std::exception& e) {
+      return fmt::format("{} does not load: {}", path, first_line(e.what()));
+    }
   }
-}
-
-std::optional<Manifest> read_manifest(const std::string& dir) {
-  const std::string path = (fs::path(dir) / "manifest.json").string();
-  if (!fs::exists(path)) return std::nullopt;
+  if (rank < 0 || static_cast<std::size_t>(rank) >= checkpoint.rank_files->size())
+    return fmt::format("the manifest records no file for rank {} of {}", rank, checkpoint.rank_files->size());
+  const RankFileRecord& record = (*checkpoint.rank_files)[static_cast<std::size_t>(rank)];
+  if (static_cast<std::int64_t>(bytes) != record.bytes)
+    return fmt::format("{} has {} bytes, the manifest records {}", path, bytes, record.bytes);
+  if (!read_contents) return std::nullopt;
+  std::string content;
   try {
-    auto j = nlohmann::json::parse(read_file(path));
-    Manifest m;
-    m.position.step = j.at("step").get<int>();
-    m.position.data_position = j.at("data_position").get<std::int64_t>();
-    m.world_size = j.at("world_size").get<int>();
-    m.config = j.at("config");
-    return m;
+    content = read_file(path);
   } catch (const std::exception& e) {
-    throw UsageError(fmt::format("{}: unreadable checkpoint manifest: {}", path, e.what()));
+    return first_line(e.what());
   }
+  if (const std::uint32_t crc = checkpoint_crc32(content); crc != record.crc32)
+    return fmt::format("{} has CRC-32 {:08x}, the manifest records {:08x}", path, crc, record.crc32);
+  return std::nullopt;
 }
 
-CheckpointPosition load_rank_checkpoint(const std::string& dir, const Manifest& manifest, int world_rank,
+std::string fallback_notice(const std::string& dir, const CheckpointChoice& choice) {
+  if (choice.damaged.empty()) return "";
+  std::vector<std::string> passed;
+  for (const auto& d : choice.damaged) passed.push_back(fmt::format("{} ({})", checkpoint_subdir(d.step), d.reason));
+  return fmt::format("checkpoint {} in {} is damaged: {}; resuming from {}, the previous complete one",
+                     checkpoint_subdir(choice.damaged.front().step), dir, fmt::join(passed, "; "),
+                     checkpoint_subdir(choice.loaded.step));
+}
+
+CheckpointPosition load_rank_checkpoint(const std::string& dir, const CheckpointRecord& checkpoint, int world_rank,
                                         PipelineRuntime& runtime) {
-  const std::string path = rank_file(dir, manifest.position.step, world_rank);
+  const std::string path = rank_checkpoint_path(dir, checkpoint.position.step, world_rank);
   if (!fs::exists(path)) throw UsageError(fmt::format("{}: checkpoint file of rank {} is missing", path, world_rank));
   try {
     torch::serialize::InputArchive archive;
@@ -114,11 +150,11 @@ CheckpointPosition load_rank_checkpoint(const std::string& dir, const Manifest& 
       return value;
     };
     at::Tensor t = read_tensor("step");
-    if (t.item<std::int64_t>() != manifest.position.step)
-      throw UsageError(fmt::format("step {} does not match the manifest's {}", t.item<std::int64_t>(), manifest.position.step));
+    if (t.item<std::int64_t>() != checkpoint.position.step)
+      throw UsageError(fmt::format("step {} does not match the manifest's {}", t.item<std::int64_t>(), checkpoint.position.step));
     t = read_tensor("rank");
     if (t.item<std::int64_t>() != world_rank) throw UsageError(fmt::format("written by rank {}", t.item<std::int64_t>()));
-    CheckpointPosition position = manifest.position;
+    CheckpointPosition position = checkpoint.position;
     t = read_tensor("data_position");
     position.data_position = t.item<std::int64_t>();
     t = read_tensor("rng_state");

@@ -402,22 +402,71 @@ const StepResult& PipelineEngine::train_synthetic_batch() {
 }
 
 void PipelineEngine::save_checkpoint(const std::string& dir, const nlohmann::json& identity) {
-  const CheckpointPosition at{global_steps_, data_position_};
-  save_rank_checkpoint(dir, at, world_.rank(), *runtime_);
-  // Every rank's file is on disk before the manifest names the checkpoint.
-  auto t = at::zeros({1});
-  try {
-    world_.all_reduce_sum(t)->wait(options_.timeout);
-  } catch (const std::exception& e) {
-    throw RuntimeError(fmt::format("rank {}: barrier: {}", world_.rank(), e.what()));
+  CheckpointRecord saved;
+  saved.position = {global_steps_, data_position_};
+  const RankFileRecord mine = save_rank_checkpoint(dir, saved.position, world_.rank(), *runtime_);
+  // Every rank's file is on disk, and rank 0 has what the manifest records of each, before the
+  // manifest names the checkpoint.
+  const std::vector<double> records =
+      gather_doubles({static_cast<double>(mine.bytes), static_cast<double>(mine.crc32)}, "checkpoint files");
+  saved.rank_files.emplace();
+  for (int r = 0; r < world_.size(); ++r)
+    saved.rank_files->push_back({static_cast<std::int64_t>(records[2 * r]), static_cast<std::uint32_t>(records[2 * r + 1])});
+  // No rank goes on before the manifest names the checkpoint (a caller may read it next), and a
+  // failed commit on rank 0 fails the call everywhere rather than leaving the others waiting.
+  std::string commit_error;
+  if (world_.rank() == 0) {
+    try {
+      commit_checkpoint(dir, saved, world_.size(), identity);
+    } catch (const std::exception& e) {
+      commit_error = first_line(e.what());
+    }
   }
-  if (world_.rank() == 0) commit_checkpoint(dir, at, world_.size(), identity);
+  const std::vector<double> failed = gather_doubles({commit_error.empty() ? 0.0 : 1.0}, "checkpoint commit");
+  if (!commit_error.empty()) throw RuntimeError(fmt::format("rank 0: checkpoint {}: {}", checkpoint_subdir(saved.position.step), commit_error));
+  if (failed[0] != 0)
+    throw RuntimeError(fmt::format("rank {}: checkpoint {}: rank 0 could not write the manifest", world_.rank(),
+                                   checkpoint_subdir(saved.position.step)));
 }
 
-void PipelineEngine::load_checkpoint(const std::string& dir, const Manifest& manifest) {
-  const CheckpointPosition at = load_rank_checkpoint(dir, manifest, world_.rank(), *runtime_);
-  global_steps_ = at.step;
-  data_position_ = at.data_position;
+CheckpointChoice PipelineEngine::load_checkpoint(const std::string& dir, const Manifest& manifest) {
+  // Every rank checks its own file of every listed checkpoint; all then take the newest that no
+  // rank found damaged, so they load the same one.
+  const std::vector<CheckpointRecord>& listed = manifest.checkpoints;
+  std::vector<double> mine(listed.size(), 0.0);
+  for (std::size_t i = 0; i < listed.size(); ++i) mine[i] = rank_file_problem(dir, listed[i], world_.rank(), true) ? 1.0 : 0.0;
+  const std::vector<double> damaged = gather_doubles(mine, "checkpoint check");
+  CheckpointChoice choice;
+  for (std::size_t i = listed.size(); i-- > 0;) {
+    int first_bad = -1;
+    for (int r = 0; r < world_.size() && first_bad < 0; ++r)
+      if (damaged[static_cast<std::size_t>(r) * listed.size() + i] != 0) first_bad = r;
+    if (first_bad < 0) {
+      const CheckpointPosition at = load_rank_checkpoint(dir, listed[i], world_.rank(), *runtime_);
+      global_steps_ = at.step;
+      data_position_ = at.data_position;
+      choice.loaded = at;
+      return choice;
+    }
+    // The folder is shared: the reason can be told here even when another rank found it.
+    const auto reason = rank_file_problem(dir, listed[i], first_bad, true);
+    choice.damaged.push_back({listed[i].position.step, reason ? *reason : fmt::format("rank {} found its file damaged", first_bad)});
+  }
+  std::vector<std::string> reasons;
+  for (const auto& d : choice.damaged) reasons.push_back(fmt::format("{}: {}", checkpoint_subdir(d.step), d.reason));
+  throw UsageError(fmt::format("{}: no complete checkpoint to resume from ({})", dir, fmt::join(reasons, "; ")));
+}
+
+std::vector<double> PipelineEngine::gather_doubles(const std::vector<double>& mine, const char* what) {
+  if (world_.size() == 1) return mine;
+  auto input = at::tensor(mine, at::TensorOptions().dtype(at::kDouble));
+  auto output = at::empty({input.numel() * world_.size()}, input.options());
+  try {
+    world_.all_gather(input, output)->wait(options_.timeout);
+  } catch (const std::exception& e) {
+    throw RuntimeError(fmt::format("rank {}: {}: {}", world_.rank(), what, first_line(e.what())));
+  }
+  return std::vector<double>(output.data_ptr<double>(), output.data_ptr<double>() + output.numel());
 }
 
 int PipelineEngine::train_batch_size() const {

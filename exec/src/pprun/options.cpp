@@ -1,14 +1,19 @@
 #include "pprun/options.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include "pipescope/core/errors.hpp"
 
@@ -95,6 +100,48 @@ std::vector<OptionDef> option_defs() {
   return defs;
 }
 
+// Why no file can be created in `folder`, or nothing. A probe file, created and removed at once,
+// answers what permission bits cannot: a read-only file system, or root's rights.
+std::optional<std::string> cannot_create_in(const std::filesystem::path& folder) {
+  const std::filesystem::path probe = folder / fmt::format(".pprun-write-check-{}", ::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return std::string(std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return std::nullopt;
+}
+
+// Files are written after steps have run (traces after the last, checkpoints after their step):
+// a path that cannot be written must stop the run before it starts, not throw its work away.
+void check_output_paths(const RunOptions& o) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  for (const auto& [option, path] : {std::pair{"--trace", o.trace_path}, std::pair{"--metrics", o.metrics_path}}) {
+    if (path.empty()) continue;
+    if (fs::is_directory(path, error)) throw UsageError(fmt::format("option {} {}: is a folder, not a file", option, path));
+    const fs::path folder = fs::absolute(path).parent_path();
+    if (!fs::is_directory(folder, error))
+      throw UsageError(fmt::format("option {} {}: folder {} does not exist", option, path, folder.string()));
+    if (auto why = cannot_create_in(folder))
+      throw UsageError(fmt::format("option {} {}: cannot write in folder {}: {}", option, path, folder.string(), *why));
+  }
+  if (o.checkpoint_dir.empty()) return;
+  // The checkpoint folder is made when missing, but only as the last part of the path.
+  const fs::path dir = fs::absolute(o.checkpoint_dir);
+  if (fs::exists(fs::symlink_status(dir, error)) || fs::exists(dir, error)) {
+    if (!fs::is_directory(dir, error))
+      throw UsageError(fmt::format("option --checkpoint-dir {}: is a file, not a folder", o.checkpoint_dir));
+    if (auto why = cannot_create_in(dir))
+      throw UsageError(fmt::format("option --checkpoint-dir {}: cannot write in it: {}", o.checkpoint_dir, *why));
+    return;
+  }
+  const fs::path parent = dir.parent_path();
+  if (!fs::is_directory(parent, error))
+    throw UsageError(fmt::format("option --checkpoint-dir {}: folder {} does not exist", o.checkpoint_dir, parent.string()));
+  if (auto why = cannot_create_in(parent))
+    throw UsageError(fmt::format("option --checkpoint-dir {}: cannot create it in {}: {}", o.checkpoint_dir, parent.string(), *why));
+}
+
 }  // namespace
 
 RunOptions parse_run_options(const std::vector<std::string>& args) {
@@ -153,14 +200,7 @@ void check_run_options(const RunOptions& o) {
   if (o.trace_steps > 1 && o.trace_path.empty()) throw UsageError("option --trace-steps needs --trace");
   if (o.trace_steps > std::max(o.steps, 1))
     throw UsageError(fmt::format("option --trace-steps: {} is more than the {} step(s) of the run (--steps)", o.trace_steps, o.steps));
-  // Files are written after steps have run (traces after the last): a folder that is not
-  // there must stop the run before it starts, not throw its work away at the end.
-  for (const auto& [option, path] : {std::pair{"--trace", o.trace_path}, std::pair{"--metrics", o.metrics_path}}) {
-    if (path.empty()) continue;
-    const std::filesystem::path folder = std::filesystem::absolute(path).parent_path();
-    if (!std::filesystem::is_directory(folder))
-      throw UsageError(fmt::format("option {} {}: folder {} does not exist", option, path, folder.string()));
-  }
+  check_output_paths(o);
 }
 
 std::string traced_step_path(const std::string& trace_path, int step, int last_step) {

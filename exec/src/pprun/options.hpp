@@ -52,7 +52,9 @@ std::string run_options_help();
 // (t.json -> t.step7.json), so that the last step keeps the path a single trace has.
 std::string traced_step_path(const std::string& trace_path, int step, int last_step);
 
-// Checks that do not need the model or the schedule (ranges, combinations); throws UsageError.
+// Checks that do not need the model or the schedule (ranges, combinations, and that every output
+// path can be written: a file path not a folder, in a folder that exists and takes new files);
+// throws UsageError.
 void check_run_options(const RunOptions& options);
 
 }  // namespace pipescope::exec

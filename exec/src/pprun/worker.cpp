@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iterator>
 #include <thread>
 
@@ -128,6 +129,39 @@ void check_resumable(const RunPlan& plan, const Manifest& manifest) {
                                  fmt::join(differences, "; ")));
 }
 
+std::string nothing_to_do(const RunOptions& o, int checkpoint_step) {
+  return fmt::format("option --steps {}: the checkpoint in {} is at step {}; nothing to do (--steps is the total, "
+                     "not the steps to add)",
+                     o.steps, o.checkpoint_dir, checkpoint_step);
+}
+
+// The rows of the metrics file at `path` for steps before `step` (none when there is no file);
+// throws UsageError naming the line that is not a metrics row.
+std::string metrics_before(const std::string& path, int step) {
+  std::error_code error;
+  if (path.empty() || !std::filesystem::exists(path, error)) return "";
+  const std::string text = read_file(path);
+  std::string kept;
+  int line_number = 0;
+  for (std::size_t start = 0; start < text.size();) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    ++line_number;
+    if (line.empty()) continue;
+    int row_step = -1;
+    try {
+      row_step = nlohmann::json::parse(line).at("step").get<int>();
+    } catch (const std::exception&) {
+      throw UsageError(fmt::format("option --metrics {}: line {} is not a metrics row; a resumed run appends to the file",
+                                   path, line_number));
+    }
+    if (row_step < step) kept += line + "\n";
+  }
+  return kept;
+}
+
 // A traced step, kept until the last step is done.
 struct TracedStep {
   int step;
@@ -157,15 +191,12 @@ class Worker {
     store_ = world.store;
 
     PipelineEngine engine(PipelineModule(plan_.model), plan_.schedule, *world_, engine_options(device));
-    if (o.resume) {
-      if (auto manifest = read_manifest(o.checkpoint_dir)) {
-        check_resumable(plan_, *manifest);
-        engine.load_checkpoint(o.checkpoint_dir, *manifest);
-      }
-    }
+    if (o.resume) resume(engine);
 
     const bool progress = env_.rank == 0 && !o.quiet && isatty(STDERR_FILENO);
-    std::string metrics;
+    // A resumed run keeps the history of the steps before its checkpoint; rows of later steps
+    // are dropped, since those steps run again.
+    std::string metrics = env_.rank == 0 && o.resume ? metrics_before(o.metrics_path, engine.global_steps()) : "";
     int last_saved = engine.global_steps();
     // Traces are handed to rank 0 and written after the last step: doing it between steps
     // (events through the store, JSON, a file synced to disk) slows the steps that follow, and
@@ -239,6 +270,19 @@ class Worker {
   }
 
  private:
+  // Loads the newest intact checkpoint (make_run_plan found the manifest and checked that it
+  // belongs to this run), saying so when a damaged newer one was passed over.
+  void resume(PipelineEngine& engine) {
+    const RunOptions& o = plan_.options;
+    const std::optional<Manifest> manifest = read_manifest(o.checkpoint_dir);
+    if (!manifest) throw UsageError(fmt::format("option --resume: {} holds no checkpoint manifest", o.checkpoint_dir));
+    check_resumable(plan_, *manifest);
+    const CheckpointChoice choice = engine.load_checkpoint(o.checkpoint_dir, *manifest);
+    if (env_.rank == 0 && !choice.damaged.empty())
+      std::fprintf(stderr, "pprun: warning: %s\n", fallback_notice(o.checkpoint_dir, choice).c_str());
+    if (choice.loaded.step >= o.steps) throw UsageError(nothing_to_do(o, choice.loaded.step));
+  }
+
   std::vector<double> gather(const std::vector<double>& mine, int step) {
     auto input = at::tensor(mine, at::TensorOptions().dtype(at::kDouble));
     auto output = at::empty({static_cast<std::int64_t>(mine.size()) * env_.world_size}, input.options());
@@ -371,6 +415,33 @@ class Worker {
   std::vector<pid_t> transport_threads_;  // started by the transport: they move data between ranks
 };
 
+// --resume needs a manifest of this run with a checkpoint short of --steps; a fresh run must not
+// take over a folder that holds another run's checkpoints (its first checkpoint would hide them).
+void check_checkpoint_dir(const RunPlan& plan) {
+  const RunOptions& o = plan.options;
+  if (o.checkpoint_dir.empty()) return;
+  const std::optional<Manifest> manifest = read_manifest(o.checkpoint_dir);
+  if (!o.resume) {
+    if (manifest)
+      throw UsageError(fmt::format("option --checkpoint-dir {}: holds the checkpoints of a run (step {}); add --resume to "
+                                   "continue it, or give an empty folder",
+                                   o.checkpoint_dir, manifest->position.step));
+    return;
+  }
+  if (!manifest)
+    throw UsageError(fmt::format("option --resume: {} holds no checkpoint manifest (manifest.json); nothing to resume "
+                                 "(leave out --resume to start from step 0)",
+                                 o.checkpoint_dir));
+  check_resumable(plan, *manifest);
+  // A look at the files (no reading): the workers check their contents and may fall back further.
+  const std::optional<CheckpointRecord> newest = newest_present_checkpoint(o.checkpoint_dir, *manifest);
+  if (!newest)
+    throw UsageError(fmt::format("option --resume: {}: every checkpoint the manifest lists has missing or truncated files",
+                                 o.checkpoint_dir));
+  if (newest->position.step >= o.steps) throw UsageError(nothing_to_do(o, newest->position.step));
+  metrics_before(o.metrics_path, newest->position.step);  // the history to append to is readable
+}
+
 }  // namespace
 
 RunPlan make_run_plan(const RunOptions& options, int world_size) {
@@ -410,8 +481,7 @@ RunPlan make_run_plan(const RunOptions& options, int world_size) {
     if (plan.partition.bounds[s] >= plan.partition.bounds[s + 1])
       throw UsageError(fmt::format("--model {} has {} layers and cannot be split into {} non-empty stages", options.model,
                                    plan.model.layers.size(), plan.schedule.num_stages));
-  if (options.resume)
-    if (auto manifest = read_manifest(options.checkpoint_dir)) check_resumable(plan, *manifest);
+  check_checkpoint_dir(plan);
   return plan;
 }
 

@@ -88,11 +88,14 @@ class PipelineEngine {
 
   // Checkpoints (checkpoint.hpp): every rank calls save_checkpoint after the same step; rank 0
   // makes it the one to resume from, with `identity` in the manifest, once every rank's file is
-  // on disk. load_checkpoint loads this rank's part of `manifest` (read_manifest(dir)) and
-  // resumes global_steps() and data_position() from it; comparing the manifest's identity with
-  // the run's is the caller's choice.
+  // on disk, and no rank returns before the manifest names it. load_checkpoint (every rank)
+  // loads this rank's part of the newest checkpoint of `manifest` (read_manifest(dir)) whose
+  // files every rank finds intact, and resumes global_steps() and data_position() from it; the
+  // choice says which it was and which newer ones were damaged (fallback_notice). Throws
+  // UsageError when none is intact. Comparing the manifest's identity with the run's is the
+  // caller's choice.
   void save_checkpoint(const std::string& dir, const nlohmann::json& identity);
-  void load_checkpoint(const std::string& dir, const Manifest& manifest);
+  CheckpointChoice load_checkpoint(const std::string& dir, const Manifest& manifest);
 
   // The number of micro-batches of the next steps (schedules given by name only).
   void set_micro_batches(int micro_batches);
@@ -115,6 +118,8 @@ class PipelineEngine {
 
  private:
   void rebuild_eval_schedule();
+  // Every rank's `mine`, in rank order (`what` names the exchange in an error).
+  std::vector<double> gather_doubles(const std::vector<double>& mine, const char* what);
 
   PipelineModule module_;
   Schedule schedule_;
