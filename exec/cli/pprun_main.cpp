@@ -56,9 +56,10 @@ int main(int argc, char** argv) {
     launch.nproc = options.nproc_per_node;
     launch.executable = "/proc/self/exe";
     launch.args = args;
-    launch.grace = options.timeout + std::chrono::seconds(5);
     launch.quiet = options.quiet;
     return launch_local_workers(launch);
+  } catch (const pipescope::UsageError& e) {
+    return usage_error(e.what());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pprun: error: %s\n", e.what());
     return 1;
