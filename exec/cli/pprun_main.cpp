@@ -55,9 +55,10 @@ int run_pprun(const std::vector<std::string>& args) {
     launch.nproc = options.nproc_per_node;
     launch.executable = "/proc/self/exe";
     launch.args = args;
-    launch.grace = options.timeout + std::chrono::seconds(5);
     launch.quiet = options.quiet;
     return launch_local_workers(launch);
+  } catch (const pipescope::UsageError& e) {
+    return usage_error(e.what());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pprun: error: %s\n", e.what());
     return 1;

@@ -45,6 +45,7 @@ int run_pipeline_processes(int argc, char** argv, const std::function<void(Proce
       std::size_t used = 0;
       nproc = std::stoi(value, &used);
       if (used != value.size() || nproc < 1) throw UsageError(fmt::format("option --nproc-per-node '{}': not a positive number", value));
+      check_local_worker_count(nproc);
     }
   } catch (const std::invalid_argument&) {
     std::fprintf(stderr, "%s: error: option --nproc-per-node: not a number\n", program.c_str());
@@ -66,11 +67,13 @@ int run_pipeline_processes(int argc, char** argv, const std::function<void(Proce
     launch.nproc = nproc;
     launch.executable = "/proc/self/exe";
     launch.args = args;
-    launch.grace = options.timeout + std::chrono::seconds(5);
     launch.quiet = true;
     launch.program_name = program;
     try {
       return launch_local_workers(launch);
+    } catch (const UsageError& e) {
+      std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());
+      return 2;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());
       return 1;

@@ -1,24 +1,25 @@
 #include "launcher.hpp"
 
-#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <netinet/in.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <optional>
 #include <stdexcept>
 #include <thread>
 
 #include "pipescope/core/errors.hpp"
+#include "rendezvous_store.hpp"
 
 namespace pipescope::exec {
 namespace {
@@ -30,14 +31,78 @@ int env_int(const char* name, const char* value) {
   return static_cast<int>(v);
 }
 
+// The signal handlers only record the signal and pass it on to the workers; the launcher's
+// loop does the rest (waiting, removing the folder), which a handler may not.
 volatile std::sig_atomic_t g_worker_group = 0;
+volatile std::sig_atomic_t g_signal = 0;
+constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
-// A signal to the launcher stops the workers too, then the launcher dies of it.
 void forward_signal(int sig) {
-  if (g_worker_group > 0) kill(-g_worker_group, SIGKILL);
-  std::signal(sig, SIG_DFL);
-  std::raise(sig);
+  g_signal = sig;
+  if (g_worker_group > 0) kill(-g_worker_group, sig);
 }
+
+// Installs forward_signal for the launch and puts the previous handlers back afterwards (a
+// program may launch more than once, as the tests do).
+class SignalForwarding {
+ public:
+  SignalForwarding() {
+    g_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = forward_signal;
+    sigemptyset(&action.sa_mask);
+    for (std::size_t i = 0; i < std::size(kForwardedSignals); ++i) sigaction(kForwardedSignals[i], &action, &previous_[i]);
+  }
+  ~SignalForwarding() {
+    g_worker_group = 0;
+    for (std::size_t i = 0; i < std::size(kForwardedSignals); ++i) sigaction(kForwardedSignals[i], &previous_[i], nullptr);
+  }
+  SignalForwarding(const SignalForwarding&) = delete;
+  SignalForwarding& operator=(const SignalForwarding&) = delete;
+
+ private:
+  struct sigaction previous_[std::size(kForwardedSignals)] {};
+};
+
+// Blocks the forwarded signals while a worker is forked, so that none arrives between fork()
+// and the moment the launcher knows the worker's pid (or, in the worker, before exec).
+class SignalsBlocked {
+ public:
+  SignalsBlocked() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : kForwardedSignals) sigaddset(&set, sig);
+    sigprocmask(SIG_BLOCK, &set, &previous_);
+  }
+  ~SignalsBlocked() { sigprocmask(SIG_SETMASK, &previous_, nullptr); }
+  SignalsBlocked(const SignalsBlocked&) = delete;
+  SignalsBlocked& operator=(const SignalsBlocked&) = delete;
+
+ private:
+  sigset_t previous_{};
+};
+
+// The private folder of the file store, removed when the launch ends, however it ends.
+class PrivateStoreDir {
+ public:
+  PrivateStoreDir() {
+    char pattern[] = "/tmp/pprun-XXXXXX";  // mkdtemp: a new folder, mode 0700
+    if (!mkdtemp(pattern)) throw std::runtime_error(fmt::format("cannot create a folder for the rendezvous in /tmp: {}", std::strerror(errno)));
+    dir_ = pattern;
+  }
+  ~PrivateStoreDir() { remove(); }
+  PrivateStoreDir(const PrivateStoreDir&) = delete;
+  PrivateStoreDir& operator=(const PrivateStoreDir&) = delete;
+  void remove() {
+    std::error_code ignored;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
+    dir_.clear();
+  }
+  std::string store_file() const { return dir_ + "/store"; }
+
+ private:
+  std::string dir_;
+};
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return fmt::format("exit status {}", WEXITSTATUS(status));
@@ -47,56 +112,45 @@ std::string describe_status(int status) {
 
 bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
 
+// Dies of `sig` as if the launcher had never caught it (its shell then sees the usual status).
+[[noreturn]] void die_of(int sig) {
+  std::signal(sig, SIG_DFL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  std::raise(sig);
+  std::_Exit(128 + sig);
+}
+
 }  // namespace
 
-int find_free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw std::runtime_error(fmt::format("socket: {}", std::strerror(errno)));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const std::string error = std::strerror(errno);
-    close(fd);
-    throw std::runtime_error(fmt::format("cannot find a free loopback port: {}", error));
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
+void check_local_worker_count(int nproc) {
+  if (nproc < 1) throw UsageError(fmt::format("option --nproc-per-node: {} is below the minimum 1", nproc));
+  if (nproc > kMaxLocalWorkers)
+    throw UsageError(fmt::format("option --nproc-per-node: {} workers on one node is more than the limit {} (each is a LibTorch process)",
+                                 nproc, kMaxLocalWorkers));
+}
+
+int parse_master_port(const std::string& value) {
+  int port = 0;
+  const char* end = value.data() + value.size();
+  auto [ptr, ec] = std::from_chars(value.data(), end, port);
+  if (value.empty() || ec != std::errc() || ptr != end || port < 1 || port > 65535)
+    throw UsageError(fmt::format("environment variable MASTER_PORT='{}' is not a port number (1-65535)", value));
+  return port;
 }
 
 int launch_local_workers(const LaunchOptions& options) {
-  std::string master_addr = options.master_addr;
-  if (master_addr.empty()) {
-    const char* env = std::getenv("MASTER_ADDR");
-    if (env && *env) master_addr = env;
-  }
-  // Without a master address every rank is here: they meet through a file store in a private
-  // directory, so nothing listens on the network (Gloo itself uses the loopback interface).
-  std::string store_dir;
-  if (master_addr.empty()) {
-    char pattern[] = "/tmp/pprun-XXXXXX";
-    if (!mkdtemp(pattern)) throw std::runtime_error(fmt::format("mkdtemp: {}", std::strerror(errno)));
-    store_dir = pattern;
-    master_addr = "127.0.0.1";
-  }
-  const std::string store_file = store_dir.empty() ? "" : store_dir + "/store";
-  struct RemoveDir {
-    std::string dir;
-    ~RemoveDir() {
-      if (!dir.empty()) {
-        std::error_code ignored;
-        std::filesystem::remove_all(dir, ignored);
-      }
-    }
-  } remove_store_dir{store_dir};
-  int master_port = options.master_port;
-  if (master_port == 0) {
-    const char* env = std::getenv("MASTER_PORT");
-    master_port = env && *env ? std::atoi(env) : find_free_port();
-  }
+  check_local_worker_count(options.nproc);
+  // Every rank is here: they meet through the file store, whatever MASTER_ADDR and MASTER_PORT
+  // say, but a MASTER_PORT that could never have worked is still a mistake worth a line.
+  if (const char* port = std::getenv("MASTER_PORT"); port && *port) parse_master_port(port);
+  const std::string secret = random_hex(16);  // 128 bits: the run's secret, known to its workers only
+
+  SignalForwarding forwarding;  // before the folder exists: a signal from now on removes it
+  PrivateStoreDir store_dir;
+  const std::string store_file = store_dir.store_file();
 
   std::vector<std::string> argv_storage{options.executable};
   argv_storage.insert(argv_storage.end(), options.args.begin(), options.args.end());
@@ -108,14 +162,21 @@ int launch_local_workers(const LaunchOptions& options) {
   std::vector<pid_t> pids(static_cast<std::size_t>(options.nproc), -1);
   pid_t group = 0;
   std::fflush(nullptr);
-  for (int rank = 0; rank < options.nproc; ++rank) {
+  for (int rank = 0; rank < options.nproc && !g_signal; ++rank) {
+    SignalsBlocked blocked;
     const pid_t pid = fork();
     if (pid < 0) {
-      if (group > 0) kill(-group, SIGKILL);
-      throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
+      const std::string error = std::strerror(errno);
+      if (group > 0) {
+        kill(-group, SIGKILL);
+        while (waitpid(-group, nullptr, 0) > 0) {
+        }
+      }
+      throw std::runtime_error(fmt::format("cannot start rank {}: fork: {}", rank, error));
     }
     if (pid == 0) {
       // Worker: one process group for all workers, and death with the launcher.
+      for (int sig : kForwardedSignals) std::signal(sig, SIG_DFL);
       setpgid(0, group);
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != launcher) _exit(1);
@@ -123,12 +184,13 @@ int launch_local_workers(const LaunchOptions& options) {
       setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
       setenv("WORLD_SIZE", std::to_string(options.nproc).c_str(), 1);
       setenv("LOCAL_WORLD_SIZE", std::to_string(options.nproc).c_str(), 1);
-      setenv("MASTER_ADDR", master_addr.c_str(), 1);
-      setenv("MASTER_PORT", std::to_string(master_port).c_str(), 1);
-      if (!store_file.empty())
-        setenv("PIPESCOPE_STORE_FILE", store_file.c_str(), 1);
-      else
-        unsetenv("PIPESCOPE_STORE_FILE");
+      setenv("MASTER_ADDR", "127.0.0.1", 1);  // Gloo listens on the loopback interface only
+      unsetenv("MASTER_PORT");                // no TCP store: nothing to say
+      setenv("PIPESCOPE_STORE_FILE", store_file.c_str(), 1);
+      setenv("PIPESCOPE_RUN_SECRET", secret.c_str(), 1);
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
       execv(options.executable.c_str(), argv.data());
       std::fprintf(stderr, "%s: error: rank %d: cannot start %s: %s\n", options.program_name.c_str(), rank, options.executable.c_str(), std::strerror(errno));
       _exit(127);
@@ -136,36 +198,49 @@ int launch_local_workers(const LaunchOptions& options) {
     if (group == 0) group = pid;
     setpgid(pid, group);  // also here: whichever of parent and child runs first
     pids[rank] = pid;
+    g_worker_group = group;
   }
-  g_worker_group = group;
-  std::signal(SIGINT, forward_signal);
-  std::signal(SIGTERM, forward_signal);
+  // A signal that came while the workers were being started reaches the ones already running.
+  if (g_signal && group > 0) kill(-group, g_signal);
 
-  int remaining = options.nproc;
+  int remaining = static_cast<int>(std::count_if(pids.begin(), pids.end(), [](pid_t p) { return p > 0; }));
+  std::vector<bool> stopped(static_cast<std::size_t>(options.nproc), false);  // by SIGSTOP or the like
   std::optional<std::pair<int, int>> first_failure;  // rank, status
   std::optional<std::chrono::steady_clock::time_point> kill_at;
   bool killed = false;
   std::vector<int> killed_ranks;
+  auto rank_of = [&](pid_t pid) {
+    for (int r = 0; r < options.nproc; ++r)
+      if (pids[r] == pid) return r;
+    return -1;
+  };
   while (remaining > 0) {
     int status = 0;
-    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    const pid_t pid = waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED);
     if (pid > 0) {
-      int rank = -1;
-      for (int r = 0; r < options.nproc; ++r)
-        if (pids[r] == pid) rank = r;
+      const int rank = rank_of(pid);
       if (rank < 0) continue;
+      if (WIFSTOPPED(status) || WIFCONTINUED(status)) {
+        stopped[rank] = WIFSTOPPED(status);
+        continue;
+      }
       pids[rank] = -1;
       --remaining;
-      if (failed(status) && !first_failure) {
+      if (failed(status) && !first_failure && !g_signal) {
         first_failure = {rank, status};
-        // The others notice through their own timeouts and report what they were blocked in;
-        // whoever has not stopped by then is killed.
+        // The others notice through the closed connections (or their own timeouts) and report
+        // what they were blocked in; whoever has not stopped by then is killed.
         kill_at = std::chrono::steady_clock::now() + options.grace;
       }
       continue;
     }
     if (pid < 0 && errno != EINTR) break;
-    if (kill_at && !killed && std::chrono::steady_clock::now() >= *kill_at) {
+    if (g_signal && !kill_at) kill_at = std::chrono::steady_clock::now() + options.grace;
+    // A stopped worker reports nothing more: once the run has failed, it is not waited for.
+    bool only_stopped_left = kill_at.has_value();
+    for (int r = 0; r < options.nproc; ++r)
+      if (pids[r] > 0 && !stopped[r]) only_stopped_left = false;
+    if (kill_at && !killed && (only_stopped_left || std::chrono::steady_clock::now() >= *kill_at)) {
       for (int r = 0; r < options.nproc; ++r)
         if (pids[r] > 0) killed_ranks.push_back(r);
       kill(-group, SIGKILL);
@@ -174,13 +249,17 @@ int launch_local_workers(const LaunchOptions& options) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   g_worker_group = 0;
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  if (const int sig = g_signal) {
+    store_dir.remove();
+    die_of(sig);
+  }
   if (first_failure) {
+    const bool any_stopped = std::ranges::any_of(killed_ranks, [&](int r) { return stopped[r]; });
     const std::string others =
-        killed ? fmt::format("killed rank(s) {} still running {:g} s later", fmt::join(killed_ranks, ", "),
-                            std::chrono::duration<double>(options.grace).count())
-               : std::string("the other ranks stopped");
+        !killed       ? std::string("the other ranks stopped")
+        : any_stopped ? fmt::format("killed rank(s) {}, stopped (SIGSTOP) or still running", fmt::join(killed_ranks, ", "))
+                      : fmt::format("killed rank(s) {} still running {:g} s later", fmt::join(killed_ranks, ", "),
+                                    std::chrono::duration<double>(options.grace).count());
     std::fprintf(stderr, "%s: error: rank %d failed first (%s); %s\n", options.program_name.c_str(), first_failure->first,
                  describe_status(first_failure->second).c_str(), others.c_str());
     return 1;
@@ -201,8 +280,9 @@ std::optional<WorkerEnvironment> worker_environment_from_env() {
   if (const char* v = std::getenv("LOCAL_RANK")) env.local_rank = env_int("LOCAL_RANK", v);
   if (const char* v = std::getenv("LOCAL_WORLD_SIZE")) env.local_world_size = env_int("LOCAL_WORLD_SIZE", v);
   if (const char* v = std::getenv("MASTER_ADDR"); v && *v) env.master_addr = v;
-  if (const char* v = std::getenv("MASTER_PORT")) env.master_port = env_int("MASTER_PORT", v);
+  if (const char* v = std::getenv("MASTER_PORT")) env.master_port = parse_master_port(v);
   if (const char* v = std::getenv("PIPESCOPE_STORE_FILE")) env.store_file = v;
+  if (const char* v = std::getenv("PIPESCOPE_RUN_SECRET")) env.run_secret = v;
   return env;
 }
 
@@ -213,6 +293,7 @@ WorldOptions world_options(const WorkerEnvironment& env, std::chrono::millisecon
   world.master_port = env.master_port;
   world.rank = env.rank;
   world.world_size = env.world_size;
+  world.run_secret = env.run_secret;
   world.timeout = timeout;
   return world;
 }

@@ -13,25 +13,41 @@
 
 namespace pipescope::exec {
 
+// More local workers than this are refused before any is started: each is a whole LibTorch
+// process (about 100 MB and a few threads before it computes anything), and no node this
+// runs on has more cores or GPUs than this to give each its own. A fixed figure, unlike a
+// multiple of the cores, keeps a run's validity the same on every machine.
+constexpr int kMaxLocalWorkers = 256;
+
+// Throws UsageError naming --nproc-per-node when `nproc` is below 1 or above kMaxLocalWorkers.
+void check_local_worker_count(int nproc);
+
 struct LaunchOptions {
   int nproc = 1;
   std::string executable;            // the worker program (normally /proc/self/exe)
   std::vector<std::string> args;     // its arguments (without argv[0])
-  std::string master_addr;           // empty: MASTER_ADDR when set, else a private file store
-                                     // (no listening socket) and Gloo on 127.0.0.1
-  int master_port = 0;               // 0: MASTER_PORT when set, else a free loopback port
-                                     // (only used with a master address)
-  std::chrono::milliseconds grace{65000};  // how long the others may take to stop after a failure
+  // How long the other workers may take to stop after the first failure (or after a signal to
+  // the launcher) before they are killed. A rank that failed on its own has already waited out
+  // --timeout for its peers; the others, blocked on it, see its connections close at once, so
+  // a few seconds are enough, and a stopped or hung rank does not add another --timeout.
+  std::chrono::milliseconds grace{5000};
   bool quiet = false;
   std::string program_name = "pprun";  // how error lines start
 };
 
+// Starts the workers of a one-node run. They always meet through a c10d FileStore in a private
+// (0700) folder under /tmp and talk over Gloo on 127.0.0.1, whatever MASTER_ADDR and
+// MASTER_PORT say (a malformed MASTER_PORT is still refused): nothing of the run listens beyond
+// this host. Each worker gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR
+// (127.0.0.1), PIPESCOPE_STORE_FILE and a fresh PIPESCOPE_RUN_SECRET. SIGINT, SIGTERM and SIGHUP
+// are forwarded to the workers; the folder is removed and the launcher then dies of the signal.
 // Returns the exit status for pprun: 0 when every worker succeeded, else 1 (after printing
-// which rank failed first).
+// which rank failed first). Throws UsageError for a bad worker count or MASTER_PORT.
 int launch_local_workers(const LaunchOptions& options);
 
-// A TCP port free on the loopback interface right now.
-int find_free_port();
+// MASTER_PORT's value as a port: a whole number from 1 to 65535, else UsageError naming
+// MASTER_PORT and the value.
+int parse_master_port(const std::string& value);
 
 // torchrun-style variables of one worker.
 struct WorkerEnvironment {
@@ -42,9 +58,11 @@ struct WorkerEnvironment {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string store_file;  // PIPESCOPE_STORE_FILE: set by the local launcher (see WorldOptions)
+  std::string run_secret;  // PIPESCOPE_RUN_SECRET: what proves a worker belongs to the run
 };
 
-// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (and PIPESCOPE_STORE_FILE);
+// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (and
+// PIPESCOPE_STORE_FILE, PIPESCOPE_RUN_SECRET);
 // nothing when RANK is unset.
 // Throws UsageError naming the variable when one is malformed.
 std::optional<WorkerEnvironment> worker_environment_from_env();

@@ -15,6 +15,7 @@
 #include <map>
 #include <optional>
 
+#include "launcher.hpp"
 #include "pipescope/core/errors.hpp"
 
 namespace pipescope::exec {
@@ -175,7 +176,7 @@ void check_run_options(const RunOptions& o) {
   auto at_least = [](const char* name, long long value, long long minimum) {
     if (value < minimum) throw UsageError(fmt::format("option {}: {} is below the minimum {}", name, value, minimum));
   };
-  at_least("--nproc-per-node", o.nproc_per_node, 1);
+  check_local_worker_count(o.nproc_per_node);  // before anything is built or forked
   at_least("--micro-batches", o.micro_batches, 1);
   at_least("--chunks", o.chunks, 1);
   at_least("--layers", o.layers, 1);

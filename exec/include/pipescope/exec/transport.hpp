@@ -68,6 +68,9 @@ struct WorldOptions {
   int master_port = 29500;
   int rank = 0;
   int world_size = 1;
+  // What each rank proves it knows before the backend starts (never sent itself): a worker of
+  // another run, or with another world size, is refused by name. Empty: nothing to prove.
+  std::string run_secret;
   std::chrono::milliseconds timeout{60000};
 };
 // Small key/value exchanges between ranks (metrics, traces) through the rendezvous store.

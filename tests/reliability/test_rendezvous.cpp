@@ -1,0 +1,257 @@
+// Fault cases of pprun's rendezvous and launcher (issue 19 item 4): bad MASTER_PORT values, a
+// one-node launch with MASTER_ADDR set, workers of different world sizes or of another run, a
+// port in use, too many workers, signals to the launcher and a stopped worker. Each runs the
+// real pprun on a tiny model under a hard time limit.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+#include "reliability_support.hpp"
+
+#ifdef PPRUN_PATH  // a build without LibTorch has no pprun
+
+using namespace reliability;
+
+namespace {
+
+const std::string kPprun = PPRUN_PATH;
+const std::string kTiny =
+    "--schedule 1f1b --micro-batches 4 --model tiny-gpt --layers 2 --hidden 16 --seq-len 4 --vocab 16 "
+    "--micro-batch-size 1 --quiet";
+
+// A loopback socket the test holds: its port is known to be taken while it lives.
+struct HeldPort {
+  int fd = -1;
+  int port = 0;
+  explicit HeldPort(bool listening) {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    if (listening) REQUIRE(listen(fd, 4) == 0);
+    REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    port = ntohs(addr.sin_port);
+  }
+  ~HeldPort() { close(fd); }
+};
+
+// A port free right now (the socket that found it is closed).
+int free_port() { return HeldPort(false).port; }
+
+// Runs `script` (several pprun workers started by hand, as a multi-node job would) in `dir`.
+int run_shell(const fs::path& dir, const std::string& script) {
+  const std::string command = "cd " + quoted(dir.string()) + " || exit 1; " + script;
+  const int raw = std::system(command.c_str());
+  return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+}
+
+// One env-mode worker of a hand-made world, in the background, its stderr in errN.
+std::string worker(int rank, int world_size, int port, const std::string& secret, const std::string& name,
+                   const std::string& extra = "") {
+  return "env RANK=" + std::to_string(rank) + " WORLD_SIZE=" + std::to_string(world_size) +
+         " LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+         " PIPESCOPE_RUN_SECRET=" + secret + " timeout -s KILL 40 " + quoted(kPprun) + " " + kTiny + " --steps 1 " + extra +
+         " 2>" + name + ".err & ";
+}
+
+// A launcher started by fork/exec, so that the test knows its pid and its workers.
+struct Launch {
+  pid_t pid = -1;
+  Launch(const Launch&) = delete;
+  Launch& operator=(const Launch&) = delete;
+  ~Launch() {  // a case that stopped early leaves no launcher behind (its workers die with it)
+    if (pid > 0 && waitpid(pid, nullptr, WNOHANG) == 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+  Launch(const fs::path& dir, const std::string& args) {
+    pid = fork();
+    if (pid == 0) {
+      const std::string command = "cd " + quoted(dir.string()) + " && exec " + quoted(kPprun) + " " + args + " 2>err";
+      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+  }
+  std::vector<pid_t> workers() const {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+    std::vector<pid_t> found;
+    for (pid_t p; in >> p;) found.push_back(p);
+    return found;
+  }
+  // Waits until the launcher has `n` workers (at most `limit_s`).
+  std::vector<pid_t> wait_for_workers(std::size_t n, int limit_s = 20) const {
+    for (int i = 0; i < limit_s * 20; ++i) {
+      auto w = workers();
+      if (w.size() >= n) return w;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return {};
+  }
+  // The launcher's wait status (killed after `limit_s`).
+  int wait(int limit_s) {
+    for (int i = 0; i < limit_s * 20; ++i) {
+      int status = 0;
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        pid = -1;
+        return status;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    pid = -1;
+    return status;
+  }
+};
+
+// The rendezvous folder a worker was given (its PIPESCOPE_STORE_FILE's folder), once it has
+// started (before exec its environment is still the launcher's).
+fs::path store_dir_of(pid_t worker) {
+  for (int i = 0; i < 200; ++i) {
+    std::istringstream entries(read_text("/proc/" + std::to_string(worker) + "/environ"));
+    for (std::string entry; std::getline(entries, entry, '\0');)
+      if (entry.rfind("PIPESCOPE_STORE_FILE=", 0) == 0) return fs::path(entry.substr(21)).parent_path();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return {};
+}
+
+bool process_exists(pid_t pid) { return kill(pid, 0) == 0 && !contains(read_text("/proc/" + std::to_string(pid) + "/stat"), ") Z "); }
+
+}  // namespace
+
+TEST_CASE("MASTER_PORT that is not a number is refused in one line, launcher mode", "[reliability][rendezvous]") {
+  const auto dir = case_dir("master-port-abc");
+  const CliRun run = run_cli(kPprun, dir, "--nproc-per-node 2 " + kTiny + " --steps 1 --timeout 5", 30,
+                             "MASTER_ADDR=127.0.0.1 MASTER_PORT=abc");
+  INFO(run.err);
+  CHECK(run.status == 2);
+  CHECK(run.one_error_line("pprun"));
+  CHECK(contains(run.err, "MASTER_PORT='abc'"));
+}
+
+TEST_CASE("MASTER_PORT above 65535 is refused in one line, not wrapped, worker mode", "[reliability][rendezvous]") {
+  const auto dir = case_dir("master-port-70000");
+  const CliRun run = run_cli(kPprun, dir, kTiny + " --steps 1 --timeout 5", 30,
+                             "RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=70000");
+  INFO(run.err);
+  CHECK(run.status == 2);
+  CHECK(run.one_error_line("pprun"));
+  CHECK(contains(run.err, "MASTER_PORT='70000'"));
+}
+
+TEST_CASE("a one-node launch meets through its private file store whatever MASTER_ADDR says", "[reliability][rendezvous]") {
+  // 192.0.2.1 (TEST-NET-1) is no address of this host and reaches nothing: a store there fails.
+  const auto dir = case_dir("one-node-master-addr");
+  const CliRun run = run_cli(kPprun, dir, "--nproc-per-node 2 " + kTiny + " --steps 1 --timeout 5", 40,
+                             "MASTER_ADDR=192.0.2.1 MASTER_PORT=" + std::to_string(free_port()));
+  INFO(run.err);
+  CHECK(run.status == 0);
+  CHECK(run.err.empty());
+}
+
+TEST_CASE("workers with different WORLD_SIZE are told which rank differs", "[reliability][rendezvous]") {
+  const auto dir = case_dir("world-size-mismatch");
+  const int port = free_port();
+  const int status = run_shell(dir, worker(0, 2, port, "s", "rank0", "--timeout 8") +
+                                        worker(1, 4, port, "s", "rank1", "--timeout 8") + "wait");
+  const std::string rank0 = read_text(dir / "rank0.err"), rank1 = read_text(dir / "rank1.err");
+  INFO(rank0 << rank1);
+  CHECK(status == 0);
+  CHECK(contains(rank1, "pprun: error: rank 1: WORLD_SIZE 4 differs from rank 0's 2"));
+  CHECK(contains(rank0, "pprun: error: rank 0: rank 1's WORLD_SIZE 4 differs from rank 0's 2"));
+  CHECK_FALSE(contains(rank0 + rank1, "address.cc"));
+  CHECK(std::count(rank1.begin(), rank1.end(), '\n') == 1);
+}
+
+TEST_CASE("a worker of another run is refused and the run goes on", "[reliability][rendezvous]") {
+  // Two workers of run A and a stranger claiming rank 1 with another secret, all at once.
+  const auto dir = case_dir("stranger-worker");
+  const int port = free_port();
+  run_shell(dir, worker(0, 2, port, "run-a-secret", "rank0", "--timeout 15 --metrics m.jsonl") +
+                     worker(1, 2, port, "run-b-secret", "stranger", "--timeout 15") +
+                     worker(1, 2, port, "run-a-secret", "rank1", "--timeout 15") + "wait");
+  const std::string rank0 = read_text(dir / "rank0.err"), rank1 = read_text(dir / "rank1.err"),
+                    stranger = read_text(dir / "stranger.err");
+  INFO(rank0 << rank1 << stranger);
+  CHECK(rank0.empty());
+  CHECK(rank1.empty());
+  CHECK(contains(read_text(dir / "m.jsonl"), "\"loss\""));
+  CHECK(contains(stranger, "pprun: error: rank 1: the run at 127.0.0.1:" + std::to_string(port) + " is another run's"));
+}
+
+TEST_CASE("a port in use is one line naming the port, no library log", "[reliability][rendezvous]") {
+  const auto dir = case_dir("port-in-use");
+  const HeldPort held(true);
+  const CliRun run = run_cli(kPprun, dir, kTiny + " --steps 1 --timeout 5", 30,
+                             "RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(held.port));
+  INFO(run.err);
+  CHECK(run.status == 1);
+  CHECK(run.one_error_line("pprun"));
+  CHECK(contains(run.err, "MASTER_PORT " + std::to_string(held.port) + " is in use"));
+}
+
+TEST_CASE("more workers than one node can take are refused before any starts", "[reliability][rendezvous]") {
+  const auto dir = case_dir("nproc-1000");
+  const auto started = std::chrono::steady_clock::now();
+  const CliRun run = run_cli(kPprun, dir, "--nproc-per-node 1000 " + kTiny, 20);
+  INFO(run.err);
+  CHECK(run.status == 2);
+  CHECK(run.one_error_line("pprun"));
+  CHECK(contains(run.err, "--nproc-per-node"));
+  CHECK(contains(run.err, "1000"));
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
+}
+
+TEST_CASE("a signal to the launcher stops its workers and removes its folder", "[reliability][rendezvous]") {
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
+    INFO(strsignal(sig));
+    const auto dir = case_dir("signal-" + std::to_string(sig));
+    Launch launch(dir, "--nproc-per-node 2 " + kTiny + " --steps 100000 --timeout 20");
+    const auto workers = launch.wait_for_workers(2);
+    REQUIRE(workers.size() == 2);
+    const fs::path store = store_dir_of(workers[0]);
+    REQUIRE_FALSE(store.empty());
+    CHECK(fs::exists(store));
+    kill(launch.pid, sig);
+    const int status = launch.wait(15);
+    CHECK(WIFSIGNALED(status));
+    if (WIFSIGNALED(status)) CHECK(WTERMSIG(status) == sig);
+    CHECK_FALSE(fs::exists(store));
+    for (pid_t w : workers) CHECK_FALSE(process_exists(w));
+  }
+}
+
+TEST_CASE("a stopped worker ends the run within --timeout and a few seconds", "[reliability][rendezvous]") {
+  const auto dir = case_dir("stopped-worker");
+  Launch launch(dir, "--nproc-per-node 2 " + kTiny + " --steps 100000 --timeout 4");
+  const auto workers = launch.wait_for_workers(2);
+  REQUIRE(workers.size() == 2);
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // past the rendezvous: steps are running
+  const auto stopped_at = std::chrono::steady_clock::now();
+  kill(workers[1], SIGSTOP);
+  const int status = launch.wait(40);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
+  const std::string err = read_text(dir / "err");
+  INFO(err << "took " << took << " s");
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK(took < 4 + 4);
+  CHECK(contains(err, "rank 0 failed first"));
+  for (pid_t w : workers) CHECK_FALSE(process_exists(w));
+}
+
+#endif  // PPRUN_PATH
