@@ -36,7 +36,10 @@ std::int64_t cgroup_limit_bytes() {
   return end && *end == '\0' && value > 0 ? value : kInt64Max;
 }
 
-std::string gigabytes(std::int64_t bytes) { return fmt::format("{:.1f} GB", static_cast<double>(bytes) / 1e9); }
+std::string gigabytes(std::int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  return b >= 1e9 ? fmt::format("{:.1f} GB", b / 1e9) : fmt::format("{:.1f} MB", b / 1e6);
+}
 
 std::optional<std::int64_t> budget_from_environment() {
   const char* text = std::getenv("PIPESCOPE_MEMORY_BUDGET");
