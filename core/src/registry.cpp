@@ -5,6 +5,7 @@
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/generators.hpp"
 #include "pipescope/core/schedule_io.hpp"
+#include "pipescope/core/size_limits.hpp"
 
 namespace pipescope {
 
@@ -49,6 +50,12 @@ Schedule make_schedule(std::string_view name, const ScheduleParams& params) {
   if (params.num_ranks < 1) throw ScheduleError(info->name + ": --stages must be at least 1");
   if (params.num_micro_batches < 1) throw ScheduleError(info->name + ": --micro-batches must be at least 1");
   if (params.chunks < 1) throw ScheduleError(info->name + ": --chunks must be at least 1");
+  // Every schedule holds at least this many stages; the generators check their own placement.
+  const std::int64_t stages = saturating_product(params.num_ranks, params.chunks);
+  check_schedule_size(info->name + ": --stages " + std::to_string(params.num_ranks) +
+                          (params.chunks != 1 ? " x --chunks " + std::to_string(params.chunks) : std::string()) +
+                          " x --micro-batches " + std::to_string(params.num_micro_batches),
+                      estimated_size(params.num_ranks, stages, params.num_micro_batches));
   return info->make(params);
 }
 

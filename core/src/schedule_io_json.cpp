@@ -1,6 +1,7 @@
 // pipescope.schedule/1 JSON (SPEC.md section 3): reader with errors that name the JSON path,
 // writer that keeps one step per line so files stay readable and diffable, and the
 // file-extension dispatch of read_schedule_file.
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <climits>
@@ -11,7 +12,9 @@
 
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/input_file.hpp"
 #include "pipescope/core/schedule_io.hpp"
+#include "pipescope/core/size_limits.hpp"
 
 namespace pipescope {
 namespace {
@@ -344,7 +347,22 @@ std::string to_schedule_json(const Schedule& schedule) {
   return out;
 }
 
+namespace {
+
+// What the file holds, or what lowering it would make when that is more.
+ScheduleSize file_size_estimate(const Schedule& schedule) {
+  ScheduleSize size = estimated_size(schedule.num_ranks, schedule.num_stages, schedule.num_micro_batches);
+  std::int64_t steps = 0;
+  for (const Program& program : schedule.programs) steps += static_cast<std::int64_t>(program.size());
+  size.instructions = std::max(size.instructions, static_cast<std::int64_t>(schedule.instruction_count()));
+  size.step_slots = std::max(size.step_slots, steps);
+  return size;
+}
+
+}  // namespace
+
 Schedule read_schedule_file(const std::string& path) {
+  if (auto problem = input_file_problem(path, "a schedule file")) throw ScheduleError(*problem);
   std::string text;
   try {
     text = read_file(path);
@@ -355,6 +373,11 @@ Schedule read_schedule_file(const std::string& path) {
   for (char& c : extension) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   const bool is_csv = extension == ".csv";
   Schedule schedule = is_csv ? parse_torch_csv(text, path) : parse_schedule_json(text, path);
+  // The passes and the validator size tables by the declared counts, which a file may set far
+  // beyond what it holds.
+  check_schedule_size(path + ": num_stages " + std::to_string(schedule.num_stages) + " x num_micro_batches " +
+                          std::to_string(schedule.num_micro_batches),
+                      file_size_estimate(schedule));
   return schedule;
 }
 

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "command.hpp"
+#include "number_options.hpp"
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/sim/calibration.hpp"
@@ -58,9 +59,9 @@ int run_calibrate(const std::vector<std::string>& args) {
   po::notify(vm);
   if (inputs.empty()) throw UsageError("calibrate needs at least one measured trace (see ppsim calibrate --help)");
   if (output.empty()) throw UsageError("calibrate: -o PROFILE is required");
-  if (!(calibration_options.outlier_mads > 0)) throw UsageError("--outlier-mads: must be > 0");
-  if (!(calibration_options.outlier_min_fraction >= 0)) throw UsageError("--outlier-fraction: must be >= 0");
-  if (!(calibration_options.max_stolen_fraction >= 0)) throw UsageError("--max-stolen: must be >= 0");
+  require_finite_above(calibration_options.outlier_mads, "--outlier-mads", 0);
+  require_finite_at_least(calibration_options.outlier_min_fraction, "--outlier-fraction", 0);
+  require_finite_at_least(calibration_options.max_stolen_fraction, "--max-stolen", 0);
   calibration_options.duration_statistic = sim::parse_duration_statistic(statistic);
 
   std::vector<sim::MeasuredTrace> traces;

@@ -122,6 +122,7 @@ int run_compare(const std::vector<std::string>& args) {
 
   const traces::Trace predicted = traces::read_trace(predicted_path);
   const traces::Trace measured = traces::read_trace(measured_path);
+  traces::check_same_rank_count(predicted, measured, predicted_path, measured_path);
   const traces::Comparison comparison = traces::compare_traces(predicted, measured, static_cast<std::size_t>(top));
   if (json) {
     std::cout << traces::comparison_to_json(comparison, predicted, measured).dump() << "\n";

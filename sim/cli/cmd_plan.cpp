@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "command.hpp"
+#include "number_options.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/registry.hpp"
 #include "pipescope/sim/planner.hpp"
@@ -136,6 +137,9 @@ int run_plan(const std::vector<std::string>& args) {
     throw UsageError("--format: unknown format '" + format + "' (table, csv, json)");
   if (top < 0) throw UsageError("--top must be >= 0");
   if (gpus_per_node < 1) throw UsageError("--gpus-per-node must be at least 1");
+  require_efficiency(efficiency, "--efficiency");
+  require_finite_at_least(intra_latency_s, "--intra-latency", 0);
+  require_finite_at_least(inter_latency_s, "--inter-latency", 0);
 
   sim::PlanRequest request;
   const bool use_profile = !profile_path.empty();
@@ -165,7 +169,6 @@ int run_plan(const std::vector<std::string>& args) {
     request.model = sim::resolve_model(model_name);
   }
   request.device = sim::device_preset(gpu);
-  if (efficiency < 0 || efficiency > 1) throw UsageError("--efficiency must be in (0, 1]");
   if (efficiency > 0) request.device.efficiency = efficiency;
   request.topology.gpus_per_node = gpus_per_node;
   const std::int64_t intra = sim::parse_bytes(intra_bandwidth, "--intra-bandwidth");

@@ -9,8 +9,11 @@
 #include <fmt/format.h>
 
 #include "command.hpp"
+#include "number_options.hpp"
+#include "schedule_options.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/registry.hpp"
+#include "pipescope/core/size_limits.hpp"
 #include "pipescope/sim/calibration.hpp"
 #include "pipescope/sim/model.hpp"
 #include "pipescope/sim/profile.hpp"
@@ -96,6 +99,27 @@ void add_options(po::options_description& o, SimulateOptions& s) {
 
 bool given(const po::variables_map& vm, const char* name) { return vm.count(name) && !vm[name].defaulted(); }
 
+void check_numbers(const SimulateOptions& s) {
+  require_finite_at_least(s.f_cost, "--f-cost", 0);
+  require_finite_at_least(s.b_cost, "--b-cost", 0);
+  require_finite_at_least(s.w_cost, "--w-cost", 0);
+  require_finite_at_least(s.c_cost, "--c-cost", 0);
+  require_efficiency(s.efficiency, "--efficiency");
+  require_finite_at_least(s.intra_latency_s, "--intra-latency", 0);
+  require_finite_at_least(s.inter_latency_s, "--inter-latency", 0);
+}
+
+// The options the costs came from, for a message about all of them: "--f-cost 1e+308 --b-cost 1e+308".
+std::string cost_options_text(const SimulateOptions& s, const po::variables_map& vm) {
+  if (!s.profile.empty()) return "--profile " + s.profile;
+  if (!s.model.empty()) return "--model " + s.model;
+  std::string text;
+  const std::pair<const char*, double> costs[] = {{"f-cost", s.f_cost}, {"b-cost", s.b_cost}, {"w-cost", s.w_cost}, {"c-cost", s.c_cost}};
+  for (const auto& [name, value] : costs)
+    if (given(vm, name)) text += fmt::format("{}--{} {:g}", text.empty() ? "" : " ", name, value);
+  return text.empty() ? std::string("the costs") : text;
+}
+
 CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm) {
   static const char* const explicit_options[] = {"f-cost", "b-cost", "w-cost", "c-cost", "f-mem", "b-mem", "w-mem", "static-mem"};
   const bool use_model = !s.model.empty();
@@ -119,7 +143,6 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm) {
   if (use_model) {
     const sim::ModelSpec model = sim::resolve_model(s.model);
     sim::DeviceSpec device = sim::device_preset(s.gpu);
-    if (s.efficiency < 0 || s.efficiency > 1) throw UsageError("--efficiency must be in (0, 1]");
     if (s.efficiency > 0) device.efficiency = s.efficiency;
     if (s.gpus_per_node < 1) throw UsageError("--gpus-per-node must be at least 1");
     sim::Topology topology;
@@ -182,11 +205,18 @@ int run_simulate(const std::vector<std::string>& args) {
     return 0;
   }
   po::notify(vm);
+  check_numbers(s);
   s.params.chunks_given = given(vm, "chunks");
   CostSource source = cost_source(s, vm);
   if (s.schedule == "zb-auto")
     sim::register_zb_auto(source.costs, source.topology, sim::parse_bytes(s.max_mem, "--max-mem"));
   const Schedule schedule = make_schedule(s.schedule, s.params);
+  check_flags_agree_with_file(schedule, s.schedule, s.params, vm);
+  if (!s.trace.empty())
+    check_schedule_size("--trace " + s.trace + ": the predicted trace of " + std::to_string(schedule.instruction_count()) +
+                            " instructions",
+                        ScheduleSize{static_cast<std::int64_t>(schedule.instruction_count()), 0, 0},
+                        kTraceBytesPerInstruction);
   if (source.profile) {
     // A profile measured on S stages predicts schedules of V*S stages (or S/k) of the same model.
     sim::check_profile_fits(*source.profile, schedule, s.profile);
@@ -195,7 +225,13 @@ int run_simulate(const std::vector<std::string>& args) {
   sim::SimOptions sim_options;
   sim_options.build_trace = !s.trace.empty();
   sim_options.share_links = !s.no_link_sharing;
-  const sim::SimResult result = sim::simulate(schedule, source.costs, source.topology, sim_options);
+  const sim::SimResult result = [&] {
+    try {
+      return sim::simulate(schedule, source.costs, source.topology, sim_options);
+    } catch (const sim::CostOverflowError& e) {
+      throw UsageError(cost_options_text(s, vm) + ": " + e.what());
+    }
+  }();
   if (!s.trace.empty()) traces::write_trace(result.trace, s.trace);
   if (s.json) {
     nlohmann::json j = sim::to_json(result.summary);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <new>
 #include <boost/program_options/errors.hpp>
 
 #include "command.hpp"
@@ -73,6 +74,10 @@ int run_ppsim(const std::vector<std::string>& args) {
   } catch (const traces::TraceError& e) {
     std::cerr << "ppsim: error: " << e.what() << "\n";
     return 2;
+  } catch (const std::bad_alloc&) {
+    // The size checks refuse what cannot fit before allocating; this is the last line of defence.
+    std::cerr << "ppsim: error: out of memory: the sizes asked for do not fit in this machine's memory\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "ppsim: error: " << e.what() << "\n";
     return 1;

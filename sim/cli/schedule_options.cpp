@@ -2,6 +2,10 @@
 
 #include <sstream>
 
+#include <fmt/format.h>
+
+#include "pipescope/core/errors.hpp"
+
 namespace po = boost::program_options;
 
 namespace pipescope::cli {
@@ -18,7 +22,26 @@ void ScheduleOptions::add_to(po::options_description& options) {
 
 Schedule ScheduleOptions::make(const po::variables_map& vm) {
   params.chunks_given = !vm["chunks"].defaulted();
-  return make_schedule(name, params);
+  Schedule schedule = make_schedule(name, params);
+  check_flags_agree_with_file(schedule, name, params, vm);
+  return schedule;
+}
+
+void check_flags_agree_with_file(const Schedule& schedule, std::string_view schedule_name, const ScheduleParams& params,
+                                 const po::variables_map& vm) {
+  if (!schedule_name.starts_with("file:")) return;
+  const std::string path(schedule_name.substr(5));
+  auto given = [&](const char* option) { return vm.count(option) && !vm[option].defaulted(); };
+  auto refuse = [&](const char* option, int value, const std::string& file_has) {
+    throw UsageError(fmt::format("--{} {} contradicts the schedule file {}, which has {} (leave --{} out)", option, value,
+                                 path, file_has, option));
+  };
+  if (given("stages") && params.num_ranks != schedule.num_ranks)
+    refuse("stages", params.num_ranks, fmt::format("{} ranks", schedule.num_ranks));
+  if (given("micro-batches") && params.num_micro_batches != schedule.num_micro_batches)
+    refuse("micro-batches", params.num_micro_batches, fmt::format("{} micro-batches", schedule.num_micro_batches));
+  if (given("chunks") && static_cast<long long>(params.chunks) * schedule.num_ranks != schedule.num_stages)
+    refuse("chunks", params.chunks, fmt::format("{} stages on {} ranks", schedule.num_stages, schedule.num_ranks));
 }
 
 std::string schedule_list_text() {

@@ -4,6 +4,7 @@
 
 #include <boost/program_options.hpp>
 #include <string>
+#include <string_view>
 
 #include "pipescope/core/registry.hpp"
 
@@ -17,6 +18,12 @@ struct ScheduleOptions {
   // Builds the schedule from the parsed options; throws ScheduleError with the reason.
   Schedule make(const boost::program_options::variables_map& vm);
 };
+
+// A schedule file fixes its own sizes: --stages, --micro-batches or --chunks given with
+// `--schedule file:PATH` must agree with it, or UsageError names the option and the file's
+// value (a flag is never silently overridden by the file).
+void check_flags_agree_with_file(const Schedule& schedule, std::string_view schedule_name, const ScheduleParams& params,
+                                 const boost::program_options::variables_map& vm);
 
 // One line per registered schedule: name and description.
 std::string schedule_list_text();

@@ -108,6 +108,11 @@ nlohmann::json calibration_info(const Traces& traces, std::size_t left_out, cons
 
 Calibration calibrate(const std::vector<MeasuredTrace>& given, const CalibrationOptions& options) {
   if (given.empty()) throw UsageError("calibrate: give at least one measured trace");
+  // A prediction fitted back into the simulator would only learn the simulator's own costs.
+  for (const MeasuredTrace& mt : given)
+    if (mt.trace.meta.source == "predicted")
+      throw UsageError(mt.source + ": a predicted trace (source \"predicted\", from ppsim simulate): calibrate learns "
+                                   "from measured traces (pprun --trace)");
   std::vector<std::string> left_out;
   const Traces traces = undisturbed_traces(given, options.max_stolen_fraction, left_out);
   Collected c;

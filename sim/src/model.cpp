@@ -7,6 +7,7 @@
 
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/input_file.hpp"
 
 namespace pipescope::sim {
 
@@ -128,6 +129,7 @@ ModelSpec parse_model_json(const std::string& text, const std::string& source) {
 ModelSpec resolve_model(const std::string& name_or_path) {
   for (const auto& m : presets())
     if (m.name == name_or_path) return m;
+  if (auto problem = input_file_problem(name_or_path, "a model file (JSON)")) throw UsageError("--model: " + *problem);
   if (std::filesystem::exists(name_or_path)) return parse_model_json(read_file(name_or_path), name_or_path);
   std::string known;
   for (const auto& n : model_preset_names()) known += (known.empty() ? "" : ", ") + n;

@@ -11,6 +11,7 @@
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/registry.hpp"
+#include "pipescope/core/size_limits.hpp"
 #include "pipescope/sim/calibration.hpp"
 #include "pipescope/sim/zb_auto.hpp"
 
@@ -233,8 +234,26 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
   };
   std::vector<Pending> pending;
   pending.reserve(candidates.size());
+  // Schedules too large for this machine are refused before one is built; when none fits,
+  // the option that asked for them is named.
+  int too_large = 0;
+  std::int64_t smallest_instructions = std::numeric_limits<std::int64_t>::max();
+  std::string smallest_problem;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const PlanCandidate& c = candidates[i];
+    const int stages = c.parallel.pipeline * c.parallel.chunks;
+    const ScheduleSize size = estimated_size(c.parallel.pipeline, stages, c.num_micro_batches);
+    const std::int64_t instructions = size.instructions;
+    if (auto problem = size_problem(size)) {
+      ++too_large;
+      refuse(c, *problem);
+      if (instructions < smallest_instructions) {
+        smallest_instructions = instructions;
+        smallest_problem = fmt::format("the smallest, {} on pipeline {} with {} micro-batches, needs {}", c.schedule,
+                                       c.parallel.pipeline, c.num_micro_batches, *problem);
+      }
+      continue;
+    }
     Pending p{i, {}, 0.0};
     try {
       p.costs = candidate_costs(request, c);
@@ -254,6 +273,24 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     p.lower_bound_s = iteration_time_lower_bound_s(p.costs, placement, c.parallel.pipeline, c.num_micro_batches);
     pending.push_back(std::move(p));
   }
+  if (too_large > 0 && too_large == result.considered)
+    throw UsageError(fmt::format("--global-batch {}: no configuration fits in this machine's memory: {}",
+                                 request.global_batch, smallest_problem));
+  // The compiled schedules are kept for every shape the search meets: all of them together
+  // must fit, not only each one.
+  std::set<std::tuple<std::string, int, int, int>> shapes;
+  ScheduleSize all_shapes;
+  for (const Pending& p : pending) {
+    const PlanCandidate& c = candidates[p.index];
+    if (!shapes.emplace(c.schedule, c.parallel.pipeline, c.num_micro_batches, c.parallel.chunks).second) continue;
+    const ScheduleSize size = estimated_size(c.parallel.pipeline, c.parallel.pipeline * c.parallel.chunks, c.num_micro_batches);
+    all_shapes.instructions = std::min(kMaxInstructions, all_shapes.instructions + size.instructions);
+    all_shapes.pairs = std::min(kMaxInstructions, all_shapes.pairs + size.pairs);
+    all_shapes.step_slots = std::min(kMaxInstructions, all_shapes.step_slots + size.step_slots);
+  }
+  if (auto problem = size_problem(all_shapes))
+    throw UsageError(fmt::format("--global-batch {}: the {} schedules the plan would build need, in all, {}",
+                                 request.global_batch, shapes.size(), *problem));
   if (request.keep_best > 0)
     std::stable_sort(pending.begin(), pending.end(),
                      [](const Pending& a, const Pending& b) { return a.lower_bound_s < b.lower_bound_s; });

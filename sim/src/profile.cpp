@@ -5,6 +5,7 @@
 
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/input_file.hpp"
 
 namespace pipescope::sim {
 namespace {
@@ -120,6 +121,7 @@ Profile parse_profile(std::string_view text, const std::string& source) {
 }
 
 Profile read_profile(const std::string& path) {
+  if (auto problem = input_file_problem(path, "a profile file")) throw UsageError("--profile: " + *problem);
   std::string text;
   try {
     text = read_file(path);

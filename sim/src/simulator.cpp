@@ -8,7 +8,10 @@
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/sim/simulator.hpp"
@@ -91,7 +94,8 @@ class Engine {
     heap_.push_back({time, id, version});
     std::push_heap(heap_.begin(), heap_.end(), EventLater{});
   }
-  int own_message_undelivered(std::int32_t rank, std::int32_t peer, double now);
+  int own_message_undelivered(std::int32_t peer, std::int32_t back_link, double now);
+  void check_time_bound() const;
   void change_memory(std::int32_t rank, std::int64_t delta, double at_s);
   void add_send_event(std::int32_t transfer, double end_s);
   void add_event(std::int32_t rank, traces::Lane lane, const CompiledInstruction& ci, double start, double end,
@@ -106,7 +110,10 @@ class Engine {
   // Receives cost more while the receiving rank's own message to the sender is undelivered
   // (StageRuntimeEffects::recv_contended_s); tracked only when some stage says so.
   bool contention_ = false;
-  std::vector<std::vector<std::int32_t>> undelivered_;  // per (from rank, to rank): posted transfers
+  // Per link (a directed pair of ranks with transfers): its posted transfers. Per link, not per
+  // pair of ranks, which would be ranks x ranks lists.
+  std::vector<std::vector<std::int32_t>> undelivered_;
+  std::vector<std::int32_t> reverse_link_;  // per link (a -> b): the link b -> a, -1 when none
   std::vector<double> received_s_;                      // per transfer: its receive's end; kUnknown before
   double now_s_ = 0;  // time of the event being handled
   std::vector<StageCost> stage_;
@@ -201,8 +208,7 @@ void Engine::run_rank(std::int32_t rank, double now) {
         post_transfer(ci.transfer, now);
         if (contention_) {
           const CompiledTransfer& t = s_.transfers[ci.transfer];
-          if (t.from_rank != t.to_rank)
-            undelivered_[static_cast<std::size_t>(t.from_rank) * s_.num_ranks + t.to_rank].push_back(ci.transfer);
+          if (t.from_rank != t.to_rank) undelivered_[t.link].push_back(ci.transfer);
         }
         // Posting occupies the program (packing, handing over to the transport), not the link.
         now += effects.send_s + overhead_s;
@@ -227,7 +233,9 @@ void Engine::run_rank(std::int32_t rank, double now) {
         const bool data_there = arrival <= reached;
         double own_work_s = effects.received_data_s(false);
         if (data_there && contention_) {
-          const int contended = own_message_undelivered(rank, s_.transfers[ci.transfer].from_rank, reached);
+          const CompiledTransfer& t = s_.transfers[ci.transfer];
+          const std::int32_t back_link = reverse_link_[t.link];
+          const int contended = back_link < 0 ? 0 : own_message_undelivered(t.from_rank, back_link, reached);
           if (contended < 0) {  // the peer has not got that far: ask again when the clock has
             r.clock_s = now;
             push(now, rank);
@@ -310,12 +318,12 @@ void Engine::run_rank(std::int32_t rank, double now) {
   r.done = true;
 }
 
-// 1 when a message of `rank` to `peer`, posted by `now`, is still undelivered at `now` (its
-// receive ends later), 0 when none is, -1 when that depends on what the peer does before `now`
-// and the event loop has not got there yet. Delivered messages leave the list: the only one to
-// ask about it is `rank`, at times that only grow.
-int Engine::own_message_undelivered(std::int32_t rank, std::int32_t peer, double now) {
-  auto& posted = undelivered_[static_cast<std::size_t>(rank) * s_.num_ranks + peer];
+// 1 when a message of a rank to `peer` (on `back_link`), posted by `now`, is still undelivered
+// at `now` (its receive ends later), 0 when none is, -1 when that depends on what the peer does
+// before `now` and the event loop has not got there yet. Delivered messages leave the list: the
+// only one to ask about it is the sending rank, at times that only grow.
+int Engine::own_message_undelivered(std::int32_t peer, std::int32_t back_link, double now) {
+  auto& posted = undelivered_[back_link];
   bool contended = false, unknown = false;
   std::size_t kept = 0;
   for (const std::int32_t id : posted) {
@@ -408,6 +416,46 @@ void Engine::finish_link_event(std::int32_t link_id, double now) {
   reschedule_link(link_id, now);
 }
 
+// No clock of the simulation can pass the sum of every instruction's longest cost and every
+// transfer's: when that sum is not finite (or near it) the event loop would meet infinities,
+// which it reads as "never" and reports as a deadlock.
+void Engine::check_time_bound() const {
+  const double overhead_s = costs_.runtime.instruction_overhead_s;
+  double bound_s = costs_.runtime.step_overhead_s;
+  for (const CompiledInstruction& ci : s_.instructions) {
+    const StageCost& c = stage_[ci.stage];
+    const StageRuntimeEffects& e = effects_[ci.stage];
+    double longest = 0;
+    switch (ci.op) {
+      case Op::ForwardPass: longest = c.f_s; break;
+      case Op::BackwardPass: longest = c.backward_pass_s(); break;
+      case Op::BackwardInput: longest = c.b_s; break;
+      case Op::BackwardWeight: longest = c.w_s; break;
+      case Op::LoadMicroBatch: longest = c.load_s; break;
+      case Op::ReduceGrads: longest = c.reduce_grads_s; break;
+      case Op::ReduceTiedGrads: longest = c.reduce_tied_s; break;
+      case Op::OptimizerStep: longest = c.optimizer_s; break;
+      case Op::SendActivation:
+      case Op::SendGrad: longest = e.send_s; break;
+      case Op::RecvActivation:
+      case Op::RecvGrad: longest = std::max(e.recv_s, e.recv_contended_s); break;
+    }
+    bound_s += longest + overhead_s;
+  }
+  for (std::size_t t = 0; t < s_.transfers.size(); ++t) {
+    if (!links_mode_) {
+      bound_s += costs_.c_s;
+      continue;
+    }
+    const LinkState& link = links_[s_.transfers[t].link];
+    bound_s += link.latency_s + total_bytes_[t] / link.bandwidth_bytes_per_s;
+  }
+  if (!(bound_s <= kMaxSimulatedTimeS))
+    throw CostOverflowError(fmt::format("the costs add up to {:g} s over the {} instructions of one iteration, more than "
+                                        "the simulator's clock holds ({:g} s)",
+                                        bound_s, s_.instructions.size(), kMaxSimulatedTimeS));
+}
+
 void Engine::deadlock() const {
   for (std::int32_t rank = 0; rank < s_.num_ranks; ++rank) {
     const RankState& r = ranks_[rank];
@@ -442,7 +490,12 @@ SimResult Engine::run() {
   const std::size_t num_transfers = s_.transfers.size();
   for (int s = 0; s < s_.num_stages && !contention_; ++s) contention_ = effects_[s].receives_contend();
   if (contention_) {
-    undelivered_.assign(static_cast<std::size_t>(s_.num_ranks) * s_.num_ranks, {});
+    undelivered_.assign(s_.links.size(), {});
+    std::map<std::pair<int, int>, std::int32_t> link_of;
+    for (std::size_t l = 0; l < s_.links.size(); ++l) link_of.emplace(s_.links[l], static_cast<std::int32_t>(l));
+    reverse_link_.assign(s_.links.size(), -1);
+    for (std::size_t l = 0; l < s_.links.size(); ++l)
+      if (auto it = link_of.find({s_.links[l].second, s_.links[l].first}); it != link_of.end()) reverse_link_[l] = it->second;
     received_s_.assign(num_transfers, kUnknown);
   }
   arrival_s_.assign(num_transfers, kUnknown);
@@ -478,6 +531,7 @@ SimResult Engine::run() {
     }
   }
 
+  check_time_bound();
   tied_member_.assign(static_cast<std::size_t>(s_.num_ranks), 0);
   for (std::int32_t rank = 0; rank < s_.num_ranks; ++rank) {
     bool steps = false, reduces_tied = false;

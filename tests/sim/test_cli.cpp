@@ -346,6 +346,12 @@ TEST_CASE("ppsim calibrate learns a profile from simulated traces that simulate 
   const std::string costs = "--stages 2 --micro-batches 4 --f-cost 100e-6 --b-cost 150e-6 --w-cost 50e-6";
   REQUIRE(ppsim(dir, "simulate --schedule 1f1b " + costs + " --trace 1f1b.json").status == 0);
   REQUIRE(ppsim(dir, "simulate --schedule zb-h1 " + costs + " --trace zb-h1.json").status == 0);
+  // calibrate refuses predictions: the simulated traces stand in for measurements here.
+  for (const char* name : {"1f1b.json", "zb-h1.json"}) {
+    json trace = read_json(dir / name);
+    trace["otherData"]["source"] = "measured";
+    write_text(dir / name, trace.dump());
+  }
 
   const CliRun median = ppsim(dir, "calibrate 1f1b.json zb-h1.json -o profile.json --report r.txt");
   INFO(median.err);

@@ -11,6 +11,8 @@
 #include <utility>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 namespace pipescope::traces {
 namespace {
 
@@ -65,6 +67,14 @@ int compare_keys(const TraceEvent& x, const TraceEvent& y) {
   return 0;
 }
 
+// peak_memory_bytes of ranks 0 .. num_ranks-1 in one pass.
+std::vector<std::int64_t> peak_memory_by_rank(const Trace& trace, int num_ranks) {
+  std::vector<std::int64_t> peak(static_cast<std::size_t>(num_ranks), 0);
+  for (const auto& m : trace.memory)
+    if (m.rank >= 0 && m.rank < num_ranks) peak[static_cast<std::size_t>(m.rank)] = std::max(peak[static_cast<std::size_t>(m.rank)], m.bytes);
+  return peak;
+}
+
 // NaN is not JSON; an undefined error is written as null.
 nlohmann::json number_or_null(double value) {
   return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
@@ -108,6 +118,14 @@ std::int64_t peak_memory_bytes(const Trace& trace, int rank) {
   for (const auto& m : trace.memory)
     if (m.rank == rank) peak = std::max(peak, m.bytes);
   return peak;
+}
+
+void check_same_rank_count(const Trace& predicted, const Trace& measured, std::string_view predicted_name,
+                           std::string_view measured_name) {
+  const int p = predicted.rank_count(), m = measured.rank_count();
+  if (p != m)
+    throw TraceError(fmt::format("{} has {} ranks, {} has {}: traces of pipelines of different sizes cannot be compared",
+                                 predicted_name, p, measured_name, m));
 }
 
 Comparison compare_traces(const Trace& predicted, const Trace& measured, std::size_t top) {
@@ -189,16 +207,23 @@ Comparison compare_traces(const Trace& predicted, const Trace& measured, std::si
   c.receives_predicted = receive_costs(predicted);
   c.receives_measured = receive_costs(measured);
 
+  // Per-rank figures from one pass over each trace: a rank-by-rank scan of every event would be
+  // ranks x events.
   const int ranks = std::max(predicted.rank_count(), measured.rank_count());
+  const std::vector<double> busy_predicted_us = busy_time_us_by_rank(predicted, ranks);
+  const std::vector<double> busy_measured_us = busy_time_us_by_rank(measured, ranks);
+  const std::vector<std::int64_t> peak_predicted = peak_memory_by_rank(predicted, ranks);
+  const std::vector<std::int64_t> peak_measured = peak_memory_by_rank(measured, ranks);
+  c.ranks.reserve(static_cast<std::size_t>(ranks));
   double sum_predicted = 0, sum_measured = 0;
   c.stolen_fraction_measured = ranks > 0 ? 0.0 : std::numeric_limits<double>::quiet_NaN();
   for (int r = 0; r < ranks; ++r) {
     RankComparison rc;
     rc.rank = r;
-    rc.bubble_fraction_predicted = bubble_fraction(predicted, r, predicted_us);
-    rc.bubble_fraction_measured = bubble_fraction(measured, r, measured_us);
-    rc.peak_memory_predicted_bytes = peak_memory_bytes(predicted, r);
-    rc.peak_memory_measured_bytes = peak_memory_bytes(measured, r);
+    rc.bubble_fraction_predicted = bubble_fraction_of(busy_predicted_us[r], predicted_us);
+    rc.bubble_fraction_measured = bubble_fraction_of(busy_measured_us[r], measured_us);
+    rc.peak_memory_predicted_bytes = peak_predicted[r];
+    rc.peak_memory_measured_bytes = peak_measured[r];
     rc.peak_memory_error = signed_error(static_cast<double>(rc.peak_memory_predicted_bytes),
                                         static_cast<double>(rc.peak_memory_measured_bytes));
     rc.stolen_fraction_measured = stolen_time_fraction(measured, r);

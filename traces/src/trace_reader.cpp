@@ -5,6 +5,7 @@
 // the meaning and names the place of a problem (line and column, or event and field).
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +25,7 @@
 #include "gzip.hpp"
 #include "run_description_json.hpp"
 #include "pipescope/core/atomic_file.hpp"
+#include "pipescope/core/input_file.hpp"
 #include "pipescope/traces/trace_io.hpp"
 
 namespace pipescope::traces {
@@ -592,8 +594,10 @@ void TraceSax::finish_event() {
 int meta_int(const json& other, const char* key, const std::string& source) {
   auto it = other.find(key);
   if (it == other.end() || it->is_null()) return 0;
-  if (!it->is_number_integer() && !it->is_number_unsigned())
-    throw TraceError(fmt::format("{}: otherData.{} must be an integer", source, key));
+  const bool fits = it->is_number_unsigned() ? it->get<std::uint64_t>() <= static_cast<std::uint64_t>(INT_MAX)
+                                              : it->is_number_integer() && it->get<std::int64_t>() >= INT_MIN &&
+                                                    it->get<std::int64_t>() <= INT_MAX;
+  if (!fits) throw TraceError(fmt::format("{}: otherData.{} must be an integer ({}..{})", source, key, INT_MIN, INT_MAX));
   return it->get<int>();
 }
 
@@ -623,6 +627,9 @@ Trace TraceSax::finish() {
   meta.source = meta_string(other, "source", source_);
   meta.schedule = meta_string(other, "schedule", source_);
   meta.num_ranks = meta_int(other, "num_ranks", source_);
+  // Readers keep tables per rank: a declared count is held to the cap on rank ids.
+  if (meta.num_ranks < 0 || meta.num_ranks > kMaxRank)
+    throw TraceError(fmt::format("{}: otherData.num_ranks {} is out of range (0..{})", source_, meta.num_ranks, kMaxRank));
   meta.num_stages = meta_int(other, "num_stages", source_);
   meta.num_micro_batches = meta_int(other, "num_micro_batches", source_);
   meta.iteration = meta_int(other, "iteration", source_);
@@ -984,6 +991,7 @@ Trace parse_text(std::string_view json_text, [[maybe_unused]] bool text_is_padde
 
 
 std::string read_padded(const std::string& path) {
+  if (auto problem = input_file_problem(path, "a trace file")) throw TraceError(*problem);
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (!file) throw TraceError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   // Read straight into the string (one copy, not two through a chunk buffer); whatever a

@@ -17,6 +17,7 @@ ComputeOrder interleaved_1f1b_order(const ScheduleParams& params) {
   const int p = params.num_ranks;
   const int m = params.num_micro_batches;
   const int v = loop_chunks(params);
+  if (v >= 1) check_fits(name, params, v);
   if (v < 2)
     refuse(name, "needs --chunks of at least 2 model chunks per rank (with 1 chunk it is 1f1b); got "
                  "--chunks " + std::to_string(v));

@@ -13,6 +13,7 @@ ComputeOrder looped_bfs_order(const ScheduleParams& params) {
   const int p = params.num_ranks;
   const int m = params.num_micro_batches;
   const int v = loop_chunks(params);
+  if (v >= 1) check_fits(name, params, v);
   ComputeOrder order = empty_order(name, p, m, loop_placement(p, v));
   for (int r = 0; r < p; ++r) {
     auto& ops = order.per_rank[r];

@@ -8,6 +8,7 @@
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/passes.hpp"
 #include "pipescope/core/registry.hpp"
+#include "pipescope/core/size_limits.hpp"
 
 namespace pipescope::generator_support {
 
@@ -26,9 +27,20 @@ inline void check_sizes(std::string_view schedule, const ScheduleParams& params)
     refuse(schedule, "--chunks must be at least 1 (got " + std::to_string(params.chunks) + ")");
 }
 
+// Refuses, before anything is allocated, sizes whose schedule cannot fit in memory; the
+// message names the options and the estimate (size_limits.hpp).
+inline void check_fits(std::string_view schedule, const ScheduleParams& params, int stages_per_rank) {
+  const std::int64_t stages = saturating_product(params.num_ranks, stages_per_rank);
+  std::string what = std::string(schedule) + ": --stages " + std::to_string(params.num_ranks);
+  if (stages_per_rank != 1) what += " x --chunks " + std::to_string(stages_per_rank);
+  what += " x --micro-batches " + std::to_string(params.num_micro_batches);
+  check_schedule_size(what, estimated_size(params.num_ranks, stages, params.num_micro_batches));
+}
+
 // Schedules with one stage per rank refuse any other --chunks rather than ignore it.
 inline void require_one_chunk(std::string_view schedule, const ScheduleParams& params) {
   check_sizes(schedule, params);
+  check_fits(schedule, params, 1);
   if (params.chunks_given && params.chunks != 1)
     refuse(schedule, "places one stage per rank, so --chunks " + std::to_string(params.chunks) +
                          " cannot be honoured (leave --chunks out)");
@@ -37,6 +49,7 @@ inline void require_one_chunk(std::string_view schedule, const ScheduleParams& p
 // Schedules in V placement hold exactly two stages per rank.
 inline void require_two_chunks(std::string_view schedule, const ScheduleParams& params) {
   check_sizes(schedule, params);
+  check_fits(schedule, params, 2);
   if (params.chunks_given && params.chunks != 2)
     refuse(schedule, "needs exactly 2 stages per rank in V placement, so --chunks " +
                          std::to_string(params.chunks) + " cannot be honoured (pass 2 or leave it out)");

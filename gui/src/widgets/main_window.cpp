@@ -25,6 +25,7 @@
 
 #include "pipescope/gui/kinds.hpp"
 #include "pipescope/gui/time_ticks.hpp"
+#include "pipescope/traces/compare.hpp"
 #include "pipescope/traces/trace_io.hpp"
 #include "timeline_widget.hpp"
 
@@ -157,9 +158,21 @@ std::optional<QString> MainWindow::open_files(const QStringList& paths) {
   } catch (const std::exception& e) {
     return QString::fromStdString(e.what());
   }
-  if (loaded.size() == 2 && loaded[0].meta.source == "measured" && loaded[1].meta.source == "predicted") std::swap(loaded[0], loaded[1]);
   QStringList names;
   for (const auto& p : paths) names << QFileInfo(p).fileName();
+  QStringList ordered = paths;  // in the order of `loaded`
+  if (loaded.size() == 2 && loaded[0].meta.source == "measured" && loaded[1].meta.source == "predicted") {
+    std::swap(loaded[0], loaded[1]);
+    ordered.swapItemsAt(0, 1);
+  }
+  // A pair is one pipeline predicted and measured: rows are paired by rank.
+  if (loaded.size() == 2) {
+    try {
+      traces::check_same_rank_count(loaded[0], loaded[1], ordered[0].toStdString(), ordered[1].toStdString());
+    } catch (const std::exception& e) {
+      return QString::fromStdString(e.what());
+    }
+  }
   std::optional<traces::Trace> measured;
   if (loaded.size() == 2) measured = std::move(loaded[1]);
   show_traces(std::move(loaded[0]), std::move(measured), names.join(" vs "));

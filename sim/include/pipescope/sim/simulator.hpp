@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "pipescope/core/errors.hpp"
 #include "pipescope/core/schedule.hpp"
 #include "pipescope/sim/costs.hpp"
 #include "pipescope/sim/summary.hpp"
@@ -56,6 +57,17 @@ struct CompiledSchedule {
 // or for a compute whose same-rank input comes later in the program.
 CompiledSchedule compile(const Schedule& schedule);
 
+// The longest iteration the simulator takes: its times are doubles of seconds, written as
+// microseconds; below this, sums, differences and the x 1e6 of the trace all stay finite.
+inline constexpr double kMaxSimulatedTimeS = 1e300;
+
+// Costs whose sum over one iteration reaches kMaxSimulatedTimeS (or is not finite): the caller
+// knows which options gave them and says so.
+class CostOverflowError : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
+
 struct SimOptions {
   bool build_trace = true;   // the trace is optional: the planner and benchmarks skip it
   bool share_links = true;   // concurrent transfers on a link share its bandwidth
@@ -66,8 +78,9 @@ struct SimResult {
   traces::Trace trace;  // source "predicted"; empty events when build_trace is false
 };
 
-// Throws ScheduleError (naming the rank and the instruction it waits at) on a deadlock, and
-// UsageError when the costs do not fit the schedule.
+// Throws ScheduleError (naming the rank and the instruction it waits at) on a deadlock,
+// UsageError when the costs do not fit the schedule, and CostOverflowError when they add up
+// to kMaxSimulatedTimeS or more.
 SimResult simulate(const CompiledSchedule& schedule, const CostModel& costs,
                    const Topology& topology = {}, const SimOptions& options = {});
 SimResult simulate(const Schedule& schedule, const CostModel& costs,

@@ -4,6 +4,8 @@
 // receives, reductions and the optimizer step have lanes of their own and are not.
 #pragma once
 
+#include <vector>
+
 #include "pipescope/traces/trace.hpp"
 
 namespace pipescope::traces {
@@ -29,6 +31,10 @@ class BusyTime {
 
 // The busy time of `rank` in `trace` (its events on busy lanes, in any order).
 double busy_time_us(const Trace& trace, int rank);
+
+// The busy time of ranks 0 .. num_ranks-1 in one pass over the events (events of other ranks
+// are left out): what a per-rank loop over busy_time_us would give, without its ranks x events.
+std::vector<double> busy_time_us_by_rank(const Trace& trace, int num_ranks);
 
 // The bubble of a rank busy `busy` out of `iteration` (any one unit): 1 - busy / iteration,
 // clamped to [0, 1]; 0 for an empty iteration.

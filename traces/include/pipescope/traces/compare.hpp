@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -67,6 +68,12 @@ struct Comparison {
   ReceiveCosts receives_predicted;
   ReceiveCosts receives_measured;
 };
+
+// Refuses (TraceError "PRED has 2 ranks, MEAS has 100000: ...") a pair whose rank counts
+// differ: they are not one pipeline predicted and measured. ppsim compare and the viewer ask
+// before pairing; compare_traces itself takes any pair.
+void check_same_rank_count(const Trace& predicted, const Trace& measured, std::string_view predicted_name,
+                           std::string_view measured_name);
 
 // Events are the same when rank, name, stage and micro-batch agree; the k-th occurrence in
 // one trace (in start order) matches the k-th in the other. `top` bounds top_differences.
