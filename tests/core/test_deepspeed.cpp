@@ -19,6 +19,8 @@
 //   step; the validator accepts them with blocking sends.
 // - Under blocking sends the order inside a step matters: a stage in 0.5's order next to one
 //   in 0.8.3's deadlocks (both send first), which the validator reports.
+// - The order and the buffer count changed together: 0.5's order with 0.8.3's fewer buffers
+//   receives into a buffer whose gradient is still to be sent (the validator says so).
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -359,4 +361,21 @@ TEST_CASE("blocking sends: each release's order meets, the two mixed deadlock", 
   const auto problem = find_problem(mixed, blocking);
   REQUIRE(problem);
   CHECK_THAT(problem->message, Catch::Contains("deadlock") && Catch::Contains("waits (blocking send)"));
+}
+
+// 0.8.3 changed the order and the buffer count together, and needs both: sending the previous
+// micro-batch's gradient before receiving the next activation is what lets a stage reuse that
+// buffer one micro-batch sooner. 0.5's order with 0.8.3's buffer count receives into a buffer
+// whose gradient is still to be sent, which the validator's buffer check reports.
+TEST_CASE("0.5's order with 0.8.3's buffers overwrites a buffer still in use", "[deepspeed]") {
+  for (const DeepSpeedRelease release : kReleases) CHECK_FALSE(find_problem(train(release, 4, 8)));
+  Schedule mixed = train(DeepSpeedRelease::v0_5, 4, 8);
+  for (int r = 0; r < 4; ++r)
+    for (Step& step : mixed.programs[r])
+      for (Instruction& instr : step)
+        if (instr.micro_batch != kNone)
+          instr.buffer = instr.micro_batch % deepspeed_train_buffers(DeepSpeedRelease::v0_8_3, 4, r, 8);
+  const auto problem = find_problem(mixed);
+  REQUIRE(problem);
+  CHECK_THAT(problem->message, Catch::Contains("overwrites buffer") && Catch::Contains("while it still holds micro-batch"));
 }

@@ -4,7 +4,8 @@
 // Expected:
 // - 2 ranks 1f1b and interleaved-1f1b --chunks 2 (4 stages), and 4 ranks 1f1b give exactly
 //   (bitwise) the losses of `--nproc-per-node 1 --schedule data-parallel`; the split-backward
-//   schedules zb-h1 and zbv (V placement, 4 stages on 2 ranks) within 1e-6 relative.
+//   schedules zb-h1 and zbv (V placement, 4 stages on 2 ranks) within 1e-6 relative, and so
+//   do DeepSpeed's TrainSchedule by release, deepspeed-train@0.5 and deepspeed-train@0.19.
 // - --dp 2 on 4 ranks (2 x 2 grid) matches the single process with 8 micro-batches within 1e-5
 //   and reports 4 peak memory figures and 4 stolen times (each from 0 to under a second more
 //   than the step's time) per step.
@@ -114,6 +115,9 @@ TEST_CASE("pipelined schedules reproduce the single-process losses") {
       {"1f1b-4", "--nproc-per-node 4 --schedule 1f1b", true},
       {"zb-h1", "--nproc-per-node 2 --schedule zb-h1", false},
       {"zbv", "--nproc-per-node 2 --schedule zbv", false},
+      // DeepSpeed's TrainSchedule as 0.5 and as 0.19 write it (the transfers of a step swapped).
+      {"deepspeed-train@0.5", "--nproc-per-node 2 --schedule deepspeed-train@0.5", false},
+      {"deepspeed-train@0.19", "--nproc-per-node 2 --schedule deepspeed-train@0.19", false},
   };
   for (const auto& c : cases) {
     INFO(c.name);
