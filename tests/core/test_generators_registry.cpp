@@ -1,7 +1,8 @@
 // Every built-in schedule through the registry, over a grid of sizes (p = 1..6 ranks,
 // m = 1..10 micro-batches, --chunks 2 for the looping and V schedules):
-// - the registry knows the 11 SPEC.md names (zb-auto comes from the simulator), each with a
-//   one-line description;
+// - the registry knows the 11 SPEC.md names (zb-auto comes from the simulator) and the
+//   DeepSpeed behaviours by release (deepspeed-train@0.5, @0.8.3, deepspeed-inference@0.5),
+//   each with a one-line description;
 // - each schedule is either built or refused with a ScheduleError that starts with its name;
 // - a built schedule passes the validator (DeepSpeed's also with blocking sends), has the
 //   same number of steps on every rank, gives every per-micro-batch instruction a buffer,
@@ -20,9 +21,20 @@ using namespace test_support;
 
 namespace {
 
-const std::vector<std::string> kNames = {"gpipe",        "1f1b",       "deepspeed-train", "deepspeed-inference",
-                                         "data-parallel", "interleaved-1f1b", "looped-bfs", "zb-h1",
-                                         "zb-h2",        "zbv",        "dualpipev"};
+const std::vector<std::string> kNames = {"gpipe",
+                                         "1f1b",
+                                         "deepspeed-train",
+                                         "deepspeed-train@0.5",
+                                         "deepspeed-train@0.8.3",
+                                         "deepspeed-inference",
+                                         "deepspeed-inference@0.5",
+                                         "data-parallel",
+                                         "interleaved-1f1b",
+                                         "looped-bfs",
+                                         "zb-h1",
+                                         "zb-h2",
+                                         "zbv",
+                                         "dualpipev"};
 
 bool uses_chunks(const std::string& name) {
   return name == "interleaved-1f1b" || name == "looped-bfs" || name == "zbv" || name == "dualpipev";

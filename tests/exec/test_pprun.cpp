@@ -2,9 +2,11 @@
 // Model: tiny-gpt, 2 blocks, hidden 32, vocab 64, seq 8, micro-batch size 2 (5 layers, the
 // embedding tied to the head), 4 micro-batches, fp32, one thread per rank.
 // Expected:
-// - 2 ranks 1f1b and interleaved-1f1b --chunks 2 (4 stages), and 4 ranks 1f1b give exactly
-//   (bitwise) the losses of `--nproc-per-node 1 --schedule data-parallel`; the split-backward
-//   schedules zb-h1 and zbv (V placement, 4 stages on 2 ranks) within 1e-6 relative.
+// - 2 ranks 1f1b and interleaved-1f1b --chunks 2 (4 stages), 4 ranks 1f1b, and 2 ranks of
+//   DeepSpeed's TrainSchedule by release (deepspeed-train@0.5, deepspeed-train@0.19) give
+//   exactly (bitwise) the losses of `--nproc-per-node 1 --schedule data-parallel`; the
+//   split-backward schedules zb-h1 and zbv (V placement, 4 stages on 2 ranks) within 1e-6
+//   relative.
 // - --dp 2 on 4 ranks (2 x 2 grid) matches the single process with 8 micro-batches within 1e-5
 //   and reports 4 peak memory figures and 4 stolen times (each from 0 to under a second more
 //   than the step's time) per step.
@@ -114,6 +116,9 @@ TEST_CASE("pipelined schedules reproduce the single-process losses") {
       {"1f1b-4", "--nproc-per-node 4 --schedule 1f1b", true},
       {"zb-h1", "--nproc-per-node 2 --schedule zb-h1", false},
       {"zbv", "--nproc-per-node 2 --schedule zbv", false},
+      // DeepSpeed's TrainSchedule as 0.5 and as 0.19 write it (the transfers of a step swapped).
+      {"deepspeed-train@0.5", "--nproc-per-node 2 --schedule deepspeed-train@0.5", true},
+      {"deepspeed-train@0.19", "--nproc-per-node 2 --schedule deepspeed-train@0.19", true},
   };
   for (const auto& c : cases) {
     INFO(c.name);

@@ -42,6 +42,13 @@
 //   micro-batches x size x data_parallel = 8, throughput x iteration time = 8, throughput not
 //   rising, and the pipeline-2 1f1b row equals `simulate --model gpt-1.3b --stages 2
 //   --data-parallel 2 --micro-batches 4 --zero1`.
+// - DeepSpeed by release: `schedule deepspeed-train@0.8.3` writes a file that `validate
+//   --blocking-sends` accepts; `schedule --help` lists the versioned names; `simulate` of
+//   deepspeed-train@0.5 and @0.14.2 (p = 4, m = 8, F allocates 2 bytes by default) peaks at
+//   2 * (4 - r) bytes on rank r for both: the same computes in the same steps, and a stage's
+//   live activations never outnumber either release's num_pipe_buffers; `plan --schedules`
+//   takes deepspeed-train@0.5,deepspeed-train@0.14.2 (rows named as asked) and refuses
+//   deepspeed-train@0.4 in one line, exit 2.
 // - `ppsim frobnicate`: exit 2, one line; `ppsim` alone: exit 2 with the usage; `--help` lists the
 //   six commands.
 #include <catch2/catch.hpp>
@@ -54,6 +61,7 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -568,6 +576,46 @@ TEST_CASE("ppsim plan ranks a small search as a table, CSV and JSON", "[cli]") {
   CHECK(bad.status == 2);
   CHECK(bad.one_error_line());
   CHECK(contains(bad.err, "--format"));
+}
+
+TEST_CASE("ppsim takes DeepSpeed's schedules by release", "[cli]") {
+  const fs::path dir = case_dir("deepspeed-releases");
+  const CliRun written = ppsim(dir, "schedule deepspeed-train@0.8.3 --stages 3 --micro-batches 5 --format json -o ds.json");
+  INFO(written.err);
+  REQUIRE(written.status == 0);
+  CHECK(read_json(dir / "ds.json").at("schedule") == "deepspeed-train@0.8.3");
+  const CliRun valid = ppsim(dir, "validate ds.json --blocking-sends");
+  INFO(valid.err);
+  CHECK(valid.status == 0);
+  CHECK(contains(valid.out, "(blocking sends)"));
+  const CliRun help = ppsim(dir, "schedule --help");
+  for (const char* name : {"deepspeed-train@0.5 ", "deepspeed-train@0.8.3 ", "deepspeed-inference@0.5 "})
+    CHECK(contains(help.out, std::string("\n  ") + name));
+
+  for (const std::string name : {"deepspeed-train@0.5", "deepspeed-train@0.14.2"}) {
+    INFO(name);
+    const CliRun run = ppsim(dir, "simulate --schedule " + name +
+                                      " --stages 4 --micro-batches 8 --f-cost 1 --b-cost 1 --w-cost 1 --json");
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    const json summary = json::parse(run.out);
+    for (int r = 0; r < 4; ++r) CHECK(summary.at("ranks").at(r).at("peak_memory_bytes") == 2 * (4 - r));
+  }
+
+  const std::string search = "plan --model gpt-1.3b --gpus 2 --global-batch 4 --micro-batch-sizes 1 --recompute off "
+                             "--quiet --format json --schedules ";
+  const CliRun planned = ppsim(dir, search + "deepspeed-train@0.5,deepspeed-train@0.14.2");
+  INFO(planned.err);
+  REQUIRE(planned.status == 0);
+  std::set<std::string> schedules;
+  const json plan = json::parse(planned.out);
+  for (const json& row : plan.at("configurations")) schedules.insert(row.at("schedule").get<std::string>());
+  CHECK(schedules == std::set<std::string>{"deepspeed-train@0.5", "deepspeed-train@0.14.2"});
+  const CliRun too_old = ppsim(dir, search + "deepspeed-train@0.4");
+  CHECK(too_old.status == 2);
+  CHECK(too_old.out.empty());
+  CHECK(too_old.one_error_line());
+  CHECK(contains(too_old.err, "deepspeed-train@0.4"));
 }
 
 TEST_CASE("ppsim refuses an unknown command in one line and lists its commands", "[cli]") {

@@ -1,6 +1,8 @@
 // The built-in schedules of SPEC.md section 2, by name (zb-auto is added by the simulator).
 #include "pipescope/core/generators.hpp"
 
+#include <string>
+
 namespace pipescope {
 namespace {
 
@@ -14,14 +16,36 @@ void register_builtin_generators(ScheduleRegistry& registry) {
   registry.add({"gpipe", "all forwards, then all backwards (1 stage per rank)", lowered(gpipe_order)});
   registry.add({"1f1b", "PipeDream-flush one-forward-one-backward; needs m >= p (1 stage per rank)",
                 lowered(one_f_one_b_order)});
+  // DeepSpeed's schedules as its releases wrote them; the plain names are the current
+  // release's, which is what DeepSpeed users run today (tests/golden/deepspeed/README.md).
+  const auto train = [](DeepSpeedRelease release, std::string name) -> Generator {
+    return [release, name](const ScheduleParams& params) { return deepspeed_train_schedule(params, release, name); };
+  };
+  const auto inference = [](std::string name) -> Generator {
+    return [name](const ScheduleParams& params) { return deepspeed_inference_schedule(params, name); };
+  };
   registry.add({"deepspeed-train",
-                "DeepSpeed TrainSchedule, instruction for instruction: 2(m+p-1) lock-step steps, "
-                "DeepSpeed's buffer ids (1 stage per rank)",
-                deepspeed_train_schedule});
+                "DeepSpeed TrainSchedule as released today (0.8.3 .. 0.19.8), instruction for instruction: "
+                "2(m+p-1) lock-step steps, DeepSpeed's buffer ids (1 stage per rank)",
+                train(kCurrentDeepSpeedRelease, "deepspeed-train")});
+  registry.add({"deepspeed-train@0.5",
+                "DeepSpeed 0.5.0 .. 0.8.2 TrainSchedule (deepspeed-train@VERSION picks by release): "
+                "SendActivation before RecvGrad, RecvActivation before SendGrad, max(2, min(p-s+1, m)) buffers",
+                train(DeepSpeedRelease::v0_5, "deepspeed-train@0.5")});
+  registry.add({"deepspeed-train@0.8.3",
+                "DeepSpeed 0.8.3 .. 0.19.8 TrainSchedule: RecvGrad before SendActivation, SendGrad before "
+                "RecvActivation, max(2, min(p-s, m)) buffers",
+                train(DeepSpeedRelease::v0_8_3, "deepspeed-train@0.8.3")});
   registry.add({"deepspeed-inference",
                 "DeepSpeed InferenceSchedule, instruction for instruction: m+p-1 steps, two "
                 "alternating buffers (1 stage per rank)",
-                deepspeed_inference_schedule});
+                inference("deepspeed-inference")});
+  registry.add({"deepspeed-inference@0.5",
+                "DeepSpeed 0.5.0 .. 0.19.8 InferenceSchedule (its streams never changed; "
+                "deepspeed-inference@VERSION picks by release)",
+                inference("deepspeed-inference@0.5")});
+  registry.add_release_family("deepspeed-train", "0.19.8");
+  registry.add_release_family("deepspeed-inference", "0.19.8");
   registry.add({"data-parallel",
                 "DeepSpeed DataParallelSchedule: gradient accumulation on one stage; --stages 1 only",
                 data_parallel_schedule});

@@ -1,9 +1,12 @@
 // DeepSpeed's TrainSchedule, InferenceSchedule and DataParallelSchedule (deepspeed/runtime/
 // pipe/schedule.py), instruction for instruction: the same steps (empty ones included), the
-// same instructions in the same order inside a step, the same buffer ids. DeepSpeed's
-// instructions carry only a buffer id; here each per-micro-batch instruction also names the
-// micro-batch that buffer holds and the rank's stage.
+// same instructions in the same order inside a step, the same buffer ids, as the release
+// asked for wrote them (the releases and what changed: tests/golden/deepspeed/README.md).
+// DeepSpeed's instructions carry only a buffer id; here each per-micro-batch instruction also
+// names the micro-batch that buffer holds and the rank's stage.
 #include <algorithm>
+#include <array>
+#include <optional>
 
 #include "generator_support.hpp"
 #include "pipescope/core/generators.hpp"
@@ -11,7 +14,7 @@
 namespace pipescope {
 namespace {
 
-Schedule one_stage_per_rank_schedule(const char* name, int p, int m) {
+Schedule one_stage_per_rank_schedule(const std::string& name, int p, int m) {
   Schedule schedule;
   schedule.name = name;
   schedule.num_ranks = p;
@@ -40,18 +43,29 @@ StepWork train_step_work(int step, int stage, int stages) {
 
 }  // namespace
 
-Schedule deepspeed_train_schedule(const ScheduleParams& params) {
+int deepspeed_train_buffers(DeepSpeedRelease release, int stages, int stage, int micro_batches) {
+  // 0.5 kept one buffer more than the micro-batches a stage holds between its forward and
+  // its backward (p - s of them); 0.8.3 keeps just those.
+  const int in_flight = release == DeepSpeedRelease::v0_5 ? stages - stage + 1 : stages - stage;
+  return std::max(2, std::min(in_flight, micro_batches));
+}
+
+Schedule deepspeed_train_schedule(const ScheduleParams& params, DeepSpeedRelease release, const std::string& name) {
   using namespace generator_support;
-  const char* name = "deepspeed-train";
   require_one_chunk(name, params);
   const int p = params.num_ranks;
   const int m = params.num_micro_batches;
   Schedule schedule = one_stage_per_rank_schedule(name, p, m);
   const int total_steps = 2 * (m + p - 1);
+  // In a step, stages talk in pairs (a forward step on s, a backward step on s - 1). 0.5
+  // receives first on the forward side (RecvActivation, SendGrad) and sends first on the
+  // backward side (SendActivation, RecvGrad); 0.8.3 swapped both. Either way the two sides
+  // post their transfers in matching order, so blocking sends meet.
+  const bool forward_step_receives_first = release == DeepSpeedRelease::v0_5;
   auto valid = [m](int micro_batch) { return micro_batch >= 0 && micro_batch < m; };
 
   for (int s = 0; s < p; ++s) {
-    const int num_buffers = std::max(2, std::min(p - s + 1, m));
+    const int num_buffers = deepspeed_train_buffers(release, p, s, m);
     auto buffer = [num_buffers](int micro_batch) { return micro_batch % num_buffers; };
     const bool has_prev = s > 0;
     const bool has_next = s + 1 < p;
@@ -61,15 +75,17 @@ Schedule deepspeed_train_schedule(const ScheduleParams& params) {
     for (int t = 0; t < total_steps; ++t) {
       const auto [mb, is_forward] = train_step_work(t, s, p);
       Step& cmds = program[t];
-      if (is_forward) {
-        if (valid(mb) && has_prev) cmds.push_back({Op::RecvActivation, s, mb, buffer(mb)});
-        if (valid(prev_micro_batch) && has_prev)
-          cmds.push_back({Op::SendGrad, s, prev_micro_batch, buffer(prev_micro_batch)});
-      } else {
-        if (valid(prev_micro_batch) && has_next)
-          cmds.push_back({Op::SendActivation, s, prev_micro_batch, buffer(prev_micro_batch)});
-        if (valid(mb) && has_next) cmds.push_back({Op::RecvGrad, s, mb, buffer(mb)});
-      }
+      // The transfers of the step: this micro-batch's input comes in, the previous one's
+      // output goes out (activations forward on a forward step, gradients back otherwise).
+      const bool has_peer = is_forward ? has_prev : has_next;
+      std::optional<Instruction> receive, send;
+      if (valid(mb) && has_peer) receive = Instruction{is_forward ? Op::RecvActivation : Op::RecvGrad, s, mb, buffer(mb)};
+      if (valid(prev_micro_batch) && has_peer)
+        send = Instruction{is_forward ? Op::SendGrad : Op::SendActivation, s, prev_micro_batch,
+                           buffer(prev_micro_batch)};
+      const bool receive_before_send = is_forward == forward_step_receives_first;
+      for (const auto& transfer : receive_before_send ? std::array{receive, send} : std::array{send, receive})
+        if (transfer) cmds.push_back(*transfer);
       if ((s == 0 || s == p - 1) && is_forward && valid(mb))
         cmds.push_back({Op::LoadMicroBatch, s, mb, buffer(mb)});
       if (valid(mb)) cmds.push_back({is_forward ? Op::ForwardPass : Op::BackwardPass, s, mb, buffer(mb)});
@@ -84,9 +100,8 @@ Schedule deepspeed_train_schedule(const ScheduleParams& params) {
   return schedule;
 }
 
-Schedule deepspeed_inference_schedule(const ScheduleParams& params) {
+Schedule deepspeed_inference_schedule(const ScheduleParams& params, const std::string& name) {
   using namespace generator_support;
-  const char* name = "deepspeed-inference";
   require_one_chunk(name, params);
   const int p = params.num_ranks;
   const int m = params.num_micro_batches;
@@ -124,7 +139,7 @@ Schedule deepspeed_inference_schedule(const ScheduleParams& params) {
 
 Schedule data_parallel_schedule(const ScheduleParams& params) {
   using namespace generator_support;
-  const char* name = "data-parallel";
+  const std::string name = "data-parallel";
   require_one_chunk(name, params);
   if (params.num_ranks != 1)
     refuse(name, "DeepSpeed's DataParallelSchedule runs the whole model as one stage on one rank "

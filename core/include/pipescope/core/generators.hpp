@@ -25,10 +25,22 @@ ComputeOrder zb_h2_order(const ScheduleParams& params);
 ComputeOrder zbv_order(const ScheduleParams& params);
 ComputeOrder dualpipev_order(const ScheduleParams& params);    // refuses m < 2p
 
-// Step-exact reproductions of DeepSpeed's schedule.py (reference 002): same steps, same
-// instructions in the same order, same buffer ids; micro_batch names what the buffer holds.
-Schedule deepspeed_train_schedule(const ScheduleParams& params);
-Schedule deepspeed_inference_schedule(const ScheduleParams& params);
+// Step-exact reproductions of DeepSpeed's schedule.py: same steps, same instructions in the
+// same order, same buffer ids; micro_batch names what the buffer holds. Among the releases
+// 0.5.0 .. 0.19.8 the streams changed once, in 0.8.3 (tests/golden/deepspeed/README.md):
+// TrainSchedule swapped the two transfers of a step and keeps one buffer fewer on most
+// stages. InferenceSchedule's streams are the same in all of them. Each behaviour is named
+// by the first release that has it (reference 002 is 0.5's).
+enum class DeepSpeedRelease { v0_5, v0_8_3 };
+inline constexpr DeepSpeedRelease kCurrentDeepSpeedRelease = DeepSpeedRelease::v0_8_3;
+
+// TrainSchedule.num_pipe_buffers for stage `stage` of `stages`: max(2, min(p - s + 1, m)) in
+// 0.5, max(2, min(p - s, m)) from 0.8.3. Buffer ids are micro_batch % this.
+int deepspeed_train_buffers(DeepSpeedRelease release, int stages, int stage, int micro_batches);
+// `name` is what the schedule is called (and what its refusals start with).
+Schedule deepspeed_train_schedule(const ScheduleParams& params, DeepSpeedRelease release = kCurrentDeepSpeedRelease,
+                                  const std::string& name = "deepspeed-train");
+Schedule deepspeed_inference_schedule(const ScheduleParams& params, const std::string& name = "deepspeed-inference");
 Schedule data_parallel_schedule(const ScheduleParams& params);  // --stages 1 only
 
 // Adds every generator above to `registry` under its SPEC.md name.

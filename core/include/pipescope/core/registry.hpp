@@ -36,12 +36,29 @@ class ScheduleRegistry {
   static ScheduleRegistry& instance();
 
   void add(GeneratorInfo info);  // replaces an entry of the same name
+  // Names that reproduce a release of other software, `FAMILY@VERSION` (VERSION as 0.14 or
+  // 0.14.2): each entry `FAMILY@B` is a behaviour that first appeared in release B, and a
+  // VERSION picks the entry with the newest B <= VERSION. Releases after `newest_checked`
+  // are refused: nobody compared them with the generator.
+  void add_release_family(std::string family, std::string newest_checked);
+  // The entry of that exact name, or the one a `FAMILY@VERSION` name resolves to; nullptr when
+  // neither (why_unknown says why).
   const GeneratorInfo* find(std::string_view name) const;
+  // One line saying why find(name) has no entry: an unknown name (listing the known ones), a
+  // version that is not one, or a release before the oldest or after the newest checked.
+  std::string why_unknown(std::string_view name) const;
   std::vector<std::string> names() const;
   const std::vector<GeneratorInfo>& entries() const { return entries_; }
 
  private:
+  struct ReleaseFamily {
+    std::string family;
+    std::string newest_checked;
+  };
+  const ReleaseFamily* family_of(std::string_view name) const;
+
   std::vector<GeneratorInfo> entries_;
+  std::vector<ReleaseFamily> release_families_;
 };
 
 // Builds the schedule NAME (or reads `file:PATH`), throwing ScheduleError naming the schedule
