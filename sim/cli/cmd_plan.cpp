@@ -183,7 +183,8 @@ int run_plan(const std::vector<std::string>& args) {
   request.schedules = split_list(schedules);
   if (request.schedules.empty()) throw UsageError("--schedules: give at least one schedule");
   for (const auto& name : request.schedules)
-    if (!ScheduleRegistry::instance().find(name)) throw UsageError("--schedules: unknown schedule '" + name + "'");
+    if (!ScheduleRegistry::instance().find(name))
+      throw UsageError("--schedules: " + ScheduleRegistry::instance().why_unknown(name));
   request.micro_batch_sizes = int_list(micro_batch_sizes, "--micro-batch-sizes");
   request.interleave_chunks = int_list(chunk_options, "--chunks");
   if (recompute == "both") request.recompute_options = {false, true};

@@ -616,6 +616,7 @@ TEST_CASE("ppsim takes DeepSpeed's schedules by release", "[cli]") {
   CHECK(too_old.out.empty());
   CHECK(too_old.one_error_line());
   CHECK(contains(too_old.err, "deepspeed-train@0.4"));
+  CHECK(contains(too_old.err, "older than the oldest one reproduced, deepspeed-train@0.5"));
 }
 
 TEST_CASE("ppsim refuses an unknown command in one line and lists its commands", "[cli]") {
