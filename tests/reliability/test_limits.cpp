@@ -4,7 +4,6 @@
 // stderr naming the option (or file) and a non-zero exit, quickly, with nothing allocated first.
 #include <catch2/catch.hpp>
 
-#include <chrono>
 #include <cstdio>
 
 #include "reliability_support.hpp"
@@ -28,10 +27,6 @@ void write_trace_of_ranks(const fs::path& path, int ranks, const std::string& so
   std::fprintf(out, "],\"otherData\":{\"format\":\"pipescope.trace/1\",\"source\":\"%s\",\"num_ranks\":%d}}\n",
                source.c_str(), ranks);
   std::fclose(out);
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
@@ -95,9 +90,9 @@ TEST_CASE("compare refuses 2 ranks against 100k quickly, with both counts", "[re
   const auto dir = case_dir("compare-ranks");
   write_trace_of_ranks(dir / "pred.json", 2, "predicted");
   write_trace_of_ranks(dir / "meas.json", 100000, "measured");
-  const auto start = std::chrono::steady_clock::now();
-  const CliRun run = run_cli(ppsim, dir, "compare pred.json meas.json", 20);
-  CHECK(seconds_since(start) < 5);
+  // Refused from the rank counts alone, before any matching: well inside the hang guard.
+  const CliRun run = run_cli(ppsim, dir, "compare pred.json meas.json", 60);
+  CHECK_FALSE(run.timed_out);
   CHECK(run.status == 2);
   CHECK(run.one_error_line("ppsim"));
   CHECK(contains(run.err, "pred.json has 2 ranks, meas.json has 100000"));
@@ -107,9 +102,10 @@ TEST_CASE("compare of two 100k-rank traces is linear, not ranks x events", "[rel
   const auto dir = case_dir("compare-many-ranks");
   write_trace_of_ranks(dir / "pred.json", 100000, "predicted");
   write_trace_of_ranks(dir / "meas.json", 100000, "measured");
-  const auto start = std::chrono::steady_clock::now();
-  const CliRun run = run_cli(ppsim, dir, "compare pred.json meas.json --json", 30);
-  CHECK(seconds_since(start) < 8);
+  // Matching rank by rank against every rank (the quadratic way) takes 10^10 steps here, far
+  // past the hang guard; the linear matching ends in seconds.
+  const CliRun run = run_cli(ppsim, dir, "compare pred.json meas.json --json", 120);
+  CHECK_FALSE(run.timed_out);
   CHECK(run.status == 0);
   CHECK(contains(run.out, "\"matched_operations\":100000"));
 }
