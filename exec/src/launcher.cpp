@@ -1,6 +1,7 @@
 #include "launcher.hpp"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <fmt/ranges.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -112,6 +113,53 @@ std::string describe_status(int status) {
 
 bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
 
+// A pipe on which each worker that fails writes its rank (report_failure_to_launcher) before
+// it tears anything down. Writes of a few bytes to a pipe are atomic and keep their order, and
+// a pipe needs no disk: a rank that failed for a full disk can still say so.
+class FailureReports {
+ public:
+  FailureReports() {
+    if (pipe2(fds_, O_CLOEXEC) != 0) fds_[0] = fds_[1] = -1;  // no reports: exits stand in
+  }
+  ~FailureReports() {
+    for (int fd : fds_)
+      if (fd >= 0) close(fd);
+  }
+  FailureReports(const FailureReports&) = delete;
+  FailureReports& operator=(const FailureReports&) = delete;
+
+  // In a forked worker, before exec: the write end survives exec, under a name it can find.
+  void hand_to_worker() const {
+    if (fds_[1] < 0) return;
+    fcntl(fds_[1], F_SETFD, 0);
+    setenv("PIPESCOPE_FAILURE_FD", std::to_string(fds_[1]).c_str(), 1);
+  }
+  // In the launcher once every worker is forked: only the workers hold the write end now.
+  void workers_started() {
+    if (fds_[1] >= 0) close(fds_[1]);
+    fds_[1] = -1;
+    if (fds_[0] >= 0) fcntl(fds_[0], F_SETFL, fcntl(fds_[0], F_GETFL) | O_NONBLOCK);
+  }
+  void read_available() {
+    if (fds_[0] < 0) return;
+    char buffer[256];
+    for (ssize_t n; (n = read(fds_[0], buffer, sizeof buffer)) > 0;) text_.append(buffer, static_cast<std::size_t>(n));
+  }
+  // The rank of the first complete report, if any.
+  std::optional<int> first_rank() const {
+    const auto end = text_.find('\n');
+    if (end == std::string::npos) return std::nullopt;
+    int rank = -1;
+    auto [ptr, ec] = std::from_chars(text_.data(), text_.data() + end, rank);
+    if (ec != std::errc() || ptr != text_.data() + end) return std::nullopt;
+    return rank;
+  }
+
+ private:
+  int fds_[2] = {-1, -1};
+  std::string text_;
+};
+
 // Dies of `sig` as if the launcher had never caught it (its shell then sees the usual status).
 [[noreturn]] void die_of(int sig) {
   std::signal(sig, SIG_DFL);
@@ -158,6 +206,8 @@ int launch_local_workers(const LaunchOptions& options) {
   for (auto& a : argv_storage) argv.push_back(a.data());
   argv.push_back(nullptr);
 
+  FailureReports failure_reports;  // which rank failed first, as the ranks tell it
+
   const pid_t launcher = getpid();
   std::vector<pid_t> pids(static_cast<std::size_t>(options.nproc), -1);
   pid_t group = 0;
@@ -188,6 +238,7 @@ int launch_local_workers(const LaunchOptions& options) {
       unsetenv("MASTER_PORT");                // no TCP store: nothing to say
       setenv("PIPESCOPE_STORE_FILE", store_file.c_str(), 1);
       setenv("PIPESCOPE_RUN_SECRET", secret.c_str(), 1);
+      failure_reports.hand_to_worker();
       sigset_t none;
       sigemptyset(&none);
       sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -202,10 +253,13 @@ int launch_local_workers(const LaunchOptions& options) {
   }
   // A signal that came while the workers were being started reaches the ones already running.
   if (g_signal && group > 0) kill(-group, g_signal);
+  failure_reports.workers_started();
 
   int remaining = static_cast<int>(std::count_if(pids.begin(), pids.end(), [](pid_t p) { return p > 0; }));
   std::vector<bool> stopped(static_cast<std::size_t>(options.nproc), false);  // by SIGSTOP or the like
   std::optional<std::pair<int, int>> first_failure;  // rank, status
+  std::vector<int> statuses(static_cast<std::size_t>(options.nproc), 0);  // each rank's exit status
+  std::optional<int> first_crash;  // the first rank to die of a signal it was not sent by us
   std::optional<std::chrono::steady_clock::time_point> kill_at;
   bool killed = false;
   std::vector<int> killed_ranks;
@@ -225,7 +279,11 @@ int launch_local_workers(const LaunchOptions& options) {
         continue;
       }
       pids[rank] = -1;
+      statuses[rank] = status;
       --remaining;
+      // Killed by a signal the launcher did not send (SIGKILL from outside, a crash): such a
+      // rank cannot report its failure, and the others' failures follow from it.
+      if (WIFSIGNALED(status) && !killed && !g_signal && !first_crash) first_crash = rank;
       if (failed(status) && !first_failure && !g_signal) {
         first_failure = {rank, status};
         // The others notice through the closed connections (or their own timeouts) and report
@@ -235,6 +293,7 @@ int launch_local_workers(const LaunchOptions& options) {
       continue;
     }
     if (pid < 0 && errno != EINTR) break;
+    failure_reports.read_available();
     if (g_signal && !kill_at) kill_at = std::chrono::steady_clock::now() + options.grace;
     // A stopped worker reports nothing more: once the run has failed, it is not waited for.
     bool only_stopped_left = kill_at.has_value();
@@ -254,6 +313,16 @@ int launch_local_workers(const LaunchOptions& options) {
     die_of(sig);
   }
   if (first_failure) {
+    // The order of exits is not the order of failures: a failing rank closes its connections
+    // as it unwinds, and the ranks waiting on it may exit before it does. So: a rank that died
+    // of a signal from outside failed first; else the first rank to report its failure; else
+    // the first to exit.
+    failure_reports.read_available();
+    const auto reported = failure_reports.first_rank();
+    if (first_crash)
+      first_failure = {*first_crash, statuses[*first_crash]};
+    else if (reported && *reported >= 0 && *reported < options.nproc)
+      first_failure = {*reported, statuses[*reported]};
     const bool any_stopped = std::ranges::any_of(killed_ranks, [&](int r) { return stopped[r]; });
     const std::string others =
         !killed       ? std::string("the other ranks stopped")
@@ -265,6 +334,19 @@ int launch_local_workers(const LaunchOptions& options) {
     return 1;
   }
   return 0;
+}
+
+void report_failure_to_launcher(int rank) {
+  static bool reported = false;
+  const char* fd_text = std::getenv("PIPESCOPE_FAILURE_FD");
+  if (reported || !fd_text) return;
+  reported = true;
+  int fd = -1;
+  const char* end = fd_text + std::strlen(fd_text);
+  if (std::from_chars(fd_text, end, fd).ptr != end || fd < 0) return;
+  const std::string line = std::to_string(rank) + "\n";
+  // One write of a few bytes: atomic on a pipe, so reports never interleave.
+  [[maybe_unused]] const ssize_t written = write(fd, line.data(), line.size());
 }
 
 std::optional<WorkerEnvironment> worker_environment_from_env() {

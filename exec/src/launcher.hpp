@@ -39,11 +39,17 @@ struct LaunchOptions {
 // (0700) folder under /tmp and talk over Gloo on 127.0.0.1, whatever MASTER_ADDR and
 // MASTER_PORT say (a malformed MASTER_PORT is still refused): nothing of the run listens beyond
 // this host. Each worker gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR
-// (127.0.0.1), PIPESCOPE_STORE_FILE and a fresh PIPESCOPE_RUN_SECRET. SIGINT, SIGTERM and SIGHUP
+// (127.0.0.1), PIPESCOPE_STORE_FILE, a fresh PIPESCOPE_RUN_SECRET and PIPESCOPE_FAILURE_FD
+// (report_failure_to_launcher). SIGINT, SIGTERM and SIGHUP
 // are forwarded to the workers; the folder is removed and the launcher then dies of the signal.
 // Returns the exit status for pprun: 0 when every worker succeeded, else 1 (after printing
 // which rank failed first). Throws UsageError for a bad worker count or MASTER_PORT.
 int launch_local_workers(const LaunchOptions& options);
+
+// In a worker of launch_local_workers: tells the launcher that this rank has failed, once,
+// before the caller tears anything down (the launcher then names this rank as the one that
+// failed first, not a rank that only lost its connection to it). Does nothing elsewhere.
+void report_failure_to_launcher(int rank);
 
 // MASTER_PORT's value as a port: a whole number from 1 to 65535, else UsageError naming
 // MASTER_PORT and the value.

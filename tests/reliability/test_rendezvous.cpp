@@ -255,4 +255,23 @@ TEST_CASE("a stopped worker ends the run within --timeout and a few seconds", "[
   for (pid_t w : workers) CHECK_FALSE(process_exists(w));
 }
 
+TEST_CASE("the launcher names the rank whose write failed, not the rank that lost it", "[reliability][rendezvous]") {
+  // Rank 1 cannot write its checkpoint file (a folder stands where it goes, as a full disk
+  // would refuse it) while rank 0 has written its own and waits for rank 1's; rank 0 fails only
+  // once rank 1's connections close, and may exit first. Run three times: the blame must not
+  // depend on which exit the launcher happens to see first.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const auto dir = case_dir("blame-" + std::to_string(attempt));
+    fs::create_directories(dir / "ckpt" / "step-00000002" / "rank-00001.pt");
+    const CliRun run = run_cli(kPprun, dir, "--nproc-per-node 2 " + kTiny + " --steps 2 --timeout 10 --checkpoint-dir ckpt", 60);
+    INFO(run.err);
+    CHECK(run.status == 1);
+    CHECK(contains(run.err, "pprun: error: rank 1: "));
+    CHECK(contains(run.err, "rank-00001.pt"));
+    CHECK(contains(run.err, "rank 1 failed first"));
+    CHECK_FALSE(contains(run.err, "rank 0 failed first"));
+    CHECK_FALSE(fs::exists(dir / "ckpt" / "manifest.json"));
+  }
+}
+
 #endif  // PPRUN_PATH

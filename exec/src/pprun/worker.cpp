@@ -191,6 +191,19 @@ class Worker {
     store_ = world.store;
 
     PipelineEngine engine(PipelineModule(plan_.model), plan_.schedule, *world_, engine_options(device));
+    // Said while the engine and the world still hold their connections: the ranks this failure
+    // stops notice only once they close, so the launcher hears from this rank first.
+    try {
+      train(engine);
+    } catch (...) {
+      report_failure_to_launcher(env_.rank);
+      throw;
+    }
+  }
+
+ private:
+  void train(PipelineEngine& engine) {
+    const RunOptions& o = plan_.options;
     if (o.resume) resume(engine);
 
     const bool progress = env_.rank == 0 && !o.quiet && isatty(STDERR_FILENO);
@@ -269,7 +282,6 @@ class Worker {
     barrier();  // rank 0 serves the store: it leaves last
   }
 
- private:
   // Loads the newest intact checkpoint (make_run_plan found the manifest and checked that it
   // belongs to this run), saying so when a damaged newer one was passed over.
   void resume(PipelineEngine& engine) {
@@ -502,12 +514,15 @@ int run_worker(const RunPlan& plan, const WorkerEnvironment& env) {
     Worker(plan, env).run();
     return 0;
   } catch (const RuntimeError& e) {
+    report_failure_to_launcher(env.rank);
     std::fprintf(stderr, "pprun: error: %s\n", e.what());
   } catch (const UsageError& e) {
     // Bad input found only here (a checkpoint that does not fit): usage status.
+    report_failure_to_launcher(env.rank);
     std::fprintf(stderr, "pprun: error: rank %d: %s\n", env.rank, e.what());
     return 2;
   } catch (const std::exception& e) {
+    report_failure_to_launcher(env.rank);
     std::string message = e.what();
     if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
     std::fprintf(stderr, "pprun: error: rank %d: %s\n", env.rank, message.c_str());
