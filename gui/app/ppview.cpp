@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <new>
 #include <string_view>
 
 #include "main_window.hpp"
@@ -162,6 +163,17 @@ int run_ppview(int argc, char** argv) {
   return app.exec();
 }
 
+// The size checks refuse what cannot fit before reading it; running out of memory anyway (a
+// trace too large for this machine) is one line, as every other failure.
+int run_ppview_within_memory(int argc, char** argv) {
+  try {
+    return run_ppview(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "ppview: error: out of memory: the traces do not fit in this machine's memory\n";
+    return 1;
+  }
+}
+
 }  // namespace
 
-int main(int argc, char** argv) { return pipescope::finish_standard_output("ppview", run_ppview(argc, argv)); }
+int main(int argc, char** argv) { return pipescope::finish_standard_output("ppview", run_ppview_within_memory(argc, argv)); }

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <future>
+#include <new>
 
 #include "pipescope/gui/kinds.hpp"
 #include "pipescope/gui/time_ticks.hpp"
@@ -155,6 +156,8 @@ std::optional<QString> MainWindow::open_files(const QStringList& paths) {
       second = std::async(std::launch::async, [path = paths[1].toStdString()] { return traces::read_trace(path); });
     loaded.push_back(traces::read_trace(paths[0].toStdString()));
     if (second.valid()) loaded.push_back(second.get());
+  } catch (const std::bad_alloc&) {
+    return QString("%1: the trace does not fit in this machine's memory").arg(paths.join(", "));
   } catch (const std::exception& e) {
     return QString::fromStdString(e.what());
   }
