@@ -178,11 +178,14 @@ TEST_CASE("workers with different WORLD_SIZE are told which rank differs", "[rel
 }
 
 TEST_CASE("a worker of another run is refused and the run goes on", "[reliability][rendezvous]") {
-  // Two workers of run A and a stranger claiming rank 1 with another secret, all at once.
+  // Run A's rank 0 serves the store; a stranger claiming rank 1 with another secret comes and
+  // goes (in the foreground: it must meet the run, not a store already closed); then run A's
+  // own rank 1 joins, and the run ends well.
   const auto dir = case_dir("stranger-worker");
   const int port = free_port();
-  run_shell(dir, worker(0, 2, port, "run-a-secret", "rank0", "--timeout 15 --metrics m.jsonl") +
-                     worker(1, 2, port, "run-b-secret", "stranger", "--timeout 15") +
+  std::string stranger_first = worker(1, 2, port, "run-b-secret", "stranger", "--timeout 15");
+  stranger_first.replace(stranger_first.size() - 2, 2, "; ");
+  run_shell(dir, worker(0, 2, port, "run-a-secret", "rank0", "--timeout 35 --metrics m.jsonl") + stranger_first +
                      worker(1, 2, port, "run-a-secret", "rank1", "--timeout 15") + "wait");
   const std::string rank0 = read_text(dir / "rank0.err"), rank1 = read_text(dir / "rank1.err"),
                     stranger = read_text(dir / "stranger.err");
