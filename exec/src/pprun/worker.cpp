@@ -507,6 +507,9 @@ nlohmann::json run_identity(const RunPlan& plan) {
 }
 
 int run_worker(const RunPlan& plan, const WorkerEnvironment& env) {
+  // A peer that died closes its sockets; writing to one must be an error this rank reports
+  // (naming the step and the peer), not a SIGPIPE that kills it silently.
+  std::signal(SIGPIPE, SIG_IGN);
   try {
     install_counting_cpu_allocator();
     retain_freed_cpu_memory();
