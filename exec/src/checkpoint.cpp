@@ -8,8 +8,8 @@
 #include <torch/optim/adamw.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
+#include <zlib.h>
 
-#include <array>
 #include <filesystem>
 #include <mutex>
 #include <sstream>
@@ -39,18 +39,9 @@ std::string first_line(std::string text) {
 }  // namespace
 
 std::uint32_t checkpoint_crc32(std::string_view bytes) {
-  static const std::array<std::uint32_t, 256> table = [] {
-    std::array<std::uint32_t, 256> t{};
-    for (std::uint32_t i = 0; i < 256; ++i) {
-      std::uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  std::uint32_t crc = 0xFFFFFFFFu;
-  for (unsigned char b : bytes) crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8);
-  return crc ^ 0xFFFFFFFFu;
+  // zlib's CRC-32 is the IEEE one the manifest records; crc32_z takes sizes past 4 GiB.
+  return static_cast<std::uint32_t>(
+      crc32_z(crc32_z(0, nullptr, 0), reinterpret_cast<const Bytef*>(bytes.data()), bytes.size()));
 }
 
 std::string checkpoint_subdir(int step) { return fmt::format("step-{:08d}", step); }
