@@ -53,4 +53,46 @@ std::uint32_t difference_rgb(double error) {
   return mix(16) | mix(8) | mix(0);
 }
 
+namespace {
+
+double channel(std::uint32_t rgb, int shift) { return static_cast<double>((rgb >> shift) & 0xff); }
+
+std::uint32_t scale_towards(std::uint32_t rgb, std::uint32_t target, double amount) {
+  std::uint32_t out = 0;
+  for (const int shift : {16, 8, 0}) {
+    const double from = channel(rgb, shift), to = channel(target, shift);
+    out |= static_cast<std::uint32_t>(std::lround(from + (to - from) * amount)) << shift;
+  }
+  return out;
+}
+
+// sRGB relative luminance (WCAG 2).
+double luminance(std::uint32_t rgb) {
+  auto linear = [&](int shift) {
+    const double c = channel(rgb, shift) / 255.0;
+    return c <= 0.03928 ? c / 12.92 : std::pow((c + 0.055) / 1.055, 2.4);
+  };
+  return 0.2126 * linear(16) + 0.7152 * linear(8) + 0.0722 * linear(0);
+}
+
+}  // namespace
+
+std::uint32_t merged_rgb(std::uint32_t rgb) { return scale_towards(rgb, 0x000000, 0.2); }
+
+std::uint32_t chunk_rgb(std::uint32_t rgb, int chunk) {
+  if (chunk <= 0) return rgb;
+  // 1: lighter, 2: darker, 3: lighter still, ...: neighbours in a rank's order differ most.
+  const double amount = std::min(0.6, 0.3 * ((chunk + 1) / 2));
+  return chunk % 2 == 1 ? scale_towards(rgb, 0xffffff, amount + 0.1) : scale_towards(rgb, 0x000000, amount);
+}
+
+double contrast_ratio(std::uint32_t a, std::uint32_t b) {
+  const double la = luminance(a), lb = luminance(b);
+  return (std::max(la, lb) + 0.05) / (std::min(la, lb) + 0.05);
+}
+
+std::uint32_t text_rgb_on(std::uint32_t fill) {
+  return contrast_ratio(fill, 0x000000) >= contrast_ratio(fill, 0xffffff) ? 0x000000 : 0xffffff;
+}
+
 }  // namespace pipescope::gui
