@@ -18,80 +18,11 @@
 
 #include "pipescope/gui/kinds.hpp"
 #include "pipescope/gui/time_ticks.hpp"
+#include "timeline_paint_support.hpp"
 
 namespace pipescope::gui {
-namespace {
 
-constexpr int kHeaderWidth = 200;
-constexpr int kOverviewHeight = 36;
-constexpr int kRulerHeight = 22;
-constexpr int kLaneHeight = 16;
-constexpr int kRankHeaderHeight = 18;
-constexpr int kMemoryHeight = 44;
-constexpr int kRankGap = 6;
-constexpr int kSeriesGap = 3;
-constexpr int kLegendHeight = 22;
-constexpr int kScrollWidth = 12;
-constexpr double kMinBlockPx = 3;
-
-QColor rgb(std::uint32_t value) { return QColor::fromRgb(value); }
-
-QString mib(std::int64_t bytes) { return QString::number(static_cast<double>(bytes) / (1024.0 * 1024.0), 'f', 1) + " MiB"; }
-
-// Predicted curves are blue and dashed, measured ones orange and solid.
-// One-pixel pens: the raster engine draws them directly, wider ones are stroked into
-// paths first (a memory curve has thousands of points).
-QPen memory_pen(int series, int series_count) {
-  if (series_count == 1 || series == 1) return QPen(rgb(0xf28e2b), 1);
-  QPen pen(rgb(0x1f5fb4), 1);
-  pen.setStyle(Qt::DashLine);
-  return pen;
-}
-
-// QColor::darker(125) without the round trip through HSV: scaling the value of a colour
-// scales its red, green and blue alike.
-QColor darker_by_fifth(std::uint32_t value) {
-  return QColor((value >> 16 & 0xff) * 4 / 5, (value >> 8 & 0xff) * 4 / 5, (value & 0xff) * 4 / 5);
-}
-
-// Nearest pixel edge (std::lround is a library call; this is on the repaint's hot path).
-int pixel(double x) { return static_cast<int>(std::floor(x + 0.5)); }
-
-// A pixel rectangle from fractional edges: integer rectangles take the raster engine's
-// fast path, fractional ones go through the general rasteriser.
-QRect pixel_rect(double x0, double y0, double x1, double y1) {
-  const int left = pixel(x0), top = pixel(y0);
-  return QRect(left, top, std::max(1, pixel(x1) - left), std::max(1, pixel(y1) - top));
-}
-
-// One row of premultiplied pixels (0 where nothing is drawn) is copied down `height` rows
-// and drawn unscaled: one blend of the whole lane instead of hundreds of rectangles.
-// Clears the row for the next lane.
-void draw_strip(QPainter& p, std::vector<std::uint32_t>& row, std::vector<std::uint32_t>& block, int left, int top, int height) {
-  const std::size_t width = row.size();
-  if (width == 0 || height <= 0) return;
-  block.resize(width * static_cast<std::size_t>(height));
-  for (int y = 0; y < height; ++y) std::copy(row.begin(), row.end(), block.begin() + static_cast<std::ptrdiff_t>(width * y));
-  const QImage image(reinterpret_cast<const uchar*>(block.data()), static_cast<int>(width), height, static_cast<int>(width * 4),
-                     QImage::Format_ARGB32_Premultiplied);
-  p.drawImage(QPoint(left, top), image);
-  std::fill(row.begin(), row.end(), 0u);
-}
-
-// A box outline `thickness` pixels wide, filled rather than stroked: stroking a wide pen
-// costs a path per rectangle, four fills are cheap.
-void outline(QPainter& p, const QRect& box, const QColor& color, int thickness) {
-  if (box.width() <= 2 * thickness || box.height() <= 2 * thickness) {
-    p.fillRect(box, color);
-    return;
-  }
-  p.fillRect(QRect(box.left(), box.top(), box.width(), thickness), color);
-  p.fillRect(QRect(box.left(), box.bottom() - thickness + 1, box.width(), thickness), color);
-  p.fillRect(QRect(box.left(), box.top() + thickness, thickness, box.height() - 2 * thickness), color);
-  p.fillRect(QRect(box.right() - thickness + 1, box.top() + thickness, thickness, box.height() - 2 * thickness), color);
-}
-
-}  // namespace
+using namespace timeline_paint;
 
 const QStaticText& TimelineWidget::static_text(const QString& text, const QFont& font) const {
   // The viewer uses one family; size and weight tell its fonts apart (QFont::key() is dear).
@@ -137,10 +68,14 @@ void TimelineWidget::set_model(std::shared_ptr<const TimelineModel> model) {
   critical_rows_.clear();
   overview_density_.clear();
   overview_image_ = QImage();
+  compact_rows_.clear();
   if (model_ && !model_->empty()) {
     for (int s = 0; s < model_->series_count(); ++s) overview_density_.push_back(model_->overview_density(s, 1024));
     view_.set_extent(model_->end_us() * 1.01);
   }
+  build_painted_lanes();
+  // Many ranks open compact: one row each, so they fit on the screen.
+  collapsed_.assign(model_ ? static_cast<std::size_t>(model_->rank_count()) : 0u, model_ && model_->rank_count() >= kCompactFromRanks);
   if (show_critical_path_) set_show_critical_path(true);
   relayout();
   update();
@@ -148,6 +83,7 @@ void TimelineWidget::set_model(std::shared_ptr<const TimelineModel> model) {
 
 void TimelineWidget::set_show_difference(bool on) {
   show_difference_ = on;
+  relayout();  // the legend's entries, and so its height, follow
   update();
 }
 
@@ -183,13 +119,107 @@ void TimelineWidget::set_show_critical_path(bool on) {
   update();
 }
 
-int TimelineWidget::time_area_left() const { return kHeaderWidth; }
-int TimelineWidget::time_area_width() const { return std::max(1, width() - kHeaderWidth - kScrollWidth); }
-QRect TimelineWidget::overview_rect() const { return QRect(kHeaderWidth, 0, time_area_width(), kOverviewHeight); }
-QRect TimelineWidget::ruler_rect() const { return QRect(kHeaderWidth, kOverviewHeight, time_area_width(), kRulerHeight); }
-QRect TimelineWidget::legend_rect() const { return QRect(0, height() - kLegendHeight, width(), kLegendHeight); }
+// Everything per model that the painting reads: overlapping blocks dealt to sub-rows, the
+// running sums of every painted row, the stages (chunks) each rank holds, the memory ranges.
+void TimelineWidget::build_painted_lanes() {
+  painted_.clear();
+  stage_chunks_.clear();
+  memory_ranges_.clear();
+  if (!model_ || model_->empty()) return;
+  const bool pair = model_->series_count() == 2;
+  const TimelineModel* model = model_.get();
+  const std::function<double(std::uint32_t)> measured_error = [model](std::uint32_t event) { return model->measured_error(event); };
+  painted_.resize(model_->rows().size());
+  for (std::size_t i = 0; i < model_->rows().size(); ++i) {
+    const Row& row = model_->rows()[i];
+    const auto& error_of = pair && row.series == 1 ? measured_error : std::function<double(std::uint32_t)>();
+    PaintedLane& painted = painted_[i];
+    painted.sub_rows = stack_overlaps(row);
+    if (painted.sub_rows.empty()) {
+      painted.tallies.emplace_back(row, error_of);
+    } else {
+      for (const Row& sub : painted.sub_rows) painted.tallies.emplace_back(sub, error_of);
+    }
+  }
+  stage_chunks_.assign(model_->series_count(), std::vector<std::vector<int>>(model_->rank_count()));
+  for (int s = 0; s < model_->series_count(); ++s) {
+    auto& chunks = stage_chunks_[s];
+    for (const auto& e : model_->trace(s).events) {
+      if (e.stage < 0 || e.lane != static_cast<int>(traces::Lane::Compute)) continue;
+      auto& stages = chunks[e.rank];
+      if (std::find(stages.begin(), stages.end(), e.stage) == stages.end()) {
+        stages.push_back(e.stage);
+        std::sort(stages.begin(), stages.end());
+      }
+    }
+  }
+  for (int r = 0; r < model_->rank_count(); ++r) {
+    std::vector<const std::vector<traces::MemorySample>*> curves;
+    for (int s = 0; s < model_->series_count(); ++s) curves.push_back(&model_->memory(s, r));
+    memory_ranges_.push_back(memory_range(curves));
+  }
+}
+
+const TimelineWidget::CompactRow& TimelineWidget::compact_row(int rank, int series) const {
+  if (compact_rows_.empty()) compact_rows_.resize(static_cast<std::size_t>(model_->rank_count()));
+  auto& per_series = compact_rows_[static_cast<std::size_t>(rank)];
+  if (per_series.empty()) per_series.resize(static_cast<std::size_t>(model_->series_count()));
+  auto& compact = per_series[static_cast<std::size_t>(series)];
+  if (!compact) {
+    std::vector<const Row*> lanes;
+    for (const Row& row : model_->rows())
+      if (row.rank == rank && row.series == series) lanes.push_back(&row);
+    compact = std::make_unique<CompactRow>();
+    compact->row = merge_rows(lanes);
+    compact->row.rank = rank;
+    compact->row.series = series;
+    const TimelineModel* model = model_.get();
+    std::function<double(std::uint32_t)> error_of;
+    if (model->series_count() == 2 && series == 1) error_of = [model](std::uint32_t event) { return model->measured_error(event); };
+    compact->tally = RowTally(compact->row, error_of);
+  }
+  return *compact;
+}
+
+void TimelineWidget::set_compact(bool on) {
+  std::fill(collapsed_.begin(), collapsed_.end(), on);
+  relayout();
+  update();
+}
+
+bool TimelineWidget::compact() const {
+  return !collapsed_.empty() && std::all_of(collapsed_.begin(), collapsed_.end(), [](char c) { return c != 0; });
+}
+
+void TimelineWidget::set_rank_collapsed(int rank, bool collapsed) {
+  if (rank < 0 || rank >= static_cast<int>(collapsed_.size())) return;
+  collapsed_[static_cast<std::size_t>(rank)] = collapsed;
+  relayout();
+  update();
+}
+
+bool TimelineWidget::rank_collapsed(int rank) const {
+  return rank >= 0 && rank < static_cast<int>(collapsed_.size()) && collapsed_[static_cast<std::size_t>(rank)];
+}
+
+QString TimelineWidget::help_text() {
+  return "Wheel: zoom around the cursor. Wheel over the rank names, or Shift+wheel: scroll up and down.\n"
+         "Drag: pan. Shift+drag or right-drag: select a time range; double-click it or Z: zoom to it.\n"
+         "W/S: zoom in/out, A/D: pan, 0 or Home: show all, Esc: clear the selection.\n"
+         "Click a rank's name: collapse it to one row or expand it. C: compact view (every rank one row) on/off.\n"
+         "Merged blocks (too narrow to draw one by one) are darker and take the colour of the kind that fills most of their time.\n"
+         "Labels: operation, micro-batch and, on ranks holding several stages, chunk (F3.c1); chunk 1 is lighter, chunk 2 darker.";
+}
+
+int TimelineWidget::header_width() const { return width() >= 1200 ? 200 : 150; }
+
+int TimelineWidget::time_area_left() const { return header_width(); }
+int TimelineWidget::time_area_width() const { return std::max(1, width() - header_width() - kScrollWidth); }
+QRect TimelineWidget::overview_rect() const { return QRect(header_width(), 0, time_area_width(), kOverviewHeight); }
+QRect TimelineWidget::ruler_rect() const { return QRect(header_width(), kOverviewHeight, time_area_width(), kRulerHeight); }
+QRect TimelineWidget::legend_rect() const { return QRect(0, height() - legend_height(), width(), legend_height()); }
 int TimelineWidget::content_top() const { return kOverviewHeight + kRulerHeight; }
-int TimelineWidget::content_bottom() const { return height() - kLegendHeight; }
+int TimelineWidget::content_bottom() const { return height() - legend_height(); }
 int TimelineWidget::scroll_offset() const { return scroll_->value(); }
 
 QRect TimelineWidget::lane_rect(int rank, int series, int lane) const {
@@ -199,14 +229,27 @@ QRect TimelineWidget::lane_rect(int rank, int series, int lane) const {
   const int index = lane_index_[rank][series][lane];
   if (index < 0) return {};
   const LaneLayout& l = lanes_[index];
-  return QRect(kHeaderWidth, content_top() + l.y - scroll_offset(), time_area_width(), l.height);
+  return QRect(header_width(), content_top() + l.y - scroll_offset(), time_area_width(), l.height);
 }
 
 QRect TimelineWidget::memory_rect(int rank) const {
   for (const auto& r : ranks_)
     if (r.rank == rank && r.memory_y >= 0)
-      return QRect(kHeaderWidth, content_top() + r.memory_y - scroll_offset(), time_area_width(), kMemoryHeight);
+      return QRect(header_width(), content_top() + r.memory_y - scroll_offset(), time_area_width(), kMemoryHeight);
   return {};
+}
+
+QRect TimelineWidget::rank_label_rect(int rank) const {
+  for (const auto& r : ranks_)
+    if (r.rank == rank) return QRect(0, content_top() + r.header_y - scroll_offset(), header_width(), r.header_height);
+  return {};
+}
+
+int TimelineWidget::lane_sub_rows(int rank, int series, int lane) const {
+  const Row* row = model_ ? model_->row(rank, series, lane) : nullptr;
+  if (!row) return 0;
+  const auto& painted = painted_[static_cast<std::size_t>(row - model_->rows().data())];
+  return painted.sub_rows.empty() ? 1 : static_cast<int>(painted.sub_rows.size());
 }
 
 void TimelineWidget::relayout() {
@@ -214,15 +257,30 @@ void TimelineWidget::relayout() {
   ranks_.clear();
   int y = 0;
   if (model_) {
+    if (collapsed_.size() != static_cast<std::size_t>(model_->rank_count())) collapsed_.assign(static_cast<std::size_t>(model_->rank_count()), 0);
     for (int r = 0; r < model_->rank_count(); ++r) {
-      RankLayout rank{r, y, -1};
+      RankLayout rank{r, y, kRankHeaderHeight, -1, collapsed_[static_cast<std::size_t>(r)] != 0};
+      if (rank.collapsed) {
+        // One row per series, all lanes merged; the rank's name sits beside it.
+        for (int s = 0; s < model_->series_count(); ++s) {
+          lanes_.push_back({r, s, -1, y, kCompactSeriesHeight});
+          y += kCompactSeriesHeight;
+        }
+        rank.header_height = y - rank.header_y;
+        ranks_.push_back(rank);
+        y += kCollapsedRankGap;
+        continue;
+      }
       y += kRankHeaderHeight;
       for (int s = 0; s < model_->series_count(); ++s) {
         bool any = false;
-        for (int lane = 0; lane < 64; ++lane) {
-          if (!model_->row(r, s, lane)) continue;
-          lanes_.push_back({r, s, lane, y, kLaneHeight});
-          y += kLaneHeight;
+        for (const Row& row : model_->rows()) {
+          // Lanes a series never uses stay hidden (the other series may use them).
+          if (row.rank != r || row.series != s || row.blocks.empty()) continue;
+          const int sub_rows = lane_sub_rows(r, s, row.lane);
+          const int height = sub_rows <= 1 ? kLaneHeight : std::min(kMaxLaneHeight, 2 + sub_rows * kSubRowHeight);
+          lanes_.push_back({r, s, row.lane, y, height});
+          y += height;
           any = true;
         }
         if (any) y += kSeriesGap;
@@ -242,6 +300,14 @@ void TimelineWidget::relayout() {
   if (model_) lane_index_.assign(model_->rank_count(), std::vector<std::vector<int>>(model_->series_count()));
   for (std::size_t i = 0; i < lanes_.size(); ++i) {
     auto& by_lane = lane_index_[lanes_[i].rank][lanes_[i].series];
+    if (lanes_[i].lane < 0) {
+      // A collapsed rank: every lane of it is found in its compact row (arrows, the path).
+      int lanes = 0;
+      for (const Row& row : model_->rows())
+        if (row.rank == lanes_[i].rank && row.series == lanes_[i].series) lanes = std::max(lanes, row.lane + 1);
+      by_lane.assign(static_cast<std::size_t>(lanes), static_cast<int>(i));
+      continue;
+    }
     if (static_cast<int>(by_lane.size()) <= lanes_[i].lane) by_lane.resize(lanes_[i].lane + 1, -1);
     by_lane[lanes_[i].lane] = static_cast<int>(i);
   }
@@ -308,16 +374,26 @@ void TimelineWidget::zoom_to_selection() {
 }
 
 std::optional<std::pair<int, std::size_t>> TimelineWidget::event_at(QPoint position) const {
-  if (!model_ || position.x() < kHeaderWidth || position.y() < content_top() || position.y() >= content_bottom())
+  if (!model_ || position.x() < header_width() || position.y() < content_top() || position.y() >= content_bottom())
     return std::nullopt;
   const int y = position.y() - content_top() + scroll_offset();
+  const double t = view_.x_to_time(position.x() - header_width());
+  auto hit = [&](const Row& row, int series) -> std::optional<std::pair<int, std::size_t>> {
+    if (auto b = row.block_at(t, view_.us_per_pixel() * 2)) return std::pair<int, std::size_t>(series, row.blocks[*b].event);
+    return std::nullopt;
+  };
   for (const auto& l : lanes_) {
     if (y < l.y || y >= l.y + l.height) continue;
+    if (l.lane < 0) return hit(compact_row(l.rank, l.series).row, l.series);
     const Row* row = model_->row(l.rank, l.series, l.lane);
     if (!row) return std::nullopt;
-    const double t = view_.x_to_time(position.x() - kHeaderWidth);
-    if (auto b = row->block_at(t, view_.us_per_pixel() * 2)) return std::pair<int, std::size_t>(l.series, row->blocks[*b].event);
-    return std::nullopt;
+    const auto& painted = painted_[static_cast<std::size_t>(row - model_->rows().data())];
+    if (painted.sub_rows.empty()) return hit(*row, l.series);
+    // The sub-row under the position, as paint_lanes divides the lane.
+    const int count = static_cast<int>(painted.sub_rows.size());
+    const double sub_height = (l.height - 2) / static_cast<double>(count);
+    const int sub = std::clamp(static_cast<int>((y - l.y - 1) / sub_height), 0, count - 1);
+    return hit(painted.sub_rows[static_cast<std::size_t>(sub)], l.series);
   }
   return std::nullopt;
 }
@@ -343,7 +419,7 @@ void TimelineWidget::paintEvent(QPaintEvent* event) {
   if (show_critical_path_) paint_critical_path(p);
   if (show_flows_) paint_flows(p);
   if (range_) {
-    const double x0 = kHeaderWidth + view_.time_to_x(range_->first), x1 = kHeaderWidth + view_.time_to_x(range_->second);
+    const double x0 = header_width() + view_.time_to_x(range_->first), x1 = header_width() + view_.time_to_x(range_->second);
     p.fillRect(QRectF(x0, content_top(), std::max(1.0, x1 - x0), content_bottom() - content_top()), QColor(30, 100, 220, 40));
     p.setPen(QColor(30, 100, 220));
     p.drawLine(QPointF(x0, content_top()), QPointF(x0, content_bottom()));
@@ -360,7 +436,7 @@ void TimelineWidget::paint_overview(QPainter& p) const {
   const QRect area = overview_rect();
   p.fillRect(QRect(0, 0, width(), kOverviewHeight), rgb(0xf4f4f4));
   p.setPen(Qt::darkGray);
-  draw_text(p, QRect(6, 0, kHeaderWidth - 12, kOverviewHeight), Qt::AlignVCenter | Qt::AlignLeft, "overview (busy share)");
+  draw_text(p, QRect(6, 0, header_width() - 12, kOverviewHeight), Qt::AlignVCenter | Qt::AlignLeft, "overview (busy share)");
   // The bars depend on the model and the size only: drawn once into an image.
   if (overview_image_.size() != area.size()) {
     overview_image_ = QImage(area.size(), QImage::Format_ARGB32_Premultiplied);
@@ -407,149 +483,8 @@ void TimelineWidget::paint_ruler(QPainter& p) const {
   if (range_) {
     const QString text = "selection " + QString::fromStdString(format_duration_us(range_->second - range_->first));
     p.setPen(QColor(30, 100, 220));
-    draw_text(p, QRect(6, area.top(), kHeaderWidth - 12, area.height()), Qt::AlignVCenter | Qt::AlignLeft, text);
+    draw_text(p, QRect(6, area.top(), header_width() - 12, area.height()), Qt::AlignVCenter | Qt::AlignLeft, text);
   }
-}
-
-void TimelineWidget::paint_lanes(QPainter& p, const QRect& dirty) const {
-  const int top = content_top() - scroll_offset();
-  const int left = kHeaderWidth;
-  const int visible_top = std::max(dirty.top(), content_top()), visible_bottom = std::min(dirty.bottom() + 1, content_bottom());
-  QFont small = font();
-  small.setPointSizeF(std::max(6.0, small.pointSizeF() - 1.5));
-  p.setFont(small);
-  QFontMetrics metrics(small);
-  const int label_width = metrics.horizontalAdvance("88") + 4;
-
-  QBrush bubble(rgb(0xc9bfae), Qt::BDiagPattern);
-  const int width_px = time_area_width();
-  std::vector<std::uint32_t> strip(static_cast<std::size_t>(width_px), 0u), strip_block;
-  for (const auto& r : ranks_) {
-    const int y = top + r.header_y;
-    if (y > visible_bottom || y + kRankHeaderHeight < visible_top) continue;
-    p.fillRect(QRect(0, y, width(), kRankHeaderHeight), rgb(0xeef1f5));
-  }
-  for (const auto& l : lanes_) {
-    const int y = top + l.y;
-    if (y > visible_bottom || y + l.height < visible_top) continue;
-    const Row* row = model_->row(l.rank, l.series, l.lane);
-    const QRect lane_area(left, y, time_area_width(), l.height);
-    p.fillRect(lane_area, l.series == 1 ? rgb(0xfbf8f3) : rgb(0xf7f9fc));
-    // The bubble: idle time of the compute lane within the series' iteration, hatched.
-    if (l.lane == static_cast<int>(traces::Lane::Compute)) {
-      const double end = model_->iteration_us(l.series);
-      const double x0 = std::max(0.0, view_.time_to_x(0)), x1 = std::min<double>(time_area_width(), view_.time_to_x(end));
-      if (x1 > x0) {
-        p.fillRect(QRectF(left + x0, y + 1, x1 - x0, l.height - 2), rgb(kBubbleRgb));
-        p.fillRect(QRectF(left + x0, y + 1, x1 - x0, l.height - 2), bubble);
-      }
-    }
-    if (!row) continue;
-    const auto& events = model_->trace(l.series).events;
-    const bool difference = show_difference_ && l.series == 1 && model_->series_count() == 2;
-    // Folded spans (zoomed out, that is most of them) go into a one-pixel-high strip of the
-    // lane, drawn stretched in one call: hundreds of rectangles cost one image blit.
-    bool strip_used = false;
-    visit_visible(*row, view_, kMinBlockPx, [&](const Span& span) {
-      const double x0 = std::max(span.x0, -2.0), x1 = std::min(span.x1, time_area_width() + 2.0);
-      const Block& block = span.row->blocks[span.first];
-      std::uint32_t color = difference ? difference_rgb(model_->measured_error(block.event)) : kind_rgb(block.kind);
-      if (span.folded()) {
-        const int from = std::clamp(pixel(x0), 0, width_px - 1);
-        const int to = std::clamp(pixel(std::max(x1, x0 + 1)), from + 1, width_px);
-        std::fill(strip.begin() + from, strip.begin() + to, 0xff000000u | darker_by_fifth(color).rgb());
-        strip_used = true;
-        return;
-      }
-      const auto& e = events[block.event];
-      QRectF box(left + x0, y + 2, std::max(1.0, x1 - x0), l.height - 4);
-      p.fillRect(box, rgb(color));
-      if (difference && box.width() >= 4) {
-        p.setPen(QColor(120, 120, 120));
-        p.drawRect(box.adjusted(0, 0, -1, -1));
-      } else if (box.width() >= 4) {
-        p.setPen(QColor(255, 255, 255, 160));
-        p.drawLine(box.topRight(), box.bottomRight());
-      }
-      if (e.micro_batch >= 0 && box.width() >= label_width) {
-        p.setPen(difference ? QColor(40, 40, 40) : QColor(255, 255, 255));
-        const QString label = box.width() >= label_width * 2.2 ? QString::fromStdString(e.name) + QString::number(e.micro_batch)
-                                                               : QString::number(e.micro_batch);
-        const QStaticText& laid_out = static_text(label, small);
-        const QSizeF size = laid_out.size();
-        if (size.width() + 2 <= box.width())
-          p.drawStaticText(QPointF(box.center().x() - size.width() / 2, box.center().y() - size.height() / 2), laid_out);
-      }
-    });
-    if (strip_used) draw_strip(p, strip, strip_block, left, y + 2, l.height - 4);
-    if (selected_ && selected_->first == l.series) {
-      const auto& e = events[selected_->second];
-      if (e.rank == l.rank && e.lane == l.lane) {
-        const double x0 = view_.time_to_x(e.ts_us), x1 = view_.time_to_x(e.end_us());
-        p.setPen(QPen(Qt::black, 2));
-        p.setBrush(Qt::NoBrush);
-        p.drawRect(QRectF(left + x0, y + 1, std::max(2.0, x1 - x0), l.height - 2));
-      }
-    }
-  }
-  p.setFont(font());
-}
-
-void TimelineWidget::paint_memory(QPainter& p, const RankLayout& rank) const {
-  const int y = content_top() - scroll_offset() + rank.memory_y;
-  if (y > content_bottom() || y + kMemoryHeight < content_top()) return;
-  const int left = kHeaderWidth;
-  p.fillRect(QRect(left, y, time_area_width(), kMemoryHeight), rgb(0xfcfcfc));
-  p.setPen(rgb(0xe0e0e0));
-  p.drawLine(left, y + kMemoryHeight - 1, left + time_area_width(), y + kMemoryHeight - 1);
-  const double peak = static_cast<double>(std::max<std::int64_t>(1, model_->max_memory_bytes()));
-  const double bottom = y + kMemoryHeight - 3, usable = kMemoryHeight - 8;
-  for (int s = 0; s < model_->series_count(); ++s) {
-    const auto& samples = model_->memory(s, rank.rank);
-    if (samples.empty()) continue;
-    // One step per pixel column: the value held at the column's time (binary search), so a
-    // million samples cost as much as a few hundred.
-    // Columns at the height of the one before add no point: the step runs on.
-    QPolygonF curve;
-    curve.reserve(2 * time_area_width() + 4);
-    double previous_y = bottom;
-    int previous_x = 0;
-    const auto after = [](double v, const traces::MemorySample& m) { return v < m.ts_us; };
-    auto it = std::upper_bound(samples.begin(), samples.end(), view_.x_to_time(0), after);
-    for (int x = 0; x <= time_area_width(); ++x) {
-      const double t = view_.x_to_time(x);
-      // Columns go left to right: search forward from the last one in growing steps.
-      std::size_t step = 1;
-      auto low = it;
-      while (samples.end() - low > static_cast<std::ptrdiff_t>(step) && !(t < (low + static_cast<std::ptrdiff_t>(step))->ts_us)) {
-        low += static_cast<std::ptrdiff_t>(step);
-        step *= 2;
-      }
-      it = std::upper_bound(low, samples.end() - low > static_cast<std::ptrdiff_t>(step) ? low + static_cast<std::ptrdiff_t>(step) + 1 : samples.end(), t, after);
-      // The highest value inside this column: the one held at its start, and the samples
-      // taken within it (exactly, by block maxima, however many).
-      double value = it == samples.begin() ? 0.0 : static_cast<double>((it - 1)->bytes);
-      const double t_next = view_.x_to_time(x + 1);
-      auto column_end = it;
-      while (column_end != samples.end() && column_end->ts_us < t_next && column_end - it < 8) ++column_end;
-      if (column_end != samples.end() && column_end->ts_us < t_next)
-        column_end = std::lower_bound(column_end, samples.end(), t_next, [](const traces::MemorySample& m, double v) { return m.ts_us < v; });
-      if (column_end != it)
-        value = std::max(value, static_cast<double>(model_->memory_max_bytes(s, rank.rank, static_cast<std::size_t>(it - samples.begin()),
-                                                                              static_cast<std::size_t>(column_end - samples.begin()))));
-      const double py = std::round(bottom - value / peak * usable);
-      if (x > 0 && py == previous_y) continue;
-      if (x > 0) curve << QPointF(left + x, previous_y);
-      curve << QPointF(left + x, py);
-      previous_y = py;
-      previous_x = x;
-    }
-    if (previous_x < time_area_width()) curve << QPointF(left + time_area_width(), previous_y);
-    p.setPen(memory_pen(s, model_->series_count()));
-    p.drawPolyline(curve);
-  }
-  p.setPen(Qt::darkGray);
-  draw_text(p, QRect(left + 4, y + 1, 300, 14), Qt::AlignLeft | Qt::AlignTop, "memory, scale " + mib(static_cast<std::int64_t>(peak)));
 }
 
 void TimelineWidget::paint_flows(QPainter& p) const {
@@ -569,7 +504,7 @@ void TimelineWidget::paint_flows(QPainter& p) const {
   }
   if (static_cast<int>(visible.size()) > kMaxArrows) {
     p.setPen(QColor(60, 60, 60));
-    p.drawText(QRect(kHeaderWidth + 8, content_top() + 2, 600, 16), Qt::AlignLeft | Qt::AlignTop,
+    p.drawText(QRect(header_width() + 8, content_top() + 2, 600, 16), Qt::AlignLeft | Qt::AlignTop,
                "more than 3000 send/receive arrows in view: zoom in to see them");
     return;
   }
@@ -584,8 +519,8 @@ void TimelineWidget::paint_flows(QPainter& p) const {
   for (const auto& [s, f] : visible) {
     const QRect from = lane_rect(f->from_rank, s, f->from_lane), to = lane_rect(f->to_rank, s, f->to_lane);
     if (from.isEmpty() || to.isEmpty()) continue;
-    const QPointF a(kHeaderWidth + view_.time_to_x(f->from_ts_us), from.center().y());
-    const QPointF b(kHeaderWidth + view_.time_to_x(f->to_ts_us), to.center().y());
+    const QPointF a(header_width() + view_.time_to_x(f->from_ts_us), from.center().y());
+    const QPointF b(header_width() + view_.time_to_x(f->to_ts_us), to.center().y());
     shafts.emplace_back(a, b);
     const double angle = std::atan2(b.y() - a.y(), b.x() - a.x());
     const QPointF left_wing = b - QPointF(std::cos(angle - 0.4) * 7, std::sin(angle - 0.4) * 7);
@@ -634,9 +569,9 @@ void TimelineWidget::paint_critical_path(QPainter& p) const {
         strip_used = true;
         return;
       }
-      outline(p, pixel_rect(kHeaderWidth + x0, y + 1, kHeaderWidth + std::max(x1, x0 + 2), y + l.height - 1), color, 2);
+      outline(p, pixel_rect(header_width() + x0, y + 1, header_width() + std::max(x1, x0 + 2), y + l.height - 1), color, 2);
     });
-    if (strip_used) draw_strip(p, strip, strip_block, kHeaderWidth, y + 1, l.height - 2);
+    if (strip_used) draw_strip(p, strip, strip_block, header_width(), y + 1, l.height - 2);
   }
   // The hops between lanes, when there are fewer steps in view than pixel pairs; with more
   // they are a solid smear and only the boxes are drawn.
@@ -658,8 +593,8 @@ void TimelineWidget::paint_critical_path(QPainter& p) const {
       const auto& e = events[*it];
       const QRect lane = lane_rect(e.rank, s, e.lane);
       if (lane.isEmpty()) continue;
-      const double x0 = kHeaderWidth + std::max(-10.0, view_.time_to_x(e.ts_us));
-      const double x1 = kHeaderWidth + std::min(time_area_width() + 10.0, view_.time_to_x(e.end_us()));
+      const double x0 = header_width() + std::max(-10.0, view_.time_to_x(e.ts_us));
+      const double x1 = header_width() + std::min(time_area_width() + 10.0, view_.time_to_x(e.end_us()));
       const QPointF start(x0, lane.center().y());
       if (have_previous && std::fabs(previous.y() - start.y()) > 1) p.drawLine(previous, start);
       previous = QPointF(x1, lane.center().y());
@@ -670,85 +605,142 @@ void TimelineWidget::paint_critical_path(QPainter& p) const {
 
 void TimelineWidget::paint_headers(QPainter& p) const {
   const int top = content_top() - scroll_offset();
-  p.fillRect(QRect(0, content_top(), kHeaderWidth, content_bottom() - content_top()), rgb(0xfafafa));
+  p.fillRect(QRect(0, content_top(), header_width(), content_bottom() - content_top()), rgb(0xfafafa));
   p.setPen(rgb(0xd0d0d0));
-  p.drawLine(kHeaderWidth - 1, content_top(), kHeaderWidth - 1, content_bottom());
+  p.drawLine(header_width() - 1, content_top(), header_width() - 1, content_bottom());
   QFont bold = font();
   bold.setBold(true);
   QFont small = font();
   small.setPointSizeF(std::max(6.0, small.pointSizeF() - 1));
+  QFont tiny = font();
+  tiny.setPointSizeF(std::max(5.0, small.pointSizeF() - 1.5));
   const int series_count = model_->series_count();
+  // Collapsed ranks are a few pixels high: name every one when there is room, else every
+  // few, so the names never overlap.
+  int collapsed_step = 1;
+  if (series_count * kCompactSeriesHeight + kCollapsedRankGap < QFontMetrics(tiny).height())
+    collapsed_step = (QFontMetrics(tiny).height() + series_count * kCompactSeriesHeight) / (series_count * kCompactSeriesHeight + kCollapsedRankGap);
   for (const auto& r : ranks_) {
     const int y = top + r.header_y;
-    p.fillRect(QRect(0, y, kHeaderWidth, kRankHeaderHeight), rgb(0xe3e8ef));
+    if (y > content_bottom() || y + r.header_height < content_top() - 20) continue;
+    if (r.collapsed) {
+      p.fillRect(QRect(0, y, header_width() - 1, r.header_height), r.rank % 2 ? rgb(0xf0f2f5) : rgb(0xe6eaf0));
+      if (r.rank % collapsed_step != 0) continue;
+      p.setFont(tiny);
+      p.setPen(rgb(0x202020));
+      const QString name = QString::fromStdString(model_->rank_name(r.rank));
+      const QStaticText& laid_out = static_text(name, tiny);
+      p.drawStaticText(QPointF(6, y + (r.header_height - laid_out.size().height()) / 2), laid_out);
+      continue;
+    }
+    p.fillRect(QRect(0, y, header_width(), kRankHeaderHeight), rgb(0xe3e8ef));
     p.setFont(bold);
     p.setPen(Qt::black);
-    draw_text(p, QRect(6, y, kHeaderWidth - 8, kRankHeaderHeight), Qt::AlignVCenter | Qt::AlignLeft,
-               QString::fromStdString(model_->rank_name(r.rank)));
+    draw_text(p, QRect(6, y, header_width() - 8, kRankHeaderHeight), Qt::AlignVCenter | Qt::AlignLeft,
+              QString::fromStdString(model_->rank_name(r.rank)));
     // The bubble share and peak memory of the rank, per series, across the time area.
     QString summary;
     for (int s = 0; s < series_count; ++s) {
       if (s) summary += "    ";
       summary += QString::fromStdString(model_->series_name(s)) + ": bubble " +
                  QString::number(model_->bubble_fraction(s, r.rank) * 100, 'f', 1) + "%";
-      if (!model_->memory(s, r.rank).empty()) summary += ", peak memory " + mib(model_->peak_memory_bytes(s, r.rank));
+      if (!model_->memory(s, r.rank).empty())
+        summary += ", peak memory " + bytes_text(static_cast<double>(model_->peak_memory_bytes(s, r.rank)));
     }
     p.setFont(small);
     p.setPen(rgb(0x303030));
-    draw_text(p, QRect(kHeaderWidth + 6, y, time_area_width() - 12, kRankHeaderHeight), Qt::AlignVCenter | Qt::AlignLeft, summary);
-    if (r.memory_y >= 0) {
-      const int my = top + r.memory_y;
-      draw_text(p, QRect(14, my, kHeaderWidth - 16, kMemoryHeight), Qt::AlignVCenter | Qt::AlignLeft,
-                 "memory");
-    }
+    draw_text(p, QRect(header_width() + 6, y, time_area_width() - 12, kRankHeaderHeight), Qt::AlignVCenter | Qt::AlignLeft, summary);
+    if (r.memory_y >= 0) paint_memory_axis(p, r);
   }
   p.setFont(small);
   for (const auto& l : lanes_) {
+    if (l.lane < 0) continue;
     const int y = top + l.y;
+    if (y > content_bottom() || y + l.height < content_top()) continue;
     QString text = QString::fromStdString(model_->lane_name(l.rank, l.lane));
     if (series_count == 2) text = QString::fromStdString(model_->series_name(l.series)) + " · " + text;
     if (l.lane == static_cast<int>(traces::Lane::Compute))
       text += "  " + QString::number(model_->bubble_fraction(l.series, l.rank) * 100, 'f', 1) + "% idle";
     p.setPen(l.series == 1 ? rgb(0x8a4b08) : rgb(0x1f3f6f));
-    draw_text(p, QRect(14, y, kHeaderWidth - 16, l.height), Qt::AlignVCenter | Qt::AlignLeft, text);
+    draw_text(p, QRect(14, y, header_width() - 16, std::min(l.height, kLaneHeight)), Qt::AlignVCenter | Qt::AlignLeft, text);
   }
   p.setFont(font());
+}
+
+std::vector<TimelineWidget::LegendEntry> TimelineWidget::legend_entries() const {
+  std::vector<LegendEntry> entries;
+  for (const Kind kind : {Kind::Forward, Kind::Backward, Kind::BackwardInput, Kind::BackwardWeight, Kind::Communication,
+                          Kind::Optimizer, Kind::Other})
+    entries.push_back({rgb(kind_rgb(kind)), QString::fromUtf8(kind_label(kind).data(), static_cast<int>(kind_label(kind).size()))});
+  entries.push_back({rgb(chunk_rgb(kind_rgb(Kind::Forward), 1)), "chunk 1 (lighter)"});
+  entries.push_back({rgb(merged_rgb(kind_rgb(Kind::Forward))), "merged (darker)"});
+  entries.push_back({rgb(kBubbleRgb), "idle (bubble)", LegendEntry::Swatch::Hatched});
+  if (model_ && model_->series_count() == 2 && show_difference_) {
+    entries.push_back({rgb(difference_rgb(0.5)), "measured longer"});
+    entries.push_back({rgb(difference_rgb(-0.5)), "measured shorter"});
+  }
+  if (show_critical_path_) entries.push_back({rgb(kCriticalPathRgb), "critical path"});
+  if (model_ && model_->series_count() == 2) {
+    // The memory curves: predicted dashed blue, measured solid orange.
+    entries.push_back({QColor(), "predicted memory", LegendEntry::Swatch::Line, 0});
+    entries.push_back({QColor(), "measured memory", LegendEntry::Swatch::Line, 1});
+  }
+  return entries;
+}
+
+namespace {
+
+QFont legend_font(const QFont& base) {
+  QFont small = base;
+  small.setPointSizeF(std::max(6.0, small.pointSizeF() - 1));
+  return small;
+}
+
+}  // namespace
+
+int TimelineWidget::legend_height() const {
+  // As many lines as the entries need at this width (a narrow window wraps them).
+  const QFontMetrics metrics(legend_font(font()));
+  int x = 8, lines = 1;
+  for (const auto& entry : legend_entries()) {
+    const int w = 26 + metrics.horizontalAdvance(entry.text);
+    if (x + w > width() && x > 8) {
+      ++lines;
+      x = 8;
+    }
+    x += w;
+  }
+  return lines * kLegendLineHeight;
 }
 
 void TimelineWidget::paint_legend(QPainter& p) const {
   const QRect area = legend_rect();
   p.fillRect(area, rgb(0xf4f4f4));
-  QFont small = font();
-  small.setPointSizeF(std::max(6.0, small.pointSizeF() - 1));
+  const QFont small = legend_font(font());
   p.setFont(small);
-  const int ascent = QFontMetrics(small).ascent();
-  int x = 8;
-  auto entry = [&](QColor color, const QString& text, bool hatched = false) {
-    p.fillRect(QRect(x, area.top() + 5, 14, 12), color);
-    if (hatched) p.fillRect(QRect(x, area.top() + 5, 14, 12), QBrush(rgb(0xc9bfae), Qt::BDiagPattern));
-    p.setPen(Qt::black);
-    p.drawStaticText(QPointF(x + 18, area.top() + 15 - ascent), static_text(text, small));
-    x += 26 + static_cast<int>(std::ceil(static_text(text, small).size().width()));
-  };
-  for (const Kind kind : {Kind::Forward, Kind::Backward, Kind::BackwardInput, Kind::BackwardWeight, Kind::Communication,
-                          Kind::Optimizer, Kind::Other})
-    entry(rgb(kind_rgb(kind)), QString::fromUtf8(kind_label(kind).data(), static_cast<int>(kind_label(kind).size())));
-  entry(rgb(kBubbleRgb), "idle (bubble)", true);
-  if (model_ && model_->series_count() == 2 && show_difference_) {
-    entry(rgb(difference_rgb(0.5)), "measured longer");
-    entry(rgb(difference_rgb(-0.5)), "measured shorter");
-  }
-  if (show_critical_path_) entry(rgb(kCriticalPathRgb), "critical path");
-  if (model_ && model_->series_count() == 2) {
-    // The memory curves: predicted dashed blue, measured solid orange.
-    for (int s = 0; s < 2; ++s) {
-      p.setPen(memory_pen(s, 2));
-      p.drawLine(x, area.top() + 11, x + 14, area.top() + 11);
-      p.setPen(Qt::black);
-      const QString text = s == 0 ? "predicted memory" : "measured memory";
-      p.drawStaticText(QPointF(x + 18, area.top() + 15 - ascent), static_text(text, small));
-      x += 26 + static_cast<int>(std::ceil(static_text(text, small).size().width()));
+  const QFontMetrics metrics(small);
+  const int ascent = metrics.ascent();
+  int x = 8, line_top = area.top();
+  for (const auto& entry : legend_entries()) {
+    const int w = 26 + metrics.horizontalAdvance(entry.text);
+    if (x + w > width() && x > 8) {
+      x = 8;
+      line_top += kLegendLineHeight;
     }
+    switch (entry.swatch) {
+      case LegendEntry::Swatch::Line:
+        p.setPen(memory_pen(entry.series, 2));
+        p.drawLine(x, line_top + 11, x + 14, line_top + 11);
+        break;
+      case LegendEntry::Swatch::Hatched:
+        p.fillRect(QRect(x, line_top + 5, 14, 12), entry.color);
+        p.fillRect(QRect(x, line_top + 5, 14, 12), QBrush(rgb(0xc9bfae), Qt::BDiagPattern));
+        break;
+      case LegendEntry::Swatch::Box: p.fillRect(QRect(x, line_top + 5, 14, 12), entry.color); break;
+    }
+    p.setPen(Qt::black);
+    p.drawStaticText(QPointF(x + 18, line_top + 15 - ascent), static_text(entry.text, small));
+    x += w;
   }
   p.setFont(font());
 }
@@ -760,10 +752,11 @@ QString TimelineWidget::tooltip_text(int series, std::size_t index) const {
   text += "\n" + QString::fromStdString(model_->series_name(series)) + ", " + QString::fromStdString(model_->rank_name(e.rank)) +
           ", " + QString::fromStdString(model_->lane_name(e.rank, e.lane));
   if (e.stage >= 0) text += "\nstage " + QString::number(e.stage);
+  if (const int chunk = chunk_of(series, e.rank, e.stage); chunk >= 0) text += " (chunk " + QString::number(chunk) + " of the rank)";
   if (e.micro_batch >= 0) text += (e.stage >= 0 ? ", micro-batch " : "\nmicro-batch ") + QString::number(e.micro_batch);
   text += "\nstart " + QString::fromStdString(format_duration_us(e.ts_us)) + ", duration " +
           QString::fromStdString(format_duration_us(e.dur_us));
-  if (e.bytes >= 0) text += "\nbytes " + QString::number(e.bytes) + " (" + mib(e.bytes) + ")";
+  if (e.bytes >= 0) text += "\nbytes " + QString::number(e.bytes) + " (" + bytes_text(static_cast<double>(e.bytes)) + ")";
   if (e.peer_rank >= 0) text += "\npeer rank " + QString::number(e.peer_rank);
   if (series == 1 && model_->series_count() == 2) {
     if (auto p = model_->matched_predicted(index)) {
@@ -784,6 +777,10 @@ bool TimelineWidget::event(QEvent* e) {
     auto* help = static_cast<QHelpEvent*>(e);
     if (auto hit = event_at(help->pos())) {
       QToolTip::showText(help->globalPos(), tooltip_text(hit->first, hit->second), this);
+    } else if (const QString readout = memory_readout(help->pos()); !readout.isEmpty()) {
+      QToolTip::showText(help->globalPos(), readout, this);
+    } else if (model_ && help->pos().x() < header_width() && help->pos().y() >= content_top()) {
+      QToolTip::showText(help->globalPos(), help_text(), this);
     } else {
       QToolTip::hideText();
       e->ignore();
@@ -796,11 +793,14 @@ bool TimelineWidget::event(QEvent* e) {
 void TimelineWidget::wheelEvent(QWheelEvent* event) {
   if (!model_) return;
   const double steps = event->angleDelta().y() / 120.0;
-  if (event->modifiers() & (Qt::ShiftModifier | Qt::AltModifier)) {
-    scroll_->setValue(scroll_->value() - static_cast<int>(steps * kLaneHeight * 3));
+  // Over the rank names the wheel scrolls (as in any list); over the time area it zooms,
+  // and scrolls with Shift (or Alt).
+  if (event->position().x() < header_width() || (event->modifiers() & (Qt::ShiftModifier | Qt::AltModifier))) {
+    const int by = event->angleDelta().y() != 0 ? event->angleDelta().y() : event->angleDelta().x();
+    scroll_->setValue(scroll_->value() - static_cast<int>(by / 120.0 * kLaneHeight * 3));
     return;
   }
-  view_.zoom_around(event->position().x() - kHeaderWidth, std::pow(1.25, steps));
+  view_.zoom_around(event->position().x() - header_width(), std::pow(1.25, steps));
   update();
 }
 
@@ -810,11 +810,11 @@ void TimelineWidget::mousePressEvent(QMouseEvent* event) {
   moved_ = false;
   if (overview_rect().contains(event->pos())) {
     drag_ = Drag::Overview;
-    view_.center_on((event->pos().x() - kHeaderWidth) / static_cast<double>(time_area_width()) * view_.extent_us());
+    view_.center_on((event->pos().x() - header_width()) / static_cast<double>(time_area_width()) * view_.extent_us());
     update();
     return;
   }
-  press_time_us_ = view_.x_to_time(event->pos().x() - kHeaderWidth);
+  press_time_us_ = view_.x_to_time(event->pos().x() - header_width());
   drag_ = (event->modifiers() & Qt::ShiftModifier) || event->button() == Qt::RightButton ? Drag::Select : Drag::Pan;
 }
 
@@ -824,7 +824,7 @@ void TimelineWidget::mouseMoveEvent(QMouseEvent* event) {
   if (delta.manhattanLength() > 3) moved_ = true;
   switch (drag_) {
     case Drag::Overview:
-      view_.center_on((event->pos().x() - kHeaderWidth) / static_cast<double>(time_area_width()) * view_.extent_us());
+      view_.center_on((event->pos().x() - header_width()) / static_cast<double>(time_area_width()) * view_.extent_us());
       update();
       break;
     case Drag::Pan: {
@@ -836,14 +836,21 @@ void TimelineWidget::mouseMoveEvent(QMouseEvent* event) {
       break;
     }
     case Drag::Select:
-      if (moved_) set_selection_range(press_time_us_, view_.x_to_time(event->pos().x() - kHeaderWidth));
+      if (moved_) set_selection_range(press_time_us_, view_.x_to_time(event->pos().x() - header_width()));
       break;
     case Drag::None: break;
   }
 }
 
 void TimelineWidget::mouseReleaseEvent(QMouseEvent* event) {
-  if (drag_ == Drag::Pan && !moved_) {
+  if (drag_ == Drag::Pan && !moved_ && event->pos().x() < header_width()) {
+    // A click on a rank's name collapses or expands it.
+    for (const auto& r : ranks_)
+      if (rank_label_rect(r.rank).contains(event->pos())) {
+        set_rank_collapsed(r.rank, !r.collapsed);
+        break;
+      }
+  } else if (drag_ == Drag::Pan && !moved_) {
     if (auto hit = event_at(event->pos())) select_event(hit->first, hit->second, false);
   }
   drag_ = Drag::None;
@@ -851,7 +858,7 @@ void TimelineWidget::mouseReleaseEvent(QMouseEvent* event) {
 
 void TimelineWidget::mouseDoubleClickEvent(QMouseEvent* event) {
   if (range_) {
-    const double t = view_.x_to_time(event->pos().x() - kHeaderWidth);
+    const double t = view_.x_to_time(event->pos().x() - header_width());
     if (t >= range_->first && t <= range_->second) zoom_to_selection();
   }
 }
@@ -867,6 +874,7 @@ void TimelineWidget::keyPressEvent(QKeyEvent* event) {
     case Qt::Key_Z: case Qt::Key_Return: case Qt::Key_Enter: zoom_to_selection(); return;
     case Qt::Key_0: case Qt::Key_Home: view_.show_all(); break;
     case Qt::Key_Escape: clear_selection_range(); return;
+    case Qt::Key_C: set_compact(!compact()); return;
     default: return QWidget::keyPressEvent(event);
   }
   update();

@@ -1,7 +1,10 @@
 // The timeline: an overview strip, a time ruler, one row group per rank (for each series its
-// lanes, predicted above measured), a memory row per rank and a legend. Paints only what is
-// visible and folds blocks narrower than a few pixels (visit_visible); zoom and pan live in a
-// ViewState. Wheel zooms around the cursor, drag pans, shift-drag selects a range, W/S/A/D.
+// lanes, predicted above measured, overlapping blocks stacked in sub-rows), a memory row per
+// rank and a legend. A rank can be collapsed to one compact row (all its lanes merged); many
+// ranks start collapsed. Paints only what is visible and merges blocks narrower than a few
+// pixels by what fills their time (lane_detail.hpp); zoom and pan live in a ViewState. Wheel
+// zooms around the cursor (scrolls over the rank names or with Shift), drag pans, shift-drag
+// selects a range, W/S/A/D, C toggles the compact view; help_text() says it all.
 #pragma once
 
 #include <QHash>
@@ -14,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "pipescope/gui/lane_detail.hpp"
+#include "pipescope/gui/memory_scale.hpp"
 #include "pipescope/gui/timeline_model.hpp"
 #include "pipescope/gui/view_state.hpp"
 
@@ -37,6 +42,17 @@ class TimelineWidget : public QWidget {
   void set_show_critical_path(bool on);
   bool show_difference() const { return show_difference_; }
 
+  // Compact view: every rank one row (its lanes merged), or every rank expanded. Traces of
+  // many ranks open compact.
+  void set_compact(bool on);
+  bool compact() const;
+  // One rank collapsed to its compact row or expanded (clicking its name does the same).
+  void set_rank_collapsed(int rank, bool collapsed);
+  bool rank_collapsed(int rank) const;
+  static constexpr int kCompactFromRanks = 16;
+  // How to drive the view, for tooltips and the help menu.
+  static QString help_text();
+
   void zoom_to(double start_us, double end_us);
   void show_all();
   // Selects an event (outlined, details shown) and, when asked, centres the view on it.
@@ -54,7 +70,17 @@ class TimelineWidget : public QWidget {
   // The lane's rectangle over the time area, scrolled; empty when the lane is not shown.
   QRect lane_rect(int rank, int series, int lane) const;
   QRect memory_rect(int rank) const;
+  // The rank's name row in the header column (its compact row when collapsed).
+  QRect rank_label_rect(int rank) const;
+  // How many sub-rows a lane stacks its overlapping blocks in (1 when none overlap).
+  int lane_sub_rows(int rank, int series, int lane) const;
+  // The memory readout under a position in a memory row ("rank 0 at 1.20 ms: ..."), or empty.
+  QString memory_readout(QPoint position) const;
   QRect legend_rect() const;
+  int header_width() const;
+  // A block's label at a level of detail: 0 "F3.c1" (operation, micro-batch, chunk of a rank
+  // holding several stages), 1 "F3", 2 "3"; the widest that fits is drawn, for every kind alike.
+  QString block_label(int series, std::size_t event, int level) const;
   // The event under a widget position, as (series, event index).
   std::optional<std::pair<int, std::size_t>> event_at(QPoint position) const;
 
@@ -77,14 +103,26 @@ class TimelineWidget : public QWidget {
   struct LaneLayout {
     int rank = 0;
     int series = 0;
-    int lane = 0;
+    int lane = 0;  // -1: the rank's compact row (all lanes merged)
     int y = 0;  // in content coordinates (before scrolling)
     int height = 0;
   };
   struct RankLayout {
     int rank = 0;
     int header_y = 0;
+    int header_height = 0;
     int memory_y = -1;  // -1: no memory row
+    bool collapsed = false;
+  };
+  // What a lane paints: the model's row, or its overlapping blocks dealt to sub-rows, each
+  // with the running sums that let merged spans say what fills them.
+  struct PaintedLane {
+    std::vector<Row> sub_rows;  // empty: the model's row is painted as it is
+    std::vector<RowTally> tallies;  // one per painted row
+  };
+  struct CompactRow {
+    Row row;
+    RowTally tally;
   };
 
   void relayout();
@@ -95,11 +133,28 @@ class TimelineWidget : public QWidget {
   void paint_overview(class QPainter& p) const;
   void paint_ruler(class QPainter& p) const;
   void paint_lanes(class QPainter& p, const QRect& dirty) const;
+  // One row of blocks into `area`: merged spans first (one strip), then whole blocks with
+  // their labels on top.
+  void paint_row(class QPainter& p, const Row& row, const RowTally& tally, const QRect& area, bool difference) const;
+  int chunk_of(int series, int rank, int stage) const;
   void paint_memory(class QPainter& p, const RankLayout& rank) const;
+  void paint_memory_axis(class QPainter& p, const RankLayout& rank) const;
+  int memory_height() const;
   void paint_flows(class QPainter& p) const;
   void paint_critical_path(class QPainter& p) const;
   void paint_headers(class QPainter& p) const;
   void paint_legend(class QPainter& p) const;
+  struct LegendEntry {
+    QColor color;
+    QString text;
+    enum class Swatch { Box, Hatched, Line } swatch = Swatch::Box;
+    int series = 0;  // for Swatch::Line: whose memory pen
+  };
+  std::vector<LegendEntry> legend_entries() const;
+  // The legend's entries wrap onto as many lines as the width needs.
+  int legend_height() const;
+  const CompactRow& compact_row(int rank, int series) const;
+  void build_painted_lanes();
   QString tooltip_text(int series, std::size_t event) const;
 
   std::shared_ptr<const TimelineModel> model_;
@@ -107,6 +162,12 @@ class TimelineWidget : public QWidget {
   std::vector<LaneLayout> lanes_;
   std::vector<std::vector<std::vector<int>>> lane_index_;  // [rank][series][lane] -> lanes_ index or -1
   std::vector<RankLayout> ranks_;
+  std::vector<char> collapsed_;  // per rank
+  std::vector<PaintedLane> painted_;  // parallel to the model's rows
+  // [rank][series], merged when first needed (the compact view or a collapsed rank).
+  mutable std::vector<std::vector<std::unique_ptr<CompactRow>>> compact_rows_;
+  std::vector<std::vector<std::vector<int>>> stage_chunks_;  // [series][rank]: sorted stages the rank holds
+  std::vector<MemoryRange> memory_ranges_;  // per rank
   int content_height_ = 0;
   QScrollBar* scroll_ = nullptr;
 

@@ -1,0 +1,163 @@
+// The timeline's lanes: each row of blocks painted with the honest level of detail of
+// lane_detail.hpp (merged spans coloured by what fills their time, wide blocks whole with
+// labels), overlapping blocks in sub-rows, collapsed ranks as one merged row per series.
+#include <QFontMetrics>
+#include <QPainter>
+#include <QStaticText>
+
+#include <algorithm>
+
+#include "pipescope/gui/kinds.hpp"
+#include "timeline_paint_support.hpp"
+#include "timeline_widget.hpp"
+
+namespace pipescope::gui {
+
+using namespace timeline_paint;
+
+int TimelineWidget::chunk_of(int series, int rank, int stage) const {
+  if (stage < 0 || series >= static_cast<int>(stage_chunks_.size()) || rank >= static_cast<int>(stage_chunks_[series].size())) return -1;
+  const auto& stages = stage_chunks_[series][rank];
+  if (stages.size() < 2) return -1;  // one stage per rank: no chunk to tell apart
+  const auto it = std::lower_bound(stages.begin(), stages.end(), stage);
+  return it == stages.end() || *it != stage ? -1 : static_cast<int>(it - stages.begin());
+}
+
+// Level 0: "F3.c1" (name, micro-batch, chunk of an interleaved or ZBV rank), 1: "F3", 2: "3".
+// The same for every kind, so F, B, I and W read alike.
+QString TimelineWidget::block_label(int series, std::size_t event, int level) const {
+  const auto& e = model_->trace(series).events.at(event);
+  const QString micro_batch = e.micro_batch >= 0 ? QString::number(e.micro_batch) : QString();
+  if (level >= 2) return micro_batch;
+  QString text = QString::fromStdString(e.name) + micro_batch;
+  if (level == 0) {
+    const int chunk = chunk_of(series, e.rank, e.stage);
+    if (chunk >= 0) text += ".c" + QString::number(chunk);
+  }
+  return text;
+}
+
+void TimelineWidget::paint_row(QPainter& p, const Row& row, const RowTally& tally, const QRect& area, bool difference) const {
+  const int width_px = time_area_width();
+  const auto& events = model_->trace(row.series).events;
+  const int box_top = area.top() + (area.height() >= 10 ? 1 : 0);
+  const int box_height = std::max(1, area.height() - (area.height() >= 10 ? 2 : 0));
+  const bool labels = box_height >= 10;
+  thread_local std::vector<std::uint32_t> strip, strip_block;
+  strip.assign(static_cast<std::size_t>(width_px), 0u);
+  thread_local std::vector<LaneSpan> whole;
+  whole.clear();
+  bool strip_used = false;
+  visit_lane(row, tally, view_, kMinBlockPx, [&](const LaneSpan& span) {
+    if (span.whole()) {
+      whole.push_back(span);
+      return;
+    }
+    // What fills the merged span's time decides its colour; zero-length blocks (a LOAD
+    // marker) weigh nothing, so they never colour a span with real work in it.
+    const BlockMix mix = tally.mix(row, span.first, span.first + span.count);
+    const Kind kind = mix.dominant_kind(row.blocks[span.first].kind);
+    // A lone narrow block is itself (its chunk's shade); only a merge of several is darker.
+    std::uint32_t color = difference ? difference_rgb(mix.mean_error()) : kind_rgb(kind);
+    if (!span.merged() && !difference) {
+      const auto& e = events[row.blocks[span.first].event];
+      color = chunk_rgb(color, chunk_of(row.series, e.rank, e.stage));
+    }
+    const double x0 = std::max(span.x0, -2.0), x1 = std::min(span.x1, width_px + 2.0);
+    const int from = std::clamp(pixel(x0), 0, width_px - 1);
+    const int to = std::clamp(pixel(std::max(x1, x0 + 1)), from + 1, width_px);
+    std::fill(strip.begin() + from, strip.begin() + to, 0xff000000u | (span.merged() ? merged_rgb(color) : color));
+    strip_used = true;
+  });
+  // Merged spans under whole blocks: a marker that shares a pixel with a forward loses it.
+  if (strip_used) draw_strip(p, strip, strip_block, area.left(), box_top, box_height);
+  QFont small = p.font();
+  for (const LaneSpan& span : whole) {
+    const Block& block = row.blocks[span.first];
+    const auto& e = events[block.event];
+    const double x0 = std::max(span.x0, -2.0), x1 = std::min(span.x1, width_px + 2.0);
+    const int chunk = chunk_of(row.series, e.rank, e.stage);
+    const std::uint32_t fill = difference ? difference_rgb(tally.error(span.first)) : chunk_rgb(kind_rgb(block.kind), chunk);
+    const QRect box = pixel_rect(area.left() + x0, box_top, area.left() + x1, box_top + box_height);
+    p.fillRect(box, rgb(fill));
+    if (box.width() >= 5) {
+      // A light right edge parts neighbours of one colour; the difference view outlines them.
+      p.fillRect(QRect(box.right(), box.top(), 1, box.height()), difference ? QColor(120, 120, 120) : QColor(255, 255, 255, 170));
+    }
+    if (!labels || box.width() < 8) continue;
+    for (int level = 0; level < 3; ++level) {
+      const QString label = block_label(row.series, block.event, level);
+      if (label.isEmpty()) break;
+      const QStaticText& laid_out = static_text(label, small);
+      const QSizeF size = laid_out.size();
+      if (size.width() + 3 > box.width() || size.height() > box.height() + 3) continue;
+      p.setPen(rgb(text_rgb_on(fill)));
+      p.drawStaticText(QPointF(box.left() + (box.width() - size.width()) / 2, box.top() + (box.height() - size.height()) / 2), laid_out);
+      break;
+    }
+  }
+}
+
+void TimelineWidget::paint_lanes(QPainter& p, const QRect& dirty) const {
+  const int top = content_top() - scroll_offset();
+  const int left = header_width();
+  const int visible_top = std::max(dirty.top(), content_top()), visible_bottom = std::min(dirty.bottom() + 1, content_bottom());
+  QFont small = font();
+  small.setPointSizeF(std::max(6.0, small.pointSizeF() - 1.5));
+  p.setFont(small);
+
+  QBrush bubble(rgb(0xc9bfae), Qt::BDiagPattern);
+  const auto& rows = model_->rows();
+  for (const auto& r : ranks_) {
+    const int y = top + r.header_y;
+    if (r.collapsed || y > visible_bottom || y + r.header_height < visible_top) continue;
+    p.fillRect(QRect(0, y, width(), r.header_height), rgb(0xeef1f5));
+  }
+  for (const auto& l : lanes_) {
+    const int y = top + l.y;
+    if (y > visible_bottom || y + l.height < visible_top) continue;
+    const QRect lane_area(left, y, time_area_width(), l.height);
+    p.fillRect(lane_area, l.series == 1 ? rgb(0xfbf8f3) : rgb(0xf7f9fc));
+    const bool difference = show_difference_ && l.series == 1 && model_->series_count() == 2;
+    if (l.lane < 0) {
+      const CompactRow& compact = compact_row(l.rank, l.series);
+      paint_row(p, compact.row, compact.tally, lane_area, difference);
+      continue;
+    }
+    // The bubble: idle time of the compute lane within the series' iteration, hatched.
+    if (l.lane == static_cast<int>(traces::Lane::Compute)) {
+      const double end = model_->iteration_us(l.series);
+      const double x0 = std::max(0.0, view_.time_to_x(0)), x1 = std::min<double>(time_area_width(), view_.time_to_x(end));
+      if (x1 > x0) {
+        p.fillRect(QRectF(left + x0, y + 1, x1 - x0, l.height - 2), rgb(kBubbleRgb));
+        p.fillRect(QRectF(left + x0, y + 1, x1 - x0, l.height - 2), bubble);
+      }
+    }
+    const Row* row = model_->row(l.rank, l.series, l.lane);
+    if (!row) continue;
+    const PaintedLane& painted = painted_[static_cast<std::size_t>(row - rows.data())];
+    if (painted.sub_rows.empty()) {
+      paint_row(p, *row, painted.tallies.front(), lane_area.adjusted(0, 1, 0, -1), difference);
+    } else {
+      // Overlapping blocks, one sub-row each, top to bottom in the order they were dealt.
+      const int count = static_cast<int>(painted.sub_rows.size());
+      const double sub_height = (l.height - 2) / static_cast<double>(count);
+      for (int i = 0; i < count; ++i) {
+        const int sub_top = y + 1 + static_cast<int>(i * sub_height), sub_bottom = y + 1 + static_cast<int>((i + 1) * sub_height);
+        paint_row(p, painted.sub_rows[i], painted.tallies[i], QRect(left, sub_top, time_area_width(), sub_bottom - sub_top), difference);
+      }
+    }
+    if (selected_ && selected_->first == l.series) {
+      const auto& e = model_->trace(l.series).events[selected_->second];
+      if (e.rank == l.rank && e.lane == l.lane) {
+        const double x0 = view_.time_to_x(e.ts_us), x1 = view_.time_to_x(e.end_us());
+        p.setPen(QPen(Qt::black, 2));
+        p.setBrush(Qt::NoBrush);
+        p.drawRect(QRectF(left + x0, y + 1, std::max(2.0, x1 - x0), l.height - 2));
+      }
+    }
+  }
+  p.setFont(font());
+}
+
+}  // namespace pipescope::gui
