@@ -150,6 +150,7 @@ TEST_CASE("labels read on every block colour", "[lane_detail][kinds]") {
 
 TEST_CASE("bytes in the unit of their magnitude; memory scaled to its own range", "[lane_detail][memory]") {
   REQUIRE(format_bytes(300) == "300 B");
+  REQUIRE(format_bytes(-1e-13) == "0 B");
   REQUIRE(format_bytes(1536) == "1.50 KiB");
   REQUIRE(format_bytes(12.5 * 1024 * 1024) == "12.5 MiB");
   REQUIRE(format_bytes(1.19 * 1024 * 1024 * 1024) == "1.19 GiB");

@@ -219,6 +219,8 @@ TEST_CASE("64 ranks open compact and fit a 900x600 view; the wheel over names sc
   REQUIRE(first.height() > 0);
   REQUIRE(last.bottom() < t.legend_rect().top());  // every rank on screen
   REQUIRE(t.legend_rect().top() > t.height() / 2);
+  REQUIRE(t.legend_rect().height() >= 44);  // 900 px wide: the legend wraps instead of being cut
+  REQUIRE(t.header_width() < 200);
   // Each compact row shows its rank's work in the kind colours.
   const QImage image = shown.shot();
   std::set<QRgb> seen;

@@ -32,6 +32,20 @@ Kind BlockMix::dominant_kind(Kind fallback) const {
   return best < 0 ? fallback : static_cast<Kind>(best);
 }
 
+Kind BlockMix::second_kind(Kind dominant, double& share) const {
+  double total = 0, best_us = 0;
+  int best = -1;
+  for (int k = 0; k < kKindCount; ++k) {
+    total += kind_us[k];
+    if (k != static_cast<int>(dominant) && kind_us[k] > best_us) {
+      best_us = kind_us[k];
+      best = k;
+    }
+  }
+  share = total > 0 ? best_us / total : 0;
+  return best < 0 ? dominant : static_cast<Kind>(best);
+}
+
 double BlockMix::mean_error() const {
   if (matched_us <= 0 || unmatched_us > matched_us) return std::numeric_limits<double>::quiet_NaN();
   return error_weighted_us / matched_us;

@@ -9,6 +9,7 @@
 namespace pipescope::gui {
 
 std::string format_bytes(double bytes) {
+  if (std::fabs(bytes) < 0.5) bytes = 0;  // a tick at -1e-13 reads "0 B", not "-0 B"
   const double magnitude = std::fabs(bytes);
   if (magnitude < 1024) return fmt::format("{:.0f} B", bytes);
   static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};

@@ -43,8 +43,15 @@ void TimelineWidget::paint_row(QPainter& p, const Row& row, const RowTally& tall
   const int box_top = area.top() + (area.height() >= 10 ? 1 : 0);
   const int box_height = std::max(1, area.height() - (area.height() >= 10 ? 2 : 0));
   const bool labels = box_height >= 10;
-  thread_local std::vector<std::uint32_t> strip, strip_block;
+  // Merged spans go into one row of pixels drawn down the box in one blit; a column whose
+  // span mixes two kinds gives its lower rows to the second, in proportion to its time (so
+  // the forwards between longer backwards stay visible far out).
+  thread_local std::vector<std::uint32_t> strip, lower, strip_block;
+  thread_local std::vector<int> lower_rows, split_columns;
   strip.assign(static_cast<std::size_t>(width_px), 0u);
+  lower.assign(static_cast<std::size_t>(width_px), 0u);
+  lower_rows.assign(static_cast<std::size_t>(width_px), 0);
+  split_columns.clear();
   thread_local std::vector<LaneSpan> whole;
   whole.clear();
   bool strip_used = false;
@@ -67,10 +74,32 @@ void TimelineWidget::paint_row(QPainter& p, const Row& row, const RowTally& tall
     const int from = std::clamp(pixel(x0), 0, width_px - 1);
     const int to = std::clamp(pixel(std::max(x1, x0 + 1)), from + 1, width_px);
     std::fill(strip.begin() + from, strip.begin() + to, 0xff000000u | (span.merged() ? merged_rgb(color) : color));
+    double share = 0;
+    const Kind second = difference ? kind : mix.second_kind(kind, share);
+    const int rows = static_cast<int>(std::lround(share * box_height));
+    if (rows > 0 && span.merged()) {
+      for (int x = from; x < to; ++x) {
+        lower[static_cast<std::size_t>(x)] = 0xff000000u | merged_rgb(kind_rgb(second));
+        if (lower_rows[static_cast<std::size_t>(x)] == 0) split_columns.push_back(x);
+        lower_rows[static_cast<std::size_t>(x)] = rows;
+      }
+    }
     strip_used = true;
   });
   // Merged spans under whole blocks: a marker that shares a pixel with a forward loses it.
-  if (strip_used) draw_strip(p, strip, strip_block, area.left(), box_top, box_height);
+  if (strip_used) {
+    const auto width = static_cast<std::size_t>(width_px);
+    strip_block.resize(width * static_cast<std::size_t>(box_height));
+    for (int y = 0; y < box_height; ++y) {
+      auto line = strip_block.begin() + static_cast<std::ptrdiff_t>(width * static_cast<std::size_t>(y));
+      std::copy(strip.begin(), strip.end(), line);
+      for (const int x : split_columns)
+        if (y >= box_height - lower_rows[static_cast<std::size_t>(x)]) line[x] = lower[static_cast<std::size_t>(x)];
+    }
+    const QImage image(reinterpret_cast<const uchar*>(strip_block.data()), width_px, box_height, width_px * 4,
+                       QImage::Format_ARGB32_Premultiplied);
+    p.drawImage(QPoint(area.left(), box_top), image);
+  }
   QFont small = p.font();
   for (const LaneSpan& span : whole) {
     const Block& block = row.blocks[span.first];

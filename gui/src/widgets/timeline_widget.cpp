@@ -94,6 +94,7 @@ void TimelineWidget::set_show_flows(bool on) {
 
 void TimelineWidget::set_show_critical_path(bool on) {
   show_critical_path_ = on;
+  relayout();  // the legend gains an entry
   // Computed once per model, when first shown; repaints only read it.
   if (on && model_ && critical_path_.empty()) {
     const auto& rows = model_->rows();
@@ -166,9 +167,15 @@ const TimelineWidget::CompactRow& TimelineWidget::compact_row(int rank, int seri
   if (per_series.empty()) per_series.resize(static_cast<std::size_t>(model_->series_count()));
   auto& compact = per_series[static_cast<std::size_t>(series)];
   if (!compact) {
-    std::vector<const Row*> lanes;
-    for (const Row& row : model_->rows())
-      if (row.rank == rank && row.series == series) lanes.push_back(&row);
+    // The rank's work: compute and collectives. Sends and receives stay out: a receive waiting
+    // for its data would paint an idle rank as busy communicating (unless that is all it has).
+    std::vector<const Row*> lanes, transfers;
+    for (const Row& row : model_->rows()) {
+      if (row.rank != rank || row.series != series) continue;
+      const bool transfer = row.lane == static_cast<int>(traces::Lane::Send) || row.lane == static_cast<int>(traces::Lane::Recv);
+      (transfer ? transfers : lanes).push_back(&row);
+    }
+    if (lanes.empty()) lanes = transfers;
     compact = std::make_unique<CompactRow>();
     compact->row = merge_rows(lanes);
     compact->row.rank = rank;
@@ -253,6 +260,7 @@ int TimelineWidget::lane_sub_rows(int rank, int series, int lane) const {
 }
 
 void TimelineWidget::relayout() {
+  legend_height_ = measure_legend_height();
   lanes_.clear();
   ranks_.clear();
   int y = 0;
@@ -261,7 +269,7 @@ void TimelineWidget::relayout() {
     for (int r = 0; r < model_->rank_count(); ++r) {
       RankLayout rank{r, y, kRankHeaderHeight, -1, collapsed_[static_cast<std::size_t>(r)] != 0};
       if (rank.collapsed) {
-        // One row per series, all lanes merged; the rank's name sits beside it.
+        // One row per series, its lanes merged (compact_row); the rank's name sits beside it.
         for (int s = 0; s < model_->series_count(); ++s) {
           lanes_.push_back({r, s, -1, y, kCompactSeriesHeight});
           y += kCompactSeriesHeight;
@@ -698,7 +706,7 @@ QFont legend_font(const QFont& base) {
 
 }  // namespace
 
-int TimelineWidget::legend_height() const {
+int TimelineWidget::measure_legend_height() const {
   // As many lines as the entries need at this width (a narrow window wraps them).
   const QFontMetrics metrics(legend_font(font()));
   int x = 8, lines = 1;

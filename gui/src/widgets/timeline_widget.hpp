@@ -1,10 +1,10 @@
 // The timeline: an overview strip, a time ruler, one row group per rank (for each series its
 // lanes, predicted above measured, overlapping blocks stacked in sub-rows), a memory row per
-// rank and a legend. A rank can be collapsed to one compact row (all its lanes merged); many
-// ranks start collapsed. Paints only what is visible and merges blocks narrower than a few
-// pixels by what fills their time (lane_detail.hpp); zoom and pan live in a ViewState. Wheel
-// zooms around the cursor (scrolls over the rank names or with Shift), drag pans, shift-drag
-// selects a range, W/S/A/D, C toggles the compact view; help_text() says it all.
+// rank and a legend. A rank can be collapsed to one compact row (its compute and collective
+// lanes merged); many ranks start collapsed. Paints only what is visible and merges blocks
+// narrower than a few pixels by what fills their time (lane_detail.hpp); zoom and pan live in
+// a ViewState. Wheel zooms around the cursor (scrolls over the rank names or with Shift), drag
+// pans, shift-drag selects a range, W/S/A/D, C toggles the compact view; help_text() says it.
 #pragma once
 
 #include <QHash>
@@ -42,8 +42,8 @@ class TimelineWidget : public QWidget {
   void set_show_critical_path(bool on);
   bool show_difference() const { return show_difference_; }
 
-  // Compact view: every rank one row (its lanes merged), or every rank expanded. Traces of
-  // many ranks open compact.
+  // Compact view: every rank one row (its compute and collective lanes merged), or every
+  // rank expanded. Traces of many ranks open compact.
   void set_compact(bool on);
   bool compact() const;
   // One rank collapsed to its compact row or expanded (clicking its name does the same).
@@ -103,7 +103,7 @@ class TimelineWidget : public QWidget {
   struct LaneLayout {
     int rank = 0;
     int series = 0;
-    int lane = 0;  // -1: the rank's compact row (all lanes merged)
+    int lane = 0;  // -1: the rank's compact row (its lanes merged)
     int y = 0;  // in content coordinates (before scrolling)
     int height = 0;
   };
@@ -151,8 +151,11 @@ class TimelineWidget : public QWidget {
     int series = 0;  // for Swatch::Line: whose memory pen
   };
   std::vector<LegendEntry> legend_entries() const;
-  // The legend's entries wrap onto as many lines as the width needs.
-  int legend_height() const;
+  // The legend's entries wrap onto as many lines as the width needs; measured in relayout()
+  // (content_bottom() asks for it many times per repaint).
+  int legend_height() const { return legend_height_; }
+  int measure_legend_height() const;
+  int legend_height_ = 22;
   const CompactRow& compact_row(int rank, int series) const;
   void build_painted_lanes();
   QString tooltip_text(int series, std::size_t event) const;

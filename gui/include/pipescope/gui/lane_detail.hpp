@@ -29,6 +29,8 @@ struct BlockMix {
 
   // The kind filling most of the time; `fallback` when every block lasts zero time.
   Kind dominant_kind(Kind fallback) const;
+  // The kind with the second most time, and its share of the time (0 when there is none).
+  Kind second_kind(Kind dominant, double& share) const;
   // Time-weighted mean error of the matched blocks; NaN when unmatched time dominates (or
   // when none is matched).
   double mean_error() const;
