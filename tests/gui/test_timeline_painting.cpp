@@ -6,7 +6,8 @@
 // late is not shaded "longer". Two overlapping sends are stacked in two sub-rows, each
 // clickable. A memory curve of 1,000..1,500 bytes fills its row (not zero-based) and reads in
 // bytes. 64 ranks open compact and fit a 900x600 widget; the wheel over the rank names scrolls,
-// a click on a name expands the rank. Labels carry micro-batch and chunk.
+// a click on a name expands the rank. Labels carry micro-batch and chunk. Far out, a merged
+// F/B run gives the backward (two thirds of the time) the upper rows and the forward the rest.
 #include <catch2/catch.hpp>
 
 #include <QApplication>
@@ -277,4 +278,25 @@ TEST_CASE("labels carry micro-batch and chunk alike for every kind", "[painting]
   const int chunk0 = lane.left() + static_cast<int>(t.view().time_to_x(10)), chunk1 = lane.left() + static_cast<int>(t.view().time_to_x(110));
   REQUIRE(is_shade(at(image, chunk0, lane.top() + 2), {kind_rgb(Kind::Forward)}));
   REQUIRE(is_shade(at(image, chunk1, lane.top() + 2), {chunk_rgb(kind_rgb(Kind::Forward), 1)}));
+}
+
+TEST_CASE("far out, a merged span shows its second kind in proportion", "[painting]") {
+  // 1F1B's steady state: F 1 us, B 2 us, repeated. Far out every span merges both; the
+  // backward fills two thirds of the time (the upper rows), the forward the lower third.
+  Trace trace;
+  for (int i = 0; i < 3000; ++i) {
+    trace.events.push_back(op("F", i * 3.0, 1, i));
+    trace.events.push_back(op("B", i * 3.0 + 1, 2, i));
+  }
+  Shown shown(trace);
+  TimelineWidget& t = *shown.widget;
+  const QImage image = shown.shot();
+  const QRect lane = t.lane_rect(0, 0, 0);
+  const int x = lane.left() + static_cast<int>(t.view().time_to_x(4500)) + 1;
+  std::map<QRgb, int> column;
+  for (int y = lane.top() + 2; y < lane.bottom() - 1; ++y) ++column[at(image, x, y)];
+  const int backward = column[merged_rgb(kind_rgb(Kind::Backward))], forward = column[merged_rgb(kind_rgb(Kind::Forward))];
+  REQUIRE(forward > 0);
+  REQUIRE(backward > forward);
+  REQUIRE(at(image, x, lane.top() + 2) == merged_rgb(kind_rgb(Kind::Backward)));
 }
