@@ -1,4 +1,5 @@
-// The timeline's lanes: each row of blocks painted with the honest level of detail of
+// The timeline's lanes: what the painting keeps per model (sub-rows, tallies, chunks, compact
+// rows), and each row of blocks painted with the honest level of detail of
 // lane_detail.hpp (merged spans coloured by what fills their time, wide blocks whole with
 // labels), overlapping blocks in sub-rows, collapsed ranks as one merged row per series.
 #include <QFontMetrics>
@@ -6,6 +7,7 @@
 #include <QStaticText>
 
 #include <algorithm>
+#include <functional>
 
 #include "pipescope/gui/kinds.hpp"
 #include "timeline_paint_support.hpp"
@@ -14,6 +16,74 @@
 namespace pipescope::gui {
 
 using namespace timeline_paint;
+
+// Everything per model that the painting reads: overlapping blocks dealt to sub-rows, the
+// running sums of every painted row, the stages (chunks) each rank holds, the memory ranges.
+void TimelineWidget::build_painted_lanes() {
+  painted_.clear();
+  stage_chunks_.clear();
+  memory_ranges_.clear();
+  if (!model_ || model_->empty()) return;
+  const bool pair = model_->series_count() == 2;
+  const TimelineModel* model = model_.get();
+  const std::function<double(std::uint32_t)> measured_error = [model](std::uint32_t event) { return model->measured_error(event); };
+  painted_.resize(model_->rows().size());
+  for (std::size_t i = 0; i < model_->rows().size(); ++i) {
+    const Row& row = model_->rows()[i];
+    const auto& error_of = pair && row.series == 1 ? measured_error : std::function<double(std::uint32_t)>();
+    PaintedLane& painted = painted_[i];
+    painted.sub_rows = stack_overlaps(row);
+    if (painted.sub_rows.empty()) {
+      painted.tallies.emplace_back(row, error_of);
+    } else {
+      for (const Row& sub : painted.sub_rows) painted.tallies.emplace_back(sub, error_of);
+    }
+  }
+  stage_chunks_.assign(model_->series_count(), std::vector<std::vector<int>>(model_->rank_count()));
+  for (int s = 0; s < model_->series_count(); ++s) {
+    auto& chunks = stage_chunks_[s];
+    for (const auto& e : model_->trace(s).events) {
+      if (e.stage < 0 || e.lane != static_cast<int>(traces::Lane::Compute)) continue;
+      auto& stages = chunks[e.rank];
+      if (std::find(stages.begin(), stages.end(), e.stage) == stages.end()) {
+        stages.push_back(e.stage);
+        std::sort(stages.begin(), stages.end());
+      }
+    }
+  }
+  for (int r = 0; r < model_->rank_count(); ++r) {
+    std::vector<const std::vector<traces::MemorySample>*> curves;
+    for (int s = 0; s < model_->series_count(); ++s) curves.push_back(&model_->memory(s, r));
+    memory_ranges_.push_back(memory_range(curves));
+  }
+}
+
+const TimelineWidget::CompactRow& TimelineWidget::compact_row(int rank, int series) const {
+  if (compact_rows_.empty()) compact_rows_.resize(static_cast<std::size_t>(model_->rank_count()));
+  auto& per_series = compact_rows_[static_cast<std::size_t>(rank)];
+  if (per_series.empty()) per_series.resize(static_cast<std::size_t>(model_->series_count()));
+  auto& compact = per_series[static_cast<std::size_t>(series)];
+  if (!compact) {
+    // The rank's work: compute and collectives. Sends and receives stay out: a receive waiting
+    // for its data would paint an idle rank as busy communicating (unless that is all it has).
+    std::vector<const Row*> lanes, transfers;
+    for (const Row& row : model_->rows()) {
+      if (row.rank != rank || row.series != series) continue;
+      const bool transfer = row.lane == static_cast<int>(traces::Lane::Send) || row.lane == static_cast<int>(traces::Lane::Recv);
+      (transfer ? transfers : lanes).push_back(&row);
+    }
+    if (lanes.empty()) lanes = transfers;
+    compact = std::make_unique<CompactRow>();
+    compact->row = merge_rows(lanes);
+    compact->row.rank = rank;
+    compact->row.series = series;
+    const TimelineModel* model = model_.get();
+    std::function<double(std::uint32_t)> error_of;
+    if (model->series_count() == 2 && series == 1) error_of = [model](std::uint32_t event) { return model->measured_error(event); };
+    compact->tally = RowTally(compact->row, error_of);
+  }
+  return *compact;
+}
 
 int TimelineWidget::chunk_of(int series, int rank, int stage) const {
   if (stage < 0 || series >= static_cast<int>(stage_chunks_.size()) || rank >= static_cast<int>(stage_chunks_[series].size())) return -1;
