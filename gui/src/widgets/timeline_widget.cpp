@@ -436,7 +436,7 @@ void TimelineWidget::paint_lanes(QPainter& p, const QRect& dirty) const {
     const QRect lane_area(left, y, time_area_width(), l.height);
     p.fillRect(lane_area, l.series == 1 ? rgb(0xfbf8f3) : rgb(0xf7f9fc));
     // The bubble: idle time of the compute lane within the series' iteration, hatched.
-    if (l.lane == static_cast<int>(traces::Lane::Compute)) {
+    if (l.lane == static_cast<int>(traces::Lane::Compute) && model_->has_pipeline(l.series)) {
       const double end = model_->iteration_us(l.series);
       const double x0 = std::max(0.0, view_.time_to_x(0)), x1 = std::min<double>(time_area_width(), view_.time_to_x(end));
       if (x1 > x0) {
@@ -453,7 +453,8 @@ void TimelineWidget::paint_lanes(QPainter& p, const QRect& dirty) const {
     visit_visible(*row, view_, kMinBlockPx, [&](const Span& span) {
       const double x0 = std::max(span.x0, -2.0), x1 = std::min(span.x1, time_area_width() + 2.0);
       const Block& block = span.row->blocks[span.first];
-      std::uint32_t color = difference ? difference_rgb(model_->measured_error(block.event)) : kind_rgb(block.kind);
+      std::uint32_t color = difference ? difference_rgb(model_->measured_error(block.event))
+                            : model_->has_pipeline(l.series) ? kind_rgb(block.kind) : model_->event_rgb(l.series, block.event);
       if (span.folded()) {
         const int from = std::clamp(pixel(x0), 0, width_px - 1);
         const int to = std::clamp(pixel(std::max(x1, x0 + 1)), from + 1, width_px);
@@ -689,8 +690,8 @@ void TimelineWidget::paint_headers(QPainter& p) const {
     QString summary;
     for (int s = 0; s < series_count; ++s) {
       if (s) summary += "    ";
-      summary += QString::fromStdString(model_->series_name(s)) + ": bubble " +
-                 QString::number(model_->bubble_fraction(s, r.rank) * 100, 'f', 1) + "%";
+      summary += QString::fromStdString(model_->series_name(s));
+      if (model_->has_pipeline(s)) summary += ": bubble " + QString::number(model_->bubble_fraction(s, r.rank) * 100, 'f', 1) + "%";
       if (!model_->memory(s, r.rank).empty()) summary += ", peak memory " + mib(model_->peak_memory_bytes(s, r.rank));
     }
     p.setFont(small);
@@ -707,7 +708,7 @@ void TimelineWidget::paint_headers(QPainter& p) const {
     const int y = top + l.y;
     QString text = QString::fromStdString(model_->lane_name(l.rank, l.lane));
     if (series_count == 2) text = QString::fromStdString(model_->series_name(l.series)) + " · " + text;
-    if (l.lane == static_cast<int>(traces::Lane::Compute))
+    if (l.lane == static_cast<int>(traces::Lane::Compute) && model_->has_pipeline(l.series))
       text += "  " + QString::number(model_->bubble_fraction(l.series, l.rank) * 100, 'f', 1) + "% idle";
     p.setPen(l.series == 1 ? rgb(0x8a4b08) : rgb(0x1f3f6f));
     draw_text(p, QRect(14, y, kHeaderWidth - 16, l.height), Qt::AlignVCenter | Qt::AlignLeft, text);
@@ -768,8 +769,9 @@ QString TimelineWidget::tooltip_text(int series, std::size_t index) const {
   if (series == 1 && model_->series_count() == 2) {
     if (auto p = model_->matched_predicted(index)) {
       const auto& pe = model_->trace(0).events[*p];
-      text += "\npredicted duration " + QString::fromStdString(format_duration_us(pe.dur_us)) + ", measured " +
-              QString::number(model_->measured_error(index) * 100, 'f', 1) + "% vs prediction";
+      const double error = model_->prediction_error(index);
+      text += "\npredicted duration " + QString::fromStdString(format_duration_us(pe.dur_us)) + ", error " +
+              (error >= 0 ? "+" : "") + QString::number(error * 100, 'f', 1) + "% (predicted - measured) / measured";
     } else {
       text += "\nnot in the prediction";
     }
