@@ -5,7 +5,8 @@
 // Depths: step 0, forward 1, matmul 2, backward 1, second matmul 2: three sub-rows. Colours
 // come from the names (name_rgb): both matmuls share one, forward's differs. An instant
 // "marker" at 95 us and a counter "queue" (3, then 1) are kept for the painter. No pipeline:
-// has_pipeline is false (a pipescope trace's is true), and the rank is named by the metadata.
+// has_pipeline is false (a pipescope trace's is true), and the rank is named by the metadata;
+// its summary is busy 100 us (any lane), no communication, and no bottleneck (one rank).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -81,6 +82,7 @@ TEST_CASE("nested slices of a plain trace are stacked by depth and coloured by n
   REQUIRE(ranks[0].name == "trainer");
   REQUIRE(ranks[0].busy_us == Approx(100));
   REQUIRE(ranks[0].communication_us == 0);
+  REQUIRE_FALSE(ranks[0].bottleneck);  // one rank waits for nobody
 }
 
 TEST_CASE("pipeline traces are pipelines and keep their kind colours", "[plain]") {

@@ -88,7 +88,8 @@ std::vector<RankSummary> rank_summaries(const TimelineModel& model) {
     ranks.push_back(std::move(s));
   }
   auto busiest = std::max_element(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) { return a.busy_us < b.busy_us; });
-  if (busiest != ranks.end() && busiest->busy_us > 0) busiest->bottleneck = true;
+  // One rank waits for nobody: a bottleneck needs others.
+  if (ranks.size() > 1 && busiest != ranks.end() && busiest->busy_us > 0) busiest->bottleneck = true;
   return ranks;
 }
 

@@ -21,7 +21,7 @@ struct RankSummary {
   double predicted_busy_us = 0;
   double measured_busy_us = 0;
   double error = 0;              // (predicted - measured) / measured busy time, as ppsim compare
-  bool bottleneck = false;       // the busiest rank: the one the others wait for
+  bool bottleneck = false;       // the busiest rank (of two or more): the one the others wait for
 };
 
 // One entry per rank, in rank order.
