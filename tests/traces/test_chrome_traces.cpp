@@ -75,6 +75,21 @@ TEST_CASE("a plain Chrome trace keeps its names, args, instants and counters", "
   REQUIRE(t.memory.empty());
 }
 
+TEST_CASE("the reference parser keeps the same args, nested ones whole", "[chrome]") {
+  // An escaped key ("n\u0061me" is "name") sends the file to the reference parser.
+  std::string text = kPlainTrace;
+  const std::string plain_key = R"("name": "step")";
+  text.replace(text.find(plain_key), plain_key.size(), R"("n\u0061me": "step")");
+  const Trace t = parse_trace(text, "escaped.json");
+  REQUIRE(t.events.size() == 2);
+  REQUIRE(t.events[0].name == "step");
+  const std::string* step_args = t.args_of(0);
+  REQUIRE(step_args != nullptr);
+  REQUIRE(nlohmann::json::parse(*step_args) == nlohmann::json::parse(R"({"step": 3, "phase": "train", "shape": [2, 3], "ok": true})"));
+  REQUIRE(t.instants.size() == 2);
+  REQUIRE(t.counters.size() == 3);
+}
+
 TEST_CASE("a pipescope trace has no args beyond its typed fields", "[chrome]") {
   const Trace t = parse_trace(R"({"otherData": {"format": "pipescope.trace/1", "source": "predicted"}, "traceEvents": [
     {"ph": "X", "name": "F", "pid": 0, "tid": 0, "ts": 0, "dur": 5, "args": {"stage": 0, "micro_batch": 1}}]})",

@@ -252,6 +252,7 @@ class TraceSax : public json::json_sax_t {
   bool null() override { return scalar_null(); }
   bool boolean(bool v) override {
     if (in_other_data()) { other_.value(v); return true; }
+    if (in_arg_value()) { arg_builder_.value(v); return true; }
     if (skipping()) return true;
     check_value_allowed();
     if (in_args() && field_ == Field::ArgOther) event_.add_other_arg(arg_key_, v ? "true" : "false");
@@ -269,6 +270,7 @@ class TraceSax : public json::json_sax_t {
   }
   bool string(string_t& v) override {
     if (in_other_data()) { other_.value(v); return true; }
+    if (in_arg_value()) { arg_builder_.value(v); return true; }
     if (skipping()) return true;
     if (depth_ == 2 && top_key_ == TopKey::DisplayTimeUnit) return true;
     if (!in_event()) {
@@ -298,6 +300,7 @@ class TraceSax : public json::json_sax_t {
       other_.start_container(json::object());
       return true;
     }
+    if (in_arg_value()) { arg_builder_.start_container(json::object()); return true; }
     if (skipping()) return true;
     if (depth_ == 1) { root_is_object_ = true; return true; }
     if (depth_ == 2 && top_key_ == TopKey::TraceEvents)
@@ -320,7 +323,10 @@ class TraceSax : public json::json_sax_t {
       return true;
     }
     check_value_allowed();
-    note_nested_arg("{...}");
+    if (starts_arg_value()) {
+      start_arg_value(json::object());
+      return true;
+    }
     start_skip();
     return true;
   }
@@ -330,6 +336,7 @@ class TraceSax : public json::json_sax_t {
       --depth_;
       return true;
     }
+    if (in_arg_value()) return end_arg_container();
     if (skip_depth_ != 0 && depth_ == skip_depth_) skip_depth_ = 0;
     if (skip_depth_ == 0) {
       if (args_depth_ != 0 && depth_ == args_depth_) {
@@ -349,6 +356,7 @@ class TraceSax : public json::json_sax_t {
   bool start_array(std::size_t) override {
     ++depth_;
     if (in_other_data_depth()) { other_.start_container(json::array()); return true; }
+    if (in_arg_value()) { arg_builder_.start_container(json::array()); return true; }
     if (skipping()) return true;
     if (depth_ == 1) {  // the JSON Array Format of Chrome traces: a bare list of events
       events_depth_ = 1;
@@ -364,7 +372,10 @@ class TraceSax : public json::json_sax_t {
       throw TraceError(source_ + ": otherData must be an object, not an array");
     if (depth_ == events_depth_ + 1) event_error("an event must be an object, not an array");
     check_value_allowed();
-    note_nested_arg("[...]");
+    if (starts_arg_value()) {
+      start_arg_value(json::array());
+      return true;
+    }
     start_skip();
     return true;
   }
@@ -374,6 +385,7 @@ class TraceSax : public json::json_sax_t {
       --depth_;
       return true;
     }
+    if (in_arg_value()) return end_arg_container();
     if (skip_depth_ != 0 && depth_ == skip_depth_) skip_depth_ = 0;
     if (skip_depth_ == 0 && events_depth_ != 0 && depth_ == events_depth_) {
       events_depth_ = 0;
@@ -386,6 +398,7 @@ class TraceSax : public json::json_sax_t {
   }
   bool key(string_t& k) override {
     if (in_other_data()) { other_.key(k); return true; }
+    if (in_arg_value()) { arg_builder_.key(k); return true; }
     if (skipping()) return true;
     if (depth_ == 1) {
       if (k == "traceEvents") top_key_ = TopKey::TraceEvents;
@@ -438,10 +451,25 @@ class TraceSax : public json::json_sax_t {
   bool skipping() const { return skip_depth_ != 0; }
   bool in_event() const { return events_depth_ != 0 && depth_ >= events_depth_ + 1; }
   bool in_args() const { return args_depth_ != 0 && depth_ >= args_depth_; }
-  // The reference parser skips containers inside args: the details name them only.
-  void note_nested_arg(const char* placeholder) {
-    if (in_event() && args_depth_ != 0 && depth_ == args_depth_ + 1 && field_ == Field::ArgOther)
-      event_.add_other_arg(arg_key_, json(placeholder).dump());
+  // An arg whose value is an object or array is kept whole, built as JSON while it is read.
+  bool in_arg_value() const { return arg_value_depth_ != 0; }
+  bool starts_arg_value() const {
+    return in_event() && args_depth_ != 0 && depth_ == args_depth_ + 1 && field_ == Field::ArgOther;
+  }
+  void start_arg_value(json container) {
+    arg_value_ = json();
+    arg_builder_.start(&arg_value_);
+    arg_builder_.start_container(std::move(container));
+    arg_value_depth_ = depth_;
+  }
+  bool end_arg_container() {
+    if (arg_builder_.end_container()) {
+      event_.add_other_arg(arg_key_, arg_value_.dump());
+      arg_value_depth_ = 0;
+      field_ = Field::ArgOther;
+    }
+    --depth_;
+    return true;
   }
   void start_skip() { skip_depth_ = depth_; }
   // A container or boolean where a known field wants a number or string.
@@ -456,6 +484,7 @@ class TraceSax : public json::json_sax_t {
 
   bool scalar_null() {
     if (in_other_data()) { other_.value(nullptr); return true; }
+    if (in_arg_value()) { arg_builder_.value(nullptr); return true; }
     // null is what absent means; Perfetto writes `"args": null` sometimes.
     field_ = in_args() ? Field::ArgOther : Field::None;
     return true;
@@ -464,6 +493,10 @@ class TraceSax : public json::json_sax_t {
   bool number(double value, std::int64_t integer, bool is_integer) {
     if (in_other_data()) {
       if (is_integer) other_.value(integer); else other_.value(value);
+      return true;
+    }
+    if (in_arg_value()) {
+      if (is_integer) arg_builder_.value(integer); else arg_builder_.value(value);
       return true;
     }
     if (skipping()) return true;
@@ -530,6 +563,9 @@ class TraceSax : public json::json_sax_t {
   bool saw_events_ = false;
   Field field_ = Field::None;
   std::string arg_key_;  // the key of the arg being read
+  json arg_value_;       // a container arg being read
+  ValueBuilder arg_builder_;
+  int arg_value_depth_ = 0;
   PendingEvent event_;
   std::size_t event_index_ = 0;
   ValueBuilder other_;
