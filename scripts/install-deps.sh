@@ -18,6 +18,7 @@ packages=(
   # without AVX-512, as it hands out its packing buffers without a lock.
   libopenblas0-pthread
   qt6-base-dev libgl-dev fonts-dejavu-core
+  qt6-svg-dev  # ppview exports the view as SVG (QSvgGenerator)
   jq  # bench/accuracy/run.sh reads ppsim compare --json
 )
 

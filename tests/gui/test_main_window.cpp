@@ -7,7 +7,7 @@
 // found while modal, the two names are typed into its file name box and it is accepted: the
 // pair opens; the next dialog starts in the traces' folder; cancelling leaves the model as is.
 // Recent files: opening "predicted.json" then the pair leaves two entries, pair first, in the
-// test organization's ppview.conf; a new window lists them in Open Recent and reopens the pair
+// test organization's ppview.conf; a new window lists them (their paths) in Open Recent and reopens the pair
 // from there; ten different files keep only the 8 newest.
 #include <catch2/catch.hpp>
 
@@ -209,8 +209,13 @@ TEST_CASE("recent files outlive the window and reopen from the menu", "[main_win
   REQUIRE(recent[1] == pair_files().predicted);
   const QList<QAction*> entries = second.recent_menu()->actions();
   REQUIRE(entries.size() == 2);
-  REQUIRE(entries[0]->text() == "predicted.json vs measured.json.gz");
-  REQUIRE(entries[1]->text() == "predicted.json");
+  // Entries show their paths (elided in the middle when long), whole in the tooltip.
+  REQUIRE(entries[0]->toolTip() == pair_files().predicted + " vs " + pair_files().measured);
+  REQUIRE(entries[0]->text().startsWith(pair_files().dir.left(4)));
+  REQUIRE(entries[0]->text().endsWith("measured.json.gz"));
+  REQUIRE(entries[1]->toolTip() == pair_files().predicted);
+  REQUIRE(entries[1]->text().startsWith(pair_files().dir.left(4)));
+  REQUIRE(entries[1]->text().endsWith("predicted.json"));
   entries[0]->trigger();
   REQUIRE(second.timeline()->model() != nullptr);
   REQUIRE(second.timeline()->model()->series_count() == 2);

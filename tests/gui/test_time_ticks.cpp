@@ -41,4 +41,8 @@ TEST_CASE("durations read well", "[ticks]") {
   REQUIRE(format_duration_us(2.5e6) == "2.5 s");
   REQUIRE(format_duration_us(0.04) == "40 ns");
   REQUIRE(format_duration_us(0) == "0 us");
+  // Never an exponent: hours of run time in seconds, a femtosecond as 0.
+  REQUIRE(format_duration_us(1.19e10) == "11900 s");
+  REQUIRE(format_duration_us(-2.5e9) == "-2500 s");
+  REQUIRE(format_duration_us(1e-9) == "0 ns");
 }

@@ -70,6 +70,15 @@ class IdTable {
     return it->second;
   }
   const std::vector<RawId>& ids() const { return ids_; }
+  // The index of an id seen before, or -1.
+  int find(const RawId& id) const {
+    if (!id.is_text) {
+      auto it = numbers_.find(id.number);
+      return it == numbers_.end() ? -1 : it->second;
+    }
+    auto it = texts_.find(id.text);
+    return it == texts_.end() ? -1 : it->second;
+  }
 
  private:
   std::vector<RawId> ids_;
@@ -154,14 +163,40 @@ struct PendingEvent {
   std::optional<double> ts, dur;
   std::int64_t stage = -1, micro_batch = -1, peer_rank = -1, bytes = -1;
   std::optional<double> first_numeric_arg;  // counters in plain traces
+  // Counter values by key, and the args the typed fields do not hold as JSON object members
+  // ("key": value, ...): what plain traces show in the details.
+  std::vector<std::pair<std::string, double>> numeric_args;
+  std::string other_args;
   bool has_id = false;
   void reset() {
     ph.clear(); name.clear(); cat.clear(); id_text.clear(); arg_name.clear();
     pid.reset(); tid.reset(); ts.reset(); dur.reset();
     stage = micro_batch = peer_rank = bytes = -1;
     first_numeric_arg.reset();
+    numeric_args.clear();
+    other_args.clear();
     has_id = false;
   }
+  void add_other_arg(std::string_view key, const std::string& value_json) {
+    if (!other_args.empty()) other_args += ", ";
+    other_args += json(std::string(key)).dump();
+    other_args += ": ";
+    other_args += value_json;
+  }
+  // The args object of an event that has args beyond the typed fields; empty otherwise.
+  // A non-metadata event's args.name is one of them.
+  std::string args_json() const {
+    if (other_args.empty() && arg_name.empty()) return {};
+    std::string text = "{";
+    if (!arg_name.empty()) text += "\"name\": " + json(arg_name).dump() + (other_args.empty() ? "" : ", ");
+    return text + other_args + "}";
+  }
+};
+
+// A begin event ("B") waiting for its end, with the args it came with.
+struct OpenSlice {
+  TraceEvent event;
+  std::string args_json;
 };
 
 struct RawFlowEnd {
@@ -217,8 +252,10 @@ class TraceSax : public json::json_sax_t {
   bool null() override { return scalar_null(); }
   bool boolean(bool v) override {
     if (in_other_data()) { other_.value(v); return true; }
+    if (in_arg_value()) { arg_builder_.value(v); return true; }
     if (skipping()) return true;
     check_value_allowed();
+    if (in_args() && field_ == Field::ArgOther) event_.add_other_arg(arg_key_, v ? "true" : "false");
     field_ = in_args() ? Field::ArgOther : Field::None;
     return true;
   }
@@ -233,6 +270,7 @@ class TraceSax : public json::json_sax_t {
   }
   bool string(string_t& v) override {
     if (in_other_data()) { other_.value(v); return true; }
+    if (in_arg_value()) { arg_builder_.value(v); return true; }
     if (skipping()) return true;
     if (depth_ == 2 && top_key_ == TopKey::DisplayTimeUnit) return true;
     if (!in_event()) {
@@ -247,7 +285,8 @@ class TraceSax : public json::json_sax_t {
       case Field::Tid: event_.tid = RawId{true, 0, std::move(v)}; break;
       case Field::Id: event_.id_text = std::move(v); event_.has_id = true; break;
       case Field::ArgName: event_.arg_name = std::move(v); break;
-      case Field::None: case Field::ArgOther: break;
+      case Field::ArgOther: event_.add_other_arg(arg_key_, json(v).dump()); break;
+      case Field::None: break;
       default: type_error();
     }
     field_ = in_args() ? Field::ArgOther : Field::None;
@@ -261,6 +300,7 @@ class TraceSax : public json::json_sax_t {
       other_.start_container(json::object());
       return true;
     }
+    if (in_arg_value()) { arg_builder_.start_container(json::object()); return true; }
     if (skipping()) return true;
     if (depth_ == 1) { root_is_object_ = true; return true; }
     if (depth_ == 2 && top_key_ == TopKey::TraceEvents)
@@ -283,6 +323,10 @@ class TraceSax : public json::json_sax_t {
       return true;
     }
     check_value_allowed();
+    if (starts_arg_value()) {
+      start_arg_value(json::object());
+      return true;
+    }
     start_skip();
     return true;
   }
@@ -292,6 +336,7 @@ class TraceSax : public json::json_sax_t {
       --depth_;
       return true;
     }
+    if (in_arg_value()) return end_arg_container();
     if (skip_depth_ != 0 && depth_ == skip_depth_) skip_depth_ = 0;
     if (skip_depth_ == 0) {
       if (args_depth_ != 0 && depth_ == args_depth_) {
@@ -311,6 +356,7 @@ class TraceSax : public json::json_sax_t {
   bool start_array(std::size_t) override {
     ++depth_;
     if (in_other_data_depth()) { other_.start_container(json::array()); return true; }
+    if (in_arg_value()) { arg_builder_.start_container(json::array()); return true; }
     if (skipping()) return true;
     if (depth_ == 1) {  // the JSON Array Format of Chrome traces: a bare list of events
       events_depth_ = 1;
@@ -326,6 +372,10 @@ class TraceSax : public json::json_sax_t {
       throw TraceError(source_ + ": otherData must be an object, not an array");
     if (depth_ == events_depth_ + 1) event_error("an event must be an object, not an array");
     check_value_allowed();
+    if (starts_arg_value()) {
+      start_arg_value(json::array());
+      return true;
+    }
     start_skip();
     return true;
   }
@@ -335,6 +385,7 @@ class TraceSax : public json::json_sax_t {
       --depth_;
       return true;
     }
+    if (in_arg_value()) return end_arg_container();
     if (skip_depth_ != 0 && depth_ == skip_depth_) skip_depth_ = 0;
     if (skip_depth_ == 0 && events_depth_ != 0 && depth_ == events_depth_) {
       events_depth_ = 0;
@@ -347,6 +398,7 @@ class TraceSax : public json::json_sax_t {
   }
   bool key(string_t& k) override {
     if (in_other_data()) { other_.key(k); return true; }
+    if (in_arg_value()) { arg_builder_.key(k); return true; }
     if (skipping()) return true;
     if (depth_ == 1) {
       if (k == "traceEvents") top_key_ = TopKey::TraceEvents;
@@ -355,7 +407,10 @@ class TraceSax : public json::json_sax_t {
       else top_key_ = TopKey::Other;
       return true;
     }
-    if (args_depth_ != 0 && depth_ == args_depth_) field_ = arg_field(k);
+    if (args_depth_ != 0 && depth_ == args_depth_) {
+      field_ = arg_field(k);
+      arg_key_ = k;
+    }
     else if (events_depth_ != 0 && depth_ == events_depth_ + 1) field_ = event_field(k);
     return true;
   }
@@ -396,6 +451,26 @@ class TraceSax : public json::json_sax_t {
   bool skipping() const { return skip_depth_ != 0; }
   bool in_event() const { return events_depth_ != 0 && depth_ >= events_depth_ + 1; }
   bool in_args() const { return args_depth_ != 0 && depth_ >= args_depth_; }
+  // An arg whose value is an object or array is kept whole, built as JSON while it is read.
+  bool in_arg_value() const { return arg_value_depth_ != 0; }
+  bool starts_arg_value() const {
+    return in_event() && args_depth_ != 0 && depth_ == args_depth_ + 1 && field_ == Field::ArgOther;
+  }
+  void start_arg_value(json container) {
+    arg_value_ = json();
+    arg_builder_.start(&arg_value_);
+    arg_builder_.start_container(std::move(container));
+    arg_value_depth_ = depth_;
+  }
+  bool end_arg_container() {
+    if (arg_builder_.end_container()) {
+      event_.add_other_arg(arg_key_, arg_value_.dump());
+      arg_value_depth_ = 0;
+      field_ = Field::ArgOther;
+    }
+    --depth_;
+    return true;
+  }
   void start_skip() { skip_depth_ = depth_; }
   // A container or boolean where a known field wants a number or string.
   void check_value_allowed() const {
@@ -409,6 +484,7 @@ class TraceSax : public json::json_sax_t {
 
   bool scalar_null() {
     if (in_other_data()) { other_.value(nullptr); return true; }
+    if (in_arg_value()) { arg_builder_.value(nullptr); return true; }
     // null is what absent means; Perfetto writes `"args": null` sometimes.
     field_ = in_args() ? Field::ArgOther : Field::None;
     return true;
@@ -417,6 +493,10 @@ class TraceSax : public json::json_sax_t {
   bool number(double value, std::int64_t integer, bool is_integer) {
     if (in_other_data()) {
       if (is_integer) other_.value(integer); else other_.value(value);
+      return true;
+    }
+    if (in_arg_value()) {
+      if (is_integer) arg_builder_.value(integer); else arg_builder_.value(value);
       return true;
     }
     if (skipping()) return true;
@@ -439,9 +519,12 @@ class TraceSax : public json::json_sax_t {
       case Field::ArgBytes:
         event_.bytes = is_integer ? integer : static_cast<std::int64_t>(value);
         if (!event_.first_numeric_arg) event_.first_numeric_arg = value;
+        event_.numeric_args.emplace_back(arg_key_, value);
         break;
       case Field::ArgOther:
         if (!event_.first_numeric_arg) event_.first_numeric_arg = value;
+        event_.numeric_args.emplace_back(arg_key_, value);
+        event_.add_other_arg(arg_key_, is_integer ? std::to_string(integer) : json(value).dump());
         break;
       case Field::None: break;
       default: type_error();
@@ -461,6 +544,10 @@ class TraceSax : public json::json_sax_t {
   }
 
   void finish_event();
+  // Keeps the args text of the event about to be added (nothing when it is empty).
+  void add_args(std::string args_json) {
+    if (!args_json.empty()) trace_.args.push_back({trace_.events.size(), std::move(args_json)});
+  }
   int lane_index(int pid_index, const RawId& tid);
 
   std::string source_;
@@ -475,6 +562,10 @@ class TraceSax : public json::json_sax_t {
   bool root_done_ = false;
   bool saw_events_ = false;
   Field field_ = Field::None;
+  std::string arg_key_;  // the key of the arg being read
+  json arg_value_;       // a container arg being read
+  ValueBuilder arg_builder_;
+  int arg_value_depth_ = 0;
   PendingEvent event_;
   std::size_t event_index_ = 0;
   ValueBuilder other_;
@@ -488,8 +579,9 @@ class TraceSax : public json::json_sax_t {
   std::map<int, std::string> process_names_;
   std::map<std::pair<int, int>, std::string> thread_names_;
   std::unordered_map<std::string, RawFlowEnd> open_flows_;
+  std::vector<RawId> instant_tids_;  // parallel to trace_.instants
   // Begin events ("B") waiting for their "E", per (pid index, lane index).
-  std::map<std::pair<int, int>, std::vector<TraceEvent>> open_slices_;
+  std::map<std::pair<int, int>, std::vector<OpenSlice>> open_slices_;
 };
 
 int TraceSax::lane_index(int pid_index, const RawId& tid) {
@@ -509,8 +601,8 @@ void TraceSax::finish_event() {
     return;
   }
   if (phase != 'X' && phase != 'B' && phase != 'E' && phase != 'C' && phase != 's' && phase != 'f' &&
-      phase != 't')
-    return;  // instant events, object snapshots, samples ...: not part of a pipeline timeline
+      phase != 't' && phase != 'i' && phase != 'I')
+    return;  // object snapshots, samples, async events ...: not part of a timeline of lanes
   if (!e.ts) event_error("field 'ts' is missing");
   if (!e.pid) e.pid = RawId{false, 0, {}};
   if (!e.tid) e.tid = RawId{false, 0, {}};
@@ -530,7 +622,14 @@ void TraceSax::finish_event() {
       out.micro_batch = static_cast<int>(e.micro_batch);
       out.peer_rank = static_cast<int>(e.peer_rank);
       out.bytes = e.bytes;
+      add_args(e.args_json());
       trace_.events.push_back(std::move(out));
+      return;
+    }
+    case 'i': case 'I': {
+      // Its lane is found in finish(): a mark does not make a lane of its own.
+      trace_.instants.push_back({pid_index, -1, *e.ts, std::move(e.name)});
+      instant_tids_.push_back(std::move(*e.tid));
       return;
     }
     case 'B': {
@@ -544,23 +643,31 @@ void TraceSax::finish_event() {
       out.micro_batch = static_cast<int>(e.micro_batch);
       out.peer_rank = static_cast<int>(e.peer_rank);
       out.bytes = e.bytes;
-      open_slices_[{out.rank, out.lane}].push_back(std::move(out));
+      open_slices_[{out.rank, out.lane}].push_back({std::move(out), e.args_json()});
       return;
     }
     case 'E': {
       auto it = open_slices_.find({pid_index, lane_index(pid_index, *e.tid)});
       if (it == open_slices_.end() || it->second.empty()) event_error("an end event ('E') without its begin ('B')");
-      TraceEvent out = std::move(it->second.back());
+      OpenSlice slice = std::move(it->second.back());
       it->second.pop_back();
+      TraceEvent& out = slice.event;
       if (*e.ts < out.ts_us) event_error("an end event ('E') before its begin");
       out.dur_us = *e.ts - out.ts_us;
+      add_args(std::move(slice.args_json));
       trace_.events.push_back(std::move(out));
       return;
     }
     case 'C': {
       // The pipescope counter is `memory` with args.bytes; a `memory` counter of another
-      // tool with one numeric value under another name is taken too.
-      if (e.name != "memory") return;
+      // tool with one numeric value under another name is taken too. Other counters are
+      // kept as they are, one series per numeric value.
+      if (e.name != "memory") {
+        for (auto& [key, value] : e.numeric_args)
+          trace_.counters.push_back(
+              {pid_index, e.numeric_args.size() == 1 || key == e.name || key == "value" ? e.name : e.name + "." + key, *e.ts, value});
+        return;
+      }
       std::optional<double> value = e.bytes >= 0 ? std::optional<double>(static_cast<double>(e.bytes)) : e.first_numeric_arg;
       if (!value) event_error("a memory counter without a numeric value in args");
       trace_.memory.push_back({pid_index, *e.ts, static_cast<std::int64_t>(*value)});
@@ -614,7 +721,7 @@ Trace TraceSax::finish() {
                      (root_is_object_ ? std::string(" in the top-level object") : std::string()));
   for (const auto& [key, slices] : open_slices_)
     if (!slices.empty())
-      throw TraceError(fmt::format("{}: begin event ('B') \"{}\" has no end event ('E')", source_, slices.back().name));
+      throw TraceError(fmt::format("{}: begin event ('B') \"{}\" has no end event ('E')", source_, slices.back().event.name));
 
   // otherData: the known fields become TraceMeta and its run description, the rest stays in
   // meta.extra.
@@ -679,6 +786,15 @@ Trace TraceSax::finish() {
     e.lane = lane_of[pid_index][e.lane];
   }
   for (auto& m : trace_.memory) m.rank = rank_of[m.rank];
+  for (auto& c : trace_.counters) c.rank = rank_of[c.rank];
+  // An instant on a thread that has slices marks that lane; one elsewhere (a thread of marks
+  // only, or process-scoped) marks the whole rank (lane -1).
+  for (std::size_t k = 0; k < trace_.instants.size(); ++k) {
+    InstantEvent& i = trace_.instants[k];
+    const int tid_index = tids_per_pid_[i.rank].find(instant_tids_[k]);
+    i.lane = tid_index < 0 ? -1 : lane_of[i.rank][tid_index];
+    i.rank = rank_of[i.rank];
+  }
   for (auto& f : trace_.flows) {
     f.from_lane = lane_of[f.from_rank][f.from_lane];
     f.from_rank = rank_of[f.from_rank];
@@ -723,9 +839,13 @@ Trace TraceSax::finish() {
   double earliest = std::numeric_limits<double>::infinity();
   for (const auto& e : trace_.events) earliest = std::min(earliest, e.ts_us);
   for (const auto& m : trace_.memory) earliest = std::min(earliest, m.ts_us);
+  for (const auto& c : trace_.counters) earliest = std::min(earliest, c.ts_us);
+  for (const auto& i : trace_.instants) earliest = std::min(earliest, i.ts_us);
   if (std::isfinite(earliest) && earliest != 0) {
     for (auto& e : trace_.events) e.ts_us -= earliest;
     for (auto& m : trace_.memory) m.ts_us -= earliest;
+    for (auto& c : trace_.counters) c.ts_us -= earliest;
+    for (auto& i : trace_.instants) i.ts_us -= earliest;
     for (auto& f : trace_.flows) {
       f.from_ts_us -= earliest;
       f.to_ts_us -= earliest;
@@ -859,13 +979,18 @@ void read_args(ondemand::value value, PendingEvent& e) {
         const double d = number.as_double();
         e.bytes = number.is_int64() ? number.get_int64() : static_cast<std::int64_t>(d);
         if (!e.first_numeric_arg) e.first_numeric_arg = d;
+        e.numeric_args.emplace_back(std::string(key), d);
         break;
       }
       default:
-        if (checked(v.type()) == ondemand::json_type::number && !e.first_numeric_arg) {
-          e.first_numeric_arg = checked(v.get_number()).as_double();
+        if (checked(v.type()) == ondemand::json_type::number) {
+          ondemand::number number = checked(v.get_number());
+          const double d = number.as_double();
+          if (!e.first_numeric_arg) e.first_numeric_arg = d;
+          e.numeric_args.emplace_back(std::string(key), d);
+          e.add_other_arg(key, number.is_int64() ? std::to_string(number.get_int64()) : json(d).dump());
         } else {
-          consume(v, 3);
+          e.add_other_arg(key, to_json(v, 3).dump());
         }
     }
   }

@@ -51,7 +51,11 @@ std::vector<Tick> time_ticks(double start_us, double end_us, double width_px, do
 
 std::string format_duration_us(double us) {
   const double a = std::fabs(us);
+  // Four significant digits, never an exponent: 11,900 s is "11900 s", not "1.19e+04 s", and
+  // what is below a thousandth of a nanosecond is 0.
+  if (a >= 1e9) return fmt::format("{:.0f} s", us / 1e6);
   if (a >= 1e6) return fmt::format("{:.4g} s", us / 1e6);
+  if (a > 0 && a < 1e-6) return "0 ns";
   if (a >= 1e3) return fmt::format("{:.4g} ms", us / 1e3);
   if (a >= 1 || a == 0) return fmt::format("{:.4g} us", us);
   return fmt::format("{:.4g} ns", us * 1e3);

@@ -14,6 +14,7 @@
 
 #include "pipescope/traces/bubble.hpp"
 #include "pipescope/traces/trace_io.hpp"
+#include "pipescope/traces/transfer_pairs.hpp"
 
 namespace pipescope::gui {
 
@@ -85,6 +86,35 @@ void add_summary(Row& row, double summary_us) {
   row.summary_us = summary_us;
 }
 
+// Deeper levels than this share the last one: a lane of thousands of overlapping blocks
+// would otherwise be thousands of sub-rows of one pixel.
+constexpr int kMaxDepth = 32;
+
+// Each block at the lowest level that is free at its start (its end times are in level_end).
+void fill_depths(Row& row) {
+  std::vector<double> level_end;
+  std::vector<std::uint8_t> depths(row.blocks.size(), 0);
+  bool any = false;
+  for (std::size_t i = 0; i < row.blocks.size(); ++i) {
+    const Block& b = row.blocks[i];
+    std::size_t level = 0;
+    while (level < level_end.size() && level_end[level] > b.start_us) ++level;
+    if (level >= static_cast<std::size_t>(kMaxDepth)) level = kMaxDepth - 1;
+    if (level == level_end.size()) level_end.push_back(b.end_us);
+    else level_end[level] = std::max(level_end[level], b.end_us);
+    depths[i] = static_cast<std::uint8_t>(level);
+    any = any || level > 0;
+  }
+  row.depth_count = std::max<int>(1, static_cast<int>(level_end.size()));
+  if (any) row.depths = std::move(depths);
+}
+
+// A pipeline names its format (pipescope traces) or puts stages on its events.
+bool is_pipeline(const Trace& t) {
+  if (!t.meta.format.empty()) return true;
+  return std::any_of(t.events.begin(), t.events.end(), [](const TraceEvent& e) { return e.stage >= 0; });
+}
+
 }  // namespace
 
 void TimelineModel::set_traces(Trace first, std::optional<Trace> second) {
@@ -106,7 +136,11 @@ void TimelineModel::set_traces(Trace first, std::optional<Trace> second) {
     rank_count_ = std::max(rank_count_, t->rank_count());
     end_us_ = std::max(end_us_, t->end_us());
     for (const auto& m : t->memory) end_us_ = std::max(end_us_, m.ts_us);
+    for (const auto& c : t->counters) end_us_ = std::max(end_us_, c.ts_us);
+    for (const auto& i : t->instants) end_us_ = std::max(end_us_, i.ts_us);
   }
+  has_pipeline_.clear();
+  for (const auto& t : traces_) has_pipeline_.push_back(is_pipeline(*t));
 
   // Which lanes each rank uses, in any series.
   std::vector<std::vector<char>> used(rank_count_);
@@ -125,7 +159,11 @@ void TimelineModel::set_traces(Trace first, std::optional<Trace> second) {
       for (int lane = 0; lane < static_cast<int>(used[r].size()); ++lane) {
         if (!used[r][lane]) continue;
         row_index_[r][s][lane] = static_cast<int>(rows_.size());
-        rows_.push_back(Row{r, s, lane, {}, {}, nullptr, 0});
+        Row row;
+        row.rank = r;
+        row.series = s;
+        row.lane = lane;
+        rows_.push_back(std::move(row));
       }
     }
   // Count first, so each row is allocated once at its final size.
@@ -148,9 +186,19 @@ void TimelineModel::set_traces(Trace first, std::optional<Trace> second) {
   }
   for (auto& row : rows_) {
     auto by_start = [](const Block& a, const Block& b) { return a.start_us < b.start_us; };
-    if (!std::is_sorted(row.blocks.begin(), row.blocks.end(), by_start))
+    // In a plain trace a parent slice and its first child start together: the longer one
+    // goes first, so it takes the upper level.
+    auto by_start_parent_first = [](const Block& a, const Block& b) {
+      return a.start_us < b.start_us || (a.start_us == b.start_us && a.end_us > b.end_us);
+    };
+    if (!has_pipeline_[row.series]) {
+      if (!std::is_sorted(row.blocks.begin(), row.blocks.end(), by_start_parent_first))
+        std::stable_sort(row.blocks.begin(), row.blocks.end(), by_start_parent_first);
+    } else if (!std::is_sorted(row.blocks.begin(), row.blocks.end(), by_start)) {
       std::stable_sort(row.blocks.begin(), row.blocks.end(), by_start);
+    }
     fill_prefix_max_end(row);
+    fill_depths(row);
     if (row.blocks.size() > 4 * kSummaryBlocks && end_us_ > 0) add_summary(row, end_us_ / kSummaryBlocks);
   }
 
@@ -161,6 +209,8 @@ void TimelineModel::set_traces(Trace first, std::optional<Trace> second) {
   max_memory_ = 0;
   flows_.clear();
   longest_flow_us_.clear();
+  partner_.clear();
+  fill_plain_trace_data();
   bubbles_.assign(series, std::vector<double>(rank_count_, 0));
   for (int s = 0; s < series; ++s) {
     for (const auto& m : traces_[s]->memory) memory_[s][m.rank].push_back(m);
@@ -198,7 +248,20 @@ void TimelineModel::set_traces(Trace first, std::optional<Trace> second) {
         for (const Block& b : compute->blocks) busy.add(b.start_us, b.end_us);
       bubbles_[s][r] = traces::bubble_fraction_of(busy.total_us(), iteration);
     }
+    // Transfers paired from their events: the details of a receive, the critical path, and
+    // the arrows of a trace that has no flow events of its own (a measured one).
+    const auto pairs = traces::pair_transfers(*traces_[s]);
+    partner_.emplace_back();
+    if (!pairs.empty()) {
+      partner_.back().assign(traces_[s]->events.size(), -1);
+      for (const auto& pair : pairs) {
+        partner_.back()[pair.send] = static_cast<std::int64_t>(pair.receive);
+        partner_.back()[pair.receive] = static_cast<std::int64_t>(pair.send);
+      }
+    }
     flows_.push_back(traces_[s]->flows);
+    if (flows_.back().empty())
+      for (const auto& pair : pairs) flows_.back().push_back(traces::flow_of(*traces_[s], pair));
     std::sort(flows_.back().begin(), flows_.back().end(), [](const auto& a, const auto& b) { return a.from_ts_us < b.from_ts_us; });
     double longest = 0;
     for (const auto& f : flows_.back()) longest = std::max(longest, std::fabs(f.to_ts_us - f.from_ts_us));
@@ -272,6 +335,73 @@ std::int64_t TimelineModel::memory_max_bytes(int series, int rank, std::size_t f
     highest = std::max({highest, pyramid[level][first], pyramid[level][first + count - (std::size_t{1} << level)]});
   }
   return highest;
+}
+
+void TimelineModel::fill_plain_trace_data() {
+  name_rgb_.assign(traces_.size(), {});
+  instants_.assign(traces_.size(), {});
+  counter_tracks_.assign(traces_.size(), {});
+  for (std::size_t s = 0; s < traces_.size(); ++s) {
+    const Trace& t = *traces_[s];
+    if (!has_pipeline_[s]) {
+      // One hash per run of equal names (a profiler writes many of one name in a row).
+      auto& colours = name_rgb_[s];
+      colours.resize(t.events.size());
+      for (std::size_t i = 0; i < t.events.size(); ++i)
+        colours[i] = i > 0 && t.events[i].name == t.events[i - 1].name ? colours[i - 1] : name_rgb(t.events[i].name);
+    }
+    instants_[s] = t.instants;
+    std::stable_sort(instants_[s].begin(), instants_[s].end(), [](const auto& a, const auto& b) { return a.ts_us < b.ts_us; });
+    std::vector<traces::CounterSample> samples = t.counters;
+    std::stable_sort(samples.begin(), samples.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.rank, a.name, a.ts_us) < std::tie(b.rank, b.name, b.ts_us);
+    });
+    auto& tracks = counter_tracks_[s];
+    for (auto& sample : samples) {
+      if (tracks.empty() || tracks.back().rank != sample.rank || tracks.back().name != sample.name) {
+        tracks.push_back({sample.rank, sample.name, {}, sample.value, sample.value});
+      }
+      CounterTrack& track = tracks.back();
+      track.min_value = std::min(track.min_value, sample.value);
+      track.max_value = std::max(track.max_value, sample.value);
+      track.samples.push_back(std::move(sample));
+    }
+  }
+}
+
+std::uint32_t TimelineModel::event_rgb(int series, std::size_t event) const {
+  const auto& colours = name_rgb_.at(series);
+  if (event < colours.size()) return colours[event];
+  return kind_rgb(kind_of(trace(series).events.at(event).name));
+}
+
+std::optional<std::size_t> TimelineModel::transfer_partner(int series, std::size_t event) const {
+  const auto& partners = partner_.at(series);
+  if (event >= partners.size() || partners[event] < 0) return std::nullopt;
+  return static_cast<std::size_t>(partners[event]);
+}
+
+std::optional<ReceiveWait> TimelineModel::receive_wait(int series, std::size_t receive_event) const {
+  const auto& events = trace(series).events;
+  if (receive_event >= events.size() || events[receive_event].name.rfind("RECV_", 0) != 0) return std::nullopt;
+  const auto send = transfer_partner(series, receive_event);
+  if (!send) return std::nullopt;
+  const TraceEvent& r = events[receive_event];
+  const TraceEvent& s = events[*send];
+  ReceiveWait wait;
+  wait.send_event = *send;
+  wait.peer_rank = s.rank;
+  wait.waited_for_send_us = std::max(0.0, s.ts_us - r.ts_us);
+  wait.data_after_us = std::max(0.0, r.end_us() - std::max(s.ts_us, r.ts_us));
+  return wait;
+}
+
+double TimelineModel::prediction_error(std::size_t measured_event) const {
+  const auto predicted = matched_predicted(measured_event);
+  if (!predicted || series_count() < 2) return std::numeric_limits<double>::quiet_NaN();
+  const double measured_us = trace(1).events[measured_event].dur_us;
+  if (!(measured_us > 0)) return std::numeric_limits<double>::quiet_NaN();
+  return (trace(0).events[*predicted].dur_us - measured_us) / measured_us;
 }
 
 double TimelineModel::measured_error(std::size_t measured_event) const {
@@ -366,15 +496,17 @@ std::vector<std::size_t> TimelineModel::critical_path(int series) const {
     std::sort(list.begin(), list.end(), [&](std::size_t a, std::size_t b) { return t.events[a].end_us() < t.events[b].end_us(); });
 
   // Flows by where they arrive, to find the one feeding a receive by binary search.
-  std::vector<std::size_t> incoming(t.flows.size());
+  // The series' flows: the trace's own, or those of its paired transfers.
+  const std::vector<traces::Flow>& flows = flows_.at(series);
+  std::vector<std::size_t> incoming(flows.size());
   std::iota(incoming.begin(), incoming.end(), std::size_t{0});
-  auto arrival = [&](std::size_t i) { return std::tuple(t.flows[i].to_rank, t.flows[i].to_lane, t.flows[i].to_ts_us); };
+  auto arrival = [&](std::size_t i) { return std::tuple(flows[i].to_rank, flows[i].to_lane, flows[i].to_ts_us); };
   std::sort(incoming.begin(), incoming.end(), [&](std::size_t a, std::size_t b) { return arrival(a) < arrival(b); });
   auto flow_source = [&](const TraceEvent& e) -> std::optional<std::size_t> {
     auto it = std::lower_bound(incoming.begin(), incoming.end(), std::tuple(e.rank, e.lane, e.ts_us - eps),
                                [&](std::size_t i, const auto& key) { return arrival(i) < key; });
     for (; it != incoming.end(); ++it) {
-      const auto& f = t.flows[*it];
+      const auto& f = flows[*it];
       if (f.to_rank != e.rank || f.to_lane != e.lane || f.to_ts_us > e.end_us() + eps) break;
       const Row* source_row = row(f.from_rank, series, f.from_lane);
       if (!source_row) continue;
@@ -394,7 +526,12 @@ std::vector<std::size_t> TimelineModel::critical_path(int series) const {
     const TraceEvent& e = t.events[current];
     if (e.ts_us <= eps) break;
     std::optional<std::size_t> next;
-    if (e.lane == static_cast<int>(traces::Lane::Recv)) next = flow_source(e);
+    // A receive whose send started after it was posted waited for the peer: the path goes
+    // there, not through the wait on this rank.
+    // A receive whose data was sent before it was posted is fed by its transfer (the flow).
+    if (auto wait = receive_wait(series, current); wait && wait->waited_for_send_us > eps && !seen.count(wait->send_event))
+      next = wait->send_event;
+    if (!next && e.lane == static_cast<int>(traces::Lane::Recv)) next = flow_source(e);
     if (!next) {
       const auto& list = by_end[e.rank];
       auto it = std::upper_bound(list.begin(), list.end(), e.ts_us + eps,

@@ -2,9 +2,12 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QBuffer>
+#include <QDockWidget>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileDialog>
+#include <QFontMetrics>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -13,27 +16,37 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QPainter>
+#include <QScrollArea>
 #include <QSettings>
-#include <QSplitter>
 #include <QTableWidget>
 #include <QToolBar>
 #include <QUrl>
+
+#ifdef PIPESCOPE_HAVE_QT_SVG
+#include <QSvgGenerator>
+#endif
 
 #include <algorithm>
 #include <cmath>
 #include <future>
 #include <new>
 
+#include "pipescope/core/atomic_file.hpp"
 #include "pipescope/gui/kinds.hpp"
 #include "pipescope/gui/time_ticks.hpp"
 #include "pipescope/traces/compare.hpp"
 #include "pipescope/traces/trace_io.hpp"
+#include "rank_summary_table.hpp"
 #include "timeline_widget.hpp"
 
 namespace pipescope::gui {
 namespace {
 
 constexpr int kMaxRecent = 8;
+// Recent entries show their paths, elided in the middle to this width (the full text is the
+// entry's tooltip).
+constexpr int kRecentEntryWidthPx = 520;
 
 // ppview sets the organization "pipescope"; tests set their own, so their recent files never
 // mix with a user's.
@@ -42,6 +55,7 @@ QString settings_organization() {
   return name.isEmpty() ? QString("pipescope") : name;
 }
 
+// Errors as the CLI states them: (predicted - measured) / measured, signed.
 QString percent(double fraction) {
   if (!std::isfinite(fraction)) return "n/a";
   return QString("%1%2%").arg(fraction >= 0 ? "+" : "").arg(fraction * 100, 0, 'f', 1);
@@ -59,32 +73,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setWindowTitle("ppview");
   setAcceptDrops(true);
   timeline_ = new TimelineWidget;
-  details_ = new QLabel("Click an operation for its details; shift-drag to measure a range.");
-  details_->setAlignment(Qt::AlignTop | Qt::AlignLeft);
-  details_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  details_->setMargin(6);
-  details_->setMinimumWidth(320);
-  summary_ = new QTableWidget(0, 4);
-  summary_->setHorizontalHeaderLabels({"", "predicted", "measured", "error"});
-  summary_->verticalHeader()->hide();
-  summary_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  summary_->horizontalHeader()->setStretchLastSection(true);
-  summary_->setEditTriggers(QAbstractItemView::NoEditTriggers);
-
-  auto* bottom = new QSplitter(Qt::Horizontal);
-  bottom->addWidget(details_);
-  bottom->addWidget(summary_);
-  bottom->setStretchFactor(0, 1);
-  bottom->setStretchFactor(1, 1);
-  auto* split = new QSplitter(Qt::Vertical);
-  split->addWidget(timeline_);
-  split->addWidget(bottom);
-  split->setStretchFactor(0, 4);
-  split->setStretchFactor(1, 1);
-  summary_->setMinimumHeight(150);
-  details_->setMinimumHeight(150);
-  setCentralWidget(split);
-
+  setCentralWidget(timeline_);
+  build_docks();
   build_actions();
   connect(timeline_, &TimelineWidget::event_clicked, this,
           [this](int series, qulonglong event) { show_event_details(series, static_cast<std::size_t>(event)); });
@@ -93,11 +83,74 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   resize(1400, 900);
 }
 
+void MainWindow::build_docks() {
+  details_ = new QLabel("Click an operation for its details; shift-drag to measure a range.");
+  details_->setObjectName("details");
+  details_->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+  details_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  details_->setMargin(6);
+  details_->setWordWrap(true);
+  auto* details_scroll = new QScrollArea;
+  details_scroll->setWidget(details_);
+  details_scroll->setWidgetResizable(true);
+  details_scroll->setFrameShape(QFrame::NoFrame);
+
+  summary_ = new QTableWidget(0, 4);
+  summary_->setObjectName("summary_table");
+  summary_->setHorizontalHeaderLabels({"", "predicted", "measured", "error"});
+  summary_->verticalHeader()->hide();
+  // The figures keep their width; the row names give way (elided, whole in the tooltip), so
+  // the error column stays in view in a narrow window.
+  summary_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  summary_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+  summary_->setTextElideMode(Qt::ElideRight);
+  summary_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  ranks_ = new RankSummaryTable;
+
+  auto dock = [this](const QString& title, const QString& name, QWidget* content) {
+    auto* d = new QDockWidget(title, this);
+    d->setObjectName(name);
+    d->setWidget(content);
+    d->setFeatures(QDockWidget::DockWidgetClosable | QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
+    d->setAllowedAreas(Qt::BottomDockWidgetArea | Qt::RightDockWidgetArea | Qt::LeftDockWidgetArea);
+    content->setMinimumSize(120, 60);
+    return d;
+  };
+  details_dock_ = dock("Details", "details_dock", details_scroll);
+  summary_dock_ = dock("Summary", "summary_dock", summary_);
+  ranks_dock_ = dock("Ranks", "ranks_dock", ranks_);
+  addDockWidget(Qt::BottomDockWidgetArea, details_dock_);
+  addDockWidget(Qt::BottomDockWidgetArea, ranks_dock_);
+  splitDockWidget(details_dock_, ranks_dock_, Qt::Horizontal);
+  tabifyDockWidget(ranks_dock_, summary_dock_);
+  ranks_dock_->raise();
+}
+
+void MainWindow::fit_docks() {
+  const int most = std::max(120, height() / 3);
+  const int table_height = std::max(ranks_->content_height(), summary_->horizontalHeader()->height() + 2 * summary_->frameWidth() +
+                                                                   std::min(summary_->rowCount(), 4) * summary_->verticalHeader()->defaultSectionSize());
+  // The dock's title bar and tab bar come on top of the table.
+  const int wanted = std::clamp(table_height + 48, 100, most);
+  resizeDocks({ranks_dock_, details_dock_}, {wanted, wanted}, Qt::Vertical);
+  resizeDocks({details_dock_, ranks_dock_}, {width() / 3, width() * 2 / 3}, Qt::Horizontal);
+}
+
 void MainWindow::build_actions() {
   QMenu* file = menuBar()->addMenu("&File");
   QAction* open = file->addAction("&Open...", this, &MainWindow::open_with_dialog);
   open->setShortcut(QKeySequence::Open);
   recent_menu_ = file->addMenu("Open &Recent");
+  recent_menu_->setToolTipsVisible(true);
+  file->addSeparator();
+  QAction* export_png = file->addAction("Export view as &PNG...", this, [this] { export_view_with_dialog("png"); });
+  export_png->setObjectName("export_png");
+  QAction* export_svg = file->addAction("Export view as &SVG...", this, [this] { export_view_with_dialog("svg"); });
+  export_svg->setObjectName("export_svg");
+  export_svg->setEnabled(can_export_svg());
+  if (!can_export_svg()) export_svg->setToolTip("this ppview was built without Qt Svg (Debian: qt6-svg-dev)");
+  QAction* export_csv = file->addAction("Export rank table as &CSV...", this, &MainWindow::export_rank_table_with_dialog);
+  export_csv->setObjectName("export_csv");
   file->addSeparator();
   file->addAction("&Quit", QKeySequence::Quit, qApp, &QApplication::quit);
 
@@ -123,6 +176,10 @@ void MainWindow::build_actions() {
   bar->addAction(flows_action_);
   bar->addAction(critical_action_);
   bar->addSeparator();
+  view->addSeparator();
+  view->addAction(details_dock_->toggleViewAction());
+  view->addAction(summary_dock_->toggleViewAction());
+  view->addAction(ranks_dock_->toggleViewAction());
 
   search_ = new QLineEdit;
   search_->setPlaceholderText("search: F, B mb 3, SEND, rank 2 ...");
@@ -193,6 +250,11 @@ void MainWindow::show_traces(traces::Trace predicted, std::optional<traces::Trac
   searched_text_.clear();
   hit_label_->clear();
   refresh_summary();
+  ranks_->show_model(model_.get());
+  // A pair's comparison is what one looks at first; a single trace of many ranks, its ranks.
+  if (model_->series_count() == 2) summary_dock_->raise();
+  else ranks_dock_->raise();
+  fit_docks();
   setWindowTitle(title + " - ppview");
 }
 
@@ -232,10 +294,15 @@ void MainWindow::refresh_summary() {
   const bool pair = model_->series_count() == 2;
   summary_->setColumnCount(pair ? 4 : 2);
   summary_->setHorizontalHeaderLabels(pair ? QStringList{"", "predicted", "measured", "error"} : QStringList{"", "value"});
+  if (pair)
+    summary_->horizontalHeaderItem(3)->setToolTip("(predicted - measured) / measured, as ppsim compare states it: negative where "
+                                                  "the run took longer than predicted; bubbles in percentage points");
   auto add = [&](const QString& what, const QString& a, const QString& b = {}, const QString& error = {}) {
     const int row = summary_->rowCount();
     summary_->insertRow(row);
-    summary_->setItem(row, 0, new QTableWidgetItem(what));
+    auto* name = new QTableWidgetItem(what);
+    name->setToolTip(what);
+    summary_->setItem(row, 0, name);
     summary_->setItem(row, 1, new QTableWidgetItem(a));
     if (pair) {
       summary_->setItem(row, 2, new QTableWidgetItem(b));
@@ -275,12 +342,22 @@ void MainWindow::refresh_summary() {
     add_means("receive, data sent before (mean)", c.receives_predicted.ready_mean_us(), c.receives_measured.ready_mean_us());
     add_means("receive that waited, send to data (mean)", c.receives_predicted.waited_mean_us(),
               c.receives_measured.waited_mean_us());
-  } else {
+  } else if (model_->has_pipeline(0)) {
     const auto& t = model_->trace(0);
     add("iteration time", duration(traces::iteration_time_us(t)));
     for (int r = 0; r < model_->rank_count(); ++r) add(QString("rank %1 bubble").arg(r), share(model_->bubble_fraction(0, r)));
     for (int r = 0; r < model_->rank_count(); ++r)
       if (!model_->memory(0, r).empty()) add(QString("rank %1 peak memory").arg(r), mib(model_->peak_memory_bytes(0, r)));
+  } else {
+    // A plain Chrome or profiler trace has no pipeline: no iteration, no bubble.
+    const auto& t = model_->trace(0);
+    add("time span", duration(t.end_us()));
+    add("slices", QString::number(t.events.size()));
+    if (!t.instants.empty()) add("instant events", QString::number(t.instants.size()));
+    if (!t.counters.empty()) add("counter samples", QString::number(t.counters.size()));
+    for (int r = 0; r < model_->rank_count(); ++r)
+      if (!model_->memory(0, r).empty())
+        add(QString::fromStdString(model_->rank_name(r)) + " peak memory", mib(model_->peak_memory_bytes(0, r)));
   }
 }
 
@@ -319,28 +396,62 @@ void MainWindow::show_hit() {
 }
 
 void MainWindow::show_event_details(int series, std::size_t index) {
-  const auto& e = model_->trace(series).events[index];
+  const auto& t = model_->trace(series);
+  const auto& e = t.events[index];
+  auto html = [](const std::string& text) { return QString::fromStdString(text).toHtmlEscaped(); };
+  // A plain trace's blocks are named, not kinds: its category says what it is.
+  const std::string_view kind = kind_label(kind_of(e.name));
+  const QString what = model_->has_pipeline(series) ? QString::fromUtf8(kind.data(), static_cast<int>(kind.size()))
+                                                    : (e.category.empty() ? QString("slice") : html(e.category));
   QString text = QString("<b>%1</b> (%2) &mdash; %3, %4, %5 lane<br>")
-                     .arg(QString::fromStdString(e.name).toHtmlEscaped(),
-                          QString::fromUtf8(kind_label(kind_of(e.name)).data(), static_cast<int>(kind_label(kind_of(e.name)).size())),
-                          QString::fromStdString(model_->series_name(series)), QString::fromStdString(model_->rank_name(e.rank)).toHtmlEscaped(),
-                          QString::fromStdString(model_->lane_name(e.rank, e.lane)).toHtmlEscaped());
+                     .arg(html(e.name), what, html(model_->series_name(series)), html(model_->rank_name(e.rank)),
+                          html(model_->lane_name(e.rank, e.lane)));
   if (e.stage >= 0) text += QString("stage %1").arg(e.stage);
   if (e.micro_batch >= 0) text += QString(", micro-batch %1").arg(e.micro_batch);
   text += QString("<br>start %1, duration %2, end %3").arg(duration(e.ts_us), duration(e.dur_us), duration(e.end_us()));
   if (e.bytes >= 0) text += QString("<br>%1 bytes (%2)").arg(e.bytes).arg(mib(e.bytes));
   if (e.peer_rank >= 0) text += QString(", peer rank %1").arg(e.peer_rank);
-  if (!e.category.empty()) text += "<br>category " + QString::fromStdString(e.category).toHtmlEscaped();
+  if (!e.category.empty() && model_->has_pipeline(series)) text += "<br>category " + html(e.category);
+  // A receive: whom it waited for and how long, from the send paired with it.
+  if (auto wait = model_->receive_wait(series, index)) {
+    const auto& send = t.events[wait->send_event];
+    const QString peer = html(model_->rank_name(wait->peer_rank));
+    if (wait->waited_for_send_us > 0)
+      text += QString("<br>waited <b>%1</b> for %2: its %3 (micro-batch %4) started %1 after this receive was posted; the data came %5 later")
+                  .arg(duration(wait->waited_for_send_us), peer, html(send.name))
+                  .arg(send.micro_batch)
+                  .arg(duration(wait->data_after_us));
+    else
+      text += QString("<br>%1 sent it first (%2, micro-batch %3, %4 before this receive was posted); the data came %5 after the post")
+                  .arg(peer, html(send.name))
+                  .arg(send.micro_batch)
+                  .arg(duration(e.ts_us - send.ts_us), duration(wait->data_after_us));
+  } else if (auto receive = model_->transfer_partner(series, index)) {
+    const auto& r = t.events[*receive];
+    text += QString("<br>received by %1 (%2), its data there at %3").arg(html(model_->rank_name(r.rank)), html(r.name), duration(r.end_us()));
+  }
   if (model_->series_count() == 2) {
     if (series == 1) {
       if (auto p = model_->matched_predicted(index)) {
         const auto& pe = model_->trace(0).events[*p];
-        text += QString("<br>predicted: start %1, duration %2; measured ran %3")
-                    .arg(duration(pe.ts_us), duration(pe.dur_us), percent(model_->measured_error(index)));
+        text += QString("<br>predicted: start %1, duration %2; error %3 (predicted - measured, relative to measured)")
+                    .arg(duration(pe.ts_us), duration(pe.dur_us), percent(model_->prediction_error(index)));
       } else {
         text += "<br>no predicted counterpart";
       }
     }
+  }
+  // What a plain trace's event carries beyond the typed fields, as written.
+  if (const std::string* args = t.args_of(index)) {
+    QString shown;
+    try {
+      const auto parsed = nlohmann::json::parse(*args);
+      for (const auto& [key, value] : parsed.items())
+        shown += QString("<br>&nbsp;&nbsp;%1: %2").arg(html(key), html(value.is_string() ? value.get<std::string>() : value.dump()));
+    } catch (const nlohmann::json::exception&) {
+      shown = "<br>" + html(*args);
+    }
+    text += "<br><b>args</b>" + shown;
   }
   details_->setText(text);
 }
@@ -371,13 +482,79 @@ void MainWindow::remember(const QStringList& paths) {
 void MainWindow::refresh_recent_menu() {
   recent_menu_->clear();
   const QStringList recent = recent_files();
+  const QFontMetrics metrics(recent_menu_->font());
   for (const QString& entry : recent) {
     const QStringList paths = entry.split('|');
-    QStringList names;
-    for (const auto& p : paths) names << QFileInfo(p).fileName();
-    recent_menu_->addAction(names.join(" vs "), this, [this, paths] { open_files_interactively(paths); });
+    // The paths, so two files of one name in different folders are told apart; elided in
+    // the middle, where the folders are, and whole in the tooltip.
+    const QString full = paths.join(" vs ");
+    QString shown = metrics.elidedText(full, Qt::ElideMiddle, kRecentEntryWidthPx);
+    QAction* action = recent_menu_->addAction(shown.replace('&', "&&"), this, [this, paths] { open_files_interactively(paths); });
+    action->setToolTip(full);
   }
   recent_menu_->setEnabled(!recent.isEmpty());
+}
+
+bool MainWindow::can_export_svg() {
+#ifdef PIPESCOPE_HAVE_QT_SVG
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::optional<QString> MainWindow::export_view(const QString& path) const {
+  QByteArray bytes;
+  QBuffer buffer(&bytes);
+  buffer.open(QIODevice::WriteOnly);
+  if (path.endsWith(".svg", Qt::CaseInsensitive)) {
+#ifdef PIPESCOPE_HAVE_QT_SVG
+    QSvgGenerator svg;
+    svg.setOutputDevice(&buffer);
+    svg.setSize(timeline_->size());
+    svg.setViewBox(QRect(QPoint(0, 0), timeline_->size()));
+    svg.setTitle(windowTitle());
+    svg.setDescription("ppview timeline");
+    QPainter painter(&svg);
+    timeline_->render(&painter);
+    painter.end();
+#else
+    return QString("%1: this ppview was built without Qt Svg; export as .png instead").arg(path);
+#endif
+  } else {
+    const QImage image = timeline_->grab().toImage();
+    if (image.isNull() || !image.save(&buffer, "PNG")) return QString("%1: cannot encode the view as PNG").arg(path);
+  }
+  try {
+    write_file_atomic(path.toStdString(), std::string_view(bytes.constData(), static_cast<std::size_t>(bytes.size())));
+  } catch (const std::exception& e) {
+    return QString::fromStdString(e.what());
+  }
+  return std::nullopt;
+}
+
+std::optional<QString> MainWindow::export_rank_table(const QString& path) const {
+  try {
+    write_file_atomic(path.toStdString(), ranks_->csv());
+  } catch (const std::exception& e) {
+    return QString::fromStdString(e.what());
+  }
+  return std::nullopt;
+}
+
+void MainWindow::export_view_with_dialog(const QString& format) {
+  const QString filter = format == "svg" ? "SVG images (*.svg)" : "PNG images (*.png)";
+  QString path = QFileDialog::getSaveFileName(this, "Export the view", "timeline." + format, filter);
+  if (path.isEmpty()) return;
+  if (!path.endsWith("." + format, Qt::CaseInsensitive)) path += "." + format;
+  if (auto error = export_view(path)) QMessageBox::critical(this, "ppview: cannot export", *error);
+}
+
+void MainWindow::export_rank_table_with_dialog() {
+  QString path = QFileDialog::getSaveFileName(this, "Export the rank table", "ranks.csv", "CSV files (*.csv)");
+  if (path.isEmpty()) return;
+  if (!path.endsWith(".csv", Qt::CaseInsensitive)) path += ".csv";
+  if (auto error = export_rank_table(path)) QMessageBox::critical(this, "ppview: cannot export", *error);
 }
 
 // Only local files can be opened: a dragged link or text is refused at the door.

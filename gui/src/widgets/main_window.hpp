@@ -1,7 +1,9 @@
-// ppview's window: the timeline, a toolbar (open, zoom, difference, arrows, critical path,
-// search with next/previous), a details pane for the clicked event or the selected range,
-// and the summary table of prediction against measurement. Opens files given on the command
-// line, from a dialog, by drag and drop and from a recent-files list.
+// ppview's window: the timeline in the middle, a toolbar (open, zoom, difference, arrows,
+// critical path, search with next/previous) and, in docks below it that can be resized,
+// closed and reopened from the View menu, a details pane for the clicked event or the
+// selected range, the summary of prediction against measurement and the per-rank table.
+// Opens files given on the command line, from a dialog, by drag and drop and from a
+// recent-files list; exports the view (PNG, SVG) and the rank table (CSV).
 #pragma once
 
 #include <QMainWindow>
@@ -14,6 +16,7 @@
 #include "pipescope/gui/timeline_model.hpp"
 
 class QAction;
+class QDockWidget;
 class QLabel;
 class QLineEdit;
 class QMenu;
@@ -21,6 +24,7 @@ class QTableWidget;
 
 namespace pipescope::gui {
 
+class RankSummaryTable;
 class TimelineWidget;
 
 class MainWindow : public QMainWindow {
@@ -43,6 +47,16 @@ class MainWindow : public QMainWindow {
 
   TimelineWidget* timeline() const { return timeline_; }
   QTableWidget* summary_table() const { return summary_; }
+  RankSummaryTable* rank_table() const { return ranks_; }
+  QDockWidget* details_dock() const { return details_dock_; }
+  QDockWidget* summary_dock() const { return summary_dock_; }
+  QDockWidget* ranks_dock() const { return ranks_dock_; }
+  // Writes the timeline as it is shown: SVG when the path ends in .svg (where Qt Svg is
+  // available), PNG otherwise; the per-rank table as CSV. Atomic writes (temp + rename);
+  // returns the error message, naming the file, of a write that failed.
+  std::optional<QString> export_view(const QString& path) const;
+  std::optional<QString> export_rank_table(const QString& path) const;
+  static bool can_export_svg();
   QLabel* details() const { return details_; }
   QLineEdit* search_box() const { return search_; }
   const std::vector<SearchHit>& search_hits() const { return hits_; }
@@ -64,6 +78,12 @@ class MainWindow : public QMainWindow {
 
  private:
   void build_actions();
+  void build_docks();
+  // Gives the docks the height their content needs, at most a third of the window: with one
+  // or two ranks the timeline keeps the space.
+  void fit_docks();
+  void export_view_with_dialog(const QString& format);
+  void export_rank_table_with_dialog();
   void refresh_summary();
   void refresh_recent_menu();
   void remember(const QStringList& paths);
@@ -75,7 +95,11 @@ class MainWindow : public QMainWindow {
   std::shared_ptr<TimelineModel> model_;
   TimelineWidget* timeline_ = nullptr;
   QTableWidget* summary_ = nullptr;
+  RankSummaryTable* ranks_ = nullptr;
   QLabel* details_ = nullptr;
+  QDockWidget* details_dock_ = nullptr;
+  QDockWidget* summary_dock_ = nullptr;
+  QDockWidget* ranks_dock_ = nullptr;
   QLineEdit* search_ = nullptr;
   QLabel* hit_label_ = nullptr;
   QMenu* recent_menu_ = nullptr;

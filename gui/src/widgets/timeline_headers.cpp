@@ -55,8 +55,8 @@ void TimelineWidget::paint_headers(QPainter& p) const {
     QString summary;
     for (int s = 0; s < series_count; ++s) {
       if (s) summary += "    ";
-      summary += QString::fromStdString(model_->series_name(s)) + ": bubble " +
-                 QString::number(model_->bubble_fraction(s, r.rank) * 100, 'f', 1) + "%";
+      summary += QString::fromStdString(model_->series_name(s));
+      if (model_->has_pipeline(s)) summary += ": bubble " + QString::number(model_->bubble_fraction(s, r.rank) * 100, 'f', 1) + "%";
       if (!model_->memory(s, r.rank).empty())
         summary += ", peak memory " + bytes_text(static_cast<double>(model_->peak_memory_bytes(s, r.rank)));
     }
@@ -72,7 +72,7 @@ void TimelineWidget::paint_headers(QPainter& p) const {
     if (y > content_bottom() || y + l.height < content_top()) continue;
     QString text = QString::fromStdString(model_->lane_name(l.rank, l.lane));
     if (series_count == 2) text = QString::fromStdString(model_->series_name(l.series)) + " · " + text;
-    if (l.lane == static_cast<int>(traces::Lane::Compute))
+    if (l.lane == static_cast<int>(traces::Lane::Compute) && model_->has_pipeline(l.series))
       text += "  " + QString::number(model_->bubble_fraction(l.series, l.rank) * 100, 'f', 1) + "% idle";
     p.setPen(l.series == 1 ? rgb(0x8a4b08) : rgb(0x1f3f6f));
     draw_text(p, QRect(14, y, header_width() - 16, std::min(l.height, kLaneHeight)), Qt::AlignVCenter | Qt::AlignLeft, text);

@@ -224,7 +224,7 @@ void TimelineWidget::paint_lanes(QPainter& p, const QRect& dirty) const {
       continue;
     }
     // The bubble: idle time of the compute lane within the series' iteration, hatched.
-    if (l.lane == static_cast<int>(traces::Lane::Compute)) {
+    if (l.lane == static_cast<int>(traces::Lane::Compute) && model_->has_pipeline(l.series)) {
       const double end = model_->iteration_us(l.series);
       const double x0 = std::max(0.0, view_.time_to_x(0)), x1 = std::min<double>(time_area_width(), view_.time_to_x(end));
       if (x1 > x0) {

@@ -559,8 +559,9 @@ QString TimelineWidget::tooltip_text(int series, std::size_t index) const {
   if (series == 1 && model_->series_count() == 2) {
     if (auto p = model_->matched_predicted(index)) {
       const auto& pe = model_->trace(0).events[*p];
-      text += "\npredicted duration " + QString::fromStdString(format_duration_us(pe.dur_us)) + ", measured " +
-              QString::number(model_->measured_error(index) * 100, 'f', 1) + "% vs prediction";
+      const double error = model_->prediction_error(index);
+      text += "\npredicted duration " + QString::fromStdString(format_duration_us(pe.dur_us)) + ", error " +
+              (error >= 0 ? "+" : "") + QString::number(error * 100, 'f', 1) + "% (predicted - measured) / measured";
     } else {
       text += "\nnot in the prediction";
     }

@@ -14,6 +14,7 @@
 #include "pipescope/traces/compare.hpp"
 #include "pipescope/traces/trace.hpp"
 #include "pipescope/gui/kinds.hpp"
+#include "pipescope/gui/name_colours.hpp"
 #include "pipescope/gui/view_state.hpp"
 
 namespace pipescope::gui {
@@ -39,6 +40,12 @@ struct Row {
   // several summary_us paints from it and touches a few thousand blocks, not every one.
   std::shared_ptr<const Row> summary;
   double summary_us = 0;
+  // Sub-rows of overlapping blocks (nested slices of plain traces, overlapping sends): each
+  // block at the lowest level free at its start, so a nested slice sits one below its parent.
+  // Empty when no block overlaps another (every depth 0); depth_count levels in all.
+  std::vector<std::uint8_t> depths;
+  int depth_count = 1;
+  int depth(std::size_t block) const { return depths.empty() ? 0 : depths[block]; }
 
   // The first block that may reach past t_us (end > t_us), by binary search.
   std::size_t first_ending_after(double t_us) const;
@@ -74,6 +81,23 @@ struct SearchHit {
   std::size_t event = 0;
 };
 
+// What a receive waited for: the send that fed it (pair_transfers) on `peer_rank`.
+struct ReceiveWait {
+  std::size_t send_event = 0;
+  int peer_rank = -1;
+  double waited_for_send_us = 0;  // from the receive's post to the send's start (0: sent first)
+  double data_after_us = 0;       // from the later of the two to the receive's end
+};
+
+// The samples of one counter of one rank (plain traces' "C" events other than memory).
+struct CounterTrack {
+  int rank = 0;
+  std::string name;
+  std::vector<traces::CounterSample> samples;  // time-sorted
+  double min_value = 0;
+  double max_value = 0;
+};
+
 class TimelineModel {
  public:
   // One trace, or a predicted and a measured one of the same run.
@@ -95,7 +119,8 @@ class TimelineModel {
 
   // The series' iteration (latest end - earliest start), computed once.
   double iteration_us(int series) const { return iteration_us_.at(series); }
-  // The series' flows ordered by start, and the longest one, to find the visible ones fast.
+  // The series' flows ordered by start (for a trace without flow events, such as a measured
+  // one, the flows of its paired sends and receives), and the longest one, to find the visible ones fast.
   const std::vector<traces::Flow>& flows_by_start(int series) const { return flows_.at(series); }
   double longest_flow_us(int series) const { return longest_flow_us_.at(series); }
 
@@ -115,20 +140,44 @@ class TimelineModel {
   const std::optional<traces::Comparison>& comparison() const { return comparison_; }
   double measured_error(std::size_t measured_event) const;
   std::optional<std::size_t> matched_predicted(std::size_t measured_event) const;
+  // The error as the CLI states it (ppsim compare): (predicted - measured) / measured of the
+  // matched predicted duration, negative where the run took longer; NaN when unmatched or the
+  // measured duration is 0. What the details and the tables show (measured_error drives the
+  // difference shading).
+  double prediction_error(std::size_t measured_event) const;
 
   // Events matching a query, in start order: `stage N`, `mb N`, `rank N` pin those fields and
   // every other word must occur in the name, ignoring case ("B mb 3", "send rank 2", "F").
   std::vector<SearchHit> search(const std::string& text) const;
 
   // The chain of events that ends the iteration: from the latest-ending event, each step goes
-  // to the flow that fed a receive, or to the latest event of the same rank that ended by the
-  // time this one started. Returned in time order (event indices of the series).
+  // from a receive that waited (its send started after it was posted) to that send on the
+  // peer rank, from a receive fed by a flow to the flow's source, and otherwise to the latest
+  // event of the same rank that ended by the time this one started. Returned in time order
+  // (event indices of the series).
   std::vector<std::size_t> critical_path(int series) const;
+
+  // Whether the series is a pipeline (a pipescope trace, or events with stages). A plain
+  // Chrome or profiler trace is not: it has no bubble or iteration to show, and its blocks
+  // are coloured by name.
+  bool has_pipeline(int series) const { return has_pipeline_.at(series); }
+  // The fill colour of an event (0xRRGGBB): its kind's in a pipeline, its name's
+  // (name_rgb, a stable hash) in a plain trace.
+  std::uint32_t event_rgb(int series, std::size_t event) const;
+  // The send paired with a receive or the receive paired with a send (pair_transfers).
+  std::optional<std::size_t> transfer_partner(int series, std::size_t event) const;
+  // The send a receive waited for, or nullopt for an event that is not a paired receive.
+  std::optional<ReceiveWait> receive_wait(int series, std::size_t receive_event) const;
+  const std::vector<traces::InstantEvent>& instants(int series) const { return instants_.at(series); }  // time-sorted
+  const std::vector<CounterTrack>& counter_tracks(int series) const { return counter_tracks_.at(series); }
 
   // Busy share of [0, end_us] per bin of the first series' compute lanes, for the overview.
   std::vector<float> overview_density(int series, int bins) const;
 
  private:
+  // Colours by name, instants and counter tracks, per series.
+  void fill_plain_trace_data();
+
   std::vector<std::shared_ptr<const traces::Trace>> traces_;
   std::vector<Row> rows_;
   std::vector<std::vector<std::vector<int>>> row_index_;  // [rank][series][lane] -> rows_ index or -1
@@ -139,7 +188,12 @@ class TimelineModel {
   // [series][rank][level][first block]: max of blocks [first, first + 2^level).
   std::vector<std::vector<std::vector<std::vector<std::int64_t>>>> memory_pyramid_;
   std::int64_t max_memory_ = 0;
-  std::vector<std::vector<traces::Flow>> flows_;
+  std::vector<std::vector<traces::Flow>> flows_;  // the trace's own, or made from transfer pairs
+  std::vector<std::vector<std::int64_t>> partner_;  // [series][event] -> paired event or -1; empty without pairs
+  std::vector<char> has_pipeline_;
+  std::vector<std::vector<std::uint32_t>> name_rgb_;  // [series][event], plain traces only
+  std::vector<std::vector<traces::InstantEvent>> instants_;
+  std::vector<std::vector<CounterTrack>> counter_tracks_;
   std::vector<double> longest_flow_us_;
   std::optional<traces::Comparison> comparison_;
   std::vector<float> measured_error_;

@@ -3,6 +3,7 @@
 // Event JSON file (SPEC.md section 5) that Perfetto and chrome://tracing open unchanged.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -59,6 +60,31 @@ struct Flow {
   double to_ts_us = 0;
 };
 
+// An instant event (Chrome "ph": "i"): a mark at one time, from plain traces.
+struct InstantEvent {
+  int rank = 0;
+  int lane = -1;  // the lane of its thread, or -1 for the whole rank (a thread without slices)
+  double ts_us = 0;
+  std::string name;
+};
+
+// A sample of a counter other than `memory` (Chrome "ph": "C"), from plain traces: one
+// series per counter name and value key ("name" alone when the counter holds one value or
+// the key is the name or "value", else "name.key").
+struct CounterSample {
+  int rank = 0;
+  std::string name;
+  double ts_us = 0;
+  double value = 0;
+};
+
+// The args of an event that the typed fields do not hold (all but stage, micro_batch,
+// peer_rank and bytes), as the text of a JSON object: what a plain trace's details show.
+struct EventArgs {
+  std::size_t event = 0;  // index into Trace::events
+  std::string json;
+};
+
 struct TraceMeta {
   std::string format = "pipescope.trace/1";
   std::string source;      // "predicted" or "measured" (empty for plain Chrome traces)
@@ -80,7 +106,12 @@ struct Trace {
   std::vector<TraceEvent> events;
   std::vector<MemorySample> memory;
   std::vector<Flow> flows;
+  std::vector<InstantEvent> instants;
+  std::vector<CounterSample> counters;
+  std::vector<EventArgs> args;  // sorted by event; only events that have such args
 
+  // The other args of an event (JSON object text), or nullptr when it has none.
+  const std::string* args_of(std::size_t event) const;
   int rank_count() const;       // max(meta.num_ranks, 1 + highest rank seen)
   double end_us() const;        // the latest event end
 };

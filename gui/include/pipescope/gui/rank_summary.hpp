@@ -1,0 +1,34 @@
+// The per-rank summary under the timeline: where each rank's time went (busy, idle,
+// communication), the prediction against the measurement with the CLI's error, and which
+// rank is the bottleneck. Widget-free, so the table, its CSV export and the tests share it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "pipescope/gui/timeline_model.hpp"
+
+namespace pipescope::gui {
+
+struct RankSummary {
+  int rank = 0;
+  std::string name;              // the rank's name (process_name of a plain trace)
+  // Of the shown series: the measured one of a pair, else the only one.
+  double busy_us = 0;            // a pipeline's compute lane, or any lane of a plain trace (union)
+  double idle_us = 0;            // the iteration (or the trace's span) less busy
+  double communication_us = 0;   // sends, receives and collectives (union)
+  // With a predicted and a measured trace; NaN otherwise.
+  double predicted_busy_us = 0;
+  double measured_busy_us = 0;
+  double error = 0;              // (predicted - measured) / measured busy time, as ppsim compare
+  bool bottleneck = false;       // the busiest rank (of two or more): the one the others wait for
+};
+
+// One entry per rank, in rank order.
+std::vector<RankSummary> rank_summaries(const TimelineModel& model);
+
+// The table as CSV: a header, then one line per rank (times in microseconds, the error as a
+// fraction, bottleneck 0 or 1). Columns of a pair only when `with_prediction`.
+std::string rank_summary_csv(const std::vector<RankSummary>& ranks, bool with_prediction);
+
+}  // namespace pipescope::gui
