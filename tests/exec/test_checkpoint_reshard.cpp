@@ -8,6 +8,9 @@
 //   --chunks 2 (2 ranks, 2 -> 4 stages, V = 1 -> 2): B's steps 2 and 3 are A's, bit for bit (each
 //   sample's arithmetic is the same on every split); the manifest then lists B's step 2 (its
 //   layout, world 2) and step 4 (the new layout).
+// - 1f1b -> zbv (V placement, 4 stages on 2 ranks): within 1e-6 relative, the bound zbv keeps
+//   against 1f1b uninterrupted (its split backward adds weight gradients in another order; at
+//   these sizes the losses happen to be bitwise equal).
 // - --dp 1 (2 ranks, 4 micro-batches) -> --dp 2 (4 ranks, 2 micro-batches per replica: the same
 //   4 micro-batches a step): B's steps 2 and 3 are A's within 1e-5 relative. Not bitwise: A's
 //   first two steps summed each gradient over 2 replicas (2 + 2 micro-batches, then an
@@ -144,6 +147,15 @@ TEST_CASE("a checkpoint of 1f1b resumes on interleaved-1f1b with 2 chunks, bitwi
   const auto manifest = read_manifest(r.dir.string());
   CHECK(manifest->checkpoints[0].layout->partition.size() == 3);  // 2 stages
   CHECK(manifest->checkpoints[1].layout->partition.size() == 5);  // 4 stages
+}
+
+TEST_CASE("a checkpoint of 1f1b resumes on zbv within the split backward's rounding", "[checkpoint][reshard]") {
+  const Resumed r = straight_and_resumed("zbv", "--nproc-per-node 2 --schedule 1f1b --micro-batches 4",
+                                         "--nproc-per-node 2 --schedule zbv --micro-batches 4");
+  check_ran(r);
+  CHECK(r.after.losses[0] == Approx(r.straight.losses[2]).epsilon(1e-6));
+  CHECK(r.after.losses[1] == Approx(r.straight.losses[3]).epsilon(1e-6));
+  check_manifest_layouts(r.dir, 2, 2);
 }
 
 TEST_CASE("a checkpoint of one replica resumes on two with the same global batch, within rounding",
