@@ -1,4 +1,4 @@
-// The checkpoint manifest, DIR/manifest.json: read (formats 1 and 2) and written in one place, and
+// The checkpoint manifest, DIR/manifest.json: read (formats 1, 2 and 3) and written in one place, and
 // the commit that makes a new checkpoint the newest and prunes the old ones in a crash-safe order.
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -19,6 +19,7 @@ namespace fs = std::filesystem;
 
 constexpr const char* kFormat1 = "pipescope.checkpoint/1";
 constexpr const char* kFormat2 = "pipescope.checkpoint/2";
+constexpr const char* kFormat3 = "pipescope.checkpoint/3";
 
 std::string manifest_path(const std::string& dir) { return (fs::path(dir) / "manifest.json").string(); }
 
@@ -38,11 +39,20 @@ CheckpointPosition position_of(const nlohmann::json& j) {
   return {j.at("step").get<int>(), j.at("data_position").get<std::int64_t>()};
 }
 
-// One entry of format 2's list; a malformed one keeps its step (when it has one) and says why.
-CheckpointRecord record_of(const nlohmann::json& entry, std::size_t index, int world_size) {
+// The number of rank files of a checkpoint: its layout's world, or the manifest's for an entry of
+// format 1 or 2 (which has no layout of its own).
+int world_size_of(const CheckpointRecord& checkpoint, int manifest_world_size) {
+  return checkpoint.layout ? checkpoint.layout->world_size : manifest_world_size;
+}
+
+// One entry of the list of formats 2 and 3; a malformed one keeps its step (when it has one) and
+// says why.
+CheckpointRecord record_of(const nlohmann::json& entry, std::size_t index, int manifest_world_size) {
   CheckpointRecord record;
   try {
     record.position = position_of(entry);
+    if (entry.contains("layout")) record.layout = CheckpointLayout::from_json(entry.at("layout"));
+    const int world_size = world_size_of(record, manifest_world_size);
     if (entry.contains("directory") && entry.at("directory").get<std::string>() != checkpoint_subdir(record.position.step))
       throw UsageError(fmt::format("directory '{}' is not {}", entry.at("directory").get<std::string>(),
                                    checkpoint_subdir(record.position.step)));
@@ -66,6 +76,7 @@ nlohmann::json manifest_json(const Manifest& manifest) {
     nlohmann::json entry = {{"step", c.position.step},
                             {"data_position", c.position.data_position},
                             {"directory", checkpoint_subdir(c.position.step)}};
+    if (c.layout) entry["layout"] = c.layout->to_json();
     if (c.rank_files) {
       entry["files"] = nlohmann::json::array();
       for (std::size_t r = 0; r < c.rank_files->size(); ++r)
@@ -74,7 +85,7 @@ nlohmann::json manifest_json(const Manifest& manifest) {
     }
     list.push_back(std::move(entry));
   }
-  return {{"format", kFormat2},
+  return {{"format", kFormat3},
           {"step", manifest.position.step},
           {"data_position", manifest.position.data_position},
           {"world_size", manifest.world_size},
@@ -91,13 +102,14 @@ std::optional<Manifest> read_manifest(const std::string& dir) {
     if (fs::is_directory(path)) throw UsageError("is a folder");
     const auto j = nlohmann::json::parse(read_file(path));
     const std::string format = j.value("format", kFormat1);
-    if (format != kFormat1 && format != kFormat2) throw UsageError(fmt::format("unknown format '{}'", format));
+    if (format != kFormat1 && format != kFormat2 && format != kFormat3) throw UsageError(fmt::format("unknown format '{}'", format));
     Manifest m;
+    m.format = format == kFormat1 ? 1 : format == kFormat2 ? 2 : 3;
     m.world_size = j.at("world_size").get<int>();
     if (m.world_size < 1) throw UsageError(fmt::format("world size {}", m.world_size));
     m.config = j.at("config");
     if (format == kFormat1) {
-      m.checkpoints.push_back({position_of(j), std::nullopt, ""});
+      m.checkpoints.push_back({position_of(j), std::nullopt, std::nullopt, ""});
     } else {
       const auto& list = j.at("checkpoints");
       if (!list.is_array() || list.empty()) throw UsageError("it lists no checkpoint");
@@ -113,7 +125,8 @@ std::optional<Manifest> read_manifest(const std::string& dir) {
 std::optional<CheckpointRecord> newest_present_checkpoint(const std::string& dir, const Manifest& manifest) {
   for (auto it = manifest.checkpoints.rbegin(); it != manifest.checkpoints.rend(); ++it) {
     bool present = true;
-    for (int r = 0; present && r < manifest.world_size; ++r) present = !rank_file_problem(dir, *it, r, false);
+    const int world_size = world_size_of(*it, manifest.world_size);
+    for (int r = 0; present && r < world_size; ++r) present = !rank_file_problem(dir, *it, r, false);
     if (present) return *it;
   }
   return std::nullopt;
@@ -127,9 +140,13 @@ void commit_checkpoint(const std::string& dir, const CheckpointRecord& saved, in
   next.config = config;
   // The one to fall back on: the newest earlier checkpoint with all its files there.
   std::optional<CheckpointRecord> kept;
-  if (previous && previous->world_size == world_size) {
+  if (previous) {
+    // An entry without a layout counts its files by the manifest's world size: it stays only
+    // while that is the same.
     Manifest earlier = *previous;
-    std::erase_if(earlier.checkpoints, [&](const CheckpointRecord& c) { return c.position.step >= saved.position.step; });
+    std::erase_if(earlier.checkpoints, [&](const CheckpointRecord& c) {
+      return c.position.step >= saved.position.step || (!c.layout && previous->world_size != world_size);
+    });
     if (!earlier.checkpoints.empty()) kept = newest_present_checkpoint(dir, earlier);
   }
   if (kept) next.checkpoints.push_back(*kept);

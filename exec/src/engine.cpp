@@ -401,9 +401,26 @@ const StepResult& PipelineEngine::train_synthetic_batch() {
   return last_step_;
 }
 
+CheckpointLayout PipelineEngine::checkpoint_layout() {
+  CheckpointLayout layout;
+  layout.model = module_.spec().config.name;
+  layout.layers = module_.num_layers();
+  layout.world_size = world_.size();
+  layout.data_parallel = options_.data_parallel;
+  layout.schedule = schedule_.name;
+  layout.partition = partition_.bounds;
+  layout.stage_to_rank = schedule_.stage_to_rank;
+  // Every rank builds its optimizers from the same factory: rank 0's answer is everyone's, but
+  // a rank without parameters has none to ask, so the ranks agree on it.
+  const std::vector<double> by_layer = gather_doubles({optimizer_state_by_layer(*runtime_) ? 1.0 : 0.0}, "checkpoint layout");
+  layout.optimizer_state_by_layer = std::all_of(by_layer.begin(), by_layer.end(), [](double v) { return v != 0; });
+  return layout;
+}
+
 void PipelineEngine::save_checkpoint(const std::string& dir, const nlohmann::json& identity) {
   CheckpointRecord saved;
   saved.position = {global_steps_, data_position_};
+  saved.layout = checkpoint_layout();
   const RankFileRecord mine = save_rank_checkpoint(dir, saved.position, world_.rank(), *runtime_);
   // Every rank's file is on disk, and rank 0 has what the manifest records of each, before the
   // manifest names the checkpoint.
@@ -430,26 +447,36 @@ void PipelineEngine::save_checkpoint(const std::string& dir, const nlohmann::jso
 }
 
 CheckpointChoice PipelineEngine::load_checkpoint(const std::string& dir, const Manifest& manifest) {
-  // Every rank checks its own file of every listed checkpoint; all then take the newest that no
-  // rank found damaged, so they load the same one.
+  // Every rank checks the files it would read of every listed checkpoint (its own, or on another
+  // layout those that hold its layers); all then take the newest that no rank found damaged, so
+  // they load the same one.
+  const CheckpointLayout here = checkpoint_layout();
   const std::vector<CheckpointRecord>& listed = manifest.checkpoints;
+  auto problem_of = [&](const CheckpointRecord& checkpoint, int rank) -> std::optional<std::string> {
+    for (int source : checkpoint_source_ranks(checkpoint, here, rank))
+      if (auto problem = rank_file_problem(dir, checkpoint, source, true)) return problem;
+    return std::nullopt;
+  };
   std::vector<double> mine(listed.size(), 0.0);
-  for (std::size_t i = 0; i < listed.size(); ++i) mine[i] = rank_file_problem(dir, listed[i], world_.rank(), true) ? 1.0 : 0.0;
+  for (std::size_t i = 0; i < listed.size(); ++i)
+    mine[i] = !layout_refusal(dir, listed[i], here) && problem_of(listed[i], world_.rank()) ? 1.0 : 0.0;
   const std::vector<double> damaged = gather_doubles(mine, "checkpoint check");
   CheckpointChoice choice;
   for (std::size_t i = listed.size(); i-- > 0;) {
+    // A checkpoint this run cannot take (another model) is refused, not passed over.
+    if (const auto refusal = layout_refusal(dir, listed[i], here)) throw UsageError(*refusal);
     int first_bad = -1;
     for (int r = 0; r < world_.size() && first_bad < 0; ++r)
       if (damaged[static_cast<std::size_t>(r) * listed.size() + i] != 0) first_bad = r;
     if (first_bad < 0) {
-      const CheckpointPosition at = load_rank_checkpoint(dir, listed[i], world_.rank(), *runtime_);
+      const CheckpointPosition at = load_rank_checkpoint(dir, listed[i], here, world_.rank(), *runtime_);
       global_steps_ = at.step;
       data_position_ = at.data_position;
       choice.loaded = at;
       return choice;
     }
     // The folder is shared: the reason can be told here even when another rank found it.
-    const auto reason = rank_file_problem(dir, listed[i], first_bad, true);
+    const auto reason = problem_of(listed[i], first_bad);
     choice.damaged.push_back({listed[i].position.step, reason ? *reason : fmt::format("rank {} found its file damaged", first_bad)});
   }
   std::vector<std::string> reasons;

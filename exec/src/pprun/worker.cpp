@@ -116,17 +116,13 @@ void append_events(traces::Trace& trace, const nlohmann::json& j) {
   for (const auto& m : j.at("memory")) trace.memory.push_back({m[0].get<int>(), m[1].get<double>(), m[2].get<std::int64_t>()});
 }
 
-// Refuses a checkpoint written by a run that differs in what the weights and data depend on.
+// Refuses a checkpoint written for another model or data; its layout may differ (the engine
+// re-splits it by layer), but the micro-batch size may not: the data position counts micro-batches.
 void check_resumable(const RunPlan& plan, const Manifest& manifest) {
-  const nlohmann::json mine = run_identity(plan);
-  std::vector<std::string> differences;
-  for (const auto& [key, value] : mine.items())
-    if (!manifest.config.contains(key) || manifest.config.at(key) != value)
-      differences.push_back(fmt::format("{} {} in the checkpoint, {} here", key,
-                                        manifest.config.contains(key) ? manifest.config.at(key).dump() : "absent", value.dump()));
-  if (!differences.empty())
-    throw UsageError(fmt::format("{}: the checkpoint belongs to a different run: {}", plan.options.checkpoint_dir,
-                                 fmt::join(differences, "; ")));
+  static const std::vector<std::string> layout_keys = {"schedule", "micro_batches", "stages", "world_size", "data_parallel",
+                                                       "partition"};
+  if (const auto refusal = identity_refusal(plan.options.checkpoint_dir, manifest, run_identity(plan), layout_keys))
+    throw UsageError(*refusal);
 }
 
 std::string nothing_to_do(const RunOptions& o, int checkpoint_step) {

@@ -87,15 +87,19 @@ class PipelineEngine {
   std::int64_t data_position() const { return data_position_; }
 
   // Checkpoints (checkpoint.hpp): every rank calls save_checkpoint after the same step; rank 0
-  // makes it the one to resume from, with `identity` in the manifest, once every rank's file is
-  // on disk, and no rank returns before the manifest names it. load_checkpoint (every rank)
-  // loads this rank's part of the newest checkpoint of `manifest` (read_manifest(dir)) whose
-  // files every rank finds intact, and resumes global_steps() and data_position() from it; the
-  // choice says which it was and which newer ones were damaged (fallback_notice). Throws
-  // UsageError when none is intact. Comparing the manifest's identity with the run's is the
-  // caller's choice.
+  // makes it the one to resume from, with `identity` and this engine's checkpoint_layout() in the
+  // manifest, once every rank's file is on disk, and no rank returns before the manifest names
+  // it. load_checkpoint (every rank) loads this rank's layers of the newest checkpoint of
+  // `manifest` (read_manifest(dir)) whose files every rank finds intact, whatever pipeline size,
+  // chunks, partition, schedule or replicas wrote it, and resumes global_steps() and
+  // data_position() from it; the choice says which it was and which newer ones were damaged
+  // (fallback_notice). Throws UsageError when none is intact or the checkpoint is of another
+  // model (layout_refusal). Comparing the manifest's identity with the run's is the caller's
+  // choice (identity_refusal). Every rank must call these: they exchange with the others.
   void save_checkpoint(const std::string& dir, const nlohmann::json& identity);
   CheckpointChoice load_checkpoint(const std::string& dir, const Manifest& manifest);
+  // What a checkpoint of this engine records of its model and layout (every rank calls it).
+  CheckpointLayout checkpoint_layout();
 
   // The number of micro-batches of the next steps (schedules given by name only).
   void set_micro_batches(int micro_batches);
