@@ -324,6 +324,7 @@ TEST_CASE("loss scaling in the runtime: exact with a power of two, a step skippe
             for (const auto& p : runtime.stage_module(s).parameters()) run.weights[p.name] = p.tensor.detach().clone();
       }
     });
+    INFO("rank 0: " << runs[0].error << "; rank 1: " << runs[1].error);
     for (const auto& r : runs) REQUIRE(r.error.empty());
     return runs;
   };

@@ -224,11 +224,13 @@ void StageCompute::seed_backward(StageState& st, MicroBatchState& state) {
   if (st.is_last) {
     if (!state.loss.defined()) ctx_.fail_here("backward before the forward of this micro-batch");
     // Every micro-batch loss is scaled by 1 / (M * D): the step's gradient is the mean.
-    // With loss scaling, also by the scale (the fp32 sums are divided by it before the step).
-    double scale = 1.0 / (static_cast<double>(ctx_.micro_batch_count()) * ctx_.position.num_replicas);
-    if (ctx_.options.loss_scaling) scale *= ctx_.loss_scaler.scale();
+    const double scale = 1.0 / (static_cast<double>(ctx_.micro_batch_count()) * ctx_.position.num_replicas);
     last.roots = {state.loss};
     last.seeds = {at::full({}, scale, state.loss.options())};
+    // With loss scaling, also by the scale (the fp32 sums are divided by it before the step), in
+    // fp32 as GradScaler does: a scale past fp32's range gives inf, and the step is skipped.
+    if (ctx_.options.loss_scaling)
+      last.seeds[0] = last.seeds[0] * at::scalar_tensor(ctx_.loss_scaler.scale(), at::kDouble).to(state.loss.scalar_type());
   } else {
     std::size_t float_outputs = 0;
     for (const auto& o : state.outputs) float_outputs += carries_grad(o) ? 1 : 0;
