@@ -6,8 +6,9 @@
 //   fp32 master weights, bit for bit, because every micro-batch runs the same bf16 ops and the
 //   weight gradients join fp32 sums in micro-batch order.
 // - bf16 against fp32 (same model, data and seed): not equal, but the losses of 5 steps stay
-//   within 2% of each other (measured: below 0.3%), and between steps the parameters are fp32.
-// - a bf16 run learns: the mlp's loss over 30 steps falls by more than a quarter.
+//   within 2% of each other (measured: below 0.04%), and between steps the parameters are fp32.
+// - a bf16 run learns: the mlp's loss over 30 steps falls by more than a quarter (measured:
+//   2.04 -> 1.00).
 // - transfers in bf16 carry half the bytes of fp32 ones (the trace's send events).
 // - a checkpoint of a bf16 run holds fp32 weights and AdamW moments; an fp32 engine resumes it
 //   and its next loss is close to the bf16 run's (and a bf16 engine resumes its own exactly).
