@@ -293,8 +293,23 @@ PipelineEngine::PipelineEngine(PipelineModule module, Schedule schedule, Transpo
   runtime_options.activation_checkpoint_interval = options_.activation_checkpoint_interval;
   runtime_options.max_grad_norm = options_.gradient_clipping;
   runtime_options.shapes_per_micro_batch = options_.shapes_per_micro_batch;
+  check_compute_dtype(options_.dtype, options_.device ? options_.device->device() : at::Device(at::kCPU));
+  runtime_options.compute_dtype = options_.dtype;
+  runtime_options.loss_scaling = options_.dtype == at::kHalf;
+  runtime_options.loss_scale = options_.loss_scale;
+  check_same_dtype_everywhere();
   runtime_ = std::make_unique<PipelineRuntime>(module_.spec(), schedule_, partition_, world_, position_, runtime_options);
   rebuild_eval_schedule();
+}
+
+void PipelineEngine::check_same_dtype_everywhere() {
+  const std::vector<double> dtypes = gather_doubles({static_cast<double>(options_.dtype)}, "dtype check");
+  for (int r = 0; r < world_.size(); ++r) {
+    const auto theirs = static_cast<at::ScalarType>(static_cast<int>(dtypes[static_cast<std::size_t>(r)]));
+    if (theirs != options_.dtype)
+      throw UsageError(fmt::format("dtype: rank {} computes in {}, rank {} in {}: every rank must be given the same dtype",
+                                   world_.rank(), compute_dtype_name(options_.dtype), r, compute_dtype_name(theirs)));
+  }
 }
 
 PipelineEngine::~PipelineEngine() = default;

@@ -11,6 +11,7 @@
 
 #include "runtime/backward_split_probe.hpp"
 #include "runtime/collectives.hpp"
+#include "runtime/compute_weights.hpp"
 #include "runtime/error_text.hpp"
 #include "runtime/p2p_channel.hpp"
 #include "runtime/rank_context.hpp"
@@ -41,6 +42,9 @@ class PipelineRuntime::Impl {
         recorder_.sample_memory(device);
       }
     ctx_.current = nullptr;
+    // A forward-only step ends with the 16-bit weights in place (a training step put the masters
+    // back before its optimizer step).
+    for (auto& [s, st] : ctx_.stages) runtime::restore_master_weights(*st);
     if (ctx_.active->is_training()) collectives_.finish_training_step();
     try {
       p2p_.drain_sends();

@@ -23,6 +23,7 @@ void for_each_field(Run& run, F&& f) {
   f("micro_batch_size", run.micro_batch_size);
   f("gradient_clipping", run.gradient_clipping);
   f("device", run.device);
+  f("dtype", run.dtype);
   f("clock", run.clock);
   f("threads_per_rank", run.threads_per_rank);
   f("blas", run.blas);

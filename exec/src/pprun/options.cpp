@@ -95,6 +95,9 @@ std::vector<OptionDef> option_defs() {
                   [](RunOptions& o, const std::string& v) { o.learning_rate = parse_number<double>("--lr", v); }});
   add_string("--partition", &RunOptions::partition_method, "METHOD", "layer split: uniform, parameters, type:REGEX");
   add_string("--device", &RunOptions::device, "cpu|cuda", "where workers compute: cpu with Gloo, cuda with NCCL (GPU = LOCAL_RANK)");
+  add_string("--dtype", &RunOptions::dtype, "fp32|bf16|fp16",
+             "compute dtype: bf16 computes and sends activations and gradients in bf16 over fp32 master weights, AdamW "
+             "state and gradient sums (checkpoints hold fp32 either way); fp16 adds dynamic loss scaling and needs --device cuda");
   add_flag("--quiet", &RunOptions::quiet, "no progress on the terminal");
   add_flag("--help", &RunOptions::show_help, "show this help");
   add_flag("--version", &RunOptions::show_version, "show the version");
@@ -194,6 +197,10 @@ void check_run_options(const RunOptions& o) {
     throw UsageError(fmt::format("option --model: unknown model '{}' (known: mlp, tiny-gpt)", o.model));
   if (o.device != "cpu" && o.device != "cuda")
     throw UsageError(fmt::format("option --device: unknown device '{}' (known: cpu, cuda)", o.device));
+  if (o.dtype != "fp32" && o.dtype != "bf16" && o.dtype != "fp16")
+    throw UsageError(fmt::format("option --dtype: unknown dtype '{}' (known: fp32, bf16, fp16)", o.dtype));
+  if (o.dtype == "fp16" && o.device != "cuda")
+    throw UsageError("option --dtype fp16 needs --device cuda (LibTorch's CPU kernels lack half matrix products): use bf16 on the CPU");
   if (o.resume && o.checkpoint_dir.empty()) throw UsageError("option --resume needs --checkpoint-dir");
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty())
     throw UsageError("option --checkpoint-every needs --checkpoint-dir");

@@ -36,6 +36,7 @@ struct RunOptions {
   double learning_rate = 1e-3;
   std::string partition_method = "parameters";
   std::string device = "cpu";  // cpu (Gloo) | cuda (NCCL; GPU LOCAL_RANK of the node)
+  std::string dtype = "fp32";  // fp32 | bf16 | fp16 (cuda only): EngineOptions::dtype
   bool quiet = false;
   bool show_help = false;
   bool show_version = false;

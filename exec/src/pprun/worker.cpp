@@ -324,6 +324,7 @@ class Worker {
     e.learning_rate = o.learning_rate;
     e.timeout = o.timeout;
     e.device = std::move(device);
+    e.dtype = parse_compute_dtype(o.dtype, "option --dtype");
     return e;
   }
 
@@ -361,6 +362,7 @@ class Worker {
     run.data_parallel = plan_.options.data_parallel;
     run.pipeline_ranks = plan_.pipeline_ranks;
     run.device = plan_.options.device;
+    run.dtype = plan_.options.dtype;
     run.clock = plan_.options.device == "cuda" ? "steady+cuda-events" : "steady";
     // Calibration reads these: throughput is per sample, and an optimizer step waits for every
     // rank only when gradients are clipped globally.

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <set>
 
+#include "runtime/compute_weights.hpp"
 #include "runtime/error_text.hpp"
 
 namespace pipescope::exec::runtime {
@@ -22,7 +23,7 @@ void Collectives::make_groups() {
     for (int d = 0; d < position.num_replicas; ++d) members.push_back(d * p + position.pipe_rank);
     dp_group_ = ctx_.world.subgroup(members, fmt::format("dp{}", position.pipe_rank));
   }
-  if (ctx_.options.max_grad_norm > 0 && p > 1) {
+  if ((ctx_.options.max_grad_norm > 0 || ctx_.options.loss_scaling) && p > 1) {
     std::vector<int> members;
     for (int r = 0; r < p; ++r) members.push_back(position.replica * p + r);
     pipe_group_ = ctx_.world.subgroup(members, fmt::format("pipe{}", position.replica));
@@ -54,6 +55,7 @@ void Collectives::finalize_grads(StageState& st) {
   if (st.grads_final) return;
   if (!st.accumulator.complete())
     ctx_.fail_here(fmt::format("stage {} still misses the weight gradients of {} micro-batch(es)", st.stage, st.accumulator.missing()));
+  restore_master_weights(st);  // bf16/fp16: the fp32 sums are the masters' gradients
   auto params = st.module->parameter_tensors();
   auto& sums = st.accumulator.sum();
   for (std::size_t i = 0; i < params.size(); ++i) params[i].mutable_grad() = sums.empty() ? at::zeros_like(params[i]) : sums[i];
@@ -142,11 +144,39 @@ void Collectives::clip_gradients() {
   clipped_ = true;
 }
 
+// Dynamic loss scaling, once per step before clipping (GradScaler's unscale_ then step): the
+// gradients (fp32 sums, reduced over replicas) are divided by the scale, and the ranks of the
+// pipeline agree whether any holds inf or nan. Replicas agree too: a reduced sum with an inf
+// or nan in it is not finite either. Then every rank skips the step, or none does, and the
+// scale moves the same way everywhere.
+void Collectives::unscale_gradients() {
+  if (unscaled_ || !ctx_.options.loss_scaling) return;
+  for (auto& [s, st] : ctx_.stages) reduce_grads(*st);
+  const double scale = ctx_.loss_scaler.scale();
+  bool found_inf = false;
+  for (auto& [s, st] : ctx_.stages)
+    for (auto& p : st->module->parameter_tensors())
+      if (p.grad().defined()) {
+        p.mutable_grad().mul_(1.0 / scale);  // exact while the scale is a power of two, as by default
+        found_inf = found_inf || !at::isfinite(p.grad()).all().item<bool>();
+      }
+  if (pipe_group_) {
+    at::Tensor flag = ctx_.to_device(at::full({1}, found_inf ? 1.0 : 0.0, at::TensorOptions().dtype(at::kFloat)));
+    pipe_group_->all_reduce_sum(flag)->wait(ctx_.options.timeout);
+    found_inf = flag.cpu().item<float>() > 0;
+  }
+  recorder_.result().loss_scale = scale;
+  skip_step_ = !ctx_.loss_scaler.update(found_inf);
+  recorder_.result().step_skipped = skip_step_;
+  unscaled_ = true;
+}
+
 void Collectives::optimizer_step(StageState& st) {
   if (st.stepped) return;
   reduce_grads(st);
-  clip_gradients();
-  if (st.optimizer) st.optimizer->step();
+  unscale_gradients();
+  if (!skip_step_) clip_gradients();  // every rank skips alike: the clipping exchange too
+  if (st.optimizer && !skip_step_) st.optimizer->step();
   for (auto& p : st.module->parameter_tensors()) p.mutable_grad() = at::Tensor();
   st.stepped = true;
 }

@@ -109,7 +109,7 @@ std::int64_t PointToPoint::receive_activation(StageState& st, MicroBatchState& s
   TensorList like;
   state.received_names.clear();
   for (const auto& spec : ctx_.model.boundary.at(static_cast<std::size_t>(st.module->first_layer()))) {
-    like.push_back(at::empty(spec.sizes, at::TensorOptions().dtype(spec.dtype).device(device)));
+    like.push_back(at::empty(spec.sizes, at::TensorOptions().dtype(wire_dtype(spec.dtype, ctx_.options.compute_dtype)).device(device)));
     if (!spec.name.empty()) state.received_names.push_back(spec.name);
   }
   if (mixed_dtypes(like)) {

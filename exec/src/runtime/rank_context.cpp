@@ -35,8 +35,13 @@ RankContext::RankContext(const ModelSpec& model_spec, const Schedule& schedule, 
                          Transport& world_transport, GridPosition grid_position, RuntimeOptions runtime_options)
     : model(model_spec), built_for(&schedule), active(&schedule), partition(stage_bounds), world(world_transport),
       position(grid_position), options(std::move(runtime_options)),
-      dynamic_shapes(model_spec.dynamic_shapes || model_spec.boundary.empty()) {
+      dynamic_shapes(model_spec.dynamic_shapes || model_spec.boundary.empty()), loss_scaler(options.loss_scale) {
   if (!options.device) options.device = make_cpu_device();
+  try {
+    check_compute_dtype(options.compute_dtype, options.device->device());
+  } catch (const std::exception& e) {
+    throw RuntimeError(fmt::format("rank {}: {}", position.world_rank(), e.what()));
+  }
   if (partition.num_stages() != schedule.num_stages)
     throw RuntimeError(fmt::format("schedule '{}' has {} stages, but the model is split into {} (bounds {})", schedule.name,
                                    schedule.num_stages, partition.num_stages(), fmt::join(partition.bounds, ", ")));

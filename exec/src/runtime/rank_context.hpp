@@ -54,6 +54,9 @@ struct StageState {
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::map<int, MicroBatchState> micro_batches;
   runtime::OrderedGradAccumulator accumulator;
+  // bf16/fp16 during a step: the fp32 master weights while the parameters hold 16-bit copies
+  // (compute_weights.hpp); empty in fp32 and between steps.
+  TensorList masters;
   bool grads_final = false;   // accumulator moved into .grad
   bool grads_reduced = false; // data-parallel all-reduce done
   bool stepped = false;
@@ -77,6 +80,8 @@ struct RankContext {
   bool dynamic_shapes = false;  // no declared boundary shapes: transfers carry shape headers
   std::vector<SkipRoute> skip_routes;
   std::map<int, std::unique_ptr<StageState>> stages;
+  // With options.loss_scaling: the scale of this step's backward, the same on every rank.
+  DynamicLossScaler loss_scaler;
 
   // Where the interpreter is (errors name it); `current` is null between programs.
   int step_index = 0;

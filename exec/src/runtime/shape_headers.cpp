@@ -85,6 +85,8 @@ TensorList ShapeHeaders::receive_messages(const ShapeChannel& channel, const Rec
   if (layout.payload_bytes() != payload_bytes)
     ctx_.fail_here(fmt::format("malformed shape header from rank {} ({} bytes announced, {} described)", peer, payload_bytes,
                                layout.payload_bytes()));
+  if (auto wrong = dtype_mismatch(layout.dtypes, ctx_.options.compute_dtype); !wrong.empty())
+    ctx_.fail_here(fmt::format("from rank {}: {}", peer, wrong));
   bytes = body.numel();
   names = layout.names;
   TensorList out = unpack_bytes(body, words * 8, layout.dtypes, layout.sizes, device);

@@ -29,10 +29,11 @@ void check_outputs(const RankContext& ctx, const StageState& st, const TensorLis
     if (!spec.name.empty() && given_name != spec.name)
       ctx.fail_here(fmt::format("{}: output tensor {} is named '{}', but {} is declared with '{}' there", ctx.stage_name(st), i,
                                 given_name, next, spec.name));
-    if (outputs[i].sizes() != at::IntArrayRef(spec.sizes) || outputs[i].scalar_type() != spec.dtype)
+    const at::ScalarType dtype = wire_dtype(spec.dtype, ctx.options.compute_dtype);  // bf16 in a bf16 run
+    if (outputs[i].sizes() != at::IntArrayRef(spec.sizes) || outputs[i].scalar_type() != dtype)
       ctx.fail_here(fmt::format("{}: output tensor {} has shape {} {}, but {} is declared as {} {} (shape mismatch between stages)",
                                 ctx.stage_name(st), i, shape_text(outputs[i].sizes()), c10::toString(outputs[i].scalar_type()),
-                                next, shape_text(spec.sizes), c10::toString(spec.dtype)));
+                                next, shape_text(spec.sizes), c10::toString(dtype)));
   }
 }
 

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 
+#include "runtime/compute_weights.hpp"
 #include "runtime/stage_checks.hpp"
 #include "runtime/wire_format.hpp"
 
@@ -34,6 +35,7 @@ void StageCompute::begin_step(const StepRequest& request) {
   source_ = request.data;
   pulled_.clear();
   keep_outputs_ = request.keep_outputs;
+  for (auto& [s, st] : ctx_.stages) use_compute_weights(*st, ctx_.options.compute_dtype);
   if (keep_outputs_) recorder_.result().outputs.assign(static_cast<std::size_t>(ctx_.micro_batch_count()), TensorList{});
 }
 
@@ -58,7 +60,9 @@ void StageCompute::load(int s, int micro_batch) {
     for (auto& t : batch.inputs) t = t.to(ctx_.device());
     if (batch.labels.defined()) batch.labels = batch.labels.to(ctx_.device());
   }
-  if (st.is_first) state.received_inputs = std::move(batch.inputs);
+  // The data's floating-point tensors enter in the compute dtype, as they would come from a
+  // stage before.
+  if (st.is_first) state.received_inputs = floats_as(batch.inputs, ctx_.options.compute_dtype);
   if (st.is_last) state.labels = std::move(batch.labels);
   state.loaded = true;
 }
@@ -145,7 +149,7 @@ void StageCompute::run_layers(StageState& st, MicroBatchState& state, bool train
   take_skip_outputs(ctx_, st, skips, state);
   // Inference computes the loss only when the data has labels.
   if (st.is_last && (training || (state.labels.defined() && ctx_.model.loss))) {
-    state.loss = compute_loss(ctx_, st, state.outputs, state.labels);
+    state.loss = loss_in_fp32(st, state);
     recorder_.result().loss_sum += state.loss.item<double>();
     ++recorder_.result().loss_count;
   }
@@ -171,6 +175,12 @@ void StageCompute::pass_on(const Instruction& instr, StageState& st, MicroBatchS
     state.inputs.clear();
     state.segments.clear();
   }
+}
+
+// The loss of every dtype is computed on fp32 outputs (a 16-bit softmax over a large
+// vocabulary loses the small probabilities); the upcast is part of the graph.
+at::Tensor StageCompute::loss_in_fp32(StageState& st, MicroBatchState& state) {
+  return compute_loss(ctx_, st, floats_as(state.outputs, at::kFloat), state.labels);
 }
 
 int StageCompute::segment_length(const StageState& st) const {
@@ -200,7 +210,7 @@ void StageCompute::recompute(StageState& st, MicroBatchState& state) {
   }
   set_cpu_rng_state(rng_after);
   state.outputs = state.segments.back().outputs;
-  if (st.is_last) state.loss = compute_loss(ctx_, st, state.outputs, state.labels);
+  if (st.is_last) state.loss = loss_in_fp32(st, state);
   state.graph_ready = true;
 }
 
@@ -217,6 +227,10 @@ void StageCompute::seed_backward(StageState& st, MicroBatchState& state) {
     const double scale = 1.0 / (static_cast<double>(ctx_.micro_batch_count()) * ctx_.position.num_replicas);
     last.roots = {state.loss};
     last.seeds = {at::full({}, scale, state.loss.options())};
+    // With loss scaling, also by the scale (the fp32 sums are divided by it before the step), in
+    // fp32 as GradScaler does: a scale past fp32's range gives inf, and the step is skipped.
+    if (ctx_.options.loss_scaling)
+      last.seeds[0] = last.seeds[0] * at::scalar_tensor(ctx_.loss_scaler.scale(), at::kDouble).to(state.loss.scalar_type());
   } else {
     std::size_t float_outputs = 0;
     for (const auto& o : state.outputs) float_outputs += carries_grad(o) ? 1 : 0;
@@ -288,14 +302,18 @@ void StageCompute::backward(const Instruction& instr, bool input_part, bool weig
       const std::size_t offset = input_part ? grad_inputs.size() : 0;
       for (std::size_t i = param_begin; i < param_end; ++i) {
         at::Tensor g = grads.empty() ? at::Tensor() : grads[offset + (i - param_begin)];
-        param_grads[i] = g.defined() ? g : at::zeros_like(all_params[i]);
+        if (ctx_.options.compute_dtype != at::kFloat)
+          param_grads[i] = fp32_gradient(g, all_params[i]);  // summed over micro-batches in fp32
+        else
+          param_grads[i] = g.defined() ? g : at::zeros_like(all_params[i]);
       }
       if (input_part) seg.roots.clear();  // this run's graph is freed: release what it held
     }
   }
   if (!weight_part) return;
   for (std::size_t i = 0; i < param_grads.size(); ++i)
-    if (!param_grads[i].defined()) param_grads[i] = at::zeros_like(all_params[i]);
+    if (!param_grads[i].defined())
+      param_grads[i] = ctx_.options.compute_dtype != at::kFloat ? fp32_gradient({}, all_params[i]) : at::zeros_like(all_params[i]);
   st.accumulator.add(instr.micro_batch, std::move(param_grads));
   release(state);
 }

@@ -35,6 +35,7 @@ class StageCompute {
   void run_layers(StageState& st, MicroBatchState& state, bool training, bool checkpointed);
   // The forward's results to the trace, the result and the stages after this one on this rank.
   void pass_on(const Instruction& instr, StageState& st, MicroBatchState& state, bool training);
+  at::Tensor loss_in_fp32(StageState& st, MicroBatchState& state);
   int segment_length(const StageState& st) const;
   void recompute(StageState& st, MicroBatchState& state);
   void seed_backward(StageState& st, MicroBatchState& state);

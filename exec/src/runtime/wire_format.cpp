@@ -95,6 +95,23 @@ TensorList unpack_bytes(const at::Tensor& bytes, std::int64_t offset, const std:
   return out;
 }
 
+at::ScalarType wire_dtype(at::ScalarType declared, at::ScalarType compute) {
+  return compute != at::kFloat && at::isFloatingType(declared) ? compute : declared;
+}
+
+std::string dtype_mismatch(const std::vector<at::ScalarType>& dtypes, at::ScalarType compute) {
+  const bool sixteen_bit_compute = compute == at::kBFloat16 || compute == at::kHalf;
+  for (std::size_t i = 0; i < dtypes.size(); ++i) {
+    const at::ScalarType d = dtypes[i];
+    if (!at::isFloatingType(d)) continue;
+    const bool sixteen_bit = d == at::kBFloat16 || d == at::kHalf;
+    if (sixteen_bit_compute ? d != compute : sixteen_bit)
+      return fmt::format("tensor {} is {}, but this stage computes in {} (was every rank given the same dtype?)", i,
+                         c10::toString(d), c10::toString(compute));
+  }
+  return "";
+}
+
 bool mixed_dtypes(const TensorList& tensors) {
   for (const auto& t : tensors)
     if (t.scalar_type() != tensors.front().scalar_type()) return true;

@@ -46,6 +46,15 @@ at::Tensor pack_bytes(const TensorList& tensors, const std::vector<std::int64_t>
 TensorList unpack_bytes(const at::Tensor& bytes, std::int64_t offset, const std::vector<at::ScalarType>& dtypes,
                         const std::vector<std::vector<std::int64_t>>& sizes, at::Device device);
 
+// The dtype a declared floating-point boundary tensor travels in: in bf16 and fp16 runs every
+// floating-point activation and gradient between stages is in the compute dtype (half the bytes
+// of fp32); in fp32 runs the declared dtype.
+at::ScalarType wire_dtype(at::ScalarType declared, at::ScalarType compute);
+// Why floating-point tensors of `dtypes` (from a header) cannot reach a stage computing in
+// `compute`: another dtype than a 16-bit compute dtype, or 16-bit ones where the stage computes
+// in fp32 (the peer was started with another dtype). Empty when they fit.
+std::string dtype_mismatch(const std::vector<at::ScalarType>& dtypes, at::ScalarType compute);
+
 // Tensors of one dtype travel as one typed tensor; a mix needs the byte form.
 bool mixed_dtypes(const TensorList& tensors);
 

@@ -16,6 +16,7 @@
 #include "pipescope/core/schedule.hpp"
 #include "pipescope/exec/checkpoint.hpp"
 #include "pipescope/exec/pipeline_module.hpp"
+#include "pipescope/exec/precision.hpp"
 #include "pipescope/exec/runtime.hpp"
 #include "pipescope/exec/skip_connections.hpp"
 #include "pipescope/exec/transport.hpp"
@@ -48,6 +49,12 @@ struct EngineOptions {
   std::string eval_schedule;        // "": deepspeed-inference when it fits, else the forwards of the training schedule
   std::chrono::milliseconds timeout{60000};  // how long a rank waits on a peer
   std::shared_ptr<ComputeDevice> device;  // null: the CPU
+  // Precision (precision.hpp): kFloat; kBFloat16 (compute, activations and transfers between
+  // stages in bf16 over fp32 master weights, fp32 AdamW state, fp32 gradient sums; Megatron's
+  // --bf16); kHalf (the same in fp16 with dynamic loss scaling, CUDA only). Every rank must
+  // give the same; checkpoints hold the fp32 masters whatever the dtype.
+  at::ScalarType dtype = at::kFloat;
+  LossScaleOptions loss_scale;      // fp16's dynamic loss scaling (GradScaler's defaults)
 };
 
 struct EvalResult {
@@ -122,6 +129,8 @@ class PipelineEngine {
 
  private:
   void rebuild_eval_schedule();
+  // Every rank computes in the same dtype: transfers without shape headers carry no dtype.
+  void check_same_dtype_everywhere();
   // Every rank's `mine`, in rank order (`what` names the exchange in an error).
   std::vector<double> gather_doubles(const std::vector<double>& mine, const char* what);
 

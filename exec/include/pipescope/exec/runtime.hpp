@@ -5,7 +5,8 @@
 // Exactness: per-micro-batch parameter gradients are accumulated in micro-batch order whatever
 // order the schedule runs backwards in, and tied weights are summed in layer order, so every
 // schedule without split backward reproduces the single-process gradient-accumulation run bit
-// for bit (fp32, one thread).
+// for bit (fp32, one thread). So does bf16 (and fp16): every micro-batch runs the same 16-bit
+// ops wherever the stage boundaries fall, and its weight gradients join fp32 sums in order.
 #pragma once
 
 #include <chrono>
@@ -20,6 +21,7 @@
 #include "pipescope/core/schedule.hpp"
 #include "pipescope/exec/device.hpp"
 #include "pipescope/exec/model.hpp"
+#include "pipescope/exec/precision.hpp"
 #include "pipescope/exec/transport.hpp"
 #include "pipescope/traces/trace.hpp"
 
@@ -62,6 +64,16 @@ struct RuntimeOptions {
   // transfer, for data whose shapes vary between the micro-batches of one step (DeepSpeed's
   // dynamic_shape).
   bool shapes_per_micro_batch = false;
+  // The dtype the stages compute and send activations and gradients in: kFloat, kBFloat16 or
+  // kHalf (CUDA only). In 16 bits the parameters hold 16-bit copies of fp32 master weights
+  // during a step; the optimizer, its state, checkpoints and the per-micro-batch gradient sums
+  // are fp32, and the loss is computed on fp32 logits.
+  at::ScalarType compute_dtype = at::kFloat;
+  // Dynamic loss scaling (fp16 needs it; any dtype takes it): the backward starts from the loss
+  // times the scale, the fp32 gradient sums are divided by it, and a step whose gradients hold
+  // inf or nan on any rank of the pipeline is skipped everywhere (torch.amp.GradScaler's rules).
+  bool loss_scaling = false;
+  LossScaleOptions loss_scale;
 };
 
 // The micro-batches of a step, pulled in micro-batch order, once each, and only on ranks that
@@ -95,6 +107,10 @@ struct StepResult {
   std::vector<TensorList> outputs;
   // With max_grad_norm: the global gradient norm before clipping (every rank has it).
   double grad_norm = -1;
+  // With loss scaling: the scale this step's backward used, and whether its optimizer step was
+  // skipped for inf/nan gradients.
+  double loss_scale = 0;
+  bool step_skipped = false;
 };
 
 // One stage held by this rank, with its optimizer.

@@ -48,6 +48,7 @@ struct RunDescription {
   std::optional<int> micro_batch_size;           // samples per micro-batch
   std::optional<double> gradient_clipping;       // max global gradient norm; 0: not clipped
   std::optional<std::string> device;             // "cpu" or "cuda"
+  std::optional<std::string> dtype;              // compute dtype: "fp32", "bf16" or "fp16"
   std::optional<std::string> clock;              // "steady" or "steady+cuda-events"
   std::optional<int> threads_per_rank;
   std::optional<std::string> blas;
