@@ -410,6 +410,17 @@ void PipelineEngine::set_micro_batches(int micro_batches) {
 const StepResult& PipelineEngine::train_synthetic_batch() {
   StepRequest request;
   request.first_sample = data_position_ + static_cast<std::int64_t>(position_.replica) * schedule_.num_micro_batches;
+  return run_training_step(request);
+}
+
+const StepResult& PipelineEngine::train_replica_batch(const MicroBatchSource& data) {
+  if (!data) throw UsageError("train_replica_batch: no data source");
+  StepRequest request;
+  request.data = &data;
+  return run_training_step(request);
+}
+
+const StepResult& PipelineEngine::run_training_step(const StepRequest& request) {
   last_step_ = runtime_->run_step(global_steps_, request);
   ++global_steps_;
   data_position_ += static_cast<std::int64_t>(schedule_.num_micro_batches) * options_.data_parallel;

@@ -50,7 +50,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kModel =
-    "--model tiny-gpt --layers 2 --hidden 32 --seq-len 8 --vocab 64 --micro-batch-size 2 --quiet --timeout 30";
+    "--model tiny-gpt --data synthetic --layers 2 --hidden 32 --seq-len 8 --vocab 64 --micro-batch-size 2 --quiet --timeout 30";
 
 struct RunOutput {
   int status = -1;

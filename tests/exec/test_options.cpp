@@ -1,9 +1,12 @@
 // pprun's option parser. Scenario: defaults match SPEC.md's documented ones (schedule 1f1b,
-// 4 micro-batches, mlp, 4 steps, timeout 60 s); "--micro-batches 8 --chunks=2 --quiet" sets 8,
+// 4 micro-batches, tiny-gpt on the default corpus with vocab 256, 4 steps, timeout 60 s); "--micro-batches 8 --chunks=2 --quiet" sets 8,
 // 2 (and marks chunks as given) and quiet; unknown options, missing and malformed values are
 // UsageErrors that name the option; --help lists every option with its default. --device is cpu
 // by default, accepts cuda and rejects anything else naming --device. --trace and --metrics into
-// a folder that does not exist are refused before the run; --bind-cores is a flag.
+// a folder that does not exist are refused before the run; --bind-cores is a flag. The data
+// decides the vocabulary when --vocab is left out: 256 byte tokens for text, 128 for
+// --data synthetic and for --model mlp (synthetic by default); a --vocab other than 256 on text,
+// mlp on text and --eval-every on synthetic data are refused naming the option.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -18,7 +21,7 @@ TEST_CASE("defaults and explicit values") {
   const RunOptions d = parse_run_options({});
   CHECK(d.schedule == "1f1b");
   CHECK(d.micro_batches == 4);
-  CHECK(d.model == "mlp");
+  CHECK(d.model == "tiny-gpt");  // issue 17: the default run trains on text, which tiny-gpt reads
   CHECK(d.steps == 4);
   CHECK(d.timeout == std::chrono::seconds(60));
   CHECK_FALSE(d.chunks_given);
@@ -87,4 +90,30 @@ TEST_CASE("--device is cpu or cuda") {
   CHECK_NOTHROW(check_run_options(cuda));
   CHECK_THROWS_WITH(check_run_options(parse_run_options({"--device=tpu"})), Catch::Contains("--device") && Catch::Contains("tpu"));
   CHECK_THAT(run_options_help(), Catch::Contains("--device cpu|cuda"));
+}
+
+TEST_CASE("the data decides the default vocabulary and what fits it") {
+  const RunOptions d = parse_run_options({});
+  CHECK(d.data.empty());
+  CHECK_FALSE(uses_synthetic_data(d));
+  CHECK(d.vocab == 256);
+  CHECK(d.eval_every == 0);
+  const RunOptions synthetic = parse_run_options({"--data", "synthetic"});
+  CHECK(uses_synthetic_data(synthetic));
+  CHECK(synthetic.vocab == 128);
+  const RunOptions mlp = parse_run_options({"--model", "mlp"});
+  CHECK(uses_synthetic_data(mlp));
+  CHECK(mlp.vocab == 128);
+  CHECK(parse_run_options({"--data", "synthetic", "--vocab", "64"}).vocab == 64);
+  CHECK(text_data_path(parse_run_options({"--data", "/some/text.txt"})) == "/some/text.txt");
+  CHECK_NOTHROW(check_run_options(parse_run_options({"--vocab", "256"})));
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--vocab", "64"})), Catch::Contains("option --vocab 64"));
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--model", "mlp", "--data", "t.txt"})), Catch::Contains("--model mlp"));
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--data", "synthetic", "--eval-every", "2"})),
+                    Catch::Contains("--eval-every"));
+  CHECK_THROWS_WITH(parse_run_options({"--data", ""}), Catch::Contains("option --data"));
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--eval-every", "-1"})), Catch::Contains("--eval-every"));
+  const std::string help = run_options_help();
+  for (const char* option : {"--data PATH", "--eval-every N", "share/pipescope/corpus", "synthetic"})
+    CHECK_THAT(help, Catch::Contains(option));
 }

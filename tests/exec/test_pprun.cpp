@@ -27,6 +27,15 @@
 //   with more ranks than cores.
 // - --bind-cores on 2 ranks: the same losses; the trace names each rank's half of the cores, for
 //   its compute and its transport's threads alike.
+// - text, the default corpus (kText), 8 steps of 4 micro-batches: 4 ranks (4 stages, 1f1b) give
+//   bitwise the losses of one process, and the loss falls by more than 1.0 (nats) from the
+//   first step to the last; a 2 x 2 grid (--dp 2) matches one process with 8 micro-batches within
+//   1e-5 (the replicas read disjoint samples that together are the single run's); --eval-every 3
+//   writes eval_loss on steps 2, 5 and the last (7) only, the same on 4 ranks as on one within
+//   1e-6, falling too; a run killed at step 3 resumes with the uninterrupted losses bit for bit
+//   (the data position comes back with the checkpoint).
+// - text refusals, one line and exit 2 before any worker: --vocab that is not 256, --model mlp
+//   on text, an empty file, a binary file, a missing path, --eval-every on synthetic data.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -49,8 +58,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The exactness cases below run on the synthetic generator (said explicitly: pprun's default
+// data is the text corpus); the text cases at the end use kText.
 const std::string kModel =
-    "--model tiny-gpt --layers 2 --hidden 32 --seq-len 8 --vocab 64 --micro-batch-size 2 --quiet --timeout 20";
+    "--data synthetic --model tiny-gpt --layers 2 --hidden 32 --seq-len 8 --vocab 64 --micro-batch-size 2 --quiet --timeout 20";
+// tiny-gpt on the default corpus (the project's docs, byte tokens): 4 layers (2 blocks), so 4
+// stages fit; a learning rate at which 8 steps show the loss falling.
+const std::string kText = "--model tiny-gpt --layers 2 --hidden 32 --seq-len 32 --micro-batch-size 4 --lr 0.01 --quiet --timeout 20";
 
 struct RunOutput {
   int status = -1;
@@ -343,6 +357,101 @@ TEST_CASE("bad runs are refused before any worker starts") {
   for (const auto& [args, expected, applies] : cases) {
     if (!applies) continue;
     const RunOutput run = run_pprun("refused", args);
+    INFO(args);
+    CHECK(run.status == 2);
+    CHECK_THAT(run.err, Catch::StartsWith("pprun: error: "));
+    CHECK_THAT(run.err, Catch::Contains(expected));
+    CHECK(line_count(run.err) == 1);
+  }
+}
+
+namespace {
+
+const RunOutput& text_reference_run() {
+  return cached_run("text-reference", "--nproc-per-node 1 --schedule data-parallel --micro-batches 4 --steps 8 --eval-every 3 " + kText);
+}
+
+}  // namespace
+
+TEST_CASE("text: pipelined runs on the default corpus equal one process bit for bit, and learn") {
+  const RunOutput& ref = text_reference_run();
+  INFO(ref.err);
+  REQUIRE(ref.status == 0);
+  REQUIRE(ref.losses.size() == 8);
+  CHECK(ref.losses.front() - ref.losses.back() > 1.0);
+  const RunOutput& four = cached_run("text-1f1b-4", "--nproc-per-node 4 --schedule 1f1b --micro-batches 4 --steps 8 --eval-every 3 " + kText);
+  INFO(four.err);
+  REQUIRE(four.status == 0);
+  REQUIRE(four.losses.size() == 8);
+  for (std::size_t i = 0; i < 8; ++i) CHECK(four.losses[i] == ref.losses[i]);
+
+  const RunOutput& ref8 = cached_run("text-reference-8", "--nproc-per-node 1 --schedule data-parallel --micro-batches 8 --steps 4 " + kText);
+  const RunOutput& grid = cached_run("text-dp2xpp2", "--nproc-per-node 4 --dp 2 --schedule 1f1b --micro-batches 4 --steps 4 " + kText);
+  INFO(grid.err);
+  REQUIRE(ref8.status == 0);
+  REQUIRE(grid.status == 0);
+  REQUIRE(grid.losses.size() == 4);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(grid.losses[i] == Approx(ref8.losses[i]).epsilon(1e-5));
+  CHECK(grid.losses.front() > grid.losses.back());
+}
+
+TEST_CASE("text: --eval-every writes the held-out loss on its steps and the last") {
+  const RunOutput& ref = text_reference_run();
+  const RunOutput& four = cached_run("text-1f1b-4", "--nproc-per-node 4 --schedule 1f1b --micro-batches 4 --steps 8 --eval-every 3 " + kText);
+  REQUIRE(ref.status == 0);
+  REQUIRE(four.status == 0);
+  std::vector<int> evaluated;
+  for (std::size_t i = 0; i < ref.metrics.size(); ++i) {
+    if (!ref.metrics[i].contains("eval_loss")) {
+      CHECK_FALSE(four.metrics[i].contains("eval_loss"));
+      continue;
+    }
+    evaluated.push_back(ref.metrics[i].at("step").get<int>());
+    const double loss = ref.metrics[i].at("eval_loss").get<double>();
+    CHECK(loss > 0);
+    REQUIRE(four.metrics[i].contains("eval_loss"));
+    CHECK(four.metrics[i].at("eval_loss").get<double>() == Approx(loss).epsilon(1e-6));
+  }
+  CHECK(evaluated == std::vector<int>{2, 5, 7});
+  CHECK(ref.metrics[7].at("eval_loss").get<double>() < ref.metrics[2].at("eval_loss").get<double>());
+}
+
+TEST_CASE("text: a killed run resumes at its data position with the same losses") {
+  const RunOutput& full = text_reference_run();
+  REQUIRE(full.status == 0);
+  const fs::path dir = work_dir() / "text-checkpoints";
+  fs::remove_all(dir);
+  const std::string args = "--nproc-per-node 2 --schedule 1f1b --micro-batches 4 --steps 8 --eval-every 3 --checkpoint-every 1 "
+                           "--checkpoint-dir " + dir.string() + " " + kText;
+  const RunOutput killed = run_pprun("text-resume-killed", args, "env PIPESCOPE_FAULT=1:3:kill");
+  REQUIRE(killed.status == 1);
+  REQUIRE(killed.losses.size() == 3);
+  const RunOutput resumed = run_pprun("text-resume-resumed", args + " --resume");
+  INFO(resumed.err);
+  REQUIRE(resumed.status == 0);
+  REQUIRE(resumed.metrics.size() == 5);  // steps 3 to 7 (its metrics file is a fresh one)
+  CHECK(resumed.metrics[0].at("step") == 3);
+  for (std::size_t i = 0; i < 5; ++i) CHECK(resumed.losses[i] == full.losses[i + 3]);
+  CHECK(resumed.metrics[4].at("eval_loss").get<double>() == Approx(full.metrics[7].at("eval_loss").get<double>()).epsilon(1e-6));
+}
+
+TEST_CASE("text: bad data and options that do not fit it are refused before any worker starts") {
+  const fs::path empty = work_dir() / "empty.txt", binary = work_dir() / "binary.bin";
+  pipescope::write_file_atomic(empty.string(), "");
+  pipescope::write_file_atomic(binary.string(), std::string("text\0more", 9));
+  struct Refusal {
+    std::string args, expected;
+  };
+  const std::vector<Refusal> cases = {
+      {"--vocab 64", "option --vocab 64: text is read as bytes"},
+      {"--model mlp --data " + empty.string(), "--model mlp reads vectors"},
+      {"--data " + empty.string(), "file " + empty.string() + ": is empty"},
+      {"--data " + binary.string(), "file " + binary.string() + ": is binary, not text (a NUL byte at offset 4)"},
+      {"--data " + (work_dir() / "no-such.txt").string(), "no-such.txt: no such file or folder"},
+      {"--data synthetic --eval-every 2", "--eval-every: synthetic data has no held-out part"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const RunOutput run = run_pprun("text-refused", "--nproc-per-node 2 " + args);
     INFO(args);
     CHECK(run.status == 2);
     CHECK_THAT(run.err, Catch::StartsWith("pprun: error: "));

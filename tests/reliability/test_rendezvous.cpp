@@ -25,7 +25,7 @@ namespace {
 
 const std::string kPprun = PPRUN_PATH;
 const std::string kTiny =
-    "--schedule 1f1b --micro-batches 4 --model tiny-gpt --layers 2 --hidden 16 --seq-len 4 --vocab 16 "
+    "--schedule 1f1b --micro-batches 4 --data synthetic --model tiny-gpt --layers 2 --hidden 16 --seq-len 4 --vocab 16 "
     "--micro-batch-size 1 --quiet";
 
 // A loopback socket the test holds: its port is known to be taken while it lives.

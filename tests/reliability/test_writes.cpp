@@ -189,7 +189,7 @@ TEST_CASE("pprun's trace and metrics through symlinks keep the links", "[reliabi
   fs::create_symlink("real/metrics.jsonl", dir / "metrics.jsonl");
   fs::create_symlink("real/trace.json", dir / "trace.json");
   const CliRun run = run_cli(PPRUN_PATH, dir,
-                             "--nproc-per-node 2 --schedule 1f1b --micro-batches 4 --steps 2 --model tiny-gpt --layers 2 "
+                             "--nproc-per-node 2 --schedule 1f1b --micro-batches 4 --steps 2 --data synthetic --model tiny-gpt --layers 2 "
                              "--hidden 32 --seq-len 8 --vocab 64 --micro-batch-size 2 --quiet --timeout 20 "
                              "--trace trace.json --metrics metrics.jsonl");
   REQUIRE(run.status == 0);

@@ -15,6 +15,8 @@
 #include <map>
 #include <optional>
 
+#include "data/default_corpus.hpp"
+#include "data/text_corpus.hpp"
 #include "launcher.hpp"
 #include "pipescope/core/errors.hpp"
 
@@ -63,14 +65,26 @@ std::vector<OptionDef> option_defs() {
                     o.chunks = parse_number<int>("--chunks", v);
                     o.chunks_given = true;
                   }});
-  add_string("--model", &RunOptions::model, "mlp|tiny-gpt", "built-in model");
+  add_string("--model", &RunOptions::model, "tiny-gpt|mlp", "built-in model (mlp reads vectors: synthetic data only)");
   add_int("--layers", &RunOptions::layers, "hidden layers (mlp) or transformer blocks (tiny-gpt)");
   add_int("--hidden", &RunOptions::hidden, "hidden size");
   add_int("--seq-len", &RunOptions::seq_len, "sequence length (tiny-gpt)");
-  add_int("--vocab", &RunOptions::vocab, "vocabulary size (tiny-gpt) or classes (mlp)");
+  defs.push_back({"--vocab", "N",
+                  "vocabulary size (tiny-gpt) or classes (mlp) (default: the data's, 256 byte tokens for text, 128 for synthetic)",
+                  [](RunOptions& o, const std::string& v) { o.vocab = parse_number<int>("--vocab", v); }});
+  defs.push_back({"--data", "PATH",
+                  "text to train on: a file, or a folder of files read in sorted path order, memory-mapped, one token a "
+                  "byte, the last 5% held out; 'synthetic' for the built-in generator (default: the project's docs "
+                  "installed with pprun in share/pipescope/corpus; synthetic for --model mlp)",
+                  [](RunOptions& o, const std::string& v) {
+                    if (v.empty()) throw UsageError("option --data: needs a file, a folder or 'synthetic'");
+                    o.data = v;
+                  }});
+  add_int("--eval-every", &RunOptions::eval_every,
+          "held-out loss every N steps and after the last, printed and in --metrics as eval_loss (0: never; text --data only)");
   add_int("--micro-batch-size", &RunOptions::micro_batch_size, "samples per micro-batch");
   add_int("--steps", &RunOptions::steps, "total optimizer steps (a resumed run continues up to it)");
-  defs.push_back({"--seed", "K", fmt::format("seed of the weights and the synthetic data (default {})", d.seed),
+  defs.push_back({"--seed", "K", fmt::format("seed of the weights, the synthetic data and the order of text samples (default {})", d.seed),
                   [](RunOptions& o, const std::string& v) { o.seed = parse_number<unsigned long long>("--seed", v); }});
   add_int("--threads-per-rank", &RunOptions::threads_per_rank, "intra-op threads of each worker");
   add_flag("--bind-cores", &RunOptions::bind_cores,
@@ -172,8 +186,15 @@ RunOptions parse_run_options(const std::vector<std::string>& args) {
     }
     def->apply(options, value);
   }
+  if (options.vocab == 0) options.vocab = uses_synthetic_data(options) ? 128 : kByteVocabularySize;
   return options;
 }
+
+bool uses_synthetic_data(const RunOptions& o) {
+  return o.data == kSyntheticData || (o.data.empty() && o.model == "mlp");
+}
+
+std::string text_data_path(const RunOptions& o) { return o.data.empty() ? default_corpus_path() : o.data; }
 
 void check_run_options(const RunOptions& o) {
   auto at_least = [](const char* name, long long value, long long minimum) {
@@ -201,6 +222,17 @@ void check_run_options(const RunOptions& o) {
     throw UsageError(fmt::format("option --dtype: unknown dtype '{}' (known: fp32, bf16, fp16)", o.dtype));
   if (o.dtype == "fp16" && o.device != "cuda")
     throw UsageError("option --dtype fp16 needs --device cuda (LibTorch's CPU kernels lack half matrix products): use bf16 on the CPU");
+  at_least("--eval-every", o.eval_every, 0);
+  if (!uses_synthetic_data(o)) {
+    if (o.model == "mlp")
+      throw UsageError(fmt::format("option --data {}: --model mlp reads vectors, not tokens; train it on --data synthetic, "
+                                   "or text on --model tiny-gpt", o.data));
+    if (o.vocab != kByteVocabularySize)
+      throw UsageError(fmt::format("option --vocab {}: text is read as bytes, {} token values; leave --vocab out or give {}",
+                                   o.vocab, kByteVocabularySize, kByteVocabularySize));
+  } else if (o.eval_every > 0) {
+    throw UsageError("option --eval-every: synthetic data has no held-out part; give text with --data");
+  }
   if (o.resume && o.checkpoint_dir.empty()) throw UsageError("option --resume needs --checkpoint-dir");
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty())
     throw UsageError("option --checkpoint-every needs --checkpoint-dir");

@@ -15,11 +15,15 @@ struct RunOptions {
   int micro_batches = 4;
   int chunks = 1;
   bool chunks_given = false;
-  std::string model = "mlp";
+  std::string model = "tiny-gpt";
   int layers = 4;
   int hidden = 64;
   int seq_len = 16;
-  int vocab = 128;
+  int vocab = 0;  // 0 until parsed: then the data's (256 byte tokens for text, 128 for synthetic)
+  // --data: a text file or folder, "synthetic" (the built-in generator), or empty: the default
+  // corpus (default_corpus_path) for tiny-gpt, synthetic for mlp, which reads vectors.
+  std::string data;
+  int eval_every = 0;  // > 0: held-out loss every N steps and after the last (text data only)
   int micro_batch_size = 8;
   int steps = 4;
   unsigned long long seed = 1234;
@@ -43,7 +47,14 @@ struct RunOptions {
 };
 
 // Parses argv[1..]; throws UsageError naming the option for unknown options and bad values.
+// Fills in the defaults that depend on other options (the vocabulary from the data).
 RunOptions parse_run_options(const std::vector<std::string>& args);
+
+inline constexpr const char* kSyntheticData = "synthetic";
+// Whether the run trains on the built-in synthetic generator rather than text.
+bool uses_synthetic_data(const RunOptions& options);
+// The text file or folder the run trains on (the default corpus when --data is not given).
+std::string text_data_path(const RunOptions& options);
 
 // The --help text: every option with its default.
 std::string run_options_help();

@@ -26,6 +26,8 @@
 #include "pipescope/exec/memory.hpp"
 #include "pipescope/exec/transport.hpp"
 #include "pipescope/traces/trace_io.hpp"
+#include "data/default_corpus.hpp"
+#include "data/text_batches.hpp"
 #include "pprun/core_binding.hpp"
 #include "pprun/stolen_time.hpp"
 #include "pprun/thread_cpu_time.hpp"
@@ -58,6 +60,21 @@ void maybe_inject_fault(int rank, int step) {
   if (std::string(action) == "kill") std::raise(SIGKILL);
   if (std::string(action) == "hang")
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+// The held-out set --eval-every measures: this many forward-only batches of M micro-batches per
+// replica, the same windows at every evaluation, so the figures of a run compare with each other.
+constexpr int kHeldOutBatches = 2;
+
+// The text of the run, opened (memory-mapped) and checked; throws UsageError naming the file.
+TextBatches open_text_data(const RunOptions& o) {
+  const std::string path = text_data_path(o);
+  std::error_code error;
+  if (o.data.empty() && !std::filesystem::exists(path, error))
+    throw UsageError(fmt::format("no --data given and the default corpus is not at {} (the build copies it there, install "
+                                 "puts it in PREFIX/share/pipescope/corpus): give --data FILE|FOLDER, or --data synthetic",
+                                 path));
+  return TextBatches(TextCorpus::open(path), o.seq_len, o.micro_batch_size, o.seed, path);
 }
 
 // Repetitions of the backward split probe after the traced step (calibration; a few backwards).
@@ -186,6 +203,7 @@ class Worker {
     world_ = std::move(world.transport);
     store_ = world.store;
 
+    if (!uses_synthetic_data(o)) text_.emplace(open_text_data(o));
     PipelineEngine engine(PipelineModule(plan_.model), plan_.schedule, *world_, engine_options(device));
     // Said while the engine and the world still hold their connections: the ranks this failure
     // stops notice only once they close, so the launcher hears from this rank first.
@@ -222,7 +240,7 @@ class Worker {
       stolen.start();
       const auto transport_cpu_before = threads_cpu_seconds(transport_threads_);
       const auto started = std::chrono::steady_clock::now();
-      const StepResult& result = engine.train_synthetic_batch();
+      const StepResult& result = text_ ? train_on_text(engine) : engine.train_synthetic_batch();
 
       std::vector<double> mine(kNumStatFields);
       mine[kLossSum] = result.loss_sum;
@@ -238,6 +256,9 @@ class Worker {
       auto gathered = gather(mine, step);
       const double iteration_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       const std::vector<double> stolen_time_s = per_rank(gathered, env_.world_size, kStolenS);
+      // After the step's timing: an evaluation is not part of the step.
+      const bool evaluate_now = o.eval_every > 0 && ((step + 1) % o.eval_every == 0 || step == last_step);
+      const double eval_loss = evaluate_now ? evaluate(engine) : 0.0;
 
       if (traced) {
         // After the last timed step, on every rank at once: the backward's two halves timed apart.
@@ -259,10 +280,16 @@ class Worker {
         metrics += fmt::format("{{\"step\": {}, \"loss\": {:.17g}, \"iteration_time_s\": {:.9g}, \"peak_memory_bytes\": [{}]",
                                step, loss, iteration_time_s, fmt::join(peaks, ", "));
         if (!stolen_time_s.empty()) metrics += fmt::format(", \"stolen_time_s\": [{:.9g}]", fmt::join(stolen_time_s, ", "));
+        if (evaluate_now) metrics += fmt::format(", \"eval_loss\": {:.17g}", eval_loss);
         metrics += "}\n";
         if (!o.metrics_path.empty()) write_file_atomic(o.metrics_path, metrics);
         if (progress)
           std::fprintf(stderr, "\rpprun: step %d/%d  loss %.6f  %.3f s/step ", step + 1, o.steps, loss, iteration_time_s);
+        if (evaluate_now && !o.quiet) {
+          if (progress) std::fprintf(stderr, "\n");
+          std::printf("pprun: step %d/%d  eval_loss %.6f  (held-out)\n", step + 1, o.steps, eval_loss);
+          std::fflush(stdout);
+        }
       }
       const int done = engine.global_steps();
       const bool checkpoint_now = !o.checkpoint_dir.empty() &&
@@ -289,6 +316,28 @@ class Worker {
     if (env_.rank == 0 && !choice.damaged.empty())
       std::fprintf(stderr, "pprun: warning: %s\n", fallback_notice(o.checkpoint_dir, choice).c_str());
     if (choice.loaded.step >= o.steps) throw UsageError(nothing_to_do(o, choice.loaded.step));
+  }
+
+  // One step on this replica's global micro-batches of the text: data_position() + replica x M
+  // onwards (engine.hpp), so replicas never share a sample and the stream goes on where a
+  // checkpoint left it, whatever the replica count.
+  const StepResult& train_on_text(PipelineEngine& engine) {
+    std::int64_t next = replica_first_micro_batch(engine.data_position(), engine.replica(), engine.micro_batches());
+    const MicroBatchSource source = [this, &next] { return text_->training_micro_batch(next++); };
+    return engine.train_replica_batch(source);
+  }
+
+  // The mean loss of the held-out set (kHeldOutBatches forward-only batches; replica d takes
+  // held-out micro-batches (c x dp + d) x M .. + M - 1 of batch c), on every rank.
+  double evaluate(PipelineEngine& engine) {
+    const int micro_batches = engine.micro_batches();
+    double sum = 0;
+    for (int c = 0; c < kHeldOutBatches; ++c) {
+      std::int64_t next = (static_cast<std::int64_t>(c) * plan_.options.data_parallel + engine.replica()) * micro_batches;
+      const MicroBatchSource source = [this, &next] { return text_->held_out_micro_batch(next++); };
+      sum += engine.eval_batch(source).loss;
+    }
+    return sum / kHeldOutBatches;
   }
 
   std::vector<double> gather(const std::vector<double>& mine, int step) {
@@ -423,6 +472,7 @@ class Worker {
   std::unique_ptr<Transport> world_;
   std::shared_ptr<KeyValueStore> store_;
   std::vector<pid_t> transport_threads_;  // started by the transport: they move data between ranks
+  std::optional<TextBatches> text_;       // the text data; empty for synthetic data
 };
 
 // --resume needs a manifest of this run with a checkpoint short of --steps; a fresh run must not
@@ -491,6 +541,12 @@ RunPlan make_run_plan(const RunOptions& options, int world_size) {
     if (plan.partition.bounds[s] >= plan.partition.bounds[s + 1])
       throw UsageError(fmt::format("--model {} has {} layers and cannot be split into {} non-empty stages", options.model,
                                    plan.model.layers.size(), plan.schedule.num_stages));
+  // The text is checked here, before any worker starts; each worker maps it again.
+  plan.data_identity = kSyntheticData;
+  if (!uses_synthetic_data(options)) {
+    const TextBatches text = open_text_data(options);
+    plan.data_identity = fmt::format("text: {} file(s), {} bytes", text.corpus().files().size(), text.corpus().size_bytes());
+  }
   check_checkpoint_dir(plan);
   return plan;
 }
@@ -501,7 +557,7 @@ nlohmann::json run_identity(const RunPlan& plan) {
           {"seq_len", o.seq_len},     {"vocab", o.vocab},           {"micro_batch_size", o.micro_batch_size},
           {"seed", o.seed},           {"schedule", plan.schedule.name}, {"micro_batches", plan.schedule.num_micro_batches},
           {"stages", plan.schedule.num_stages}, {"world_size", plan.world_size}, {"data_parallel", o.data_parallel},
-          {"partition", plan.partition.bounds}};
+          {"partition", plan.partition.bounds}, {"data", plan.data_identity}};
 }
 
 int run_worker(const RunPlan& plan, const WorkerEnvironment& env) {

@@ -22,10 +22,13 @@ struct RunPlan {
   Partition partition;
   int world_size = 1;
   int pipeline_ranks = 1;
+  // The text the run trains on, as run_identity records it ("synthetic" for the generator):
+  // "text: F file(s), N bytes", so a resumed run refuses other text.
+  std::string data_identity;
 };
 
-// Builds and checks the schedule (for world_size / --dp pipeline ranks), validates it and splits
-// the model into its stages. Throws UsageError or ScheduleError naming the option or schedule.
+// Builds and checks the schedule (for world_size / --dp pipeline ranks), validates it, splits
+// the model into its stages and opens the text data to check it. Throws UsageError or ScheduleError naming the option or schedule.
 RunPlan make_run_plan(const RunOptions& options, int world_size);
 
 // What identifies a run for checkpoints: resuming with a different one is refused.

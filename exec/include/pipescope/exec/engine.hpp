@@ -91,7 +91,15 @@ class PipelineEngine {
   // deepspeed-inference) runs its forwards and losses, as pprun measures it; train_batch
   // refuses one.
   const StepResult& train_synthetic_batch();
+  // The same step on this replica's micro-batches pulled from `data` (pprun's text data): the
+  // caller gives replica() the global micro-batches data_position() + replica() x M .. + M - 1,
+  // and the position moves on by M x data_parallel as above.
+  const StepResult& train_replica_batch(const MicroBatchSource& data);
+  // Micro-batches consumed by all replicas together (a global count: replica d of the next step
+  // starts at data_position() + d x M). Global samples = data_position() x micro-batch size, so
+  // a run resumed with another data_parallel or M continues the same stream of samples.
   std::int64_t data_position() const { return data_position_; }
+  int replica() const { return position_.replica; }  // this rank's data-parallel replica
 
   // Checkpoints (checkpoint.hpp): every rank calls save_checkpoint after the same step; rank 0
   // makes it the one to resume from, with `identity` and this engine's checkpoint_layout() in the
@@ -131,6 +139,7 @@ class PipelineEngine {
   void rebuild_eval_schedule();
   // Every rank computes in the same dtype: transfers without shape headers carry no dtype.
   void check_same_dtype_everywhere();
+  const StepResult& run_training_step(const StepRequest& request);
   // Every rank's `mine`, in rank order (`what` names the exchange in an error).
   std::vector<double> gather_doubles(const std::vector<double>& mine, const char* what);
 
@@ -149,7 +158,7 @@ class PipelineEngine {
   StepResult last_step_;
   int global_steps_ = 0;
   int eval_steps_ = 0;
-  std::int64_t data_position_ = 0;  // of the built-in data, replica 0
+  std::int64_t data_position_ = 0;  // global micro-batches consumed (data_position())
 };
 
 // The forwards of a training schedule: backwards, gradient transfers and end-of-batch
