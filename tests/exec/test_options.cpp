@@ -88,3 +88,18 @@ TEST_CASE("--device is cpu or cuda") {
   CHECK_THROWS_WITH(check_run_options(parse_run_options({"--device=tpu"})), Catch::Contains("--device") && Catch::Contains("tpu"));
   CHECK_THAT(run_options_help(), Catch::Contains("--device cpu|cuda"));
 }
+
+// --recompute is --recompute-layers 1; off (0) by default; the two agree or are refused; 0 and
+// negative counts are refused naming the option; --help names Megatron's analogue.
+TEST_CASE("--recompute and --recompute-layers set the recomputed run length") {
+  CHECK(parse_run_options({}).recompute_layers == 0);
+  CHECK(parse_run_options({"--recompute"}).recompute_layers == 1);
+  CHECK(parse_run_options({"--recompute-layers", "3"}).recompute_layers == 3);
+  CHECK(parse_run_options({"--recompute", "--recompute-layers=1"}).recompute_layers == 1);
+  CHECK_THROWS_WITH(parse_run_options({"--recompute-layers", "0"}), "option --recompute-layers: 0 is below the minimum 1");
+  CHECK_THROWS_WITH(parse_run_options({"--recompute-layers", "-2"}), "option --recompute-layers: -2 is below the minimum 1");
+  CHECK_THROWS_WITH(parse_run_options({"--recompute-layers", "2", "--recompute"}),
+                    Catch::StartsWith("option --recompute: asks for runs of 1 layer(s), but runs of 2 were asked for already"));
+  CHECK_THROWS_WITH(parse_run_options({"--recompute=1"}), "option --recompute takes no value");
+  CHECK_THAT(run_options_help(), Catch::Contains("--recompute-layers N") && Catch::Contains("--recompute-num-layers"));
+}
