@@ -164,7 +164,7 @@ TEST_CASE("pprun --recompute: option errors are one line before any worker start
       {"--recompute --recompute-layers 3",
        "pprun: error: option --recompute-layers: asks for runs of 3 layer(s), but runs of 1 were asked for already"},
       {"--recompute-layers 6",
-       "pprun: error: option --recompute-layers 6: no stage has that many layers (layers per stage: 4, 5, --partition "
+       "pprun: error: option --recompute-layers 6: no stage has that many layers (layers per stage: 5, 4, --partition "
        "parameters); --recompute-layers 5 already recomputes the largest stage as one run"},
   };
   for (const auto& c : cases) {
