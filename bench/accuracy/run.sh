@@ -87,8 +87,13 @@ configs=(
   "zbv-m4 zbv 4 2"
 )
 
+# The figures are timings: the models train on their synthetic data (any vocabulary) unless
+# MODEL_ARGS names other data.
+data_args=(--data synthetic)
+[[ " ${model_args[*]} " == *" --data "* ]] && data_args=()
+
 measure() {  # name schedule m chunks trace-file [traced-steps]: appends the run's steps to NAME.metrics.jsonl
-  "$pprun" --nproc-per-node "$ranks" --schedule "$2" --micro-batches "$3" --chunks "$4" "${model_args[@]}" \
+  "$pprun" --nproc-per-node "$ranks" --schedule "$2" --micro-batches "$3" --chunks "$4" "${model_args[@]}" "${data_args[@]}" \
     --threads-per-rank 1 --device "$device" "${bind_args[@]}" --steps "$steps" --trace "$5" --trace-steps "${6:-1}" --metrics "$out/run.metrics.jsonl" --quiet
   jq -c --argjson run "$round" '. + {run: $run}' "$out/run.metrics.jsonl" >> "$out/$1.metrics.jsonl"
 }

@@ -78,7 +78,8 @@ void add_options(po::options_description& o, SimulateOptions& s) {
       ("efficiency", po::value(&s.efficiency)->default_value(s.efficiency), "achievable fraction of peak FLOP/s (0: the device's, 0.5)")
       ("data-parallel", po::value(&s.data_parallel)->default_value(s.data_parallel), "data-parallel replicas (ring all-reduce of gradients)")
       ("micro-batch-size", po::value(&s.micro_batch_size)->default_value(s.micro_batch_size), "samples per micro-batch")
-      ("recompute", po::bool_switch(&s.recompute), "full activation recomputation (default off)")
+      ("recompute", po::bool_switch(&s.recompute),
+       "full activation recomputation, with --model or with the --profile of a run without it (default off)")
       ("zero1", po::bool_switch(&s.zero1), "shard optimizer state over data-parallel replicas (default off)")
       ("gpus-per-node", po::value(&s.gpus_per_node)->default_value(s.gpus_per_node), "GPUs per node")
       ("intra-bandwidth", po::value(&s.intra_bandwidth)->default_value(s.intra_bandwidth), "bytes/s per direction inside a node (0: the device's NVLink)")
@@ -194,6 +195,20 @@ void print_table(const sim::Summary& summary, const CostSource& source) {
                              100 * r.bubble_fraction, sim::format_bytes(r.peak_memory_bytes));
 }
 
+// --recompute with --profile: each measured stage as it would run with every layer recomputed
+// (sim::recompute_measured_stage), its layer count from the run's partition in the profile.
+void recompute_profile_stages(const sim::Profile& profile, sim::CostModel& costs, const std::string& source) {
+  std::vector<int> bounds;
+  if (profile.extra.contains("stage_bounds") && profile.extra["stage_bounds"].is_array())
+    bounds = profile.extra["stage_bounds"].get<std::vector<int>>();
+  if (bounds.size() != costs.stages.size() + 1)
+    throw UsageError(fmt::format("--recompute: the profile {} does not give the layers of each of the schedule's {} stages "
+                                 "(its stage_bounds: {} stages); simulate its own stage count",
+                                 source, costs.stages.size(), bounds.empty() ? 0 : bounds.size() - 1));
+  for (std::size_t st = 0; st < costs.stages.size(); ++st)
+    costs.stages[st] = sim::recompute_measured_stage(costs.stages[st], bounds[st + 1] - bounds[st], 1);
+}
+
 int run_simulate(const std::vector<std::string>& args) {
   SimulateOptions s;
   po::options_description options("ppsim simulate [options]");
@@ -221,6 +236,7 @@ int run_simulate(const std::vector<std::string>& args) {
     // A profile measured on S stages predicts schedules of V*S stages (or S/k) of the same model.
     sim::check_profile_fits(*source.profile, schedule, s.profile);
     source.costs = sim::cost_model_from_profile(sim::profile_for_stages(*source.profile, schedule.num_stages, s.profile));
+    if (s.recompute) recompute_profile_stages(*source.profile, source.costs, s.profile);
   }
   sim::SimOptions sim_options;
   sim_options.build_trace = !s.trace.empty();

@@ -255,4 +255,27 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
   return costs;
 }
 
+StageCost recompute_measured_stage(StageCost c, int stage_layers, int run_layers) {
+  if (stage_layers < 1 || run_layers < 1)
+    throw UsageError("recomputation in runs of " + std::to_string(run_layers) + " layer(s) of a stage of " +
+                     std::to_string(stage_layers) + ": both must be at least 1");
+  if (c.activation_bytes <= 0)
+    throw UsageError("--recompute: the profile has no stage-to-stage transfer size to take a layer's input from "
+                     "(a profile of one stage): calibrate on two pipeline ranks or more");
+  const int run = std::min(run_layers, stage_layers);
+  const std::int64_t runs = (stage_layers + run - 1) / run;
+  const std::int64_t measured_held = c.f_mem_bytes;
+  // Never more than without recomputation: a run of every layer still keeps its input.
+  const std::int64_t kept = std::min(measured_held, (runs + 1) * c.activation_bytes);
+  const std::int64_t stash = -c.w_mem_bytes;  // what B keeps for W, as measured
+  c.f_mem_bytes = kept;
+  c.b_mem_bytes = -kept + stash;
+  // One run rebuilt at a time in the backward, charged throughout as derive_costs does.
+  c.static_bytes += measured_held * run / stage_layers;
+  // The backward first runs its runs' forwards again.
+  c.b_s += c.f_s;
+  if (c.full_backward_s > 0) c.full_backward_s += c.f_s;
+  return c;
+}
+
 }  // namespace pipescope::sim

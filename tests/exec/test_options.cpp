@@ -117,3 +117,18 @@ TEST_CASE("the data decides the default vocabulary and what fits it") {
   for (const char* option : {"--data PATH", "--eval-every N", "share/pipescope/corpus", "synthetic"})
     CHECK_THAT(help, Catch::Contains(option));
 }
+
+// --recompute is --recompute-layers 1; off (0) by default; the two agree or are refused; 0 and
+// negative counts are refused naming the option; --help names Megatron's analogue.
+TEST_CASE("--recompute and --recompute-layers set the recomputed run length") {
+  CHECK(parse_run_options({}).recompute_layers == 0);
+  CHECK(parse_run_options({"--recompute"}).recompute_layers == 1);
+  CHECK(parse_run_options({"--recompute-layers", "3"}).recompute_layers == 3);
+  CHECK(parse_run_options({"--recompute", "--recompute-layers=1"}).recompute_layers == 1);
+  CHECK_THROWS_WITH(parse_run_options({"--recompute-layers", "0"}), "option --recompute-layers: 0 is below the minimum 1");
+  CHECK_THROWS_WITH(parse_run_options({"--recompute-layers", "-2"}), "option --recompute-layers: -2 is below the minimum 1");
+  CHECK_THROWS_WITH(parse_run_options({"--recompute-layers", "2", "--recompute"}),
+                    Catch::StartsWith("option --recompute: asks for runs of 1 layer(s), but runs of 2 were asked for already"));
+  CHECK_THROWS_WITH(parse_run_options({"--recompute=1"}), "option --recompute takes no value");
+  CHECK_THAT(run_options_help(), Catch::Contains("--recompute-layers N") && Catch::Contains("--recompute-num-layers"));
+}

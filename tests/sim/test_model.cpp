@@ -87,3 +87,44 @@ TEST_CASE("a model file is read and bad fields are named") {
   CHECK_THROWS_WITH(parse_model_json(R"({"layers": "4", "hidden": 256, "heads": 4, "seq": 128, "vocab": 9})", "m.json"),
                     Catch::Contains("layers"));
 }
+
+// A measured stage of 4 layers (pprun's mlp: 1 MB per hidden-state tensor) that held 9 MB per
+// micro-batch from F to B (its input, then two tensors per layer) and 2 MB from B to W:
+// recomputing every layer keeps the 4 layers' inputs and the stage's output (5 MB), charges one
+// layer's share of the activations (9/4 MB) throughout, and runs the forward again in B. Runs
+// of 2 layers keep 3 MB and rebuild 2 layers' share at a time; runs longer than the stage are
+// the stage as one run.
+TEST_CASE("recomputation applied to a measured stage keeps the runs' inputs and rebuilds one run at a time") {
+  constexpr std::int64_t MB = 1'000'000;
+  StageCost measured;
+  measured.f_s = 0.002;
+  measured.b_s = 0.003;
+  measured.w_s = 0.001;
+  measured.full_backward_s = 0.0035;
+  measured.f_mem_bytes = 9 * MB;
+  measured.w_mem_bytes = -2 * MB;
+  measured.b_mem_bytes = -7 * MB;
+  measured.static_bytes = 100 * MB;
+  measured.activation_bytes = MB;
+
+  const StageCost every_layer = recompute_measured_stage(measured, 4, 1);
+  CHECK(every_layer.f_mem_bytes == 5 * MB);
+  CHECK(every_layer.b_mem_bytes == -3 * MB);
+  CHECK(every_layer.w_mem_bytes == -2 * MB);
+  CHECK(every_layer.f_mem_bytes + every_layer.b_mem_bytes + every_layer.w_mem_bytes == 0);
+  CHECK(every_layer.static_bytes == 100 * MB + 9 * MB / 4);
+  CHECK(every_layer.b_s == Approx(0.005));
+  CHECK(every_layer.full_backward_s == Approx(0.0055));
+  CHECK(every_layer.w_s == measured.w_s);
+
+  const StageCost pairs = recompute_measured_stage(measured, 4, 2);
+  CHECK(pairs.f_mem_bytes == 3 * MB);
+  CHECK(pairs.static_bytes == 100 * MB + 9 * MB / 2);
+  CHECK(recompute_measured_stage(measured, 4, 7).f_mem_bytes == 2 * MB);
+  CHECK(recompute_measured_stage(measured, 4, 7).static_bytes == 109 * MB);
+
+  StageCost lone = measured;  // a profile of one stage measured no transfer
+  lone.activation_bytes = 0;
+  CHECK_THROWS_WITH(recompute_measured_stage(lone, 4, 1), Catch::Contains("no stage-to-stage transfer size"));
+  CHECK_THROWS_AS(recompute_measured_stage(measured, 4, 0), UsageError);
+}

@@ -39,6 +39,7 @@ Trace described_trace() {
   r.layers = std::vector<LayerDescription>{{"blocks.0", "MlpBlock", 262656}, {"head", "Linear", 5000000000}};
   r.stage_bounds = std::vector<int>{0, 1, 2};
   r.partition_method = "parameters";
+  r.recompute_layers = 1;
   r.step_time_s = 0.0125;
   r.stolen_time_s = std::vector<double>{0.001, 0.0};
   r.transport_cpu_s = std::vector<double>{0.25, 1e-9};
@@ -78,6 +79,7 @@ TEST_CASE("the run description round-trips through the trace file", "[run_descri
   CHECK_THAT(text, Catch::Contains(R"("backward_split_probe": [{"full_us":[100.5,90.0],"inner":{"full_us":[80.0],)"));
   CHECK_THAT(text, Catch::Contains(R"("cost_model": "uniform", "data_parallel": 1, "device": "cpu", "gradient_clipping": 0.0,)"));
   CHECK_THAT(text, Catch::Contains(R"("layers": [{"name":"blocks.0","parameters":262656,"type":"MlpBlock"},)"));
+  CHECK_THAT(text, Catch::Contains(R"("pipeline_ranks": 2, "recompute_layers": 1,)"));
 
   Trace bare;  // a description without fields writes nothing
   CHECK_THAT(to_trace_json(bare), Catch::Contains(R"("iteration": 0},)"));

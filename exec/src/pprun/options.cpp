@@ -35,6 +35,19 @@ T parse_number(const std::string& option, const std::string& text) {
   return value;
 }
 
+// --recompute and --recompute-layers N set one value: given together they must agree, since
+// which of two different granularities was meant cannot be guessed.
+void set_recompute_layers(RunOptions& o, const char* option, int layers) {
+  // 0 is the default's meaning, not a value to ask for: "no recomputation" is leaving the
+  // option out, and a 0 from a script is more likely a mistake.
+  if (layers < 1) throw UsageError(fmt::format("option {}: {} is below the minimum 1", option, layers));
+  if (o.recompute_layers > 0 && o.recompute_layers != layers)
+    throw UsageError(fmt::format("option {}: asks for runs of {} layer(s), but runs of {} were asked for already "
+                                 "(--recompute is --recompute-layers 1): give one",
+                                 option, layers, o.recompute_layers));
+  o.recompute_layers = layers;
+}
+
 struct OptionDef {
   std::string name;
   std::string value_name;  // empty for flags
@@ -112,6 +125,17 @@ std::vector<OptionDef> option_defs() {
   add_string("--dtype", &RunOptions::dtype, "fp32|bf16|fp16",
              "compute dtype: bf16 computes and sends activations and gradients in bf16 over fp32 master weights, AdamW "
              "state and gradient sums (checkpoints hold fp32 either way); fp16 adds dynamic loss scaling and needs --device cuda");
+  defs.push_back({"--recompute", "",
+                  "full activation recomputation: keep each layer's input, run the layer again in the backward "
+                  "(--recompute-layers 1; what ppsim simulate --recompute models) (default off)",
+                  [](RunOptions& o, const std::string&) { set_recompute_layers(o, "--recompute", 1); }});
+  defs.push_back({"--recompute-layers", "N",
+                  "recompute in runs of N layers: keep the input of every N layers of a stage (Megatron's "
+                  "--recompute-method uniform --recompute-num-layers N); a stage with fewer layers is one run "
+                  "(default 0: no recomputation)",
+                  [](RunOptions& o, const std::string& v) {
+                    set_recompute_layers(o, "--recompute-layers", parse_number<int>("--recompute-layers", v));
+                  }});
   add_flag("--quiet", &RunOptions::quiet, "no progress on the terminal");
   add_flag("--help", &RunOptions::show_help, "show this help");
   add_flag("--version", &RunOptions::show_version, "show the version");
@@ -212,6 +236,7 @@ void check_run_options(const RunOptions& o) {
   at_least("--threads-per-rank", o.threads_per_rank, 1);
   at_least("--checkpoint-every", o.checkpoint_every, 0);
   at_least("--dp", o.data_parallel, 1);
+  at_least("--recompute-layers", o.recompute_layers, 0);
   if (o.timeout.count() <= 0) throw UsageError(fmt::format("option --timeout: {:g} must be positive", seconds(o.timeout)));
   if (!(o.learning_rate > 0)) throw UsageError(fmt::format("option --lr: {:g} must be positive", o.learning_rate));
   if (o.model != "mlp" && o.model != "tiny-gpt")

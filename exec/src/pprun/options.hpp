@@ -41,6 +41,10 @@ struct RunOptions {
   std::string partition_method = "parameters";
   std::string device = "cpu";  // cpu (Gloo) | cuda (NCCL; GPU LOCAL_RANK of the node)
   std::string dtype = "fp32";  // fp32 | bf16 | fp16 (cuda only): EngineOptions::dtype
+  // Activation recomputation: 0 keeps every activation from the forward to the backward; N > 0
+  // keeps only the input of every run of N layers of a stage and recomputes the run in the
+  // backward (--recompute is 1; EngineOptions::activation_checkpoint_interval).
+  int recompute_layers = 0;
   bool quiet = false;
   bool show_help = false;
   bool show_version = false;

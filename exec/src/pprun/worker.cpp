@@ -279,6 +279,8 @@ class Worker {
         const double loss = loss_count > 0 ? loss_sum / loss_count : 0.0;
         metrics += fmt::format("{{\"step\": {}, \"loss\": {:.17g}, \"iteration_time_s\": {:.9g}, \"peak_memory_bytes\": [{}]",
                                step, loss, iteration_time_s, fmt::join(peaks, ", "));
+        // The peaks depend on it: a row of a recomputing run says so (absent: none).
+        if (o.recompute_layers > 0) metrics += fmt::format(", \"recompute_layers\": {}", o.recompute_layers);
         if (!stolen_time_s.empty()) metrics += fmt::format(", \"stolen_time_s\": [{:.9g}]", fmt::join(stolen_time_s, ", "));
         if (evaluate_now) metrics += fmt::format(", \"eval_loss\": {:.17g}", eval_loss);
         metrics += "}\n";
@@ -362,8 +364,8 @@ class Worker {
 
   std::chrono::milliseconds timeout() const { return plan_.options.timeout; }
 
-  // The engine pprun drives: the command line's training settings, the rest the engine's
-  // defaults (AdamW with weight decay 0.01, no clipping, no activation checkpointing).
+  // The engine pprun drives: the command line's training settings (recomputation included),
+  // the rest the engine's defaults (AdamW with weight decay 0.01, no clipping).
   EngineOptions engine_options(std::shared_ptr<ComputeDevice> device) const {
     const RunOptions& o = plan_.options;
     EngineOptions e;
@@ -371,6 +373,7 @@ class Worker {
     e.data_parallel = o.data_parallel;
     e.partition = o.partition_method;  // splits as make_run_plan did: plan_.partition
     e.learning_rate = o.learning_rate;
+    e.activation_checkpoint_interval = o.recompute_layers;
     e.timeout = o.timeout;
     e.device = std::move(device);
     e.dtype = parse_compute_dtype(o.dtype, "option --dtype");
@@ -458,6 +461,7 @@ class Worker {
     for (const auto& l : plan_.model.layers) run.layers->push_back({l.name, l.type, l.parameters});
     run.stage_bounds = plan_.partition.bounds;
     run.partition_method = plan_.options.partition_method;
+    run.recompute_layers = plan_.options.recompute_layers;
     double origin = std::numeric_limits<double>::infinity();
     for (const auto& e : trace.events) origin = std::min(origin, e.ts_us);
     for (const auto& m : trace.memory) origin = std::min(origin, m.ts_us);
@@ -474,6 +478,21 @@ class Worker {
   std::vector<pid_t> transport_threads_;  // started by the transport: they move data between ranks
   std::optional<TextBatches> text_;       // the text data; empty for synthetic data
 };
+
+// --recompute-layers N: a stage with fewer than N layers recomputes as one run (partitions are
+// uneven, and Megatron's uniform method ends a stage's last run short too), but an N above every
+// stage's layer count asks for runs no stage has: refused, naming the stage sizes.
+void check_recompute_layers(const RunPlan& plan) {
+  const int n = plan.options.recompute_layers;
+  if (n <= 1) return;
+  std::vector<int> stage_layers;
+  for (int s = 0; s < plan.partition.num_stages(); ++s) stage_layers.push_back(plan.partition.bounds[s + 1] - plan.partition.bounds[s]);
+  const int largest = *std::ranges::max_element(stage_layers);
+  if (n > largest)
+    throw UsageError(fmt::format("option --recompute-layers {}: no stage has that many layers (layers per stage: {}, --partition {}); "
+                                 "--recompute-layers {} already recomputes the largest stage as one run",
+                                 n, fmt::join(stage_layers, ", "), plan.options.partition_method, largest));
+}
 
 // --resume needs a manifest of this run with a checkpoint short of --steps; a fresh run must not
 // take over a folder that holds another run's checkpoints (its first checkpoint would hide them).
@@ -547,6 +566,7 @@ RunPlan make_run_plan(const RunOptions& options, int world_size) {
     const TextBatches text = open_text_data(options);
     plan.data_identity = fmt::format("text: {} file(s), {} bytes", text.corpus().files().size(), text.corpus().size_bytes());
   }
+  check_recompute_layers(plan);
   check_checkpoint_dir(plan);
   return plan;
 }

@@ -36,10 +36,13 @@ struct MicroBatchState {
     TensorList inputs, outputs;
     std::vector<std::string> input_names;
     at::Tensor rng_state;
+    bool graph_ready = false;   // outputs hold the run's autograd graph
+    // The gradient of each output (undefined where none flows), from the run after this one:
+    // it arrives before this run is recomputed, and becomes roots and seeds once it is.
+    TensorList output_grads;
     TensorList roots, seeds;    // kept between BackwardInput and BackwardWeight
   };
   std::vector<Segment> segments;
-  bool graph_ready = false;     // segments hold their autograd graphs
   bool seeded = false;
   bool input_grads_ready = false;
   bool loaded = false;

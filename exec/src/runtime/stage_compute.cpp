@@ -83,6 +83,7 @@ void StageCompute::forward(const Instruction& instr) {
     whole.inputs = state.inputs;
     for (const auto& [name, leaf] : state.skip_inputs) whole.inputs.push_back(leaf);  // after the stage inputs
     whole.outputs = state.outputs;
+    whole.graph_ready = training;
     state.segments.push_back(std::move(whole));
   }
   state.seeded = false;
@@ -138,12 +139,10 @@ void StageCompute::run_layers(StageState& st, MicroBatchState& state, bool train
     }
     state.outputs = std::move(x.tensors);
     state.output_names = std::move(x.names);
-    state.graph_ready = false;
   } else {
     NamedTensors out = st.module->forward_named({state.inputs, state.input_names}, &skips);
     state.outputs = std::move(out.tensors);
     state.output_names = std::move(out.names);
-    state.graph_ready = true;
   }
   check_outputs(ctx_, st, state.outputs, state.output_names);
   take_skip_outputs(ctx_, st, skips, state);
@@ -189,29 +188,48 @@ int StageCompute::segment_length(const StageState& st) const {
   return interval > 0 ? std::min(interval, layers) : layers;
 }
 
-// Activation checkpointing: reruns every run from its kept input with the forward's random
-// state, now recording the graph; each run's input is a leaf, so the backward goes run by run.
-void StageCompute::recompute(StageState& st, MicroBatchState& state) {
-  if (state.graph_ready) return;
-  const at::Tensor rng_after = cpu_rng_state();
-  for (std::size_t k = 0; k < state.segments.size(); ++k) {
-    auto& seg = state.segments[k];
-    if (k > 0) {
-      TensorList leaves;
-      for (auto& t : seg.inputs) {
-        at::Tensor leaf = t.detach();
-        if (carries_grad(leaf)) leaf.requires_grad_(true);
-        leaves.push_back(leaf);
-      }
-      seg.inputs = std::move(leaves);
+// Activation checkpointing: reruns run `k` from its kept input with the forward's random state,
+// now recording its graph; its input is a leaf, so the backward stops there. The backward
+// recomputes the runs one at a time, last first, each just before its own gradients, so that
+// only one run's activations are rebuilt at a time (as torch.utils.checkpoint and Megatron do,
+// and as `ppsim simulate --recompute` models). Rebuilding every run first held the whole
+// stage's activations for one micro-batch at the backward: the drop in peak memory was smaller
+// than the simulator's by the other runs' activations (docs/ACCURACY.md, "Memory with
+// recomputation").
+void StageCompute::recompute(StageState& st, MicroBatchState& state, std::size_t k) {
+  auto& seg = state.segments[k];
+  if (seg.graph_ready) return;
+  if (k > 0) {
+    TensorList leaves;
+    for (auto& t : seg.inputs) {
+      at::Tensor leaf = t.detach();
+      if (carries_grad(leaf)) leaf.requires_grad_(true);
+      leaves.push_back(leaf);
     }
-    set_cpu_rng_state(seg.rng_state);
-    seg.outputs = st.module->forward_range_named({seg.inputs, seg.input_names}, seg.first_layer, seg.end_layer).tensors;
+    seg.inputs = std::move(leaves);
   }
-  set_cpu_rng_state(rng_after);
-  state.outputs = state.segments.back().outputs;
-  if (st.is_last) state.loss = loss_in_fp32(st, state);
-  state.graph_ready = true;
+  const at::Tensor rng_now = cpu_rng_state();
+  set_cpu_rng_state(seg.rng_state);
+  seg.outputs = st.module->forward_range_named({seg.inputs, seg.input_names}, seg.first_layer, seg.end_layer).tensors;
+  set_cpu_rng_state(rng_now);
+  seg.graph_ready = true;
+  if (k + 1 == state.segments.size()) {
+    state.outputs = seg.outputs;
+    if (st.is_last) state.loss = loss_in_fp32(st, state);
+  } else {
+    seed_from_output_grads(seg);
+  }
+}
+
+void StageCompute::seed_from_output_grads(MicroBatchState::Segment& seg) {
+  seg.roots.clear();
+  seg.seeds.clear();
+  for (std::size_t i = 0; i < seg.output_grads.size(); ++i)
+    if (seg.output_grads[i].defined() && seg.outputs.at(i).requires_grad()) {
+      seg.roots.push_back(seg.outputs[i]);
+      seg.seeds.push_back(seg.output_grads[i]);
+    }
+  seg.output_grads.clear();
 }
 
 // The gradient seeds of a stage's backward: the scaled loss on the last stage, the received
@@ -273,7 +291,7 @@ void StageCompute::backward(const Instruction& instr, bool input_part, bool weig
   MicroBatchState& state = ctx_.micro_batch(instr.stage, instr.micro_batch);
   if (state.segments.empty()) ctx_.fail_here("backward before the forward of this micro-batch");
   if (input_part) {
-    recompute(st, state);
+    recompute(st, state, state.segments.size() - 1);
     seed_backward(st, state);
   } else if (!state.seeded) {
     ctx_.fail_here("BackwardWeight before the BackwardInput of this micro-batch");
@@ -282,6 +300,7 @@ void StageCompute::backward(const Instruction& instr, bool input_part, bool weig
   std::vector<at::Tensor> param_grads(weight_part ? all_params.size() : 0);
   // Last run first: a run's input gradients seed the run before it.
   for (std::size_t k = state.segments.size(); k-- > 0;) {
+    if (input_part) recompute(st, state, k);  // its output gradients came from run k + 1
     auto& seg = state.segments[k];
     TensorList grad_inputs;
     if (input_part)
@@ -307,7 +326,13 @@ void StageCompute::backward(const Instruction& instr, bool input_part, bool weig
         else
           param_grads[i] = g.defined() ? g : at::zeros_like(all_params[i]);
       }
-      if (input_part) seg.roots.clear();  // this run's graph is freed: release what it held
+      if (input_part) {  // this run's graph is freed: release what it held before the next run is rebuilt
+        seg.roots.clear();
+        seg.seeds.clear();
+        seg.outputs.clear();
+        if (k > 0) seg.inputs.clear();  // run 0's are the stage's inputs, which give_input_grads reads
+        if (k + 1 == state.segments.size()) state.outputs.clear();
+      }
     }
   }
   if (!weight_part) return;
@@ -324,20 +349,15 @@ void StageCompute::pass_input_grads(const Instruction& instr, StageState& st, Mi
   for (std::size_t i = 0; i < grad_inputs.size(); ++i)
     input_grads.push_back(grads.empty() || !grads[i].defined() ? at::zeros_like(grad_inputs[i]) : grads[i]);
   if (k == 0) return give_input_grads(instr, st, state, input_grads);
-  // Seeds of the previous run: its outputs are this run's inputs, one for one.
+  // The previous run's outputs are this run's inputs, one for one; it is recomputed next.
   const auto& seg = state.segments[k];
   auto& prev = state.segments[k - 1];
-  prev.roots.clear();
-  prev.seeds.clear();
+  prev.output_grads.assign(seg.inputs.size(), at::Tensor());
   std::size_t g = 0;
-  for (std::size_t i = 0; i < seg.inputs.size(); ++i) {
-    if (!seg.inputs[i].requires_grad()) continue;
-    const at::Tensor& grad = input_grads[g++];
-    if (prev.outputs.at(i).requires_grad()) {
-      prev.roots.push_back(prev.outputs[i]);
-      prev.seeds.push_back(grad);
-    }
-  }
+  for (std::size_t i = 0; i < seg.inputs.size(); ++i)
+    if (seg.inputs[i].requires_grad()) prev.output_grads[i] = input_grads[g++];
+  // A run whose graph was kept (a BackwardInput again) is seeded at once.
+  if (prev.graph_ready) seed_from_output_grads(prev);
 }
 
 // One gradient per floating-point stage input (then per popped skip tensor), for the stage

@@ -37,10 +37,13 @@ class StageCompute {
   void pass_on(const Instruction& instr, StageState& st, MicroBatchState& state, bool training);
   at::Tensor loss_in_fp32(StageState& st, MicroBatchState& state);
   int segment_length(const StageState& st) const;
-  void recompute(StageState& st, MicroBatchState& state);
+  // Rebuilds run `k` of a checkpointed forward with its graph, just before its backward.
+  void recompute(StageState& st, MicroBatchState& state, std::size_t k);
+  // Run k's received output gradients as the roots and seeds of its backward.
+  static void seed_from_output_grads(MicroBatchState::Segment& seg);
   void seed_backward(StageState& st, MicroBatchState& state);
-  // The input gradients of run `k` become the seeds of run k - 1, or, for the first run, the
-  // stage's input gradients for the previous stage.
+  // The input gradients of run `k` become the output gradients of run k - 1, or, for the
+  // first run, the stage's input gradients for the previous stage.
   void pass_input_grads(const Instruction& instr, StageState& st, MicroBatchState& state, std::size_t k,
                         const TensorList& grad_inputs, const TensorList& grads);
   void give_input_grads(const Instruction& instr, StageState& st, MicroBatchState& state, const TensorList& input_grads);

@@ -85,6 +85,16 @@ std::vector<int> split_layers(int layers, int num_stages);
 CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const Topology& topology,
                        const ParallelConfig& parallel);
 
+// Activation recomputation applied to a stage measured without it (a profile of pprun), by the
+// rule derive_costs follows for a transformer: the forward keeps only the input of each run of
+// `run_layers` layers (and the stage's output, which pprun keeps for its send and its loss),
+// the backward first runs the forward again, and one run is rebuilt at a time. A run's input is
+// taken to be the size of a stage-to-stage transfer (`activation_bytes`: every layer of pprun's
+// built-in models takes and gives the hidden state) and a run's activations the stage's share
+// per layer of the measured ones. Throws UsageError when the stage has no transfer size (a
+// profile of one stage) or a count is below 1.
+StageCost recompute_measured_stage(StageCost measured, int stage_layers, int run_layers);
+
 // The topology a cost derivation assumes: DP inside PP, so pipeline neighbours sit d devices
 // apart and the DP ring spans d consecutive devices.
 Topology with_parallel_layout(Topology topology, const ParallelConfig& parallel);

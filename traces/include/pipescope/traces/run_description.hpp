@@ -60,6 +60,9 @@ struct RunDescription {
   std::optional<std::vector<LayerDescription>> layers;
   std::optional<std::vector<int>> stage_bounds;
   std::optional<std::string> partition_method;
+  // Activation recomputation: runs of this many layers of a stage kept as their input and
+  // recomputed in the backward (1: every layer, full recomputation); 0: none.
+  std::optional<int> recompute_layers;
   // The step (pprun's events plus gathering the step's figures; the simulator's iteration with
   // its step overhead), in seconds.
   std::optional<double> step_time_s;
