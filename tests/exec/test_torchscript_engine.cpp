@@ -8,6 +8,9 @@
 //   1.618 to 0.211); the traced copy of the model (traced_mlp.pt) gives the same losses; the
 //   split-backward zb-h1 matches within 1e-6 relative; split at block0,head (3 segments on 2
 //   stages) matches too.
+// - transformer.pt (two pre-norm transformer blocks through scaled_dot_product_attention, input
+//   [4, 6, 12]) split at block1: 2 processes with 1f1b print the same 6 losses bit for bit as 1
+//   process, all finite, and the last below the first.
 // - a split point naming no submodule fails on every rank before training: exit status 1, no
 //   loss printed, and the loader's line `... rank 0: TorchScript model '...scripted_mlp.pt':
 //   split point 'blockX' names no submodule of the model (forward calls: inp, block0, block1, head)`.
@@ -65,6 +68,23 @@ TEST_CASE("example_train_torchscript_model: 2 processes reproduce the single pro
       else CHECK(std::abs(piped.losses[i] - single.losses[i]) <= 1e-6 * std::abs(single.losses[i]));
     }
   }
+}
+
+TEST_CASE("example_train_torchscript_model: a transformer using scaled_dot_product_attention trains") {
+  const std::string transformer = data_file("transformer.pt") + " --split-points block1 --input-shape 4,6,12";
+  const ExampleRun single =
+      run_torchscript_example("ts-transformer-single", transformer + " --nproc-per-node 1 --schedule data-parallel");
+  INFO(single.err);
+  REQUIRE(single.status == 0);
+  REQUIRE(single.losses.size() == 6);
+  for (const double loss : single.losses) CHECK(std::isfinite(loss));
+  CHECK(single.losses.back() < single.losses.front());
+
+  const ExampleRun piped = run_torchscript_example("ts-transformer-1f1b", transformer + " --nproc-per-node 2 --schedule 1f1b");
+  INFO(piped.err);
+  REQUIRE(piped.status == 0);
+  REQUIRE(piped.losses.size() == 6);
+  for (std::size_t i = 0; i < 6; ++i) CHECK(piped.losses[i] == single.losses[i]);
 }
 
 TEST_CASE("example_train_torchscript_model: bad split points and inputs fail with the loader's line") {
