@@ -31,7 +31,7 @@ class Block(nn.Module):
 
 class Attention(nn.Module):
     """Self-attention over the rows of a [batch, hidden] input, through an operator that PyTorch
-    2.0 added (scaled_dot_product_attention): LibTorch 1.13 refuses files that use it."""
+    2.0 added (scaled_dot_product_attention), which Debian's LibTorch 1.13 did not have."""
 
     def __init__(self, hidden: int):
         super().__init__()
