@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds pprun's NCCL/CUDA path: fetches the CUDA LibTorch (scripts/fetch-cuda-libtorch.sh),
+# Builds pprun's NCCL/CUDA path: fetches the LibTorch (scripts/fetch-libtorch.sh, the same one
+# the CPU build links; TORCH_VERSION=X.Y.Z fetches another into build/libtorch-X.Y.Z),
 # configures build/cuda with PIPESCOPE_WITH_CUDA=ON against the CUDA toolkit in
 # CUDA_HOME (default /usr/local/cuda: nvcc, cudart) and builds pipescope_exec and pprun. No GPU
 # is needed to build. NCCL comes from the toolkit when it has nccl.h and libnccl; otherwise
@@ -8,8 +9,8 @@
 #
 #   scripts/build-cuda.sh                 # JOBS=2 BUILD_DIR=build/cuda WHEEL=... are honoured
 #
-# Debian's libtorch-dev installs its own Caffe2/Torch CMake packages under /usr; Caffe2_DIR and
-# CMAKE_PREFIX_PATH point the search at the fetched LibTorch first so the two never mix.
+# PIPESCOPE_TORCH_DIR names that LibTorch; with PIPESCOPE_WITH_CUDA=ON, cmake/PipescopeTorch.cmake
+# loads its own CMake package (TorchConfig.cmake), which looks for the CUDA toolkit.
 #
 # TORCH_CUDA_ARCH_LIST (default "8.0;9.0": A100, H100/H200) is set because otherwise Torch's
 # CMake package compiles and runs a probe on the local GPU; pipescope compiles no kernels of its
@@ -35,8 +36,7 @@ if [[ ! -x "${cuda_home}/bin/nvcc" ]]; then
   echo "build-cuda: error: no CUDA toolkit at ${cuda_home} (set CUDA_HOME)" >&2
   exit 1
 fi
-torch_dir="$("${repo}/scripts/fetch-cuda-libtorch.sh" | tail -n 1)"
-torch_prefix="$(cd "${torch_dir}/../../.." && pwd)"
+torch_prefix="$("${repo}/scripts/fetch-libtorch.sh" | tail -n 1)"
 if [[ -n "${NCCL_HOME:-}" ]]; then
   nccl_root="${NCCL_HOME}"
 elif [[ -f "${cuda_home}/include/nccl.h" ]] && compgen -G "${cuda_home}/lib64/libnccl.so*" >/dev/null; then
@@ -49,7 +49,7 @@ echo "build-cuda: NCCL from ${nccl_root}" >&2
 started=$(date +%s)
 cmake -S "${repo}" -B "${build_dir}" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPIPESCOPE_WITH_CUDA=ON -DPIPESCOPE_WITH_GUI=OFF -DPIPESCOPE_WITH_TESTS=OFF -DPIPESCOPE_WITH_BENCH=OFF \
-  -DTorch_DIR="${torch_dir}" -DCaffe2_DIR="${torch_prefix}/share/cmake/Caffe2" -DCMAKE_PREFIX_PATH="${torch_prefix}" \
+  -DPIPESCOPE_TORCH_DIR="${torch_prefix}" \
   -DCUDAToolkit_ROOT="${cuda_home}" -DCMAKE_CUDA_COMPILER="${cuda_home}/bin/nvcc" -DPIPESCOPE_NCCL_ROOT="${nccl_root}" \
   -DTORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-8.0;9.0}" \
   -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,${cuda_home}/lib64 -Wl,--allow-shlib-undefined"

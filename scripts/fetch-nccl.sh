@@ -6,7 +6,7 @@
 # pipescope compiles against match the library LibTorch was built with.
 #
 #   scripts/fetch-nccl.sh TORCH_METADATA       # the torch wheel, or the wheel-METADATA that
-#                                              # fetch-cuda-libtorch.sh keeps; downloads and unpacks
+#                                              # fetch-libtorch.sh keeps; downloads and unpacks
 #   NCCL_WHEEL=/path/to/nvidia_nccl_*.whl ...  # unpack a wheel you already have
 #
 # Environment: PIPESCOPE_WHEEL_CACHE (default ~/.cache/pipescope/wheels), PIPESCOPE_NCCL

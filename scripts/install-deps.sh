@@ -1,22 +1,21 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency of pipescope from Debian's packages.
+# Installs every build and test dependency of pipescope: Debian's packages, then the LibTorch that
+# pprun links (PyPI's torch wheel, scripts/fetch-libtorch.sh: downloaded once into
+# ~/.cache/pipescope/wheels, about 550 MB, and unpacked into build/libtorch).
 # Idempotent and non-interactive: packages already present are skipped, so running it
-# again costs one dpkg query. Uses sudo when not run as root.
+# again costs one dpkg query and one look at build/libtorch. Uses sudo when not run as root.
 set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 packages=(
   build-essential cmake ninja-build pkg-config git
   libboost-graph-dev libboost-program-options-dev
   nlohmann-json3-dev libsimdjson-dev libfmt-dev catch2 libbenchmark-dev zlib1g-dev
   clang libclang-rt-14-dev
-  libtorch-dev libgloo-dev
-  # Debian's LibTorch calls the system BLAS; the reference one is ~25x slower on the executor's
-  # matrix products. OpenBLAS's pthreads build takes over libblas.so.3; every rank sets it to
-  # its own thread count (exec/threads.hpp), one by default: pipelined losses still match one
-  # process bit for bit. Not the serial build: threads of one process that call it at once
-  # (in-process test ranks, LibTorch's intra-op threads) corrupt each other's products on CPUs
-  # without AVX-512, as it hands out its packing buffers without a lock.
-  libopenblas0-pthread
+  # Gloo's headers, which LibTorch's ProcessGroupGloo.hpp includes and PyPI's wheel leaves out
+  # (Gloo itself is built into the wheel's libtorch_cpu.so; exec/CMakeLists.txt says why these fit).
+  libgloo-dev
+  python3-pip  # scripts/fetch-libtorch.sh downloads the wheels with pip download
   qt6-base-dev libgl-dev fonts-dejavu-core
   qt6-svg-dev  # ppview exports the view as SVG (QSvgGenerator)
   jq  # bench/accuracy/run.sh reads ppsim compare --json
@@ -31,12 +30,14 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages already installed"
-  exit 0
+else
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-echo "install-deps: installing ${missing[*]}"
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
+# LibTorch for the CPU and the CUDA builds alike (PIPESCOPE_TORCH_DIR in CMake; the default).
+echo "install-deps: LibTorch in $(bash "${repo}/scripts/fetch-libtorch.sh" | tail -n 1)"
