@@ -35,6 +35,8 @@ inline constexpr int kScrollWidth = 12;
 inline constexpr double kMinBlockPx = 3;
 
 inline QColor rgb(std::uint32_t value) { return QColor::fromRgb(value); }
+// Instant events of plain traces: near black, apart from every name colour.
+inline constexpr std::uint32_t kInstantRgb = 0x202020;
 
 inline QString bytes_text(double bytes) { return QString::fromStdString(format_bytes(bytes)); }
 
