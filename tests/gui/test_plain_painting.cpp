@@ -86,3 +86,22 @@ TEST_CASE("a plain trace's instant is a mark across its lane", "[painting][plain
   REQUIRE(is_colour(image.pixel(mark_x, y) & 0xffffff, 0x202020));
   REQUIRE(is_colour(image.pixel(beside_x, y) & 0xffffff, name_rgb("step")));
 }
+
+TEST_CASE("a plain trace's counter has a row of its own, drawn in its name's colour", "[painting][plain]") {
+  testing::app();
+  auto model = std::make_shared<TimelineModel>();
+  model->set_traces(parse_trace(kNested, "nested.json"));
+  REQUIRE(model->counter_tracks(0).size() == 1);
+  TimelineWidget t;
+  t.resize(1000, 400);
+  t.set_model(model);
+  const QRect row = t.counter_rect(0);
+  REQUIRE_FALSE(row.isEmpty());
+  REQUIRE(row.top() >= t.lane_rect(0, 0, model->rows().front().lane).bottom());
+  // Somewhere in the row (right of its label) the step line is painted in queue's colour.
+  const QImage image = t.grab().toImage();
+  bool drawn = false;
+  const int x = row.left() + static_cast<int>(t.view().time_to_x(90));
+  for (int y = row.top(); y <= row.bottom() && !drawn; ++y) drawn = is_colour(image.pixel(x, y) & 0xffffff, name_rgb("queue"));
+  REQUIRE(drawn);
+}

@@ -26,6 +26,7 @@ inline constexpr int kMaxLaneHeight = 64;  // deeper stacks get thinner sub-rows
 inline constexpr int kRankHeaderHeight = 16;
 inline constexpr int kCompactSeriesHeight = 6;  // a collapsed rank: one row this high per series
 inline constexpr int kMemoryHeight = 72;
+inline constexpr int kCounterHeight = 48;
 inline constexpr int kRankGap = 4;
 inline constexpr int kCollapsedRankGap = 1;
 inline constexpr int kSeriesGap = 2;
