@@ -105,3 +105,32 @@ TEST_CASE("a plain trace's counter has a row of its own, drawn in its name's col
   for (int y = row.top(); y <= row.bottom() && !drawn; ++y) drawn = is_colour(image.pixel(x, y) & 0xffffff, name_rgb("queue"));
   REQUIRE(drawn);
 }
+
+TEST_CASE("far out, a merged run of a plain trace takes the colour of the name that fills its time", "[painting][plain]") {
+  // 2,000 pairs: "short" 0.1 us then "long" 0.9 us, all in view at once (about 2.5 us a pixel).
+  std::string json = "[";
+  for (int i = 0; i < 2000; ++i) {
+    if (i) json += ",";
+    json += R"({"ph": "X", "name": "short", "pid": 1, "tid": 1, "ts": )" + std::to_string(i) + R"(, "dur": 0.1},)";
+    json += R"({"ph": "X", "name": "long", "pid": 1, "tid": 1, "ts": )" + std::to_string(i) + R"(.1, "dur": 0.9})";
+  }
+  json += "]";
+  testing::app();
+  auto model = std::make_shared<TimelineModel>();
+  model->set_traces(parse_trace(json, "runs.json"));
+  REQUIRE_FALSE(model->has_pipeline(0));
+  TimelineWidget t;
+  t.resize(1000, 400);
+  t.set_model(model);
+  const QRect area = t.lane_rect(0, 0, model->rows().front().lane);
+  const QImage image = t.grab().toImage();
+  int long_pixels = 0, short_pixels = 0;
+  for (int x = area.left() + 20; x < area.right() - 20; ++x) {
+    const QRgb c = image.pixel(x, area.center().y()) & 0xffffff;
+    long_pixels += is_colour(c, merged_rgb(name_rgb("long"))) || is_colour(c, name_rgb("long"));
+    short_pixels += is_colour(c, merged_rgb(name_rgb("short"))) || is_colour(c, name_rgb("short"));
+  }
+  INFO("long " << long_pixels << ", short " << short_pixels);
+  REQUIRE(long_pixels > (area.width() - 40) * 9 / 10);
+  REQUIRE(short_pixels < (area.width() - 40) / 20);
+}
