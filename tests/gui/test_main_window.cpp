@@ -234,3 +234,19 @@ TEST_CASE("recent files outlive the window and reopen from the menu", "[main_win
   REQUIRE(capped.back().endsWith("copy2.json"));
   clear_recent_files();
 }
+
+TEST_CASE("View > Compact ranks switches the timeline's compact mode and reads its state", "[window][compact]") {
+  testing::app();
+  MainWindow window;
+  REQUIRE_FALSE(window.open_files({pair_files().predicted}));
+  QAction* compact = nullptr;
+  for (QAction* action : window.findChildren<QAction*>())
+    if (action->text() == "Compact &ranks") compact = action;
+  REQUIRE(compact != nullptr);
+  REQUIRE(compact->isCheckable());
+  const bool before = window.timeline()->compact();
+  compact->trigger();  // a checkable action toggles, then calls set_compact with the new state
+  REQUIRE(window.timeline()->compact() != before);
+  compact->trigger();
+  REQUIRE(window.timeline()->compact() == before);
+}

@@ -87,6 +87,10 @@ TEST_CASE("at 900x600 the timeline, legend and error columns are in view", "[win
   const QRect legend = window.timeline()->legend_rect().translated(timeline.topLeft());
   REQUIRE_FALSE(legend.isEmpty());
   REQUIRE(inside.contains(legend));
+  // The legend wraps: its last entry is on screen, not cut off at the right edge.
+  const std::vector<QRect> entries = window.timeline()->legend_entry_rects();
+  REQUIRE_FALSE(entries.empty());
+  REQUIRE(inside.contains(entries.back().translated(timeline.topLeft())));
   // The ranks and the summary share one place (tabs): each is checked when it is in front.
   auto require_dock_inside = [&](QDockWidget* dock) {
     const QRect r = in_window(dock, window);

@@ -138,6 +138,14 @@ std::vector<Row> stack_overlaps(const Row& row, double tolerance_us) {
   return sub_rows;
 }
 
+std::vector<Row> split_by_depth(const Row& row) {
+  if (row.depths.empty() || row.depth_count <= 1) return {};
+  std::vector<Row> sub_rows(static_cast<std::size_t>(row.depth_count), empty_like(row));
+  for (std::size_t i = 0; i < row.blocks.size(); ++i) sub_rows[static_cast<std::size_t>(row.depth(i))].blocks.push_back(row.blocks[i]);
+  for (Row& sub : sub_rows) fill_prefix_max_end(sub);
+  return sub_rows;
+}
+
 Row merge_rows(const std::vector<const Row*>& rows) {
   Row out = rows.empty() ? Row{} : empty_like(*rows.front());
   out.lane = -1;

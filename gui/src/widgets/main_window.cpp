@@ -176,6 +176,12 @@ void MainWindow::build_actions() {
   bar->addAction(flows_action_);
   bar->addAction(critical_action_);
   bar->addSeparator();
+  // C in the timeline and traces of many ranks change the mode too: the tick is read when
+  // the menu opens rather than kept in step by hand.
+  compact_action_ = view->addAction("Compact &ranks", this, [this](bool on) { timeline_->set_compact(on); });
+  compact_action_->setCheckable(true);
+  compact_action_->setToolTip("Every rank as one row (its compute and collectives merged); C in the timeline");
+  connect(view, &QMenu::aboutToShow, this, [this] { compact_action_->setChecked(timeline_->compact()); });
   view->addSeparator();
   view->addAction(details_dock_->toggleViewAction());
   view->addAction(summary_dock_->toggleViewAction());
@@ -200,6 +206,9 @@ void MainWindow::build_actions() {
   find->setShortcut(QKeySequence::Find);
   connect(find, &QAction::triggered, this, [this] { search_->setFocus(); search_->selectAll(); });
   addAction(find);
+
+  QMenu* help = menuBar()->addMenu("&Help");
+  help->addAction("&Keys and mouse", this, [this] { QMessageBox::information(this, "Keys and mouse", TimelineWidget::help_text()); });
 }
 
 std::optional<QString> MainWindow::open_files(const QStringList& paths) {

@@ -106,6 +106,7 @@ class MainWindow : public QMainWindow {
   QAction* difference_action_ = nullptr;
   QAction* flows_action_ = nullptr;
   QAction* critical_action_ = nullptr;
+  QAction* compact_action_ = nullptr;
   std::vector<SearchHit> hits_;
   int current_hit_ = -1;
   QString searched_text_;

@@ -82,6 +82,15 @@ void TimelineWidget::paint_headers(QPainter& p) const {
 
 std::vector<TimelineWidget::LegendEntry> TimelineWidget::legend_entries() const {
   std::vector<LegendEntry> entries;
+  bool pipeline = !model_;
+  for (int s = 0; model_ && s < model_->series_count(); ++s) pipeline = pipeline || model_->has_pipeline(s);
+  if (!pipeline) {
+    // A plain trace has no pipeline kinds, chunks or bubble: its colours are its names'.
+    entries.push_back({rgb(name_rgb("slice")), "colour: the slice's name"});
+    entries.push_back({rgb(merged_rgb(name_rgb("slice"))), "merged (darker)"});
+    entries.push_back({rgb(kInstantRgb), "instant"});
+    return entries;
+  }
   for (const Kind kind : {Kind::Forward, Kind::Backward, Kind::BackwardInput, Kind::BackwardWeight, Kind::Communication,
                           Kind::Optimizer, Kind::Other})
     entries.push_back({rgb(kind_rgb(kind)), QString::fromUtf8(kind_label(kind).data(), static_cast<int>(kind_label(kind).size()))});
@@ -111,19 +120,28 @@ QFont legend_font(const QFont& base) {
 
 }  // namespace
 
-int TimelineWidget::measure_legend_height() const {
-  // As many lines as the entries need at this width (a narrow window wraps them).
+std::vector<QRect> TimelineWidget::legend_entry_rects(int top) const {
+  // Left to right, wrapping onto a new line where the width runs out (a narrow window).
   const QFontMetrics metrics(legend_font(font()));
-  int x = 8, lines = 1;
+  std::vector<QRect> rects;
+  int x = 8, line_top = top;
   for (const auto& entry : legend_entries()) {
     const int w = 26 + metrics.horizontalAdvance(entry.text);
     if (x + w > width() && x > 8) {
-      ++lines;
       x = 8;
+      line_top += kLegendLineHeight;
     }
+    rects.emplace_back(x, line_top, w - 8, kLegendLineHeight);
     x += w;
   }
-  return lines * kLegendLineHeight;
+  return rects;
+}
+
+std::vector<QRect> TimelineWidget::legend_entry_rects() const { return legend_entry_rects(legend_rect().top()); }
+
+int TimelineWidget::measure_legend_height() const {
+  const std::vector<QRect> rects = legend_entry_rects(0);
+  return rects.empty() ? kLegendLineHeight : rects.back().bottom() + 1;
 }
 
 void TimelineWidget::paint_legend(QPainter& p) const {
@@ -133,13 +151,11 @@ void TimelineWidget::paint_legend(QPainter& p) const {
   p.setFont(small);
   const QFontMetrics metrics(small);
   const int ascent = metrics.ascent();
-  int x = 8, line_top = area.top();
-  for (const auto& entry : legend_entries()) {
-    const int w = 26 + metrics.horizontalAdvance(entry.text);
-    if (x + w > width() && x > 8) {
-      x = 8;
-      line_top += kLegendLineHeight;
-    }
+  const std::vector<LegendEntry> entries = legend_entries();
+  const std::vector<QRect> rects = legend_entry_rects(area.top());
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const LegendEntry& entry = entries[i];
+    const int x = rects[i].left(), line_top = rects[i].top();
     switch (entry.swatch) {
       case LegendEntry::Swatch::Line:
         p.setPen(memory_pen(entry.series, 2));
@@ -153,7 +169,6 @@ void TimelineWidget::paint_legend(QPainter& p) const {
     }
     p.setPen(Qt::black);
     p.drawStaticText(QPointF(x + 18, line_top + 15 - ascent), static_text(entry.text, small));
-    x += w;
   }
   p.setFont(font());
 }

@@ -32,7 +32,8 @@ void TimelineWidget::build_painted_lanes() {
     const Row& row = model_->rows()[i];
     const auto& error_of = pair && row.series == 1 ? measured_error : std::function<double(std::uint32_t)>();
     PaintedLane& painted = painted_[i];
-    painted.sub_rows = stack_overlaps(row);
+    // Nested slices of a plain trace by depth (a call stack); overlaps elsewhere first come.
+    painted.sub_rows = row.depth_count > 1 ? split_by_depth(row) : stack_overlaps(row);
     if (painted.sub_rows.empty()) {
       painted.tallies.emplace_back(row, error_of);
     } else {
@@ -97,6 +98,8 @@ int TimelineWidget::chunk_of(int series, int rank, int stage) const {
 // The same for every kind, so F, B, I and W read alike.
 QString TimelineWidget::block_label(int series, std::size_t event, int level) const {
   const auto& e = model_->trace(series).events.at(event);
+  // A plain trace's slice is its name (elided by the painter); it has no micro-batch or chunk.
+  if (!model_->has_pipeline(series)) return level == 0 ? QString::fromStdString(e.name) : QString();
   const QString micro_batch = e.micro_batch >= 0 ? QString::number(e.micro_batch) : QString();
   if (level >= 2) return micro_batch;
   QString text = QString::fromStdString(e.name) + micro_batch;
@@ -125,6 +128,24 @@ void TimelineWidget::paint_row(QPainter& p, const Row& row, const RowTally& tall
   thread_local std::vector<LaneSpan> whole;
   whole.clear();
   bool strip_used = false;
+  // A plain trace colours by name (its kinds are all "other"): a merged span takes the colour
+  // of the name that fills most of its time, judged on at most kNameSamples of its blocks so
+  // a far-out repaint of a million slices stays within the repaint budget.
+  const bool by_name = !model_->has_pipeline(row.series);
+  const auto dominant_name_rgb = [&](std::size_t first, std::size_t count) {
+    constexpr std::size_t kNameSamples = 64;
+    thread_local std::vector<std::pair<std::uint32_t, double>> filled;
+    filled.clear();
+    const std::size_t step = std::max<std::size_t>(1, count / kNameSamples);
+    for (std::size_t i = first; i < first + count; i += step) {
+      const Block& b = row.blocks[i];
+      const std::uint32_t colour = model_->event_rgb(row.series, b.event);
+      auto it = std::find_if(filled.begin(), filled.end(), [colour](const auto& f) { return f.first == colour; });
+      if (it == filled.end()) it = filled.insert(filled.end(), {colour, 0.0});
+      it->second += std::max(0.0, b.end_us - b.start_us);
+    }
+    return std::max_element(filled.begin(), filled.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first;
+  };
   visit_lane(row, tally, view_, kMinBlockPx, [&](const LaneSpan& span) {
     if (span.whole()) {
       whole.push_back(span);
@@ -135,8 +156,8 @@ void TimelineWidget::paint_row(QPainter& p, const Row& row, const RowTally& tall
     const BlockMix mix = tally.mix(row, span.first, span.first + span.count);
     const Kind kind = mix.dominant_kind(row.blocks[span.first].kind);
     // A lone narrow block is itself (its chunk's shade); only a merge of several is darker.
-    std::uint32_t color = difference ? difference_rgb(mix.mean_error()) : kind_rgb(kind);
-    if (!span.merged() && !difference) {
+    std::uint32_t color = difference ? difference_rgb(mix.mean_error()) : by_name ? dominant_name_rgb(span.first, span.count) : kind_rgb(kind);
+    if (!span.merged() && !difference && !by_name) {
       const auto& e = events[row.blocks[span.first].event];
       color = chunk_rgb(color, chunk_of(row.series, e.rank, e.stage));
     }
@@ -145,7 +166,7 @@ void TimelineWidget::paint_row(QPainter& p, const Row& row, const RowTally& tall
     const int to = std::clamp(pixel(std::max(x1, x0 + 1)), from + 1, width_px);
     std::fill(strip.begin() + from, strip.begin() + to, 0xff000000u | (span.merged() ? merged_rgb(color) : color));
     double share = 0;
-    const Kind second = difference ? kind : mix.second_kind(kind, share);
+    const Kind second = difference || by_name ? kind : mix.second_kind(kind, share);
     const int rows = static_cast<int>(std::lround(share * box_height));
     if (rows > 0 && span.merged()) {
       for (int x = from; x < to; ++x) {
@@ -176,7 +197,9 @@ void TimelineWidget::paint_row(QPainter& p, const Row& row, const RowTally& tall
     const auto& e = events[block.event];
     const double x0 = std::max(span.x0, -2.0), x1 = std::min(span.x1, width_px + 2.0);
     const int chunk = chunk_of(row.series, e.rank, e.stage);
-    const std::uint32_t fill = difference ? difference_rgb(tally.error(span.first)) : chunk_rgb(kind_rgb(block.kind), chunk);
+    const std::uint32_t fill = difference ? difference_rgb(tally.error(span.first))
+                               : by_name  ? model_->event_rgb(row.series, block.event)
+                                          : chunk_rgb(kind_rgb(block.kind), chunk);
     const QRect box = pixel_rect(area.left() + x0, box_top, area.left() + x1, box_top + box_height);
     p.fillRect(box, rgb(fill));
     if (box.width() >= 5) {
@@ -184,6 +207,17 @@ void TimelineWidget::paint_row(QPainter& p, const Row& row, const RowTally& tall
       p.fillRect(QRect(box.right(), box.top(), 1, box.height()), difference ? QColor(120, 120, 120) : QColor(255, 255, 255, 170));
     }
     if (!labels || box.width() < 8) continue;
+    if (by_name) {
+      // A name: whole when it fits, elided ("convolu…") when a few letters do.
+      const QFontMetrics metrics(small);
+      const QString name = metrics.elidedText(block_label(row.series, block.event, 0), Qt::ElideRight, box.width() - 4);
+      if (name.isEmpty() || name == QStringLiteral("…") || metrics.height() > box.height() + 3) continue;
+      const QStaticText& laid_out = static_text(name, small);
+      const QSizeF size = laid_out.size();
+      p.setPen(rgb(text_rgb_on(fill)));
+      p.drawStaticText(QPointF(box.left() + (box.width() - size.width()) / 2, box.top() + (box.height() - size.height()) / 2), laid_out);
+      continue;
+    }
     for (int level = 0; level < 3; ++level) {
       const QString label = block_label(row.series, block.event, level);
       if (label.isEmpty()) break;
@@ -221,6 +255,7 @@ void TimelineWidget::paint_lanes(QPainter& p, const QRect& dirty) const {
     if (l.lane < 0) {
       const CompactRow& compact = compact_row(l.rank, l.series);
       paint_row(p, compact.row, compact.tally, lane_area, difference);
+      paint_instants(p, l.rank, l.series, l.lane, lane_area);
       continue;
     }
     // The bubble: idle time of the compute lane within the series' iteration, hatched.
@@ -246,6 +281,7 @@ void TimelineWidget::paint_lanes(QPainter& p, const QRect& dirty) const {
         paint_row(p, painted.sub_rows[i], painted.tallies[i], QRect(left, sub_top, time_area_width(), sub_bottom - sub_top), difference);
       }
     }
+    paint_instants(p, l.rank, l.series, l.lane, lane_area);
     if (selected_ && selected_->first == l.series) {
       const auto& e = model_->trace(l.series).events[selected_->second];
       if (e.rank == l.rank && e.lane == l.lane) {
@@ -257,6 +293,28 @@ void TimelineWidget::paint_lanes(QPainter& p, const QRect& dirty) const {
     }
   }
   p.setFont(font());
+}
+
+// Instant events ("ph": "i") of a plain trace as marks: a dark line down the lane with a
+// small triangle on top. A rank-wide instant (lane -1) marks every lane of its rank; a compact
+// row (lane -1) shows all of its rank's.
+void TimelineWidget::paint_instants(QPainter& p, int rank, int series, int lane, const QRect& area) const {
+  const auto& instants = model_->instants(series);
+  if (instants.empty()) return;
+  const auto first = std::lower_bound(instants.begin(), instants.end(), view_.visible_start_us(),
+                                      [](const traces::InstantEvent& e, double t) { return e.ts_us < t; });
+  p.save();
+  p.setRenderHint(QPainter::Antialiasing, false);
+  for (auto it = first; it != instants.end() && it->ts_us <= view_.visible_end_us(); ++it) {
+    if (it->rank != rank || (lane >= 0 && it->lane >= 0 && it->lane != lane)) continue;
+    const int x = area.left() + static_cast<int>(std::lround(view_.time_to_x(it->ts_us)));
+    p.fillRect(QRect(x, area.top(), 1, area.height()), rgb(kInstantRgb));
+    const QPoint tip[3] = {QPoint(x - 3, area.top()), QPoint(x + 4, area.top()), QPoint(x, area.top() + 4)};
+    p.setPen(Qt::NoPen);
+    p.setBrush(rgb(kInstantRgb));
+    p.drawPolygon(tip, 3);
+  }
+  p.restore();
 }
 
 }  // namespace pipescope::gui

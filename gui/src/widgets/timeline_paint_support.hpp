@@ -26,6 +26,7 @@ inline constexpr int kMaxLaneHeight = 64;  // deeper stacks get thinner sub-rows
 inline constexpr int kRankHeaderHeight = 16;
 inline constexpr int kCompactSeriesHeight = 6;  // a collapsed rank: one row this high per series
 inline constexpr int kMemoryHeight = 72;
+inline constexpr int kCounterHeight = 48;
 inline constexpr int kRankGap = 4;
 inline constexpr int kCollapsedRankGap = 1;
 inline constexpr int kSeriesGap = 2;
@@ -35,6 +36,8 @@ inline constexpr int kScrollWidth = 12;
 inline constexpr double kMinBlockPx = 3;
 
 inline QColor rgb(std::uint32_t value) { return QColor::fromRgb(value); }
+// Instant events of plain traces: near black, apart from every name colour.
+inline constexpr std::uint32_t kInstantRgb = 0x202020;
 
 inline QString bytes_text(double bytes) { return QString::fromStdString(format_bytes(bytes)); }
 

@@ -231,6 +231,13 @@ void TimelineWidget::relayout() {
         rank.memory_y = y;
         y += kMemoryHeight;
       }
+      bool has_counters = false;
+      for (int s = 0; s < model_->series_count(); ++s)
+        for (const CounterTrack& track : model_->counter_tracks(s)) has_counters |= track.rank == r;
+      if (has_counters) {
+        rank.counter_y = y;
+        y += kCounterHeight;
+      }
       ranks_.push_back(rank);
       y += kRankGap;
     }
@@ -354,8 +361,10 @@ void TimelineWidget::paintEvent(QPaintEvent* event) {
   p.save();
   p.setClipRect(QRect(0, content_top(), width() - kScrollWidth, content_bottom() - content_top()));
   paint_lanes(p, event->rect());
-  for (const auto& r : ranks_)
+  for (const auto& r : ranks_) {
     if (r.memory_y >= 0) paint_memory(p, r);
+    if (r.counter_y >= 0) paint_counters(p, r);
+  }
   if (show_critical_path_) paint_critical_path(p);
   if (show_flows_) paint_flows(p);
   if (range_) {

@@ -77,6 +77,10 @@ class TimelineWidget : public QWidget {
   // The memory readout under a position in a memory row ("rank 0 at 1.20 ms: ..."), or empty.
   QString memory_readout(QPoint position) const;
   QRect legend_rect() const;
+  // Where each legend entry (swatch and text) lies, in widget coordinates, in legend order.
+  std::vector<QRect> legend_entry_rects() const;
+  // The rank's counter row in widget coordinates (empty when it has no counters or is collapsed).
+  QRect counter_rect(int rank) const;
   int header_width() const;
   // A block's label at a level of detail: 0 "F3.c1" (operation, micro-batch, chunk of a rank
   // holding several stages), 1 "F3", 2 "3"; the widest that fits is drawn, for every kind alike.
@@ -113,6 +117,7 @@ class TimelineWidget : public QWidget {
     int header_height = 0;
     int memory_y = -1;  // -1: no memory row
     bool collapsed = false;
+    int counter_y = -1;  // -1: no counter row (plain traces' "C" events other than memory)
   };
   // What a lane paints: the model's row, or its overlapping blocks dealt to sub-rows, each
   // with the running sums that let merged spans say what fills them.
@@ -136,6 +141,8 @@ class TimelineWidget : public QWidget {
   // One row of blocks into `area`: merged spans first (one strip), then whole blocks with
   // their labels on top.
   void paint_row(class QPainter& p, const Row& row, const RowTally& tally, const QRect& area, bool difference) const;
+  void paint_instants(class QPainter& p, int rank, int series, int lane, const QRect& area) const;
+  void paint_counters(class QPainter& p, const RankLayout& rank) const;
   int chunk_of(int series, int rank, int stage) const;
   void paint_memory(class QPainter& p, const RankLayout& rank) const;
   void paint_memory_axis(class QPainter& p, const RankLayout& rank) const;
@@ -155,6 +162,7 @@ class TimelineWidget : public QWidget {
   // (content_bottom() asks for it many times per repaint).
   int legend_height() const { return legend_height_; }
   int measure_legend_height() const;
+  std::vector<QRect> legend_entry_rects(int top) const;
   int legend_height_ = 22;
   const CompactRow& compact_row(int rank, int series) const;
   void build_painted_lanes();

@@ -87,6 +87,10 @@ void visit_lane(const Row& row, const RowTally& tally, const ViewState& view, do
 // is its own single sub-row). Blocks touching end to start (within tolerance_us) do not overlap.
 std::vector<Row> stack_overlaps(const Row& row, double tolerance_us = 1e-3);
 
+// A plain trace's nested slices dealt to sub-rows by their depth (Row::depth): a child one
+// sub-row below its parent, as a profiler shows a call stack. Empty when every depth is 0.
+std::vector<Row> split_by_depth(const Row& row);
+
 // The blocks of several rows (a rank's lanes) in one start-sorted row, for the compact view.
 Row merge_rows(const std::vector<const Row*>& rows);
 
