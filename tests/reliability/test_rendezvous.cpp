@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 #include <thread>
@@ -194,6 +195,29 @@ TEST_CASE("a worker of another run is refused and the run goes on", "[reliabilit
   CHECK(rank1.empty());
   CHECK(contains(read_text(dir / "m.jsonl"), "\"loss\""));
   CHECK(contains(stranger, "pprun: error: rank 1: the run at 127.0.0.1:" + std::to_string(port) + " is another run's"));
+}
+
+TEST_CASE("an env-mode store on MASTER_ADDR 127.0.0.1 listens on loopback only", "[reliability][rendezvous]") {
+  // Rank 0 serves the TCP store; while it waits for rank 1, the kernel's table of listening
+  // sockets (IPv4 and IPv6) must show the store's port bound to 127.0.0.1, never to every
+  // interface (LibTorch 1.13's store had no bind option). Then rank 1 joins and the run ends well.
+  const auto dir = case_dir("store-on-loopback");
+  const int port = free_port();
+  char port_hex_text[8];
+  std::snprintf(port_hex_text, sizeof port_hex_text, "%04X", static_cast<unsigned>(port));
+  const std::string port_hex = port_hex_text;
+  const std::string listening =
+      "awk '$2 ~ /:" + port_hex + "$/ && $4 == \"0A\" {print $2}' /proc/net/tcp /proc/net/tcp6";
+  const std::string script = worker(0, 2, port, "s", "rank0", "--timeout 20 --metrics m.jsonl") +
+                             "for i in $(seq 200); do [ -n \"$(" + listening + ")\" ] && break; sleep 0.05; done; " +
+                             listening + " > listening.txt; " + worker(1, 2, port, "s", "rank1", "--timeout 20") + "wait";
+  run_shell(dir, script);
+  const std::string addresses = read_text(dir / "listening.txt");
+  INFO(addresses << read_text(dir / "rank0.err") << read_text(dir / "rank1.err"));
+  REQUIRE_FALSE(addresses.empty());
+  std::istringstream lines(addresses);
+  for (std::string address; std::getline(lines, address);) CHECK(address == "0100007F:" + port_hex);
+  CHECK(contains(read_text(dir / "m.jsonl"), "\"loss\""));
 }
 
 TEST_CASE("a port in use is one line naming the port, no library log", "[reliability][rendezvous]") {
