@@ -1,10 +1,11 @@
 // AdamW's per-parameter state in and out of the optimizer, for checkpoints filed by layer.
 #include "checkpoint_adamw.hpp"
 
+#include "adamw_state_key.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <sstream>
 #include <string>
 #include <type_traits>
 
@@ -13,23 +14,10 @@
 namespace pipescope::exec::checkpoint_detail {
 namespace {
 
-// The key AdamW files a parameter's state under: its TensorImpl's address, as a string up to
-// LibTorch 2.0 and as the pointer itself after (as FusedAdamW finds it).
-template <typename Key>
-Key state_key(const at::Tensor& p) {
-  if constexpr (std::is_same_v<Key, std::string>) {
-    std::ostringstream address;  // how c10::guts::to_string printed it
-    address << p.unsafeGetTensorImpl();
-    return address.str();
-  } else {
-    return p.unsafeGetTensorImpl();
-  }
-}
-
 template <typename Optimizer>
 auto key_of(Optimizer& optimizer, const at::Tensor& p) {
   using Map = std::remove_reference_t<decltype(optimizer.state())>;
-  return state_key<typename Map::key_type>(p);
+  return adamw_state_key<typename Map::key_type>(p);
 }
 
 at::Tensor int_tensor(std::int64_t v) { return at::full({1}, v, at::TensorOptions().dtype(at::kLong)); }

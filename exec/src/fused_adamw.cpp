@@ -3,27 +3,14 @@
 // bias-corrected denominator, the step.
 #include "pipescope/exec/fused_adamw.hpp"
 
+#include "adamw_state_key.hpp"
+
 #include <cmath>
 #include <memory>
-#include <sstream>
 #include <string>
-#include <type_traits>
 
 namespace pipescope::exec {
 namespace {
-
-// The key AdamW files a parameter's state under: its TensorImpl's address, as a string up to
-// LibTorch 2.0 and as the pointer itself after.
-template <typename Key>
-Key state_key(const at::Tensor& p) {
-  if constexpr (std::is_same_v<Key, std::string>) {
-    std::ostringstream address;  // how c10::guts::to_string printed it
-    address << p.unsafeGetTensorImpl();
-    return address.str();
-  } else {
-    return p.unsafeGetTensorImpl();
-  }
-}
 
 bool plain_cpu_float(const at::Tensor& t) {
   return t.defined() && t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous() && !t.is_sparse();
@@ -54,7 +41,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
       if (!p.grad().defined()) continue;
       // The state lives where AdamW keeps it, under the same key, so save()/load() and a later
       // AdamW::step see the same moments and step count.
-      const auto key = state_key<typename decltype(state_)::key_type>(p);
+      const auto key = adamw_state_key<typename decltype(state_)::key_type>(p);
       auto found = state_.find(key);
       if (found == state_.end()) {
         auto fresh = std::make_unique<torch::optim::AdamWParamState>();

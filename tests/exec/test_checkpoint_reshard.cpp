@@ -37,7 +37,9 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <type_traits>
 
+#include "adamw_state_key.hpp"
 #include "in_process_ranks.hpp"
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/exec/checkpoint.hpp"
@@ -225,9 +227,8 @@ Tensors tensors_of(PipelineEngine& engine) {
     auto& adamw = dynamic_cast<torch::optim::AdamW&>(engine.runtime().optimizer(s));
     for (const auto& p : engine.runtime().stage_module(s).parameters()) {
       t.weights[p.name] = p.tensor.detach().clone();
-      std::ostringstream key;
-      key << p.tensor.unsafeGetTensorImpl();
-      const auto& state = static_cast<const torch::optim::AdamWParamState&>(*adamw.state().at(key.str()));
+      using Key = std::remove_cvref_t<decltype(adamw.state())>::key_type;
+      const auto& state = static_cast<const torch::optim::AdamWParamState&>(*adamw.state().at(adamw_state_key<Key>(p.tensor)));
       t.exp_avg[p.name] = state.exp_avg().clone();
       t.exp_avg_sq[p.name] = state.exp_avg_sq().clone();
       t.adam_step[p.name] = state.step();

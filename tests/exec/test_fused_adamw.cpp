@@ -16,8 +16,10 @@
 #include <string>
 #include <type_traits>
 
+#include "adamw_state_key.hpp"
 #include "pipescope/exec/fused_adamw.hpp"
 
+using pipescope::exec::adamw_state_key;
 using pipescope::exec::FusedAdamW;
 
 namespace {
@@ -41,21 +43,9 @@ void set_gradients(std::vector<at::Tensor>& params, int step) {
   }
 }
 
-// AdamW's key of a parameter's state: a string up to LibTorch 2.0, the TensorImpl pointer after.
-template <typename Key>
-Key state_key(const at::Tensor& p) {
-  if constexpr (std::is_same_v<Key, std::string>) {
-    std::ostringstream address;  // how c10::guts::to_string printed it
-    address << p.unsafeGetTensorImpl();
-    return address.str();
-  } else {
-    return p.unsafeGetTensorImpl();
-  }
-}
-
 const torch::optim::AdamWParamState& state_of(const torch::optim::Optimizer& optimizer, const at::Tensor& p) {
   using Key = std::decay_t<decltype(optimizer.state())>::key_type;
-  return static_cast<const torch::optim::AdamWParamState&>(*optimizer.state().at(state_key<Key>(p)));
+  return static_cast<const torch::optim::AdamWParamState&>(*optimizer.state().at(adamw_state_key<Key>(p)));
 }
 
 torch::optim::AdamWOptions options() { return torch::optim::AdamWOptions(1e-2).weight_decay(0.1); }
