@@ -139,6 +139,18 @@ TEST_CASE("a checkpoint of 2 stages resumes on 4 with the uninterrupted losses, 
   check_manifest_layouts(r.dir, 2, 4);
 }
 
+TEST_CASE("a checkpoint of 2 stages on text resumes on 4 where the text left off, bitwise", "[checkpoint][reshard]") {
+  // The data position is global: the 4-stage run reads on from the window the 2-stage run
+  // stopped at, so its losses are an uninterrupted run's (the README as the text).
+  const std::string text = " --data " + (fs::path(PIPESCOPE_SOURCE_DIR) / "README.md").string() + " --vocab 256 --lr 0.01";
+  const Resumed r = straight_and_resumed("text-2to4", "--nproc-per-node 2 --schedule 1f1b --micro-batches 4" + text,
+                                         "--nproc-per-node 4 --schedule 1f1b --micro-batches 4" + text);
+  check_ran(r);
+  CHECK(r.after.losses[0] == r.straight.losses[2]);
+  CHECK(r.after.losses[1] == r.straight.losses[3]);
+  CHECK(r.straight.losses[3] < r.straight.losses[0]);  // it learns the text
+}
+
 TEST_CASE("a checkpoint of 1f1b resumes on interleaved-1f1b with 2 chunks, bitwise", "[checkpoint][reshard]") {
   const Resumed r = straight_and_resumed("chunks", "--nproc-per-node 2 --schedule 1f1b --micro-batches 4",
                                          "--nproc-per-node 2 --schedule interleaved-1f1b --chunks 2 --micro-batches 4");
