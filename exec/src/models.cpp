@@ -15,16 +15,10 @@
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/exec/model.hpp"
+#include "splitmix64.hpp"
 
 namespace pipescope::exec {
 namespace {
-
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 std::uint64_t key_index(const std::string& key) {
   std::uint64_t h = 1469598103934665603ull;  // FNV-1a: a stable, platform-independent hash

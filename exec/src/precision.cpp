@@ -26,10 +26,10 @@ std::string compute_dtype_name(at::ScalarType dtype) {
 void check_compute_dtype(at::ScalarType dtype, at::Device device) {
   if (dtype != at::kFloat && dtype != at::kBFloat16 && dtype != at::kHalf)
     throw UsageError(fmt::format("dtype {}: the stages compute in fp32, bf16 or fp16", compute_dtype_name(dtype)));
-  // LibTorch 1.13 has no CPU kernels for half matrix products (addmm "not implemented for
-  // 'Half'"), and where newer ones do, they are slower than fp32: bf16 is the CPU's 16-bit type.
+  // fp16 with loss scaling is the GPU recipe: on the CPU, bf16 (fp32's range, no scaling) is the
+  // 16-bit type, and fp16 there is neither faster nor tested.
   if (dtype == at::kHalf && device.is_cpu())
-    throw UsageError("dtype fp16 needs a CUDA device (LibTorch's CPU kernels lack half matrix products): use bf16 on the CPU");
+    throw UsageError("dtype fp16 needs a CUDA device (fp16 with loss scaling is a GPU recipe): use bf16 on the CPU");
 }
 
 DynamicLossScaler::DynamicLossScaler(LossScaleOptions options) : options_(options), scale_(options.initial_scale) {

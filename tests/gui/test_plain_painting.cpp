@@ -8,6 +8,7 @@
 
 #include <memory>
 
+#include "plain_trace_fixture.hpp"
 #include "pipescope/gui/kinds.hpp"
 #include "pipescope/gui/name_colours.hpp"
 #include "pipescope/gui/timeline_model.hpp"
@@ -20,18 +21,7 @@ using namespace pipescope::traces;
 
 namespace {
 
-constexpr const char* kNested = R"([
- {"ph": "M", "name": "process_name", "pid": 3, "args": {"name": "trainer"}},
- {"ph": "X", "name": "matmul", "pid": 3, "tid": 1, "ts": 10, "dur": 20},
- {"ph": "X", "name": "forward", "pid": 3, "tid": 1, "ts": 10, "dur": 40},
- {"ph": "X", "name": "step", "pid": 3, "tid": 1, "ts": 0, "dur": 100},
- {"ph": "B", "name": "backward", "pid": 3, "tid": 1, "ts": 60},
- {"ph": "X", "name": "matmul", "pid": 3, "tid": 1, "ts": 62, "dur": 8},
- {"ph": "E", "pid": 3, "tid": 1, "ts": 90},
- {"ph": "i", "name": "marker", "pid": 3, "tid": 1, "ts": 95},
- {"ph": "C", "name": "queue", "pid": 3, "ts": 5, "args": {"value": 3}},
- {"ph": "C", "name": "queue", "pid": 3, "ts": 80, "args": {"value": 1}}
-])";
+using plain_trace_fixture::kNested;
 
 // Whether `c` is `expected`, or it under a grid line of the time ruler (black at alpha 22).
 bool is_colour(QRgb c, QRgb expected) {

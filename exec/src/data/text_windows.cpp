@@ -6,18 +6,10 @@
 #include <cassert>
 
 #include "pipescope/core/errors.hpp"
+#include "splitmix64.hpp"
 
 namespace pipescope::exec {
 namespace {
-
-// SplitMix64's finaliser: a well-mixed 64-bit function of its input, the same on every machine
-// (std::shuffle and the standard distributions are not).
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 constexpr int kFeistelRounds = 4;
 
@@ -42,14 +34,14 @@ TextWindows::TextWindows(std::int64_t corpus_bytes, int seq_len, std::uint64_t s
 
 std::int64_t TextWindows::shuffled(std::int64_t index, std::int64_t epoch) const {
   const std::uint64_t mask = (std::uint64_t{1} << half_bits_) - 1;
-  const std::uint64_t epoch_key = mix(seed_ ^ mix(static_cast<std::uint64_t>(epoch)));
+  const std::uint64_t epoch_key = splitmix64(seed_ ^ splitmix64(static_cast<std::uint64_t>(epoch)));
   std::uint64_t x = static_cast<std::uint64_t>(index);
   // Cycle walking: the network permutes [0, 4^half_bits_); applied again to a value outside
   // [0, W) it stays a bijection of [0, W), and ends within a few rounds (4^half_bits_ < 4 W).
   do {
     std::uint64_t left = x >> half_bits_, right = x & mask;
     for (int round = 0; round < kFeistelRounds; ++round) {
-      const std::uint64_t next = left ^ (mix(right ^ mix(epoch_key + static_cast<std::uint64_t>(round))) & mask);
+      const std::uint64_t next = left ^ (splitmix64(right ^ splitmix64(epoch_key + static_cast<std::uint64_t>(round))) & mask);
       left = right;
       right = next;
     }

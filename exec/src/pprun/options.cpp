@@ -246,7 +246,7 @@ void check_run_options(const RunOptions& o) {
   if (o.dtype != "fp32" && o.dtype != "bf16" && o.dtype != "fp16")
     throw UsageError(fmt::format("option --dtype: unknown dtype '{}' (known: fp32, bf16, fp16)", o.dtype));
   if (o.dtype == "fp16" && o.device != "cuda")
-    throw UsageError("option --dtype fp16 needs --device cuda (LibTorch's CPU kernels lack half matrix products): use bf16 on the CPU");
+    throw UsageError("option --dtype fp16 needs --device cuda (fp16 with loss scaling is a GPU recipe): use bf16 on the CPU");
   at_least("--eval-every", o.eval_every, 0);
   if (!uses_synthetic_data(o)) {
     if (o.model == "mlp")
