@@ -54,7 +54,7 @@ std::vector<int> int_list(const std::string& text, const char* option) {
 std::string candidate_label(const sim::PlanCandidate& c) {
   return fmt::format("{}_pp{}_dp{}_v{}_mbs{}_m{}_{}", c.schedule, c.parallel.pipeline, c.parallel.data_parallel,
                      c.parallel.chunks, c.parallel.micro_batch_size, c.num_micro_batches,
-                     c.parallel.recompute ? "recompute" : "norecompute");
+                     c.parallel.recomputation == sim::Recomputation::full ? "recompute" : "norecompute");
 }
 
 nlohmann::json row_json(std::size_t rank, const sim::PlanRow& r) {
@@ -66,7 +66,7 @@ nlohmann::json row_json(std::size_t rank, const sim::PlanRow& r) {
           {"chunks", c.parallel.chunks},
           {"micro_batch_size", c.parallel.micro_batch_size},
           {"num_micro_batches", c.num_micro_batches},
-          {"recompute", c.parallel.recompute},
+          {"recompute", c.parallel.recomputation == sim::Recomputation::full},
           {"zero1", c.parallel.zero1},
           {"iteration_time_s", r.iteration_time_s},
           {"throughput_samples_per_s", r.throughput_samples_per_s},
@@ -229,7 +229,7 @@ int run_plan(const std::vector<std::string>& args) {
       const auto& c = r.candidate;
       std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g},{}\n", i + 1, c.schedule,
                                c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks,
-                               c.parallel.micro_batch_size, c.num_micro_batches, c.parallel.recompute ? 1 : 0,
+                               c.parallel.micro_batch_size, c.num_micro_batches, c.parallel.recomputation == sim::Recomputation::full ? 1 : 0,
                                c.parallel.zero1 ? 1 : 0, r.iteration_time_s, r.throughput_samples_per_s,
                                r.tokens_per_s, r.mfu, r.bubble_fraction, r.peak_memory_bytes);
     }
@@ -256,7 +256,7 @@ int run_plan(const std::vector<std::string>& args) {
       const auto& c = r.candidate;
       std::cout << fmt::format("{:>4}  {:<17} {:>3} {:>3} {:>2} {:>4} {:>5} {:>6}  {:>11} {:>10.2f} {:>5.1f}% {:>6.2f}% {:>11}\n",
                                i + 1, c.schedule, c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks,
-                               c.parallel.micro_batch_size, c.num_micro_batches, c.parallel.recompute ? "yes" : "no",
+                               c.parallel.micro_batch_size, c.num_micro_batches, c.parallel.recomputation == sim::Recomputation::full ? "yes" : "no",
                                sim::format_seconds(r.iteration_time_s), r.throughput_samples_per_s, 100 * r.mfu,
                                100 * r.bubble_fraction, sim::format_bytes(r.peak_memory_bytes));
     }

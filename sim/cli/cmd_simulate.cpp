@@ -158,7 +158,7 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm) {
     parallel.chunks = s.params.chunks;
     parallel.data_parallel = s.data_parallel;
     parallel.micro_batch_size = s.micro_batch_size;
-    parallel.recompute = s.recompute;
+    parallel.recomputation = s.recompute ? sim::Recomputation::full : sim::Recomputation::none;
     parallel.zero1 = s.zero1;
     source.description = fmt::format("{} on {} x {} ({} per node)", model.name, s.params.num_ranks * s.data_parallel,
                                      device.name, s.gpus_per_node);

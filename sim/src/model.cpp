@@ -11,6 +11,15 @@
 
 namespace pipescope::sim {
 
+std::string_view recomputation_name(Recomputation recomputation) {
+  switch (recomputation) {
+    case Recomputation::none: return "none";
+    case Recomputation::selective: return "selective";
+    case Recomputation::full: return "full";
+  }
+  return "none";
+}
+
 std::int64_t ModelSpec::layer_matrix_parameters() const {
   const std::int64_t h = hidden;
   const std::int64_t kv_width = h * kv_heads_or_heads() / std::max(heads, 1);
@@ -223,13 +232,13 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
       bwd += head_flops;
       w += head_flops;
     }
-    if (parallel.recompute) bwd += n * layer.f_flops;  // the layers' forward runs again before B
+    if (parallel.recomputation == Recomputation::full) bwd += n * layer.f_flops;  // the layers' forward runs again before B
     c.f_s = f / flops_per_s;
     c.b_s = bwd / flops_per_s;
     c.w_s = w / flops_per_s;
 
     const double layer_input_bytes = 2.0 * s * b * h;
-    double held = n * (parallel.recompute ? layer_input_bytes : static_cast<double>(layer.activation_bytes));
+    double held = n * (parallel.recomputation == Recomputation::full ? layer_input_bytes : static_cast<double>(layer.activation_bytes));
     double stash = n * static_cast<double>(layer.weight_stash_bytes);
     if (last) {
       held += 4.0 * s * b * v;  // fp32 logits for the loss
@@ -242,7 +251,7 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
     // 16-bit weights and gradients, plus fp32 master weights, momentum and variance (and fp32
     // gradient accumulation): 16 bytes per parameter, sharded by ZeRO-1.
     c.static_bytes = static_cast<std::int64_t>(static_cast<double>(parameters) * (4.0 + optimizer_bytes_per_parameter));
-    if (parallel.recompute) c.static_bytes += layer.activation_bytes;  // one layer rebuilt at a time
+    if (parallel.recomputation == Recomputation::full) c.static_bytes += layer.activation_bytes;  // one layer rebuilt at a time
     c.activation_bytes = static_cast<std::int64_t>(layer_input_bytes);
     c.reduce_grads_s = ring_all_reduce_s(parameters * 2, dp, dp_link);
     c.optimizer_s = static_cast<double>(parameters) / (parallel.zero1 ? dp : 1) * 32.0 /

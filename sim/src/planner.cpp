@@ -181,7 +181,7 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
             c.parallel.chunks = chunks;
             c.parallel.data_parallel = dp;
             c.parallel.micro_batch_size = mbs;
-            c.parallel.recompute = recompute;
+            c.parallel.recomputation = recompute ? Recomputation::full : Recomputation::none;
             c.parallel.zero1 = request.zero1 && dp > 1;
             c.num_micro_batches = m;
             out.push_back(c);

@@ -64,7 +64,7 @@ TEST_CASE("stage costs of gpt-7b on four H100 stages") {
 
   parallel.data_parallel = 8;
   parallel.zero1 = true;
-  parallel.recompute = true;
+  parallel.recomputation = Recomputation::full;
   const CostModel sharded = derive_costs(gpt7, h100, Topology{}, parallel);
   CHECK(sharded.stages[1].static_bytes == 8 * gpt7.layer_parameters() * 6 + layer.activation_bytes);
   CHECK(sharded.stages[1].f_mem_bytes == 8 * 2 * 2048 * 4096);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipescope/sim/costs.hpp"
@@ -66,12 +67,20 @@ struct LayerFigures {
 };
 LayerFigures layer_figures(const ModelSpec& model, int micro_batch_size);
 
+// Activation recomputation, by Megatron's --recompute-granularity: `selective` recomputes only
+// the attention core (softmax, its dropout and the score/value products: the activations that
+// grow with s^2), `full` keeps each layer's input and runs the whole layer again before B.
+enum class Recomputation : std::uint8_t { none, selective, full };
+std::string_view recomputation_name(Recomputation recomputation);  // "none", "selective", "full"
+
 struct ParallelConfig {
   int pipeline = 4;          // pipeline ranks
   int chunks = 1;            // stages per rank: pipeline * chunks stages in all
   int data_parallel = 1;
+  int tensor_parallel = 1;   // Megatron tensor parallelism: GPUs of one node per stage
+  bool sequence_parallel = false;  // Megatron sequence parallelism (with tensor_parallel > 1)
   int micro_batch_size = 1;
-  bool recompute = false;    // full activation recomputation: keep layer inputs, recompute in B
+  Recomputation recomputation = Recomputation::none;
   bool zero1 = false;        // shard the optimizer state over the data-parallel group
 };
 
