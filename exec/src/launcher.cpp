@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "pipescope/core/errors.hpp"
+#include "pprun/core_binding.hpp"
 #include "rendezvous_store.hpp"
 
 namespace pipescope::exec {
@@ -384,6 +385,12 @@ int local_world_size_for_binding(const WorkerEnvironment& env) {
   if (env.local_world_size < 1)
     throw UsageError("--bind-cores needs LOCAL_WORLD_SIZE (pprun's launcher and torchrun set it)");
   return env.local_world_size;
+}
+
+bool binds_cores(bool asked, bool refused, const WorkerEnvironment& env) {
+  if (asked || refused) return asked;
+  return !env.store_file.empty() && env.local_world_size >= 2 &&
+         allowed_cores().size() >= static_cast<std::size_t>(env.local_world_size);
 }
 
 }  // namespace pipescope::exec

@@ -80,4 +80,10 @@ WorldOptions world_options(const WorkerEnvironment& env, std::chrono::millisecon
 // UsageError when it is not set.
 int local_world_size_for_binding(const WorkerEnvironment& env);
 
+// Whether this worker binds to its share of the cores: `asked` (--bind-cores) binds, `refused`
+// (--no-bind-cores) does not; neither binds when pprun's own launcher started this worker
+// (PIPESCOPE_STORE_FILE set), beside at least one other, and every local worker gets a core of
+// its own. A job started by another launcher (torchrun) keeps the cores that launcher gave.
+bool binds_cores(bool asked, bool refused, const WorkerEnvironment& env);
+
 }  // namespace pipescope::exec

@@ -10,17 +10,39 @@
 #include "pipescope/core/errors.hpp"
 #include "pipescope/sim/calibration.hpp"
 #include "pipescope/traces/trace_io.hpp"
+#include "traced_steps.hpp"
 
 namespace po = boost::program_options;
 
 namespace pipescope::cli {
 namespace {
 
+// What makes a profile less accurate than docs/ACCURACY.md reports, said rather than guessed
+// around: one traced step (one sample of each operation's step-to-step variation), and ranks
+// that shared every core of the machine (they preempt each other's computation).
+void say_what_the_traces_lack(const std::vector<sim::MeasuredTrace>& traces) {
+  if (traces.size() == 1)
+    std::cerr << "calibrate: note: one traced step (" << traces[0].source
+              << "): costs are one sample each; pprun --trace traces every step after the first by default "
+                 "(--trace-steps K), and calibrate reads them all\n";
+  for (const sim::MeasuredTrace& t : traces) {
+    const traces::RunDescription& run = t.trace.meta.run;
+    if (run.bind_cores == false && run.device.value_or("cpu") == "cpu" && run.pipeline_ranks.value_or(1) > 1) {
+      std::cerr << "calibrate: note: " << t.source
+                << ": the ranks shared every core (pprun --no-bind-cores, or fewer cores than ranks): their "
+                   "costs include time lost to each other\n";
+      break;
+    }
+  }
+}
+
 int run_calibrate(const std::vector<std::string>& args) {
   std::vector<std::string> inputs;
   std::string output, report_path;
   bool quiet = false;
-  std::string statistic = "median";
+  // The mean by default: a profile of mean durations predicts the mean step, which is what a
+  // measured iteration time is (docs/ACCURACY.md); the median leaves out the long tail.
+  std::string statistic = "mean";
   sim::CalibrationOptions calibration_options;
   po::options_description options("ppsim calibrate MEASURED... -o PROFILE [options]");
   options.add_options()
@@ -32,8 +54,8 @@ int run_calibrate(const std::vector<std::string>& args) {
       ("outlier-fraction", po::value(&calibration_options.outlier_min_fraction)->default_value(calibration_options.outlier_min_fraction),
        "... and further than this fraction of the median")
       ("statistic", po::value(&statistic)->default_value(statistic),
-       "what a duration becomes: median (the typical operation) or mean (the expected one, outliers included: "
-       "predicts the typical step where operations have a long tail)")
+       "what a duration becomes: mean (the expected one, outliers included: predicts the mean step where "
+       "operations have a long tail) or median (the typical operation)")
       ("max-stolen", po::value(&calibration_options.max_stolen_fraction)->default_value(calibration_options.max_stolen_fraction),
        "leave out a trace whose step lost more than this share of a rank's time to the host (steal on a virtual "
        "machine, recorded by pprun); 1 keeps every trace")
@@ -49,8 +71,9 @@ int run_calibrate(const std::vector<std::string>& args) {
   if (vm.count("help")) {
     std::cout << options
               << "\nMEASURED are trace files of pprun (--trace; .json or .json.gz), of one model on one stage\n"
-                 "layout, any schedules and micro-batch counts. Costs are medians (or means, --statistic) over\n"
-                 "micro-batches and traces; memory is always the median.\n"
+                 "layout, any schedules and micro-batch counts. The steps the same run traced beside a FILE\n"
+                 "(FILE's name with .stepN before its extension) are read with it. Costs are means (or medians,\n"
+                 "--statistic) over micro-batches and traces; memory is always the median.\n"
                  "The split of a backward into input and weight gradients comes from I/W events (a zb-* run\n"
                  "among the traces) or from the executor's split probe; without either the profile refuses\n"
                  "split-backward schedules.\n";
@@ -65,8 +88,9 @@ int run_calibrate(const std::vector<std::string>& args) {
   calibration_options.duration_statistic = sim::parse_duration_statistic(statistic);
 
   std::vector<sim::MeasuredTrace> traces;
-  for (const std::string& path : inputs) traces.push_back({traces::read_trace(path), path});
+  for (const std::string& path : with_traced_steps(inputs)) traces.push_back({traces::read_trace(path), path});
   const sim::Calibration calibration = sim::calibrate(traces, calibration_options);
+  if (!quiet) say_what_the_traces_lack(traces);
   const std::string report = sim::calibration_report(calibration);
   sim::write_profile(calibration.profile, output);
   if (!report_path.empty()) write_file_atomic(report_path, report);

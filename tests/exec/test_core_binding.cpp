@@ -8,6 +8,8 @@
 //   may use exactly the second half of its cores, and so may a thread started before the call
 //   (libraries start threads of their own when they are loaded) and one started after it;
 //   bind_threads gives that one all the cores back; an ended thread has no cores.
+// - binds_cores: --bind-cores binds and --no-bind-cores does not, whatever else holds; neither
+//   binds a worker of pprun's own launcher (store file set) beside others when each gets a core.
 #include <catch2/catch.hpp>
 
 #include <sched.h>
@@ -23,6 +25,7 @@
 #include <thread>
 
 #include "pipescope/core/errors.hpp"
+#include "launcher.hpp"
 #include "pprun/core_binding.hpp"
 
 using namespace pipescope::exec;
@@ -114,4 +117,24 @@ TEST_CASE("bind_to_core_share binds every thread of the process") {
   const int status = std::system(("'" + self + "' 'binding worker: second half of the cores' > /dev/null").c_str());
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("binds_cores: asked or refused decides; else on for pprun's own workers that each get a core") {
+  WorkerEnvironment own;
+  own.store_file = "/tmp/pprun-x/store";  // set by pprun's launcher only
+  own.local_world_size = 2;
+  WorkerEnvironment torchrun = own;
+  torchrun.store_file.clear();
+
+  CHECK(binds_cores(true, false, torchrun));
+  CHECK_FALSE(binds_cores(false, true, own));
+  CHECK_FALSE(binds_cores(false, false, torchrun));  // another launcher's cores are kept
+  WorkerEnvironment alone = own;
+  alone.local_world_size = 1;
+  CHECK_FALSE(binds_cores(false, false, alone));  // one worker has every core anyway
+  const std::size_t cores = allowed_cores().size();
+  CHECK(binds_cores(false, false, own) == (cores >= 2));
+  WorkerEnvironment crowded = own;
+  crowded.local_world_size = static_cast<int>(cores) + 1;
+  CHECK_FALSE(binds_cores(false, false, crowded));  // more workers than cores: they share
 }

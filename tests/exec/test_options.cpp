@@ -52,10 +52,27 @@ TEST_CASE("bad options name the option") {
   CHECK_NOTHROW(check_run_options(parse_run_options({"--trace", "t.json", "--metrics", "m.jsonl"})));
 }
 
-TEST_CASE("option --bind-cores is a flag, off by default") {
+TEST_CASE("options --bind-cores and --no-bind-cores are flags; neither leaves the choice to binds_cores") {
   CHECK_FALSE(parse_run_options({}).bind_cores);
+  CHECK_FALSE(parse_run_options({}).no_bind_cores);
   CHECK(parse_run_options({"--bind-cores"}).bind_cores);
+  CHECK(parse_run_options({"--no-bind-cores"}).no_bind_cores);
   CHECK_THROWS_WITH(parse_run_options({"--bind-cores=1"}), Catch::Contains("--bind-cores takes no value"));
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--bind-cores", "--no-bind-cores"})),
+                    Catch::Contains("options --bind-cores and --no-bind-cores contradict each other"));
+}
+
+TEST_CASE("--trace traces every step after the first by default, at most 8; --trace-steps K the last K") {
+  auto count = [](std::vector<std::string> args) { return traced_step_count(parse_run_options(args)); };
+  CHECK(count({"--steps", "40"}) == 0);  // nothing traced without --trace
+  CHECK(count({"--trace", "t.json", "--steps", "1"}) == 1);
+  CHECK(count({"--trace", "t.json", "--steps", "2"}) == 1);
+  CHECK(count({"--trace", "t.json", "--steps", "4"}) == 3);
+  CHECK(count({"--trace", "t.json", "--steps", "40"}) == kDefaultTracedSteps);
+  CHECK(count({"--trace", "t.json", "--steps", "40", "--trace-steps", "2"}) == 2);
+  CHECK_THROWS_WITH(parse_run_options({"--trace", "t.json", "--trace-steps", "0"}),
+                    Catch::Contains("option --trace-steps: 0 must be at least 1"));
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--trace-steps", "2"})), Catch::Contains("--trace-steps needs --trace"));
 }
 
 TEST_CASE("--trace-steps names the earlier steps' traces after the last one's") {

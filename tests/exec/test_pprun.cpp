@@ -115,6 +115,11 @@ int line_count(const std::string& text) { return static_cast<int>(std::count(tex
 
 }  // namespace
 
+// A run with --trace and no --trace-steps: the default traces every step after the first.
+std::string interleaved_traced_args() {
+  return "--nproc-per-node 2 --schedule interleaved-1f1b --chunks 2 --trace " + (work_dir() / "interleaved-trace.json").string();
+}
+
 TEST_CASE("pipelined schedules reproduce the single-process losses") {
   const RunOutput& ref = reference_run();
   REQUIRE(ref.status == 0);
@@ -126,7 +131,7 @@ TEST_CASE("pipelined schedules reproduce the single-process losses") {
   };
   const std::vector<Case> cases = {
       {"1f1b", "--nproc-per-node 2 --schedule 1f1b --trace-steps 2 --trace " + (work_dir() / "1f1b-trace.json").string(), true},
-      {"interleaved", "--nproc-per-node 2 --schedule interleaved-1f1b --chunks 2", true},
+      {"interleaved", interleaved_traced_args(), true},
       {"1f1b-4", "--nproc-per-node 4 --schedule 1f1b", true},
       {"zb-h1", "--nproc-per-node 2 --schedule zb-h1", false},
       {"zbv", "--nproc-per-node 2 --schedule zbv", false},
@@ -301,6 +306,21 @@ TEST_CASE("a dead or hung worker stops the run with errors naming ranks and inst
     CHECK_THAT(run.err, Catch::Contains("peer rank 1"));
     CHECK_THAT(run.err, Catch::Contains("rank 0 failed first"));
     CHECK_THAT(run.err, Catch::Contains("killed rank(s) 1"));
+  }
+}
+
+TEST_CASE("pprun --trace alone traces every step after the first, on cores bound by default") {
+  const RunOutput& run = cached_run("interleaved", interleaved_traced_args() + " --micro-batches 4 --steps 4 " + kModel);
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  // Steps 1 and 2 beside the file, step 3 (the last) in it; step 0, the warm-up, not traced.
+  CHECK_FALSE(fs::exists(work_dir() / "interleaved-trace.step0.json"));
+  for (const char* name : {"interleaved-trace.step1.json", "interleaved-trace.step2.json", "interleaved-trace.json"}) {
+    INFO(name);
+    REQUIRE(fs::exists(work_dir() / name));
+    const auto trace = pipescope::traces::read_trace((work_dir() / name).string());
+    // pprun's own launcher binds its 2 workers when each can have a core (binds_cores).
+    CHECK(trace.meta.run.bind_cores == (pipescope::exec::allowed_cores().size() >= 2));
   }
 }
 

@@ -51,6 +51,7 @@
 //   deepspeed-train@0.4 in one line, exit 2.
 // - `ppsim frobnicate`: exit 2, one line; `ppsim` alone: exit 2 with the usage; `--help` lists the
 //   six commands.
+#include <chrono>
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -361,7 +362,7 @@ TEST_CASE("ppsim calibrate learns a profile from simulated traces that simulate 
     write_text(dir / name, trace.dump());
   }
 
-  const CliRun median = ppsim(dir, "calibrate 1f1b.json zb-h1.json -o profile.json --report r.txt");
+  const CliRun median = ppsim(dir, "calibrate 1f1b.json zb-h1.json -o profile.json --statistic median --report r.txt");
   INFO(median.err);
   REQUIRE(median.status == 0);
   const std::string report = read_text(dir / "r.txt");
@@ -389,6 +390,9 @@ TEST_CASE("ppsim calibrate learns a profile from simulated traces that simulate 
 
   REQUIRE(ppsim(dir, "calibrate 1f1b.json zb-h1.json -o profile-mean.json --statistic mean --quiet").status == 0);
   check_profile(read_json(dir / "profile-mean.json"), "mean");
+  // The default is the mean: what the measured iteration time of a run is.
+  REQUIRE(ppsim(dir, "calibrate 1f1b.json zb-h1.json -o profile-default.json --quiet").status == 0);
+  CHECK(read_json(dir / "profile-default.json").at("calibration").at("duration_statistic") == "mean");
 
   const CliRun average = ppsim(dir, "calibrate 1f1b.json zb-h1.json -o profile-average.json --statistic average --report r2.txt");
   CHECK(average.status == 2);
@@ -416,6 +420,35 @@ TEST_CASE("ppsim calibrate learns a profile from simulated traces that simulate 
   CHECK(refused.one_error_line());
   CHECK(refused.err.rfind("ppsim: error: full-only.json: ", 0) == 0);
   CHECK(contains(refused.err, "split"));
+}
+
+TEST_CASE("ppsim calibrate reads the steps pprun traced beside a file and says what its input lacks", "[cli]") {
+  const fs::path dir = case_dir("calibrate-steps");
+  const std::string costs = "--stages 2 --micro-batches 4 --f-cost 100e-6 --b-cost 150e-6 --w-cost 50e-6";
+  REQUIRE(ppsim(dir, "simulate --schedule 1f1b " + costs + " --trace t.json").status == 0);
+  json trace = read_json(dir / "t.json");
+  trace["otherData"]["source"] = "measured";
+  // pprun --trace t.json --trace-steps 3 writes steps 5 and 6 beside t.json (step 7): the same
+  // run, at its end. t.step2.json is left from an earlier run, an hour older.
+  for (const char* name : {"t.step5.json", "t.step6.json", "t.json", "t.step2.json"}) write_text(dir / name, trace.dump());
+  fs::last_write_time(dir / "t.step2.json", fs::last_write_time(dir / "t.json") - std::chrono::hours(1));
+
+  const CliRun steps = ppsim(dir, "calibrate t.json -o p.json");
+  INFO(steps.err);
+  REQUIRE(steps.status == 0);
+  CHECK(read_json(dir / "p.json").at("calibration").at("traces") == json::array({"t.step5.json", "t.step6.json", "t.json"}));
+  CHECK_FALSE(contains(steps.err, "one traced step"));
+  // Named together, each file is read once.
+  REQUIRE(ppsim(dir, "calibrate t.step6.json t.json -o p2.json -q").status == 0);
+  CHECK(read_json(dir / "p2.json").at("calibration").at("traces") == json::array({"t.step6.json", "t.step5.json", "t.json"}));
+
+  // One step alone: calibrate says so, and still writes the profile.
+  fs::create_directory(dir / "one");
+  write_text(dir / "one" / "t.json", trace.dump());
+  const CliRun one = ppsim(dir, "calibrate one/t.json -o one/p.json");
+  CHECK(one.status == 0);
+  CHECK(contains(one.err, "calibrate: note: one traced step (one/t.json)"));
+  CHECK(fs::exists(dir / "one" / "p.json"));
 }
 
 TEST_CASE("ppsim compare reports the SPEC section 7 fields of two traces", "[cli]") {

@@ -100,12 +100,21 @@ std::vector<OptionDef> option_defs() {
   defs.push_back({"--seed", "K", fmt::format("seed of the weights, the synthetic data and the order of text samples (default {})", d.seed),
                   [](RunOptions& o, const std::string& v) { o.seed = parse_number<unsigned long long>("--seed", v); }});
   add_int("--threads-per-rank", &RunOptions::threads_per_rank, "intra-op threads of each worker");
-  add_flag("--bind-cores", &RunOptions::bind_cores,
-           "bind each local worker to its own share of the cores this launcher may use (as DeepSpeed's --bind_cores_to_rank)");
+  defs.push_back({"--bind-cores", "",
+                  "bind each local worker to its own share of the cores this launcher may use (as DeepSpeed's "
+                  "--bind_cores_to_rank; default: on when pprun starts 2 or more workers and each gets a core of its own)",
+                  [](RunOptions& o, const std::string&) { o.bind_cores = true; }});
+  add_flag("--no-bind-cores", &RunOptions::no_bind_cores, "let the workers share every core, even where --bind-cores would be on");
   add_string("--metrics", &RunOptions::metrics_path, "FILE.jsonl", "per-step loss, time and peak memory");
   add_string("--trace", &RunOptions::trace_path, "FILE", "measured trace of the last step (pipescope.trace/1)");
-  add_int("--trace-steps", &RunOptions::trace_steps,
-          "trace the last K steps: FILE the last, FILE's name with .stepN before its extension the others (calibration)");
+  defs.push_back({"--trace-steps", "K",
+                  fmt::format("trace the last K steps: FILE the last, FILE's name with .stepN before its extension the others "
+                              "(calibration; default: every step after the first, at most {})",
+                              kDefaultTracedSteps),
+                  [](RunOptions& o, const std::string& v) {
+                    o.trace_steps = parse_number<int>("--trace-steps", v);
+                    if (o.trace_steps < 1) throw UsageError(fmt::format("option --trace-steps: {} must be at least 1", v));
+                  }});
   defs.push_back({"--timeout", "SECONDS", fmt::format("how long a rank waits on a peer before failing (default {:g})", seconds(d.timeout)),
                   [](RunOptions& o, const std::string& v) {
                     const double s = parse_number<double>("--timeout", v);
@@ -261,11 +270,18 @@ void check_run_options(const RunOptions& o) {
   if (o.resume && o.checkpoint_dir.empty()) throw UsageError("option --resume needs --checkpoint-dir");
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty())
     throw UsageError("option --checkpoint-every needs --checkpoint-dir");
-  at_least("--trace-steps", o.trace_steps, 1);
+  at_least("--trace-steps", o.trace_steps, 0);
+  if (o.bind_cores && o.no_bind_cores) throw UsageError("options --bind-cores and --no-bind-cores contradict each other");
   if (o.trace_steps > 1 && o.trace_path.empty()) throw UsageError("option --trace-steps needs --trace");
   if (o.trace_steps > std::max(o.steps, 1))
     throw UsageError(fmt::format("option --trace-steps: {} is more than the {} step(s) of the run (--steps)", o.trace_steps, o.steps));
   check_output_paths(o);
+}
+
+int traced_step_count(const RunOptions& options) {
+  if (options.trace_path.empty()) return 0;
+  if (options.trace_steps > 0) return options.trace_steps;
+  return std::clamp(options.steps - 1, 1, kDefaultTracedSteps);
 }
 
 std::string traced_step_path(const std::string& trace_path, int step, int last_step) {

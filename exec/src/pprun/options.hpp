@@ -28,10 +28,16 @@ struct RunOptions {
   int steps = 4;
   unsigned long long seed = 1234;
   int threads_per_rank = 1;
-  bool bind_cores = false;  // each local rank on its own share of the cores (core_binding.hpp)
+  // Each local rank on its own share of the cores (core_binding.hpp): asked for (--bind-cores),
+  // refused (--no-bind-cores), or neither: on when pprun starts the workers itself and each gets
+  // a core of its own (binds_cores), the way docs/ACCURACY.md measures.
+  bool bind_cores = false;
+  bool no_bind_cores = false;
   std::string metrics_path;
   std::string trace_path;
-  int trace_steps = 1;  // the last K steps are traced: trace_path holds the last (traced_step_path)
+  // The last K steps are traced: trace_path holds the last (traced_step_path). 0: every step after
+  // the first, at most kDefaultTracedSteps (traced_step_count), what calibration learns well from.
+  int trace_steps = 0;
   std::chrono::milliseconds timeout{60000};  // --timeout SECONDS
   std::string checkpoint_dir;
   int checkpoint_every = 0;  // 0: only at the end of the run (when --checkpoint-dir is given)
@@ -62,6 +68,14 @@ std::string text_data_path(const RunOptions& options);
 
 // The --help text: every option with its default.
 std::string run_options_help();
+
+// Steps traced by default (--trace without --trace-steps): the first step of a run is left out
+// (its allocations and first-touch costs are not those of the steps that follow) and a few steps
+// give calibration means over step-to-step variation rather than one sample of it.
+inline constexpr int kDefaultTracedSteps = 8;
+// How many of the run's last steps are traced: 0 without --trace, --trace-steps when given,
+// else min(steps - 1, kDefaultTracedSteps) and at least 1.
+int traced_step_count(const RunOptions& options);
 
 // Where the trace of `step` goes when the last `trace_steps` steps are traced: the last step to
 // `trace_path` itself, an earlier one to its name with ".step<N>" before the extension

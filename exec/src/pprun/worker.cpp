@@ -192,9 +192,10 @@ class Worker {
 
   void run() {
     const RunOptions& o = plan_.options;
-    // --bind-cores: this rank, with the threads it starts later (its transport's too), runs on
-    // its share of the launcher's cores (core_binding.hpp).
-    if (o.bind_cores) bind_to_core_share(env_.local_rank, local_world_size_for_binding(env_));
+    // --bind-cores (or its default, binds_cores): this rank, with the threads it starts later
+    // (its transport's too), runs on its share of the launcher's cores (core_binding.hpp).
+    bound_cores_ = binds_cores(o.bind_cores, o.no_bind_cores, env_);
+    if (bound_cores_) bind_to_core_share(env_.local_rank, local_world_size_for_binding(env_));
     const std::vector<pid_t> threads_before_transport = process_threads();
     // --device cuda: GPU LOCAL_RANK of this node (modulo the GPUs there), NCCL between ranks.
     const std::shared_ptr<ComputeDevice> device = make_local_device(o.device == "cuda" ? at::kCUDA : at::kCPU, env_.local_rank);
@@ -233,7 +234,7 @@ class Worker {
     for (int step = engine.global_steps(); step < o.steps; ++step) {
       maybe_inject_fault(env_.rank, step);
       const int last_step = o.steps - 1;
-      const bool traced = !o.trace_path.empty() && step > last_step - o.trace_steps;
+      const bool traced = !o.trace_path.empty() && step > last_step - traced_step_count(o);
       // A traced step starts together on every rank, so rank 0's writing of the metrics file
       // after the previous step does not show up as a pipeline delay.
       if (traced) barrier();
@@ -448,7 +449,7 @@ class Worker {
     for (int r = 1; r < env_.world_size; ++r) append_rank(nlohmann::json::parse(store_->get(prefix + std::to_string(r))));
     run.cores_per_rank = cores;
     run.transport_cores_per_rank = transport_cores;
-    run.bind_cores = plan_.options.bind_cores;
+    run.bind_cores = bound_cores_;
     // Time the hypervisor took from each rank's cores during the step: calibration leaves
     // disturbed traces out, compare says so (stolen_time.hpp).
     if (!traced.stolen_time_s.empty()) run.stolen_time_s = traced.stolen_time_s;
@@ -476,6 +477,7 @@ class Worker {
   std::unique_ptr<Transport> world_;
   std::shared_ptr<KeyValueStore> store_;
   std::vector<pid_t> transport_threads_;  // started by the transport: they move data between ranks
+  bool bound_cores_ = false;              // this rank runs on its share of the cores (binds_cores)
   std::optional<TextBatches> text_;       // the text data; empty for synthetic data
 };
 
