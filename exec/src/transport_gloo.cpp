@@ -6,6 +6,7 @@
 
 #include "pipescope/exec/transport.hpp"
 #include "rendezvous_store.hpp"
+#include "transport_errors.hpp"
 
 namespace pipescope::exec {
 namespace {
@@ -20,9 +21,7 @@ class GlooPending : public PendingTransfer {
       work_->wait(timeout);
     } catch (const std::exception& e) {
       work_.reset();
-      std::string message = e.what();
-      if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);  // c10 appends a backtrace
-      throw TransportError(fmt::format("{}: {}", what_, message));
+      throw TransportError(fmt::format("{}: {}", what_, plain_transport_message(e.what())));
     }
     work_.reset();
     keep_alive_.clear();
@@ -91,9 +90,7 @@ class GlooTransport : public Transport {
     try {
       return std::make_unique<GlooPending>(start(), std::move(keep), std::move(what));
     } catch (const std::exception& e) {
-      std::string message = e.what();
-      if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
-      throw TransportError(fmt::format("{}: {}", what, message));
+      throw TransportError(fmt::format("{}: {}", what, plain_transport_message(e.what())));
     }
   }
 

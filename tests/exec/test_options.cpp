@@ -71,7 +71,7 @@ TEST_CASE("--trace traces every step after the first by default, at most 8; --tr
   CHECK(count({"--trace", "t.json", "--steps", "40"}) == kDefaultTracedSteps);
   CHECK(count({"--trace", "t.json", "--steps", "40", "--trace-steps", "2"}) == 2);
   CHECK_THROWS_WITH(parse_run_options({"--trace", "t.json", "--trace-steps", "0"}),
-                    Catch::Contains("option --trace-steps: 0 must be at least 1"));
+                    Catch::Contains("option --trace-steps: 0 is below the minimum 1"));
   CHECK_THROWS_WITH(check_run_options(parse_run_options({"--trace-steps", "2"})), Catch::Contains("--trace-steps needs --trace"));
 }
 

@@ -1,6 +1,6 @@
 // Fault cases of pprun's rendezvous and launcher (issue 19 item 4): bad MASTER_PORT values, a
 // one-node launch with MASTER_ADDR set, workers of different world sizes or of another run, a
-// port in use, too many workers, signals to the launcher and a stopped worker. Each runs the
+// port in use, too many workers, signals to the launcher, a stopped worker and a killed one. Each runs the
 // real pprun on a tiny model under a hard time limit.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -298,6 +298,22 @@ TEST_CASE("the launcher names the rank whose write failed, not the rank that los
     CHECK(contains(run.err, "rank 1 failed first"));
     CHECK_FALSE(contains(run.err, "rank 0 failed first"));
     CHECK_FALSE(fs::exists(dir / "ckpt" / "manifest.json"));
+  }
+}
+
+TEST_CASE("a worker killed during a step: the others say the connection to it was lost, in plain words",
+          "[reliability][rendezvous]") {
+  // Rank 1 dies at the start of step 2 (pprun's fault injection); rank 0 is waiting on it.
+  const auto dir = case_dir("killed-worker");
+  const CliRun run = run_cli(kPprun, dir, "--nproc-per-node 2 " + kTiny + " --steps 4 --timeout 20", 60, "PIPESCOPE_FAULT=1:2:kill");
+  INFO(run.err);
+  CHECK(run.status == 1);
+  CHECK(contains(run.err, "rank 1 failed first (killed by signal 9"));
+  // What rank 0 met, if it said anything: a lost connection, not Gloo's source path and advice.
+  if (contains(run.err, "pprun: error: rank 0: ")) {
+    CHECK(contains(run.err, "the connection was lost: the peer stopped or closed it ("));
+    CHECK_FALSE(contains(run.err, "gloo/transport"));
+    CHECK_FALSE(contains(run.err, "typically caused"));
   }
 }
 

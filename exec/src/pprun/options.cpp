@@ -113,7 +113,7 @@ std::vector<OptionDef> option_defs() {
                               kDefaultTracedSteps),
                   [](RunOptions& o, const std::string& v) {
                     o.trace_steps = parse_number<int>("--trace-steps", v);
-                    if (o.trace_steps < 1) throw UsageError(fmt::format("option --trace-steps: {} must be at least 1", v));
+                    if (o.trace_steps < 1) throw UsageError(fmt::format("option --trace-steps: {} is below the minimum 1", v));
                   }});
   defs.push_back({"--timeout", "SECONDS", fmt::format("how long a rank waits on a peer before failing (default {:g})", seconds(d.timeout)),
                   [](RunOptions& o, const std::string& v) {

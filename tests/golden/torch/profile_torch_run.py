@@ -6,7 +6,8 @@ ppsim compare, ppsim calibrate), and the schedule CSV torch ran. Run under torch
         --schedule ScheduleInterleaved1F1B --micro-batches 4 --steps 3 --out DIR
 
 Writes DIR/rank<R>.pt.trace.json (one per rank; every profiled step, `ProfilerStep#N` spans),
-DIR/schedule.csv (torch's `_dump_csv`, lowered form for multi-stage classes) and prints one JSON
+DIR/schedule.csv (torch's `_dump_csv`: the lowered form for multi-stage classes, the
+compute-only order for single-stage ones) and prints one JSON
 line per step from rank 0: {"step": i, "iteration_time_s": t}, t the slowest rank's time.
 The model: token embedding, LAYERS pre-norm transformer blocks (nn.TransformerEncoderLayer), a
 norm and a vocabulary head; the blocks are split evenly over the stages, the embedding on the
@@ -102,6 +103,8 @@ def main():
     schedule_class = getattr(pipelining, args.schedule)
     if args.schedule in SINGLE:
         schedule = schedule_class(stages[0], args.micro_batches, loss_fn=loss_fn)
+        if rank == 0:  # the compute-only order (single-stage classes have no lowered form)
+            pipelining.schedules.PipelineScheduleMulti._dump_csv(schedule, os.path.join(args.out, "schedule.csv"))
     else:
         schedule = schedule_class(stages, args.micro_batches, loss_fn=loss_fn)
         if rank == 0:
