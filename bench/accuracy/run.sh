@@ -15,7 +15,7 @@
 # configuration runs once per round, rounds one after the other; default 12), MODEL_ARGS (pprun
 # model options), STATISTIC (what a duration becomes in the profile, ppsim calibrate
 # --statistic: mean, the default, or median; the table shows the median profile's error too),
-# BIND_CORES (1, the default: pprun --bind-cores, each rank on a core of its own; 0: ranks
+# BIND_CORES (1, the default: pprun --bind-cores, each rank on a core of its own; 0: pprun --no-bind-cores, ranks
 # share the cores), RANKS (pipeline ranks, default 2; 1 runs every stage on one rank, as on a
 # machine with one GPU), DEVICE (cpu, the default, or cuda: pprun --device cuda, NCCL, rank r
 # on GPU r), PIPESCOPE_PPRUN (a pprun to run instead of the build folder's, e.g. the CUDA build
@@ -49,7 +49,7 @@ statistic=${STATISTIC:-mean}
 disturbed=${DISTURBED:-1.3}
 steal_limit=${STEAL_LIMIT:-0.02}
 bind_args=(--bind-cores)
-[[ ${BIND_CORES:-1} == 1 ]] || bind_args=()
+[[ ${BIND_CORES:-1} == 1 ]] || bind_args=(--no-bind-cores)
 read -r -a model_args <<< "${MODEL_ARGS:---model mlp --layers 8 --hidden 512 --micro-batch-size 32}"
 ranks=${RANKS:-2}
 device=${DEVICE:-cpu}

@@ -32,7 +32,7 @@ for (( rep = 1; rep <= reps; ++rep )); do
     read -r schedule chunks <<< "$config"
     line="run $rep $schedule:"
     for policy in bound shared; do
-      bind=()
+      bind=(--no-bind-cores)
       [[ $policy == bound ]] && bind=(--bind-cores)
       "$pprun" --nproc-per-node 2 "${bind[@]}" --schedule "$schedule" --chunks "$chunks" --micro-batches 4 \
         --model mlp --layers 8 --hidden 512 --micro-batch-size 32 --threads-per-rank 1 --steps "$steps" \
