@@ -1,0 +1,84 @@
+#include "pipescope/sim/efficiency.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "pipescope/core/errors.hpp"
+
+namespace pipescope::sim {
+
+DeviceSpec device_preset(const std::string& name) {
+  DeviceSpec d;
+  d.name = name;
+  if (name == "h100") {
+    // H100 SXM: 132 SMs, 989 TFLOP/s dense bf16, 3.35 TB/s HBM3, NVLink 4. The peak fraction
+    // makes an 8192^3 product 798 TFLOP/s, as measured (ANCHORS.md).
+    d.peak_flops_per_s = 989e12;
+    d.memory_bytes = 80'000'000'000;
+    d.memory_bandwidth_bytes_per_s = 3.35e12;
+    d.nvlink = {450e9, 2e-6};
+    d.kernels = {0.845, 0.9, 132, 128, 256, 128};
+    return d;
+  }
+  if (name == "h200") {
+    // H200: the H100's chip (132 SMs, same kernels) with 141 GB of HBM3e at 4.8 TB/s.
+    d.peak_flops_per_s = 989e12;
+    d.memory_bytes = 141'000'000'000;
+    d.memory_bandwidth_bytes_per_s = 4.8e12;
+    d.nvlink = {450e9, 2e-6};
+    d.kernels = {0.845, 0.9, 132, 128, 256, 128};
+    return d;
+  }
+  if (name == "a100") {
+    // A100 SXM 80G: 108 SMs, 312 TFLOP/s dense bf16, 2.0 TB/s HBM2e, NVLink 3. cuBLAS reaches
+    // about 260 TFLOP/s on large bf16 products (0.83 of peak), the figure the fraction gives.
+    d.peak_flops_per_s = 312e12;
+    d.memory_bytes = 80'000'000'000;
+    d.memory_bandwidth_bytes_per_s = 2.0e12;
+    d.nvlink = {300e9, 2e-6};
+    d.kernels = {0.85, 0.9, 108, 256, 128, 128};
+    return d;
+  }
+  throw UsageError("--gpu: unknown device '" + name + "' (known: h100, h200, a100)");
+}
+
+std::vector<std::string> device_preset_names() { return {"h100", "h200", "a100"}; }
+
+namespace {
+
+// Fraction of the multiprocessors' time spent on useful tiles: tiles over the waves' slots.
+double wave_efficiency(const GemmShape& shape, const KernelFigures& kernels) {
+  const double tiles = std::ceil(shape.m / kernels.tile_m) * std::ceil(shape.n / kernels.tile_n) * shape.batch;
+  const double waves = std::ceil(tiles / kernels.multiprocessors);
+  // Partial tiles on the edges do the work of whole ones.
+  const double useful = shape.m * shape.n * shape.batch / (static_cast<double>(kernels.tile_m) * kernels.tile_n);
+  return useful / (waves * kernels.multiprocessors);
+}
+
+double tile_saturation(const GemmShape& shape, const KernelFigures& kernels) {
+  return shape.k / (shape.k + kernels.tile_k_overhead);
+}
+
+}  // namespace
+
+double achieved_flops_per_s(const GemmShape& shape, const DeviceSpec& device) {
+  const double time_s = gemm_time_s(shape, device);
+  return time_s > 0 ? shape.flops() / time_s : 0.0;
+}
+
+double gemm_time_s(const GemmShape& shape, const DeviceSpec& device) {
+  if (shape.m <= 0 || shape.n <= 0 || shape.k <= 0 || shape.batch <= 0) return 0.0;
+  if (!device.per_shape()) return shape.flops() / (device.peak_flops_per_s * device.efficiency);
+  const KernelFigures& kernels = device.kernels;
+  const double compute_roof = device.peak_flops_per_s * kernels.gemm_peak_fraction *
+                              wave_efficiency(shape, kernels) * tile_saturation(shape, kernels);
+  const double compute_s = shape.flops() / compute_roof;
+  return std::max(compute_s, memory_bound_time_s(shape.bytes(), device));
+}
+
+double memory_bound_time_s(double bytes, const DeviceSpec& device) {
+  if (!device.per_shape() || bytes <= 0) return 0.0;
+  return bytes / (device.memory_bandwidth_bytes_per_s * device.kernels.memory_bandwidth_fraction);
+}
+
+}  // namespace pipescope::sim
