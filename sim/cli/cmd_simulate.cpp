@@ -153,7 +153,9 @@ void check_model_only_options(const SimulateOptions& s, const po::variables_map&
     throw UsageError("--recompute-granularity selective needs --model: not with " + source);
 }
 
-CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm) {
+// `chunks`: the stages per rank the costs are derived for (the schedule's, which a generator
+// may choose itself when --chunks is not given).
+CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, int chunks) {
   static const char* const explicit_options[] = {"f-cost", "b-cost", "w-cost", "c-cost", "f-mem", "b-mem", "w-mem", "static-mem"};
   const bool use_model = !s.model.empty();
   const bool use_profile = !s.profile.empty();
@@ -187,7 +189,7 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm) {
     topology.inter_node = {static_cast<double>(inter), s.inter_latency_s};
     sim::ParallelConfig parallel;
     parallel.pipeline = s.params.num_ranks;
-    parallel.chunks = s.params.chunks;
+    parallel.chunks = chunks;
     parallel.data_parallel = s.data_parallel;
     parallel.micro_batch_size = s.micro_batch_size;
     parallel.tensor_parallel = s.tensor_parallel;
@@ -259,11 +261,14 @@ int run_simulate(const std::vector<std::string>& args) {
   check_numbers(s);
   s.params.chunks_given = given(vm, "chunks");
   check_model_only_options(s, vm);
-  CostSource source = cost_source(s, vm);
+  CostSource source = cost_source(s, vm, s.params.chunks);
   if (s.schedule == "zb-auto")
     sim::register_zb_auto(source.costs, source.topology, sim::parse_bytes(s.max_mem, "--max-mem"));
   const Schedule schedule = make_schedule(s.schedule, s.params);
   check_flags_agree_with_file(schedule, s.schedule, s.params, vm);
+  // interleaved-1f1b without --chunks runs 2 stages per rank: derive the model's costs for them.
+  if (!s.model.empty() && schedule.num_ranks > 0 && schedule.num_stages != s.params.num_ranks * s.params.chunks)
+    source = cost_source(s, vm, schedule.num_stages / schedule.num_ranks);
   if (!s.trace.empty())
     check_schedule_size("--trace " + s.trace + ": the predicted trace of " + std::to_string(schedule.instruction_count()) +
                             " instructions",

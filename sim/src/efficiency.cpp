@@ -46,17 +46,36 @@ std::vector<std::string> device_preset_names() { return {"h100", "h200", "a100"}
 
 namespace {
 
-// Fraction of the multiprocessors' time spent on useful tiles: tiles over the waves' slots.
-double wave_efficiency(const GemmShape& shape, const KernelFigures& kernels) {
-  const double tiles = std::ceil(shape.m / kernels.tile_m) * std::ceil(shape.n / kernels.tile_n) * shape.batch;
-  const double waves = std::ceil(tiles / kernels.multiprocessors);
-  // Partial tiles on the edges do the work of whole ones.
+// How a kernel lays a product out: its output tiles and, when they are fewer than the
+// multiprocessors, how many ways k is split among them (split-K, as cuBLAS does for thin
+// products), each split at least kMinSplitK deep.
+struct TileLayout {
+  double tiles = 0;   // tile-sized pieces of work, splits included
+  double useful = 0;  // the same counting partial edge tiles by their share
+  double k = 0;       // depth of each piece
+};
+
+constexpr double kMinSplitK = 512;
+
+TileLayout tile_layout(const GemmShape& shape, const KernelFigures& kernels) {
+  const double output_tiles = std::ceil(shape.m / kernels.tile_m) * std::ceil(shape.n / kernels.tile_n) * shape.batch;
+  double split = 1;
+  if (output_tiles < kernels.multiprocessors)
+    split = std::max(1.0, std::min(std::floor(kernels.multiprocessors / output_tiles), std::floor(shape.k / kMinSplitK)));
   const double useful = shape.m * shape.n * shape.batch / (static_cast<double>(kernels.tile_m) * kernels.tile_n);
-  return useful / (waves * kernels.multiprocessors);
+  return {output_tiles * split, useful * split, shape.k / split};
 }
 
-double tile_saturation(const GemmShape& shape, const KernelFigures& kernels) {
-  return shape.k / (shape.k + kernels.tile_k_overhead);
+// Fraction of the multiprocessors' time spent on useful tiles: a partial tile on an edge takes
+// a whole tile's time, and the last wave leaves multiprocessors idle.
+double wave_efficiency(const TileLayout& layout, const KernelFigures& kernels) {
+  const double waves = std::ceil(layout.tiles / kernels.multiprocessors);
+  return layout.useful / (waves * kernels.multiprocessors);
+}
+
+// Each tile's prologue and epilogue against its k-loop.
+double tile_saturation(const TileLayout& layout, const KernelFigures& kernels) {
+  return layout.k / (layout.k + kernels.tile_k_overhead);
 }
 
 }  // namespace
@@ -70,8 +89,9 @@ double gemm_time_s(const GemmShape& shape, const DeviceSpec& device) {
   if (shape.m <= 0 || shape.n <= 0 || shape.k <= 0 || shape.batch <= 0) return 0.0;
   if (!device.per_shape()) return shape.flops() / (device.peak_flops_per_s * device.efficiency);
   const KernelFigures& kernels = device.kernels;
+  const TileLayout layout = tile_layout(shape, kernels);
   const double compute_roof = device.peak_flops_per_s * kernels.gemm_peak_fraction *
-                              wave_efficiency(shape, kernels) * tile_saturation(shape, kernels);
+                              wave_efficiency(layout, kernels) * tile_saturation(layout, kernels);
   const double compute_s = shape.flops() / compute_roof;
   return std::max(compute_s, memory_bound_time_s(shape.bytes(), device));
 }

@@ -12,7 +12,7 @@ struct LayerShape {
   double s = 0, b = 0, h = 0, heads = 0, kv_width = 0, ffn = 0;
   double t = 1;                 // tensor-parallel size
   double replicated_split = 1;  // what tensor parallelism replicates is split by T with SP
-  bool gated = false, dropout = false;
+  bool gated = false, dropout = false, flash = false;
 
   LayerShape(const ModelSpec& model, const ParallelConfig& parallel)
       : tokens(static_cast<double>(model.seq) * parallel.micro_batch_size),
@@ -25,7 +25,8 @@ struct LayerShape {
         t(parallel.tensor_parallel),
         replicated_split(parallel.sequence_parallel ? parallel.tensor_parallel : 1),
         gated(model.gated_mlp),
-        dropout(model.has_dropout()) {}
+        dropout(model.has_dropout()),
+        flash(model.flash_attention) {}
   double head_dim() const { return h / heads; }
   double heads_on_rank() const { return heads / t; }
 };
@@ -48,9 +49,13 @@ std::array<Linear, 4> linears_on_rank(const LayerShape& l) {
 // about twice as many). Layer norms read and write the hidden state (2 x 4 sbh); each residual
 // add reads two and writes one (6 sbh), plus its dropout mask; the MLP's activation reads its
 // input and writes its output (GELU 4 sbf, SwiGLU 6 sbf); the attention core's softmax reads
-// and writes the scores (4 as^2b) and its dropout reads, writes and masks them (5 as^2b).
+// and writes the scores (4 as^2b) and its dropout reads, writes and masks them (5 as^2b);
+// FlashAttention keeps the scores on chip.
 double replicated_elementwise_bytes(const LayerShape& l) { return (20 + (l.dropout ? 2 : 0)) * l.tokens * l.h; }
-double softmax_bytes(const LayerShape& l) { return (l.dropout ? 9 : 4) * l.heads * l.s * l.s * l.b / l.t; }
+double softmax_bytes(const LayerShape& l) {
+  if (l.flash) return 0;
+  return (l.dropout ? 9 : 4) * l.heads * l.s * l.s * l.b / l.t;
+}
 double elementwise_forward_bytes(const LayerShape& l) {
   const double activation = (l.gated ? 6 : 4) * l.tokens * l.ffn / l.t;
   return replicated_elementwise_bytes(l) / l.replicated_split + activation + softmax_bytes(l);
@@ -62,10 +67,13 @@ double attention_core_forward_s(const LayerShape& l, const DeviceSpec& device) {
   return gemm_time_s({l.s, l.s, l.head_dim(), batch}, device) + gemm_time_s({l.s, l.head_dim(), l.s, batch}, device);
 }
 
-// Its backward: dP = dO V^T (s x s), then dV = P^T dO, dQ = dS K and dK = dS^T Q (s x d each).
+// Its backward: dP = dO V^T (s x s), then dV = P^T dO, dQ = dS K and dK = dS^T Q (s x d each);
+// FlashAttention first computes the scores Q K^T again.
 double attention_core_backward_s(const LayerShape& l, const DeviceSpec& device) {
   const double batch = l.b * l.heads_on_rank();
-  return gemm_time_s({l.s, l.s, l.head_dim(), batch}, device) + 3 * gemm_time_s({l.s, l.head_dim(), l.s, batch}, device);
+  const double score_products = l.flash ? 2 : 1;
+  return score_products * gemm_time_s({l.s, l.s, l.head_dim(), batch}, device) +
+         3 * gemm_time_s({l.s, l.head_dim(), l.s, batch}, device);
 }
 
 }  // namespace
@@ -99,7 +107,8 @@ LayerTimes layer_times(const ModelSpec& model, const DeviceSpec& device, const L
   switch (parallel.recomputation) {
     case Recomputation::none: break;
     case Recomputation::selective:
-      out.recompute_s = core_forward_s + memory_bound_time_s(softmax_bytes(l), device);
+      // FlashAttention stores no attention core to drop: its backward already rebuilds it.
+      if (!l.flash) out.recompute_s = core_forward_s + memory_bound_time_s(softmax_bytes(l), device);
       break;
     case Recomputation::full:
       out.recompute_s = out.f_s;
@@ -128,16 +137,21 @@ LayerMemory layer_memory(const ModelSpec& model, const ParallelConfig& parallel)
   // masks (sbh each). Split: Q and K (2 sbh + 2 sb kv), V (2 sb kv), the attention output's
   // input (2 sbh), the MLP's hidden activations (GELU: input and output, 4 sbf; SwiGLU: the two
   // first matrices' outputs and their product, 6 sbf). The attention core: the softmax output
-  // (2 as^2b) and, with dropout, its mask and output (3 as^2b).
+  // (2 as^2b) and, with dropout, its mask and output (3 as^2b); FlashAttention keeps only the
+  // fp32 log-sum-exp of each query row (4 asb), which selective recomputation has no reason to drop.
   const double replicated = (8 + (l.dropout ? 2 : 0)) * l.tokens * l.h;
   const double split = (4 * l.h + 4 * l.kv_width + (l.gated ? 6 : 4) * l.ffn) * l.tokens;
-  const double core = (l.dropout ? 5 : 2) * l.heads * l.s * l.s * l.b;
+  const double core = l.flash ? 4 * l.heads * l.s * l.b : (l.dropout ? 5 : 2) * l.heads * l.s * l.s * l.b;
   const double without_recomputation = replicated / l.replicated_split + (split + core) / l.t;
   LayerMemory out;
   out.weight_stash_bytes = static_cast<std::int64_t>(32.0 * l.tokens * l.h / l.t);
   switch (parallel.recomputation) {
     case Recomputation::none: out.held_bytes = static_cast<std::int64_t>(without_recomputation); break;
     case Recomputation::selective:
+      if (l.flash) {
+        out.held_bytes = static_cast<std::int64_t>(without_recomputation);
+        break;
+      }
       out.held_bytes = static_cast<std::int64_t>(replicated / l.replicated_split + split / l.t);
       out.rebuilt_bytes = static_cast<std::int64_t>(core / l.t);
       break;

@@ -73,9 +73,10 @@ std::vector<ModelSpec> presets() {
   llama70.seq = 4096;
   llama70.vocab = 32000;
   llama70.tied_embeddings = false;
+  llama70.flash_attention = true;
   // Meta Llama 3 (config.json of meta-llama/Meta-Llama-3-8B and -70B; "The Llama 3 Herd of
   // Models", Table 3, for 405B): grouped-query attention with 8 kv heads, SwiGLU, a vocabulary
-  // of 128256, untied embeddings, pre-trained on sequences of 8192.
+  // of 128256, untied embeddings, pre-trained on sequences of 8192 with FlashAttention.
   ModelSpec llama3_8 = llama70;
   llama3_8.name = "llama-3-8b";
   llama3_8.layers = 32;
@@ -164,6 +165,7 @@ ModelSpec parse_model_json(const std::string& text, const std::string& source) {
   get_int("ffn_hidden", m.ffn_hidden, false);
   get_bool("gated_mlp", m.gated_mlp);
   get_bool("tied_embeddings", m.tied_embeddings);
+  get_bool("flash_attention", m.flash_attention);
   check_model(m, source);
   return m;
 }

@@ -14,9 +14,10 @@
 namespace pipescope::sim {
 
 // What a device's matrix-product kernels reach. A product of shape (m, n, k) is cut into output
-// tiles of tile_m x tile_n, one per multiprocessor at a time: the last wave of tiles leaves
-// multiprocessors idle (wave quantisation), and each tile pays a start and an end worth
-// tile_k_overhead steps of k (size saturation), so small and ragged products run slower.
+// tiles of tile_m x tile_n, one per multiprocessor at a time (k split among several when there
+// are fewer tiles than multiprocessors): a partial tile costs a whole one, the last wave of
+// tiles leaves multiprocessors idle (wave quantisation), and each tile pays a start and an end
+// worth tile_k_overhead steps of k (size saturation), so small and ragged products run slower.
 struct KernelFigures {
   // Fraction of peak FLOP/s a tile reaches once running: set so that the model gives the
   // measured FLOP/s of one large product (H100: 798 TFLOP/s for 8192^3, reference/ANCHORS.md).

@@ -27,6 +27,10 @@ struct ModelSpec {
   int seq = 0;
   int vocab = 0;
   bool tied_embeddings = true;
+  // The attention core as one fused kernel (FlashAttention, as Megatron's --use-flash-attn and
+  // the LLaMA recipes run it): it stores no s x s matrices, only its output and the softmax's
+  // log-sum-exp, and recomputes the scores in its backward.
+  bool flash_attention = false;
 
   int kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   int ffn_or_default() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
@@ -46,7 +50,7 @@ struct ModelSpec {
 // (sources in docs/MODEL.md).
 std::vector<std::string> model_preset_names();
 // A preset name, or a path to a JSON model file {"name", "layers", "hidden", "heads", "seq",
-// "vocab", optional "kv_heads", "ffn_hidden", "gated_mlp", "tied_embeddings"}. Throws
+// "vocab", optional "kv_heads", "ffn_hidden", "gated_mlp", "tied_embeddings", "flash_attention"}. Throws
 // UsageError naming the preset list or the file and field.
 ModelSpec resolve_model(const std::string& name_or_path);
 ModelSpec parse_model_json(const std::string& text, const std::string& source);
