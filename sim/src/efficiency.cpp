@@ -57,12 +57,12 @@ struct TileLayout {
 
 constexpr double kMinSplitK = 512;
 
-TileLayout tile_layout(const GemmShape& shape, const KernelFigures& kernels) {
-  const double output_tiles = std::ceil(shape.m / kernels.tile_m) * std::ceil(shape.n / kernels.tile_n) * shape.batch;
+TileLayout tile_layout(const GemmShape& shape, const KernelFigures& kernels, double tile_m, double tile_n) {
+  const double output_tiles = std::ceil(shape.m / tile_m) * std::ceil(shape.n / tile_n) * shape.batch;
   double split = 1;
   if (output_tiles < kernels.multiprocessors)
     split = std::max(1.0, std::min(std::floor(kernels.multiprocessors / output_tiles), std::floor(shape.k / kMinSplitK)));
-  const double useful = shape.m * shape.n * shape.batch / (static_cast<double>(kernels.tile_m) * kernels.tile_n);
+  const double useful = shape.m * shape.n * shape.batch / (tile_m * tile_n);
   return {output_tiles * split, useful * split, shape.k / split};
 }
 
@@ -89,11 +89,16 @@ double gemm_time_s(const GemmShape& shape, const DeviceSpec& device) {
   if (shape.m <= 0 || shape.n <= 0 || shape.k <= 0 || shape.batch <= 0) return 0.0;
   if (!device.per_shape()) return shape.flops() / (device.peak_flops_per_s * device.efficiency);
   const KernelFigures& kernels = device.kernels;
-  const TileLayout layout = tile_layout(shape, kernels);
-  const double compute_roof = device.peak_flops_per_s * kernels.gemm_peak_fraction *
-                              wave_efficiency(layout, kernels) * tile_saturation(layout, kernels);
-  const double compute_s = shape.flops() / compute_roof;
-  return std::max(compute_s, memory_bound_time_s(shape.bytes(), device));
+  // The library picks the tile's orientation that suits the shape (a 128-wide side of the
+  // output, as an attention head's, fills a 256 x 128 tile, not a 128 x 256 one).
+  auto compute_s = [&](double tile_m, double tile_n) {
+    const TileLayout layout = tile_layout(shape, kernels, tile_m, tile_n);
+    const double roof = device.peak_flops_per_s * kernels.gemm_peak_fraction * wave_efficiency(layout, kernels) *
+                        tile_saturation(layout, kernels);
+    return shape.flops() / roof;
+  };
+  const double best_compute_s = std::min(compute_s(kernels.tile_m, kernels.tile_n), compute_s(kernels.tile_n, kernels.tile_m));
+  return std::max(best_compute_s, memory_bound_time_s(shape.bytes(), device));
 }
 
 double memory_bound_time_s(double bytes, const DeviceSpec& device) {

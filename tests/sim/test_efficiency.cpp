@@ -6,6 +6,7 @@
 // - 12 x 11 = 132 output tiles fill one wave; one more row of output makes 13 x 11 tiles, two
 //   waves, twice the time;
 // - k = 256 runs the tiles at 2/3 of their rate (the overhead is half the work);
+// - the tile turns to suit the shape: (2048 x 128) outputs cost what (128 x 2048) ones do;
 // - a matrix-vector product (m = 1: 32 tiles, k split 4 ways over the 132 SMs) is memory-bound:
 //   its 2(k + kn + n) bytes over 0.9 x 3.35 TB/s;
 // - A100: about 260 TFLOP/s on large products (0.83 of 312); H200: the H100's compute with
@@ -44,6 +45,8 @@ TEST_CASE("small and ragged products run slower than the roof") {
   CHECK(vector.bytes() == 2.0 * (8192 + 8192.0 * 8192 + 8192));
   CHECK(achieved_flops_per_s(vector, h100) < 10e12);
   CHECK(gemm_time_s({0, 8192, 8192}, h100) == 0.0);
+  // An attention head's (s x 128) output fills 256 x 128 tiles: as fast as its transpose.
+  CHECK(gemm_time_s({2048, 128, 2048, 96}, h100) == gemm_time_s({128, 2048, 2048, 96}, h100));
 }
 
 TEST_CASE("device presets: A100 and H200 figures, element-wise work by bandwidth") {

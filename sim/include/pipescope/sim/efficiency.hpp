@@ -14,7 +14,8 @@
 namespace pipescope::sim {
 
 // What a device's matrix-product kernels reach. A product of shape (m, n, k) is cut into output
-// tiles of tile_m x tile_n, one per multiprocessor at a time (k split among several when there
+// tiles of tile_m x tile_n (or n x m, whichever suits the shape better), one per
+// multiprocessor at a time (k split among several when there
 // are fewer tiles than multiprocessors): a partial tile costs a whole one, the last wave of
 // tiles leaves multiprocessors idle (wave quantisation), and each tile pays a start and an end
 // worth tile_k_overhead steps of k (size saturation), so small and ragged products run slower.
