@@ -44,8 +44,9 @@ struct SimulateOptions {
   double f_cost = 1, b_cost = 1, w_cost = 1, c_cost = 0;
   std::string f_mem = "2", b_mem = "-1", w_mem = "-1", static_mem = "0", max_mem = "0";
   std::string model, gpu = "h100", profile, trace;
-  int gpus_per_node = 8, data_parallel = 1, micro_batch_size = 1;
-  bool recompute = false, zero1 = false, no_link_sharing = false, json = false, quiet = false;
+  int gpus_per_node = 8, data_parallel = 1, micro_batch_size = 1, tensor_parallel = 1;
+  bool recompute = false, sequence_parallel = false, zero1 = false, no_link_sharing = false, json = false, quiet = false;
+  std::string recompute_granularity;  // empty: --recompute decides (full or none)
   double efficiency = 0;  // 0: the device preset's
   std::string intra_bandwidth = "0", inter_bandwidth = "50GB";
   double intra_latency_s = 2e-6, inter_latency_s = 5e-6;
@@ -73,13 +74,22 @@ void add_options(po::options_description& o, SimulateOptions& s) {
        "other schedules are checked against it (0: the device's memory with --model, else none)");
   po::options_description model("costs from a model, a device and a topology (first principles)");
   model.add_options()
-      ("model", po::value(&s.model), "gpt-1.3b, gpt-7b, llama-70b, or a JSON model file (default: none, explicit costs)")
+      ("model", po::value(&s.model),
+       "gpt-1.3b, gpt-7b, gpt3-175b, llama-70b, llama-3-8b, llama-3-70b, llama-3-405b, or a JSON model file "
+       "(default: none, explicit costs)")
       ("gpu", po::value(&s.gpu)->default_value(s.gpu), "device: h100, h200, a100")
-      ("efficiency", po::value(&s.efficiency)->default_value(s.efficiency), "achievable fraction of peak FLOP/s (0: the device's, 0.5)")
+      ("efficiency", po::value(&s.efficiency)->default_value(s.efficiency),
+       "a constant fraction of peak FLOP/s for every operation (0: each priced by its shape, docs/MODEL.md)")
+      ("tensor-parallel", po::value(&s.tensor_parallel)->default_value(s.tensor_parallel),
+       "T, Megatron tensor parallelism: GPUs of one node per pipeline stage")
+      ("sequence-parallel", po::bool_switch(&s.sequence_parallel), "Megatron sequence parallelism, with T > 1 (default off)")
+      ("recompute-granularity", po::value(&s.recompute_granularity),
+       "full or selective (the attention core) activation recomputation, with --model (default: none)")
       ("data-parallel", po::value(&s.data_parallel)->default_value(s.data_parallel), "data-parallel replicas (ring all-reduce of gradients)")
       ("micro-batch-size", po::value(&s.micro_batch_size)->default_value(s.micro_batch_size), "samples per micro-batch")
       ("recompute", po::bool_switch(&s.recompute),
-       "full activation recomputation, with --model or with the --profile of a run without it (default off)")
+       "full activation recomputation, with --model or with the --profile of a run without it (default off; "
+       "--recompute-granularity full)")
       ("zero1", po::bool_switch(&s.zero1), "shard optimizer state over data-parallel replicas (default off)")
       ("gpus-per-node", po::value(&s.gpus_per_node)->default_value(s.gpus_per_node), "GPUs per node")
       ("intra-bandwidth", po::value(&s.intra_bandwidth)->default_value(s.intra_bandwidth), "bytes/s per direction inside a node (0: the device's NVLink)")
@@ -121,7 +131,31 @@ std::string cost_options_text(const SimulateOptions& s, const po::variables_map&
   return text.empty() ? std::string("the costs") : text;
 }
 
-CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm) {
+// --recompute alone keeps meaning full recomputation; --recompute-granularity names which.
+sim::Recomputation recomputation_of(const SimulateOptions& s) {
+  if (s.recompute_granularity.empty()) return s.recompute ? sim::Recomputation::full : sim::Recomputation::none;
+  if (s.recompute_granularity == "full") return sim::Recomputation::full;
+  if (s.recompute_granularity == "selective") {
+    if (s.recompute) throw UsageError("--recompute means full recomputation: give --recompute-granularity selective alone");
+    return sim::Recomputation::selective;
+  }
+  throw UsageError("--recompute-granularity: '" + s.recompute_granularity + "' is neither full nor selective");
+}
+
+// Tensor and sequence parallelism and selective recomputation reshape a model's layers: only
+// costs derived from a model can follow them.
+void check_model_only_options(const SimulateOptions& s, const po::variables_map& vm) {
+  if (!s.model.empty()) return;
+  const std::string source = s.profile.empty() ? "explicit costs" : "--profile (it measured its own layout)";
+  if (given(vm, "tensor-parallel")) throw UsageError("--tensor-parallel needs --model: not with " + source);
+  if (s.sequence_parallel) throw UsageError("--sequence-parallel needs --model: not with " + source);
+  if (recomputation_of(s) == sim::Recomputation::selective)
+    throw UsageError("--recompute-granularity selective needs --model: not with " + source);
+}
+
+// `chunks`: the stages per rank the costs are derived for (the schedule's, which a generator
+// may choose itself when --chunks is not given).
+CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, int chunks) {
   static const char* const explicit_options[] = {"f-cost", "b-cost", "w-cost", "c-cost", "f-mem", "b-mem", "w-mem", "static-mem"};
   const bool use_model = !s.model.empty();
   const bool use_profile = !s.profile.empty();
@@ -155,13 +189,17 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm) {
     topology.inter_node = {static_cast<double>(inter), s.inter_latency_s};
     sim::ParallelConfig parallel;
     parallel.pipeline = s.params.num_ranks;
-    parallel.chunks = s.params.chunks;
+    parallel.chunks = chunks;
     parallel.data_parallel = s.data_parallel;
     parallel.micro_batch_size = s.micro_batch_size;
-    parallel.recomputation = s.recompute ? sim::Recomputation::full : sim::Recomputation::none;
+    parallel.tensor_parallel = s.tensor_parallel;
+    parallel.sequence_parallel = s.sequence_parallel;
+    parallel.recomputation = recomputation_of(s);
     parallel.zero1 = s.zero1;
-    source.description = fmt::format("{} on {} x {} ({} per node)", model.name, s.params.num_ranks * s.data_parallel,
-                                     device.name, s.gpus_per_node);
+    source.description = fmt::format("{} on {} x {} ({} per node; tp {}{}, recomputation {})", model.name,
+                                     s.params.num_ranks * s.data_parallel * s.tensor_parallel, device.name,
+                                     s.gpus_per_node, s.tensor_parallel, s.sequence_parallel ? " with sp" : "",
+                                     sim::recomputation_name(parallel.recomputation));
     source.costs = sim::derive_costs(model, device, topology, parallel);
     source.topology = sim::with_parallel_layout(topology, parallel);
     source.memory_limit_bytes = max_mem > 0 ? max_mem : device.memory_bytes;
@@ -222,11 +260,15 @@ int run_simulate(const std::vector<std::string>& args) {
   po::notify(vm);
   check_numbers(s);
   s.params.chunks_given = given(vm, "chunks");
-  CostSource source = cost_source(s, vm);
+  check_model_only_options(s, vm);
+  CostSource source = cost_source(s, vm, s.params.chunks);
   if (s.schedule == "zb-auto")
     sim::register_zb_auto(source.costs, source.topology, sim::parse_bytes(s.max_mem, "--max-mem"));
   const Schedule schedule = make_schedule(s.schedule, s.params);
   check_flags_agree_with_file(schedule, s.schedule, s.params, vm);
+  // interleaved-1f1b without --chunks runs 2 stages per rank: derive the model's costs for them.
+  if (!s.model.empty() && schedule.num_ranks > 0 && schedule.num_stages != s.params.num_ranks * s.params.chunks)
+    source = cost_source(s, vm, schedule.num_stages / schedule.num_ranks);
   if (!s.trace.empty())
     check_schedule_size("--trace " + s.trace + ": the predicted trace of " + std::to_string(schedule.instruction_count()) +
                             " instructions",
@@ -236,7 +278,7 @@ int run_simulate(const std::vector<std::string>& args) {
     // A profile measured on S stages predicts schedules of V*S stages (or S/k) of the same model.
     sim::check_profile_fits(*source.profile, schedule, s.profile);
     source.costs = sim::cost_model_from_profile(sim::profile_for_stages(*source.profile, schedule.num_stages, s.profile));
-    if (s.recompute) recompute_profile_stages(*source.profile, source.costs, s.profile);
+    if (recomputation_of(s) == sim::Recomputation::full) recompute_profile_stages(*source.profile, source.costs, s.profile);
   }
   sim::SimOptions sim_options;
   sim_options.build_trace = !s.trace.empty();

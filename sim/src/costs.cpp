@@ -51,6 +51,10 @@ void CostModel::check(int num_stages) const {
     check_time(s.optimizer_s, "optimizer time", id);
     check_time(s.load_s, "load time", id);
     check_time(s.full_backward_s, "full backward time", id);
+    check_time(s.tensor_parallel_f_s, "tensor-parallel forward collectives time", id);
+    check_time(s.tensor_parallel_b_s, "tensor-parallel backward collectives time", id);
+    if (s.tensor_parallel_f_s > s.f_s || s.tensor_parallel_b_s > s.b_s)
+      throw UsageError("stage " + std::to_string(id) + ": tensor-parallel collectives longer than the pass that runs them");
     if (s.grad_buffer_bytes < 0) throw UsageError("stage " + std::to_string(id) + ": gradient buffer must be >= 0");
     if (s.f_mem_bytes + s.b_mem_bytes + s.w_mem_bytes != 0)
       throw UsageError("stage " + std::to_string(id) + ": f, b and w memory must sum to 0 (got " +

@@ -98,6 +98,7 @@ class Engine {
   void check_time_bound() const;
   void change_memory(std::int32_t rank, std::int64_t delta, double at_s);
   void add_send_event(std::int32_t transfer, double end_s);
+  void add_tensor_parallel_event(std::int32_t rank, const CompiledInstruction& ci, const StageCost& cost, double start);
   void add_event(std::int32_t rank, traces::Lane lane, const CompiledInstruction& ci, double start, double end,
                  const char* category);
   [[noreturn]] void deadlock() const;
@@ -167,6 +168,21 @@ void Engine::add_send_event(std::int32_t transfer, double end_s) {
   traces::TraceEvent& e = lane_events_[static_cast<std::size_t>(t.from_rank) * traces::kNumLanes + 1].back();
   e.peer_rank = t.to_rank;
   e.bytes = stage_[send.stage].activation_bytes;
+}
+
+// A pass's tensor-parallel collectives, as one event on the collectives lane ending where the
+// pass's own part ends (Megatron interleaves them with the pass's kernels: their sum is what
+// the pass waits for). They are part of the pass's compute time, not extra busy time.
+void Engine::add_tensor_parallel_event(std::int32_t rank, const CompiledInstruction& ci, const StageCost& cost,
+                                       double start) {
+  const bool forward = ci.op == Op::ForwardPass;
+  if (!forward && ci.op != Op::BackwardPass && ci.op != Op::BackwardInput) return;
+  const double collectives_s = forward ? cost.tensor_parallel_f_s : cost.tensor_parallel_b_s;
+  if (collectives_s <= 0) return;
+  const double pass_end = start + (forward ? cost.f_s : cost.b_s);
+  add_event(rank, traces::Lane::Collective, ci, pass_end - collectives_s, pass_end, "collective");
+  lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + static_cast<int>(traces::Lane::Collective)].back().name =
+      forward ? "TP_F" : "TP_B";
 }
 
 void Engine::run_rank(std::int32_t rank, double now) {
@@ -301,8 +317,10 @@ void Engine::run_rank(std::int32_t rank, double now) {
     }
     // Allocations count from the start of an op, frees from its end.
     if (delta > 0) change_memory(rank, delta, now);
-    if (options_.build_trace)
+    if (options_.build_trace) {
       add_event(rank, lane, ci, event_start, end, lane == traces::Lane::Compute ? "compute" : "collective");
+      add_tensor_parallel_event(rank, ci, cost, now);
+    }
     if (delta < 0) change_memory(rank, delta, end);
     if (traces::counts_as_busy(lane)) r.busy_s += duration;
     if (is_compute_op(ci.op)) {

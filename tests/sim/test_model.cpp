@@ -3,7 +3,10 @@
 //   B = sbh(24h + 8s) = 962,072,674,304, W = sbh 24h = 824,633,720,832; activations
 //   sb(34h + 5as) = 956,301,312 bytes, weight stash 32sbh = 268,435,456 bytes.
 // - Parameter counts: gpt-1.3b about 1.3e9, gpt-7b about 6.7e9, llama-70b about 69e9.
-// - gpt-7b on 4 stages of 8 layers, H100 at 50%: stage 1's f is 8 F / (989e12 x 0.5); the
+// - Parameter counts of the newer presets: llama-3-8b 8.03e9, llama-3-70b 70.6e9, llama-3-405b
+//   405.9e9 (their model cards), gpt3-175b 175e9 (Brown et al. 2020).
+// - gpt-7b on 4 stages of 8 layers, H100 at a constant 50% (--efficiency 0.5; without it each
+//   product is priced by its shape, test_efficiency.cpp): stage 1's f is 8 F / (989e12 x 0.5); the
 //   last stage adds the head (2 sbhV per pass) and holds fp32 logits (4 sbV); the first and
 //   last hold the embedding (V h parameters); 20 bytes per parameter (16-bit weights and
 //   gradients, 16 bytes of Adam state); memory deltas sum to zero; ZeRO-1 over 8 replicas
@@ -34,13 +37,19 @@ TEST_CASE("presets have the advertised sizes") {
   CHECK(resolve_model("gpt-1.3b").total_parameters() == Approx(1.3e9).epsilon(0.05));
   CHECK(resolve_model("gpt-7b").total_parameters() == Approx(6.7e9).epsilon(0.05));
   CHECK(resolve_model("llama-70b").total_parameters() == Approx(69e9).epsilon(0.03));
+  CHECK(resolve_model("llama-3-8b").total_parameters() == Approx(8.03e9).epsilon(0.01));
+  CHECK(resolve_model("llama-3-70b").total_parameters() == Approx(70.6e9).epsilon(0.01));
+  CHECK(resolve_model("llama-3-405b").total_parameters() == Approx(405.9e9).epsilon(0.01));
+  CHECK(resolve_model("gpt3-175b").total_parameters() == Approx(175e9).epsilon(0.01));
+  CHECK(resolve_model("llama-3-8b").kv_width() == 1024);
   CHECK_THROWS_WITH(resolve_model("gpt-9000"), Catch::Contains("gpt-7b"));
   CHECK_THROWS_AS(device_preset("tpu"), UsageError);
 }
 
 TEST_CASE("stage costs of gpt-7b on four H100 stages") {
   const ModelSpec gpt7 = resolve_model("gpt-7b");
-  const DeviceSpec h100 = device_preset("h100");
+  DeviceSpec h100 = device_preset("h100");
+  h100.efficiency = 0.5;
   ParallelConfig parallel;
   parallel.pipeline = 4;
   const CostModel costs = derive_costs(gpt7, h100, Topology{}, parallel);

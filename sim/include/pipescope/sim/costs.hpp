@@ -25,6 +25,10 @@ struct StageCost {
   double optimizer_s = 0;             // optimizer step of the stage
   double load_s = 0;                  // LoadMicroBatch
   double full_backward_s = 0;  // a BackwardPass, when it costs other than b_s + w_s (0: b_s + w_s)
+  // Tensor-parallel collectives inside f_s and inside b_s (Megatron runs them on the compute
+  // stream, so they take the pass's time): the trace shows them on the collectives lane.
+  double tensor_parallel_f_s = 0;
+  double tensor_parallel_b_s = 0;
   // Gradient accumulation buffer: allocated by the stage's first weight gradient of the
   // iteration (BackwardPass or BackwardWeight), freed at the end of its OptimizerStep.
   std::int64_t grad_buffer_bytes = 0;

@@ -1,14 +1,17 @@
 // Costs from first principles: a transformer (preset or JSON model file) on a device preset,
-// split into pipeline stages, priced with the Zero Bubble paper's per-layer FLOPs and
-// activation bytes and Megatron's memory accounting (reference/ANCHORS.md).
+// split into pipeline stages and, Megatron-style, over tensor-parallel GPUs of one node; priced
+// with the Zero Bubble paper's per-layer FLOPs, Korthikanti et al.'s activation bytes and
+// Megatron's memory accounting (reference/ANCHORS.md, docs/MODEL.md).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "pipescope/sim/costs.hpp"
+#include "pipescope/sim/efficiency.hpp"
 #include "pipescope/sim/topology.hpp"
 
 namespace pipescope::sim {
@@ -24,9 +27,18 @@ struct ModelSpec {
   int seq = 0;
   int vocab = 0;
   bool tied_embeddings = true;
+  // The attention core as one fused kernel (FlashAttention, as Megatron's --use-flash-attn and
+  // the LLaMA recipes run it): it stores no s x s matrices, only its output and the softmax's
+  // log-sum-exp, and recomputes the scores in its backward.
+  bool flash_attention = false;
 
   int kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   int ffn_or_default() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  // Width of the K and V projections: hidden * kv_heads / heads.
+  std::int64_t kv_width() const;
+  // GPT-style models train with dropout; gated (LLaMA-style) ones without, as they keep no
+  // biases either: their activations have no dropout masks.
+  bool has_dropout() const { return !gated_mlp; }
   // Parameters of one transformer layer's matrices (biases and norms excluded).
   std::int64_t layer_matrix_parameters() const;
   std::int64_t layer_parameters() const;   // with biases and layer norms
@@ -34,26 +46,16 @@ struct ModelSpec {
   std::int64_t total_parameters() const;
 };
 
-// Presets: gpt-1.3b, gpt-7b, llama-70b.
+// Presets: gpt-1.3b, gpt-7b, llama-70b, llama-3-8b, llama-3-70b, llama-3-405b, gpt3-175b
+// (sources in docs/MODEL.md).
 std::vector<std::string> model_preset_names();
 // A preset name, or a path to a JSON model file {"name", "layers", "hidden", "heads", "seq",
-// "vocab", optional "kv_heads", "ffn_hidden", "gated_mlp", "tied_embeddings"}. Throws
+// "vocab", optional "kv_heads", "ffn_hidden", "gated_mlp", "tied_embeddings", "flash_attention"}. Throws
 // UsageError naming the preset list or the file and field.
 ModelSpec resolve_model(const std::string& name_or_path);
 ModelSpec parse_model_json(const std::string& text, const std::string& source);
 
-struct DeviceSpec {
-  std::string name;
-  double peak_flops_per_s = 0;     // dense bf16, vendor figure
-  double efficiency = 0.5;         // achievable fraction of peak in transformer layers
-  std::int64_t memory_bytes = 0;
-  double memory_bandwidth_bytes_per_s = 0;
-  LinkSpec nvlink;                 // per direction
-};
-
-// Presets: h100, h200, a100. Throws UsageError naming the presets for an unknown name.
-DeviceSpec device_preset(const std::string& name);
-std::vector<std::string> device_preset_names();
+// DeviceSpec and the device presets: efficiency.hpp.
 
 // Per-layer, per-micro-batch figures (b = micro-batch size), Zero Bubble paper Table 1
 // generalised to any matrix shapes: F = 2 sb P + 4 s^2 b h, B = 2 sb P + 8 s^2 b h, W = 2 sb P,
@@ -84,13 +86,22 @@ struct ParallelConfig {
   bool zero1 = false;        // shard the optimizer state over the data-parallel group
 };
 
+// Why `parallel`'s tensor parallelism cannot run `model` on nodes of `gpus_per_node` GPUs (T
+// larger than a node, not dividing the heads, the kv heads or the FFN width; sequence
+// parallelism without T > 1), naming the option; nothing when it can.
+std::optional<std::string> tensor_parallel_problem(const ModelSpec& model, const ParallelConfig& parallel,
+                                                   int gpus_per_node);
+
 // Layers of each stage: an even split, the remainder going to the middle stages (the first
 // carries the embedding, the last the head and loss). Throws UsageError when there are fewer
 // layers than stages.
 std::vector<int> split_layers(int layers, int num_stages);
 
-// Per-stage costs of `model` on `device` under `parallel` and `topology` (its data_parallel
-// and pipeline_rank_stride are taken from `parallel`). Transfers use the Links model.
+// Per-stage costs of one tensor-parallel rank of `model` on `device` under `parallel` and
+// `topology` (its data_parallel and pipeline_rank_stride are taken from `parallel`). Transfers
+// use the Links model. The tensor-parallel collectives are part of f_s and b_s (Megatron waits
+// for them on the compute stream) and also given apart (StageCost::tensor_parallel_*_s) for the
+// trace. Throws UsageError with tensor_parallel_problem's reason.
 CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const Topology& topology,
                        const ParallelConfig& parallel);
 
@@ -104,8 +115,8 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
 // profile of one stage) or a count is below 1.
 StageCost recompute_measured_stage(StageCost measured, int stage_layers, int run_layers);
 
-// The topology a cost derivation assumes: DP inside PP, so pipeline neighbours sit d devices
-// apart and the DP ring spans d consecutive devices.
+// The topology a cost derivation assumes, Megatron's order: TP innermost, then DP, then PP, so
+// pipeline neighbours sit T x d devices apart and the DP ring's members T apart.
 Topology with_parallel_layout(Topology topology, const ParallelConfig& parallel);
 
 }  // namespace pipescope::sim

@@ -1,0 +1,59 @@
+// One transformer layer (and the head) of one micro-batch on one tensor-parallel rank, as
+// Megatron splits it: the rank's matrix products priced by their shapes (efficiency.hpp), the
+// tensor-parallel collectives on the node's link, and the activations it holds under each
+// recomputation (Korthikanti et al. 2022, Table 2, generalised to grouped-query attention and
+// gated MLPs: docs/MODEL.md). derive_costs adds these up per stage.
+#pragma once
+
+#include <cstdint>
+
+#include "pipescope/sim/model.hpp"
+
+namespace pipescope::sim {
+
+// Seconds of one layer on one tensor-parallel rank.
+struct LayerTimes {
+  double f_s = 0;  // forward compute
+  double b_s = 0;  // backward for inputs (the attention core's backward included)
+  double w_s = 0;  // backward for weights
+  // What the backward first runs again: selective, the attention core's forward; full, the
+  // whole forward (its collectives apart, in recompute_tp_s).
+  double recompute_s = 0;
+  double recompute_tp_s = 0;
+  // Tensor-parallel collectives (2 all-reduces per pass, or 2 all-gathers and 2
+  // reduce-scatters with sequence parallelism) on the compute stream: not overlapped.
+  double tp_f_s = 0;
+  double tp_b_s = 0;
+};
+LayerTimes layer_times(const ModelSpec& model, const DeviceSpec& device, const LinkSpec& tensor_parallel_link,
+                       const ParallelConfig& parallel);
+
+// Seconds of the head (vocabulary-parallel logits and the cross-entropy loss) on the last
+// stage's tensor-parallel rank. The loss's small all-reduces (sb floats each) are left out.
+struct HeadTimes {
+  double f_s = 0;
+  double b_s = 0;
+  double w_s = 0;
+};
+HeadTimes head_times(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel);
+
+// Bytes of one layer of one micro-batch on one tensor-parallel rank (16-bit activations, 1-byte
+// dropout masks).
+struct LayerMemory {
+  std::int64_t held_bytes = 0;  // from F until B under the recomputation
+  // Recomputation rebuilds one layer at a time in the backward: its rebuilt activations (0
+  // without recomputation).
+  std::int64_t rebuilt_bytes = 0;
+  std::int64_t weight_stash_bytes = 0;  // from B until W: Zero Bubble's 32 sbh, divided by T
+};
+LayerMemory layer_memory(const ModelSpec& model, const ParallelConfig& parallel);
+
+// Parameters of one layer on one tensor-parallel rank: the matrices and the column-parallel
+// biases divided by T, the layer norms and the row-parallel biases whole.
+std::int64_t layer_parameters_on_rank(const ModelSpec& model, int tensor_parallel);
+
+// Ring collectives of `bytes` (the whole tensor) over `group_size` GPUs on `link`: an
+// all-gather or a reduce-scatter is (n-1) steps of bytes/n; an all-reduce is both.
+double ring_all_gather_s(double bytes, int group_size, const LinkSpec& link);
+
+}  // namespace pipescope::sim

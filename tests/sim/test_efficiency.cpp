@@ -1,0 +1,73 @@
+// The per-shape efficiency model of a device (efficiency.hpp), its figures from
+// reference/ANCHORS.md:
+// - H100: an 8192^3 bf16 product runs at 798 TFLOP/s (measured); 2048 tiles of 128 x 256 in 16
+//   waves over 132 SMs (0.970 of the slots used), k = 8192 against a tile overhead worth 128
+//   (0.985), so the tiles' own fraction of the 989 TFLOP/s peak is 0.845;
+// - 12 x 11 = 132 output tiles fill one wave; one more row of output makes 13 x 11 tiles, two
+//   waves, twice the time;
+// - k = 256 runs the tiles at 2/3 of their rate (the overhead is half the work);
+// - the tile turns to suit the shape: (2048 x 128) outputs cost what (128 x 2048) ones do;
+// - a matrix-vector product (m = 1: 32 tiles, k split 4 ways over the 132 SMs) is memory-bound:
+//   its 2(k + kn + n) bytes over 0.9 x 3.35 TB/s;
+// - A100: about 260 TFLOP/s on large products (0.83 of 312); H200: the H100's compute with
+//   4.8 TB/s, so memory-bound work takes 3.35/4.8 of the H100's time;
+// - with a constant efficiency (--efficiency 0.5) a product is its FLOPs over half the peak and
+//   element-wise work is free, as before the per-shape model.
+#include <catch2/catch.hpp>
+
+#include "pipescope/core/errors.hpp"
+#include "pipescope/sim/efficiency.hpp"
+
+using namespace pipescope;
+using namespace pipescope::sim;
+
+TEST_CASE("a large product on an H100 runs at the measured 798 TFLOP/s") {
+  const DeviceSpec h100 = device_preset("h100");
+  CHECK(h100.per_shape());
+  const GemmShape big{8192, 8192, 8192};
+  CHECK(achieved_flops_per_s(big, h100) == Approx(798e12).epsilon(0.002));
+  CHECK(gemm_time_s(big, h100) == Approx(big.flops() / 798e12).epsilon(0.002));
+  // Batched: the same work in 8 products of a quarter of the rows.
+  CHECK(gemm_time_s({2048, 8192, 8192, 4}, h100) == Approx(gemm_time_s(big, h100)).epsilon(0.01));
+}
+
+TEST_CASE("small and ragged products run slower than the roof") {
+  const DeviceSpec h100 = device_preset("h100");
+  const double one_wave = gemm_time_s({128.0 * 12, 256.0 * 11, 8192}, h100);
+  const double two_waves = gemm_time_s({128.0 * 12 + 1, 256.0 * 11, 8192}, h100);
+  CHECK(two_waves == Approx(2 * one_wave));
+  const double thin_k = achieved_flops_per_s({8192, 8192, 256}, h100);
+  const double saturated = achieved_flops_per_s({8192, 8192, 8192}, h100);
+  CHECK(thin_k == Approx(saturated * (2.0 / 3) * (8192.0 + 128) / 8192).epsilon(0.001));
+  // A matrix-vector product moves its matrix once: memory-bound.
+  const GemmShape vector{1, 8192, 8192};
+  CHECK(gemm_time_s(vector, h100) == Approx(vector.bytes() / (3.35e12 * 0.9)));
+  CHECK(vector.bytes() == 2.0 * (8192 + 8192.0 * 8192 + 8192));
+  CHECK(achieved_flops_per_s(vector, h100) < 10e12);
+  CHECK(gemm_time_s({0, 8192, 8192}, h100) == 0.0);
+  // An attention head's (s x 128) output fills 256 x 128 tiles: as fast as its transpose.
+  CHECK(gemm_time_s({2048, 128, 2048, 96}, h100) == gemm_time_s({128, 2048, 2048, 96}, h100));
+}
+
+TEST_CASE("device presets: A100 and H200 figures, element-wise work by bandwidth") {
+  const DeviceSpec a100 = device_preset("a100");
+  CHECK(achieved_flops_per_s({8192, 8192, 8192}, a100) == Approx(260e12).epsilon(0.01));
+  const DeviceSpec h100 = device_preset("h100");
+  const DeviceSpec h200 = device_preset("h200");
+  CHECK(gemm_time_s({8192, 8192, 8192}, h200) == gemm_time_s({8192, 8192, 8192}, h100));
+  CHECK(memory_bound_time_s(1e9, h100) == Approx(1e9 / (3.35e12 * 0.9)));
+  CHECK(memory_bound_time_s(1e9, h200) == Approx(memory_bound_time_s(1e9, h100) * 3.35 / 4.8));
+  CHECK(h200.memory_bytes == 141'000'000'000);
+  CHECK(device_preset_names() == std::vector<std::string>{"h100", "h200", "a100"});
+  CHECK_THROWS_WITH(device_preset("tpu"), Catch::Contains("h100, h200, a100"));
+}
+
+TEST_CASE("a constant efficiency prices every product by its FLOPs alone") {
+  DeviceSpec h100 = device_preset("h100");
+  h100.efficiency = 0.5;
+  CHECK_FALSE(h100.per_shape());
+  const GemmShape vector{1, 8192, 8192};
+  CHECK(gemm_time_s(vector, h100) == Approx(vector.flops() / (989e12 * 0.5)));
+  CHECK(gemm_time_s({128.0 * 133, 256, 8192}, h100) == Approx(2.0 * 128 * 133 * 256 * 8192 / (989e12 * 0.5)));
+  CHECK(memory_bound_time_s(1e9, h100) == 0.0);
+}

@@ -1,0 +1,124 @@
+// `ppsim simulate --model` with tensor and sequence parallelism and recomputation granularity,
+// through the real binary:
+// - llama-3-70b on 4 pipeline ranks of 8-way tensor parallelism: the description counts 32 GPUs;
+// - gpt3-175b on 8 x 8 A100s: sequence parallelism, selective and full recomputation each lower
+//   the peak memory, full recomputation costs time, and --recompute alone is
+//   --recompute-granularity full;
+// - interleaved-1f1b without --chunks (2 stages per rank) gets costs for its 8 stages, the same as
+//   with --chunks 2;
+// - what cannot run exits 2 with one line naming the option and the reason: T above the node's
+//   8 GPUs, T = 3 against 64 heads, --sequence-parallel without T > 1, --recompute with
+//   --recompute-granularity selective, an unknown granularity, tensor parallelism with explicit
+//   costs or a profile.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct Run {
+  int status = -1;
+  std::string out, err;
+  bool one_error_line() const {
+    return err.rfind("ppsim: error: ", 0) == 0 && std::count(err.begin(), err.end(), '\n') == 1;
+  }
+};
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// `ppsim simulate ARGS`, its output captured in this process's temporary files.
+Run simulate(const std::string& args) {
+  static int counter = 0;
+  const fs::path stem = fs::temp_directory_path() /
+                        ("pipescope-test-model-cli-" + std::to_string(::getpid()) + "-" + std::to_string(++counter));
+  const fs::path out = stem.string() + ".out", err = stem.string() + ".err";
+  const std::string command = std::string("'") + PPSIM_PATH + "' simulate " + args + " >'" + out.string() + "' 2>'" +
+                              err.string() + "'";
+  const int raw = std::system(command.c_str());
+  Run run;
+  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  run.out = read_text(out);
+  run.err = read_text(err);
+  fs::remove(out);
+  fs::remove(err);
+  return run;
+}
+
+std::int64_t max_peak(const std::string& json_text) {
+  std::int64_t peak = 0;
+  const json summary = json::parse(json_text);
+  for (const json& rank : summary.at("ranks")) peak = std::max(peak, rank.at("peak_memory_bytes").get<std::int64_t>());
+  return peak;
+}
+
+const std::string kLlama = "--model llama-3-70b --stages 4 --micro-batches 8 --schedule 1f1b ";
+
+}  // namespace
+
+TEST_CASE("ppsim simulate runs tensor and sequence parallelism and both recomputations", "[cli]") {
+  const Run table = simulate(kLlama + "--tensor-parallel 8");
+  INFO(table.err);
+  REQUIRE(table.status == 0);
+  CHECK(table.out.find("llama-3-70b on 32 x h100 (8 per node; tp 8, recomputation none)") != std::string::npos);
+
+  const std::string gpt3 = "--model gpt3-175b --gpu a100 --stages 8 --micro-batches 16 --tensor-parallel 8 --json ";
+  const Run plain = simulate(gpt3);
+  const Run sequence = simulate(gpt3 + "--sequence-parallel");
+  const Run selective = simulate(gpt3 + "--sequence-parallel --recompute-granularity selective");
+  const Run full = simulate(gpt3 + "--sequence-parallel --recompute-granularity full");
+  const Run full_alone = simulate(gpt3 + "--sequence-parallel --recompute");
+  for (const Run* run : {&plain, &sequence, &selective, &full, &full_alone}) REQUIRE(run->status == 0);
+  CHECK(max_peak(sequence.out) < max_peak(plain.out));
+  CHECK(max_peak(selective.out) < max_peak(sequence.out));
+  CHECK(max_peak(full.out) < max_peak(selective.out));
+  CHECK(full_alone.out == full.out);
+  const double full_s = json::parse(full.out).at("iteration_time_s").get<double>();
+  CHECK(full_s > json::parse(selective.out).at("iteration_time_s").get<double>());
+}
+
+TEST_CASE("ppsim simulate derives a model's costs for the stages interleaved-1f1b chooses", "[cli]") {
+  const std::string args = "--model gpt-7b --stages 4 --micro-batches 8 --schedule interleaved-1f1b --json";
+  const Run chosen = simulate(args);
+  INFO(chosen.err);
+  REQUIRE(chosen.status == 0);
+  CHECK(json::parse(chosen.out).at("num_stages") == 8);
+  CHECK(chosen.out == simulate(args + " --chunks 2").out);
+}
+
+TEST_CASE("ppsim simulate refuses tensor parallelism that cannot run, with the reason", "[cli]") {
+  const std::pair<std::string, std::string> cases[] = {
+      {kLlama + "--tensor-parallel 16", "--tensor-parallel 16: more than the 8 GPUs of a node"},
+      {kLlama + "--tensor-parallel 16 --gpus-per-node 16", "does not divide the 8 key/value heads of llama-3-70b"},
+      {kLlama + "--tensor-parallel 3", "--tensor-parallel 3: does not divide the 64 attention heads of llama-3-70b"},
+      {kLlama + "--sequence-parallel", "--sequence-parallel needs --tensor-parallel above 1"},
+      {kLlama + "--tensor-parallel 0", "--tensor-parallel must be at least 1"},
+      {kLlama + "--recompute --recompute-granularity selective", "--recompute means full recomputation"},
+      {kLlama + "--recompute-granularity some", "--recompute-granularity: 'some' is neither full nor selective"},
+      {"--stages 4 --micro-batches 8 --tensor-parallel 2", "--tensor-parallel needs --model: not with explicit costs"},
+      {"--stages 4 --micro-batches 8 --recompute-granularity selective", "selective needs --model"},
+      {"--stages 4 --micro-batches 8 --profile nowhere.json --sequence-parallel", "--sequence-parallel needs --model"},
+  };
+  for (const auto& [args, reason] : cases) {
+    INFO(args);
+    const Run run = simulate(args + " --json");
+    CHECK(run.status == 2);
+    CHECK(run.one_error_line());
+    CHECK(run.err.find(reason) != std::string::npos);
+    CHECK(run.out.empty());
+  }
+}
