@@ -292,3 +292,14 @@ TEST_CASE("the viewer's bubble is traces/bubble.hpp's: loads busy, the optimizer
   CHECK(model.bubble_fraction(1, 0) == Approx(model.comparison()->ranks[0].bubble_fraction_measured));
   CHECK(model.bubble_fraction(0, 1) == Approx(model.comparison()->ranks[1].bubble_fraction_predicted));
 }
+
+TEST_CASE("TP_F and TP_B, a pass's tensor-parallel collectives, have a kind, a colour and a label of their own") {
+  using pipescope::gui::Kind;
+  CHECK(pipescope::gui::kind_of("TP_F") == Kind::TensorParallel);
+  CHECK(pipescope::gui::kind_of("TP_B") == Kind::TensorParallel);
+  CHECK(pipescope::gui::kind_of("SEND_F") == Kind::Communication);
+  CHECK(pipescope::gui::kind_label(Kind::TensorParallel) == "tensor-parallel collective");
+  for (const Kind other : {Kind::Forward, Kind::Backward, Kind::BackwardInput, Kind::BackwardWeight, Kind::Communication,
+                           Kind::Optimizer, Kind::Other})
+    CHECK(pipescope::gui::kind_rgb(Kind::TensorParallel) != pipescope::gui::kind_rgb(other));
+}

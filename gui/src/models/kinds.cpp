@@ -12,6 +12,7 @@ Kind kind_of(std::string_view name) {
   if (name == "W") return Kind::BackwardWeight;
   if (name.rfind("SEND_", 0) == 0 || name.rfind("RECV_", 0) == 0) return Kind::Communication;
   if (name == "OPTIMIZER" || name.rfind("REDUCE_", 0) == 0) return Kind::Optimizer;
+  if (name.rfind("TP_", 0) == 0) return Kind::TensorParallel;
   return Kind::Other;
 }
 
@@ -23,6 +24,7 @@ std::string_view kind_label(Kind kind) {
     case Kind::BackwardWeight: return "W backward weight";
     case Kind::Communication: return "send / receive";
     case Kind::Optimizer: return "optimizer / reduce";
+    case Kind::TensorParallel: return "tensor-parallel collective";
     case Kind::Other: return "other";
   }
   return "other";
@@ -36,6 +38,7 @@ std::uint32_t kind_rgb(Kind kind) {
     case Kind::BackwardWeight: return 0xedc948;
     case Kind::Communication: return 0xb07aa1;
     case Kind::Optimizer: return 0xe15759;
+    case Kind::TensorParallel: return 0xf28e2b;
     case Kind::Other: return 0x9c755f;
   }
   return 0x9c755f;

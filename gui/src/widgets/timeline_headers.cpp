@@ -92,7 +92,7 @@ std::vector<TimelineWidget::LegendEntry> TimelineWidget::legend_entries() const 
     return entries;
   }
   for (const Kind kind : {Kind::Forward, Kind::Backward, Kind::BackwardInput, Kind::BackwardWeight, Kind::Communication,
-                          Kind::Optimizer, Kind::Other})
+                          Kind::Optimizer, Kind::TensorParallel, Kind::Other})
     entries.push_back({rgb(kind_rgb(kind)), QString::fromUtf8(kind_label(kind).data(), static_cast<int>(kind_label(kind).size()))});
   entries.push_back({rgb(chunk_rgb(kind_rgb(Kind::Forward), 1)), "chunk 1 (lighter)"});
   entries.push_back({rgb(merged_rgb(kind_rgb(Kind::Forward))), "merged (darker)"});

@@ -7,10 +7,11 @@
 
 namespace pipescope::gui {
 
-enum class Kind { Forward, Backward, BackwardInput, BackwardWeight, Communication, Optimizer, Other };
-inline constexpr int kKindCount = 7;
+enum class Kind { Forward, Backward, BackwardInput, BackwardWeight, Communication, Optimizer, TensorParallel, Other };
+inline constexpr int kKindCount = 8;
 
-// F, B, I, W, SEND_*/RECV_*, REDUCE_* and OPTIMIZER; LOAD and names of plain traces are Other.
+// F, B, I, W, SEND_*/RECV_*, REDUCE_* and OPTIMIZER, TP_* (a pass's tensor-parallel collectives,
+// predicted by ppsim simulate --tensor-parallel); LOAD and names of plain traces are Other.
 Kind kind_of(std::string_view event_name);
 std::string_view kind_label(Kind kind);  // "F forward", ...
 std::uint32_t kind_rgb(Kind kind);
