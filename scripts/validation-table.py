@@ -76,7 +76,8 @@ def schedule_ranking(group_runs, values):
 
 
 def table(data, results):
-    lines = ["| run | published | predicted | error | memory published / predicted (GiB) | error | command (`ppsim simulate ... --json`) |",
+    lines = ["| run | published | predicted | error (tolerance) | memory published / predicted (GiB) | error (tolerance) "
+             "| command (`ppsim simulate ... --json`) |",
              "|---|---|---|---|---|---|---|"]
     time_errors, memory_errors = [], []
     predicted = {}
@@ -92,9 +93,9 @@ def table(data, results):
             memory_error = peak / run["published_memory_gib"] - 1
             memory_errors.append(abs(memory_error))
             memory_cell = f"{run['published_memory_gib']} / {peak:.1f}"
-            memory_error_cell = f"{100 * memory_error:+.1f} %"
+            memory_error_cell = f"{100 * memory_error:+.1f} % (±{100 * run['memory_tolerance']:.0f} %)"
         unit = "TFLOP/s" if run["metric"].startswith("tflops") else "samples/s/GPU"
-        lines.append(f"| {run['id']} ({run['row']}) | {run['published']:g} {unit} | {value:.3g} | {100 * error:+.1f} % | "
+        lines.append(f"| {run['id']} ({run['row']}) | {run['published']:g} {unit} | {value:.3g} | {100 * error:+.1f} % (±{100 * run['time_tolerance']:.0f} %) | "
                      f"{memory_cell} | {memory_error_cell} | `{' '.join(results[run['id']]['args'])}` |")
     lines.append("")
     lines.append(f"Throughput over {len(time_errors)} runs: mean |error| {100 * sum(time_errors) / len(time_errors):.1f} %, "
