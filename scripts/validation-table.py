@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Regenerates docs/VALIDATION.md's table: every published run of tests/sim/data/published_runs.json
+predicted by `ppsim simulate --json`, converted to the published metric, with its error.
+
+Usage (from the repository root, after building ppsim):
+  scripts/validation-table.py [--ppsim build/ci/sim/ppsim] [--update docs/VALIDATION.md] [--set-tolerances]
+Without --update the table goes to stdout; with it, the text between the doc's
+"<!-- validation-table:begin -->" and "<!-- validation-table:end -->" lines is replaced (atomically).
+--set-tolerances rewrites each run's tolerances in the data file to its current errors (rounded up
+to a whole percent, plus a point): for a deliberate change to the cost model, reviewed in the diff.
+Only the ppsim binary is run; tests/sim/test_validation.cpp makes the same predictions and checks
+each error against the run's tolerance.
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+DATA = "tests/sim/data/published_runs.json"
+BEGIN = "<!-- validation-table:begin -->"
+END = "<!-- validation-table:end -->"
+GIB = 2**30
+
+
+def fail(message):
+    print(f"validation-table: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def megatron_eq3_flops(model, global_batch):
+    """Narayanan et al. 2021, eq. 3: the GEMM FLOPs of one iteration with full recomputation."""
+    s, l, h, v = model["seq"], model["layers"], model["hidden"], model["vocab"]
+    return 96.0 * global_batch * s * l * h * h * (1 + s / (6.0 * h) + v / (16.0 * l * h))
+
+
+def predicted_metric(run, model, iteration_s):
+    if run["metric"] == "tflops_per_gpu_megatron_eq3":
+        return megatron_eq3_flops(model, run["global_batch"]) / (iteration_s * run["gpus"]) / 1e12
+    if run["metric"] == "samples_per_gpu_per_s":
+        return run["global_batch"] / (iteration_s * run["gpus"])
+    fail(f"run {run['id']}: unknown metric '{run['metric']}'")
+
+
+def simulate(ppsim, args, run_id):
+    done = subprocess.run([ppsim, "simulate", *args, "--json"], capture_output=True, text=True)
+    if done.returncode != 0:
+        fail(f"run {run_id}: ppsim simulate {' '.join(args)} failed: {done.stderr.strip()}")
+    return json.loads(done.stdout)
+
+
+def predict_all(ppsim, runs):
+    """Each run's ppsim arguments and summary; ZB-1p's memory limit is its 1F1B row's predicted peak."""
+    results = {}
+    for run in runs:
+        args = list(run["args"])
+        if "memory_limit_of" in run:
+            limit_source = results.get(run["memory_limit_of"])
+            if limit_source is None:
+                fail(f"run {run['id']}: memory_limit_of names '{run['memory_limit_of']}', which is not an earlier run")
+            args += ["--max-mem", str(max(r["peak_memory_bytes"] for r in limit_source["summary"]["ranks"]))]
+        results[run["id"]] = {"args": args, "summary": simulate(ppsim, args, run["id"])}
+    return results
+
+
+def model_of(run):
+    path = run["args"][run["args"].index("--model") + 1]
+    with open(path) as f:
+        return json.load(f)
+
+
+def schedule_ranking(group_runs, values):
+    return " > ".join(r["schedule_label"] for r in sorted(group_runs, key=lambda r: -values[r["id"]]))
+
+
+def table(data, results):
+    lines = ["| run | published | predicted | error (tolerance) | memory published / predicted (GiB) | error (tolerance) "
+             "| command (`ppsim simulate ... --json`) |",
+             "|---|---|---|---|---|---|---|"]
+    time_errors, memory_errors = [], []
+    predicted = {}
+    for run in data["runs"]:
+        summary = results[run["id"]]["summary"]
+        value = predicted_metric(run, model_of(run), summary["iteration_time_s"])
+        predicted[run["id"]] = value
+        error = value / run["published"] - 1
+        time_errors.append(abs(error))
+        memory_cell, memory_error_cell = "", ""
+        if "published_memory_gib" in run:
+            peak = max(r["peak_memory_bytes"] for r in summary["ranks"]) / GIB
+            memory_error = peak / run["published_memory_gib"] - 1
+            memory_errors.append(abs(memory_error))
+            memory_cell = f"{run['published_memory_gib']} / {peak:.1f}"
+            memory_error_cell = f"{100 * memory_error:+.1f} % (±{100 * run['memory_tolerance']:.0f} %)"
+        unit = "TFLOP/s" if run["metric"].startswith("tflops") else "samples/s/GPU"
+        lines.append(f"| {run['id']} ({run['row']}) | {run['published']:g} {unit} | {value:.3g} | {100 * error:+.1f} % (±{100 * run['time_tolerance']:.0f} %) | "
+                     f"{memory_cell} | {memory_error_cell} | `{' '.join(results[run['id']]['args'])}` |")
+    lines.append("")
+    lines.append(f"Throughput over {len(time_errors)} runs: mean |error| {100 * sum(time_errors) / len(time_errors):.1f} %, "
+                 f"max {100 * max(time_errors):.1f} %.")
+    if memory_errors:
+        lines.append(f"Peak memory over {len(memory_errors)} runs: mean |error| "
+                     f"{100 * sum(memory_errors) / len(memory_errors):.1f} %, max {100 * max(memory_errors):.1f} %.")
+    for source in data["sources"]:
+        source_errors = [abs(predicted[r["id"]] / r["published"] - 1) for r in data["runs"] if r["source"] == source]
+        lines.append(f"{source}: {len(source_errors)} runs, mean |error| {100 * sum(source_errors) / len(source_errors):.1f} %, "
+                     f"max {100 * max(source_errors):.1f} %.")
+    groups = {}
+    for run in data["runs"]:
+        if "ranking_group" in run and "ranking_excluded" not in run:
+            groups.setdefault(run["ranking_group"], []).append(run)
+    if groups:
+        lines += ["", "| setting | measured ranking | predicted ranking | same |", "|---|---|---|---|"]
+        published = {r["id"]: r["published"] for r in data["runs"]}
+        for group, group_runs in groups.items():
+            measured, ours = schedule_ranking(group_runs, published), schedule_ranking(group_runs, predicted)
+            lines.append(f"| {group} | {measured} | {ours} | {'yes' if measured == ours else 'NO'} |")
+    return "\n".join(lines) + "\n"
+
+
+def set_tolerances(path, data, results):
+    """Each run's tolerances become its current errors rounded up to a whole percent, plus one point."""
+    def band(error):
+        return (math.ceil(abs(error) * 100) + 1) / 100
+    for run in data["runs"]:
+        summary = results[run["id"]]["summary"]
+        run["time_tolerance"] = band(predicted_metric(run, model_of(run), summary["iteration_time_s"]) / run["published"] - 1)
+        if "published_memory_gib" in run:
+            peak = max(r["peak_memory_bytes"] for r in summary["ranks"]) / GIB
+            run["memory_tolerance"] = band(peak / run["published_memory_gib"] - 1)
+    write_atomically(path, json.dumps(data, indent=1) + "\n")
+
+
+def write_atomically(path, text):
+    fd, temp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".validation-table-")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(temp, path)
+
+
+def replace_between_markers(path, text):
+    with open(path) as f:
+        doc = f.read()
+    if BEGIN not in doc or END not in doc:
+        fail(f"--update {path}: the doc lacks the lines {BEGIN} and {END}")
+    head, rest = doc.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    write_atomically(path, head + BEGIN + "\n" + text + END + tail)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ppsim", default="build/ci/sim/ppsim")
+    parser.add_argument("--data", default=DATA)
+    parser.add_argument("--update", metavar="DOC", help="replace the table in DOC instead of printing it")
+    parser.add_argument("--set-tolerances", action="store_true",
+                        help="rewrite the data file's tolerances to the current errors (after a deliberate model change)")
+    options = parser.parse_args()
+    if not os.access(options.ppsim, os.X_OK):
+        fail(f"--ppsim {options.ppsim}: not an executable (build the ppsim target first)")
+    with open(options.data) as f:
+        data = json.load(f)
+    results = predict_all(options.ppsim, data["runs"])
+    if options.set_tolerances:
+        set_tolerances(options.data, data, results)
+    text = table(data, results)
+    if options.update:
+        replace_between_markers(options.update, text)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()
