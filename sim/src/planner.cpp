@@ -14,6 +14,7 @@
 #include "pipescope/core/size_limits.hpp"
 #include "pipescope/sim/calibration.hpp"
 #include "pipescope/sim/zb_auto.hpp"
+#include "memory_rules.hpp"
 
 namespace pipescope::sim {
 namespace {
@@ -372,6 +373,12 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     const CompiledSchedule& schedule = *own;
     if (schedule.num_stages != num_stages) {
       refuse(c, fmt::format("the schedule has {} stages, not {}", schedule.num_stages, num_stages));
+      continue;
+    }
+    // A rank's memory follows its own program, not the timing: what cannot fit is dropped
+    // without simulating (a fifth of the default plan's configurations).
+    if (walked_peak_memory_bytes(schedule, costs) > result.limit_bytes) {
+      ++result.dropped_for_memory;
       continue;
     }
     const Summary summary = simulate(schedule, costs, candidate_topology(request, c), options).summary;

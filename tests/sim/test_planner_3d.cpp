@@ -10,6 +10,9 @@
 // - Every row is the simulation of its layout (derive_costs and the schedule, simulated
 //   directly); for one layout, full recomputation needs the least memory and the most time,
 //   no recomputation the reverse, selective in between.
+// - The planner finds each rank's peak by walking its program before simulating and drops what
+//   cannot fit: with a limit between the smallest and the largest peak, the rows and the count
+//   dropped are exactly those that simulating every configuration gives.
 // - `ppsim plan` prints tensor_parallel, sequence_parallel and recompute_granularity in JSON and
 //   CSV; a TP row equals `ppsim simulate --tensor-parallel 2 --sequence-parallel
 //   --recompute-granularity selective`; `--recompute both` still means none and full, and a bad
@@ -29,7 +32,10 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
+#include "pipescope/core/errors.hpp"
 #include "pipescope/core/registry.hpp"
 #include "pipescope/sim/planner.hpp"
 
@@ -164,6 +170,52 @@ TEST_CASE("every 3D row is the simulation of its layout, recomputation trading m
     CHECK(selective.peak_memory_bytes < none.peak_memory_bytes);
     CHECK(none.iteration_time_s <= selective.iteration_time_s);
     CHECK(selective.iteration_time_s < full.iteration_time_s);
+  }
+}
+
+TEST_CASE("the memory walk before simulating drops exactly what simulation would") {
+  PlanRequest request = small_request();
+  request.schedules = {"1f1b", "zb-h1", "interleaved-1f1b", "zbv"};
+  request.micro_batch_sizes = {1, 4};
+  request.tensor_parallel_sizes = {1, 2};
+  // Every candidate simulated in full, whether it fits or not (those whose schedule refuses the
+  // shape, such as 1f1b with fewer micro-batches than stages, are refused by the planner too).
+  std::vector<std::pair<PlanCandidate, SimResult>> simulated;
+  int refused = 0;
+  for (const PlanCandidate& c : enumerate_candidates(request)) {
+    try {
+      simulated.emplace_back(c, simulate_candidate(request, c, false));
+    } catch (const ScheduleError&) {
+      ++refused;
+    }
+  }
+  std::vector<std::int64_t> peaks;
+  for (const auto& [c, r] : simulated) peaks.push_back(r.summary.max_peak_memory_bytes());
+  std::sort(peaks.begin(), peaks.end());
+  request.max_mem_bytes = peaks[peaks.size() / 2];  // about half fit
+  std::size_t fit = 0;
+  for (std::int64_t peak : peaks) fit += peak <= request.max_mem_bytes ? 1 : 0;
+  REQUIRE(fit < peaks.size());
+
+  const PlanResult result = plan(request);
+  CHECK(result.rows.size() == fit);
+  // A shape the schedule refuses may be dropped first, when its weights alone are over the limit.
+  CHECK(result.refused <= refused);
+  CHECK(result.refused + result.dropped_for_memory == refused + static_cast<int>(peaks.size() - fit));
+  CHECK(result.simulated == static_cast<int>(fit));
+  for (const PlanRow& row : result.rows) {
+    const auto same = [&](const auto& entry) {
+      const PlanCandidate& c = entry.first;
+      return c.schedule == row.candidate.schedule && c.parallel.tensor_parallel == row.candidate.parallel.tensor_parallel &&
+             c.parallel.sequence_parallel == row.candidate.parallel.sequence_parallel &&
+             c.parallel.pipeline == row.candidate.parallel.pipeline && c.parallel.chunks == row.candidate.parallel.chunks &&
+             c.parallel.micro_batch_size == row.candidate.parallel.micro_batch_size &&
+             c.parallel.recomputation == row.candidate.parallel.recomputation;
+    };
+    const auto it = std::find_if(simulated.begin(), simulated.end(), same);
+    REQUIRE(it != simulated.end());
+    CHECK(row.peak_memory_bytes == it->second.summary.max_peak_memory_bytes());
+    CHECK(row.iteration_time_s == it->second.summary.iteration_time_s);
   }
 }
 

@@ -72,7 +72,7 @@ struct PlanResult {
   std::vector<PlanRow> rows;   // fitting configurations, best throughput first
   std::int64_t limit_bytes = 0;
   int considered = 0;          // configurations enumerated
-  int simulated = 0;
+  int simulated = 0;           // those that fit in memory (a rank's peak is found before simulating)
   int dropped_for_memory = 0;
   // The schedule, the split or tensor parallelism could not honour the configuration; a
   // tensor-parallel size that does not divide the GPUs counts once (it has no layout).
