@@ -1,6 +1,8 @@
 // Simulator speed. Goals: >= 20 million simulated instructions per second on one core for
 // interleaved-1f1b with 64 ranks, 4 chunks and 1024 micro-batches (the schedule is generated
-// and compiled once, outside the timed loop), and 10,000 planner configurations in under 5 s.
+// and compiled once, outside the timed loop; the whole process, generation and lowering
+// included, is timed with `ppsim simulate`, docs/BENCHMARKS.md), and 10,000 planner
+// configurations in under 5 s (2 k/s).
 #include <benchmark/benchmark.h>
 
 #include "pipescope/core/registry.hpp"
@@ -84,8 +86,10 @@ void run_planner(benchmark::State& state, const sim::PlanRequest& request) {
       benchmark::Counter(static_cast<double>(configurations), benchmark::Counter::kIsRate);
 }
 
-// The planner on its default example: gpt-7b on 64 H100, 8 per node, global batch 512;
-// argument 0 simulates every configuration, 10 keeps the best 10 as `ppsim plan` does.
+// The planner on its default example: gpt-7b on 64 H100, 8 per node, global batch 512, in 3D
+// (tensor-parallel 1, 2, 4, 8 x pipeline x data-parallel, recomputation none / selective / full,
+// sequence parallelism on and off where T > 1: 2,856 configurations); argument 0 simulates every
+// configuration, 10 keeps the best 10 as `ppsim plan` does.
 void BM_PlanDefault(benchmark::State& state) {
   sim::PlanRequest request;
   request.model = sim::resolve_model("gpt-7b");

@@ -1,6 +1,6 @@
 // `ppsim plan [model+gpu+cluster] [--max-mem BYTES] [--top K] [--format table|csv|json]`:
-// searches pipeline/data-parallel sizes, chunks, micro-batching, schedules and recomputation
-// for a model on a cluster and ranks what fits by simulated throughput. With no arguments it
+// searches tensor/pipeline/data-parallel sizes, chunks, micro-batching, schedules, recomputation
+// and sequence parallelism for a model on a cluster and ranks what fits by simulated throughput. With no arguments it
 // plans gpt-7b on 64 H100 (8 per node) with a global batch of 512. With `--profile FILE` it
 // plans with the costs pprun measured (ppsim calibrate) for that model and world size.
 #include <unistd.h>
@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "command.hpp"
 #include "number_options.hpp"
@@ -51,22 +52,61 @@ std::vector<int> int_list(const std::string& text, const char* option) {
   return values;
 }
 
+// `--recompute`: a list of granularities (none, selective, full), or the older single words
+// (off = none, on = full, both = none and full).
+std::vector<sim::Recomputation> recomputation_list(const std::string& text) {
+  if (text == "both") return {sim::Recomputation::none, sim::Recomputation::full};
+  if (text == "on") return {sim::Recomputation::full};
+  if (text == "off") return {sim::Recomputation::none};
+  std::vector<sim::Recomputation> out;
+  for (const std::string& item : split_list(text)) {
+    if (item == "none") out.push_back(sim::Recomputation::none);
+    else if (item == "selective") out.push_back(sim::Recomputation::selective);
+    else if (item == "full") out.push_back(sim::Recomputation::full);
+    else throw UsageError("--recompute: '" + item + "' (a list of none, selective, full; or both, on, off)");
+  }
+  if (out.empty()) throw UsageError("--recompute: give at least one of none, selective, full");
+  return out;
+}
+
+std::vector<bool> sequence_parallel_list(const std::string& text) {
+  if (text == "both") return {false, true};
+  if (text == "on") return {true};
+  if (text == "off") return {false};
+  throw UsageError("--sequence-parallel: '" + text + "' (both, on, off)");
+}
+
+// Short forms for the table: "-", "sel", "full".
+const char* recomputation_short(sim::Recomputation r) {
+  switch (r) {
+    case sim::Recomputation::none: return "-";
+    case sim::Recomputation::selective: return "sel";
+    case sim::Recomputation::full: return "full";
+  }
+  return "?";
+}
+
 std::string candidate_label(const sim::PlanCandidate& c) {
-  return fmt::format("{}_pp{}_dp{}_v{}_mbs{}_m{}_{}", c.schedule, c.parallel.pipeline, c.parallel.data_parallel,
+  return fmt::format("{}_tp{}{}_pp{}_dp{}_v{}_mbs{}_m{}_recompute-{}", c.schedule, c.parallel.tensor_parallel,
+                     c.parallel.sequence_parallel ? "sp" : "", c.parallel.pipeline, c.parallel.data_parallel,
                      c.parallel.chunks, c.parallel.micro_batch_size, c.num_micro_batches,
-                     c.parallel.recomputation == sim::Recomputation::full ? "recompute" : "norecompute");
+                     sim::recomputation_name(c.parallel.recomputation));
 }
 
 nlohmann::json row_json(std::size_t rank, const sim::PlanRow& r) {
   const sim::PlanCandidate& c = r.candidate;
   return {{"rank", rank},
           {"schedule", c.schedule},
+          {"tensor_parallel", c.parallel.tensor_parallel},
+          {"sequence_parallel", c.parallel.sequence_parallel},
           {"pipeline", c.parallel.pipeline},
           {"data_parallel", c.parallel.data_parallel},
           {"chunks", c.parallel.chunks},
           {"micro_batch_size", c.parallel.micro_batch_size},
           {"num_micro_batches", c.num_micro_batches},
-          {"recompute", c.parallel.recomputation == sim::Recomputation::full},
+          // `recompute` (any recomputation) is kept for the readers written before granularities.
+          {"recompute", c.parallel.recomputation != sim::Recomputation::none},
+          {"recompute_granularity", sim::recomputation_name(c.parallel.recomputation)},
           {"zero1", c.parallel.zero1},
           {"iteration_time_s", r.iteration_time_s},
           {"throughput_samples_per_s", r.throughput_samples_per_s},
@@ -96,18 +136,19 @@ class ProgressBar {
 int run_plan(const std::vector<std::string>& args) {
   std::string model_name = "gpt-7b", gpu = "h100", max_mem = "0", format = "table", trace_dir, profile_path;
   std::string schedules = "gpipe,1f1b,interleaved-1f1b,zb-h1,zb-h2,zbv", micro_batch_sizes = "1,2,4,8";
-  std::string chunk_options = "2,4", recompute = "both", inter_bandwidth = "50GB", intra_bandwidth = "0";
+  std::string chunk_options = "2,4", recompute = "none,selective,full", inter_bandwidth = "50GB", intra_bandwidth = "0";
+  std::string tensor_parallel_sizes = "1,2,4,8", sequence_parallel = "both";
   int gpus = 64, gpus_per_node = 8, global_batch = 512, top = 10, max_pipeline = 0;
   double efficiency = 0, intra_latency_s = 2e-6, inter_latency_s = 5e-6;
   bool no_zero1 = false, quiet = false;
   po::options_description options("ppsim plan [options]");
   options.add_options()
-      ("model", po::value(&model_name)->default_value(model_name), "gpt-1.3b, gpt-7b, llama-70b, or a JSON model file")
+      ("model", po::value(&model_name)->default_value(model_name), fmt::format("{}, or a JSON model file", fmt::join(sim::model_preset_names(), ", ")).c_str())
       ("profile", po::value(&profile_path), "plan with costs measured by pprun (pipescope.profile/1, ppsim calibrate) "
                                             "for its model and world size instead of --model/--gpu (default: none)")
       ("gpu", po::value(&gpu)->default_value(gpu), "device: h100, h200, a100")
       ("efficiency", po::value(&efficiency)->default_value(efficiency), "achievable fraction of peak FLOP/s (0: the device's, 0.5)")
-      ("gpus", po::value(&gpus)->default_value(gpus), "GPUs in the cluster (pipeline x data-parallel; with --profile: the measured run's)")
+      ("gpus", po::value(&gpus)->default_value(gpus), "GPUs in the cluster (tensor x pipeline x data-parallel; with --profile: the measured run's)")
       ("gpus-per-node", po::value(&gpus_per_node)->default_value(gpus_per_node), "GPUs per node")
       ("intra-bandwidth", po::value(&intra_bandwidth)->default_value(intra_bandwidth), "bytes/s inside a node (0: the device's NVLink)")
       ("intra-latency", po::value(&intra_latency_s)->default_value(intra_latency_s, "2e-6"), "seconds per transfer inside a node")
@@ -119,7 +160,12 @@ int run_plan(const std::vector<std::string>& args) {
       ("micro-batch-sizes", po::value(&micro_batch_sizes)->default_value(micro_batch_sizes), "comma-separated micro-batch sizes")
       ("chunks", po::value(&chunk_options)->default_value(chunk_options), "chunk counts for interleaved-1f1b and looped-bfs")
       ("max-pipeline", po::value(&max_pipeline)->default_value(max_pipeline), "largest pipeline size (0: the number of layers)")
-      ("recompute", po::value(&recompute)->default_value(recompute), "activation recomputation: both, on, off")
+      ("tensor-parallel-sizes", po::value(&tensor_parallel_sizes)->default_value(tensor_parallel_sizes),
+       "comma-separated tensor-parallel sizes (each within a node, dividing the heads, kv heads and FFN; with --profile: 1)")
+      ("sequence-parallel", po::value(&sequence_parallel)->default_value(sequence_parallel),
+       "sequence parallelism where tensor-parallel > 1: both, on, off")
+      ("recompute", po::value(&recompute)->default_value(recompute),
+       "activation recomputation: comma-separated none, selective, full (or both = none,full; on = full; off = none)")
       ("no-zero1", po::bool_switch(&no_zero1), "keep the full optimizer state on every replica (default: ZeRO-1)")
       ("top", po::value(&top)->default_value(top), "rows to print and traces to write (0: all rows)")
       ("format", po::value(&format)->default_value(format), "table, csv or json")
@@ -157,6 +203,7 @@ int run_plan(const std::vector<std::string>& args) {
     if (vm["gpus"].defaulted()) gpus = world;
     if (vm["micro-batch-sizes"].defaulted()) micro_batch_sizes = std::to_string(profile.micro_batch_size);
     if (vm["recompute"].defaulted()) recompute = "off";
+    if (vm["tensor-parallel-sizes"].defaulted()) tensor_parallel_sizes = "1";
     if (vm["global-batch"].defaulted()) {
       const int measured_m = sim::profile_measured_micro_batches(profile);
       if (measured_m < 1)
@@ -187,10 +234,9 @@ int run_plan(const std::vector<std::string>& args) {
       throw UsageError("--schedules: " + ScheduleRegistry::instance().why_unknown(name));
   request.micro_batch_sizes = int_list(micro_batch_sizes, "--micro-batch-sizes");
   request.interleave_chunks = int_list(chunk_options, "--chunks");
-  if (recompute == "both") request.recompute_options = {false, true};
-  else if (recompute == "on") request.recompute_options = {true};
-  else if (recompute == "off") request.recompute_options = {false};
-  else throw UsageError("--recompute: '" + recompute + "' (both, on, off)");
+  request.tensor_parallel_sizes = int_list(tensor_parallel_sizes, "--tensor-parallel-sizes");
+  request.recomputations = recomputation_list(recompute);
+  request.sequence_parallel_options = sequence_parallel_list(sequence_parallel);
   request.zero1 = !no_zero1;
   request.max_pipeline = max_pipeline;
   request.keep_best = static_cast<std::size_t>(top);  // the rows beyond the top K are never shown
@@ -222,16 +268,20 @@ int run_plan(const std::vector<std::string>& args) {
                         {"configurations", std::move(rows)}};
     std::cout << j.dump(2) << "\n";
   } else if (format == "csv") {
+    // The columns before tensor_parallel keep their places for the readers written before it.
     std::cout << "rank,schedule,pipeline,data_parallel,chunks,micro_batch_size,num_micro_batches,recompute,zero1,"
-                 "iteration_time_s,throughput_samples_per_s,tokens_per_s,mfu,bubble_fraction,peak_memory_bytes\n";
+                 "iteration_time_s,throughput_samples_per_s,tokens_per_s,mfu,bubble_fraction,peak_memory_bytes,"
+                 "tensor_parallel,sequence_parallel,recompute_granularity\n";
     for (std::size_t i = 0; i < shown; ++i) {
       const auto& r = result.rows[i];
       const auto& c = r.candidate;
-      std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g},{}\n", i + 1, c.schedule,
-                               c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks,
-                               c.parallel.micro_batch_size, c.num_micro_batches, c.parallel.recomputation == sim::Recomputation::full ? 1 : 0,
-                               c.parallel.zero1 ? 1 : 0, r.iteration_time_s, r.throughput_samples_per_s,
-                               r.tokens_per_s, r.mfu, r.bubble_fraction, r.peak_memory_bytes);
+      std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g},{},{},{},{}\n", i + 1,
+                               c.schedule, c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks,
+                               c.parallel.micro_batch_size, c.num_micro_batches,
+                               c.parallel.recomputation != sim::Recomputation::none ? 1 : 0, c.parallel.zero1 ? 1 : 0,
+                               r.iteration_time_s, r.throughput_samples_per_s, r.tokens_per_s, r.mfu,
+                               r.bubble_fraction, r.peak_memory_bytes, c.parallel.tensor_parallel,
+                               c.parallel.sequence_parallel ? 1 : 0, sim::recomputation_name(c.parallel.recomputation));
     }
   } else {
     const std::string limit = result.limit_bytes == std::numeric_limits<std::int64_t>::max()
@@ -243,20 +293,21 @@ int run_plan(const std::vector<std::string>& args) {
     else
       std::cout << fmt::format("{} on {} x {} ({} per node), global batch {}, memory limit {} per GPU\n",
                                request.model.name, gpus, request.device.name, gpus_per_node, global_batch, limit);
-    std::cout << fmt::format("{} configurations: {} simulated, {} fit, {} dropped for memory, {} refused by the schedule",
+    std::cout << fmt::format("{} configurations: {} simulated, {} fit, {} dropped for memory, {} refused by the schedule or tensor parallelism",
                              result.considered, result.simulated, result.rows.size(), result.dropped_for_memory,
                              result.refused);
     if (top > 0) std::cout << fmt::format(", {} pruned (their lower bound cannot reach the top {})", result.pruned, top);
     std::cout << "\n\n";
-    std::cout << fmt::format("{:>4}  {:<17} {:>3} {:>3} {:>2} {:>4} {:>5} {:>6}  {:>11} {:>10} {:>6} {:>7} {:>11}\n", "#",
-                             "schedule", "pp", "dp", "v", "mbs", "m", "recomp", "iteration", "samples/s", "MFU",
-                             "bubble", "peak mem");
+    std::cout << fmt::format("{:>4}  {:<17} {:>2} {:>2} {:>3} {:>3} {:>2} {:>4} {:>5} {:>6}  {:>11} {:>10} {:>6} {:>7} {:>11}\n",
+                             "#", "schedule", "tp", "sp", "pp", "dp", "v", "mbs", "m", "recomp", "iteration",
+                             "samples/s", "MFU", "bubble", "peak mem");
     for (std::size_t i = 0; i < shown; ++i) {
       const auto& r = result.rows[i];
       const auto& c = r.candidate;
-      std::cout << fmt::format("{:>4}  {:<17} {:>3} {:>3} {:>2} {:>4} {:>5} {:>6}  {:>11} {:>10.2f} {:>5.1f}% {:>6.2f}% {:>11}\n",
-                               i + 1, c.schedule, c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks,
-                               c.parallel.micro_batch_size, c.num_micro_batches, c.parallel.recomputation == sim::Recomputation::full ? "yes" : "no",
+      std::cout << fmt::format("{:>4}  {:<17} {:>2} {:>2} {:>3} {:>3} {:>2} {:>4} {:>5} {:>6}  {:>11} {:>10.2f} {:>5.1f}% {:>6.2f}% {:>11}\n",
+                               i + 1, c.schedule, c.parallel.tensor_parallel, c.parallel.sequence_parallel ? "sp" : "-",
+                               c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks,
+                               c.parallel.micro_batch_size, c.num_micro_batches, recomputation_short(c.parallel.recomputation),
                                sim::format_seconds(r.iteration_time_s), r.throughput_samples_per_s, 100 * r.mfu,
                                100 * r.bubble_fraction, sim::format_bytes(r.peak_memory_bytes));
     }
@@ -279,7 +330,7 @@ int run_plan(const std::vector<std::string>& args) {
 }
 
 const CommandRegistrar registrar{
-    {"plan", "rank pipeline/data-parallel layouts, schedules and micro-batching of a model on a cluster", run_plan}};
+    {"plan", "rank tensor/pipeline/data-parallel layouts, schedules and micro-batching of a model on a cluster", run_plan}};
 
 }  // namespace
 }  // namespace pipescope::cli

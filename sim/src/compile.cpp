@@ -157,6 +157,13 @@ CompiledSchedule compile_index(const ScheduleIndex& index) {
     const std::size_t matched = it == recvs.end() ? 0 : it->second.size();
     if (matched < send_list.size())
       throw ScheduleError(describe(send_list[matched]) + ": no matching receive");
+    if (send_list.empty()) continue;
+    // A channel joins two stages, so all its transfers share the pair of ranks and the link
+    // (the loop above checked that every instruction sits on its stage's rank): found once.
+    const std::int32_t from_rank = out.rank_of_instruction(send_list.front());
+    const std::int32_t to_rank = out.rank_of_instruction(it->second.front());
+    auto [link, inserted] = link_ids.try_emplace({from_rank, to_rank}, static_cast<std::int32_t>(out.links.size()));
+    if (inserted) out.links.emplace_back(from_rank, to_rank);
     for (std::size_t k = 0; k < send_list.size(); ++k) {
       const std::int32_t send = send_list[k];
       const std::int32_t recv = it->second[k];
@@ -166,11 +173,8 @@ CompiledSchedule compile_index(const ScheduleIndex& index) {
       CompiledTransfer transfer;
       transfer.send_index = send;
       transfer.recv_index = recv;
-      transfer.from_rank = out.rank_of_instruction(send);
-      transfer.to_rank = out.rank_of_instruction(recv);
-      auto [link, inserted] = link_ids.try_emplace({transfer.from_rank, transfer.to_rank},
-                                                   static_cast<std::int32_t>(out.links.size()));
-      if (inserted) out.links.emplace_back(transfer.from_rank, transfer.to_rank);
+      transfer.from_rank = from_rank;
+      transfer.to_rank = to_rank;
       transfer.link = link->second;
       const auto id = static_cast<std::int32_t>(out.transfers.size());
       out.instructions[send].transfer = id;

@@ -14,6 +14,7 @@
 #include "pipescope/core/size_limits.hpp"
 #include "pipescope/sim/calibration.hpp"
 #include "pipescope/sim/zb_auto.hpp"
+#include "memory_rules.hpp"
 
 namespace pipescope::sim {
 namespace {
@@ -144,9 +145,15 @@ void check_profile_request(const PlanRequest& request) {
       throw UsageError(fmt::format("--micro-batch-sizes {}: the profile {} measured micro-batches of {} sample(s); "
                                    "costs of other sizes are not in it",
                                    mbs, source, profile.micro_batch_size));
-  for (bool recompute : request.recompute_options)
-    if (recompute)
-      throw UsageError(fmt::format("--recompute: the profile {} measured runs without activation recomputation", source));
+  for (Recomputation recomputation : request.recomputations)
+    if (recomputation != Recomputation::none)
+      throw UsageError(fmt::format("--recompute {}: the profile {} measured runs without activation recomputation",
+                                   recomputation_name(recomputation), source));
+  for (int t : request.tensor_parallel_sizes)
+    if (t != 1)
+      throw UsageError(fmt::format("--tensor-parallel-sizes {}: the profile {} measured stages without tensor "
+                                   "parallelism",
+                                   t, source));
   const int per_micro_batch = profile.data_parallel * profile.micro_batch_size;
   if (request.global_batch < 1 || request.global_batch % per_micro_batch != 0)
     throw UsageError(fmt::format("--global-batch {}: with the profile {} it must be a positive multiple of {} "
@@ -164,27 +171,37 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
   // A profile fixes the pipeline size: other sizes change the data-parallel size it measured.
   const int fixed_pipeline = request.profile ? profile_pipeline_ranks(*request.profile) : 0;
   const int max_pipeline = request.max_pipeline > 0 ? request.max_pipeline : layers;
-  for (int pp = 1; pp <= std::min(request.num_gpus, max_pipeline); ++pp) {
-    if (request.num_gpus % pp != 0) continue;
-    if (fixed_pipeline > 0 && pp != fixed_pipeline) continue;
-    const int dp = request.num_gpus / pp;
-    for (int mbs : request.micro_batch_sizes) {
-      if (mbs < 1 || request.global_batch % (dp * mbs) != 0) continue;
-      const int m = request.global_batch / (dp * mbs);
-      for (const std::string& schedule : request.schedules) {
-        for (int chunks : chunk_choices(request, schedule)) {
-          if (pp * chunks > layers) continue;
-          for (bool recompute : request.recompute_options) {
-            PlanCandidate c;
-            c.schedule = schedule;
-            c.parallel.pipeline = pp;
-            c.parallel.chunks = chunks;
-            c.parallel.data_parallel = dp;
-            c.parallel.micro_batch_size = mbs;
-            c.parallel.recomputation = recompute ? Recomputation::full : Recomputation::none;
-            c.parallel.zero1 = request.zero1 && dp > 1;
-            c.num_micro_batches = m;
-            out.push_back(c);
+  for (int tp : request.tensor_parallel_sizes) {
+    if (tp < 1 || request.num_gpus % tp != 0) continue;  // no layout: plan() refuses it once
+    const int gpus = request.num_gpus / tp;
+    // Sequence parallelism splits what tensor parallelism replicates: nothing at T = 1.
+    const std::vector<bool> sequence_parallel = tp > 1 ? request.sequence_parallel_options : std::vector<bool>{false};
+    for (int pp = 1; pp <= std::min(gpus, max_pipeline); ++pp) {
+      if (gpus % pp != 0) continue;
+      if (fixed_pipeline > 0 && pp != fixed_pipeline) continue;
+      const int dp = gpus / pp;
+      for (int mbs : request.micro_batch_sizes) {
+        if (mbs < 1 || request.global_batch % (dp * mbs) != 0) continue;
+        const int m = request.global_batch / (dp * mbs);
+        for (const std::string& schedule : request.schedules) {
+          for (int chunks : chunk_choices(request, schedule)) {
+            if (pp * chunks > layers) continue;
+            for (Recomputation recomputation : request.recomputations) {
+              for (bool sp : sequence_parallel) {
+                PlanCandidate c;
+                c.schedule = schedule;
+                c.parallel.pipeline = pp;
+                c.parallel.chunks = chunks;
+                c.parallel.data_parallel = dp;
+                c.parallel.tensor_parallel = tp;
+                c.parallel.sequence_parallel = sp;
+                c.parallel.micro_batch_size = mbs;
+                c.parallel.recomputation = recomputation;
+                c.parallel.zero1 = request.zero1 && dp > 1;
+                c.num_micro_batches = m;
+                out.push_back(c);
+              }
+            }
           }
         }
       }
@@ -206,12 +223,23 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
   PlanResult result;
   result.limit_bytes = memory_limit(request);
   const std::vector<PlanCandidate> candidates = enumerate_candidates(request);
-  result.considered = static_cast<int>(candidates.size());
+  std::set<std::string> refusals;
+  // A tensor-parallel size that does not divide the GPUs has no layout at all: it is one
+  // configuration considered and refused.
+  int layoutless = 0;
+  for (int tp : request.tensor_parallel_sizes) {
+    if (tp >= 1 && request.num_gpus % tp == 0) continue;
+    ++layoutless;
+    refusals.insert(fmt::format("tensor parallel {}: does not divide the {} GPUs (tp x pp x dp = GPUs)", tp,
+                                request.num_gpus));
+  }
+  result.considered = static_cast<int>(candidates.size()) + layoutless;
+  result.refused = layoutless;
+  const std::size_t total = static_cast<std::size_t>(result.considered);
   // A profile knows neither the model's FLOPs nor its sequence length: no MFU, no tokens/s.
   const double flops_per_sample = request.profile ? 0.0 : model_flops_per_sample(request.model);
   const double tokens_per_sample = request.profile ? 0.0 : request.model.seq;
   const double cluster_flops_per_s = request.device.peak_flops_per_s * request.num_gpus;
-  std::set<std::string> refusals;
   auto refuse = [&](const PlanCandidate& c, const std::string& why) {
     ++result.refused;
     refusals.insert(fmt::format("{} (pipeline {}, chunks {}, {} micro-batches): {}", c.schedule, c.parallel.pipeline,
@@ -254,6 +282,14 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
       }
       continue;
     }
+    // Tensor parallelism the model or the node cannot take: one line per reason, which names T.
+    if (!request.profile) {
+      if (auto problem = tensor_parallel_problem(request.model, c.parallel, request.topology.gpus_per_node)) {
+        ++result.refused;
+        refusals.insert(*problem);
+        continue;
+      }
+    }
     Pending p{i, {}, 0.0};
     try {
       p.costs = candidate_costs(request, c);
@@ -273,7 +309,7 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     p.lower_bound_s = iteration_time_lower_bound_s(p.costs, placement, c.parallel.pipeline, c.num_micro_batches);
     pending.push_back(std::move(p));
   }
-  if (too_large > 0 && too_large == result.considered)
+  if (too_large > 0 && too_large == static_cast<int>(candidates.size()))
     throw UsageError(fmt::format("--global-batch {}: no configuration fits in this machine's memory: {}",
                                  request.global_batch, smallest_problem));
   // The compiled schedules are kept for every shape the search meets: all of them together
@@ -297,9 +333,9 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
 
   // The K best simulated times so far (a max-heap: front is the K-th best).
   std::vector<double> best_times;
-  std::size_t done = candidates.size() - pending.size();
+  std::size_t done = total - pending.size();
   for (std::size_t n = 0; n < pending.size(); ++n, ++done) {
-    if (progress && (n % 16 == 0)) progress(done, candidates.size());
+    if (progress && (n % 16 == 0)) progress(done, total);
     const Pending& p = pending[n];
     if (request.keep_best > 0 && best_times.size() == request.keep_best && p.lower_bound_s > best_times.front()) {
       result.pruned += static_cast<int>(pending.size() - n);
@@ -339,6 +375,12 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
       refuse(c, fmt::format("the schedule has {} stages, not {}", schedule.num_stages, num_stages));
       continue;
     }
+    // A rank's memory follows its own program, not the timing: what cannot fit is dropped
+    // without simulating (a fifth of the default plan's configurations).
+    if (walked_peak_memory_bytes(schedule, costs) > result.limit_bytes) {
+      ++result.dropped_for_memory;
+      continue;
+    }
     const Summary summary = simulate(schedule, costs, candidate_topology(request, c), options).summary;
     ++result.simulated;
     const std::int64_t peak = summary.max_peak_memory_bytes();
@@ -364,7 +406,7 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
       }
     }
   }
-  if (progress) progress(candidates.size(), candidates.size());
+  if (progress) progress(total, total);
   result.refusals.assign(refusals.begin(), refusals.end());
   std::stable_sort(result.rows.begin(), result.rows.end(), [](const PlanRow& a, const PlanRow& b) {
     if (a.throughput_samples_per_s != b.throughput_samples_per_s) return a.throughput_samples_per_s > b.throughput_samples_per_s;

@@ -16,6 +16,7 @@
 #include "pipescope/core/errors.hpp"
 #include "pipescope/sim/simulator.hpp"
 #include "pipescope/traces/bubble.hpp"
+#include "memory_rules.hpp"
 
 namespace pipescope::sim {
 namespace {
@@ -195,19 +196,16 @@ void Engine::run_rank(std::int32_t rank, double now) {
     const StageCost& cost = stage_[ci.stage];
     const StageRuntimeEffects& effects = effects_[ci.stage];
     double duration = 0;
-    std::int64_t delta = 0;
     traces::Lane lane = traces::Lane::Compute;
     switch (ci.op) {
-      case Op::ForwardPass: duration = cost.f_s; delta = cost.f_mem_bytes; break;
+      case Op::ForwardPass: duration = cost.f_s; break;
       // Micro-batch 0's weight gradient becomes the gradient sum: nothing to add it to.
       case Op::BackwardPass:
         duration = cost.backward_pass_s() - effects.weight_gradient_saving_s(ci.micro_batch);
-        delta = cost.b_mem_bytes + cost.w_mem_bytes;
         break;
-      case Op::BackwardInput: duration = cost.b_s; delta = cost.b_mem_bytes; break;
+      case Op::BackwardInput: duration = cost.b_s; break;
       case Op::BackwardWeight:
         duration = cost.w_s - effects.weight_gradient_saving_s(ci.micro_batch);
-        delta = cost.w_mem_bytes;
         break;
       case Op::LoadMicroBatch: duration = cost.load_s; break;
       case Op::ReduceGrads: duration = cost.reduce_grads_s; lane = traces::Lane::Collective; break;
@@ -304,17 +302,10 @@ void Engine::run_rank(std::int32_t rank, double now) {
       now = std::max(now, barrier.time_s);
     }
     const double end = now + duration;
-    // The gradient buffer of a stage comes with its first weight gradient and goes with its
-    // optimizer step.
-    if (cost.grad_buffer_bytes > 0) {
-      if ((ci.op == Op::BackwardPass || ci.op == Op::BackwardWeight) && !grad_buffer_held_[ci.stage]) {
-        grad_buffer_held_[ci.stage] = 1;
-        change_memory(rank, cost.grad_buffer_bytes, now);
-      } else if (ci.op == Op::OptimizerStep && grad_buffer_held_[ci.stage]) {
-        grad_buffer_held_[ci.stage] = 0;
-        delta -= cost.grad_buffer_bytes;
-      }
-    }
+    // After any barrier wait: the rules flip the stage's gradient-buffer flag (memory_rules.hpp).
+    const MemoryChange memory = memory_change(ci.op, cost, grad_buffer_held_[ci.stage]);
+    if (memory.grad_buffer_bytes > 0) change_memory(rank, memory.grad_buffer_bytes, now);
+    const std::int64_t delta = memory.delta_bytes;
     // Allocations count from the start of an op, frees from its end.
     if (delta > 0) change_memory(rank, delta, now);
     if (options_.build_trace) {

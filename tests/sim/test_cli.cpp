@@ -547,7 +547,7 @@ TEST_CASE("ppsim compare reports the SPEC section 7 fields of two traces", "[cli
 TEST_CASE("ppsim plan ranks a small search as a table, CSV and JSON", "[cli]") {
   const fs::path dir = case_dir("plan");
   const std::string search =
-      "plan --model gpt-1.3b --gpus 4 --global-batch 8 --schedules 1f1b,gpipe --micro-batch-sizes 1 --recompute off "
+      "plan --model gpt-1.3b --gpus 4 --global-batch 8 --schedules 1f1b,gpipe --micro-batch-sizes 1 --recompute off --tensor-parallel-sizes 1 "
       "--top 3 --quiet";
   const CliRun table = ppsim(dir, search);
   INFO(table.err);
@@ -635,7 +635,7 @@ TEST_CASE("ppsim takes DeepSpeed's schedules by release", "[cli]") {
     for (int r = 0; r < 4; ++r) CHECK(summary.at("ranks").at(r).at("peak_memory_bytes") == 2 * (4 - r));
   }
 
-  const std::string search = "plan --model gpt-1.3b --gpus 2 --global-batch 4 --micro-batch-sizes 1 --recompute off "
+  const std::string search = "plan --model gpt-1.3b --gpus 2 --global-batch 4 --micro-batch-sizes 1 --recompute off --tensor-parallel-sizes 1 "
                              "--quiet --format json --schedules ";
   const CliRun planned = ppsim(dir, search + "deepspeed-train@0.5,deepspeed-train@0.14.2");
   INFO(planned.err);

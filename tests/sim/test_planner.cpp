@@ -37,7 +37,8 @@ TEST_CASE("the planner enumerates pipeline and data-parallel sizes") {
   PlanRequest request = small_request();
   request.schedules = {"1f1b"};
   request.micro_batch_sizes = {1};
-  request.recompute_options = {false};
+  request.recomputations = {Recomputation::none};
+  request.tensor_parallel_sizes = {1};  // the 3D sweep: test_planner_3d.cpp
   const auto candidates = enumerate_candidates(request);
   REQUIRE(candidates.size() == 4);
   CHECK(candidates[0].parallel.pipeline == 1);
@@ -84,7 +85,8 @@ TEST_CASE("the planner searches zb-auto per configuration") {
   PlanRequest request = small_request();
   request.schedules = {"zb-h1", "zb-auto"};
   request.micro_batch_sizes = {2};
-  request.recompute_options = {false};
+  request.recomputations = {Recomputation::none};
+  request.tensor_parallel_sizes = {1};
   request.max_pipeline = 4;
   const PlanResult result = plan(request);
   int compared = 0;
@@ -171,7 +173,8 @@ TEST_CASE("the planner searches with a calibrated profile and refuses what it ca
   request.num_gpus = 2;
   request.global_batch = 8;
   request.micro_batch_sizes = {1};
-  request.recompute_options = {false};
+  request.recomputations = {Recomputation::none};
+  request.tensor_parallel_sizes = {1};
   request.schedules = {"gpipe", "1f1b", "zb-h1", "interleaved-1f1b"};
   request.interleave_chunks = {2};
   REQUIRE(plan_profile_world_size(*request.profile) == 2);
@@ -219,7 +222,10 @@ TEST_CASE("the planner searches with a calibrated profile and refuses what it ca
   other.micro_batch_sizes = {2};
   CHECK_THROWS_WITH(plan(other), Catch::Contains("--micro-batch-sizes 2") && Catch::Contains("of 1 sample"));
   other = request;
-  other.recompute_options = {false, true};
+  other.recomputations = {Recomputation::none, Recomputation::full};
   CHECK_THROWS_WITH(plan(other), Catch::Contains("--recompute"));
+  other = request;
+  other.tensor_parallel_sizes = {1, 2};
+  CHECK_THROWS_WITH(plan(other), Catch::Contains("--tensor-parallel-sizes 2"));
   std::filesystem::remove_all(dir);
 }

@@ -1,5 +1,6 @@
-// The planner: for a model on a cluster, enumerate pipeline and data-parallel sizes, chunks,
-// micro-batch size and count, schedule and recomputation; drop what does not fit in memory;
+// The planner: for a model on a cluster, enumerate tensor-, pipeline- and data-parallel sizes
+// (tp x pp x dp = GPUs), chunks, micro-batch size and count, schedule, recomputation and sequence
+// parallelism; refuse what does not divide, drop what does not fit in memory;
 // rank the rest by simulated throughput. Schedules are compiled once per shape and simulated
 // once per cost model, without traces, so that thousands of configurations take seconds.
 #pragma once
@@ -28,7 +29,12 @@ struct PlanRequest {
   std::vector<std::string> schedules{"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv"};
   std::vector<int> micro_batch_sizes{1, 2, 4, 8};
   std::vector<int> interleave_chunks{2, 4};  // for interleaved-1f1b and looped-bfs
-  std::vector<bool> recompute_options{false, true};
+  // Tensor-parallel sizes T: each must fit in a node and divide the heads, the key/value heads
+  // and the FFN width (tensor_parallel_problem); the others are refused with that reason.
+  std::vector<int> tensor_parallel_sizes{1, 2, 4, 8};
+  std::vector<Recomputation> recomputations{Recomputation::none, Recomputation::selective, Recomputation::full};
+  // Sequence parallelism, tried where T > 1 (it has nothing to split at T = 1).
+  std::vector<bool> sequence_parallel_options{false, true};
   bool zero1 = true;               // shard the optimizer state over the data-parallel group
   int max_pipeline = 0;            // 0: up to the number of layers
   // 0: simulate every configuration. K > 0: only the best K rows are wanted, so
@@ -66,9 +72,11 @@ struct PlanResult {
   std::vector<PlanRow> rows;   // fitting configurations, best throughput first
   std::int64_t limit_bytes = 0;
   int considered = 0;          // configurations enumerated
-  int simulated = 0;
+  int simulated = 0;           // those that fit in memory (a rank's peak is found before simulating)
   int dropped_for_memory = 0;
-  int refused = 0;             // the schedule or the split could not honour the configuration
+  // The schedule, the split or tensor parallelism could not honour the configuration; a
+  // tensor-parallel size that does not divide the GPUs counts once (it has no layout).
+  int refused = 0;
   int pruned = 0;              // not simulated: their lower bound cannot reach the best keep_best
   std::vector<std::string> refusals;  // why configurations were refused, one line per distinct reason
 };
@@ -86,11 +94,12 @@ std::string profile_model_name(const Profile& profile);
 
 // Throws UsageError, naming the profile and the option, when `request` asks the profile for
 // what it cannot describe: another world size (num_gpus other than its pipeline ranks x
-// data-parallel replicas), another micro-batch size, recomputation, or a global batch that is
-// not a multiple of data-parallel x micro-batch size.
+// data-parallel replicas), another micro-batch size, recomputation, tensor parallelism, or a
+// global batch that is not a multiple of data-parallel x micro-batch size.
 void check_profile_request(const PlanRequest& request);
 
-// Every configuration the request allows (before memory and schedule checks).
+// Every configuration the request allows (before tensor-parallel, memory and schedule checks):
+// for each T dividing num_gpus, every pp x dp = num_gpus / T.
 std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request);
 
 // `progress(done, total)` is called now and then (the CLI draws a bar with it).
