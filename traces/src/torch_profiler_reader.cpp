@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
 #include "gzip.hpp"
 #include "pipescope/core/instruction.hpp"
@@ -39,11 +40,30 @@ std::string read_text(const std::string& path) {
   return detail::looks_gzipped(bytes) ? detail::gunzip(bytes, path) : bytes;
 }
 
-// torch writes `"schemaVersion": 1` first and its distributed header near the top; pipescope's
-// own traces and other Chrome traces have neither.
+// The first `limit` bytes of a gzip stream's content (fewer when it is shorter or broken):
+// enough to recognise a header without inflating a large file.
+std::string gunzip_prefix(std::string_view compressed, std::size_t limit) {
+  z_stream stream{};
+  if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK) return {};
+  std::string out(limit, '\0');
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
+  stream.avail_in = static_cast<uInt>(compressed.size());
+  stream.next_out = reinterpret_cast<Bytef*>(out.data());
+  stream.avail_out = static_cast<uInt>(out.size());
+  inflate(&stream, Z_SYNC_FLUSH);
+  out.resize(out.size() - stream.avail_out);
+  inflateEnd(&stream);
+  return out;
+}
+
+// torch writes `"schemaVersion": 1` first, then its header (device properties, which grow with
+// the GPUs, and the distributed info) before the events; pipescope's own traces and other
+// Chrome traces have no schemaVersion.
+constexpr std::size_t kHeaderBytes = 1 << 16;
+
 bool has_torch_header(std::string_view text) {
-  const std::string_view head = text.substr(0, 4096);
-  return head.find("\"schemaVersion\"") != std::string_view::npos &&
+  const std::string_view head = text.substr(0, kHeaderBytes);
+  return text.substr(0, 512).find("\"schemaVersion\"") != std::string_view::npos &&
          (head.find("\"distributedInfo\"") != std::string_view::npos ||
           head.find("\"traceEvents\"") != std::string_view::npos);
 }
@@ -236,6 +256,9 @@ class RankReader {
         ev.category = kPostedReceiveCategory;  // its data came before its consumer asked: no arrival time
       }
       ev.dur_us = std::max(0.0, end - ev.ts_us);
+      // A receive's own work is its post, whatever its span (docs/TORCH-TRACES.md).
+      if (ev.lane == static_cast<int>(Lane::Recv))
+        args.emplace_back(out.events.size(), json{{kReceivePostArg, a.end_us - a.start_us}}.dump());
       if (ev.lane == static_cast<int>(Lane::Send) || ev.lane == static_cast<int>(Lane::Recv)) {
         ev.bytes = a.bytes;
         const bool activation = a.type.back() == 'F';
@@ -530,17 +553,10 @@ bool is_torch_profiler_input(const std::string& path) {
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
-  std::string head(1 << 16, '\0');
+  std::string head(kHeaderBytes, '\0');
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<std::size_t>(in.gcount()));
-  if (detail::looks_gzipped(head)) {
-    try {
-      return has_torch_header(read_text(path));
-    } catch (const TraceError&) {
-      return false;
-    }
-  }
-  return has_torch_header(head);
+  return has_torch_header(detail::looks_gzipped(head) ? gunzip_prefix(head, kHeaderBytes) : head);
 }
 
 std::vector<std::string> torch_profiler_files(const std::vector<std::string>& paths) {

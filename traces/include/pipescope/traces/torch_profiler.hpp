@@ -34,6 +34,8 @@ inline constexpr int kOperatorsLane = kNumLanes;
 // its post (its data came first), and one that lasts from its post to its data's arrival.
 inline constexpr const char* kPostedReceiveCategory = "p2p posted";
 inline constexpr const char* kWaitedReceiveCategory = "p2p waited";
+// The arg of a torch receive that holds its post's duration (us): its own work.
+inline constexpr const char* kReceivePostArg = "post_us";
 
 struct TorchReadOptions {
   std::optional<int> step;       // ProfilerStep#N to read; default: the last one
