@@ -197,3 +197,41 @@ TEST_CASE("GPU kernels belong to the action that launched them (hand-written kin
   CHECK(t.lane_names[0][static_cast<std::size_t>(gemm->lane)] == "GPU 0 stream 7");
   fs::remove_all(path.parent_path());
 }
+
+TEST_CASE("a RECV lasts to its data when its consumer waited for it, else it is its post", "[torch_profiler]") {
+  // Stage 1 posts two receives at 100 and 120 (20 us each). Micro-batch 0's forward starts at
+  // 200 and its gloo:recv ends at 230: a quick wait, the data was there. Micro-batch 1's
+  // forward starts at 400 and its gloo:recv ends at 900: it waited 500 us for the data.
+  const std::string text = R"json({"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": 1, "world_size": 2},
+  "traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 5, "tid": 5, "ts": 0, "dur": 2000},
+  {"ph": "X", "cat": "user_annotation", "name": "PP:1RECV_F0", "pid": 5, "tid": 5, "ts": 100, "dur": 20},
+  {"ph": "X", "cat": "user_annotation", "name": "gloo:recv", "pid": 5, "tid": 5, "ts": 105, "dur": 125,
+   "args": {"Input Dims": [[4, 8]], "Input type": ["float"]}},
+  {"ph": "X", "cat": "user_annotation", "name": "PP:1RECV_F1", "pid": 5, "tid": 5, "ts": 120, "dur": 20},
+  {"ph": "X", "cat": "user_annotation", "name": "gloo:recv", "pid": 5, "tid": 5, "ts": 125, "dur": 775,
+   "args": {"Input Dims": [[4, 8]], "Input type": ["float"]}},
+  {"ph": "X", "cat": "user_annotation", "name": "PP:1F0", "pid": 5, "tid": 5, "ts": 200, "dur": 150},
+  {"ph": "X", "cat": "user_annotation", "name": "PP:1F1", "pid": 5, "tid": 5, "ts": 400, "dur": 600}
+  ]})json";
+  const fs::path path = write_temp("rank1.pt.trace.json", text);
+  TorchReadOptions actions_only;
+  actions_only.keep_operators = false;
+  const Trace t = read_torch_profiler_run({path.string()}, actions_only).trace;
+  std::map<int, const TraceEvent*> receives;
+  for (const auto& e : t.events)
+    if (e.name == "RECV_F") receives[e.micro_batch] = &e;
+  REQUIRE(receives.size() == 2);
+  CHECK(receives[0]->category == kPostedReceiveCategory);
+  CHECK(receives[0]->dur_us == Approx(20));
+  CHECK(receives[0]->bytes == 4 * 8 * 4);
+  CHECK(receives[1]->category == kWaitedReceiveCategory);
+  CHECK(receives[1]->ts_us == Approx(120));
+  CHECK(receives[1]->end_us() == Approx(900));
+  for (const auto& [mb, e] : receives) {
+    const std::string* args = t.args_of(static_cast<std::size_t>(e - t.events.data()));
+    REQUIRE(args);
+    CHECK(*args == R"({"post_us":20.0})");
+  }
+  fs::remove_all(path.parent_path());
+}
