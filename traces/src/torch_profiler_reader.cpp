@@ -6,14 +6,13 @@
 #include "pipescope/traces/torch_profiler.hpp"
 
 #include <algorithm>
-#include <cstdio>
+#include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
 #include <map>
-#include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -274,6 +273,8 @@ class RankReader {
 
   int rank() const { return file_.rank; }
   double step_start_us() const { return window_.start_us; }
+  // The GPU stream lanes (lane, name) that emit added.
+  const std::vector<std::pair<int, std::string>>& stream_lanes() const { return stream_lanes_; }
   std::optional<int> step() const { return step_; }
 
  private:
@@ -461,13 +462,14 @@ class RankReader {
       }
       out.events.push_back(std::move(ev));
     }
-    std::map<std::pair<std::int64_t, std::int64_t>, int> stream_lanes;
+    std::map<std::pair<std::int64_t, std::int64_t>, int> lane_of_stream;
     for (std::size_t i = 0; i < kernels_.size(); ++i) {
       const json& k = *kernels_[i];
-      if (!in_step(k)) continue;
+      // A GPU runs behind its host: an action's kernels may end after the step's CPU span.
+      if (kernel_action_[i] < 0 && !in_step(k)) continue;
       const auto key = std::make_pair(k["pid"].get<std::int64_t>(), k.value("tid", std::int64_t{0}));
-      const auto [it, added] = stream_lanes.emplace(key, kOperatorsLane + 1 + static_cast<int>(stream_lanes.size()));
-      if (added) lane_names_.emplace_back(it->second, fmt::format("GPU {} stream {}", key.first, key.second));
+      const auto [it, added] = lane_of_stream.emplace(key, kOperatorsLane + 1 + static_cast<int>(lane_of_stream.size()));
+      if (added) stream_lanes_.emplace_back(it->second, fmt::format("GPU {} stream {}", key.first, key.second));
       TraceEvent ev;
       ev.rank = file_.rank;
       ev.lane = it->second;
@@ -508,10 +510,8 @@ class RankReader {
     }
   }
 
- public:
-  std::vector<std::pair<int, std::string>> lane_names_;  // GPU stream lanes
-
  private:
+  std::vector<std::pair<int, std::string>> stream_lanes_;
   const RankFile& file_;
   const TorchReadOptions& options_;
   std::vector<std::string>& notes_;
@@ -652,7 +652,7 @@ TorchRun read_torch_profiler_run(const std::vector<std::string>& paths, const To
     for (int l = 0; l < kNumLanes; ++l) lanes.push_back(default_lane_name(l));
     if (!options.keep_operators) continue;
     lanes.push_back("operators");
-    for (const auto& [lane, name] : readers[i].lane_names_) {
+    for (const auto& [lane, name] : readers[i].stream_lanes()) {
       if (static_cast<int>(lanes.size()) <= lane) lanes.resize(static_cast<std::size_t>(lane) + 1);
       lanes[static_cast<std::size_t>(lane)] = name;
     }
