@@ -1,5 +1,7 @@
 // ppview: the desktop timeline viewer. `ppview [TRACE ...] [--screenshot FILE.png]`: with two
-// traces, the first is the prediction and the second the measurement. --screenshot renders
+// traces, the first is the prediction and the second the measurement. The per-rank
+// torch.profiler files of one run (several files or their folder) are one measured trace;
+// --step N picks its ProfilerStep#N. --screenshot renders
 // the window without a display and exits (status 2 and one stderr line for a broken trace).
 // The screenshot is written like every other output (pipescope/core/atomic_file.hpp): a full
 // disk leaves the old file as it was; help and version text that cannot be written is an error.
@@ -83,17 +85,21 @@ int run_ppview(int argc, char** argv) {
       "Mouse: wheel zooms around the cursor, drag pans, shift-drag (or right-drag) selects a range.");
   const QCommandLineOption help = parser.addHelpOption();
   const QCommandLineOption version = parser.addVersionOption();
-  parser.addPositionalArgument("TRACE", "trace files (.json or .json.gz): one, or predicted then measured", "[TRACE ...]");
+  parser.addPositionalArgument("TRACE",
+                               "trace files (.json or .json.gz): one, or predicted then measured; the torch.profiler "
+                               "files of one run (or their folder) are one trace",
+                               "[TRACE ...]");
   QCommandLineOption screenshot("screenshot", "render the window into FILE.png without a display and exit", "FILE.png");
   QCommandLineOption size("size", "window size for --screenshot (default: 1600x1000)", "WxH", "1600x1000");
   QCommandLineOption no_difference("no-difference", "start without the difference view (measured blocks in kind colours)");
   QCommandLineOption arrows("arrows", "start with send-to-receive arrows shown");
   QCommandLineOption critical("critical-path", "start with the critical path highlighted");
   QCommandLineOption zoom("zoom", "start showing only [START_US, END_US], e.g. 0,2500", "START_US,END_US");
+  QCommandLineOption step("step", "torch.profiler traces: the ProfilerStep#N to show (default: the last)", "N");
   QCommandLineOption demo("demo",
                           "show a generated pair instead of files: a 1F1B prediction (4 ranks, 8 micro-batches) and a "
                           "measurement with 15% jitter and rank 2 running 1.3x slower");
-  parser.addOptions({screenshot, size, no_difference, arrows, critical, zoom, demo});
+  parser.addOptions({screenshot, size, no_difference, arrows, critical, zoom, step, demo});
 
   auto fail = [](const QString& message) {
     std::cerr << "ppview: error: " << message.toStdString() << "\n";
@@ -125,6 +131,12 @@ int run_ppview(int argc, char** argv) {
 
   pipescope::gui::MainWindow window;
   window.resize(width, height);
+  if (parser.isSet(step)) {
+    bool ok = false;
+    const int n = parser.value(step).toInt(&ok);
+    if (!ok || n < 0) return fail("--step: expected a step number (0 or more), not '" + parser.value(step) + "'");
+    window.set_torch_step(n);
+  }
   window.set_difference(!parser.isSet(no_difference));
   window.set_flows(parser.isSet(arrows));
   window.set_critical_path(parser.isSet(critical));

@@ -1,5 +1,6 @@
 // `ppsim calibrate MEASURED... -o PROFILE [--statistic median|mean] [--report FILE] [--quiet]`: learns per-stage costs
-// from measured traces of pprun (calibration.hpp) and writes the profile that `ppsim simulate
+// from measured traces of pprun or of torch.profiler (one run's per-rank files or their folder
+// are one trace; --step picks its step) (calibration.hpp) and writes the profile that `ppsim simulate
 // --profile` reads. Prints what it learnt, the outliers and what it could not measure.
 #include <boost/program_options.hpp>
 #include <iostream>
@@ -9,6 +10,7 @@
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/sim/calibration.hpp"
+#include "pipescope/traces/trace_arguments.hpp"
 #include "pipescope/traces/trace_io.hpp"
 #include "traced_steps.hpp"
 
@@ -21,10 +23,16 @@ namespace {
 // around: one traced step (one sample of each operation's step-to-step variation), and ranks
 // that shared every core of the machine (they preempt each other's computation).
 void say_what_the_traces_lack(const std::vector<sim::MeasuredTrace>& traces) {
-  if (traces.size() == 1)
-    std::cerr << "calibrate: note: one traced step (" << traces[0].source
-              << "): costs are one sample each; pprun --trace traces every step after the first by default "
-                 "(--trace-steps K), and calibrate reads them all\n";
+  if (traces.size() == 1) {
+    if (traces[0].trace.meta.extra.contains("torch_profiler"))
+      std::cerr << "calibrate: note: one profiled step (" << traces[0].source
+                << "): costs are one sample each (calibrate reads one ProfilerStep of a torch.profiler run: "
+                   "--step N, default the last)\n";
+    else
+      std::cerr << "calibrate: note: one traced step (" << traces[0].source
+                << "): costs are one sample each; pprun --trace traces every step after the first by default "
+                   "(--trace-steps K), and calibrate reads them all\n";
+  }
   for (const sim::MeasuredTrace& t : traces) {
     const traces::RunDescription& run = t.trace.meta.run;
     if (run.bind_cores == false && run.device.value_or("cpu") == "cpu" && run.pipeline_ranks.value_or(1) > 1) {
@@ -43,6 +51,7 @@ int run_calibrate(const std::vector<std::string>& args) {
   // The mean by default: a profile of mean durations predicts the mean step, which is what a
   // measured iteration time is (docs/ACCURACY.md); the median leaves out the long tail.
   std::string statistic = "mean";
+  int step = -1;
   sim::CalibrationOptions calibration_options;
   po::options_description options("ppsim calibrate MEASURED... -o PROFILE [options]");
   options.add_options()
@@ -59,6 +68,7 @@ int run_calibrate(const std::vector<std::string>& args) {
       ("max-stolen", po::value(&calibration_options.max_stolen_fraction)->default_value(calibration_options.max_stolen_fraction),
        "leave out a trace whose step lost more than this share of a rank's time to the host (steal on a virtual "
        "machine, recorded by pprun); 1 keeps every trace")
+      ("step", po::value(&step), "torch.profiler traces: the ProfilerStep#N to learn from (default: the last)")
       ("quiet,q", po::bool_switch(&quiet), "print nothing on success");
   po::options_description hidden;
   hidden.add_options()("measured", po::value(&inputs));
@@ -76,7 +86,9 @@ int run_calibrate(const std::vector<std::string>& args) {
                  "--statistic) over micro-batches and traces; memory is always the median.\n"
                  "The split of a backward into input and weight gradients comes from I/W events (a zb-* run\n"
                  "among the traces) or from the executor's split probe; without either the profile refuses\n"
-                 "split-backward schedules.\n";
+                 "split-backward schedules.\n"
+                 "The per-rank torch.profiler traces of one torch.distributed.pipelining run (several files or\n"
+                 "their folder) are one measured trace; docs/TORCH-TRACES.md says how their receives are timed.\n";
     return 0;
   }
   po::notify(vm);
@@ -87,8 +99,15 @@ int run_calibrate(const std::vector<std::string>& args) {
   require_finite_at_least(calibration_options.max_stolen_fraction, "--max-stolen", 0);
   calibration_options.duration_statistic = sim::parse_duration_statistic(statistic);
 
+  if (vm.count("step") && step < 0) throw UsageError("--step: must be 0 or more, not " + std::to_string(step));
+  traces::TorchReadOptions torch_options;
+  torch_options.keep_operators = false;  // calibration learns from the pipeline's actions
+  if (vm.count("step")) torch_options.step = step;
+  std::vector<std::string> notes;
   std::vector<sim::MeasuredTrace> traces;
-  for (const std::string& path : with_traced_steps(inputs)) traces.push_back({traces::read_trace(path), path});
+  for (auto& input : traces::read_trace_arguments(with_traced_steps(inputs), torch_options, notes))
+    traces.push_back({std::move(input.trace), std::move(input.name)});
+  for (const auto& note : notes) std::cerr << "note: " << note << "\n";
   const sim::Calibration calibration = sim::calibrate(traces, calibration_options);
   if (!quiet) say_what_the_traces_lack(traces);
   const std::string report = sim::calibration_report(calibration);

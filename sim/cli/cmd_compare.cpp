@@ -1,5 +1,6 @@
-// `ppsim compare PREDICTED MEASURED [--json] [--top N]`: how far a predicted trace is from a
-// measured one. A table for people by default; with --json the fields of SPEC.md section 7
+// `ppsim compare PREDICTED MEASURED... [--json] [--top N] [--step N]`: how far a predicted trace
+// is from a measured one. MEASURED is a trace file, or the per-rank torch.profiler files of one
+// run (several files or their folder; --step picks the profiled step). A table for people by default; with --json the fields of SPEC.md section 7
 // (errors are signed fractions of the measured value) plus per-rank detail, each rank's time by
 // operation and the receives' costs.
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "command.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/traces/compare.hpp"
+#include "pipescope/traces/trace_arguments.hpp"
 #include "pipescope/traces/trace_io.hpp"
 
 namespace po = boost::program_options;
@@ -92,36 +94,52 @@ void print_table(const traces::Comparison& c, const traces::Trace& predicted, st
 }
 
 int run_compare(const std::vector<std::string>& args) {
-  std::string predicted_path, measured_path;
+  std::string predicted_path;
+  std::vector<std::string> measured_paths;
   bool json = false;
   int top = 10;
-  po::options_description options("ppsim compare PREDICTED MEASURED [options]");
+  int step = -1;
+  po::options_description options("ppsim compare PREDICTED MEASURED... [options]");
   options.add_options()
       ("help,h", "this text")
       ("json", po::bool_switch(&json), "print one JSON object (SPEC.md section 7) instead of a table")
-      ("top", po::value(&top)->default_value(top), "how many of the most different operations to list");
+      ("top", po::value(&top)->default_value(top), "how many of the most different operations to list")
+      ("step", po::value(&step), "torch.profiler traces: the ProfilerStep#N to compare (default: the last)");
   po::options_description hidden;
-  hidden.add_options()("predicted", po::value(&predicted_path))("measured", po::value(&measured_path));
+  hidden.add_options()("predicted", po::value(&predicted_path))("measured", po::value(&measured_paths));
   po::options_description all;
   all.add(options).add(hidden);
   po::positional_options_description positional;
-  positional.add("predicted", 1).add("measured", 1);
+  positional.add("predicted", 1).add("measured", -1);
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
   if (vm.count("help")) {
     std::cout << options
               << "\nPREDICTED and MEASURED are trace files (.json or .json.gz; SPEC.md section 5), usually\n"
                  "from `ppsim simulate --trace` and `pprun --trace`. Events are matched by rank, name,\n"
-                 "stage and micro-batch; errors are (predicted - measured) / measured.\n";
+                 "stage and micro-batch; errors are (predicted - measured) / measured.\n"
+                 "MEASURED may also be the per-rank torch.profiler traces of one torch.distributed.pipelining\n"
+                 "run (several files or their folder; docs/TORCH-TRACES.md), merged by rank.\n";
     return 0;
   }
   po::notify(vm);
-  if (predicted_path.empty() || measured_path.empty())
+  if (predicted_path.empty() || measured_paths.empty())
     throw UsageError("compare needs two trace files: PREDICTED MEASURED (see ppsim compare --help)");
   if (top < 0) throw UsageError("--top: must be 0 or more, not " + std::to_string(top));
+  if (vm.count("step") && step < 0) throw UsageError("--step: must be 0 or more, not " + std::to_string(step));
 
   const traces::Trace predicted = traces::read_trace(predicted_path);
-  const traces::Trace measured = traces::read_trace(measured_path);
+  // Only the pipeline's actions are compared: a torch trace's operators would be unmatched noise.
+  traces::TorchReadOptions torch_options;
+  torch_options.keep_operators = false;
+  if (vm.count("step")) torch_options.step = step;
+  std::vector<std::string> notes;
+  std::vector<traces::NamedTrace> measured_inputs = traces::read_trace_arguments(measured_paths, torch_options, notes);
+  if (measured_inputs.size() != 1)
+    throw UsageError("compare: MEASURED is one trace file or the torch.profiler files of one run, not several traces");
+  for (const auto& note : notes) std::cerr << "note: " << note << "\n";
+  const traces::Trace measured = std::move(measured_inputs.front().trace);
+  const std::string measured_path = measured_inputs.front().name;
   traces::check_same_rank_count(predicted, measured, predicted_path, measured_path);
   const traces::Comparison comparison = traces::compare_traces(predicted, measured, static_cast<std::size_t>(top));
   if (json) {

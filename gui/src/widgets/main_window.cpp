@@ -19,6 +19,7 @@
 #include <QPainter>
 #include <QScrollArea>
 #include <QSettings>
+#include <QStatusBar>
 #include <QTableWidget>
 #include <QToolBar>
 #include <QUrl>
@@ -36,6 +37,7 @@
 #include "pipescope/gui/kinds.hpp"
 #include "pipescope/gui/time_ticks.hpp"
 #include "pipescope/traces/compare.hpp"
+#include "pipescope/traces/trace_arguments.hpp"
 #include "pipescope/traces/trace_io.hpp"
 #include "rank_summary_table.hpp"
 #include "timeline_widget.hpp"
@@ -211,8 +213,49 @@ void MainWindow::build_actions() {
   help->addAction("&Keys and mouse", this, [this] { QMessageBox::information(this, "Keys and mouse", TimelineWidget::help_text()); });
 }
 
+// torch.profiler traces: the per-rank files of one run (or its folder) are one measured trace.
+std::optional<QString> MainWindow::open_torch_files(const QStringList& paths) {
+  std::vector<std::string> inputs;
+  for (const auto& p : paths) inputs.push_back(QFile::encodeName(p).toStdString());
+  traces::TorchReadOptions options;
+  options.step = torch_step_;
+  std::vector<std::string> notes;
+  std::vector<traces::NamedTrace> loaded;
+  try {
+    loaded = traces::read_trace_arguments(inputs, options, notes);
+  } catch (const std::bad_alloc&) {
+    return QString("%1: the trace does not fit in this machine's memory").arg(paths.join(", "));
+  } catch (const std::exception& e) {
+    return QString::fromStdString(e.what());
+  }
+  if (loaded.size() > 2)
+    return QString("ppview shows one trace, or a predicted and a measured trace (got %1 traces)").arg(loaded.size());
+  if (loaded.size() == 2 && loaded[0].trace.meta.source == "measured" && loaded[1].trace.meta.source == "predicted")
+    std::swap(loaded[0], loaded[1]);
+  if (loaded.size() == 2) {
+    try {
+      traces::check_same_rank_count(loaded[0].trace, loaded[1].trace, loaded[0].name, loaded[1].name);
+    } catch (const std::exception& e) {
+      return QString::fromStdString(e.what());
+    }
+  }
+  QStringList names;
+  for (const auto& l : loaded) names << QFileInfo(QString::fromStdString(l.name)).fileName();
+  std::optional<traces::Trace> measured;
+  if (loaded.size() == 2) measured = std::move(loaded[1].trace);
+  show_traces(std::move(loaded[0].trace), std::move(measured), names.join(" vs "));
+  QStringList said;
+  for (const auto& n : notes) said << QString::fromStdString(n);
+  if (!said.isEmpty()) statusBar()->showMessage(said.join("; "));
+  remember(paths);
+  return std::nullopt;
+}
+
 std::optional<QString> MainWindow::open_files(const QStringList& paths) {
   if (paths.isEmpty()) return QString("no trace file given");
+  for (const auto& p : paths)
+    if (traces::is_torch_profiler_input(QFile::encodeName(p).toStdString())) return open_torch_files(paths);
+  if (torch_step_) return QString("--step: picks a step of torch.profiler traces; none of the inputs is one");
   if (paths.size() > 2) return QString("ppview shows one trace, or a predicted and a measured trace (got %1 files)").arg(paths.size());
   std::vector<traces::Trace> loaded;
   try {

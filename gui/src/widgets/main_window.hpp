@@ -36,7 +36,11 @@ class MainWindow : public QMainWindow {
   // Reads one trace, or a predicted and a measured one (in either order when their
   // otherData.source says which is which). Returns the error message of a trace that cannot
   // be read, leaving the window as it was; on success the files join the recent list.
+  // torch.profiler traces (files or folders) among the paths are the ranks of one measured
+  // trace (pipescope/traces/torch_profiler.hpp); what such a trace lacks is said in the status bar.
   std::optional<QString> open_files(const QStringList& paths);
+  // The ProfilerStep#N that torch.profiler traces open at (default: the last).
+  void set_torch_step(std::optional<int> step) { torch_step_ = step; }
   // Shows two traces already in memory (a predicted and a measured one), titled `title`.
   void show_traces(traces::Trace predicted, std::optional<traces::Trace> measured, const QString& title);
   // Like open_files, and shows a dialog on error.
@@ -77,6 +81,8 @@ class MainWindow : public QMainWindow {
   void dropEvent(QDropEvent* event) override;
 
  private:
+  std::optional<QString> open_torch_files(const QStringList& paths);
+  std::optional<int> torch_step_;
   void build_actions();
   void build_docks();
   // Gives the docks the height their content needs, at most a third of the window: with one

@@ -11,6 +11,7 @@
 #include "estimation.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/traces/compare.hpp"
+#include "pipescope/traces/torch_profiler.hpp"
 
 namespace pipescope::sim::calibration {
 
@@ -253,6 +254,16 @@ void collect_collective_waits(const MeasuredTrace& mt, Collective collective, in
     }
 }
 
+// A torch receive's post duration (its args' post_us), or -1 for other receives.
+double torch_receive_post_us(const traces::Trace& trace, const TraceEvent& recv) {
+  if (recv.category != traces::kPostedReceiveCategory && recv.category != traces::kWaitedReceiveCategory) return -1;
+  const std::string* args = trace.args_of(static_cast<std::size_t>(&recv - trace.events.data()));
+  if (!args) return -1;
+  const auto parsed = nlohmann::json::parse(*args, nullptr, false);
+  const auto post = parsed.is_object() ? parsed.find(traces::kReceivePostArg) : parsed.end();
+  return post != parsed.end() && post->is_number() ? post->get<double>() : -1;
+}
+
 void collect_transfers(const MeasuredTrace& mt, Collected& out) {
   // Sends and receives between two stages pair up in order (SPEC.md section 3).
   std::map<std::tuple<std::string, int, int>, std::vector<const TraceEvent*>> sends, recvs;
@@ -271,7 +282,9 @@ void collect_transfers(const MeasuredTrace& mt, Collected& out) {
     std::sort(received.begin(), received.end(), by_start);
     for (std::size_t k = 0; k < std::min(sent.size(), received.size()); ++k)
       out.transfers.push_back({static_cast<double>(std::max<std::int64_t>(sent[k]->bytes, 0)), sent[k]->ts_us,
-                               sent[k]->end_us(), received[k], &mt.source, sent[k]->rank});
+                               sent[k]->end_us(), received[k], &mt.source, sent[k]->rank,
+                               received[k]->category != traces::kPostedReceiveCategory,
+                               torch_receive_post_us(mt.trace, *received[k])});
   }
 }
 

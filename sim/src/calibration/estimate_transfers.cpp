@@ -20,7 +20,7 @@ void estimate_transfers(Estimation& e) {
   Samples waiting;
   std::map<double, std::vector<double>> delays_by_size;
   for (const auto& t : c.transfers)
-    if (t.recv->ts_us <= t.send_start_us) {
+    if (t.arrival_known && t.recv->ts_us <= t.send_start_us) {
       const double delay_s = (t.recv->end_us() - t.send_start_us) * 1e-6;
       waiting.push_back({delay_s, t.source, t.recv->rank, t.recv->micro_batch});
       delays_by_size[t.bytes].push_back(delay_s);
@@ -52,7 +52,8 @@ void estimate_transfers(Estimation& e) {
   } else if (!c.transfers.empty()) {
     Samples all;
     for (const auto& t : c.transfers)
-      all.push_back({(t.recv->end_us() - std::max(t.send_start_us, t.recv->ts_us)) * 1e-6, t.source, t.recv->rank,
+      if (t.arrival_known)
+        all.push_back({(t.recv->end_us() - std::max(t.send_start_us, t.recv->ts_us)) * 1e-6, t.source, t.recv->rank,
                      t.recv->micro_batch});
     p.transfer = {kUnlimitedBandwidth, std::max(0.0, e.summary.estimate("transfer delay (all)", "s", all))};
     e.note("transfers: no receive was waiting when its send was posted; latency from all pairs");
@@ -79,6 +80,7 @@ void estimate_send_completion(Estimation& e) {
   if (c.transfers.empty()) return;
   int nearer_receive = 0, nearer_arrival = 0;
   for (const auto& t : c.transfers) {
+    if (!t.arrival_known) continue;
     const double from_receive_end = std::fabs(t.send_end_us - t.recv->end_us());
     const double from_arrival = std::fabs(t.send_end_us - arrival_us(p, t));
     if (from_receive_end < from_arrival) ++nearer_receive;
@@ -105,7 +107,11 @@ void estimate_message_costs(Estimation& e) {
   const std::vector<char> against_traffic = receives_against_traffic(c.transfers);
   for (std::size_t i = 0; i < c.transfers.size(); ++i) {
     const auto& t = c.transfers[i];
-    if (t.recv->ts_us >= arrival_us(p, t))
+    // A torch receive's own work is its post, whenever its data came (torch_profiler.hpp).
+    if (t.post_us >= 0)
+      (against_traffic[i] ? all_late_recvs_both_ways : all_late_recvs)
+          .push_back({t.post_us * 1e-6, t.source, t.recv->rank, t.recv->micro_batch});
+    else if (t.recv->ts_us >= arrival_us(p, t))
       (against_traffic[i] ? all_late_recvs_both_ways : all_late_recvs)
           .push_back({t.recv->dur_us * 1e-6, t.source, t.recv->rank, t.recv->micro_batch});
   }

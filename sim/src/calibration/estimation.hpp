@@ -58,6 +58,12 @@ struct Collected {
     const traces::TraceEvent* recv = nullptr;
     const std::string* source = nullptr;
     int from_rank = -1;  // the sender
+    // Whether the receive's end is its data's arrival: not for a torch receive timed only to
+    // its post (its data came before the compute that needed it; torch_profiler.hpp).
+    bool arrival_known = true;
+    // A torch receive's own work, its post (its span may run on to the data's arrival); -1
+    // for pprun's receives, whose own work is their span when their data was there first.
+    double post_us = -1;
   };
   std::vector<TransferPair> transfers;
   // Per stage, from every probe (one per traced run): the input and weight halves' medians

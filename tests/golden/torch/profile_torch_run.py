@@ -147,12 +147,15 @@ def main():
         for step in range(args.steps):
             timed_step(args.warmup + step)
     else:
-        # No profiler schedule: every step is recorded, each marked `ProfilerStep#N` by step().
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True) as profiler:
+        # A profiler schedule is what makes step() mark each step with a `ProfilerStep#N` span
+        # (without one torch records the steps unmarked); every step is active.
+        path = os.path.join(args.out, f"rank{rank}.pt.trace.json")
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
+                     schedule=torch.profiler.schedule(wait=0, warmup=0, active=args.steps, repeat=1),
+                     on_trace_ready=lambda done: done.export_chrome_trace(path)) as profiler:
             for step in range(args.steps):
                 timed_step(args.warmup + step)
                 profiler.step()
-        profiler.export_chrome_trace(os.path.join(args.out, f"rank{rank}.pt.trace.json"))
     dist.destroy_process_group()
 
 

@@ -1,0 +1,663 @@
+// Reads torch.profiler Chrome traces of a torch.distributed.pipelining run as one measured
+// Trace (torch_profiler.hpp says what becomes what; docs/TORCH-TRACES.md in full). Each file
+// is one rank's process: its own CPU threads, the GPUs it drove, and the profiler's own tracks
+// ("Spans", "Traces"), which are left out. Files are small enough (a few steps) to hold as
+// JSON documents.
+#include "pipescope/traces/torch_profiler.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <zlib.h>
+
+#include "gzip.hpp"
+#include "pipescope/core/instruction.hpp"
+#include "pipescope/traces/trace_io.hpp"
+
+namespace pipescope::traces {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr std::string_view kActionPrefix = "PP:";
+constexpr std::string_view kStepPrefix = "ProfilerStep#";
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TraceError(path + ": cannot open the file");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw TraceError(path + ": cannot read the file");
+  return detail::looks_gzipped(bytes) ? detail::gunzip(bytes, path) : bytes;
+}
+
+// The first `limit` bytes of a gzip stream's content (fewer when it is shorter or broken):
+// enough to recognise a header without inflating a large file.
+std::string gunzip_prefix(std::string_view compressed, std::size_t limit) {
+  z_stream stream{};
+  if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK) return {};
+  std::string out(limit, '\0');
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
+  stream.avail_in = static_cast<uInt>(compressed.size());
+  stream.next_out = reinterpret_cast<Bytef*>(out.data());
+  stream.avail_out = static_cast<uInt>(out.size());
+  inflate(&stream, Z_SYNC_FLUSH);
+  out.resize(out.size() - stream.avail_out);
+  inflateEnd(&stream);
+  return out;
+}
+
+// torch writes `"schemaVersion": 1` first, then its header (device properties, which grow with
+// the GPUs, and the distributed info) before the events; pipescope's own traces and other
+// Chrome traces have no schemaVersion.
+constexpr std::size_t kHeaderBytes = 1 << 16;
+
+bool has_torch_header(std::string_view text) {
+  const std::string_view head = text.substr(0, kHeaderBytes);
+  return text.substr(0, 512).find("\"schemaVersion\"") != std::string_view::npos &&
+         (head.find("\"distributedInfo\"") != std::string_view::npos ||
+          head.find("\"traceEvents\"") != std::string_view::npos);
+}
+
+bool is_trace_file_name(const fs::path& p) {
+  const std::string name = p.filename().string();
+  auto ends_with = [&](std::string_view suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends_with(".json") || ends_with(".json.gz");
+}
+
+// One PP: action span as torch recorded it, and what it becomes.
+struct Action {
+  std::string type;      // "F", "RECV_B", "UNSHARD", ...
+  int stage = -1;
+  int micro_batch = -1;
+  double start_us = 0;   // the CPU span
+  double end_us = 0;
+  double transport_end_us = -1;  // the end of its gloo/NCCL operation (receives)
+  bool arrival_measured = false;  // receives: the compute needing the data waited for it
+  std::int64_t bytes = -1;
+  double kernel_start_us = std::numeric_limits<double>::infinity();
+  double kernel_end_us = -std::numeric_limits<double>::infinity();
+  bool launched_kernels() const { return kernel_end_us >= kernel_start_us; }
+};
+
+// "0F1", "2RECV_B0", "0UNSHARD", "1WAIT_SEND_F3", "(0F7;7B3)OVERLAP_F_B": stage, type and
+// micro-batch; core's parse_action where it knows the type, the plain split elsewhere.
+std::optional<Action> parse_pp_action(std::string_view text) {
+  Action a;
+  if (!text.empty() && text.front() == '(') {
+    const auto close = text.find(')');
+    if (close == std::string_view::npos) return std::nullopt;
+    a.type = std::string(text.substr(close + 1));
+    return a;
+  }
+  try {
+    const Instruction instr = parse_action(text);
+    a.type = std::string(op_action_type(instr.op));
+    a.stage = instr.stage;
+    a.micro_batch = instr.micro_batch;
+    return a;
+  } catch (const std::exception&) {
+  }
+  std::size_t i = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  if (i == 0) return std::nullopt;
+  std::size_t j = text.size();
+  while (j > i && std::isdigit(static_cast<unsigned char>(text[j - 1]))) --j;
+  if (j == i) return std::nullopt;
+  a.stage = std::stoi(std::string(text.substr(0, i)));
+  a.type = std::string(text.substr(i, j - i));
+  if (j < text.size()) a.micro_batch = std::stoi(std::string(text.substr(j)));
+  return a;
+}
+
+int lane_of(const std::string& type) {
+  if (type.rfind("SEND_", 0) == 0) return static_cast<int>(Lane::Send);
+  if (type.rfind("RECV_", 0) == 0) return static_cast<int>(Lane::Recv);
+  if (type == "REDUCE_GRAD") return static_cast<int>(Lane::Collective);
+  return static_cast<int>(Lane::Compute);
+}
+
+std::string category_of(const std::string& type) {
+  if (type == "UNSHARD" || type == "RESHARD") return "sharding";
+  if (type.rfind("WAIT_", 0) == 0) return "wait";
+  return default_category(type);
+}
+
+std::int64_t element_size(const std::string& dtype) {
+  static const std::map<std::string, std::int64_t> sizes = {
+      {"float", 4}, {"double", 8}, {"c10::Half", 2}, {"c10::BFloat16", 2}, {"long int", 8}, {"int", 4},
+      {"short int", 2}, {"signed char", 1}, {"unsigned char", 1}, {"bool", 1}};
+  const auto it = sizes.find(dtype);
+  return it == sizes.end() ? -1 : it->second;
+}
+
+// The bytes of a gloo/NCCL call from its recorded shapes (record_shapes=True), or -1.
+std::int64_t bytes_of(const json& args) {
+  const auto dims = args.find("Input Dims");
+  const auto types = args.find("Input type");
+  if (dims == args.end() || types == args.end() || !dims->is_array() || !types->is_array()) return -1;
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < dims->size() && i < types->size(); ++i) {
+    if (!(*types)[i].is_string() || !(*dims)[i].is_array()) continue;
+    const std::int64_t size = element_size((*types)[i].get<std::string>());
+    if (size < 0) return -1;
+    std::int64_t count = 1;
+    for (const auto& d : (*dims)[i]) count *= d.get<std::int64_t>();
+    total += count * size;
+  }
+  return total > 0 ? total : -1;
+}
+
+bool is_transport_call(std::string_view name) {
+  return name.rfind("gloo:", 0) == 0 || name.rfind("nccl:", 0) == 0 || name.rfind("c10d::", 0) == 0;
+}
+
+bool is_gpu_activity(std::string_view cat) { return cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset"; }
+
+// A file's header and the rank it holds.
+struct RankFile {
+  std::string path;
+  json doc;
+  int rank = 0;
+  int world_size = 1;
+  std::string host;
+  double first_us = std::numeric_limits<double>::infinity(), last_us = -std::numeric_limits<double>::infinity();
+};
+
+RankFile load_rank_file(const std::string& path) {
+  RankFile f;
+  f.path = path;
+  const std::string text = read_text(path);
+  if (!has_torch_header(text)) throw TraceError(path + ": not a torch.profiler trace (no schemaVersion header)");
+  try {
+    f.doc = json::parse(text);
+  } catch (const json::exception& e) {
+    throw TraceError(fmt::format("{}: not valid JSON: {}", path, e.what()));
+  }
+  if (!f.doc.is_object() || !f.doc.contains("traceEvents") || !f.doc["traceEvents"].is_array())
+    throw TraceError(path + ": traceEvents: missing or not an array");
+  if (const auto info = f.doc.find("distributedInfo"); info != f.doc.end() && info->is_object()) {
+    f.rank = info->value("rank", 0);
+    f.world_size = info->value("world_size", 1);
+  }
+  f.host = f.doc.value("host_name", "");
+  for (const auto& e : f.doc["traceEvents"])
+    if (e.value("ph", "") == "X" && e.contains("ts") && e["ts"].is_number()) {
+      f.first_us = std::min(f.first_us, e["ts"].get<double>());
+      f.last_us = std::max(f.last_us, e["ts"].get<double>());
+    }
+  return f;
+}
+
+// One rank's file turned into events (times still the file's own).
+class RankReader {
+ public:
+  RankReader(const RankFile& file, const TorchReadOptions& options, std::vector<std::string>& notes)
+      : file_(file), options_(options), notes_(notes) {}
+
+  // The step's window and the actions in it; the stage map needs every rank's actions
+  // before the events are made.
+  void read_actions() {
+    find_process();
+    choose_step();
+    for (const json* e : spans_) {
+      const std::string name = (*e)["name"].get<std::string>();
+      if (name.rfind(kActionPrefix, 0) != 0 || !in_step(*e)) continue;
+      auto action = parse_pp_action(std::string_view(name).substr(kActionPrefix.size()));
+      if (!action) {
+        notes_.push_back(fmt::format("{}: '{}' is not an action torch writes; kept as an operator", file_.path, name));
+        continue;
+      }
+      action->start_us = (*e)["ts"].get<double>();
+      action->end_us = action->start_us + (*e)["dur"].get<double>();
+      actions_.push_back(*action);
+    }
+    std::sort(actions_.begin(), actions_.end(), [](const Action& a, const Action& b) { return a.start_us < b.start_us; });
+    attach_transport_calls();
+    attach_kernels();
+    find_waiting_receives();
+  }
+
+  void add_stages(std::map<int, int>& stage_rank) const {
+    for (const auto& a : actions_)
+      if (a.stage >= 0 && lane_of(a.type) == static_cast<int>(Lane::Compute)) stage_rank.emplace(a.stage, file_.rank);
+  }
+
+  void emit(const std::map<int, int>& stage_rank, Trace& out, std::vector<std::pair<std::size_t, std::string>>& args) {
+    if (actions_.empty()) note_missing_actions(out);
+    for (const auto& a : actions_) {
+      TraceEvent ev;
+      ev.rank = file_.rank;
+      ev.lane = lane_of(a.type);
+      ev.name = a.type;
+      ev.category = category_of(a.type);
+      ev.stage = a.stage;
+      ev.micro_batch = a.micro_batch;
+      ev.ts_us = a.start_us;
+      double end = a.end_us;
+      if (a.launched_kernels() && ev.lane != static_cast<int>(Lane::Recv)) {
+        ev.ts_us = a.kernel_start_us;
+        end = a.kernel_end_us;
+      } else if (ev.lane == static_cast<int>(Lane::Recv) && a.arrival_measured) {
+        end = std::max(end, a.transport_end_us);
+        ev.category = kWaitedReceiveCategory;
+      } else if (ev.lane == static_cast<int>(Lane::Recv)) {
+        ev.category = kPostedReceiveCategory;  // its data came before its consumer asked: no arrival time
+      }
+      ev.dur_us = std::max(0.0, end - ev.ts_us);
+      // A receive's own work is its post, whatever its span (docs/TORCH-TRACES.md).
+      if (ev.lane == static_cast<int>(Lane::Recv))
+        args.emplace_back(out.events.size(), json{{kReceivePostArg, a.end_us - a.start_us}}.dump());
+      if (ev.lane == static_cast<int>(Lane::Send) || ev.lane == static_cast<int>(Lane::Recv)) {
+        ev.bytes = a.bytes;
+        const bool activation = a.type.back() == 'F';
+        const bool send = ev.lane == static_cast<int>(Lane::Send);
+        const int peer_stage = a.stage + ((activation == send) ? 1 : -1);
+        if (const auto it = stage_rank.find(peer_stage); it != stage_rank.end()) ev.peer_rank = it->second;
+      }
+      out.events.push_back(std::move(ev));
+    }
+    if (options_.keep_operators) emit_operators(out, args);
+    emit_memory(out);
+  }
+
+  int rank() const { return file_.rank; }
+  double step_start_us() const { return window_.start_us; }
+  // The GPU stream lanes (lane, name) that emit added.
+  const std::vector<std::pair<int, std::string>>& stream_lanes() const { return stream_lanes_; }
+  std::optional<int> step() const { return step_; }
+
+ private:
+  // The process's pid is the one of its CPU operators; the profiler's own tracks have string pids.
+  void find_process() {
+    std::map<std::int64_t, std::size_t> cpu_ops_by_pid;
+    for (const auto& e : file_.doc["traceEvents"]) {
+      if (!e.is_object() || e.value("ph", "") != "X" || !e.contains("pid") || !e["pid"].is_number_integer()) continue;
+      if (!e.contains("ts") || !e.contains("dur") || !e.contains("name")) continue;
+      const std::string cat = e.value("cat", "");
+      if (is_gpu_activity(cat)) {
+        kernels_.push_back(&e);
+      } else if (cat == "cuda_runtime" || cat == "cuda_driver") {
+        launches_.push_back(&e);
+      } else if (cat == "cpu_op" || cat == "user_annotation") {
+        ++cpu_ops_by_pid[e["pid"].get<std::int64_t>()];
+        spans_.push_back(&e);
+      }
+    }
+    if (cpu_ops_by_pid.empty()) throw TraceError(file_.path + ": no CPU operators: not a torch.profiler trace of a run");
+    pid_ = std::max_element(cpu_ops_by_pid.begin(), cpu_ops_by_pid.end(),
+                            [](const auto& a, const auto& b) { return a.second < b.second; })->first;
+    std::erase_if(spans_, [&](const json* e) { return (*e)["pid"].get<std::int64_t>() != pid_; });
+  }
+
+  void choose_step() {
+    std::map<int, std::pair<double, double>> steps;
+    for (const json* e : spans_) {
+      const std::string name = (*e)["name"].get<std::string>();
+      if (name.rfind(kStepPrefix, 0) != 0) continue;
+      const double ts = (*e)["ts"].get<double>();
+      steps[std::atoi(name.c_str() + kStepPrefix.size())] = {ts, ts + (*e)["dur"].get<double>()};
+    }
+    if (steps.empty()) {
+      if (options_.step)
+        throw TraceError(fmt::format("{}: --step {}: the trace marks no steps (no ProfilerStep#N spans: torch marks "
+                                     "them only when the profiler has a schedule)", file_.path, *options_.step));
+      notes_.push_back(file_.path + ": no ProfilerStep#N spans (profile with a schedule to mark steps): "
+                                    "the whole trace is read as one step");
+      window_ = {-std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
+      return;
+    }
+    const int chosen = options_.step.value_or(steps.rbegin()->first);
+    const auto it = steps.find(chosen);
+    if (it == steps.end()) {
+      std::string present;
+      for (const auto& [n, _] : steps) present += (present.empty() ? "" : ", ") + std::to_string(n);
+      throw TraceError(fmt::format("{}: --step {}: no ProfilerStep#{} (steps there: {})", file_.path, chosen, chosen, present));
+    }
+    step_ = chosen;
+    window_ = {it->second.first, it->second.second};
+  }
+
+  bool in_step(const json& e) const {
+    const double ts = e["ts"].get<double>();
+    return ts >= window_.start_us && ts < window_.end_us;
+  }
+
+  // The action whose CPU span holds time `t_us`, or nullptr.
+  Action* action_at(double t_us) {
+    auto it = std::upper_bound(actions_.begin(), actions_.end(), t_us,
+                               [](double t, const Action& a) { return t < a.start_us; });
+    if (it == actions_.begin()) return nullptr;
+    --it;
+    return t_us < it->end_us ? &*it : nullptr;
+  }
+
+  // A send's or receive's gloo/NCCL call starts inside its span and may end long after it:
+  // a receive's ends when the compute that needs the data has it.
+  void attach_transport_calls() {
+    for (const json* e : spans_) {
+      const std::string name = (*e)["name"].get<std::string>();
+      if (!is_transport_call(name)) continue;
+      Action* a = action_at((*e)["ts"].get<double>());
+      if (!a || (lane_of(a->type) != static_cast<int>(Lane::Send) && lane_of(a->type) != static_cast<int>(Lane::Recv))) continue;
+      a->transport_end_us = std::max(a->transport_end_us, (*e)["ts"].get<double>() + (*e)["dur"].get<double>());
+      if (a->bytes < 0 && e->contains("args")) a->bytes = bytes_of((*e)["args"]);
+    }
+  }
+
+  // torch's RECV posts the receive; the first compute of its stage and micro-batch that needs
+  // the data waits for it, and the transport call ends when that wait returns. The wait
+  // returns at the data's arrival when it blocked, and right away when the data was already
+  // there: then the end says only that the data came earlier. The rank's quickest wait is one
+  // of the latter (the time to reach the wait); a wait longer than twice it blocked. Without
+  // a transport call (no shapes, other backends) the kernels' end is the arrival on a GPU.
+  void find_waiting_receives() {
+    std::vector<std::pair<Action*, double>> waits;  // receive, its wait's length
+    for (std::size_t i = 0; i < actions_.size(); ++i) {
+      Action& recv = actions_[i];
+      if (lane_of(recv.type) != static_cast<int>(Lane::Recv)) continue;
+      if (recv.launched_kernels()) {
+        recv.arrival_measured = true;
+        recv.transport_end_us = std::max(recv.transport_end_us, recv.kernel_end_us);
+        continue;
+      }
+      if (recv.transport_end_us < 0) continue;
+      const bool activation = recv.type.back() == 'F';
+      for (std::size_t j = i + 1; j < actions_.size(); ++j) {
+        const Action& c = actions_[j];
+        const bool consumes = activation ? c.type == "F" : (c.type == "B" || c.type == "I");
+        if (!consumes || c.stage != recv.stage || c.micro_batch != recv.micro_batch) continue;
+        waits.push_back({&recv, recv.transport_end_us - c.start_us});
+        break;
+      }
+    }
+    if (waits.empty()) return;
+    const double quickest = std::max(0.0, std::min_element(waits.begin(), waits.end(), [](const auto& a, const auto& b) {
+                                            return a.second < b.second;
+                                          })->second);
+    for (auto& [recv, wait_us] : waits) recv->arrival_measured = wait_us > 2 * quickest;
+  }
+
+  // GPU work: each kernel's "correlation" id is its launch's; the launch's time names the action.
+  void attach_kernels() {
+    std::map<std::int64_t, double> launch_time;
+    for (const json* e : launches_)
+      if (const auto c = correlation_of(*e)) launch_time[*c] = (*e)["ts"].get<double>();
+    for (const json* k : kernels_) {
+      const auto c = correlation_of(*k);
+      const auto launched = c ? launch_time.find(*c) : launch_time.end();
+      Action* a = launched == launch_time.end() ? nullptr : action_at(launched->second);
+      kernel_action_.push_back(a ? static_cast<int>(a - actions_.data()) : -1);
+      if (!a) continue;
+      const double ts = (*k)["ts"].get<double>();
+      a->kernel_start_us = std::min(a->kernel_start_us, ts);
+      a->kernel_end_us = std::max(a->kernel_end_us, ts + (*k)["dur"].get<double>());
+    }
+  }
+
+  static std::optional<std::int64_t> correlation_of(const json& e) {
+    const auto args = e.find("args");
+    if (args == e.end() || !args->is_object()) return std::nullopt;
+    const auto c = args->find("correlation");
+    if (c == args->end() || !c->is_number_integer()) return std::nullopt;
+    return c->get<std::int64_t>();
+  }
+
+  // Single-stage schedule classes record `Forward i` / `Backward i` spans and no actions: kept
+  // under their own names with their micro-batch, without a stage (the trace does not say it).
+  void note_missing_actions(Trace& out) {
+    bool any = false;
+    for (const json* e : spans_) {
+      const std::string name = (*e)["name"].get<std::string>();
+      const bool forward = name.rfind("Forward ", 0) == 0, backward = name.rfind("Backward ", 0) == 0;
+      if ((!forward && !backward) || !in_step(*e)) continue;
+      TraceEvent ev;
+      ev.rank = file_.rank;
+      ev.lane = static_cast<int>(Lane::Compute);
+      ev.name = name;
+      ev.category = "compute";
+      ev.ts_us = (*e)["ts"].get<double>();
+      ev.dur_us = (*e)["dur"].get<double>();
+      ev.micro_batch = std::atoi(name.c_str() + (forward ? 8 : 9));
+      out.events.push_back(std::move(ev));
+      any = true;
+    }
+    notes_.push_back(fmt::format("{}: no PP: action spans{}: events have no stage; compare and calibrate need a "
+                                 "multi-stage schedule class (which records PP: spans)",
+                                 file_.path, any ? " (a single-stage schedule class: Forward i / Backward i only)" : ""));
+  }
+
+  void emit_operators(Trace& out, std::vector<std::pair<std::size_t, std::string>>& args) {
+    for (const json* e : spans_) {
+      const std::string name = (*e)["name"].get<std::string>();
+      if (name.rfind(kActionPrefix, 0) == 0 || name.rfind(kStepPrefix, 0) == 0 || !in_step(*e)) continue;
+      if (name.rfind("Forward ", 0) == 0 || name.rfind("Backward ", 0) == 0) {
+        if (actions_.empty()) continue;  // already the compute lane's events
+      }
+      const double ts = (*e)["ts"].get<double>();
+      const Action* a = action_at(ts);
+      TraceEvent ev;
+      ev.rank = file_.rank;
+      ev.lane = kOperatorsLane;
+      ev.name = name;
+      ev.category = is_transport_call(name) ? "p2p" : "operator";
+      ev.ts_us = ts;
+      ev.dur_us = (*e)["dur"].get<double>();
+      if (a) ev.stage = a->stage, ev.micro_batch = a->micro_batch;
+      if (const auto it = e->find("args"); it != e->end() && it->contains("Input Dims")) {
+        json shapes = json::object();
+        for (const char* key : {"Input Dims", "Input type"})
+          if (it->contains(key)) shapes[key] = (*it)[key];
+        args.emplace_back(out.events.size(), shapes.dump());
+      }
+      out.events.push_back(std::move(ev));
+    }
+    std::map<std::pair<std::int64_t, std::int64_t>, int> lane_of_stream;
+    for (std::size_t i = 0; i < kernels_.size(); ++i) {
+      const json& k = *kernels_[i];
+      // A GPU runs behind its host: an action's kernels may end after the step's CPU span.
+      if (kernel_action_[i] < 0 && !in_step(k)) continue;
+      const auto key = std::make_pair(k["pid"].get<std::int64_t>(), k.value("tid", std::int64_t{0}));
+      const auto [it, added] = lane_of_stream.emplace(key, kOperatorsLane + 1 + static_cast<int>(lane_of_stream.size()));
+      if (added) stream_lanes_.emplace_back(it->second, fmt::format("GPU {} stream {}", key.first, key.second));
+      TraceEvent ev;
+      ev.rank = file_.rank;
+      ev.lane = it->second;
+      ev.name = k["name"].get<std::string>();
+      ev.category = ev.name.find("nccl") != std::string::npos ? "p2p" : "kernel";
+      ev.ts_us = k["ts"].get<double>();
+      ev.dur_us = k["dur"].get<double>();
+      if (kernel_action_[i] >= 0) {
+        const Action& a = actions_[static_cast<std::size_t>(kernel_action_[i])];
+        ev.stage = a.stage, ev.micro_batch = a.micro_batch;
+      }
+      out.events.push_back(std::move(ev));
+    }
+  }
+
+  // "[memory]" events hold the allocator's total after each allocation or free; a GPU run's
+  // curve is its GPU's (Device Type 1), a CPU run's the host's. The value held when the step
+  // starts opens the curve.
+  void emit_memory(Trace& out) {
+    std::vector<std::pair<double, std::int64_t>> cpu, gpu;
+    for (const auto& e : file_.doc["traceEvents"]) {
+      if (!e.is_object() || e.value("name", "") != "[memory]" || !e.contains("args") || !e.contains("ts")) continue;
+      const json& a = e["args"];
+      if (!a.contains("Total Allocated") || !a["Total Allocated"].is_number()) continue;
+      (a.value("Device Type", 0) == 0 ? cpu : gpu).push_back({e["ts"].get<double>(), a["Total Allocated"].get<std::int64_t>()});
+    }
+    auto& chosen = gpu.empty() ? cpu : gpu;
+    std::stable_sort(chosen.begin(), chosen.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::optional<std::int64_t> before;
+    for (const auto& [ts, bytes] : chosen) {
+      if (ts < window_.start_us) {
+        before = bytes;
+        continue;
+      }
+      if (ts >= window_.end_us) break;
+      if (before) out.memory.push_back({file_.rank, window_.start_us, *before}), before.reset();
+      out.memory.push_back({file_.rank, ts, bytes});
+    }
+  }
+
+ private:
+  std::vector<std::pair<int, std::string>> stream_lanes_;
+  const RankFile& file_;
+  const TorchReadOptions& options_;
+  std::vector<std::string>& notes_;
+  std::int64_t pid_ = 0;
+  std::vector<const json*> spans_, kernels_, launches_;
+  std::vector<int> kernel_action_;  // per kernel: index into actions_, or -1
+  std::vector<Action> actions_;
+  TimeRange window_;
+  std::optional<int> step_;
+};
+
+// Files of one run: one world size, distinct ranks, and (on one host) overlapping profiles.
+void check_one_run(const std::vector<RankFile>& files) {
+  std::map<int, const RankFile*> by_rank;
+  for (const auto& f : files) {
+    if (f.world_size != files.front().world_size)
+      throw TraceError(fmt::format("{} and {} are not of one run: world size {} and {}", files.front().path, f.path,
+                                   files.front().world_size, f.world_size));
+    if (f.rank < 0 || f.rank >= f.world_size)
+      throw TraceError(fmt::format("{}: distributedInfo.rank {} is outside the world size {}", f.path, f.rank, f.world_size));
+    const auto [it, added] = by_rank.emplace(f.rank, &f);
+    if (!added) throw TraceError(fmt::format("{} and {} both hold rank {}", it->second->path, f.path, f.rank));
+    const RankFile& first = files.front();
+    if (&f != &first && f.host == first.host && (f.last_us < first.first_us || first.last_us < f.first_us))
+      throw TraceError(fmt::format("{} and {} are not of one run: recorded at different times on host {}", first.path,
+                                   f.path, f.host));
+  }
+}
+
+}  // namespace
+
+bool is_torch_profiler_input(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    for (const auto& entry : fs::directory_iterator(path, ec))
+      if (entry.is_regular_file() && is_trace_file_name(entry.path()) && is_torch_profiler_input(entry.path().string()))
+        return true;
+    return false;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::string head(kHeaderBytes, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  return has_torch_header(detail::looks_gzipped(head) ? gunzip_prefix(head, kHeaderBytes) : head);
+}
+
+std::vector<std::string> torch_profiler_files(const std::vector<std::string>& paths) {
+  std::vector<std::string> files;
+  for (const auto& path : paths) {
+    std::error_code ec;
+    if (!fs::is_directory(path, ec)) {
+      files.push_back(path);
+      continue;
+    }
+    std::vector<std::string> inside;
+    for (const auto& entry : fs::directory_iterator(path, ec))
+      if (entry.is_regular_file() && is_trace_file_name(entry.path()) && is_torch_profiler_input(entry.path().string()))
+        inside.push_back(entry.path().string());
+    if (inside.empty()) throw TraceError(path + ": no torch.profiler trace files (.json or .json.gz) in the folder");
+    std::sort(inside.begin(), inside.end());
+    files.insert(files.end(), inside.begin(), inside.end());
+  }
+  return files;
+}
+
+TorchRun read_torch_profiler_run(const std::vector<std::string>& paths, const TorchReadOptions& options) {
+  const std::vector<std::string> file_paths = torch_profiler_files(paths);
+  if (file_paths.empty()) throw TraceError("no torch.profiler trace files given");
+  std::vector<RankFile> files;
+  for (const auto& p : file_paths) files.push_back(load_rank_file(p));
+  check_one_run(files);
+  std::sort(files.begin(), files.end(), [](const RankFile& a, const RankFile& b) { return a.rank < b.rank; });
+
+  TorchRun run;
+  std::vector<RankReader> readers;
+  readers.reserve(files.size());
+  std::map<int, int> stage_rank;
+  for (const auto& f : files) {
+    readers.emplace_back(f, options, run.notes);
+    readers.back().read_actions();
+    readers.back().add_stages(stage_rank);
+  }
+  Trace& t = run.trace;
+  std::vector<std::pair<std::size_t, std::string>> args;
+  for (auto& r : readers) r.emit(stage_rank, t, args);
+
+  const int world = files.front().world_size;
+  if (static_cast<int>(files.size()) < world) {
+    std::string missing;
+    for (int r = 0; r < world; ++r)
+      if (std::none_of(files.begin(), files.end(), [&](const RankFile& f) { return f.rank == r; }))
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    run.notes.push_back(fmt::format("the run has {} ranks; no file of rank(s) {}", world, missing));
+  }
+
+  // Times from the step's start on the rank that started it first (ranks of one host share a
+  // clock); without step marks, from the earliest event or memory sample.
+  double origin = std::numeric_limits<double>::infinity();
+  for (const auto& r : readers) origin = std::min(origin, r.step_start_us());
+  if (!std::isfinite(origin))
+    for (const auto& e : t.events) origin = std::min(origin, e.ts_us);
+  for (const auto& m : t.memory) origin = std::min(origin, m.ts_us);
+  if (!std::isfinite(origin)) origin = 0;
+  for (auto& e : t.events) e.ts_us -= origin;
+  for (auto& m : t.memory) m.ts_us -= origin;
+
+  // Events in time order; the args follow their events.
+  std::vector<std::size_t> order(t.events.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return t.events[a].ts_us < t.events[b].ts_us; });
+  std::vector<std::size_t> new_index(order.size());
+  std::vector<TraceEvent> sorted;
+  sorted.reserve(order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) new_index[order[i]] = i, sorted.push_back(std::move(t.events[order[i]]));
+  t.events = std::move(sorted);
+  for (auto& [event, text] : args) t.args.push_back({new_index[event], std::move(text)});
+  std::sort(t.args.begin(), t.args.end(), [](const EventArgs& a, const EventArgs& b) { return a.event < b.event; });
+
+  int stages = 0, micro_batches = 0;
+  for (const auto& e : t.events)
+    if (e.lane < kNumLanes) stages = std::max(stages, e.stage + 1), micro_batches = std::max(micro_batches, e.micro_batch + 1);
+  t.meta.source = "measured";
+  t.meta.schedule = "torch.distributed.pipelining";
+  t.meta.num_ranks = world;
+  t.meta.num_stages = stages;
+  t.meta.num_micro_batches = micro_batches;
+  t.meta.iteration = readers.front().step().value_or(0);
+  json sources = json::array();
+  for (const auto& f : files) sources.push_back(f.path);
+  t.meta.extra["torch_profiler"] = {{"files", sources}, {"step", readers.front().step() ? json(*readers.front().step()) : json()}};
+
+  t.rank_names.resize(static_cast<std::size_t>(world));
+  t.lane_names.resize(static_cast<std::size_t>(world));
+  for (int r = 0; r < world; ++r) t.rank_names[static_cast<std::size_t>(r)] = fmt::format("rank {}", r);
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    auto& lanes = t.lane_names[static_cast<std::size_t>(files[i].rank)];
+    for (int l = 0; l < kNumLanes; ++l) lanes.push_back(default_lane_name(l));
+    if (!options.keep_operators) continue;
+    lanes.push_back("operators");
+    for (const auto& [lane, name] : readers[i].stream_lanes()) {
+      if (static_cast<int>(lanes.size()) <= lane) lanes.resize(static_cast<std::size_t>(lane) + 1);
+      lanes[static_cast<std::size_t>(lane)] = name;
+    }
+  }
+  return run;
+}
+
+}  // namespace pipescope::traces
