@@ -214,6 +214,14 @@ void Engine::run_rank(std::int32_t rank, double now) {
         now += effects.send_s + overhead_s;
         ++r.pc;
         continue;
+      // torch's wait points and (un)sharding: no work here (pipescope never shards parameters).
+      case Op::WaitSendActivation:
+      case Op::WaitSendGrad:
+      case Op::WaitReduceGrads:
+      case Op::Unshard:
+      case Op::Reshard:
+        ++r.pc;
+        continue;
       case Op::RecvActivation:
       case Op::RecvGrad: {
         const double arrival = arrival_s_[ci.transfer];
@@ -439,6 +447,11 @@ void Engine::check_time_bound() const {
       case Op::SendGrad: longest = e.send_s; break;
       case Op::RecvActivation:
       case Op::RecvGrad: longest = std::max(e.recv_s, e.recv_contended_s); break;
+      case Op::WaitSendActivation:
+      case Op::WaitSendGrad:
+      case Op::WaitReduceGrads:
+      case Op::Unshard:
+      case Op::Reshard: break;
     }
     bound_s += longest + overhead_s;
   }
