@@ -28,6 +28,11 @@ constexpr std::array<OpNames, kNumOps> kOps{{
     {Op::ReduceTiedGrads, "ReduceTiedGrads", "REDUCE_TIED"},
     {Op::ReduceGrads, "ReduceGrads", "REDUCE_GRAD"},
     {Op::OptimizerStep, "OptimizerStep", "OPTIMIZER"},
+    {Op::WaitSendActivation, "WaitSendActivation", "WAIT_SEND_F"},
+    {Op::WaitSendGrad, "WaitSendGrad", "WAIT_SEND_B"},
+    {Op::WaitReduceGrads, "WaitReduceGrads", "WAIT_REDUCE_GRAD"},
+    {Op::Unshard, "Unshard", "UNSHARD"},
+    {Op::Reshard, "Reshard", "RESHARD"},
 }};
 
 const OpNames& names_of(Op op) { return kOps[static_cast<std::size_t>(op)]; }
@@ -59,8 +64,13 @@ bool is_recv(Op op) { return op == Op::RecvActivation || op == Op::RecvGrad; }
 bool is_p2p(Op op) { return is_send(op) || is_recv(op); }
 bool is_backward(Op op) { return op == Op::BackwardPass || op == Op::BackwardInput; }
 bool needs_micro_batch(Op op) {
-  return op != Op::ReduceTiedGrads && op != Op::ReduceGrads && op != Op::OptimizerStep;
+  return op != Op::ReduceTiedGrads && op != Op::ReduceGrads && op != Op::OptimizerStep &&
+         op != Op::WaitReduceGrads && !is_sharding(op);
 }
+bool is_wait_send(Op op) { return op == Op::WaitSendActivation || op == Op::WaitSendGrad; }
+bool is_wait(Op op) { return is_wait_send(op) || op == Op::WaitReduceGrads; }
+bool is_sharding(Op op) { return op == Op::Unshard || op == Op::Reshard; }
+Op waited_send(Op wait_op) { return wait_op == Op::WaitSendActivation ? Op::SendActivation : Op::SendGrad; }
 
 int resolved_peer_stage(const Instruction& instr) {
   if (instr.peer_stage != kNone) return instr.peer_stage;
@@ -107,8 +117,27 @@ Instruction parse_action(std::string_view text) {
   }
   for (char c : rest)
     if (!std::isdigit(static_cast<unsigned char>(c))) return fail("trailing characters after the action type");
+  // torch's per-stage actions never carry one (pipescope's older ones are read leniently).
+  if (instr.op == Op::WaitReduceGrads || is_sharding(instr.op))
+    return fail("a " + std::string(type) + " action takes no micro-batch number");
   parse_int(rest, instr.micro_batch);
   return instr;
+}
+
+std::vector<Instruction> parse_cell(std::string_view text) {
+  constexpr std::string_view kOverlap = "OVERLAP_F_B";
+  if (text.empty() || text.front() != '(') return {parse_action(text)};
+  const std::size_t close = text.find(')');
+  const std::size_t separator = text.find(';');
+  if (close == std::string_view::npos || separator == std::string_view::npos || separator > close ||
+      text.substr(close + 1) != kOverlap)
+    throw ScheduleError("bad action '" + std::string(text) + "': expected (<forward>;<backward>)OVERLAP_F_B");
+  // The runtime only overlaps a forward with a backward; anything else inside is not torch's.
+  const Instruction forward = parse_action(text.substr(1, separator - 1));
+  const Instruction backward = parse_action(text.substr(separator + 1, close - separator - 1));
+  if (forward.op != Op::ForwardPass || !is_backward(backward.op))
+    throw ScheduleError("bad action '" + std::string(text) + "': OVERLAP_F_B holds a forward, then a backward (F then B or I)");
+  return {forward, backward};
 }
 
 }  // namespace pipescope

@@ -107,6 +107,13 @@ class PipelineRuntime::Impl {
         case Op::ReduceTiedGrads: return collective(instr, [&] { collectives_.reduce_tied(); });
         case Op::ReduceGrads: return collective(instr, [&] { collectives_.reduce_grads(ctx_.stage(instr.stage)); });
         case Op::OptimizerStep: return collective(instr, [&] { collectives_.optimizer_step(ctx_.stage(instr.stage)); });
+        // Parameters are never sharded here: torch's UNSHARD/RESHARD have no work to do.
+        case Op::Unshard:
+        case Op::Reshard: return;
+        case Op::WaitSendActivation:
+        case Op::WaitSendGrad:
+        case Op::WaitReduceGrads:
+          ctx_.fail_here("torch's wait points (" + std::string(op_action_type(instr.op)) + ") are not run by this executor yet");
       }
     } catch (const RuntimeError&) {
       throw;

@@ -17,7 +17,8 @@ using pipescope::Vertex;
 constexpr bool sends(Op op) { return op == Op::SendActivation || op == Op::SendGrad; }
 constexpr bool receives(Op op) { return op == Op::RecvActivation || op == Op::RecvGrad; }
 constexpr bool per_micro_batch(Op op) {
-  return op != Op::ReduceTiedGrads && op != Op::ReduceGrads && op != Op::OptimizerStep;
+  return op != Op::ReduceTiedGrads && op != Op::ReduceGrads && op != Op::OptimizerStep &&
+         op != Op::WaitReduceGrads && op != Op::Unshard && op != Op::Reshard;
 }
 
 // The problem at vertex v, with the one-line message

@@ -1,6 +1,19 @@
 // The pipeline instruction set (SPEC.md section 3) as a small value type.
 // Every tool speaks in these: generators emit them, the validator and simulator read them,
 // the executor interprets them. The text form is torch.distributed.pipelining's `_Action`.
+//
+// Two communication semantics share these ops (Schedule::communication says which one a
+// schedule has; docs/TORCH.md puts them side by side):
+//  - pipescope's own (SPEC section 3): a receive waits where it stands until its send is posted;
+//    a send is posted and does not wait. WaitSend*/WaitReduceGrads never appear.
+//  - torch's (schedules read from torch.distributed.pipelining CSVs): a receive only posts the
+//    receive; the first compute that needs its data waits for it. A send is waited at its
+//    WaitSendActivation/WaitSendGrad, or at the end of the step. ReduceGrads is per stage and may
+//    stand anywhere in a program after all of that stage's weight gradients; WaitReduceGrads
+//    waits for it. Unshard/Reshard are FSDP's parameter (un)sharding: no work when parameters
+//    are not sharded (pipescope never shards them). torch's `(aFi;bBj)OVERLAP_F_B` cell is read
+//    as its two actions in order: torch 2.15's runtime runs them one after the other unless a
+//    custom overlap callback is registered.
 #pragma once
 
 #include <compare>
@@ -8,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace pipescope {
 
@@ -24,8 +38,14 @@ enum class Op : std::uint8_t {
   ReduceTiedGrads,
   ReduceGrads,
   OptimizerStep,
+  // torch's wait points and sharding ops (torch semantics only; see the top of this file).
+  WaitSendActivation,  // "WAIT_SEND_F": waits until the SendActivation of (stage, mb) completed
+  WaitSendGrad,        // "WAIT_SEND_B": waits until the SendGrad of (stage, mb) completed
+  WaitReduceGrads,     // "WAIT_REDUCE_GRAD": waits until the stage's ReduceGrads completed
+  Unshard,             // "UNSHARD": gathers sharded parameters; no work when unsharded
+  Reshard,             // "RESHARD": frees gathered parameters; no work when unsharded
 };
-inline constexpr int kNumOps = 12;
+inline constexpr int kNumOps = 17;
 
 // Sentinel for "not set" in the integer fields below.
 inline constexpr int kNone = -1;
@@ -54,7 +74,12 @@ bool is_send(Op op);           // SendActivation, SendGrad
 bool is_recv(Op op);           // RecvActivation, RecvGrad
 bool is_p2p(Op op);            // any of the four send/receive ops
 bool is_backward(Op op);       // BackwardPass, BackwardInput
-bool needs_micro_batch(Op op); // everything but the three end-of-batch collectives
+bool needs_micro_batch(Op op); // all but the end-of-batch collectives, WaitReduceGrads, (Un|Re)shard
+bool is_wait_send(Op op);      // WaitSendActivation, WaitSendGrad
+bool is_wait(Op op);           // the two above and WaitReduceGrads
+bool is_sharding(Op op);       // Unshard, Reshard
+// For a WaitSend*: the send it waits for (WaitSendActivation -> SendActivation, ...).
+Op waited_send(Op wait_op);
 
 // For a send/receive: the peer stage, resolving kNone to the default neighbour (the next
 // stage for activations, the previous one for gradients).
@@ -63,7 +88,10 @@ int resolved_peer_stage(const Instruction& instr);
 // Round-trip text form as torch writes it: "0F1", "2I3", "1SEND_F4", "0REDUCE_GRAD".
 // Buffer and a non-default peer are not part of torch's form and are not written.
 std::string to_string(const Instruction& instr);
-// Parses the text form; throws ScheduleError naming the text when it is malformed.
+// Parses the text form of one action; throws ScheduleError naming the text when it is malformed.
 Instruction parse_action(std::string_view text);
+// Parses one torch cell: an action, or "(0F3;3B1)OVERLAP_F_B", which gives its two actions in
+// order (torch 2.15's runtime runs them one after the other).
+std::vector<Instruction> parse_cell(std::string_view text);
 
 }  // namespace pipescope

@@ -3,6 +3,7 @@
 // executor consume.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -14,6 +15,13 @@ namespace pipescope {
 using Step = std::vector<Instruction>;     // executed in order; may be empty (an idle slot)
 using Program = std::vector<Step>;         // one rank's program
 
+// When a receive waits and when a send is waited for (see instruction.hpp and docs/TORCH.md).
+enum class Communication : std::uint8_t {
+  Pipescope,  // SPEC section 3: a receive waits where it stands; sends are posted, not waited
+  Torch,      // torch's runtime: a receive is posted, the compute needing it waits; sends are
+              // waited at their WAIT_SEND_* or at the end of the step
+};
+
 struct Schedule {
   std::string name;                 // schedule name ("1f1b", "file:x.json", ...)
   int num_ranks = 0;
@@ -22,6 +30,9 @@ struct Schedule {
   std::vector<int> stage_to_rank;   // size num_stages
   std::vector<Program> programs;    // size num_ranks
   nlohmann::json extra_fields = nlohmann::json::object();  // unknown top-level fields, kept
+  // Torch for schedules read from torch's CSVs (and JSON files that say so); pipescope's own
+  // generators and JSON files keep Pipescope.
+  Communication communication = Communication::Pipescope;
 
   // Stages held by `rank`, ascending.
   std::vector<int> stages_of_rank(int rank) const;
@@ -33,7 +44,8 @@ struct Schedule {
   friend bool operator==(const Schedule& a, const Schedule& b) {
     return a.name == b.name && a.num_ranks == b.num_ranks && a.num_stages == b.num_stages &&
            a.num_micro_batches == b.num_micro_batches && a.stage_to_rank == b.stage_to_rank &&
-           a.programs == b.programs && a.extra_fields == b.extra_fields;
+           a.programs == b.programs && a.extra_fields == b.extra_fields &&
+           a.communication == b.communication;
   }
 };
 
