@@ -55,21 +55,6 @@ std::optional<Op> op_from_action_type(std::string_view type) {
   return std::nullopt;
 }
 
-bool is_compute(Op op) {
-  return op == Op::ForwardPass || op == Op::BackwardPass || op == Op::BackwardInput ||
-         op == Op::BackwardWeight;
-}
-bool is_send(Op op) { return op == Op::SendActivation || op == Op::SendGrad; }
-bool is_recv(Op op) { return op == Op::RecvActivation || op == Op::RecvGrad; }
-bool is_p2p(Op op) { return is_send(op) || is_recv(op); }
-bool is_backward(Op op) { return op == Op::BackwardPass || op == Op::BackwardInput; }
-bool needs_micro_batch(Op op) {
-  return op != Op::ReduceTiedGrads && op != Op::ReduceGrads && op != Op::OptimizerStep &&
-         op != Op::WaitReduceGrads && !is_sharding(op);
-}
-bool is_wait_send(Op op) { return op == Op::WaitSendActivation || op == Op::WaitSendGrad; }
-bool is_wait(Op op) { return is_wait_send(op) || op == Op::WaitReduceGrads; }
-bool is_sharding(Op op) { return op == Op::Unshard || op == Op::Reshard; }
 Op waited_send(Op wait_op) { return wait_op == Op::WaitSendActivation ? Op::SendActivation : Op::SendGrad; }
 
 int resolved_peer_stage(const Instruction& instr) {

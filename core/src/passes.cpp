@@ -12,20 +12,6 @@
 namespace pipescope {
 namespace {
 
-// The core's op predicates (instruction.cpp), inlined here: the passes ask them of every one of
-// a schedule's instructions, millions for the large ones, and a call each showed in profiles.
-constexpr bool op_is_compute(Op op) {
-  return op == Op::ForwardPass || op == Op::BackwardPass || op == Op::BackwardInput || op == Op::BackwardWeight;
-}
-constexpr bool op_is_recv(Op op) { return op == Op::RecvActivation || op == Op::RecvGrad; }
-constexpr bool op_is_p2p(Op op) {
-  return op == Op::SendActivation || op == Op::SendGrad || op_is_recv(op);
-}
-constexpr bool op_needs_micro_batch(Op op) {
-  return op != Op::ReduceTiedGrads && op != Op::ReduceGrads && op != Op::OptimizerStep;
-}
-
-
 std::string place(const Schedule& schedule, int rank, int step, const Instruction& instr) {
   return "schedule '" + schedule.name + "': rank " + std::to_string(rank) + ", step " +
          std::to_string(step) + ", instruction " + to_string(instr);
@@ -70,7 +56,7 @@ inline void check_instruction(const Schedule& schedule, int rank, int step, cons
   const bool stage_ok = instr.stage >= 0 && instr.stage < schedule.num_stages &&
                         schedule.stage_to_rank[instr.stage] == rank;
   const bool micro_batch_ok =
-      !op_needs_micro_batch(instr.op) || (instr.micro_batch >= 0 && instr.micro_batch < schedule.num_micro_batches);
+      !needs_micro_batch(instr.op) || (instr.micro_batch >= 0 && instr.micro_batch < schedule.num_micro_batches);
   if (stage_ok && micro_batch_ok) [[likely]]
     return;
   refuse_instruction(schedule, rank, step, instr);
@@ -108,10 +94,10 @@ int whole_unit_compute(const Step& step) {
   int compute = -1;
   for (int i = 0; i < static_cast<int>(step.size()); ++i) {
     const Op op = step[i].op;
-    if (op_is_compute(op)) {
+    if (is_compute(op)) {
       if (compute >= 0) return -2;
       compute = i;
-    } else if ((op_is_recv(op) || op == Op::LoadMicroBatch) && compute >= 0) {
+    } else if ((is_recv(op) || op == Op::LoadMicroBatch) && compute >= 0) {
       return -2;
     }
   }
@@ -137,11 +123,11 @@ std::vector<Unit> units_of(Program& program) {
       continue;
     }
     for (const Instruction& instr : step) {
-      if (op_is_compute(instr.op)) {
+      if (is_compute(instr.op)) {
         if (current.compute >= 0) close();
         current.compute = static_cast<int>(current.instrs.size());
         current.instrs.push_back(instr);
-      } else if (op_is_recv(instr.op) || instr.op == Op::LoadMicroBatch) {
+      } else if (is_recv(instr.op) || instr.op == Op::LoadMicroBatch) {
         if (current.compute >= 0) close();
         current.instrs.push_back(instr);
       } else {
@@ -306,7 +292,7 @@ Schedule from_compute_order(const ComputeOrder& order) {
     program.reserve(order.per_rank[r].size());
     for (const Instruction& instr : order.per_rank[r]) {
       const int step = static_cast<int>(program.size());
-      if (!op_is_compute(instr.op))
+      if (!is_compute(instr.op))
         throw ScheduleError("from_compute_order: " + place(schedule, r, step, instr) +
                             ": a compute order holds only F, B, I and W");
       check_instruction(schedule, r, step, instr);
@@ -364,7 +350,7 @@ void add_send_recv(Schedule& schedule) {
   for (int r = 0; r < schedule.num_ranks; ++r)
     for (int t = 0; t < static_cast<int>(schedule.programs[r].size()); ++t)
       for (const Instruction& instr : schedule.programs[r][t])
-        if (op_is_p2p(instr.op)) {
+        if (is_p2p(instr.op)) {
           check_instruction(schedule, r, t, instr);
           present[slot(instr.op) * pairs + pair_index(schedule, instr)] = 1;
         }
@@ -380,7 +366,7 @@ void add_send_recv(Schedule& schedule) {
       std::size_t after_last_compute = 0;
       for (std::size_t i = 0; i < step.size(); ++i) {
         const Instruction instr = step[i];
-        if (!op_is_compute(instr.op)) continue;
+        if (!is_compute(instr.op)) continue;
         check_instruction(schedule, r, t, instr);
         const int s = instr.stage;
         const bool forward = instr.op == Op::ForwardPass;
@@ -451,7 +437,7 @@ void assign_buffers(Schedule& schedule) {
     std::size_t position = 0;
     for (int t = 0; t < static_cast<int>(program.size()); ++t)
       for (const Instruction& instr : program[t]) {
-        if (op_needs_micro_batch(instr.op)) last_use[key_of(t, instr)] = position;
+        if (needs_micro_batch(instr.op)) last_use[key_of(t, instr)] = position;
         ++position;
       }
 
@@ -462,7 +448,7 @@ void assign_buffers(Schedule& schedule) {
     position = 0;
     for (int t = 0; t < static_cast<int>(program.size()); ++t)
       for (Instruction& instr : program[t]) {
-        if (op_needs_micro_batch(instr.op)) {
+        if (needs_micro_batch(instr.op)) {
           const std::size_t key = key_of(t, instr);
           const int local = local_of_stage[instr.stage];
           if (buffer_of[key] == kNone) {
@@ -517,7 +503,7 @@ void merge_backward(Schedule& schedule) {
     std::vector<std::pair<int, int>> computes;
     for (int t = 0; t < static_cast<int>(program.size()); ++t)
       for (int i = 0; i < static_cast<int>(program[t].size()); ++i)
-        if (op_is_compute(program[t][i].op)) computes.emplace_back(t, i);
+        if (is_compute(program[t][i].op)) computes.emplace_back(t, i);
     std::vector<char> step_lost_weight(program.size(), 0);
     std::vector<std::pair<int, int>> merged_weights;
     for (std::size_t c = 0; c + 1 < computes.size(); ++c) {
