@@ -104,7 +104,7 @@ class PipelineRuntime::Impl {
         case Op::SendGrad: return p2p_.send(instr);
         case Op::RecvActivation:
         case Op::RecvGrad: return p2p_.recv(instr);
-        case Op::ReduceTiedGrads: return collective(instr, [&] { collectives_.reduce_tied(); });
+        case Op::ReduceTiedGrads: return collective(instr, [&] { collectives_.reduce_tied(ctx_.stage(instr.stage)); });
         case Op::ReduceGrads: return collective(instr, [&] { collectives_.reduce_grads(ctx_.stage(instr.stage)); });
         case Op::OptimizerStep: return collective(instr, [&] { collectives_.optimizer_step(ctx_.stage(instr.stage)); });
         // Parameters are never sharded here: torch's UNSHARD/RESHARD have no work to do.
