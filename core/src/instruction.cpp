@@ -117,6 +117,9 @@ Instruction parse_action(std::string_view text) {
   }
   for (char c : rest)
     if (!std::isdigit(static_cast<unsigned char>(c))) return fail("trailing characters after the action type");
+  // torch's per-stage actions never carry one (pipescope's older ones are read leniently).
+  if (instr.op == Op::WaitReduceGrads || is_sharding(instr.op))
+    return fail("a " + std::string(type) + " action takes no micro-batch number");
   parse_int(rest, instr.micro_batch);
   return instr;
 }

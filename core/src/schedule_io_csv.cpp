@@ -2,14 +2,23 @@
 // per cell, an empty cell an idle slot. The file has no header, so the shape of the schedule
 // (ranks, stages, micro-batches, placement) is derived from the cells.
 //
-// The writer omits the ops torch does not model (LoadMicroBatch, ReduceTiedGrads, OptimizerStep)
-// so torch's `_load_csv` can read what it writes; reading the file back puts them in again
+// Every cell torch 2.15 writes is read (instruction.hpp: the wait points, UNSHARD/RESHARD, an
+// OVERLAP_F_B cell as its two actions in one step), and the schedule gets torch's communication
+// semantics: a RECV posts the receive, the compute that needs the data waits for it.
+//
+// The writer writes torch's lowered form, which torch 2.15's `_load_csv(..., format=
+// "compute_comms")` reads and its runtime runs: every action, no idle slots (that reader refuses
+// empty cells), each REDUCE_GRAD followed by its WAIT_REDUCE_GRAD and every send waited (at the
+// end of the row when the schedule has no wait for it). It omits the ops torch does not model
+// (LoadMicroBatch, ReduceTiedGrads, OptimizerStep); reading the file back puts them in again
 // through complete_schedule. A send or receive with a non-default peer (a skip connection) has
 // no torch spelling and is refused by the writer rather than silently rerouted.
 #include <algorithm>
 #include <climits>
+#include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "pipescope/core/errors.hpp"
@@ -76,23 +85,16 @@ std::string place_text(const std::string& source, CellPlace place) {
          "), column " + std::to_string(place.column + 1);
 }
 
-Instruction parse_cell(std::string_view cell, const std::string& source, CellPlace place) {
+// One cell: its action, or an OVERLAP_F_B's two actions in order.
+Step parse_csv_cell(std::string_view cell, const std::string& source, CellPlace place) {
   std::string_view action = cell;
   if (action.size() >= 2 && action.front() == '"' && action.back() == '"') action = trim(action.substr(1, action.size() - 2));
-  std::size_t digits = 0;
-  while (digits < action.size() && action[digits] >= '0' && action[digits] <= '9') ++digits;
-  std::size_t type_end = digits;
-  while (type_end < action.size() && ((action[type_end] >= 'A' && action[type_end] <= 'Z') || action[type_end] == '_'))
-    ++type_end;
-  const std::string_view type = action.substr(digits, type_end - digits);
-  if (type == "UNSHARD" || type == "RESHARD")
-    throw ScheduleError(place_text(source, place) + ": '" + shown(action) + "': " + std::string(type) +
-                        " (FSDP parameter sharding) is not modelled by pipescope");
   try {
-    Instruction instr = parse_action(action);
-    if (instr.micro_batch == INT_MAX)
-      throw ScheduleError("bad action '" + shown(action) + "': micro-batch number too large");
-    return instr;
+    Step step = parse_cell(action);
+    for (const Instruction& instr : step)
+      if (instr.micro_batch == INT_MAX)
+        throw ScheduleError("bad action '" + shown(action) + "': micro-batch number too large");
+    return step;
   } catch (const ScheduleError& e) {
     throw ScheduleError(place_text(source, place) + ": " + shown(e.what(), 200));
   }
@@ -107,6 +109,7 @@ Schedule parse_torch_csv(std::string_view text, const std::string& source) {
 
   Schedule schedule;
   schedule.name = source;
+  schedule.communication = Communication::Torch;
   schedule.num_ranks = static_cast<int>(lines.size());
   schedule.programs.resize(lines.size());
   std::vector<CellPlace> first_place;  // where each stage was first seen, by stage
@@ -125,14 +128,16 @@ Schedule parse_torch_csv(std::string_view text, const std::string& source) {
         continue;
       }
       const CellPlace place{static_cast<int>(r), static_cast<int>(std::min<std::size_t>(c, INT_MAX))};
-      const Instruction instr = parse_cell(cells[c], source, place);
-      program.push_back(Step{instr});
-      ++action_count;
-      max_stage = std::max(max_stage, instr.stage);
-      if (instr.micro_batch > max_micro_batch) {
-        max_micro_batch = instr.micro_batch;
-        max_micro_batch_place = place;
+      Step step = parse_csv_cell(cells[c], source, place);
+      for (const Instruction& instr : step) {
+        ++action_count;
+        max_stage = std::max(max_stage, instr.stage);
+        if (instr.micro_batch > max_micro_batch) {
+          max_micro_batch = instr.micro_batch;
+          max_micro_batch_place = place;
+        }
       }
+      program.push_back(std::move(step));
     }
   }
   if (action_count == 0) throw ScheduleError(source + ": no actions: every cell is empty");
@@ -186,25 +191,33 @@ Schedule parse_torch_csv(std::string_view text, const std::string& source) {
       throw ScheduleError(source + ": row " + std::to_string(r + 1) + " (rank " + std::to_string(r) +
                           ") holds no action; every rank needs a stage");
 
-  // Each (stage, micro-batch) needs a forward; a file that cannot hold them all is refused
-  // before the completion pass and the validator size anything by stages x micro-batches.
-  if (static_cast<long long>(schedule.num_stages) * schedule.num_micro_batches > static_cast<long long>(action_count)) {
-    std::vector<std::vector<int>> forwards(static_cast<std::size_t>(schedule.num_stages));
-    for (const auto& program : schedule.programs)
-      for (const auto& step : program)
-        for (const auto& instr : step)
-          if (instr.op == Op::ForwardPass) forwards[instr.stage].push_back(instr.micro_batch);
-    for (int s = 0; s < schedule.num_stages; ++s) {
-      auto& mbs = forwards[s];
-      std::sort(mbs.begin(), mbs.end());
-      mbs.erase(std::unique(mbs.begin(), mbs.end()), mbs.end());
-      if (static_cast<int>(mbs.size()) == schedule.num_micro_batches) continue;
-      int missing = 0;
-      while (missing < static_cast<int>(mbs.size()) && mbs[missing] == missing) ++missing;
-      throw ScheduleError(source + ": stage " + std::to_string(s) + " (row " + std::to_string(schedule.stage_to_rank[s] + 1) +
-                          ") has no forward of micro-batch " + std::to_string(missing) + " (micro-batches go up to " +
-                          std::to_string(max_micro_batch) + ")");
-    }
+  // Each (stage, micro-batch) needs a forward. Checked here, before the completion pass and the
+  // validator size anything by stages x micro-batches, and named by what the file shows: a
+  // micro-batch one row forwards and another does not (torch 2.15's Schedule1F1B order forwards
+  // micro-batch M on its last rank and never 0).
+  std::vector<std::vector<int>> forwards(static_cast<std::size_t>(schedule.num_stages));
+  for (const auto& program : schedule.programs)
+    for (const auto& step : program)
+      for (const auto& instr : step)
+        if (instr.op == Op::ForwardPass) forwards[instr.stage].push_back(instr.micro_batch);
+  for (auto& mbs : forwards) {
+    std::sort(mbs.begin(), mbs.end());
+    mbs.erase(std::unique(mbs.begin(), mbs.end()), mbs.end());
+  }
+  for (int s = 0; s < schedule.num_stages; ++s) {
+    const auto& mbs = forwards[s];
+    if (static_cast<int>(mbs.size()) == schedule.num_micro_batches) continue;
+    int missing = 0;
+    while (missing < static_cast<int>(mbs.size()) && mbs[missing] == missing) ++missing;
+    std::string message = source + ": stage " + std::to_string(s) + " (row " + std::to_string(schedule.stage_to_rank[s] + 1) +
+                          ") has no forward of micro-batch " + std::to_string(missing);
+    for (int other = 0; other < schedule.num_stages; ++other)
+      if (std::binary_search(forwards[other].begin(), forwards[other].end(), missing)) {
+        message += ", which stage " + std::to_string(other) + " (row " + std::to_string(schedule.stage_to_rank[other] + 1) +
+                   ") forwards: a micro-batch missing on one row or one too many on the other";
+        break;
+      }
+    throw ScheduleError(message + " (micro-batches go up to " + std::to_string(max_micro_batch) + ")");
   }
 
   complete_schedule(schedule);
@@ -221,12 +234,16 @@ std::string to_torch_csv(const Schedule& schedule) {
       out += cell;
       first_cell = false;
     };
+    // Sends and reductions the program waits for itself; the others get their wait added.
+    std::set<std::tuple<Op, int, int>> waited;
+    for (const Step& step : program)
+      for (const Instruction& instr : step)
+        if (is_wait(instr.op)) waited.emplace(instr.op, instr.stage, instr.micro_batch);
+    auto has_wait = [&](Op wait_op, const Instruction& of) { return waited.count({wait_op, of.stage, of.micro_batch}) > 0; };
+    std::vector<Instruction> unwaited_sends;
     for (std::size_t t = 0; t < program.size(); ++t) {
-      if (program[t].empty()) {
-        add_cell("");
-        continue;
-      }
-      for (const Instruction& instr : program[t]) {
+      for (std::size_t i = 0; i < program[t].size(); ++i) {
+        const Instruction& instr = program[t][i];
         if (instr.op == Op::LoadMicroBatch || instr.op == Op::ReduceTiedGrads || instr.op == Op::OptimizerStep) continue;
         if (is_p2p(instr.op) && instr.peer_stage != kNone) {
           Instruction default_peer = instr;
@@ -237,8 +254,15 @@ std::string to_torch_csv(const Schedule& schedule) {
                                 ", which torch's CSV cannot express (actions always go to the neighbouring stage)");
         }
         add_cell(to_string(instr));
+        if (instr.op == Op::ReduceGrads && !has_wait(Op::WaitReduceGrads, {Op::WaitReduceGrads, instr.stage, kNone}))
+          add_cell(to_string({Op::WaitReduceGrads, instr.stage, kNone}));
+        const Op wait_op = instr.op == Op::SendActivation ? Op::WaitSendActivation : Op::WaitSendGrad;
+        if (is_send(instr.op) && !has_wait(wait_op, instr)) unwaited_sends.push_back({wait_op, instr.stage, instr.micro_batch});
       }
     }
+    // pipescope's own rule never waits for a send; torch's runtime wants every send waited,
+    // and the end of the program is where its own lowering waits for the last ones.
+    for (const Instruction& wait : unwaited_sends) add_cell(to_string(wait));
     out += '\n';
   }
   return out;

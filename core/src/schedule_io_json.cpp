@@ -138,11 +138,13 @@ class JsonScheduleReader {
                            std::to_string(schedule.num_ranks));
     schedule.programs.resize(programs.size());
     for (std::size_t r = 0; r < programs.size(); ++r)
-      schedule.programs[r] = read_program(programs[r], schedule, "programs[" + std::to_string(r) + "]");
+      schedule.programs[r] = read_program(programs[r], schedule, static_cast<int>(r), "programs[" + std::to_string(r) + "]");
+    schedule.communication = read_communication(document);
 
     for (auto it = document.begin(); it != document.end(); ++it) {
       static constexpr std::string_view kKnown[] = {"format", "schedule", "num_ranks", "num_stages",
-                                                    "num_micro_batches", "stage_to_rank", "programs"};
+                                                    "num_micro_batches", "stage_to_rank", "programs",
+                                                    "communication"};
       bool known = false;
       for (auto k : kKnown) known = known || it.key() == k;
       if (!known) schedule.extra_fields[it.key()] = it.value();
@@ -181,7 +183,18 @@ class JsonScheduleReader {
     return value;
   }
 
-  Program read_program(const json& program, const Schedule& schedule, const std::string& path) const {
+  // "communication": "torch" marks torch's semantics (a schedule converted from torch's CSV);
+  // absent or "pipescope", SPEC section 3's.
+  Communication read_communication(const json& document) const {
+    auto it = document.find("communication");
+    if (it == document.end()) return Communication::Pipescope;
+    if (it->is_string() && it->get_ref<const std::string&>() == "torch") return Communication::Torch;
+    if (it->is_string() && it->get_ref<const std::string&>() == "pipescope") return Communication::Pipescope;
+    fail("communication", "expected \"pipescope\" or \"torch\", got " +
+                              (it->is_string() ? quoted_value(it->get_ref<const std::string&>()) : type_name_of(*it)));
+  }
+
+  Program read_program(const json& program, const Schedule& schedule, int rank, const std::string& path) const {
     if (!program.is_array()) fail(path, "expected an array of steps, got " + type_name_of(program));
     Program steps(program.size());
     for (std::size_t t = 0; t < program.size(); ++t) {
@@ -190,7 +203,7 @@ class JsonScheduleReader {
       if (!step.is_array()) fail(step_path, "expected an array of instructions, got " + type_name_of(step));
       steps[t].reserve(step.size());
       for (std::size_t i = 0; i < step.size(); ++i)
-        steps[t].push_back(read_instruction(step[i], schedule, step_path + "[" + std::to_string(i) + "]"));
+        read_instruction(step[i], schedule, rank, step_path + "[" + std::to_string(i) + "]", steps[t]);
     }
     return steps;
   }
@@ -202,7 +215,9 @@ class JsonScheduleReader {
     return non_negative_int(*it, path + "." + key);
   }
 
-  Instruction read_instruction(const json& object, const Schedule& schedule, const std::string& path) const {
+  // Appends the instruction to `step`; a rank-level collective (no "stage", as DeepSpeed writes
+  // them) stands for every stage of `rank`, so it is appended once per stage, ascending.
+  void read_instruction(const json& object, const Schedule& schedule, int rank, const std::string& path, Step& step) const {
     if (!object.is_object()) fail(path, "expected an instruction object, got " + type_name_of(object));
     Instruction instr;
     const json& op = required(object, "op", path);
@@ -211,6 +226,22 @@ class JsonScheduleReader {
     if (!parsed_op) fail(path + ".op", "unknown op " + quoted_value(op.get_ref<const std::string&>()));
     instr.op = *parsed_op;
 
+    const bool rank_level = instr.op == Op::ReduceTiedGrads || instr.op == Op::ReduceGrads || instr.op == Op::OptimizerStep;
+    if (rank_level && !object.contains("stage")) {
+      if (object.contains("micro_batch") && !object["micro_batch"].is_null())
+        fail(path + ".micro_batch", std::string(op_name(instr.op)) + " works on the whole batch and takes no micro_batch");
+      for (const char* key : {"peer_stage", "stage_id"})
+        if (object.contains(key) && !object[key].is_null())
+          fail(path + "." + key, std::string("not allowed on a rank-level ") + std::string(op_name(instr.op)) + " (no stage)");
+      instr.micro_batch = kNone;
+      instr.buffer = optional_int(object, "buffer", path);
+      for (int s = 0; s < schedule.num_stages; ++s)
+        if (schedule.stage_to_rank[s] == rank) {
+          instr.stage = s;
+          step.push_back(instr);
+        }
+      return;
+    }
     instr.stage = non_negative_int(required(object, "stage", path), path + ".stage");
     if (instr.stage >= schedule.num_stages)
       fail(path + ".stage", "stage " + std::to_string(instr.stage) + " out of range (num_stages is " +
@@ -237,7 +268,7 @@ class JsonScheduleReader {
                                        std::to_string(schedule.num_stages) + ")");
     }
     check_aliases(object, instr, path);
-    return instr;
+    step.push_back(instr);
   }
 
   // Unknown fields are accepted, except the names other tools use for the known ones
@@ -320,6 +351,7 @@ std::string to_schedule_json(const Schedule& schedule) {
     append_int(out, schedule.stage_to_rank[s]);
   }
   out += "],\n";
+  if (schedule.communication == Communication::Torch) out += "  \"communication\": \"torch\",\n";
   if (schedule.extra_fields.is_object()) {
     for (auto it = schedule.extra_fields.begin(); it != schedule.extra_fields.end(); ++it) {
       out += "  ";

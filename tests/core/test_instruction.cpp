@@ -47,3 +47,19 @@ TEST_CASE("default peers") {
   CHECK(resolved_peer_stage({Op::RecvGrad, 2, 0}) == 3);
   CHECK(resolved_peer_stage({Op::SendActivation, 2, 0, kNone, 5}) == 5);
 }
+
+TEST_CASE("torch's wait points, sharding ops and OVERLAP_F_B cells") {
+  CHECK(parse_action("1WAIT_SEND_F4") == Instruction{Op::WaitSendActivation, 1, 4});
+  CHECK(parse_action("0WAIT_SEND_B2") == Instruction{Op::WaitSendGrad, 0, 2});
+  CHECK(parse_action("3WAIT_REDUCE_GRAD") == Instruction{Op::WaitReduceGrads, 3, kNone});
+  CHECK(parse_action("2UNSHARD") == Instruction{Op::Unshard, 2, kNone});
+  CHECK(parse_action("2RESHARD") == Instruction{Op::Reshard, 2, kNone});
+  CHECK(waited_send(Op::WaitSendGrad) == Op::SendGrad);
+  CHECK(parse_cell("(0F3;3B1)OVERLAP_F_B") ==
+        std::vector<Instruction>{{Op::ForwardPass, 0, 3}, {Op::BackwardPass, 3, 1}});
+  CHECK(parse_cell("3I1") == std::vector<Instruction>{{Op::BackwardInput, 3, 1}});
+  for (const char* bad : {"(0F3;3B1)", "(0F3)OVERLAP_F_B", "(3B1;0F3)OVERLAP_F_B", "(0F3;3B1)OVERLAP_F_Bx", "(0F3;3X1)OVERLAP_F_B"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_cell(bad), ScheduleError);
+  }
+}

@@ -2,8 +2,9 @@
 // highest stage 1 -> 2 stages, highest micro-batch 1 -> 2 micro-batches; interleaved 1F1B on
 // 4 ranks x 2 chunks reads back with loop placement. A compute-only CSV is completed with
 // communication and validates; a full CSV written from a built-in schedule reads back to the
-// same CSV text. The writer leaves out LOAD / REDUCE_TIED / OPTIMIZER and refuses skip peers;
-// UNSHARD, RESHARD and unknown actions are refused naming row and column.
+// same CSV text. The writer writes torch's lowered form (no idle slots, every send and
+// REDUCE_GRAD waited), leaves out LOAD / REDUCE_TIED / OPTIMIZER and refuses skip peers;
+// unknown actions and malformed OVERLAP_F_B cells are refused naming row and column.
 #include <catch2/catch.hpp>
 
 #include "pipescope/core/errors.hpp"
@@ -93,14 +94,14 @@ TEST_CASE("built-in schedules round-trip through CSV text") {
   CHECK(round_trips >= 8);
 }
 
-TEST_CASE("the writer leaves out what torch does not model and keeps idle slots") {
+TEST_CASE("the writer writes torch's lowered form, leaving out what torch does not model") {
   const Schedule schedule = testing::make_schedule_from_text(
       2, {0, 1},
       {{"0LOAD0 0F0 0SEND_F0", "0LOAD1 0F1 0SEND_F1", "0RECV_B0 0B0", "0RECV_B1 0B1", "0REDUCE_TIED 0REDUCE_GRAD 0OPTIMIZER"},
        {"", "1RECV_F0 1LOAD0 1F0", "1B0 1SEND_B0", "1RECV_F1 1LOAD1 1F1", "1B1 1SEND_B1 1REDUCE_TIED 1REDUCE_GRAD 1OPTIMIZER"}});
   CHECK(to_torch_csv(schedule) ==
-        "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD\n"
-        ",1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1,1REDUCE_GRAD\n");
+        "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD,0WAIT_REDUCE_GRAD,0WAIT_SEND_F0,0WAIT_SEND_F1\n"
+        "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1,1REDUCE_GRAD,1WAIT_REDUCE_GRAD,1WAIT_SEND_B0,1WAIT_SEND_B1\n");
 }
 
 TEST_CASE("the writer refuses skip connections") {
@@ -117,9 +118,13 @@ TEST_CASE("the writer refuses skip connections") {
 }
 
 TEST_CASE("CSV errors name the row and column") {
-  CHECK(error_of("0F0,0UNSHARD\n") ==
-        "x.csv: row 1 (rank 0), column 2: '0UNSHARD': UNSHARD (FSDP parameter sharding) is not modelled by pipescope");
-  CHECK(error_of("0F0\n1RESHARD\n").rfind("x.csv: row 2 (rank 1), column 1: '1RESHARD': RESHARD", 0) == 0);
+  CHECK(error_of("0F0,0UNSHARD0\n") ==
+        "x.csv: row 1 (rank 0), column 2: bad action '0UNSHARD0': a UNSHARD action takes no micro-batch number");
+  CHECK(error_of("0F0,(0F1;0W1)OVERLAP_F_B\n") ==
+        "x.csv: row 1 (rank 0), column 2: bad action '(0F1;0W1)OVERLAP_F_B': OVERLAP_F_B holds a forward, then a backward "
+        "(F then B or I)");
+  CHECK(error_of("0F0,(0F1;0B0)OVERLAP\n") ==
+        "x.csv: row 1 (rank 0), column 2: bad action '(0F1;0B0)OVERLAP': expected (<forward>;<backward>)OVERLAP_F_B");
   CHECK(error_of("0F0,0Q1\n") == "x.csv: row 1 (rank 0), column 2: bad action '0Q1': unknown action type 'Q'");
   CHECK(error_of("0F0,0F\n") == "x.csv: row 1 (rank 0), column 2: bad action '0F': missing micro-batch number");
   CHECK(error_of("0F0\n1F0,0B0\n") ==

@@ -1,7 +1,9 @@
 // pipescope.schedule/1 JSON: every built-in schedule (p = 4, m = 8, chunks 2 where it applies)
 // and hand-written ones with skip peers, buffers and idle steps survive write -> read equal;
 // unknown top-level fields are kept and written back; unknown instruction fields are accepted
-// unless they contradict known ones; errors name the source and the JSON path.
+// unless they contradict known ones; errors name the source and the JSON path. A rank-level
+// ReduceGrads/OptimizerStep without `stage` (DeepSpeed's form) means every stage of its rank;
+// "communication": "torch" is read and written, and absent for pipescope's own semantics.
 #include <catch2/catch.hpp>
 
 #include "pipescope/core/errors.hpp"
@@ -113,4 +115,37 @@ TEST_CASE("JSON errors name the source and the path") {
   CHECK(error_of(truncated).rfind("x.json: not valid JSON: line ", 0) == 0);
   CHECK(error_of("").rfind("x.json: not valid JSON", 0) == 0);
   CHECK(error_of("null") == "x.json: expected a JSON object, got null");
+}
+
+TEST_CASE("a rank-level collective without a stage stands for every stage of its rank") {
+  // DeepSpeed's form: rank 0 holds stages 0 and 2; its ReduceGrads and OptimizerStep name none.
+  const Schedule schedule = parse_schedule_json(R"({
+    "format": "pipescope.schedule/1", "schedule": "ds", "num_ranks": 2, "num_stages": 3,
+    "num_micro_batches": 1, "stage_to_rank": [0, 1, 0],
+    "programs": [[[{"op": "ReduceGrads"}, {"op": "OptimizerStep", "buffer": null}]], [[{"op": "ReduceGrads"}]]]
+  })", "x.json");
+  const Step& rank0 = schedule.programs[0][0];
+  REQUIRE(rank0.size() == 4u);
+  CHECK(rank0[0] == Instruction{Op::ReduceGrads, 0, kNone});
+  CHECK(rank0[1] == Instruction{Op::ReduceGrads, 2, kNone});
+  CHECK(rank0[2] == Instruction{Op::OptimizerStep, 0, kNone});
+  CHECK(rank0[3] == Instruction{Op::OptimizerStep, 2, kNone});
+  CHECK(schedule.programs[1][0] == Step{Instruction{Op::ReduceGrads, 1, kNone}});
+  // Per-micro-batch ops still need their stage.
+  CHECK(error_of(R"({"format": "pipescope.schedule/1", "schedule": "x", "num_ranks": 1, "num_stages": 1,
+    "num_micro_batches": 1, "stage_to_rank": [0], "programs": [[[{"op": "ForwardPass", "micro_batch": 0}]]]})") ==
+        "x.json: programs[0][0][0].stage: missing");
+}
+
+TEST_CASE("torch's communication semantics are kept in JSON, and pipescope's files stay as they were") {
+  Schedule schedule = parse_schedule_json(kMinimal, "x.json");
+  CHECK(schedule.communication == Communication::Pipescope);
+  CHECK(to_schedule_json(schedule).find("communication") == std::string::npos);
+  schedule.communication = Communication::Torch;
+  const std::string text = to_schedule_json(schedule);
+  CHECK(text.find("\"communication\": \"torch\"") != std::string::npos);
+  CHECK(parse_schedule_json(text, "x.json") == schedule);
+  std::string wrong = text;
+  wrong.replace(wrong.find("\"torch\""), 7, "\"nccl\"");
+  CHECK(error_of(wrong) == "x.json: communication: expected \"pipescope\" or \"torch\", got 'nccl'");
 }

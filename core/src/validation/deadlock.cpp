@@ -2,6 +2,8 @@
 // instruction v cannot finish before u has:
 //   program order   each instruction after the previous one of its rank;
 //   message         a receive after its matching send has been posted (a send does not wait);
+//                   under torch's semantics (Schedule::communication) the receive only posts,
+//                   and the compute that consumes its data waits for the send instead;
 //   rendezvous      with blocking sends, a send after its receive has been posted, that is
 //                   after the instruction before the receive (DeepSpeed's rule).
 // Only instructions that can wait on another rank (receives, and sends when they block) are
@@ -51,9 +53,9 @@ enum class Wait { ProgramOrder, Message, Rendezvous };
 class DeadlockReporter {
  public:
   // last_waiting[v]: the last waiting instruction at or before v on its rank, -1 if none.
-  DeadlockReporter(const FlatSchedule& flat, const std::vector<Vertex>& partner,
+  DeadlockReporter(const FlatSchedule& flat, const std::vector<Vertex>& partner, const std::vector<Vertex>& waited_send,
                    const std::vector<Vertex>& last_waiting, bool blocking)
-      : flat_(flat), partner_(partner), last_waiting_(last_waiting), blocking_(blocking) {}
+      : flat_(flat), partner_(partner), waited_send_(waited_send), last_waiting_(last_waiting), blocking_(blocking) {}
 
   // `waits[i]` waits for `waits[i + 1]`, and the last one waits for the first.
   ValidationProblem report(std::vector<Vertex> waits) const {
@@ -77,8 +79,9 @@ class DeadlockReporter {
       const Vertex waiter = waits[i];
       switch (kind(waiter, waits[i + 1])) {
         case Wait::Message: {
-          const Vertex send = partner_[waiter];
-          std::string link = "waits for its send " + flat_.short_name(send);
+          const Vertex send = waited_send_[waiter];
+          std::string link = receives(flat_.node[waiter].op) ? "waits for its send " + flat_.short_name(send)
+                                                              : "waits for the data of its posted receive, sent by " + flat_.short_name(send);
           std::size_t j = i + 1;
           if (send != waits[j]) {
             // The send is not itself a waiting instruction: it goes as soon as what precedes it.
@@ -121,7 +124,7 @@ class DeadlockReporter {
  private:
   Wait kind(Vertex waiter, Vertex waited_for) const {
     const Op op = flat_.node[waiter].op;
-    if (receives(op) && last_waiting_[partner_[waiter]] == waited_for) return Wait::Message;
+    if (waited_send_[waiter] != -1 && last_waiting_[waited_send_[waiter]] == waited_for) return Wait::Message;
     if (blocking_ && sends(op)) {
       const Vertex receive = partner_[waiter];
       if (!flat_.is_first_of_rank(receive) && last_waiting_[receive - 1] == waited_for) return Wait::Rendezvous;
@@ -131,17 +134,44 @@ class DeadlockReporter {
 
   const FlatSchedule& flat_;
   const std::vector<Vertex>& partner_;
+  const std::vector<Vertex>& waited_send_;
   const std::vector<Vertex>& last_waiting_;
   bool blocking_;
 };
 
+// For every instruction, the send whose message it waits for, -1 for none: a receive waits
+// for its partner under pipescope's semantics; under torch's, the first compute of the same
+// (stage, micro-batch) and kind after a receive (F for activations, B/I for gradients) waits
+// for that receive's send, and the receive itself waits for nothing.
+std::vector<Vertex> waited_sends(const FlatSchedule& flat, const std::vector<Vertex>& partner) {
+  std::vector<Vertex> waited(flat.size(), -1);
+  const Schedule& schedule = *flat.schedule;
+  if (schedule.communication != Communication::Torch) {
+    for (std::size_t v = 0; v < flat.size(); ++v)
+      if (receives(flat.node[v].op)) waited[v] = partner[v];
+    return waited;
+  }
+  const std::size_t m = static_cast<std::size_t>(schedule.num_micro_batches);
+  std::vector<Vertex> posted(static_cast<std::size_t>(schedule.num_stages) * m * 2, -1);  // by (stage, mb, is grad)
+  auto key = [&](const Node& in, bool grad) { return (static_cast<std::size_t>(in.stage) * m + in.micro_batch) * 2 + grad; };
+  for (std::size_t v = 0; v < flat.size(); ++v) {
+    const Node& in = flat.node[v];
+    if (receives(in.op)) {
+      posted[key(in, in.op == Op::RecvGrad)] = partner[v];
+    } else if (in.op == Op::ForwardPass || in.op == Op::BackwardPass || in.op == Op::BackwardInput) {
+      Vertex& send = posted[key(in, in.op != Op::ForwardPass)];
+      waited[v] = send;
+      send = -1;
+    }
+  }
+  return waited;
+}
+
 }  // namespace
 
 Problem check_deadlock(const FlatSchedule& flat, const std::vector<Vertex>& partner, bool blocking_sends) {
-  auto waits_on_peer = [&](Vertex v) {
-    const Op op = flat.node[v].op;
-    return receives(op) || (blocking_sends && sends(op));
-  };
+  const std::vector<Vertex> waited_send = waited_sends(flat, partner);
+  auto waits_on_peer = [&](Vertex v) { return waited_send[v] != -1 || (blocking_sends && sends(flat.node[v].op)); };
   // Graph ids of the waiting instructions, and for every instruction the last waiting one at
   // or before it on its rank.
   std::vector<Vertex> vertex_of_id;
@@ -165,8 +195,8 @@ Problem check_deadlock(const FlatSchedule& flat, const std::vector<Vertex>& part
   for (Vertex v : vertex_of_id) {
     // Program order: the previous waiting instruction of the same rank.
     if (!flat.is_first_of_rank(v) && last_waiting[v - 1] != -1) edges.emplace_back(id_of[last_waiting[v - 1]], id_of[v]);
-    if (receives(flat.node[v].op)) {
-      const Vertex send = partner[v];
+    if (waited_send[v] != -1) {
+      const Vertex send = waited_send[v];
       if (last_waiting[send] != -1) edges.emplace_back(id_of[last_waiting[send]], id_of[v]);
     } else {
       const Vertex receive = partner[v];
@@ -187,7 +217,7 @@ Problem check_deadlock(const FlatSchedule& flat, const std::vector<Vertex>& part
     // waits for its predecessor on it, so walking parents from `from` lists the waits.
     std::vector<Vertex> waits{vertex_of_id[cycle.to]};
     for (GraphVertex g = cycle.from; g != cycle.to; g = parent[g]) waits.push_back(vertex_of_id[g]);
-    return DeadlockReporter(flat, partner, last_waiting, blocking_sends).report(std::move(waits));
+    return DeadlockReporter(flat, partner, waited_send, last_waiting, blocking_sends).report(std::move(waits));
   }
   return std::nullopt;
 }

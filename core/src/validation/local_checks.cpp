@@ -100,7 +100,8 @@ Problem check_instructions(const FlatSchedule& flat, bool training) {
         return problem_at(flat, v, "LoadMicroBatch on stage " + num(in.stage) +
                                        ", which is neither the first nor the last stage (inputs and labels are loaded there)");
       if (!training && (in.op == Op::SendGrad || in.op == Op::RecvGrad || in.op == Op::ReduceTiedGrads ||
-                        in.op == Op::ReduceGrads || in.op == Op::OptimizerStep))
+                        in.op == Op::ReduceGrads || in.op == Op::OptimizerStep || in.op == Op::WaitSendGrad ||
+                        in.op == Op::WaitReduceGrads))
         return problem_at(flat, v, std::string(op_name(in.op)) +
                                        " in an inference schedule (no rank runs a backward pass)");
     }

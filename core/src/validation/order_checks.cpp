@@ -25,6 +25,9 @@ enum Seen : std::uint8_t {
 };
 constexpr std::uint8_t kAnyBackward = kBackwardFull | kBackwardInput;
 
+// The sends of one (stage, micro-batch) and torch's waits for them, as bits.
+enum SendSeen : std::uint8_t { kActivationSent = 1, kGradSent = 2, kActivationWaited = 4, kGradWaited = 8 };
+
 class ProgramOrderChecker {
  public:
   ProgramOrderChecker(const FlatSchedule& flat, bool training)
@@ -40,7 +43,8 @@ class ProgramOrderChecker {
         weight_(pairs_, -1),
         backward_done_(static_cast<std::size_t>(schedule_.num_stages), 0),
         stage_has_loads_(static_cast<std::size_t>(schedule_.num_stages), 0),
-        collective_(static_cast<std::size_t>(schedule_.num_stages) * 3, -1) {
+        collective_(static_cast<std::size_t>(schedule_.num_stages) * 3, -1),
+        sends_(pairs_, 0) {
     for (const Node& in : flat_.node)
       if (in.op == Op::LoadMicroBatch) stage_has_loads_[in.stage] = 1;
   }
@@ -77,6 +81,8 @@ class ProgramOrderChecker {
 
   Problem visit(Vertex v) {
     const Node& in = flat_.node[v];
+    if (in.op == Op::Unshard || in.op == Op::Reshard) return std::nullopt;  // no work unsharded
+    if (in.op == Op::WaitReduceGrads) return visit_wait_reduce(v, in);
     if (!per_micro_batch(in.op)) return visit_collective(v, in);
     const std::size_t p = pair(in.stage, in.micro_batch);
     std::uint8_t& seen = seen_[p];
@@ -106,10 +112,14 @@ class ProgramOrderChecker {
       case Op::SendActivation:
         if (!(seen & kForward))
           return problem_at(flat_, v, "sends the activation of " + what(in.stage, in.micro_batch) + " before its ForwardPass has computed it");
+        sends_[p] |= kActivationSent;
         return std::nullopt;
+      case Op::WaitSendActivation:
+      case Op::WaitSendGrad: return visit_wait_send(v, in, p);
       case Op::SendGrad:
         if (!(seen & kAnyBackward))
           return problem_at(flat_, v, "sends the input gradient of " + what(in.stage, in.micro_batch) + " before its backward has computed it");
+        sends_[p] |= kGradSent;
         return std::nullopt;
       case Op::RecvActivation:
         if (seen & kForward)
@@ -177,7 +187,27 @@ class ProgramOrderChecker {
     return std::nullopt;
   }
 
-  // ReduceTiedGrads, ReduceGrads and OptimizerStep: once per stage, after all backward work.
+  // torch's WAIT_SEND_F/B: once per send, after the send it waits for.
+  Problem visit_wait_send(Vertex v, const Node& in, std::size_t p) {
+    const bool grad = in.op == Op::WaitSendGrad;
+    const std::uint8_t sent = grad ? kGradSent : kActivationSent;
+    const std::uint8_t waited = grad ? kGradWaited : kActivationWaited;
+    const std::string send_name(op_name(waited_send(in.op)));
+    if (!(sends_[p] & sent)) return problem_at(flat_, v, "waits for the " + send_name + " of " + what(in.stage, in.micro_batch) + ", which has not been posted before it");
+    if (sends_[p] & waited) return problem_at(flat_, v, "second wait for the " + send_name + " of " + what(in.stage, in.micro_batch));
+    sends_[p] |= waited;
+    return std::nullopt;
+  }
+
+  // torch's WAIT_REDUCE_GRAD: after its stage's ReduceGrads.
+  Problem visit_wait_reduce(Vertex v, const Node& in) {
+    if (collective_[static_cast<std::size_t>(in.stage) * 3 + collective_index(Op::ReduceGrads)] == -1)
+      return problem_at(flat_, v, "waits for the ReduceGrads of stage " + num(in.stage) + ", which does not come before it");
+    return std::nullopt;
+  }
+
+  // ReduceTiedGrads, ReduceGrads and OptimizerStep: once per stage, after all backward work
+  // (for ReduceGrads, wherever it stands: all of the stage's weight gradients before it).
   Problem visit_collective(Vertex v, const Node& in) {
     const std::size_t slot = static_cast<std::size_t>(in.stage) * 3 + collective_index(in.op);
     if (collective_[slot] != -1)
@@ -217,6 +247,7 @@ class ProgramOrderChecker {
   std::vector<int> backward_done_;  // micro-batches whose backward work is finished, by stage
   std::vector<std::uint8_t> stage_has_loads_;
   std::vector<Vertex> collective_;  // by stage x (ReduceTiedGrads, ReduceGrads, OptimizerStep)
+  std::vector<std::uint8_t> sends_;  // by pair: SendSeen bits
 };
 
 }  // namespace
