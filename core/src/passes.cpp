@@ -349,6 +349,10 @@ void add_send_recv(Schedule& schedule) {
   for (int r = 0; r < schedule.num_ranks; ++r) {
     for (int t = 0; t < static_cast<int>(schedule.programs[r].size()); ++t) {
       Step& step = schedule.programs[r][t];
+      // The sends of a step's computes follow its last compute: a step with two computes is
+      // torch's OVERLAP_F_B, one action whose results leave when both are done.
+      std::vector<Instruction> sends;
+      std::size_t after_last_compute = 0;
       for (std::size_t i = 0; i < step.size(); ++i) {
         const Instruction instr = step[i];
         if (!is_compute(instr.op)) continue;
@@ -361,9 +365,13 @@ void add_send_recv(Schedule& schedule) {
         };
         if (forward && crosses_ranks(schedule, s, s - 1) && absent(Op::RecvActivation, instr)) insert_at(i++, Op::RecvActivation);
         if (backward && crosses_ranks(schedule, s, s + 1) && absent(Op::RecvGrad, instr)) insert_at(i++, Op::RecvGrad);
-        if (forward && crosses_ranks(schedule, s, s + 1) && absent(Op::SendActivation, instr)) insert_at(++i, Op::SendActivation);
-        if (backward && crosses_ranks(schedule, s, s - 1) && absent(Op::SendGrad, instr)) insert_at(++i, Op::SendGrad);
+        if (forward && crosses_ranks(schedule, s, s + 1) && absent(Op::SendActivation, instr))
+          sends.push_back({Op::SendActivation, s, instr.micro_batch, instr.buffer});
+        if (backward && crosses_ranks(schedule, s, s - 1) && absent(Op::SendGrad, instr))
+          sends.push_back({Op::SendGrad, s, instr.micro_batch, instr.buffer});
+        after_last_compute = i + 1;
       }
+      step.insert(step.begin() + static_cast<std::ptrdiff_t>(after_last_compute), sends.begin(), sends.end());
     }
   }
 }

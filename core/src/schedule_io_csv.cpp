@@ -9,7 +9,8 @@
 // The writer writes torch's lowered form, which torch 2.15's `_load_csv(..., format=
 // "compute_comms")` reads and its runtime runs: every action, no idle slots (that reader refuses
 // empty cells), each REDUCE_GRAD followed by its WAIT_REDUCE_GRAD and every send waited (at the
-// end of the row when the schedule has no wait for it). It omits the ops torch does not model
+// end of the row when the schedule has no wait for it), receives posted in the order their
+// sender posts the sends (torch_message_order.hpp). It omits the ops torch does not model
 // (LoadMicroBatch, ReduceTiedGrads, OptimizerStep); reading the file back puts them in again
 // through complete_schedule. A send or receive with a non-default peer (a skip connection) has
 // no torch spelling and is refused by the writer rather than silently rerouted.
@@ -24,6 +25,7 @@
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/passes.hpp"
 #include "pipescope/core/schedule_io.hpp"
+#include "torch_message_order.hpp"
 
 namespace pipescope {
 namespace {
@@ -73,6 +75,14 @@ std::string shown(std::string_view text, std::size_t max_chars = 40) {
   }
   if (text.size() > max_chars) out += "...";
   return out;
+}
+
+std::size_t count_transfers(const Schedule& schedule) {
+  std::size_t n = 0;
+  for (const Program& program : schedule.programs)
+    for (const Step& step : program)
+      for (const Instruction& instr : step) n += is_p2p(instr.op);
+  return n;
 }
 
 struct CellPlace {
@@ -220,20 +230,21 @@ Schedule parse_torch_csv(std::string_view text, const std::string& source) {
     throw ScheduleError(message + " (micro-batches go up to " + std::to_string(max_micro_batch) + ")");
   }
 
+  // The communication pipescope adds to a compute-only (or partial) file is posted the way
+  // torch's runtime matches it.
+  const std::size_t transfers_in_file = count_transfers(schedule);
   complete_schedule(schedule);
+  if (count_transfers(schedule) != transfers_in_file) post_receives_in_send_order(schedule);
   return schedule;
 }
 
-std::string to_torch_csv(const Schedule& schedule) {
-  std::string out;
+std::string to_torch_csv(const Schedule& input) {
+  Schedule schedule = input;
+  post_receives_in_send_order(schedule);
+  std::vector<std::vector<Instruction>> rows(schedule.programs.size());
   for (std::size_t r = 0; r < schedule.programs.size(); ++r) {
     const Program& program = schedule.programs[r];
-    bool first_cell = true;
-    auto add_cell = [&](std::string_view cell) {
-      if (!first_cell) out += ',';
-      out += cell;
-      first_cell = false;
-    };
+    std::vector<Instruction>& row = rows[r];
     // Sends and reductions the program waits for itself; the others get their wait added.
     std::set<std::tuple<Op, int, int>> waited;
     for (const Step& step : program)
@@ -242,8 +253,7 @@ std::string to_torch_csv(const Schedule& schedule) {
     auto has_wait = [&](Op wait_op, const Instruction& of) { return waited.count({wait_op, of.stage, of.micro_batch}) > 0; };
     std::vector<Instruction> unwaited_sends;
     for (std::size_t t = 0; t < program.size(); ++t) {
-      for (std::size_t i = 0; i < program[t].size(); ++i) {
-        const Instruction& instr = program[t][i];
+      for (const Instruction& instr : program[t]) {
         if (instr.op == Op::LoadMicroBatch || instr.op == Op::ReduceTiedGrads || instr.op == Op::OptimizerStep) continue;
         if (is_p2p(instr.op) && instr.peer_stage != kNone) {
           Instruction default_peer = instr;
@@ -253,16 +263,24 @@ std::string to_torch_csv(const Schedule& schedule) {
                                 to_string(instr) + ": its peer is stage " + std::to_string(instr.peer_stage) +
                                 ", which torch's CSV cannot express (actions always go to the neighbouring stage)");
         }
-        add_cell(to_string(instr));
+        row.push_back(instr);
         if (instr.op == Op::ReduceGrads && !has_wait(Op::WaitReduceGrads, {Op::WaitReduceGrads, instr.stage, kNone}))
-          add_cell(to_string({Op::WaitReduceGrads, instr.stage, kNone}));
+          row.push_back({Op::WaitReduceGrads, instr.stage, kNone});
         const Op wait_op = instr.op == Op::SendActivation ? Op::WaitSendActivation : Op::WaitSendGrad;
         if (is_send(instr.op) && !has_wait(wait_op, instr)) unwaited_sends.push_back({wait_op, instr.stage, instr.micro_batch});
       }
     }
     // pipescope's own rule never waits for a send; torch's runtime wants every send waited,
     // and the end of the program is where its own lowering waits for the last ones.
-    for (const Instruction& wait : unwaited_sends) add_cell(to_string(wait));
+    row.insert(row.end(), unwaited_sends.begin(), unwaited_sends.end());
+  }
+
+  std::string out;
+  for (const auto& row : rows) {
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      if (i) out += ',';
+      out += to_string(row[i]);
+    }
     out += '\n';
   }
   return out;

@@ -20,6 +20,7 @@ std::optional<ValidationProblem> find_problem(const Schedule& schedule, const Va
   if (Problem problem = check_program_order(flat, training)) return problem;
   std::vector<Vertex> partner;
   if (Problem problem = check_channels(flat, partner)) return problem;
+  if (Problem problem = check_rank_pair_order(flat, partner)) return problem;
   if (Problem problem = check_buffers(flat)) return problem;
   return check_deadlock(flat, partner, options.blocking_sends);
 }

@@ -55,6 +55,41 @@ std::int32_t CompiledSchedule::rank_of_instruction(std::int32_t index) const {
 
 namespace {
 
+// Torch's semantics: a receive only posts, and the first compute of its (stage, micro-batch)
+// and kind after it (F for an activation, B or I for a gradient) waits for its data; a
+// WaitSend* waits for the last send of its (stage, micro-batch) and kind before it. Both get
+// that transfer in CompiledInstruction::transfer.
+void link_torch_waits(CompiledSchedule& out) {
+  out.receives_post_only = true;
+  const std::size_t num_mb = static_cast<std::size_t>(std::max(out.num_micro_batches, 1));
+  // Per (stage, micro-batch, is gradient): the transfer posted and not yet consumed, -1 if none.
+  std::vector<std::int32_t> received(static_cast<std::size_t>(out.num_stages) * num_mb * 2, -1);
+  std::vector<std::int32_t> sent(received.size(), -1);
+  auto key = [&](const CompiledInstruction& ci, bool grad) {
+    return (static_cast<std::size_t>(ci.stage) * num_mb + static_cast<std::size_t>(ci.micro_batch)) * 2 + grad;
+  };
+  // Stages live on one rank, so one walk over all ranks keeps the per-rank meaning.
+  for (CompiledInstruction& ci : out.instructions) {
+    switch (ci.op) {
+      case Op::RecvActivation:
+      case Op::RecvGrad: received[key(ci, ci.op == Op::RecvGrad)] = ci.transfer; break;
+      case Op::SendActivation:
+      case Op::SendGrad: sent[key(ci, ci.op == Op::SendGrad)] = ci.transfer; break;
+      case Op::ForwardPass:
+      case Op::BackwardPass:
+      case Op::BackwardInput: {
+        std::int32_t& posted = received[key(ci, ci.op != Op::ForwardPass)];
+        ci.transfer = posted;
+        posted = -1;
+        break;
+      }
+      case Op::WaitSendActivation:
+      case Op::WaitSendGrad: ci.transfer = sent[key(ci, ci.op == Op::WaitSendGrad)]; break;
+      default: break;
+    }
+  }
+}
+
 // compile() of an index, all but step_of, which the caller copies or moves from the index.
 CompiledSchedule compile_index(const ScheduleIndex& index) {
   const Schedule& schedule = *index.schedule;
@@ -183,6 +218,7 @@ CompiledSchedule compile_index(const ScheduleIndex& index) {
     const std::size_t matched = it == sends.end() ? 0 : it->second.size();
     if (matched < recv_list.size()) throw ScheduleError(describe(recv_list[matched]) + ": no matching send");
   }
+  if (schedule.communication == Communication::Torch) link_torch_waits(out);
   return out;
 }
 

@@ -86,6 +86,7 @@ class Engine {
  private:
   void run_rank(std::int32_t rank, double now);
   void post_transfer(std::int32_t transfer, double now);
+  bool wait_for_data(std::int32_t rank, const CompiledInstruction& compute, double& now);
   void arrive(std::int32_t transfer, double arrival_s);
   void advance_link(LinkState& link, double now);
   void reschedule_link(std::int32_t link_id, double now);
@@ -125,7 +126,9 @@ class Engine {
   std::vector<double> posted_s_;     // per transfer
   std::vector<double> remaining_bytes_;
   std::vector<double> total_bytes_;
-  std::vector<char> receiver_waiting_;
+  std::vector<char> receiver_waiting_;  // per transfer: who waits for its arrival (bits below)
+  static constexpr char kReceiverWaits = 1;
+  static constexpr char kSenderWaits = 2;  // torch's WaitSend*
   // optimizer_sync: ranks with an OptimizerStep; reduce_tied_sync: ranks of the first and the
   // last stage with a ReduceTiedGrads.
   std::array<Barrier, 2> barriers_{};
@@ -181,6 +184,8 @@ void Engine::run_rank(std::int32_t rank, double now) {
     double duration = 0;
     std::int64_t delta = 0;
     traces::Lane lane = traces::Lane::Compute;
+    // Torch's semantics: a compute waits here for the data its posted receive brings.
+    if (ci.transfer >= 0 && is_compute_op(ci.op) && !wait_for_data(rank, ci, now)) return;
     switch (ci.op) {
       case Op::ForwardPass: duration = cost.f_s; delta = cost.f_mem_bytes; break;
       // Micro-batch 0's weight gradient becomes the gradient sum: nothing to add it to.
@@ -214,9 +219,22 @@ void Engine::run_rank(std::int32_t rank, double now) {
         now += effects.send_s + overhead_s;
         ++r.pc;
         continue;
-      // torch's wait points and (un)sharding: no work here (pipescope never shards parameters).
+      // Torch's wait for a send: until its data has arrived (a send with no WaitSend is waited
+      // at the end of the step, which its receive outlasts anyway).
       case Op::WaitSendActivation:
       case Op::WaitSendGrad:
+        if (ci.transfer >= 0) {
+          if (arrival_s_[ci.transfer] == kUnknown) {
+            r.clock_s = now;
+            receiver_waiting_[ci.transfer] |= kSenderWaits;
+            return;
+          }
+          now = std::max(now, arrival_s_[ci.transfer]);
+        }
+        ++r.pc;
+        continue;
+      // Collectives run synchronously here, so their wait has nothing left to wait for; and
+      // pipescope never shards parameters, so (un)sharding has no work.
       case Op::WaitReduceGrads:
       case Op::Unshard:
       case Op::Reshard:
@@ -224,11 +242,16 @@ void Engine::run_rank(std::int32_t rank, double now) {
         continue;
       case Op::RecvActivation:
       case Op::RecvGrad: {
+        if (s_.receives_post_only) {  // torch: posting costs the program its overhead only
+          now += overhead_s;
+          ++r.pc;
+          continue;
+        }
         const double arrival = arrival_s_[ci.transfer];
         if (arrival == kUnknown) {
           r.clock_s = now;
           r.recv_reached_s = now;
-          receiver_waiting_[ci.transfer] = 1;
+          receiver_waiting_[ci.transfer] |= kReceiverWaits;
           return;
         }
         // A receive that waited for its data ends when the data is there (the calibrated
@@ -326,6 +349,38 @@ void Engine::run_rank(std::int32_t rank, double now) {
   r.done = true;
 }
 
+// Torch's semantics: the compute waits for the data of its posted receive. False when the data
+// is not known yet (the rank stops until it arrives); otherwise `now` moves past the arrival and
+// the receive's own work, and the wait is recorded on the receive lane, as torch's runtime
+// shows it. Receive contention is not modelled for posted receives.
+bool Engine::wait_for_data(std::int32_t rank, const CompiledInstruction& compute, double& now) {
+  RankState& r = ranks_[rank];
+  const double arrival = arrival_s_[compute.transfer];
+  if (arrival == kUnknown) {
+    r.clock_s = now;
+    if (r.recv_reached_s < 0) r.recv_reached_s = now;
+    receiver_waiting_[compute.transfer] |= kReceiverWaits;
+    return false;
+  }
+  const double reached = r.recv_reached_s >= 0 ? r.recv_reached_s : now;
+  r.recv_reached_s = -1;
+  const bool data_there = arrival <= reached;
+  const double done = data_there ? reached + effects_[compute.stage].received_data_s(false) : std::max(now, arrival);
+  const CompiledTransfer& t = s_.transfers[compute.transfer];
+  if (options_.build_trace) {
+    add_event(rank, traces::Lane::Recv, s_.instructions[t.recv_index], reached, done, "p2p");
+    traces::TraceEvent& e = lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + 2].back();
+    e.peer_rank = t.from_rank;
+    e.bytes = stage_[compute.stage].activation_bytes;
+    trace_.flows.push_back({t.from_rank, static_cast<int>(traces::Lane::Send), posted_s_[compute.transfer] * 1e6, rank,
+                            static_cast<int>(traces::Lane::Recv), done * 1e6});
+    if (costs_.runtime.send_ends_at_receive) add_send_event(compute.transfer, done);
+  }
+  if (contention_) received_s_[compute.transfer] = done;
+  now = done;
+  return true;
+}
+
 // 1 when a message of a rank to `peer` (on `back_link`), posted by `now`, is still undelivered
 // at `now` (its receive ends later), 0 when none is, -1 when that depends on what the peer does
 // before `now` and the event loop has not got there yet. Delivered messages leave the list: the
@@ -379,10 +434,9 @@ void Engine::arrive(std::int32_t transfer, double arrival_s) {
   arrival_s_[transfer] = arrival_s;
   const CompiledTransfer& t = s_.transfers[transfer];
   if (options_.build_trace && !costs_.runtime.send_ends_at_receive) add_send_event(transfer, arrival_s);
-  if (receiver_waiting_[transfer]) {
-    receiver_waiting_[transfer] = 0;
-    push(std::max(ranks_[t.to_rank].clock_s, arrival_s), t.to_rank);
-  }
+  if (receiver_waiting_[transfer] & kReceiverWaits) push(std::max(ranks_[t.to_rank].clock_s, arrival_s), t.to_rank);
+  if (receiver_waiting_[transfer] & kSenderWaits) push(std::max(ranks_[t.from_rank].clock_s, arrival_s), t.from_rank);
+  receiver_waiting_[transfer] = 0;
 }
 
 void Engine::advance_link(LinkState& link, double now) {

@@ -4,7 +4,9 @@
 // micro-batch that does not exist (refused in one line). Hand-written cases pin the rules: a
 // posted receive does not block (a schedule that deadlocks under pipescope's rule runs under
 // torch's), a real deadlock is still found, wait points come after what they wait for,
-// REDUCE_GRAD comes after all of its stage's weight gradients, OVERLAP_F_B is its two actions.
+// REDUCE_GRAD comes after all of its stage's weight gradients, OVERLAP_F_B is its two actions
+// (whose sends, when the reader adds them, follow both); between two ranks receives are posted
+// in the order of the sends, as torch's runtime matches them, and the writer orders them so.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -94,6 +96,12 @@ TEST_CASE("OVERLAP_F_B is read as its two actions, in order, in one step") {
     if (is_compute(instr.op)) computes.push_back(to_string(instr));
   CHECK(computes == std::vector<std::string>{"0F1", "0B0"});
   CHECK(problem_of("0F0,1F0,1B0,(0F1;0B0)OVERLAP_F_B,1F1,1B1,0B1\n") == "");
+  // Completing a compute-only order, the pair's sends follow both actions, as torch lowers it.
+  const Schedule two_ranks = parse_torch_csv("0F0,(0F1;0B0)OVERLAP_F_B,0B1\n1F0,1B0,1F1,1B1\n", "x.csv");
+  std::vector<std::string> step;
+  for (const Instruction& instr : two_ranks.programs[0][1])
+    if (instr.op != Op::LoadMicroBatch) step.push_back(to_string(instr));
+  CHECK(step == std::vector<std::string>{"0F1", "0RECV_B0", "0B0", "0SEND_F1"});
 }
 
 TEST_CASE("a posted receive does not block: torch's order runs where pipescope's rule deadlocks") {
@@ -144,4 +152,23 @@ TEST_CASE("torch's per-stage actions take no micro-batch; unknown cells name row
         "x.csv: row 2 (rank 1), column 2: bad action '1WAIT_RECV_F0': unknown action type 'WAIT_RECV_F'");
   CHECK(problem_of("0F0,0WAIT_SEND_F\n") ==
         "x.csv: row 1 (rank 0), column 2: bad action '0WAIT_SEND_F': missing micro-batch number");
+}
+
+TEST_CASE("between two ranks, receives are posted in the order of the sends; the writer sees to it") {
+  // Rank 1 posts stage 3's receive of micro-batch 0 before stage 1's of micro-batch 1, but rank
+  // 0 sends stage 0's micro-batch 1 first: torch's runtime would hand it to stage 3.
+  const std::string crossed = "0F0,0SEND_F0,0F1,0SEND_F1,2RECV_F0,2F0,2SEND_F0,2RECV_F1,2F1,2SEND_F1\n"
+                              "1RECV_F0,1F0,1SEND_F0,3RECV_F0,1RECV_F1,1F1,1SEND_F1,3F0,3RECV_F1,3F1\n";
+  CHECK(problem_of(crossed) ==
+        "rank 1, step 3, position 0, instruction 3RECV_F0: is the 2nd receive rank 1 posts from rank 0, but its send, "
+        "rank 0 step 6 2SEND_F0, is the 3rd message rank 0 posts to rank 1; torch's runtime matches the messages between two ranks in "
+        "the order they are posted");
+  // Written as torch's CSV, stage 1's receive moves up (receives only move earlier).
+  Schedule schedule = parse_torch_csv(crossed, "x.csv");
+  const std::string written = to_torch_csv(schedule);
+  CHECK(written.find("1RECV_F0,1F0,1SEND_F0,1RECV_F1,3RECV_F0,1F1,1SEND_F1,3F0,3RECV_F1,3F1") != std::string::npos);
+  CHECK(problem_of(written) == "");
+  // pipescope's own rule matches per pair of stages: there the order is fine.
+  schedule.communication = Communication::Pipescope;
+  CHECK_FALSE(find_problem(schedule).has_value());
 }

@@ -214,13 +214,17 @@ TEST_CASE("ppsim schedule prints the grid and writes files that validate accepts
   const std::string csv = read_text(dir / "s.csv");
   const auto rows = lines_of(csv);
   REQUIRE(rows.size() == 2);
-  CHECK(rows[0].rfind("0F0,0SEND_F0,0F1,0SEND_F1,,0RECV_B0,0B0,", 0) == 0);
-  CHECK(rows[1].rfind(",1RECV_F0,1F0,1B0,1SEND_B0,", 0) == 0);
+  // torch's lowered form: no idle slots, every send waited (at the end of the row).
+  CHECK(rows[0].rfind("0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,", 0) == 0);
+  CHECK(rows[1].rfind("1RECV_F0,1F0,1B0,1SEND_B0,", 0) == 0);
+  CHECK(contains(rows[0], ",0REDUCE_GRAD,0WAIT_REDUCE_GRAD,0WAIT_SEND_F0,"));
   CHECK_FALSE(contains(csv, "LOAD"));  // torch's actions have no load or optimizer: the reader adds them
   const CliRun csv_valid = ppsim(dir, "validate s.csv");
   INFO(csv_valid.err);
   CHECK(csv_valid.status == 0);
-  CHECK(csv_valid.out == "s.csv" + valid);
+  // torch's form waits for each of the 8 sends and the 2 gradient reductions: 10 more.
+  const std::string valid_with_waits = ": valid: 2 ranks, 2 stages, 4 micro-batches, 56 instructions\n";
+  CHECK(csv_valid.out == "s.csv" + valid_with_waits);
 
   // A CSV missing one SEND cell is a partial file: the reader completes the communication.
   std::string partial = csv;
@@ -228,7 +232,7 @@ TEST_CASE("ppsim schedule prints the grid and writes files that validate accepts
   write_text(dir / "partial.csv", partial);
   const CliRun partial_valid = ppsim(dir, "validate partial.csv");
   CHECK(partial_valid.status == 0);
-  CHECK(partial_valid.out == "partial.csv" + valid);
+  CHECK(partial_valid.out == "partial.csv" + valid_with_waits);
 
   // The JSON file is a schedule the simulator takes: the same iteration as the generated one.
   const CliRun from_file = ppsim(dir, "simulate --schedule file:s.json --stages 2 --micro-batches 4 " + kCosts + " --json");

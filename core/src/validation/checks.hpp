@@ -33,6 +33,10 @@ Problem check_program_order(const FlatSchedule& flat, bool training);
 // on success `partner` maps each send to its receive and each receive to its send.
 Problem check_channels(const FlatSchedule& flat, std::vector<Vertex>& partner);
 
+// Torch's semantics only: between two ranks, receives are posted in the order of the sends
+// (torch's runtime matches them in that order, whatever their stages).
+Problem check_rank_pair_order(const FlatSchedule& flat, const std::vector<Vertex>& partner);
+
 // A buffer id of a stage holds one micro-batch from its first use to its last use.
 Problem check_buffers(const FlatSchedule& flat);
 

@@ -29,7 +29,8 @@ Schedule from_compute_order(const ComputeOrder& order);
 void add_data_loads(Schedule& schedule);
 
 // Adds a send after every compute whose result another rank needs and the matching receive
-// before the compute that needs it, in the same steps. Stages on the same rank hand over in
+// before the compute that needs it, in the same steps; in a step with several computes (torch's
+// OVERLAP_F_B) the sends follow the last of them, as torch's own lowering places them. Stages on the same rank hand over in
 // memory. Transfers already present are kept; added ones carry the buffer of their compute
 // and the default peer (the neighbour stage).
 void add_send_recv(Schedule& schedule);

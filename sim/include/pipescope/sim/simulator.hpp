@@ -23,7 +23,9 @@ struct CompiledInstruction {
   Op op = Op::ForwardPass;
   std::int32_t stage = 0;
   std::int32_t micro_batch = -1;
-  std::int32_t transfer = -1;  // send and receive: the transfer they take part in
+  // Send and receive: the transfer they take part in. Under torch's semantics also a compute:
+  // the received transfer whose data it waits for; and a WaitSend*: its send's transfer.
+  std::int32_t transfer = -1;
 };
 
 // One point-to-point transfer: a send matched with its receive.
@@ -47,6 +49,8 @@ struct CompiledSchedule {
   std::vector<std::int32_t> step_of;              // step index of each instruction (for messages)
   std::vector<CompiledTransfer> transfers;
   std::vector<std::pair<int, int>> links;         // directed (from rank, to rank) per link id
+  // Torch: a receive only posts; the compute that needs its data waits (Schedule::communication).
+  bool receives_post_only = false;
 
   std::int32_t rank_of_instruction(std::int32_t index) const;
 };
