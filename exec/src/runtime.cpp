@@ -42,6 +42,7 @@ class PipelineRuntime::Impl {
         recorder_.sample_memory(device);
       }
     ctx_.current = nullptr;
+    p2p_.finish_all_receives();  // torch's semantics: receives whose data no compute took
     // A forward-only step ends with the 16-bit weights in place (a training step put the masters
     // back before its optimizer step).
     for (auto& [s, st] : ctx_.stages) runtime::restore_master_weights(*st);
@@ -77,7 +78,7 @@ class PipelineRuntime::Impl {
     ctx_.active = schedule;
     ctx_.step_index = step_index;
     collectives_.begin_step();
-    p2p_.begin_step();
+    p2p_.begin_step(schedule->communication == Communication::Torch);
     for (auto& [s, st] : ctx_.stages) {
       st->micro_batches.clear();
       st->accumulator.reset(ctx_.micro_batch_count());
@@ -88,7 +89,9 @@ class PipelineRuntime::Impl {
   }
 
   // One instruction: compute and collectives are timed here; transfers time themselves (a
-  // send ends when the watcher sees it complete, a receive when its bytes are in).
+  // send ends when the watcher sees it complete, a receive when its bytes are in). With torch's
+  // semantics a compute first finishes the receives it needs (posted by RECV_F/RECV_B), outside
+  // its own event, and the wait points wait for what they name.
   void execute(const Instruction& instr) {
     if (!ctx_.holds(instr.stage)) ctx_.fail_here("the stage is not held by this rank");
     if (needs_micro_batch(instr.op) && (instr.micro_batch < 0 || instr.micro_batch >= ctx_.micro_batch_count()))
@@ -96,24 +99,31 @@ class PipelineRuntime::Impl {
     try {
       switch (instr.op) {
         case Op::LoadMicroBatch: return compute(instr, [&] { compute_.load(instr.stage, instr.micro_batch); });
-        case Op::ForwardPass: return compute(instr, [&] { compute_.forward(instr); });
-        case Op::BackwardPass: return compute(instr, [&] { compute_.backward(instr, true, true); });
-        case Op::BackwardInput: return compute(instr, [&] { compute_.backward(instr, true, false); });
+        case Op::ForwardPass:
+          p2p_.finish_receives(instr.stage, instr.micro_batch, true);
+          return compute(instr, [&] { compute_.forward(instr); });
+        case Op::BackwardPass:
+          p2p_.finish_receives(instr.stage, instr.micro_batch, false);
+          return compute(instr, [&] { compute_.backward(instr, true, true); });
+        case Op::BackwardInput:
+          p2p_.finish_receives(instr.stage, instr.micro_batch, false);
+          return compute(instr, [&] { compute_.backward(instr, true, false); });
         case Op::BackwardWeight: return compute(instr, [&] { compute_.backward(instr, false, true); });
         case Op::SendActivation:
         case Op::SendGrad: return p2p_.send(instr);
         case Op::RecvActivation:
         case Op::RecvGrad: return p2p_.recv(instr);
-        case Op::ReduceTiedGrads: return collective(instr, [&] { collectives_.reduce_tied(); });
+        case Op::ReduceTiedGrads: return collective(instr, [&] { collectives_.reduce_tied(ctx_.stage(instr.stage)); });
         case Op::ReduceGrads: return collective(instr, [&] { collectives_.reduce_grads(ctx_.stage(instr.stage)); });
         case Op::OptimizerStep: return collective(instr, [&] { collectives_.optimizer_step(ctx_.stage(instr.stage)); });
-        // Parameters are never sharded here: torch's UNSHARD/RESHARD have no work to do.
+        case Op::WaitSendActivation:
+        case Op::WaitSendGrad: return p2p_.wait_sends(instr.stage, instr.micro_batch, instr.op == Op::WaitSendActivation);
+        // ReduceGrads returns once its all-reduce is done (or, deferred, before the optimizer
+        // step that needs it): nothing is left to wait for.
+        case Op::WaitReduceGrads: return;
+        // FSDP's parameter (un)sharding: parameters here are never sharded.
         case Op::Unshard:
         case Op::Reshard: return;
-        case Op::WaitSendActivation:
-        case Op::WaitSendGrad:
-        case Op::WaitReduceGrads:
-          ctx_.fail_here("torch's wait points (" + std::string(op_action_type(instr.op)) + ") are not run by this executor yet");
       }
     } catch (const RuntimeError&) {
       throw;

@@ -4,7 +4,8 @@
 // drain() throw TransportError with the first send's description only ("first: send to rank 1:
 // rank 1 failed"), and a second drain() returns (the failure is reported once). A send nobody
 // receives fails after the watcher's 50 ms timeout ("lonely: send to rank 1: timed out after
-// 0.05 s").
+// 0.05 s"). wait_for(ticket) returns once that send completed, while a later one is still
+// pending (torch's WAIT_SEND_F/B), and reports a failure like drain().
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -65,4 +66,38 @@ TEST_CASE("a send nobody receives times out in the watcher", "[runtime][send_wat
   SendWatcher watcher(50ms);
   watcher.watch(sender->send(at::zeros({1}), 1, 0), [](double) {}, "lonely");
   CHECK_THROWS_WITH(watcher.drain(), "lonely: send to rank 1: timed out after 0.05 s");
+}
+
+TEST_CASE("the send watcher waits for one send while later ones are pending", "[runtime][send_watcher]") {
+  auto net = make_fake_network(2);
+  auto sender = make_fake_transport(net, 0), receiver = make_fake_transport(net, 1);
+  std::mutex mutex;
+  std::vector<int> done;
+  SendWatcher watcher(2000ms);
+  std::vector<std::uint64_t> tickets;
+  for (int i = 0; i < 2; ++i)
+    tickets.push_back(watcher.watch(sender->send(at::full({2}, static_cast<float>(i)), 1, 3),
+                                    [&, i](double) {
+                                      std::lock_guard<std::mutex> lock(mutex);
+                                      done.push_back(i);
+                                    },
+                                    fmt::format("send {}", i)));
+  CHECK(tickets == std::vector<std::uint64_t>{0, 1});
+  at::Tensor first = at::empty({2});
+  receiver->recv(first, 0, 3)->wait(2000ms);
+  watcher.wait_for(tickets[0]);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    CHECK(done == std::vector<int>{0});  // the second has no receive yet: it cannot have completed
+  }
+  at::Tensor second = at::empty({2});
+  receiver->recv(second, 0, 3)->wait(2000ms);
+  watcher.wait_for(tickets[1]);
+  CHECK(done == std::vector<int>{0, 1});
+  CHECK(second[0].item<float>() == 1.f);
+
+  fake_network_fail_rank(*net, 1);
+  const auto failing = watcher.watch(sender->send(at::zeros({1}), 1, 0), [](double) {}, "third");
+  CHECK_THROWS_WITH(watcher.wait_for(failing), "third: send to rank 1: rank 1 failed");
+  CHECK_NOTHROW(watcher.drain());
 }

@@ -62,12 +62,24 @@ void Collectives::finalize_grads(StageState& st) {
   st.grads_final = true;
 }
 
+bool Collectives::every_stage_complete() {
+  for (auto& [s, st] : ctx_.stages)
+    if (!st->grads_final && !st->accumulator.complete()) return false;
+  for (auto& [s, st] : ctx_.stages) finalize_grads(*st);
+  return true;
+}
+
+bool Collectives::holds_tied_weight(const StageState& st) const {
+  for (const auto& p : st.module->parameters())
+    if (!p.tied_key.empty()) return true;
+  return false;
+}
+
 // Tied weights: the total gradient is the sum over the layers using the weight, in layer
 // order. Each holder puts its layers' gradients in their rows of a [layers, numel] tensor
 // (zeros elsewhere); an all-reduce of rows with one non-zero contributor each is exact.
-void Collectives::reduce_tied() {
+void Collectives::reduce_tied_weights() {
   if (tied_done_) return;
-  for (auto& [s, st] : ctx_.stages) finalize_grads(*st);
   for (const auto& [key, layers] : tied_layers_) {
     std::vector<at::Tensor*> local_grads;
     std::vector<int> local_rows;
@@ -92,9 +104,21 @@ void Collectives::reduce_tied() {
   tied_done_ = true;
 }
 
+void Collectives::reduce_tied(StageState& st) {
+  finalize_grads(st);
+  if (every_stage_complete()) reduce_tied_weights();
+}
+
+// A stage without tied weights reduces as soon as its own gradients are complete; one with a
+// tied weight needs the tied sum first, which needs every stage of this rank (a mid-program
+// all-reduce of it could also wait on a rank that still waits on this one's later stages).
 void Collectives::reduce_grads(StageState& st) {
   if (st.grads_reduced) return;
-  reduce_tied();
+  finalize_grads(st);
+  if (holds_tied_weight(st)) {
+    if (!every_stage_complete()) return;  // deferred: a later reduction or the end of the step runs it
+    reduce_tied_weights();
+  }
   if (dp_group_) {
     auto params = st.module->parameter_tensors();
     if (!params.empty()) {
@@ -174,6 +198,9 @@ void Collectives::unscale_gradients() {
 void Collectives::optimizer_step(StageState& st) {
   if (st.stepped) return;
   reduce_grads(st);
+  // Clipping and loss scaling read every stage's gradients: until they are in, the step waits.
+  const bool needs_every_stage = ctx_.options.max_grad_norm > 0 || ctx_.options.loss_scaling;
+  if (!st.grads_reduced || (needs_every_stage && !every_stage_complete())) return;
   unscale_gradients();
   if (!skip_step_) clip_gradients();  // every rank skips alike: the clipping exchange too
   if (st.optimizer && !skip_step_) st.optimizer->step();
@@ -183,6 +210,9 @@ void Collectives::optimizer_step(StageState& st) {
 
 void Collectives::finish_training_step() {
   try {
+    // Whatever was deferred runs now: every stage's gradients are complete (or this fails
+    // naming the stage that misses some), so the tied sums and the reductions go first.
+    for (auto& [s, st] : ctx_.stages) finalize_grads(*st);
     for (auto& [s, st] : ctx_.stages) optimizer_step(*st);
   } catch (const RuntimeError&) {
     throw;

@@ -2,6 +2,10 @@
 // the data-parallel all-reduce, the loss scale taken out (fp16), clipping by the global norm,
 // and the optimizer step. Each
 // runs at most once per step, when its instruction comes or, failing that, after the program.
+// The instructions are per stage and may stand anywhere after that stage's last backward (torch
+// puts REDUCE_GRAD there, mid-program): what needs the other stages of this rank too (the tied
+// sum, clipping, loss scaling) waits until their gradients are complete, at the latest until the
+// end of the step.
 #pragma once
 
 #include <map>
@@ -26,11 +30,14 @@ class Collectives {
     unscaled_ = false;
     skip_step_ = false;
   }
-  // ReduceTiedGrads: first moves every held stage's accumulated gradients into .grad.
-  void reduce_tied();
-  // ReduceGrads: the data-parallel all-reduce of one stage's gradients.
+  // ReduceTiedGrads of one stage: its accumulated gradients into .grad, then, once every stage
+  // of this rank has its gradients, the tied-weight sums.
+  void reduce_tied(StageState& st);
+  // ReduceGrads: the data-parallel all-reduce of one stage's gradients, after the tied sums when
+  // the stage holds a tied weight (deferred until they can run).
   void reduce_grads(StageState& st);
-  // OptimizerStep of one stage, after its reductions and the step's clipping.
+  // OptimizerStep of one stage, after its reductions and the step's clipping; deferred while
+  // either still waits for other stages of this rank.
   void optimizer_step(StageState& st);
   // Programs without the end-of-batch instructions (compute-only files) still train: what is
   // missing runs after the program, in DeepSpeed's order.
@@ -40,6 +47,11 @@ class Collectives {
   void make_groups();
   int stage_of_layer(int layer) const;
   void finalize_grads(StageState& st);
+  // True when every stage of this rank has all its weight gradients (then finalized).
+  bool every_stage_complete();
+  bool holds_tied_weight(const StageState& st) const;
+  // The tied-weight sums over the stages (and ranks) sharing them; every stage here is final.
+  void reduce_tied_weights();
   void unscale_gradients();
   void clip_gradients();
 

@@ -7,6 +7,54 @@
 #include "runtime/error_text.hpp"
 
 namespace pipescope::exec::runtime {
+namespace {
+
+// The gradients of the floating-point ones of `tensors`, in order, as one byte message.
+struct GradLayout {
+  std::vector<at::ScalarType> dtypes;
+  std::vector<std::vector<std::int64_t>> sizes;
+  std::int64_t bytes = 0;
+};
+
+GradLayout grad_layout(const TensorList& tensors) {
+  GradLayout layout;
+  for (const auto& o : tensors)
+    if (carries_grad(o)) {
+      layout.dtypes.push_back(o.scalar_type());
+      layout.sizes.emplace_back(o.sizes().vec());
+      layout.bytes += o.numel() * static_cast<std::int64_t>(o.element_size());
+    }
+  return layout;
+}
+
+// A posted receive finishes at a compute's turn, but is named as itself in errors and traces.
+class AtInstruction {
+ public:
+  AtInstruction(RankContext& ctx, const Instruction& instr, int step) : ctx_(ctx), saved_(ctx.current), saved_step_(ctx.current_step) {
+    ctx.current = &instr;
+    ctx.current_step = step;
+  }
+  ~AtInstruction() {
+    ctx_.current = saved_;
+    ctx_.current_step = saved_step_;
+  }
+  AtInstruction(const AtInstruction&) = delete;
+  AtInstruction& operator=(const AtInstruction&) = delete;
+
+ private:
+  RankContext& ctx_;
+  const Instruction* saved_;
+  int saved_step_;
+};
+
+}  // namespace
+
+void PointToPoint::begin_step(bool torch_semantics) {
+  headers_.clear();
+  torch_semantics_ = torch_semantics;
+  posted_.clear();
+  send_tickets_.clear();
+}
 
 int PointToPoint::tag(int from_stage, int to_stage, bool activation) const {
   return (from_stage * ctx_.active->num_stages + to_stage) * 2 + (activation ? 0 : 1);
@@ -46,7 +94,18 @@ void PointToPoint::send(const Instruction& instr) {
   const auto index = recorder_.begin_event(traces::Lane::Send, instr, peer, bytes);
   auto group = std::make_unique<PendingGroup>();
   for (auto& m : messages) group->add(ctx_.world.send(m, peer, message_tag));
-  send_watcher_.watch(std::move(group), [this, index](double end) { recorder_.end_event(index, end); }, ctx_.where());
+  send_tickets_[{instr.stage, instr.micro_batch, activation}] =
+      send_watcher_.watch(std::move(group), [this, index](double end) { recorder_.end_event(index, end); }, ctx_.where());
+}
+
+void PointToPoint::wait_sends(int stage, int micro_batch, bool activation) {
+  auto it = send_tickets_.find({stage, micro_batch, activation});
+  if (it == send_tickets_.end()) return;
+  try {
+    send_watcher_.wait_for(it->second);
+  } catch (const std::exception& e) {
+    ctx_.fail_here(first_line(e.what()));
+  }
 }
 
 std::int64_t PointToPoint::append_main_messages(TensorList& messages, const Instruction& instr, MicroBatchState& state,
@@ -100,12 +159,19 @@ std::int64_t PointToPoint::append_skip_messages(TensorList& messages, const Inst
 
 std::int64_t PointToPoint::receive_activation(StageState& st, MicroBatchState& state, int peer_stage, const Receive& receive,
                                               int peer) {
-  const at::Device device = ctx_.device();
   if (ctx_.dynamic_shapes) {
     std::int64_t bytes = 0;
     state.received_inputs = headers_.receive_messages({peer_stage, st.stage, 0}, receive, peer, bytes, state.received_names);
     return bytes;
   }
+  PlannedMessage message = plan_activation(st, state);
+  receive(message.buffer);
+  message.unpack();
+  return static_cast<std::int64_t>(message.buffer.numel() * message.buffer.element_size());
+}
+
+PointToPoint::PlannedMessage PointToPoint::plan_activation(StageState& st, MicroBatchState& state) {
+  const at::Device device = ctx_.device();
   TensorList like;
   state.received_names.clear();
   for (const auto& spec : ctx_.model.boundary.at(static_cast<std::size_t>(st.module->first_layer()))) {
@@ -122,39 +188,85 @@ std::int64_t PointToPoint::receive_activation(StageState& st, MicroBatchState& s
       total_bytes += t.numel() * static_cast<std::int64_t>(t.element_size());
     }
     at::Tensor body = at::empty({total_bytes}, at::TensorOptions().dtype(at::kByte).device(device));
-    receive(body);
-    state.received_inputs = unpack_bytes(body, 0, dtypes, sizes, device);
-    return total_bytes;
+    return {body, [&state, body, dtypes, sizes, device] { state.received_inputs = unpack_bytes(body, 0, dtypes, sizes, device); }};
   }
   std::int64_t total = 0;
   for (auto& t : like) total += t.numel();
   at::Tensor flat = like.size() == 1 ? like[0] : at::empty({total}, like[0].options());
-  receive(flat);
-  state.received_inputs = unpack_tensors(flat, like);
-  return static_cast<std::int64_t>(flat.numel() * flat.element_size());
+  return {flat, [&state, flat, like] { state.received_inputs = unpack_tensors(flat, like); }};
+}
+
+std::optional<PointToPoint::PlannedMessage> PointToPoint::plan_grads(MicroBatchState& state) {
+  const GradLayout layout = grad_layout(state.outputs);
+  if (layout.bytes == 0) return std::nullopt;
+  const at::Device device = ctx_.device();
+  at::Tensor body = at::empty({layout.bytes}, at::TensorOptions().dtype(at::kByte).device(device));
+  return PlannedMessage{body, [&state, body, layout, device] {
+                          state.output_grads = unpack_bytes(body, 0, layout.dtypes, layout.sizes, device);
+                        }};
 }
 
 TensorList PointToPoint::receive_grads_for(const TensorList& tensors, const Receive& receive, std::int64_t& bytes) {
+  const GradLayout layout = grad_layout(tensors);
+  if (layout.bytes == 0) return {};
   const at::Device device = ctx_.device();
-  std::vector<at::ScalarType> dtypes;
-  std::vector<std::vector<std::int64_t>> sizes;
-  std::int64_t total = 0;
-  for (const auto& o : tensors)
-    if (carries_grad(o)) {
-      dtypes.push_back(o.scalar_type());
-      sizes.emplace_back(o.sizes().vec());
-      total += o.numel() * static_cast<std::int64_t>(o.element_size());
-    }
-  if (total == 0) return {};
-  at::Tensor body = at::empty({total}, at::TensorOptions().dtype(at::kByte).device(device));
+  at::Tensor body = at::empty({layout.bytes}, at::TensorOptions().dtype(at::kByte).device(device));
   receive(body);
-  bytes += total;
-  return unpack_bytes(body, 0, dtypes, sizes, device);
+  bytes += layout.bytes;
+  return unpack_bytes(body, 0, layout.dtypes, layout.sizes, device);
 }
 
 void PointToPoint::recv(const Instruction& instr) {
   const int peer_stage = resolved_peer_stage(instr);
   if (ctx_.holds(peer_stage)) return;  // same rank: handed over in memory
+  if (torch_semantics_) return post_receive(instr, peer_stage);
+  receive_now(instr);
+}
+
+// Only the one message of the main channel can be posted before it arrives, and only with
+// declared shapes (a header says how large the message after it is); a channel that carries
+// skip tensors or headers is received whole when finished. Either way the receive is finished
+// in its channel's order (posted_receives.hpp).
+void PointToPoint::post_receive(const Instruction& instr, int peer_stage) {
+  const bool activation = instr.op == Op::RecvActivation;
+  const int peer = ctx_.world_rank_of_stage(peer_stage);
+  const PostedReceives::Key key{instr.stage, instr.micro_batch, activation};
+  const PostedReceives::Channel channel{peer, tag(peer_stage, instr.stage, activation)};
+  const int step = ctx_.current_step;
+  const bool main_channel = peer_stage == (activation ? instr.stage - 1 : instr.stage + 1);
+  const bool skips = activation ? !transported_skips(peer_stage, instr.stage).empty() : !transported_skips(instr.stage, peer_stage).empty();
+  if (!main_channel || skips || (activation && ctx_.dynamic_shapes)) {
+    posted_.post(key, channel, [this, &instr, step] {
+      AtInstruction at(ctx_, instr, step);
+      receive_now(instr);
+    });
+    return;
+  }
+  StageState& st = ctx_.stage(instr.stage);
+  MicroBatchState& state = ctx_.micro_batch(instr.stage, instr.micro_batch);
+  if (!activation && state.outputs.empty()) ctx_.fail_here("a gradient for outputs this stage has not computed (no forward before it)");
+  std::optional<PlannedMessage> message = activation ? plan_activation(st, state) : plan_grads(state);
+  if (!message) return;  // nothing floating-point: no gradient comes back
+  const double posted_us = now_us();
+  std::shared_ptr<PendingTransfer> transfer = ctx_.world.recv(message->buffer, peer, channel.second);
+  posted_.post(key, channel, [this, &instr, step, peer, posted_us, transfer, message = *message] {
+    AtInstruction at(ctx_, instr, step);
+    try {
+      transfer->wait(ctx_.options.timeout);
+    } catch (const std::exception& e) {
+      ctx_.fail(first_line(e.what()), "blocked in " + ctx_.where());
+    }
+    message.unpack();
+    // The event spans the receive from its post until its bytes were known to be in.
+    const auto index = recorder_.begin_event(traces::Lane::Recv, instr, peer,
+                                             static_cast<std::int64_t>(message.buffer.numel() * message.buffer.element_size()));
+    recorder_.move_event_start(index, posted_us);
+    recorder_.end_event(index, now_us());
+  });
+}
+
+void PointToPoint::receive_now(const Instruction& instr) {
+  const int peer_stage = resolved_peer_stage(instr);
   StageState& st = ctx_.stage(instr.stage);
   MicroBatchState& state = ctx_.micro_batch(instr.stage, instr.micro_batch);
   const bool activation = instr.op == Op::RecvActivation;

@@ -17,22 +17,35 @@ SendWatcher::~SendWatcher() {
   thread_.join();
 }
 
-void SendWatcher::watch(std::unique_ptr<PendingTransfer> pending, std::function<void(double)> on_done, std::string describe) {
+std::uint64_t SendWatcher::watch(std::unique_ptr<PendingTransfer> pending, std::function<void(double)> on_done,
+                                 std::string describe) {
+  std::uint64_t ticket = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back({std::move(pending), std::move(on_done), std::move(describe)});
+    ticket = posted_++;
   }
   cv_.notify_all();
+  return ticket;
 }
 
 void SendWatcher::drain() {
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
-  if (!error_.empty()) {
-    std::string e = error_;
-    error_.clear();
-    throw TransportError(e);
-  }
+  throw_first_failure();
+}
+
+void SendWatcher::wait_for(std::uint64_t ticket) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return completed_ > ticket; });
+  throw_first_failure();
+}
+
+void SendWatcher::throw_first_failure() {
+  if (error_.empty()) return;
+  std::string e = error_;
+  error_.clear();
+  throw TransportError(e);
 }
 
 void SendWatcher::loop() {
@@ -53,6 +66,7 @@ void SendWatcher::loop() {
     }
     lock.lock();
     busy_ = false;
+    ++completed_;
     // Later failures are usually consequences of the first (a dead peer fails every send).
     if (!failure.empty() && error_.empty()) error_ = failure;
     cv_.notify_all();
