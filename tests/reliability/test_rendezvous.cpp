@@ -1,6 +1,7 @@
 // Fault cases of pprun's rendezvous and launcher (issue 19 item 4): bad MASTER_PORT values, a
 // one-node launch with MASTER_ADDR set, workers of different world sizes or of another run, a
-// port in use, too many workers, signals to the launcher, a stopped worker and a killed one. Each runs the
+// port in use, too many workers, signals to the launcher, a stopped worker and a killed one,
+// and random bytes sent to the workers' listening sockets. Each runs the
 // real pprun on a tiny model under a hard time limit.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -10,9 +11,12 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -131,6 +135,49 @@ fs::path store_dir_of(pid_t worker) {
 }
 
 bool process_exists(pid_t pid) { return kill(pid, 0) == 0 && !contains(read_text("/proc/" + std::to_string(pid) + "/stat"), ") Z "); }
+
+// The TCP ports `pid` listens on: its socket inodes (/proc/PID/fd) found listening (state 0A) in
+// the kernel's tables.
+std::set<int> listening_ports(pid_t pid) {
+  std::set<std::string> inodes;
+  std::error_code error;
+  for (fs::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", error), end; !error && it != end; it.increment(error)) {
+    const std::string target = fs::read_symlink(it->path(), error).string();
+    if (!error && target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
+    error.clear();
+  }
+  std::set<int> ports;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::istringstream lines(read_text(table));
+    std::string line;
+    std::getline(lines, line);  // the header
+    while (std::getline(lines, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+      if (state == "0A" && inodes.contains(inode)) ports.insert(std::stoi(local.substr(local.rfind(':') + 1), nullptr, 16));
+    }
+  }
+  return ports;
+}
+
+// Connects to 127.0.0.1:port and sends `bytes` random bytes; false when nothing listens there.
+bool send_garbage(int port, std::size_t bytes) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool connected = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  if (connected) {
+    std::vector<unsigned char> junk(bytes);
+    std::mt19937 random(static_cast<unsigned>(port));
+    for (auto& b : junk) b = static_cast<unsigned char>(random());
+    [[maybe_unused]] const ssize_t sent = ::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
+  }
+  close(fd);
+  return connected;
+}
 
 }  // namespace
 
@@ -315,6 +362,31 @@ TEST_CASE("a worker killed during a step: the others say the connection to it wa
     CHECK_FALSE(contains(run.err, "gloo/transport"));
     CHECK_FALSE(contains(run.err, "typically caused"));
   }
+}
+
+TEST_CASE("random bytes sent to every worker's listening sockets during start-up do not disturb the run",
+          "[reliability][rendezvous]") {
+  // A stranger on this machine connects to each socket a worker listens on (Gloo's, opened for
+  // connection set-up) as soon as it appears and sends 256 random bytes; the run must end well,
+  // with every step's metrics and nothing on stderr.
+  const auto dir = case_dir("garbage-to-listeners");
+  Launch launch(dir, "--nproc-per-node 2 " + kTiny + " --steps 3 --timeout 20 --metrics m.jsonl");
+  const std::vector<pid_t> workers = launch.wait_for_workers(2);
+  REQUIRE(workers.size() == 2);
+  std::set<std::pair<pid_t, int>> sent;
+  for (int i = 0; i < 3000 && process_exists(launch.pid); ++i) {
+    for (pid_t w : workers)
+      for (int port : listening_ports(w))
+        if (sent.emplace(w, port).second) send_garbage(port, 256);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const int status = launch.wait(60);
+  INFO(read_text(dir / "err"));
+  CHECK(sent.size() >= 2);  // at least one listening socket of each worker was reached
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  CHECK(read_text(dir / "err").empty());
+  const std::string metrics = read_text(dir / "m.jsonl");
+  CHECK(std::count(metrics.begin(), metrics.end(), '\n') == 3);
 }
 
 #endif  // PPRUN_PATH
