@@ -75,6 +75,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=1, help="steps run before profiling starts")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--timing-only", action="store_true",
+                        help="profile without shapes and memory events: the profiler's own cost stays out of the timings")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
@@ -150,7 +152,7 @@ def main():
         # A profiler schedule is what makes step() mark each step with a `ProfilerStep#N` span
         # (without one torch records the steps unmarked); every step is active.
         path = os.path.join(args.out, f"rank{rank}.pt.trace.json")
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=not args.timing_only, record_shapes=not args.timing_only,
                      schedule=torch.profiler.schedule(wait=0, warmup=0, active=args.steps, repeat=1),
                      on_trace_ready=lambda done: done.export_chrome_trace(path)) as profiler:
             for step in range(args.steps):
