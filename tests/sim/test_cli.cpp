@@ -67,6 +67,8 @@
 #include <string>
 #include <vector>
 
+#include "ppsim_run.hpp"
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -98,10 +100,8 @@ fs::path case_dir(const std::string& name) {
   return dir;
 }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using ppsim_test::quoted;
+using ppsim_test::read_text;
 
 void write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
@@ -110,41 +110,10 @@ void write_text(const fs::path& path, const std::string& text) {
 
 json read_json(const fs::path& path) { return json::parse(read_text(path)); }
 
-std::string quoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
-  }
-  return out + "'";
-}
+using CliRun = ppsim_test::PpsimRun;
 
-struct CliRun {
-  int status = -1;
-  std::string out, err;
-  // Exactly one line on stderr, of the form `ppsim: error: ...`.
-  bool one_error_line() const {
-    return err.rfind("ppsim: error: ", 0) == 0 && std::count(err.begin(), err.end(), '\n') == 1 && err.back() == '\n';
-  }
-};
-
-// Runs `ppsim ARGS` in `dir` through the shell; stdout and stderr are captured in files beside
-// the case folders, so a case folder holds only what ppsim wrote.
-CliRun ppsim(const fs::path& dir, const std::string& args) {
-  static int counter = 0;
-  const std::string stem = "run" + std::to_string(++counter);
-  const fs::path out = work_root() / (stem + ".out"), err = work_root() / (stem + ".err");
-  const std::string command = "cd " + quoted(dir.string()) + " && " + quoted(PPSIM_PATH) + " " + args + " >" +
-                              quoted(out.string()) + " 2>" + quoted(err.string());
-  const int raw = std::system(command.c_str());
-  CliRun run;
-  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  run.out = read_text(out);
-  run.err = read_text(err);
-  return run;
-}
+// Runs `ppsim ARGS` in `dir`; the case folder holds only what ppsim wrote.
+CliRun ppsim(const fs::path& dir, const std::string& args) { return ppsim_test::run_ppsim(args, dir); }
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;

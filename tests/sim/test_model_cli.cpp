@@ -23,41 +23,17 @@
 #include <string>
 #include <unistd.h>
 
+#include "ppsim_run.hpp"
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string out, err;
-  bool one_error_line() const {
-    return err.rfind("ppsim: error: ", 0) == 0 && std::count(err.begin(), err.end(), '\n') == 1;
-  }
-};
+using ppsim_test::PpsimRun;
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// `ppsim simulate ARGS`, its output captured in this process's temporary files.
-Run simulate(const std::string& args) {
-  static int counter = 0;
-  const fs::path stem = fs::temp_directory_path() /
-                        ("pipescope-test-model-cli-" + std::to_string(::getpid()) + "-" + std::to_string(++counter));
-  const fs::path out = stem.string() + ".out", err = stem.string() + ".err";
-  const std::string command = std::string("'") + PPSIM_PATH + "' simulate " + args + " >'" + out.string() + "' 2>'" +
-                              err.string() + "'";
-  const int raw = std::system(command.c_str());
-  Run run;
-  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  run.out = read_text(out);
-  run.err = read_text(err);
-  fs::remove(out);
-  fs::remove(err);
-  return run;
-}
+// `ppsim simulate ARGS`.
+PpsimRun simulate(const std::string& args) { return ppsim_test::run_ppsim("simulate " + args); }
 
 std::int64_t max_peak(const std::string& json_text) {
   std::int64_t peak = 0;
@@ -71,18 +47,18 @@ const std::string kLlama = "--model llama-3-70b --stages 4 --micro-batches 8 --s
 }  // namespace
 
 TEST_CASE("ppsim simulate runs tensor and sequence parallelism and both recomputations", "[cli]") {
-  const Run table = simulate(kLlama + "--tensor-parallel 8");
+  const ppsim_test::PpsimRun table = simulate(kLlama + "--tensor-parallel 8");
   INFO(table.err);
   REQUIRE(table.status == 0);
   CHECK(table.out.find("llama-3-70b on 32 x h100 (8 per node; tp 8, recomputation none)") != std::string::npos);
 
   const std::string gpt3 = "--model gpt3-175b --gpu a100 --stages 8 --micro-batches 16 --tensor-parallel 8 --json ";
-  const Run plain = simulate(gpt3);
-  const Run sequence = simulate(gpt3 + "--sequence-parallel");
-  const Run selective = simulate(gpt3 + "--sequence-parallel --recompute-granularity selective");
-  const Run full = simulate(gpt3 + "--sequence-parallel --recompute-granularity full");
-  const Run full_alone = simulate(gpt3 + "--sequence-parallel --recompute");
-  for (const Run* run : {&plain, &sequence, &selective, &full, &full_alone}) REQUIRE(run->status == 0);
+  const ppsim_test::PpsimRun plain = simulate(gpt3);
+  const ppsim_test::PpsimRun sequence = simulate(gpt3 + "--sequence-parallel");
+  const ppsim_test::PpsimRun selective = simulate(gpt3 + "--sequence-parallel --recompute-granularity selective");
+  const ppsim_test::PpsimRun full = simulate(gpt3 + "--sequence-parallel --recompute-granularity full");
+  const ppsim_test::PpsimRun full_alone = simulate(gpt3 + "--sequence-parallel --recompute");
+  for (const ppsim_test::PpsimRun* run : {&plain, &sequence, &selective, &full, &full_alone}) REQUIRE(run->status == 0);
   CHECK(max_peak(sequence.out) < max_peak(plain.out));
   CHECK(max_peak(selective.out) < max_peak(sequence.out));
   CHECK(max_peak(full.out) < max_peak(selective.out));
@@ -93,7 +69,7 @@ TEST_CASE("ppsim simulate runs tensor and sequence parallelism and both recomput
 
 TEST_CASE("ppsim simulate derives a model's costs for the stages interleaved-1f1b chooses", "[cli]") {
   const std::string args = "--model gpt-7b --stages 4 --micro-batches 8 --schedule interleaved-1f1b --json";
-  const Run chosen = simulate(args);
+  const ppsim_test::PpsimRun chosen = simulate(args);
   INFO(chosen.err);
   REQUIRE(chosen.status == 0);
   CHECK(json::parse(chosen.out).at("num_stages") == 8);
@@ -115,7 +91,7 @@ TEST_CASE("ppsim simulate refuses tensor parallelism that cannot run, with the r
   };
   for (const auto& [args, reason] : cases) {
     INFO(args);
-    const Run run = simulate(args + " --json");
+    const ppsim_test::PpsimRun run = simulate(args + " --json");
     CHECK(run.status == 2);
     CHECK(run.one_error_line());
     CHECK(run.err.find(reason) != std::string::npos);

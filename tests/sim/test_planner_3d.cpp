@@ -38,6 +38,7 @@
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/registry.hpp"
 #include "pipescope/sim/planner.hpp"
+#include "ppsim_run.hpp"
 
 using namespace pipescope;
 using namespace pipescope::sim;
@@ -58,36 +59,8 @@ PlanRequest small_request() {
   return request;
 }
 
-struct Run {
-  int status = -1;
-  std::string out, err;
-  bool one_error_line() const {
-    return err.rfind("ppsim: error: ", 0) == 0 && std::count(err.begin(), err.end(), '\n') == 1;
-  }
-};
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// `ppsim ARGS`, its output captured in this process's temporary files.
-Run ppsim(const std::string& args) {
-  static int counter = 0;
-  const fs::path stem = fs::temp_directory_path() /
-                        ("pipescope-test-planner-3d-" + std::to_string(::getpid()) + "-" + std::to_string(++counter));
-  const fs::path out = stem.string() + ".out", err = stem.string() + ".err";
-  const std::string command =
-      std::string("'") + PPSIM_PATH + "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "'";
-  const int raw = std::system(command.c_str());
-  Run run;
-  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  run.out = read_text(out);
-  run.err = read_text(err);
-  fs::remove(out);
-  fs::remove(err);
-  return run;
-}
+// `ppsim ARGS`.
+ppsim_test::PpsimRun ppsim(const std::string& args) { return ppsim_test::run_ppsim(args); }
 
 }  // namespace
 
@@ -222,7 +195,7 @@ TEST_CASE("the memory walk before simulating drops exactly what simulation would
 TEST_CASE("ppsim plan prints tp, sp and the recomputation granularity", "[cli]") {
   const std::string search = "plan --model gpt-1.3b --gpus 8 --global-batch 16 --schedules 1f1b --micro-batch-sizes 1 "
                              "--tensor-parallel-sizes 1,2,3 --recompute none,selective --top 0 --quiet";
-  const Run as_json = ppsim(search + " --format json");
+  const ppsim_test::PpsimRun as_json = ppsim(search + " --format json");
   INFO(as_json.err);
   REQUIRE(as_json.status == 0);
   const json plan = json::parse(as_json.out);
@@ -245,7 +218,7 @@ TEST_CASE("ppsim plan prints tp, sp and the recomputation granularity", "[cli]")
   }
   CHECK(granularities == std::set<std::string>{"none", "selective"});
   REQUIRE(tp_row != nullptr);
-  const Run simulated = ppsim("simulate --model gpt-1.3b --stages 2 --data-parallel 2 --tensor-parallel 2 "
+  const ppsim_test::PpsimRun simulated = ppsim("simulate --model gpt-1.3b --stages 2 --data-parallel 2 --tensor-parallel 2 "
                               "--sequence-parallel --recompute-granularity selective --micro-batches 8 "
                               "--schedule 1f1b --zero1 --json");
   INFO(simulated.err);
@@ -253,16 +226,16 @@ TEST_CASE("ppsim plan prints tp, sp and the recomputation granularity", "[cli]")
   const json summary = json::parse(simulated.out);
   CHECK(tp_row->at("iteration_time_s").get<double>() == Approx(summary.at("iteration_time_s").get<double>()));
 
-  const Run csv = ppsim(search + " --format csv");
+  const ppsim_test::PpsimRun csv = ppsim(search + " --format csv");
   REQUIRE(csv.status == 0);
   CHECK(csv.out.rfind("rank,schedule,pipeline,data_parallel,", 0) == 0);
   CHECK(csv.out.find(",tensor_parallel,sequence_parallel,recompute_granularity\n") != std::string::npos);
 
-  const Run table = ppsim(search);
+  const ppsim_test::PpsimRun table = ppsim(search);
   REQUIRE(table.status == 0);
   CHECK(table.out.find("refused: tensor parallel 3: does not divide the 8 GPUs") != std::string::npos);
 
-  const Run both = ppsim("plan --model gpt-1.3b --gpus 8 --global-batch 16 --schedules 1f1b --micro-batch-sizes 1 "
+  const ppsim_test::PpsimRun both = ppsim("plan --model gpt-1.3b --gpus 8 --global-batch 16 --schedules 1f1b --micro-batch-sizes 1 "
                          "--tensor-parallel-sizes 2 --sequence-parallel off --recompute both --top 0 -q --format json");
   REQUIRE(both.status == 0);
   std::set<std::string> old_words;
@@ -275,7 +248,7 @@ TEST_CASE("ppsim plan prints tp, sp and the recomputation granularity", "[cli]")
 
   for (const std::string bad : {"--recompute sometimes", "--sequence-parallel maybe", "--tensor-parallel-sizes 0"}) {
     INFO(bad);
-    const Run refused = ppsim("plan -q " + bad);
+    const ppsim_test::PpsimRun refused = ppsim("plan -q " + bad);
     CHECK(refused.status == 2);
     CHECK(refused.out.empty());
     CHECK(refused.one_error_line());

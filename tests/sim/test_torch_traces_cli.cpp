@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ppsim_run.hpp"
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -24,15 +26,7 @@ namespace {
 
 const fs::path kTorchTraces = fs::path(PIPESCOPE_SOURCE_DIR) / "tests/golden/torch/traces";
 
-struct Run {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using ppsim_test::read_text;
 
 fs::path work_dir() {
   const fs::path dir = fs::temp_directory_path() / ("pipescope-test-torch-cli-" + std::to_string(::getpid()));
@@ -40,22 +34,16 @@ fs::path work_dir() {
   return dir;
 }
 
-Run ppsim(const std::string& args) {
-  const fs::path out = work_dir() / "out.txt", err = work_dir() / "err.txt";
-  const std::string command =
-      std::string("'") + PPSIM_PATH + "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "'";
-  const int raw = std::system(command.c_str());
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_text(out), read_text(err)};
-}
+ppsim_test::PpsimRun ppsim(const std::string& args) { return ppsim_test::run_ppsim(args); }
 
-std::string arg(const fs::path& p) { return "'" + p.string() + "'"; }
+std::string arg(const fs::path& p) { return ppsim_test::quoted(p.string()); }
 
 }  // namespace
 
 TEST_CASE("calibrate and compare read a torch run's folder as one measured trace", "[cli][torch]") {
   const fs::path run = kTorchTraces / "interleaved-1f1b";
   const fs::path profile = work_dir() / "profile.json", predicted = work_dir() / "predicted.json";
-  const Run calibrated = ppsim("calibrate " + arg(run) + " -o " + arg(profile) + " --quiet");
+  const ppsim_test::PpsimRun calibrated = ppsim("calibrate " + arg(run) + " -o " + arg(profile) + " --quiet");
   INFO(calibrated.err);
   REQUIRE(calibrated.status == 0);
   CHECK(calibrated.err.empty());
@@ -72,7 +60,7 @@ TEST_CASE("calibrate and compare read a torch run's folder as one measured trace
   REQUIRE(ppsim("simulate --schedule interleaved-1f1b --stages 2 --chunks 2 --micro-batches 4 --profile " + arg(profile) +
                 " --trace " + arg(predicted))
               .status == 0);
-  const Run compared = ppsim("compare " + arg(predicted) + " " + arg(run / "rank0.pt.trace.json.gz") + " " +
+  const ppsim_test::PpsimRun compared = ppsim("compare " + arg(predicted) + " " + arg(run / "rank0.pt.trace.json.gz") + " " +
                              arg(run / "rank1.pt.trace.json.gz") + " --json --top 0");
   INFO(compared.err);
   REQUIRE(compared.status == 0);
@@ -82,20 +70,20 @@ TEST_CASE("calibrate and compare read a torch run's folder as one measured trace
   for (const auto& rank : c.at("ranks")) CHECK(rank.at("peak_memory_measured_bytes").get<std::int64_t>() > 1'000'000);
 
   // Another step is another measurement of the same run.
-  const Run first_step = ppsim("compare " + arg(predicted) + " " + arg(run) + " --json --step 0");
+  const ppsim_test::PpsimRun first_step = ppsim("compare " + arg(predicted) + " " + arg(run) + " --json --step 0");
   REQUIRE(first_step.status == 0);
   CHECK(json::parse(first_step.out).at("iteration_time_measured_s") != c.at("iteration_time_measured_s"));
 }
 
 TEST_CASE("a step that is not there, and a trace with no PP: spans, are said in one line each", "[cli][torch]") {
   const fs::path profile = work_dir() / "unused.json";
-  const Run missing = ppsim("calibrate " + arg(kTorchTraces / "interleaved-1f1b") + " -o " + arg(profile) + " --step 9");
+  const ppsim_test::PpsimRun missing = ppsim("calibrate " + arg(kTorchTraces / "interleaved-1f1b") + " -o " + arg(profile) + " --step 9");
   CHECK(missing.status != 0);
   CHECK(missing.err.find("--step 9: no ProfilerStep#9 (steps there: 0, 1)") != std::string::npos);
   CHECK(std::count(missing.err.begin(), missing.err.end(), '\n') == 1);
   CHECK_FALSE(fs::exists(profile));
 
-  const Run gpipe = ppsim("calibrate " + arg(kTorchTraces / "gpipe") + " -o " + arg(profile));
+  const ppsim_test::PpsimRun gpipe = ppsim("calibrate " + arg(kTorchTraces / "gpipe") + " -o " + arg(profile));
   CHECK(gpipe.status != 0);
   CHECK(gpipe.err.find("rank0.pt.trace.json.gz: no PP: action spans (a single-stage schedule class") != std::string::npos);
   CHECK(gpipe.err.find("no events with a stage") != std::string::npos);

@@ -17,8 +17,6 @@
 namespace pipescope::validation {
 namespace {
 
-std::string num(long long value) { return std::to_string(value); }
-
 // Dense numbers for the buffer ids in use: a table when ids are small (the usual case), a
 // sorted list otherwise (ids read from a file may be anything up to INT_MAX).
 class BufferIds {
@@ -107,7 +105,7 @@ Problem check_single_id_per_pair(const FlatSchedule& flat, const Slots& slots, b
   const Vertex n = static_cast<Vertex>(flat.size());
   for (Vertex v = 0; v < n; ++v) {
     const Node& in = flat.node[v];
-    if (in.buffer < 0 || !per_micro_batch(in.op)) continue;
+    if (in.buffer < 0 || !needs_micro_batch(in.op)) continue;
     const std::size_t pair = static_cast<std::size_t>(in.stage) * m + in.micro_batch;
     if (id_of_pair[pair] == -1) id_of_pair[pair] = in.buffer;
     if (id_of_pair[pair] != in.buffer) {
@@ -120,7 +118,7 @@ Problem check_single_id_per_pair(const FlatSchedule& flat, const Slots& slots, b
   std::vector<long long> holder(slots.count(), -1);  // the pair in each slot
   for (Vertex v = 0; v < n; ++v) {
     const Node& in = flat.node[v];
-    if (in.buffer < 0 || !per_micro_batch(in.op)) continue;
+    if (in.buffer < 0 || !needs_micro_batch(in.op)) continue;
     const std::size_t pair = static_cast<std::size_t>(in.stage) * m + in.micro_batch;
     long long& held = holder[slots.of(v)];
     if (held == static_cast<long long>(pair)) continue;
@@ -129,7 +127,7 @@ Problem check_single_id_per_pair(const FlatSchedule& flat, const Slots& slots, b
       const int displaced = static_cast<int>(held % m);
       Vertex next_use = v + 1;
       while (!(flat.node[next_use].stage == in.stage && flat.node[next_use].micro_batch == displaced &&
-               flat.node[next_use].buffer == in.buffer && per_micro_batch(flat.node[next_use].op)))
+               flat.node[next_use].buffer == in.buffer && needs_micro_batch(flat.node[next_use].op)))
         ++next_use;
       return problem_at(flat, v, "overwrites buffer " + num(in.buffer) + " of stage " + num(in.stage) + " while it still holds micro-batch " +
                                      num(displaced) + " (used again by " + flat.short_name(next_use) + ")");
@@ -155,7 +153,7 @@ Problem check_buffers(const FlatSchedule& flat) {
   const Vertex n = static_cast<Vertex>(flat.size());
   for (Vertex v = 0; v < n; ++v) {
     const Node& in = flat.node[v];
-    if (in.buffer < 0 || !per_micro_batch(in.op)) continue;
+    if (in.buffer < 0 || !needs_micro_batch(in.op)) continue;
     uses.push_back({slots.of(v), static_cast<std::size_t>(in.stage) * m + in.micro_batch, v});
   }
   std::vector<std::size_t> next(slots.count() + 1, 0);

@@ -12,14 +12,6 @@
 namespace pipescope::validation {
 namespace {
 
-std::string num(long long value) { return std::to_string(value); }
-
-std::string ordinal(long long n) {
-  const long long tens = n % 100;
-  const char* suffix = (tens >= 11 && tens <= 13) ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
-  return num(n) + suffix;
-}
-
 struct Endpoint {
   int from_stage;
   int to_stage;
@@ -28,7 +20,7 @@ struct Endpoint {
 
 Endpoint endpoint_of(const Node& in) {
   const int kind = (in.op == Op::SendActivation || in.op == Op::RecvActivation) ? 0 : 1;
-  if (sends(in.op)) return {in.stage, in.peer, kind};
+  if (is_send(in.op)) return {in.stage, in.peer, kind};
   return {in.peer, in.stage, kind};
 }
 
@@ -48,7 +40,7 @@ std::vector<Transfer> by_channel(const FlatSchedule& flat, bool want_sends, int 
   const Vertex n = static_cast<Vertex>(flat.size());
   for (Vertex v = 0; v < n; ++v) {
     const Node& in = flat.node[v];
-    if (want_sends ? !sends(in.op) : !receives(in.op)) continue;
+    if (want_sends ? !is_send(in.op) : !is_recv(in.op)) continue;
     const Endpoint e = endpoint_of(in);
     ++start[static_cast<std::size_t>(e.from_stage) * 2 + e.kind + 1];
   }
@@ -57,7 +49,7 @@ std::vector<Transfer> by_channel(const FlatSchedule& flat, bool want_sends, int 
   std::vector<std::size_t> next(start.begin(), start.end() - 1);
   for (Vertex v = 0; v < n; ++v) {
     const Node& in = flat.node[v];
-    if (want_sends ? !sends(in.op) : !receives(in.op)) continue;
+    if (want_sends ? !is_send(in.op) : !is_recv(in.op)) continue;
     const Endpoint e = endpoint_of(in);
     const std::size_t bucket = static_cast<std::size_t>(e.from_stage) * 2 + e.kind;
     sorted[next[bucket]++] = {static_cast<std::int64_t>(bucket) * num_stages + e.to_stage, in.micro_batch, v};

@@ -80,7 +80,7 @@ class DeadlockReporter {
       switch (kind(waiter, waits[i + 1])) {
         case Wait::Message: {
           const Vertex send = waited_send_[waiter];
-          std::string link = receives(flat_.node[waiter].op) ? "waits for its send " + flat_.short_name(send)
+          std::string link = is_recv(flat_.node[waiter].op) ? "waits for its send " + flat_.short_name(send)
                                                               : "waits for the data of its posted receive, sent by " + flat_.short_name(send);
           std::size_t j = i + 1;
           if (send != waits[j]) {
@@ -125,7 +125,7 @@ class DeadlockReporter {
   Wait kind(Vertex waiter, Vertex waited_for) const {
     const Op op = flat_.node[waiter].op;
     if (waited_send_[waiter] != -1 && last_waiting_[waited_send_[waiter]] == waited_for) return Wait::Message;
-    if (blocking_ && sends(op)) {
+    if (blocking_ && is_send(op)) {
       const Vertex receive = partner_[waiter];
       if (!flat_.is_first_of_rank(receive) && last_waiting_[receive - 1] == waited_for) return Wait::Rendezvous;
     }
@@ -148,7 +148,7 @@ std::vector<Vertex> waited_sends(const FlatSchedule& flat, const std::vector<Ver
   const Schedule& schedule = *flat.schedule;
   if (schedule.communication != Communication::Torch) {
     for (std::size_t v = 0; v < flat.size(); ++v)
-      if (receives(flat.node[v].op)) waited[v] = partner[v];
+      if (is_recv(flat.node[v].op)) waited[v] = partner[v];
     return waited;
   }
   const std::size_t m = static_cast<std::size_t>(schedule.num_micro_batches);
@@ -156,7 +156,7 @@ std::vector<Vertex> waited_sends(const FlatSchedule& flat, const std::vector<Ver
   auto key = [&](const Node& in, bool grad) { return (static_cast<std::size_t>(in.stage) * m + in.micro_batch) * 2 + grad; };
   for (std::size_t v = 0; v < flat.size(); ++v) {
     const Node& in = flat.node[v];
-    if (receives(in.op)) {
+    if (is_recv(in.op)) {
       posted[key(in, in.op == Op::RecvGrad)] = partner[v];
     } else if (in.op == Op::ForwardPass || in.op == Op::BackwardPass || in.op == Op::BackwardInput) {
       Vertex& send = posted[key(in, in.op != Op::ForwardPass)];
@@ -171,7 +171,7 @@ std::vector<Vertex> waited_sends(const FlatSchedule& flat, const std::vector<Ver
 
 Problem check_deadlock(const FlatSchedule& flat, const std::vector<Vertex>& partner, bool blocking_sends) {
   const std::vector<Vertex> waited_send = waited_sends(flat, partner);
-  auto waits_on_peer = [&](Vertex v) { return waited_send[v] != -1 || (blocking_sends && sends(flat.node[v].op)); };
+  auto waits_on_peer = [&](Vertex v) { return waited_send[v] != -1 || (blocking_sends && is_send(flat.node[v].op)); };
   // Graph ids of the waiting instructions, and for every instruction the last waiting one at
   // or before it on its rank.
   std::vector<Vertex> vertex_of_id;

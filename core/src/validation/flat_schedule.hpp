@@ -13,13 +13,9 @@ using FlatSchedule = ScheduleIndex;
 using Node = IndexedInstruction;
 using pipescope::Vertex;
 
-// Inline twins of the instruction.hpp predicates, for loops over millions of instructions.
-constexpr bool sends(Op op) { return op == Op::SendActivation || op == Op::SendGrad; }
-constexpr bool receives(Op op) { return op == Op::RecvActivation || op == Op::RecvGrad; }
-constexpr bool per_micro_batch(Op op) {
-  return op != Op::ReduceTiedGrads && op != Op::ReduceGrads && op != Op::OptimizerStep &&
-         op != Op::WaitReduceGrads && op != Op::Unshard && op != Op::Reshard;
-}
+// Numbers in messages: "3", and "3rd" for the k-th send or receive of a channel.
+std::string num(long long value);
+std::string ordinal(long long n);
 
 // The problem at vertex v, with the one-line message
 // "rank R, step T, position I, instruction X: why".

@@ -8,8 +8,6 @@
 namespace pipescope::validation {
 namespace {
 
-std::string num(long long value) { return std::to_string(value); }
-
 // Activations flow to later stages, gradients to earlier ones; skip connections are allowed.
 bool peer_in_right_direction(Op op, int stage, int peer) {
   switch (op) {
@@ -80,7 +78,7 @@ Problem check_instructions(const FlatSchedule& flat, bool training) {
       if (schedule.stage_to_rank[in.stage] != rank)
         return problem_at(flat, v, "stage " + num(in.stage) + " is held by rank " + num(schedule.stage_to_rank[in.stage]) +
                                        ", not by this rank");
-      if (per_micro_batch(in.op)) {
+      if (needs_micro_batch(in.op)) {
         if (in.micro_batch == kNone) return problem_at(flat, v, std::string(op_name(in.op)) + " needs a micro-batch");
         if (in.micro_batch < 0 || in.micro_batch >= schedule.num_micro_batches)
           return problem_at(flat, v, "micro-batch " + num(in.micro_batch) + " out of range 0.." +

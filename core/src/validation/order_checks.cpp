@@ -11,8 +11,6 @@
 namespace pipescope::validation {
 namespace {
 
-std::string num(long long value) { return std::to_string(value); }
-
 // What has happened to one (stage, micro-batch) so far, as bits.
 enum Seen : std::uint8_t {
   kLoaded = 1,
@@ -83,7 +81,7 @@ class ProgramOrderChecker {
     const Node& in = flat_.node[v];
     if (in.op == Op::Unshard || in.op == Op::Reshard) return std::nullopt;  // no work unsharded
     if (in.op == Op::WaitReduceGrads) return visit_wait_reduce(v, in);
-    if (!per_micro_batch(in.op)) return visit_collective(v, in);
+    if (!needs_micro_batch(in.op)) return visit_collective(v, in);
     const std::size_t p = pair(in.stage, in.micro_batch);
     std::uint8_t& seen = seen_[p];
     switch (in.op) {

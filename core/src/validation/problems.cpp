@@ -2,6 +2,14 @@
 
 namespace pipescope::validation {
 
+std::string num(long long value) { return std::to_string(value); }
+
+std::string ordinal(long long n) {
+  const long long tens = n % 100;
+  const char* suffix = (tens >= 11 && tens <= 13) ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+  return num(n) + suffix;
+}
+
 ValidationProblem problem_at(const FlatSchedule& flat, Vertex v, const std::string& why) {
   ValidationProblem problem;
   problem.rank = flat.rank_of(v);

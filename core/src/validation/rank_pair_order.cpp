@@ -9,17 +9,6 @@
 #include "checks.hpp"
 
 namespace pipescope::validation {
-namespace {
-
-std::string num(long long value) { return std::to_string(value); }
-
-std::string ordinal(long long n) {
-  const long long tens = n % 100;
-  const char* suffix = (tens >= 11 && tens <= 13) ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
-  return num(n) + suffix;
-}
-
-}  // namespace
 
 Problem check_rank_pair_order(const FlatSchedule& flat, const std::vector<Vertex>& partner) {
   const Schedule& schedule = *flat.schedule;
@@ -31,13 +20,13 @@ Problem check_rank_pair_order(const FlatSchedule& flat, const std::vector<Vertex
   std::unordered_map<long long, long long> sent, received;
   for (Vertex v = 0; v < static_cast<Vertex>(flat.size()); ++v) {
     const Node& in = flat.node[v];
-    if (!sends(in.op) && !receives(in.op)) continue;
+    if (!is_send(in.op) && !is_recv(in.op)) continue;
     const int rank = flat.rank_of(v);
     const int peer_rank = schedule.stage_to_rank[in.peer];
-    ordinal_of[v] = sends(in.op) ? sent[stream(rank, peer_rank)]++ : received[stream(peer_rank, rank)]++;
+    ordinal_of[v] = is_send(in.op) ? sent[stream(rank, peer_rank)]++ : received[stream(peer_rank, rank)]++;
   }
   for (Vertex v = 0; v < static_cast<Vertex>(flat.size()); ++v) {
-    if (!receives(flat.node[v].op) || partner[v] < 0 || ordinal_of[partner[v]] == ordinal_of[v]) continue;
+    if (!is_recv(flat.node[v].op) || partner[v] < 0 || ordinal_of[partner[v]] == ordinal_of[v]) continue;
     const int rank = flat.rank_of(v);
     const int sender = flat.rank_of(partner[v]);
     return problem_at(flat, v, "is the " + ordinal(ordinal_of[v] + 1) + " receive rank " + num(rank) + " posts from rank " +
