@@ -15,10 +15,15 @@
 # WARMUP; default 8), WARMUP (steps run first and left out; default 2), CALIB_M (micro-batches of
 # the calibration runs; default 4), MODEL_ARGS (profile_torch_run.py model options), VENV (the
 # PyTorch virtual environment; scripts/setup-torch-venv.sh makes it when missing).
-# The measured iteration time of a configuration is the mean over its runs of each run's mean
-# step (the slowest rank's wall time, barrier to barrier, optimizer step included); its 95%
-# interval comes from the spread of the runs' means. Timing needs a quiet machine: the load
-# average is printed before and after.
+# MEASURE_ONLY=1 runs and records without analysing; REUSE=1 analyses the runs already in OUT
+# (no new runs).
+# The measured time of a configuration is the mean over its runs of each run's mean
+# `schedule.step()` (the slowest rank's wall time from a barrier to the end of its step(): what
+# the CSV describes and pipescope predicts; the optimizer step the loop runs after it is shown
+# beside); its 95% interval comes from the spread of the runs' means. The profile of each
+# calibration run is scaled to the same run's steps without the profiler (`ppsim calibrate
+# --unprofiled-step-time`): torch.profiler's own cost per recorded operator is inside the traced
+# durations. Timing needs a quiet machine: the load average is printed before and after.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -49,14 +54,26 @@ torch_run() {
     || { echo "torch-accuracy: error: $1 failed (torchrun's output in $dir/torchrun.err)" >&2; tail -3 "$dir/torchrun.err" >&2; exit 1; }
 }
 
+# The mean step time of a profiled run's steps without the profiler (those it ran after).
+unprofiled_step() {
+  "$python" -c 'import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{\"step")]
+print(statistics.mean(r["iteration_time_s"] for r in rows if r.get("profiled") is False and r["step"] >= int(sys.argv[2])))' \
+    "$1/steps.jsonl" "$(( warmup + steps ))"
+}
+
 echo "torch-accuracy: load average before: $(cut -d' ' -f1-3 /proc/loadavg); output in $out"
 # The calibration runs: one per stage layout the configurations use.
 for layout in 1 2; do
-  rm -rf "$out/calib-v$layout"
   calib_class=ScheduleLoopedBFS
   (( layout == 2 )) && calib_class=ScheduleInterleavedZeroBubble
-  torch_run "calib-v$layout" "$calib_class" "$layout" "$calib_m" profile
-  "$ppsim" calibrate "$out/calib-v$layout" -o "$out/profile-v$layout.json" --report "$out/calib-v$layout/report.txt" --quiet
+  if [[ ${REUSE:-0} != 1 ]]; then
+    rm -rf "$out/calib-v$layout"
+    torch_run "calib-v$layout" "$calib_class" "$layout" "$calib_m" profile
+  fi
+  [[ ${MEASURE_ONLY:-0} == 1 ]] && continue
+  "$ppsim" calibrate "$out/calib-v$layout" -o "$out/profile-v$layout.json" --report "$out/calib-v$layout/report.txt" \
+    --unprofiled-step-time "$(unprofiled_step "$out/calib-v$layout")" --quiet
 done
 
 # name class stages-per-rank micro-batches
@@ -66,14 +83,17 @@ for m in 4 8; do
             "interleaved-zb-m$m ScheduleInterleavedZeroBubble 2 $m" "zbv-m$m ScheduleZBVZeroBubble 2 $m"
             "dualpipev-m$m ScheduleDualPipeV 2 $m")
 done
-for config in "${configs[@]}"; do read -r name _ <<< "$config"; rm -rf "${out:?}/$name"; done
-for (( round = 1; round <= rounds; ++round )); do
-  for config in "${configs[@]}"; do
-    read -r name class per_rank m <<< "$config"
-    torch_run "$name" "$class" "$per_rank" "$m"
-    echo "{\"round_end\": $round}" >> "$out/$name/steps.jsonl"
+if [[ ${REUSE:-0} != 1 ]]; then
+  for config in "${configs[@]}"; do read -r name _ <<< "$config"; rm -rf "${out:?}/$name"; done
+  for (( round = 1; round <= rounds; ++round )); do
+    for config in "${configs[@]}"; do
+      read -r name class per_rank m <<< "$config"
+      torch_run "$name" "$class" "$per_rank" "$m"
+      echo "{\"round_end\": $round}" >> "$out/$name/steps.jsonl"
+    done
   done
-done
+fi
+[[ ${MEASURE_ONLY:-0} == 1 ]] && { echo "torch-accuracy: measured only; analyse with REUSE=1 OUT=$out"; exit 0; }
 
 for config in "${configs[@]}"; do
   read -r name class per_rank m <<< "$config"
@@ -86,18 +106,19 @@ echo "torch-accuracy: load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 import json, math, statistics, sys
 out, warmup, configs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
-print(f"| configuration | torch class | measured (ms) | predicted (ms) | error | 95% interval |")
-print(f"|---|---|---|---|---|---|")
+print(f"| configuration | torch class | measured step() (ms) | predicted (ms) | error | 95% interval | optimizer step after it (ms) |")
+print(f"|---|---|---|---|---|---|---|")
 errors = []
 for config in configs:
     name, cls, _, m = config.split()
-    means, steps = [], []
+    means, optimizer, steps = [], [], []
     for line in open(f"{out}/{name}/steps.jsonl"):
         row = json.loads(line)
         if "round_end" in row:
             kept = [s for s in steps if s["step"] >= warmup]
             if kept:
-                means.append(statistics.mean(s["iteration_time_s"] for s in kept))
+                means.append(statistics.mean(s["schedule_time_s"] for s in kept))
+                optimizer.append(statistics.mean(s["iteration_time_s"] - s["schedule_time_s"] for s in kept))
             steps = []
         else:
             steps.append(row)
@@ -106,7 +127,8 @@ for config in configs:
     error = (predicted - measured) / measured
     errors.append(error)
     half = T95.get(len(means) - 1, 2.0) * statistics.stdev(means) / math.sqrt(len(means)) / measured if len(means) > 1 else float("nan")
-    print(f"| {name} | {cls} | {measured * 1e3:.1f} | {predicted * 1e3:.1f} | {error * 100:+.1f}% | ±{half * 100:.1f}% |")
+    print(f"| {name} | {cls} | {measured * 1e3:.1f} | {predicted * 1e3:.1f} | {error * 100:+.1f}% | ±{half * 100:.1f}% | "
+          f"{statistics.mean(optimizer) * 1e3:.1f} |")
 print(f"\nmean |error| {statistics.mean(abs(e) for e in errors) * 100:.1f}%, max |error| {max(abs(e) for e in errors) * 100:.1f}%, "
       f"{sum(abs(e) <= 0.05 for e in errors)} of {len(errors)} within 5%")
 PY

@@ -11,6 +11,7 @@
 #include "pipescope/core/errors.hpp"
 #include "pipescope/sim/calibration.hpp"
 #include "pipescope/traces/trace_arguments.hpp"
+#include "pipescope/traces/torch_profiler.hpp"
 #include "pipescope/traces/trace_io.hpp"
 #include "traced_steps.hpp"
 
@@ -22,12 +23,12 @@ namespace {
 // What makes a profile less accurate than docs/ACCURACY.md reports, said rather than guessed
 // around: one traced step (one sample of each operation's step-to-step variation), and ranks
 // that shared every core of the machine (they preempt each other's computation).
-void say_what_the_traces_lack(const std::vector<sim::MeasuredTrace>& traces) {
+void say_what_the_traces_lack(const std::vector<sim::MeasuredTrace>& traces, bool profiler_overhead_taken_out) {
   if (traces.size() == 1) {
     if (traces[0].trace.meta.extra.contains("torch_profiler"))
       std::cerr << "calibrate: note: one profiled step (" << traces[0].source
-                << "): costs are one sample each (calibrate reads one ProfilerStep of a torch.profiler run: "
-                   "--step N, default the last)\n";
+                << "): costs are one sample each (calibrate reads every ProfilerStep#N of a torch.profiler run, "
+                   "or the one --step names)\n";
     else
       std::cerr << "calibrate: note: one traced step (" << traces[0].source
                 << "): costs are one sample each; pprun --trace traces every step after the first by default "
@@ -41,6 +42,16 @@ void say_what_the_traces_lack(const std::vector<sim::MeasuredTrace>& traces) {
                    "costs include time lost to each other\n";
       break;
     }
+  }
+  if (profiler_overhead_taken_out) return;
+  for (const sim::MeasuredTrace& t : traces) {
+    const auto torch = t.trace.meta.extra.find("torch_profiler");
+    if (torch == t.trace.meta.extra.end() || !torch->contains(traces::kStepOperatorsKey)) continue;
+    std::cerr << "calibrate: note: torch.profiler recorded " << (*torch)[traces::kStepOperatorsKey].get<double>()
+              << " CPU operators per rank in a step; its own cost per operator (a few microseconds) is inside these "
+                 "costs where the CPU runs the operators: --unprofiled-step-time (the step's time without the "
+                 "profiler) takes it out\n";
+    break;
   }
 }
 
@@ -68,7 +79,10 @@ int run_calibrate(const std::vector<std::string>& args) {
       ("max-stolen", po::value(&calibration_options.max_stolen_fraction)->default_value(calibration_options.max_stolen_fraction),
        "leave out a trace whose step lost more than this share of a rank's time to the host (steal on a virtual "
        "machine, recorded by pprun); 1 keeps every trace")
-      ("step", po::value(&step), "torch.profiler traces: the ProfilerStep#N to learn from (default: the last)")
+      ("step", po::value(&step), "torch.profiler traces: the ProfilerStep#N to learn from (default: every one)")
+      ("unprofiled-step-time", po::value(&calibration_options.unprofiled_step_s),
+       "torch.profiler traces: the same run's step time without the profiler, in seconds (its mean step); the "
+       "program's costs are scaled by it over the profiled steps' time, taking out the profiler's own cost")
       ("quiet,q", po::bool_switch(&quiet), "print nothing on success");
   po::options_description hidden;
   hidden.add_options()("measured", po::value(&inputs));
@@ -103,13 +117,16 @@ int run_calibrate(const std::vector<std::string>& args) {
   traces::TorchReadOptions torch_options;
   torch_options.keep_operators = false;  // calibration learns from the pipeline's actions
   if (vm.count("step")) torch_options.step = step;
+  torch_options.every_step = true;  // more samples of each operation; --step picks one
+  if (vm.count("unprofiled-step-time"))
+    require_finite_above(calibration_options.unprofiled_step_s, "--unprofiled-step-time", 0);
   std::vector<std::string> notes;
   std::vector<sim::MeasuredTrace> traces;
   for (auto& input : traces::read_trace_arguments(with_traced_steps(inputs), torch_options, notes))
     traces.push_back({std::move(input.trace), std::move(input.name)});
   for (const auto& note : notes) std::cerr << "note: " << note << "\n";
   const sim::Calibration calibration = sim::calibrate(traces, calibration_options);
-  if (!quiet) say_what_the_traces_lack(traces);
+  if (!quiet) say_what_the_traces_lack(traces, calibration_options.unprofiled_step_s > 0);
   const std::string report = sim::calibration_report(calibration);
   sim::write_profile(calibration.profile, output);
   if (!report_path.empty()) write_file_atomic(report_path, report);

@@ -139,6 +139,7 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
   record_run(traces, p);
   p.extra["calibration"] = calibration_info(traces, left_out.empty() ? 0 : given.size() - traces.size(), c, num_ranks, result, options);
   result.notes.insert(result.notes.end(), left_out.begin(), left_out.end());
+  if (options.unprofiled_step_s > 0) calibration::take_out_profiler_overhead(e, traces, options.unprofiled_step_s);
   return result;
 }
 

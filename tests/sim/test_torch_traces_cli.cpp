@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipescope/traces/torch_profiler.hpp"
 #include "ppsim_run.hpp"
 
 namespace fs = std::filesystem;
@@ -56,6 +57,9 @@ TEST_CASE("calibrate and compare read a torch run's folder as one measured trace
   }
   // Learnt from receives whose consumer waited for the data, not from torch's post spans.
   CHECK(p.at("transfer").at("latency_s").get<double>() > 50e-6);
+  // A computation's wait for its data (inside torch's span, milliseconds here) is neither its
+  // work nor the program's time between instructions (tens of microseconds).
+  CHECK(p.at("instruction_overhead_s").get<double>() < 100e-6);
 
   REQUIRE(ppsim("simulate --schedule interleaved-1f1b --stages 2 --chunks 2 --micro-batches 4 --profile " + arg(profile) +
                 " --trace " + arg(predicted))
@@ -73,6 +77,60 @@ TEST_CASE("calibrate and compare read a torch run's folder as one measured trace
   const ppsim_test::PpsimRun first_step = ppsim("compare " + arg(predicted) + " " + arg(run) + " --json --step 0");
   REQUIRE(first_step.status == 0);
   CHECK(json::parse(first_step.out).at("iteration_time_measured_s") != c.at("iteration_time_measured_s"));
+}
+
+TEST_CASE("calibrate learns from every profiled step, and takes the profiler's cost out when told the step without it",
+          "[cli][torch]") {
+  const fs::path run = kTorchTraces / "interleaved-1f1b";
+  const fs::path profiled = work_dir() / "profiled.json", scaled = work_dir() / "scaled.json";
+  const ppsim_test::PpsimRun plain = ppsim("calibrate " + arg(run) + " -o " + arg(profiled));
+  INFO(plain.err);
+  REQUIRE(plain.status == 0);
+  CHECK(plain.err.find("one profiled step") == std::string::npos);  // both steps were read
+  CHECK(plain.err.find("CPU operators per rank in a step") != std::string::npos);
+  CHECK(plain.err.find("--unprofiled-step-time") != std::string::npos);
+
+  // The profiled steps' mean length, as the reader measures it; the run without the profiler
+  // said to take 80% of it.
+  pipescope::traces::TorchReadOptions every;
+  every.keep_operators = false;
+  every.every_step = true;
+  double profiled_us = 0;
+  const auto steps = pipescope::traces::read_torch_profiler_steps({run.string()}, every);
+  REQUIRE(steps.size() == 2);
+  for (const auto& step : steps)
+    profiled_us += step.trace.meta.extra.at("torch_profiler").at(pipescope::traces::kStepDurationKey).get<double>() / 2;
+  const double unprofiled_s = 0.8 * profiled_us * 1e-6;
+  const ppsim_test::PpsimRun taken_out =
+      ppsim("calibrate " + arg(run) + " -o " + arg(scaled) + " --unprofiled-step-time " + std::to_string(unprofiled_s));
+  INFO(taken_out.err);
+  REQUIRE(taken_out.status == 0);
+  CHECK(taken_out.err.find("CPU operators per rank") == std::string::npos);
+  CHECK(taken_out.out.find("torch.profiler's own cost taken out") != std::string::npos);
+  const json a = json::parse(read_text(profiled)), b = json::parse(read_text(scaled));
+  const double factor = b.at("calibration").at("profiler_overhead_factor").get<double>();
+  CHECK(factor == Approx(0.8).epsilon(1e-3));
+  for (std::size_t s = 0; s < 4; ++s) {
+    CHECK(b["stages"][s]["f_s"].get<double>() == Approx(factor * a["stages"][s]["f_s"].get<double>()));
+    CHECK(b["stages"][s]["b_s"].get<double>() == Approx(factor * a["stages"][s]["b_s"].get<double>()));
+    CHECK(b["stages"][s]["recv_s"].get<double>() == Approx(factor * a["stages"][s]["recv_s"].get<double>()));
+  }
+  CHECK(b["instruction_overhead_s"].get<double>() == Approx(factor * a["instruction_overhead_s"].get<double>()));
+  CHECK(b["transfer"] == a["transfer"]);  // time on the wire is not the program's
+
+  // Without torch.profiler steps there is nothing to compare the time with; a time must be > 0.
+  const fs::path example = fs::path(PIPESCOPE_SOURCE_DIR) / "traces/examples/measured.json";
+  const ppsim_test::PpsimRun not_torch =
+      ppsim("calibrate " + arg(example) + " -o " + arg(work_dir() / "x.json") + " --unprofiled-step-time 0.5");
+  CHECK(not_torch.status != 0);
+  CHECK(not_torch.err.find("--unprofiled-step-time: none of the traces is a step of torch.profiler") != std::string::npos);
+  CHECK(std::count(not_torch.err.begin(), not_torch.err.end(), '\n') == 1);
+  CHECK_FALSE(fs::exists(work_dir() / "x.json"));
+  const ppsim_test::PpsimRun negative = ppsim("calibrate " + arg(run) + " -o " + arg(work_dir() / "x.json") +
+                                              " --unprofiled-step-time -1");
+  CHECK(negative.status != 0);
+  CHECK(negative.err.find("--unprofiled-step-time") != std::string::npos);
+  CHECK_FALSE(fs::exists(work_dir() / "x.json"));
 }
 
 TEST_CASE("a step that is not there, and a trace with no PP: spans, are said in one line each", "[cli][torch]") {

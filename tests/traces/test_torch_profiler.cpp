@@ -233,5 +233,45 @@ TEST_CASE("a RECV lasts to its data when its consumer waited for it, else it is 
     REQUIRE(args);
     CHECK(*args == R"({"post_us":20.0})");
   }
+  // torch waits for the data first thing inside the forward's span: the work starts when the
+  // data is there, and the wait is said in the event's args.
+  std::map<int, const TraceEvent*> forwards;
+  for (const auto& e : t.events)
+    if (e.name == "F") forwards[e.micro_batch] = &e;
+  REQUIRE(forwards.size() == 2);
+  CHECK(forwards[0]->ts_us == Approx(230));
+  CHECK(forwards[0]->end_us() == Approx(350));
+  CHECK(forwards[1]->ts_us == Approx(900));
+  CHECK(forwards[1]->dur_us == Approx(100));
+  const std::string* wait = t.args_of(static_cast<std::size_t>(forwards[1] - t.events.data()));
+  REQUIRE(wait);
+  CHECK(*wait == R"({"data_wait_us":500.0})");
   fs::remove_all(path.parent_path());
+}
+
+TEST_CASE("every profiled step can be read as its own trace, with its length and operator count", "[torch_profiler]") {
+  TorchReadOptions every;
+  every.keep_operators = false;
+  every.every_step = true;
+  const std::vector<TorchRun> runs = read_torch_profiler_steps({interleaved()}, every);
+  REQUIRE(runs.size() == 2);
+  for (int step = 0; step < 2; ++step) {
+    const Trace& t = runs[static_cast<std::size_t>(step)].trace;
+    CHECK(t.meta.iteration == step);
+    CHECK(count(t, 1, "F", 3) == 4);
+    const auto& torch = t.meta.extra.at("torch_profiler");
+    CHECK(torch.at(kStepDurationKey).get<double>() > 10'000);   // each step took over 10 ms
+    CHECK(torch.at(kStepOperatorsKey).get<double>() > 1'000);   // and recorded thousands of operators
+  }
+  every.step = 0;  // a step named reads that one alone
+  REQUIRE(read_torch_profiler_steps({interleaved()}, every).size() == 1);
+  CHECK(read_torch_profiler_steps({interleaved()}, every).front().trace.meta.iteration == 0);
+
+  std::vector<std::string> notes;
+  TorchReadOptions every_step;
+  every_step.every_step = true;
+  const auto named = read_trace_arguments({interleaved()}, every_step, notes);
+  REQUIRE(named.size() == 2);
+  CHECK(named[0].name == interleaved() + " (ProfilerStep#0)");
+  CHECK(named[1].name == interleaved() + " (ProfilerStep#1)");
 }

@@ -13,6 +13,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -84,6 +85,7 @@ struct Action {
   double end_us = 0;
   double transport_end_us = -1;  // the end of its gloo/NCCL operation (receives)
   bool arrival_measured = false;  // receives: the compute needing the data waited for it
+  double data_ready_us = -1;      // compute: when the last receive it waited for ended
   std::int64_t bytes = -1;
   double kernel_start_us = std::numeric_limits<double>::infinity();
   double kernel_end_us = -std::numeric_limits<double>::infinity();
@@ -248,6 +250,10 @@ class RankReader {
       if (a.launched_kernels() && ev.lane != static_cast<int>(Lane::Recv)) {
         ev.ts_us = a.kernel_start_us;
         end = a.kernel_end_us;
+      } else if (ev.lane == static_cast<int>(Lane::Compute) && a.data_ready_us > ev.ts_us) {
+        // The span's time up to the data's arrival was a wait (an idle rank), not the work.
+        ev.ts_us = std::min(a.data_ready_us, end);
+        args.emplace_back(out.events.size(), json{{kDataWaitArg, ev.ts_us - a.start_us}}.dump());
       } else if (ev.lane == static_cast<int>(Lane::Recv) && a.arrival_measured) {
         end = std::max(end, a.transport_end_us);
         ev.category = kWaitedReceiveCategory;
@@ -273,6 +279,14 @@ class RankReader {
 
   int rank() const { return file_.rank; }
   double step_start_us() const { return window_.start_us; }
+  // The ProfilerStep#N span's length and the CPU operators recorded in it (0 without steps).
+  double step_duration_us() const { return step_ ? window_.end_us - window_.start_us : 0.0; }
+  std::size_t step_operators() const {
+    return step_ ? static_cast<std::size_t>(std::count_if(spans_.begin(), spans_.end(), [&](const json* e) {
+                     return (*e)["cat"] == "cpu_op" && in_step(*e);
+                   }))
+                 : 0;
+  }
   // The GPU stream lanes (lane, name) that emit added.
   const std::vector<std::pair<int, std::string>>& stream_lanes() const { return stream_lanes_; }
   std::optional<int> step() const { return step_; }
@@ -374,10 +388,13 @@ class RankReader {
       if (recv.transport_end_us < 0) continue;
       const bool activation = recv.type.back() == 'F';
       for (std::size_t j = i + 1; j < actions_.size(); ++j) {
-        const Action& c = actions_[j];
+        Action& c = actions_[j];
         const bool consumes = activation ? c.type == "F" : (c.type == "B" || c.type == "I");
         if (!consumes || c.stage != recv.stage || c.micro_batch != recv.micro_batch) continue;
         waits.push_back({&recv, recv.transport_end_us - c.start_us});
+        // torch waits for the data first thing in the action (_wait_batch_p2p), inside its span:
+        // the work starts when the data is there.
+        c.data_ready_us = std::max(c.data_ready_us, recv.transport_end_us);
         break;
       }
     }
@@ -578,14 +595,32 @@ std::vector<std::string> torch_profiler_files(const std::vector<std::string>& pa
   return files;
 }
 
-TorchRun read_torch_profiler_run(const std::vector<std::string>& paths, const TorchReadOptions& options) {
+namespace {
+
+std::vector<RankFile> load_run_files(const std::vector<std::string>& paths) {
   const std::vector<std::string> file_paths = torch_profiler_files(paths);
   if (file_paths.empty()) throw TraceError("no torch.profiler trace files given");
   std::vector<RankFile> files;
   for (const auto& p : file_paths) files.push_back(load_rank_file(p));
   check_one_run(files);
   std::sort(files.begin(), files.end(), [](const RankFile& a, const RankFile& b) { return a.rank < b.rank; });
+  return files;
+}
 
+// The N of every ProfilerStep#N span of a file, in order.
+std::vector<int> profiled_steps(const RankFile& file) {
+  std::set<int> steps;
+  for (const auto& e : file.doc["traceEvents"]) {
+    if (!e.is_object() || e.value("ph", "") != "X") continue;
+    const auto name = e.find("name");
+    if (name == e.end() || !name->is_string()) continue;
+    const std::string& text = name->get_ref<const std::string&>();
+    if (text.rfind(kStepPrefix, 0) == 0) steps.insert(std::atoi(text.c_str() + kStepPrefix.size()));
+  }
+  return {steps.begin(), steps.end()};
+}
+
+TorchRun read_run(const std::vector<RankFile>& files, const TorchReadOptions& options) {
   TorchRun run;
   std::vector<RankReader> readers;
   readers.reserve(files.size());
@@ -643,6 +678,12 @@ TorchRun read_torch_profiler_run(const std::vector<std::string>& paths, const To
   json sources = json::array();
   for (const auto& f : files) sources.push_back(f.path);
   t.meta.extra["torch_profiler"] = {{"files", sources}, {"step", readers.front().step() ? json(*readers.front().step()) : json()}};
+  if (readers.front().step()) {
+    double duration_us = 0, operators = 0;
+    for (const auto& r : readers) duration_us += r.step_duration_us(), operators += static_cast<double>(r.step_operators());
+    t.meta.extra["torch_profiler"][kStepDurationKey] = duration_us / static_cast<double>(readers.size());
+    t.meta.extra["torch_profiler"][kStepOperatorsKey] = operators / static_cast<double>(readers.size());
+  }
 
   t.rank_names.resize(static_cast<std::size_t>(world));
   t.lane_names.resize(static_cast<std::size_t>(world));
@@ -658,6 +699,28 @@ TorchRun read_torch_profiler_run(const std::vector<std::string>& paths, const To
     }
   }
   return run;
+}
+
+}  // namespace
+
+TorchRun read_torch_profiler_run(const std::vector<std::string>& paths, const TorchReadOptions& options) {
+  return read_run(load_run_files(paths), options);
+}
+
+std::vector<TorchRun> read_torch_profiler_steps(const std::vector<std::string>& paths, const TorchReadOptions& options) {
+  const std::vector<RankFile> files = load_run_files(paths);
+  std::vector<TorchRun> runs;
+  const std::vector<int> steps = options.every_step && !options.step ? profiled_steps(files.front()) : std::vector<int>{};
+  if (steps.size() < 2) {
+    runs.push_back(read_run(files, options));
+    return runs;
+  }
+  for (const int step : steps) {
+    TorchReadOptions one = options;
+    one.step = step;
+    runs.push_back(read_run(files, one));
+  }
+  return runs;
 }
 
 }  // namespace pipescope::traces

@@ -1,5 +1,6 @@
 #include "pipescope/traces/trace_arguments.hpp"
 
+#include <iterator>
 #include <optional>
 
 #include "pipescope/traces/trace_io.hpp"
@@ -23,9 +24,19 @@ std::vector<NamedTrace> read_trace_arguments(const std::vector<std::string>& pat
     if (options.step) throw TraceError("--step: picks a step of torch.profiler traces; none of the inputs is one");
     return out;
   }
-  TorchRun run = read_torch_profiler_run(torch_paths, options);
-  out[*torch_place].trace = std::move(run.trace);
-  notes.insert(notes.end(), run.notes.begin(), run.notes.end());
+  std::vector<TorchRun> runs = read_torch_profiler_steps(torch_paths, options);
+  const std::string name = out[*torch_place].name;
+  std::vector<NamedTrace> steps;
+  for (auto& run : runs) {
+    std::string step_name = name;
+    if (runs.size() > 1) step_name += " (ProfilerStep#" + run.trace.meta.extra["torch_profiler"]["step"].dump() + ")";
+    steps.push_back({std::move(run.trace), std::move(step_name)});
+    // One step's notes stand for all: the files are the same.
+    if (steps.size() == 1) notes.insert(notes.end(), run.notes.begin(), run.notes.end());
+  }
+  out.erase(out.begin() + static_cast<std::ptrdiff_t>(*torch_place));
+  out.insert(out.begin() + static_cast<std::ptrdiff_t>(*torch_place), std::make_move_iterator(steps.begin()),
+             std::make_move_iterator(steps.end()));
   return out;
 }
 

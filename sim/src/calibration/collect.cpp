@@ -110,6 +110,17 @@ std::vector<const TraceEvent*> main_thread_events(const traces::Trace& trace, in
   return main;
 }
 
+// When the program reached an event: its start, less the wait for received data that a torch
+// computation's span began with (its event starts at the data's arrival).
+double reached_us(const traces::Trace& trace, const TraceEvent& e) {
+  if (e.lane != static_cast<int>(Lane::Compute)) return e.ts_us;
+  const std::string* args = trace.args_of(static_cast<std::size_t>(&e - trace.events.data()));
+  if (!args) return e.ts_us;
+  const auto parsed = nlohmann::json::parse(*args, nullptr, false);
+  const auto wait = parsed.is_object() ? parsed.find(traces::kDataWaitArg) : parsed.end();
+  return wait != parsed.end() && wait->is_number() ? e.ts_us - wait->get<double>() : e.ts_us;
+}
+
 void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
   const traces::Trace& trace = mt.trace;
   const std::vector<const TraceEvent*> main = main_thread_events(trace, rank);
@@ -123,7 +134,7 @@ void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
 
   for (std::size_t i = 0; i < main.size(); ++i) {
     const TraceEvent& e = *main[i];
-    const double next_start_us = i + 1 < main.size() ? main[i + 1]->ts_us : infinity;
+    const double next_start_us = i + 1 < main.size() ? reached_us(trace, *main[i + 1]) : infinity;
     const Sample sample{e.dur_us * 1e-6, &mt.source, rank, e.micro_batch};
     if (e.lane == static_cast<int>(Lane::Send)) {
       // A send occupies the program from the end of the instruction before it (its packing

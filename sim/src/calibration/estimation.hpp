@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -142,6 +143,9 @@ void estimate_message_costs(Estimation& e);        // per_message: send_s, recv_
 void estimate_stage_compute(Estimation& e, StageProfile& stage);  // times, split, per-message costs
 void estimate_stage_memory(Estimation& e, StageProfile& stage);   // memory deltas, buffers, transfer size
 void estimate_backward_split(Estimation& e);       // backward_split_measured, inner_backward_split
+// After them, with CalibrationOptions::unprofiled_step_s (profiler_overhead.cpp).
+void take_out_profiler_overhead(Estimation& e, const std::vector<std::reference_wrapper<const MeasuredTrace>>& traces,
+                                double unprofiled_step_s);
 
 const Samples& find_or_empty(const std::map<std::pair<int, Timed>, Samples>& map, int stage, Timed what);
 const Samples& find_or_empty(const std::map<std::pair<int, Footprint>, Samples>& map, int stage, Footprint what);

@@ -7,8 +7,12 @@ ppsim compare, ppsim calibrate), and the schedule CSV torch ran. Run under torch
 
 Writes DIR/rank<R>.pt.trace.json (one per rank; every profiled step, `ProfilerStep#N` spans),
 DIR/schedule.csv (torch's `_dump_csv`: the lowered form for multi-stage classes, the
-compute-only order for single-stage ones) and prints one JSON
-line per step from rank 0: {"step": i, "iteration_time_s": t}, t the slowest rank's time.
+compute-only order for single-stage ones) and prints one JSON line per step from rank 0:
+{"step": i, "iteration_time_s": t, "schedule_time_s": s, "profiled": p}: t the slowest rank's
+time from a barrier to the end of its optimizer step, s to the end of its `schedule.step()` (what
+the schedule's CSV describes, and what pipescope predicts), p whether torch.profiler ran. A
+profiled run runs as many unprofiled steps after the profiled ones: their mean is the step's time
+without the profiler's own cost (`ppsim calibrate --unprofiled-step-time`).
 The model: token embedding, LAYERS pre-norm transformer blocks (nn.TransformerEncoderLayer), a
 norm and a vocabulary head; the blocks are split evenly over the stages, the embedding on the
 first, the head and the loss on the last.
@@ -121,7 +125,11 @@ def main():
     holds_first = any(s.is_first for s in stages)
     holds_last = any(s.is_last for s in stages)
 
-    def one_step():
+    slowest = torch.zeros(2, dtype=torch.float64)
+
+    def timed_step(step, profiled=False):
+        dist.barrier()
+        start = time.perf_counter()
         optimizer.zero_grad()
         kwargs = {}
         if holds_last:
@@ -130,18 +138,13 @@ def main():
             schedule.step(inputs, **kwargs)
         else:
             schedule.step(**kwargs)
+        slowest[1] = time.perf_counter() - start
         optimizer.step()
-
-    slowest = torch.zeros(1, dtype=torch.float64)
-
-    def timed_step(step):
-        dist.barrier()
-        start = time.perf_counter()
-        one_step()
         slowest[0] = time.perf_counter() - start
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
         if rank == 0:
-            print(json.dumps({"step": step, "iteration_time_s": float(slowest[0])}), flush=True)
+            print(json.dumps({"step": step, "iteration_time_s": float(slowest[0]), "schedule_time_s": float(slowest[1]),
+                              "profiled": profiled}), flush=True)
 
     for step in range(args.warmup):
         timed_step(step)
@@ -156,8 +159,10 @@ def main():
                      schedule=torch.profiler.schedule(wait=0, warmup=0, active=args.steps, repeat=1),
                      on_trace_ready=lambda done: done.export_chrome_trace(path)) as profiler:
             for step in range(args.steps):
-                timed_step(args.warmup + step)
+                timed_step(args.warmup + step, profiled=True)
                 profiler.step()
+        for step in range(args.steps):
+            timed_step(args.warmup + args.steps + step)
     dist.destroy_process_group()
 
 

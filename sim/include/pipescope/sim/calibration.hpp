@@ -62,6 +62,10 @@ struct CalibrationOptions {
   // virtual machine: the run description's stolen_time_s) is left out: its operations are longer for
   // reasons outside the run. Traces that do not say are kept.
   double max_stolen_fraction = traces::kDisturbedStolenFraction;
+  // > 0: the step time (s) of the profiled torch run without torch.profiler. The profiler's
+  // cost per recorded operator is inside every traced duration on a CPU; the program's costs
+  // are scaled by this time over the profiled steps' (calibration/profiler_overhead.cpp).
+  double unprofiled_step_s = 0;
 };
 
 // "median" or "mean"; throws UsageError naming the option for anything else.

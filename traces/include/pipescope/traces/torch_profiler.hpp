@@ -36,11 +36,22 @@ inline constexpr const char* kPostedReceiveCategory = "p2p posted";
 inline constexpr const char* kWaitedReceiveCategory = "p2p waited";
 // The arg of a torch receive that holds its post's duration (us): its own work.
 inline constexpr const char* kReceivePostArg = "post_us";
+// The arg of a torch computation whose span began by waiting for received data: the wait (us).
+// Its event starts at the data's arrival; the program reached it that long before.
+inline constexpr const char* kDataWaitArg = "data_wait_us";
 
 struct TorchReadOptions {
   std::optional<int> step;       // ProfilerStep#N to read; default: the last one
   bool keep_operators = true;    // false: only the pipeline's actions (compare, calibrate)
+  bool every_step = false;       // without `step`: every ProfilerStep#N, one trace each (calibrate)
 };
+
+// What a torch trace's meta.extra["torch_profiler"] says of its step besides the files
+// (torch_profiler_reader.cpp): the ProfilerStep#N span's length (the mean of the ranks'), and
+// the CPU operators torch.profiler recorded in it (the mean of the ranks'): the profiler's own
+// cost is paid per operator, inside the durations.
+inline constexpr const char* kStepDurationKey = "step_duration_us";
+inline constexpr const char* kStepOperatorsKey = "operators_per_rank";
 
 struct TorchRun {
   Trace trace;
@@ -60,5 +71,9 @@ std::vector<std::string> torch_profiler_files(const std::vector<std::string>& pa
 // Throws TraceError naming the file for files of different runs, two files of one rank, a
 // step that is not there, or a file that is not a torch.profiler trace.
 TorchRun read_torch_profiler_run(const std::vector<std::string>& paths, const TorchReadOptions& options = {});
+
+// The same, one run per profiled step (every ProfilerStep#N of the first rank's file, in order)
+// when options.every_step is set and no step is given; otherwise the one run above.
+std::vector<TorchRun> read_torch_profiler_steps(const std::vector<std::string>& paths, const TorchReadOptions& options);
 
 }  // namespace pipescope::traces

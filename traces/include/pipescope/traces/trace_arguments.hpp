@@ -16,7 +16,7 @@ struct NamedTrace {
 };
 
 // In order of first mention; all torch.profiler inputs form one run, at the place of the
-// first. `notes` receives what a torch trace lacks. Throws TraceError for unreadable input,
+// first (one trace per profiled step there with options.every_step). `notes` receives what a torch trace lacks. Throws TraceError for unreadable input,
 // and for options.step given without a torch.profiler input (pipescope's traces hold one step).
 std::vector<NamedTrace> read_trace_arguments(const std::vector<std::string>& paths, const TorchReadOptions& options,
                                              std::vector<std::string>& notes);
