@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Prediction accuracy on torch.distributed.pipelining's own runs: a small transformer trained by
 # PyPI's torch over Gloo on this machine's CPU, 2 ranks (tests/golden/torch/profile_torch_run.py).
-# One profiled run per stage layout (m = CALIB_M, with torch.profiler: ScheduleLoopedBFS with one
-# stage per rank, the layout of ScheduleGPipe; ScheduleInterleavedZeroBubble with two, whose
-# split backward (I and W) the zero-bubble classes need) is calibrated (`ppsim calibrate` on the ranks' profiler traces); then every configuration below
+# Profiled runs per stage layout (m = CALIB_M, with torch.profiler: ScheduleLoopedBFS with one
+# stage per rank, the layout of ScheduleGPipe, and with two; ScheduleInterleavedZeroBubble with
+# two, whose split backward (I and W) the zero-bubble classes need) are calibrated (`ppsim
+# calibrate` on the ranks' profiler traces); then every configuration below
 # runs for real (no profiler) and is predicted (`ppsim simulate --schedule file:` on the CSV torch
 # itself dumped for that run, with the profile of its layout), and the two are compared.
 #
@@ -63,17 +64,26 @@ print(statistics.mean(r["iteration_time_s"] for r in rows if r.get("profiled") i
 }
 
 echo "torch-accuracy: load average before: $(cut -d' ' -f1-3 /proc/loadavg); output in $out"
-# The calibration runs: one per stage layout the configurations use.
+# The calibration runs, per stage layout the configurations use: ScheduleLoopedBFS (full
+# backwards); with two stages per rank also ScheduleInterleavedZeroBubble, whose split backward
+# (I and W) the zero-bubble classes need. torch's I + W costs more than its full backward B
+# (the weight half walks part of the graph again), so a profile needs both.
 for layout in 1 2; do
-  calib_class=ScheduleLoopedBFS
-  (( layout == 2 )) && calib_class=ScheduleInterleavedZeroBubble
-  if [[ ${REUSE:-0} != 1 ]]; then
-    rm -rf "$out/calib-v$layout"
-    torch_run "calib-v$layout" "$calib_class" "$layout" "$calib_m" profile
-  fi
+  runs=("calib-v$layout ScheduleLoopedBFS")
+  (( layout == 2 )) && runs+=("calib-v$layout-split ScheduleInterleavedZeroBubble")
+  folders=() times=()
+  for run in "${runs[@]}"; do
+    read -r name class <<< "$run"
+    if [[ ${REUSE:-0} != 1 ]]; then
+      rm -rf "${out:?}/$name"
+      torch_run "$name" "$class" "$layout" "$calib_m" profile
+    fi
+    folders+=("$out/$name")
+    [[ ${MEASURE_ONLY:-0} == 1 ]] || times+=("$(unprofiled_step "$out/$name")")
+  done
   [[ ${MEASURE_ONLY:-0} == 1 ]] && continue
-  "$ppsim" calibrate "$out/calib-v$layout" -o "$out/profile-v$layout.json" --report "$out/calib-v$layout/report.txt" \
-    --unprofiled-step-time "$(unprofiled_step "$out/calib-v$layout")" --quiet
+  "$ppsim" calibrate "${folders[@]}" -o "$out/profile-v$layout.json" --report "$out/calib-v$layout/report.txt" \
+    --unprofiled-step-time "$(IFS=,; echo "${times[*]}")" --quiet
 done
 
 # name class stages-per-rank micro-batches

@@ -2,6 +2,7 @@
 // from measured traces of pprun or of torch.profiler (one run's per-rank files or their folder
 // are one trace; --step picks its step) (calibration.hpp) and writes the profile that `ppsim simulate
 // --profile` reads. Prints what it learnt, the outliers and what it could not measure.
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <iostream>
 
@@ -55,6 +56,29 @@ void say_what_the_traces_lack(const std::vector<sim::MeasuredTrace>& traces, boo
   }
 }
 
+// "0.41,0.385": positive seconds, one per torch run.
+std::vector<double> parse_step_times(const std::string& text) {
+  std::vector<double> times;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    const std::string item = text.substr(begin, end - begin);
+    std::size_t used = 0;
+    double value = 0;
+    try {
+      value = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size())
+      throw UsageError("--unprofiled-step-time: '" + item + "' is not a number of seconds (give one per run: 0.41,0.385)");
+    require_finite_above(value, "--unprofiled-step-time", 0);
+    times.push_back(value);
+    begin = end + 1;
+  }
+  return times;
+}
+
 int run_calibrate(const std::vector<std::string>& args) {
   std::vector<std::string> inputs;
   std::string output, report_path;
@@ -63,6 +87,7 @@ int run_calibrate(const std::vector<std::string>& args) {
   // measured iteration time is (docs/ACCURACY.md); the median leaves out the long tail.
   std::string statistic = "mean";
   int step = -1;
+  std::string unprofiled;
   sim::CalibrationOptions calibration_options;
   po::options_description options("ppsim calibrate MEASURED... -o PROFILE [options]");
   options.add_options()
@@ -80,9 +105,10 @@ int run_calibrate(const std::vector<std::string>& args) {
        "leave out a trace whose step lost more than this share of a rank's time to the host (steal on a virtual "
        "machine, recorded by pprun); 1 keeps every trace")
       ("step", po::value(&step), "torch.profiler traces: the ProfilerStep#N to learn from (default: every one)")
-      ("unprofiled-step-time", po::value(&calibration_options.unprofiled_step_s),
-       "torch.profiler traces: the same run's step time without the profiler, in seconds (its mean step); the "
-       "program's costs are scaled by it over the profiled steps' time, taking out the profiler's own cost")
+      ("unprofiled-step-time", po::value(&unprofiled),
+       "torch.profiler traces: each run's mean step time without the profiler, in seconds (one per run, in the "
+       "order of the runs, separated by commas); the program's costs are scaled by it over the profiled steps' "
+       "time, taking out the profiler's own cost")
       ("quiet,q", po::bool_switch(&quiet), "print nothing on success");
   po::options_description hidden;
   hidden.add_options()("measured", po::value(&inputs));
@@ -118,15 +144,14 @@ int run_calibrate(const std::vector<std::string>& args) {
   torch_options.keep_operators = false;  // calibration learns from the pipeline's actions
   if (vm.count("step")) torch_options.step = step;
   torch_options.every_step = true;  // more samples of each operation; --step picks one
-  if (vm.count("unprofiled-step-time"))
-    require_finite_above(calibration_options.unprofiled_step_s, "--unprofiled-step-time", 0);
+  if (vm.count("unprofiled-step-time")) calibration_options.unprofiled_step_s = parse_step_times(unprofiled);
   std::vector<std::string> notes;
   std::vector<sim::MeasuredTrace> traces;
   for (auto& input : traces::read_trace_arguments(with_traced_steps(inputs), torch_options, notes))
     traces.push_back({std::move(input.trace), std::move(input.name)});
   for (const auto& note : notes) std::cerr << "note: " << note << "\n";
   const sim::Calibration calibration = sim::calibrate(traces, calibration_options);
-  if (!quiet) say_what_the_traces_lack(traces, calibration_options.unprofiled_step_s > 0);
+  if (!quiet) say_what_the_traces_lack(traces, !calibration_options.unprofiled_step_s.empty());
   const std::string report = sim::calibration_report(calibration);
   sim::write_profile(calibration.profile, output);
   if (!report_path.empty()) write_file_atomic(report_path, report);

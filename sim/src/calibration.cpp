@@ -122,7 +122,7 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
   calibration::Summariser summary(result, options);
   Profile& p = result.profile;
   p.data_parallel = c.data_parallel;
-  Estimation e{c, summary, result, num_stages, {}, true};
+  Estimation e{c, summary, result, num_stages, {}, true, {}};
   // The run's and the transport's estimators first: the stages' use what they learn.
   for (const auto estimator : {calibration::estimate_transfers, calibration::estimate_program_time,
                                calibration::estimate_send_completion, calibration::estimate_collective_waits,
@@ -139,7 +139,7 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
   record_run(traces, p);
   p.extra["calibration"] = calibration_info(traces, left_out.empty() ? 0 : given.size() - traces.size(), c, num_ranks, result, options);
   result.notes.insert(result.notes.end(), left_out.begin(), left_out.end());
-  if (options.unprofiled_step_s > 0) calibration::take_out_profiler_overhead(e, traces, options.unprofiled_step_s);
+  if (!options.unprofiled_step_s.empty()) calibration::take_out_profiler_overhead(e, traces, options.unprofiled_step_s);
   return result;
 }
 

@@ -126,11 +126,18 @@ TEST_CASE("calibrate learns from every profiled step, and takes the profiler's c
   CHECK(not_torch.err.find("--unprofiled-step-time: none of the traces is a step of torch.profiler") != std::string::npos);
   CHECK(std::count(not_torch.err.begin(), not_torch.err.end(), '\n') == 1);
   CHECK_FALSE(fs::exists(work_dir() / "x.json"));
-  const ppsim_test::PpsimRun negative = ppsim("calibrate " + arg(run) + " -o " + arg(work_dir() / "x.json") +
-                                              " --unprofiled-step-time -1");
-  CHECK(negative.status != 0);
-  CHECK(negative.err.find("--unprofiled-step-time") != std::string::npos);
-  CHECK_FALSE(fs::exists(work_dir() / "x.json"));
+  for (const std::string bad : {"-1", "0", "abc", "0.1,", "0.1,0.2"}) {
+    const ppsim_test::PpsimRun refused =
+        ppsim("calibrate " + arg(run) + " -o " + arg(work_dir() / "x.json") + " --unprofiled-step-time=" + bad);
+    INFO(bad << ": " << refused.err);
+    CHECK(refused.status != 0);
+    CHECK(refused.err.find("--unprofiled-step-time") != std::string::npos);
+    CHECK(std::count(refused.err.begin(), refused.err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(work_dir() / "x.json"));
+  }
+  // One time per run: "0.1,0.2" is two for this one run.
+  CHECK(ppsim("calibrate " + arg(run) + " -o " + arg(work_dir() / "x.json") + " --unprofiled-step-time 0.1,0.2")
+            .err.find("2 time(s) given for 1 profiled torch run(s)") != std::string::npos);
 }
 
 TEST_CASE("a step that is not there, and a trace with no PP: spans, are said in one line each", "[cli][torch]") {

@@ -146,6 +146,13 @@ TEST_CASE("command-line inputs: a torch run is one trace beside a plain file", "
   TorchReadOptions step;
   step.step = 1;
   CHECK_THROWS_WITH(read_trace_arguments({plain}, step, notes), Catch::Contains("--step"));
+  // Each folder is a run of its own (here a ScheduleGPipe run beside the interleaved one).
+  const auto two_runs = read_trace_arguments({interleaved(), (kTorchTraces / "gpipe").string()}, {}, notes);
+  REQUIRE(two_runs.size() == 2);
+  CHECK(two_runs[0].name == interleaved());
+  CHECK(count(two_runs[0].trace, 0, "F", 0) == 4);
+  CHECK(two_runs[1].trace.meta.extra.at("torch_profiler").at("files").at(0).get<std::string>().find("gpipe") !=
+        std::string::npos);
 }
 
 TEST_CASE("GPU kernels belong to the action that launched them (hand-written kineto trace)", "[torch_profiler]") {

@@ -1,42 +1,67 @@
 #include "pipescope/traces/trace_arguments.hpp"
 
+#include <algorithm>
+#include <filesystem>
 #include <iterator>
 #include <optional>
 
 #include "pipescope/traces/trace_io.hpp"
 
 namespace pipescope::traces {
+namespace {
+
+// One torch run's traces (one per profiled step with options.every_step), named for messages.
+std::vector<NamedTrace> read_torch_run(const std::vector<std::string>& paths, const TorchReadOptions& options,
+                                       std::vector<std::string>& notes) {
+  std::vector<TorchRun> runs = read_torch_profiler_steps(paths, options);
+  std::vector<NamedTrace> out;
+  for (auto& run : runs) {
+    std::string name = paths.front();
+    if (runs.size() > 1) name += " (ProfilerStep#" + run.trace.meta.extra["torch_profiler"]["step"].dump() + ")";
+    out.push_back({std::move(run.trace), std::move(name)});
+    // One step's notes stand for all: the files are the same.
+    if (out.size() == 1) notes.insert(notes.end(), run.notes.begin(), run.notes.end());
+  }
+  return out;
+}
+
+}  // namespace
 
 std::vector<NamedTrace> read_trace_arguments(const std::vector<std::string>& paths, const TorchReadOptions& options,
                                              std::vector<std::string>& notes) {
-  std::vector<std::string> torch_paths;
-  std::optional<std::size_t> torch_place;
-  std::vector<NamedTrace> out;
+  // Each input in order: a pipescope trace, a torch run's folder, or a torch file; the loose
+  // torch files together are one run, read at the place of the first.
+  struct Input {
+    std::vector<std::string> torch_paths;  // empty: a pipescope trace
+    std::string path;
+  };
+  std::vector<Input> inputs;
+  std::optional<std::size_t> loose_files;
   for (const auto& path : paths) {
-    if (is_torch_profiler_input(path)) {
-      if (!torch_place) torch_place = out.size(), out.push_back({Trace{}, path});
-      torch_paths.push_back(path);
+    std::error_code error;
+    if (!is_torch_profiler_input(path)) {
+      inputs.push_back({{}, path});
+    } else if (std::filesystem::is_directory(path, error)) {
+      inputs.push_back({{path}, path});
+    } else if (loose_files) {
+      inputs[*loose_files].torch_paths.push_back(path);
     } else {
-      out.push_back({read_trace(path), path});
+      loose_files = inputs.size();
+      inputs.push_back({{path}, path});
     }
   }
-  if (!torch_place) {
-    if (options.step) throw TraceError("--step: picks a step of torch.profiler traces; none of the inputs is one");
-    return out;
+  const bool any_torch = std::any_of(inputs.begin(), inputs.end(), [](const Input& i) { return !i.torch_paths.empty(); });
+  if (!any_torch && options.step)
+    throw TraceError("--step: picks a step of torch.profiler traces; none of the inputs is one");
+  std::vector<NamedTrace> out;
+  for (const auto& input : inputs) {
+    if (input.torch_paths.empty()) {
+      out.push_back({read_trace(input.path), input.path});
+      continue;
+    }
+    std::vector<NamedTrace> steps = read_torch_run(input.torch_paths, options, notes);
+    out.insert(out.end(), std::make_move_iterator(steps.begin()), std::make_move_iterator(steps.end()));
   }
-  std::vector<TorchRun> runs = read_torch_profiler_steps(torch_paths, options);
-  const std::string name = out[*torch_place].name;
-  std::vector<NamedTrace> steps;
-  for (auto& run : runs) {
-    std::string step_name = name;
-    if (runs.size() > 1) step_name += " (ProfilerStep#" + run.trace.meta.extra["torch_profiler"]["step"].dump() + ")";
-    steps.push_back({std::move(run.trace), std::move(step_name)});
-    // One step's notes stand for all: the files are the same.
-    if (steps.size() == 1) notes.insert(notes.end(), run.notes.begin(), run.notes.end());
-  }
-  out.erase(out.begin() + static_cast<std::ptrdiff_t>(*torch_place));
-  out.insert(out.begin() + static_cast<std::ptrdiff_t>(*torch_place), std::make_move_iterator(steps.begin()),
-             std::make_move_iterator(steps.end()));
   return out;
 }
 

@@ -50,6 +50,7 @@ void estimate_stage_compute(Estimation& e, StageProfile& sp) {
     sp.w_s = w_s;
     if (!has_full) sp.grad_accumulate_s = w_saving_s;
     sp.full_backward_s = full_s;
+    if (!has_full) e.full_backward_unmeasured.push_back(s);
   } else if (const auto probe = c.probe.find(s); probe != c.probe.end() && !probe->second.input.empty()) {
     const double input_share = median_of(probe->second.input);
     const double weight_share = median_of(probe->second.weight);
@@ -129,6 +130,14 @@ void estimate_backward_split(Estimation& e) {
     e.note("backward split unmeasured: the traces time only full backwards (B) and carry no split probe; schedules with "
            "BackwardInput/BackwardWeight (zb-*, dualpipev) will be refused. Add a trace of a split-backward schedule "
            "(pprun --schedule zb-h1 ...)");
+  if (!e.full_backward_unmeasured.empty()) {
+    std::string stages;
+    for (const int s : e.full_backward_unmeasured) stages += (stages.empty() ? "" : ", ") + std::to_string(s);
+    e.note("full backward unmeasured on stage(s) " + stages +
+           ": the traces time its two halves (I, W) only, and a full backward (B) is taken as their sum, which can be "
+           "more than one pass costs (torch's split backward walks part of the graph twice); schedules with full "
+           "backwards (1f1b, interleaved, DualPipeV's overlapped pairs) may come out slow. Add a trace of one");
+  }
 }
 
 }  // namespace pipescope::sim::calibration

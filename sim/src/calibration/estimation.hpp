@@ -131,6 +131,8 @@ struct Estimation {
   StageRuntimeEffects per_message;
   // Whether every stage's backward split was measured (estimate_stage_compute).
   bool split_everywhere = true;
+  // Stages whose I and W were measured but no full backward (B): theirs is taken as I + W.
+  std::vector<int> full_backward_unmeasured;
   void note(std::string text) { result.notes.push_back(std::move(text)); }
 };
 
@@ -145,7 +147,7 @@ void estimate_stage_memory(Estimation& e, StageProfile& stage);   // memory delt
 void estimate_backward_split(Estimation& e);       // backward_split_measured, inner_backward_split
 // After them, with CalibrationOptions::unprofiled_step_s (profiler_overhead.cpp).
 void take_out_profiler_overhead(Estimation& e, const std::vector<std::reference_wrapper<const MeasuredTrace>>& traces,
-                                double unprofiled_step_s);
+                                const std::vector<double>& unprofiled_step_s);
 
 const Samples& find_or_empty(const std::map<std::pair<int, Timed>, Samples>& map, int stage, Timed what);
 const Samples& find_or_empty(const std::map<std::pair<int, Footprint>, Samples>& map, int stage, Footprint what);

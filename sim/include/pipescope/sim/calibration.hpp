@@ -62,10 +62,11 @@ struct CalibrationOptions {
   // virtual machine: the run description's stolen_time_s) is left out: its operations are longer for
   // reasons outside the run. Traces that do not say are kept.
   double max_stolen_fraction = traces::kDisturbedStolenFraction;
-  // > 0: the step time (s) of the profiled torch run without torch.profiler. The profiler's
-  // cost per recorded operator is inside every traced duration on a CPU; the program's costs
-  // are scaled by this time over the profiled steps' (calibration/profiler_overhead.cpp).
-  double unprofiled_step_s = 0;
+  // The step time (s) of each profiled torch run without torch.profiler, in the order the runs
+  // come; empty: not given. The profiler's cost per recorded operator is inside every traced
+  // duration on a CPU; the program's costs are scaled by these times over the profiled steps'
+  // (calibration/profiler_overhead.cpp).
+  std::vector<double> unprofiled_step_s;
 };
 
 // "median" or "mean"; throws UsageError naming the option for anything else.
