@@ -132,9 +132,9 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
 
     // 16-bit weights and gradients, plus fp32 master weights, momentum and variance (and fp32
     // gradient accumulation): 16 bytes per parameter, sharded by ZeRO-1. Recomputation rebuilds
-    // one layer at a time, charged throughout.
+    // one layer at a time, charged throughout (a stage of only the embedding or head rebuilds none).
     c.static_bytes = static_cast<std::int64_t>(static_cast<double>(parameters) * (4.0 + optimizer_bytes_per_parameter)) +
-                     layer_bytes.rebuilt_bytes;
+                     (layers[st] > 0 ? layer_bytes.rebuilt_bytes : 0);
     c.activation_bytes = static_cast<std::int64_t>(hidden_state_bytes);
     c.reduce_grads_s = ring_all_reduce_s(parameters * 2, dp, dp_link);
     c.optimizer_s = static_cast<double>(parameters) / (parallel.zero1 ? dp : 1) * 32.0 /

@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "pipescope/core/errors.hpp"
+#include "pipescope/sim/layer_costs.hpp"
 #include "pipescope/sim/model.hpp"
 
 using namespace pipescope;
@@ -101,6 +102,32 @@ TEST_CASE("layers are split as Megatron-LM splits them: evenly, else one fewer o
   // An empty stage in the middle would run nothing at all.
   CHECK_THROWS_AS(split_layers(3, 6), UsageError);
   CHECK_THROWS_AS(split_layers(0, 1), UsageError);
+}
+
+TEST_CASE("one layer per chunk: the first and the last chunk run only the embedding and the head") {
+  // 22 layers on 8 ranks x 3 chunks, as the Zero Bubble paper's 1F1B-I ran its 1.5B model.
+  const ModelSpec m = parse_model_json(
+      R"({"name": "zb-1.5b", "layers": 22, "hidden": 2304, "heads": 24, "seq": 1024, "vocab": 32000, "tied_embeddings": false})",
+      "zb.json");
+  ParallelConfig parallel;
+  parallel.pipeline = 8;
+  parallel.chunks = 3;
+  parallel.micro_batch_size = 6;
+  parallel.recomputation = Recomputation::full;
+  const CostModel costs = derive_costs(m, device_preset("a100"), Topology{}, parallel);
+  REQUIRE(costs.stages.size() == 24);
+  const StageCost& embedding_only = costs.stages.front();
+  const StageCost& one_layer = costs.stages[1];
+  const StageCost& head_only = costs.stages.back();
+  CHECK(embedding_only.f_s == 0.0);
+  CHECK(embedding_only.f_mem_bytes == 0);
+  CHECK(one_layer.f_s > 0.0);
+  // The head costs about a layer: that is why the paper's models have two layers fewer.
+  CHECK(head_only.f_s == Approx(one_layer.f_s).epsilon(0.5));
+  // A stage without layers rebuilds none: its static memory is its parameters' alone.
+  const std::int64_t embedding_parameters = 2304LL * 32000;
+  CHECK(embedding_only.static_bytes == embedding_parameters * 20);
+  CHECK(one_layer.static_bytes > layer_parameters_on_rank(m, 1) * 20);
 }
 
 TEST_CASE("a model file is read and bad fields are named") {
