@@ -34,8 +34,8 @@ std::vector<int> split_layers(int layers, int num_stages) {
   // Only the first and the last stage may be left empty: they still run the embedding or the head.
   if (layers < 1 || (per_stage == 1 && short_stages > 2))
     throw UsageError("the model has " + std::to_string(layers) + " layers, too few for " + std::to_string(num_stages) +
-                     " stages (at most two more stages than layers: the first and the last may hold only the "
-                     "embedding and the head)");
+                     " stages (--stages x --chunks): at most two more stages than layers, as only the first "
+                     "and the last may hold no layer (the embedding, the head)");
   std::vector<int> per_stage_layers(static_cast<std::size_t>(num_stages), per_stage);
   for (int i = 0; i < short_stages; ++i) --per_stage_layers[static_cast<std::size_t>(i == 0 ? num_stages - 1 : i - 1)];
   return per_stage_layers;
