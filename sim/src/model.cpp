@@ -24,20 +24,21 @@ LayerFigures layer_figures(const ModelSpec& model, int micro_batch_size) {
 
 std::vector<int> split_layers(int layers, int num_stages) {
   if (num_stages < 1) throw UsageError("the model needs at least one stage");
-  if (layers < num_stages)
-    throw UsageError("the model has " + std::to_string(layers) + " layers, fewer than the " +
-                     std::to_string(num_stages) + " stages");
-  std::vector<int> per_stage(static_cast<std::size_t>(num_stages), layers / num_stages);
-  int extra = layers % num_stages;
-  // Middle stages first: the first and last already carry the embedding and the head.
-  const int middle = num_stages / 2;
-  std::vector<int> order{middle};
-  for (int d = 1; static_cast<int>(order.size()) < num_stages; ++d) {
-    if (middle - d >= 0) order.push_back(middle - d);
-    if (middle + d < num_stages) order.push_back(middle + d);
-  }
-  for (int i = 0; i < extra; ++i) ++per_stage[order[i]];
-  return per_stage;
+  // Megatron-LM's rule for layers that do not divide (the Zero Bubble fork's
+  // --allow-padding-num-layers; Megatron-core's account_for_embedding/loss_in_pipeline_split when
+  // the division leaves two): every stage gets as many layers as the rounded-up division, and the
+  // stages short of the total take one fewer each, the last (which carries the head and the loss)
+  // first, then the first (the embedding), then the second, third and so on.
+  const int per_stage = (layers + num_stages - 1) / num_stages;
+  const int short_stages = per_stage * num_stages - layers;
+  // Only the first and the last stage may be left empty: they still run the embedding or the head.
+  if (layers < 1 || (per_stage == 1 && short_stages > 2))
+    throw UsageError("the model has " + std::to_string(layers) + " layers, too few for " + std::to_string(num_stages) +
+                     " stages (--stages x --chunks): at most two more stages than layers, as only the first "
+                     "and the last may hold no layer (the embedding, the head)");
+  std::vector<int> per_stage_layers(static_cast<std::size_t>(num_stages), per_stage);
+  for (int i = 0; i < short_stages; ++i) --per_stage_layers[static_cast<std::size_t>(i == 0 ? num_stages - 1 : i - 1)];
+  return per_stage_layers;
 }
 
 Topology with_parallel_layout(Topology topology, const ParallelConfig& parallel) {
@@ -131,9 +132,9 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
 
     // 16-bit weights and gradients, plus fp32 master weights, momentum and variance (and fp32
     // gradient accumulation): 16 bytes per parameter, sharded by ZeRO-1. Recomputation rebuilds
-    // one layer at a time, charged throughout.
+    // one layer at a time, charged throughout (a stage of only the embedding or head rebuilds none).
     c.static_bytes = static_cast<std::int64_t>(static_cast<double>(parameters) * (4.0 + optimizer_bytes_per_parameter)) +
-                     layer_bytes.rebuilt_bytes;
+                     (layers[st] > 0 ? layer_bytes.rebuilt_bytes : 0);
     c.activation_bytes = static_cast<std::int64_t>(hidden_state_bytes);
     c.reduce_grads_s = ring_all_reduce_s(parameters * 2, dp, dp_link);
     c.optimizer_s = static_cast<double>(parameters) / (parallel.zero1 ? dp : 1) * 32.0 /

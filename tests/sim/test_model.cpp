@@ -13,7 +13,10 @@
 //   shrinks static memory to 4 + 16/8 = 6 bytes per parameter.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "pipescope/core/errors.hpp"
+#include "pipescope/sim/layer_costs.hpp"
 #include "pipescope/sim/model.hpp"
 
 using namespace pipescope;
@@ -81,10 +84,50 @@ TEST_CASE("stage costs of gpt-7b on four H100 stages") {
   CHECK(sharded.stages[1].reduce_grads_s > 0);
 }
 
-TEST_CASE("layers are split evenly, the remainder to the middle stages") {
+TEST_CASE("layers are split as Megatron-LM splits them: evenly, else one fewer on the last, the first, the second...") {
   CHECK(split_layers(32, 4) == std::vector<int>{8, 8, 8, 8});
   CHECK(split_layers(10, 4) == std::vector<int>{2, 3, 3, 2});
-  CHECK_THROWS_AS(split_layers(3, 4), UsageError);
+  // The Zero Bubble runs: 22 layers on 8 ranks, the first and last one layer fewer (the paper's
+  // layout); with one layer per chunk (24 virtual stages) the first and the last chunk hold only
+  // the embedding and the head.
+  CHECK(split_layers(22, 8) == std::vector<int>{2, 3, 3, 3, 3, 3, 3, 2});
+  const std::vector<int> one_per_chunk = split_layers(22, 24);
+  CHECK(one_per_chunk.front() == 0);
+  CHECK(one_per_chunk.back() == 0);
+  CHECK(std::count(one_per_chunk.begin(), one_per_chunk.end(), 1) == 22);
+  // One short: the head's stage gives the layer up; three short: then the first and the second.
+  CHECK(split_layers(11, 4) == std::vector<int>{3, 3, 3, 2});
+  CHECK(split_layers(13, 8) == std::vector<int>{1, 1, 2, 2, 2, 2, 2, 1});
+  CHECK(split_layers(3, 4) == std::vector<int>{1, 1, 1, 0});
+  // An empty stage in the middle would run nothing at all.
+  CHECK_THROWS_AS(split_layers(3, 6), UsageError);
+  CHECK_THROWS_AS(split_layers(0, 1), UsageError);
+}
+
+TEST_CASE("one layer per chunk: the first and the last chunk run only the embedding and the head") {
+  // 22 layers on 8 ranks x 3 chunks, as the Zero Bubble paper's 1F1B-I ran its 1.5B model.
+  const ModelSpec m = parse_model_json(
+      R"({"name": "zb-1.5b", "layers": 22, "hidden": 2304, "heads": 24, "seq": 1024, "vocab": 32000, "tied_embeddings": false})",
+      "zb.json");
+  ParallelConfig parallel;
+  parallel.pipeline = 8;
+  parallel.chunks = 3;
+  parallel.micro_batch_size = 6;
+  parallel.recomputation = Recomputation::full;
+  const CostModel costs = derive_costs(m, device_preset("a100"), Topology{}, parallel);
+  REQUIRE(costs.stages.size() == 24);
+  const StageCost& embedding_only = costs.stages.front();
+  const StageCost& one_layer = costs.stages[1];
+  const StageCost& head_only = costs.stages.back();
+  CHECK(embedding_only.f_s == 0.0);
+  CHECK(embedding_only.f_mem_bytes == 0);
+  CHECK(one_layer.f_s > 0.0);
+  // The head costs about a layer: that is why the paper's models have two layers fewer.
+  CHECK(head_only.f_s == Approx(one_layer.f_s).epsilon(0.5));
+  // A stage without layers rebuilds none: its static memory is its parameters' alone.
+  const std::int64_t embedding_parameters = 2304LL * 32000;
+  CHECK(embedding_only.static_bytes == embedding_parameters * 20);
+  CHECK(one_layer.static_bytes > layer_parameters_on_rank(m, 1) * 20);
 }
 
 TEST_CASE("a model file is read and bad fields are named") {

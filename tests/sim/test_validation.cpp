@@ -186,6 +186,23 @@ TEST_CASE("docs/VALIDATION.md shows the errors the model makes now", "[validatio
   for (const Outcome& o : outcomes()) CHECK(doc.find("| " + o.run.at("id").get<std::string>() + " (") != std::string::npos);
 }
 
+TEST_CASE("the Zero Bubble paper's 1F1B-I runs have its layout: one layer per chunk, embedding and head alone", "[validation]") {
+  // The paper's fork pads the layers to a multiple of the ranks and takes the padding from the
+  // first and the last chunk (docs/MODEL.md, "Layers per stage"): stages x chunks = layers + 2.
+  const json data = read_json(kSourceDir / "tests/sim/data/published_runs.json");
+  int interleaved_runs = 0;
+  for (const json& run : data.at("runs")) {
+    if (run.value("schedule_label", "") != "1F1B-I") continue;
+    const auto args = run.at("args").get<std::vector<std::string>>();
+    const json model = read_json(kSourceDir / arg_after(args, "--model", ""));
+    INFO(run.at("id").get<std::string>());
+    CHECK(std::stoi(arg_after(args, "--stages", "0")) * std::stoi(arg_after(args, "--chunks", "0")) ==
+          model.at("layers").get<int>() + 2);
+    ++interleaved_runs;
+  }
+  CHECK(interleaved_runs == 9);
+}
+
 TEST_CASE("the Zero Bubble paper's order of schedules is the predicted one", "[validation]") {
   std::map<std::string, std::vector<const Outcome*>> groups;
   for (const Outcome& o : outcomes()) {

@@ -92,9 +92,11 @@ struct ParallelConfig {
 std::optional<std::string> tensor_parallel_problem(const ModelSpec& model, const ParallelConfig& parallel,
                                                    int gpus_per_node);
 
-// Layers of each stage: an even split, the remainder going to the middle stages (the first
-// carries the embedding, the last the head and loss). Throws UsageError when there are fewer
-// layers than stages.
+// Layers of each stage, as Megatron-LM assigns them (docs/MODEL.md, "Layers per stage"): an even
+// split where the layers divide; otherwise the rounded-up division everywhere, one fewer on the
+// last stage (the head), then the first (the embedding), then the second, third... until the
+// total is right. Stages are virtual stages with interleaving (stage i on rank i mod pipeline).
+// Throws UsageError when a stage other than the first or last would be empty.
 std::vector<int> split_layers(int layers, int num_stages);
 
 // Per-stage costs of one tensor-parallel rank of `model` on `device` under `parallel` and
