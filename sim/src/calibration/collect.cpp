@@ -126,6 +126,7 @@ void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
   const std::vector<const TraceEvent*> main = main_thread_events(trace, rank);
   const MemoryTimeline memory(trace, rank);
   const double infinity = std::numeric_limits<double>::infinity();
+  const bool torch = trace.meta.extra.contains("torch_profiler");
 
   // Memory delta of each micro-batch's forward side and backward side, per stage.
   std::map<std::pair<int, int>, std::int64_t> forward_delta, backward_delta, input_delta;
@@ -137,6 +138,13 @@ void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
     const double next_start_us = i + 1 < main.size() ? reached_us(trace, *main[i + 1]) : infinity;
     const Sample sample{e.dur_us * 1e-6, &mt.source, rank, e.micro_batch};
     if (e.lane == static_cast<int>(Lane::Send)) {
+      // torch's SEND span is the program's time for the send, all of it (its tensors, then the
+      // isend), whatever comes next.
+      if (torch) {
+        out.times_s[{e.stage, Timed::Send}].push_back(sample);
+        if (e.name == "SEND_F" && e.bytes > 0) out.activation_bytes[e.stage].push_back(e.bytes);
+        continue;
+      }
       // A send occupies the program from the end of the instruction before it (its packing
       // comes before its event) until the next instruction starts. Only a computation or a
       // collective next tells when that was: a receive's event may start when its data
