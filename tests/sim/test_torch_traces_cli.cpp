@@ -89,6 +89,10 @@ TEST_CASE("calibrate learns from every profiled step, and takes the profiler's c
   CHECK(plain.err.find("one profiled step") == std::string::npos);  // both steps were read
   CHECK(plain.err.find("CPU operators per rank in a step") != std::string::npos);
   CHECK(plain.err.find("--unprofiled-step-time") != std::string::npos);
+  // Every SEND span of both steps is a sample of the send's cost: 2 steps x 2 ranks x 12 sends.
+  const std::size_t sends = plain.out.find("send posting (all stages)");
+  REQUIRE(sends != std::string::npos);
+  CHECK(std::stoi(plain.out.substr(sends + std::string("send posting (all stages)").size())) == 48);
 
   // The profiled steps' mean length, as the reader measures it; the run without the profiler
   // said to take 80% of it.
