@@ -282,3 +282,42 @@ TEST_CASE("every profiled step can be read as its own trace, with its length and
   CHECK(named[0].name == interleaved() + " (ProfilerStep#0)");
   CHECK(named[1].name == interleaved() + " (ProfilerStep#1)");
 }
+
+TEST_CASE("DualPipeV's OVERLAP_F_B becomes its forward and its backward, split at the first autograd operator",
+          "[torch_profiler]") {
+  // Rank 0 runs (0F3;3B1)OVERLAP_F_B from 1000 to 1400: the forward's operators end at 1110, the
+  // backward's data came at 1250 (its gloo:recv, posted at 900), its first autograd operator
+  // starts at 1260.
+  const std::string text = R"json({"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 2},
+  "traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 5, "tid": 5, "ts": 0, "dur": 2000},
+  {"ph": "X", "cat": "user_annotation", "name": "PP:3RECV_B1", "pid": 5, "tid": 5, "ts": 900, "dur": 20},
+  {"ph": "X", "cat": "user_annotation", "name": "gloo:recv", "pid": 5, "tid": 5, "ts": 905, "dur": 345},
+  {"ph": "X", "cat": "user_annotation", "name": "PP:(0F3;3B1)OVERLAP_F_B", "pid": 5, "tid": 5, "ts": 1000, "dur": 400},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::embedding", "pid": 5, "tid": 5, "ts": 1010, "dur": 60},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 5, "tid": 5, "ts": 1075, "dur": 35},
+  {"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: MmBackward0", "pid": 5, "tid": 5, "ts": 1260, "dur": 90},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 5, "tid": 5, "ts": 1265, "dur": 80}
+  ]})json";
+  const fs::path path = write_temp("rank0.pt.trace.json", text);
+  TorchReadOptions actions_only;
+  actions_only.keep_operators = false;
+  const Trace t = read_torch_profiler_run({path.string()}, actions_only).trace;
+  const TraceEvent *forward = nullptr, *backward = nullptr;
+  for (const auto& e : t.events) {
+    CHECK(e.name != "OVERLAP_F_B");
+    if (e.name == "F") forward = &e;
+    if (e.name == "B") backward = &e;
+  }
+  REQUIRE(forward);
+  REQUIRE(backward);
+  CHECK(forward->stage == 0);
+  CHECK(forward->micro_batch == 3);
+  CHECK(forward->ts_us == Approx(1000));
+  CHECK(forward->end_us() == Approx(1110));
+  CHECK(backward->stage == 3);
+  CHECK(backward->micro_batch == 1);
+  CHECK(backward->ts_us == Approx(1260));  // the wait for its data before it is the rank idle
+  CHECK(backward->end_us() == Approx(1400));
+  fs::remove_all(path.parent_path());
+}

@@ -31,6 +31,8 @@ namespace fs = std::filesystem;
 
 constexpr std::string_view kActionPrefix = "PP:";
 constexpr std::string_view kStepPrefix = "ProfilerStep#";
+// The operators torch's autograd engine records while it runs a backward.
+constexpr std::string_view kBackwardOperatorPrefix = "autograd::engine::evaluate_function";
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -79,6 +81,7 @@ bool is_trace_file_name(const fs::path& p) {
 // One PP: action span as torch recorded it, and what it becomes.
 struct Action {
   std::string type;      // "F", "RECV_B", "UNSHARD", ...
+  std::string parts;     // OVERLAP_F_B: "0F7;7B3", the two actions it runs
   int stage = -1;
   int micro_batch = -1;
   double start_us = 0;   // the CPU span
@@ -100,6 +103,7 @@ std::optional<Action> parse_pp_action(std::string_view text) {
     const auto close = text.find(')');
     if (close == std::string_view::npos) return std::nullopt;
     a.type = std::string(text.substr(close + 1));
+    a.parts = std::string(text.substr(1, close - 1));
     return a;
   }
   try {
@@ -222,12 +226,44 @@ class RankReader {
       }
       action->start_us = (*e)["ts"].get<double>();
       action->end_us = action->start_us + (*e)["dur"].get<double>();
+      if (!action->parts.empty() && split_overlap(*action)) continue;
       actions_.push_back(*action);
     }
     std::sort(actions_.begin(), actions_.end(), [](const Action& a, const Action& b) { return a.start_us < b.start_us; });
     attach_transport_calls();
     attach_kernels();
     find_waiting_receives();
+  }
+
+  // DualPipeV's OVERLAP_F_B runs its forward, then its backward (torch 2.15's runtime), inside
+  // one span: the backward starts at the span's first autograd operator, the forward ends with
+  // the last operator that started before it (between the two the backward waited for its
+  // data, if it had to). Both become actions of their own; without such an operator (or parts
+  // that are not a forward and a backward) the span stays one action.
+  bool split_overlap(const Action& overlap) {
+    const auto semicolon = overlap.parts.find(';');
+    if (semicolon == std::string::npos) return false;
+    auto forward = parse_pp_action(std::string_view(overlap.parts).substr(0, semicolon));
+    auto backward = parse_pp_action(std::string_view(overlap.parts).substr(semicolon + 1));
+    if (!forward || !backward || forward->type != "F" || (backward->type != "B" && backward->type != "I")) return false;
+    double split_us = overlap.end_us;
+    for (const json* e : spans_) {
+      const double ts = (*e)["ts"].get<double>();
+      if (ts <= overlap.start_us || ts >= split_us) continue;
+      if ((*e)["name"].get_ref<const std::string&>().rfind(kBackwardOperatorPrefix, 0) == 0) split_us = ts;
+    }
+    if (split_us >= overlap.end_us) return false;
+    double forward_end_us = overlap.start_us;
+    for (const json* e : spans_) {
+      const double ts = (*e)["ts"].get<double>();
+      if (ts <= overlap.start_us || ts >= split_us || is_transport_call((*e)["name"].get_ref<const std::string&>())) continue;
+      forward_end_us = std::max(forward_end_us, std::min(split_us, ts + (*e)["dur"].get<double>()));
+    }
+    forward->start_us = overlap.start_us, forward->end_us = forward_end_us;
+    backward->start_us = split_us, backward->end_us = overlap.end_us;
+    actions_.push_back(*forward);
+    actions_.push_back(*backward);
+    return true;
   }
 
   void add_stages(std::map<int, int>& stage_rank) const {
