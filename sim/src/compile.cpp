@@ -90,6 +90,48 @@ void link_torch_waits(CompiledSchedule& out) {
   }
 }
 
+// A send or receive as its channel's list holds it: the micro-batch is kept beside the index so
+// that matching sends with receives reads the lists alone, in order.
+struct ChannelEntry {
+  std::int32_t index;
+  std::int32_t micro_batch;
+};
+
+// The sends (or the receives) of every channel, in program order per channel. Channels get
+// list ids in the order they are first seen; the map from channel to list id is only asked
+// for channels between stages that are not neighbours, the neighbours' ids are kept by
+// position. The map sees every channel once, in the order first seen, so it iterates in the
+// same order whatever else changes here.
+class ChannelLists {
+ public:
+  explicit ChannelLists(int num_stages) : neighbour_list_(static_cast<std::size_t>(num_stages) * 4, -1) {}
+
+  std::int32_t list_of(Channel channel, bool grad, int stage, int peer) {
+    if (peer != stage - 1 && peer != stage + 1) return id_of(channel);
+    std::int32_t& cached = neighbour_list_[static_cast<std::size_t>(stage) * 4 + grad * 2 + (peer > stage)];
+    if (cached < 0) cached = id_of(channel);
+    return cached;
+  }
+  // Appends to `list`; returns the entry's place in it.
+  std::int32_t add(std::int32_t list, std::int32_t index, std::int32_t micro_batch) {
+    std::vector<ChannelEntry>& entries = lists[list];
+    entries.push_back({index, micro_batch});
+    return static_cast<std::int32_t>(entries.size()) - 1;
+  }
+
+  std::unordered_map<Channel, std::int32_t> id_of_channel;
+  std::vector<std::vector<ChannelEntry>> lists;
+
+ private:
+  std::int32_t id_of(Channel channel) {
+    auto [it, inserted] = id_of_channel.try_emplace(channel, static_cast<std::int32_t>(lists.size()));
+    if (inserted) lists.emplace_back();
+    return it->second;
+  }
+
+  std::vector<std::int32_t> neighbour_list_;  // per (stage, is gradient, peer is the next stage)
+};
+
 // compile() of an index, all but step_of, which the caller copies or moves from the index.
 CompiledSchedule compile_index(const ScheduleIndex& index) {
   const Schedule& schedule = *index.schedule;
@@ -113,20 +155,10 @@ CompiledSchedule compile_index(const ScheduleIndex& index) {
     return b >= 0 && b < num_stages && schedule.stage_to_rank[a] == schedule.stage_to_rank[b];
   };
 
-  std::unordered_map<Channel, std::vector<std::int32_t>> sends, recvs;
-  // The lists of the channels between neighbouring stages, found by position instead of by
-  // hash after their first use (map values stay in place; the maps see the same insertions).
-  // Per (stage, is gradient, peer is the next stage, is send).
-  std::vector<std::vector<std::int32_t>*> neighbour_list(static_cast<std::size_t>(num_stages) * 8, nullptr);
-  auto list_of = [&](bool send, bool grad, int stage, int peer) -> std::vector<std::int32_t>& {
-    auto& map = send ? sends : recvs;
-    const Channel channel = send ? channel_of(grad, stage, peer) : channel_of(grad, peer, stage);
-    if (peer != stage - 1 && peer != stage + 1) return map[channel];
-    std::vector<std::int32_t>*& cached =
-        neighbour_list[static_cast<std::size_t>(stage) * 8 + grad * 4 + (peer > stage) * 2 + send];
-    if (!cached) cached = &map[channel];
-    return *cached;
-  };
+  ChannelLists sends(num_stages), recvs(num_stages);
+  // Per send or receive, in instruction order: its list, and its place in the list in
+  // CompiledInstruction::transfer until the transfer ids are known.
+  std::vector<std::int32_t> list_of_p2p;
   // The programs in the index's order (rank after rank, step after step), read once: the
   // numbering is the index's, the fields come straight from the instructions.
   for (int rank = 0; rank < schedule.num_ranks; ++rank) {
@@ -176,7 +208,11 @@ CompiledSchedule compile_index(const ScheduleIndex& index) {
           if (peer < 0 || peer >= num_stages)
             throw ScheduleError(where() + ": peer stage " + std::to_string(peer) + " does not exist");
           const bool grad = instr.op == Op::SendGrad || instr.op == Op::RecvGrad;
-          list_of(is_send_op(instr.op), grad, s, peer).push_back(v);
+          const bool send = is_send_op(instr.op);
+          ChannelLists& lists = send ? sends : recvs;
+          const std::int32_t list = lists.list_of(send ? channel_of(grad, s, peer) : channel_of(grad, peer, s), grad, s, peer);
+          ci.transfer = lists.add(list, v, mb);
+          list_of_p2p.push_back(list);
         }
         out.instructions.push_back(ci);
         ++v;
@@ -186,42 +222,51 @@ CompiledSchedule compile_index(const ScheduleIndex& index) {
 
   auto describe = [&](std::int32_t v) { return place(index.rank_of(v), index.step_of[v], index.instruction(v)); };
 
+  // Transfer ids channel after channel, in the order the send map holds its channels (the ids
+  // the event loop breaks ties with), written into the instructions in one walk in their order.
+  std::vector<std::int32_t> first_transfer_of_send_list(sends.lists.size(), 0);
+  std::vector<std::int32_t> first_transfer_of_recv_list(recvs.lists.size(), 0);
   std::map<std::pair<int, int>, std::int32_t> link_ids;
-  for (const auto& [channel, send_list] : sends) {
-    auto it = recvs.find(channel);
-    const std::size_t matched = it == recvs.end() ? 0 : it->second.size();
-    if (matched < send_list.size())
-      throw ScheduleError(describe(send_list[matched]) + ": no matching receive");
+  for (const auto& [channel, send_id] : sends.id_of_channel) {
+    const std::vector<ChannelEntry>& send_list = sends.lists[send_id];
+    auto it = recvs.id_of_channel.find(channel);
+    const std::vector<ChannelEntry>* recv_list = it == recvs.id_of_channel.end() ? nullptr : &recvs.lists[it->second];
+    const std::size_t matched = recv_list ? recv_list->size() : 0;
+    if (matched < send_list.size()) throw ScheduleError(describe(send_list[matched].index) + ": no matching receive");
     if (send_list.empty()) continue;
     // A channel joins two stages, so all its transfers share the pair of ranks and the link
     // (the loop above checked that every instruction sits on its stage's rank): found once.
-    const std::int32_t from_rank = out.rank_of_instruction(send_list.front());
-    const std::int32_t to_rank = out.rank_of_instruction(it->second.front());
+    const std::int32_t from_rank = out.rank_of_instruction(send_list.front().index);
+    const std::int32_t to_rank = out.rank_of_instruction(recv_list->front().index);
     auto [link, inserted] = link_ids.try_emplace({from_rank, to_rank}, static_cast<std::int32_t>(out.links.size()));
     if (inserted) out.links.emplace_back(from_rank, to_rank);
+    first_transfer_of_send_list[send_id] = static_cast<std::int32_t>(out.transfers.size());
+    first_transfer_of_recv_list[it->second] = static_cast<std::int32_t>(out.transfers.size());
     for (std::size_t k = 0; k < send_list.size(); ++k) {
-      const std::int32_t send = send_list[k];
-      const std::int32_t recv = it->second[k];
-      if (out.instructions[send].micro_batch != out.instructions[recv].micro_batch)
-        throw ScheduleError(describe(recv) + ": matched in order with " + describe(send) +
+      const ChannelEntry& send = send_list[k];
+      const ChannelEntry& recv = (*recv_list)[k];
+      if (send.micro_batch != recv.micro_batch)
+        throw ScheduleError(describe(recv.index) + ": matched in order with " + describe(send.index) +
                             ", which sends another micro-batch");
       CompiledTransfer transfer;
-      transfer.send_index = send;
-      transfer.recv_index = recv;
+      transfer.send_index = send.index;
+      transfer.recv_index = recv.index;
       transfer.from_rank = from_rank;
       transfer.to_rank = to_rank;
       transfer.link = link->second;
-      const auto id = static_cast<std::int32_t>(out.transfers.size());
-      out.instructions[send].transfer = id;
-      out.instructions[recv].transfer = id;
       out.transfers.push_back(transfer);
     }
   }
-  for (const auto& [channel, recv_list] : recvs) {
-    auto it = sends.find(channel);
-    const std::size_t matched = it == sends.end() ? 0 : it->second.size();
-    if (matched < recv_list.size()) throw ScheduleError(describe(recv_list[matched]) + ": no matching send");
+  for (const auto& [channel, recv_id] : recvs.id_of_channel) {
+    auto it = sends.id_of_channel.find(channel);
+    const std::size_t matched = it == sends.id_of_channel.end() ? 0 : sends.lists[it->second].size();
+    const std::vector<ChannelEntry>& recv_list = recvs.lists[recv_id];
+    if (matched < recv_list.size()) throw ScheduleError(describe(recv_list[matched].index) + ": no matching send");
   }
+  auto next_list = list_of_p2p.begin();
+  for (CompiledInstruction& ci : out.instructions)
+    if (is_p2p_op(ci.op))
+      ci.transfer += (is_send_op(ci.op) ? first_transfer_of_send_list : first_transfer_of_recv_list)[*next_list++];
   if (schedule.communication == Communication::Torch) link_torch_waits(out);
   return out;
 }
