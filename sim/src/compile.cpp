@@ -1,9 +1,8 @@
-// Turns the core's schedule index into the simulator's arrays: the index numbers the
-// instructions (as it does for the validator); compile adds what only the event loop needs:
-// sends matched to receives in order per channel (SPEC.md section 3), transfers and links, and
-// same-rank dependencies checked once so that the event loop never has to.
-#include "compile.hpp"
-
+// Turns a schedule into the simulator's arrays in one walk over its programs: the instructions
+// numbered rank after rank in program order (the numbering of the core's ScheduleIndex), with
+// what only the event loop needs: sends matched to receives in order per channel (SPEC.md
+// section 3), transfers and links, and same-rank dependencies checked once so that the event
+// loop never has to.
 #include <algorithm>
 #include <map>
 #include <string>
@@ -11,6 +10,8 @@
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/passes.hpp"
+#include "pipescope/core/schedule_index.hpp"
+#include "pipescope/sim/simulator.hpp"
 
 namespace pipescope::sim {
 namespace {
@@ -59,7 +60,9 @@ namespace {
 // and kind after it (F for an activation, B or I for a gradient) waits for its data; a
 // WaitSend* waits for the last send of its (stage, micro-batch) and kind before it. Both get
 // that transfer in CompiledInstruction::transfer.
-void link_torch_waits(CompiledSchedule& out) {
+// Out of line: only torch's schedules need it (and g++ 12, inlining it, warns falsely of a free
+// of a non-heap pointer).
+[[gnu::noinline]] void link_torch_waits(CompiledSchedule& out) {
   out.receives_post_only = true;
   const std::size_t num_mb = static_cast<std::size_t>(std::max(out.num_micro_batches, 1));
   // Per (stage, micro-batch, is gradient): the transfer posted and not yet consumed, -1 if none.
@@ -132,9 +135,8 @@ class ChannelLists {
   std::vector<std::int32_t> neighbour_list_;  // per (stage, is gradient, peer is the next stage)
 };
 
-// compile() of an index, all but step_of, which the caller copies or moves from the index.
-CompiledSchedule compile_index(const ScheduleIndex& index) {
-  const Schedule& schedule = *index.schedule;
+// compile() of a schedule of a valid shape whose transfers, if its stages cross ranks, are there.
+CompiledSchedule compile_programs(const Schedule& schedule) {
   const int num_stages = schedule.num_stages;
   const int num_mb = std::max(schedule.num_micro_batches, 1);
 
@@ -144,8 +146,10 @@ CompiledSchedule compile_index(const ScheduleIndex& index) {
   out.num_stages = num_stages;
   out.num_micro_batches = schedule.num_micro_batches;
   out.stage_to_rank = schedule.stage_to_rank;
-  out.instructions.reserve(index.size());
-  out.rank_begin.assign(index.rank_begin.begin(), index.rank_begin.end());
+  const std::size_t size = schedule.instruction_count();
+  out.instructions.reserve(size);
+  out.step_of.reserve(size);
+  out.rank_begin.reserve(static_cast<std::size_t>(schedule.num_ranks) + 1);
 
   // Per (stage, micro-batch): forward / backward-for-input done so far on its own rank.
   std::vector<char> forward_seen(static_cast<std::size_t>(num_stages) * num_mb, 0);
@@ -161,11 +165,14 @@ CompiledSchedule compile_index(const ScheduleIndex& index) {
   std::vector<std::int32_t> list_of_p2p;
   // The programs in the index's order (rank after rank, step after step), read once: the
   // numbering is the index's, the fields come straight from the instructions.
+  std::int32_t v = 0;
   for (int rank = 0; rank < schedule.num_ranks; ++rank) {
-    Vertex v = index.rank_begin[rank];
-    for (const Step& step : schedule.programs[rank]) {
-      for (const Instruction& instr : step) {
-        auto where = [&] { return place(rank, index.step_of[v], instr); };
+    out.rank_begin.push_back(v);
+    const Program& program = schedule.programs[rank];
+    for (std::size_t t = 0; t < program.size(); ++t) {
+      const int step_index = static_cast<int>(t);
+      for (const Instruction& instr : program[t]) {
+        auto where = [&] { return place(rank, step_index, instr); };
         if (instr.stage < 0 || instr.stage >= num_stages)
           throw ScheduleError(where() + ": stage " + std::to_string(instr.stage) + " does not exist (" +
                               std::to_string(num_stages) + " stages)");
@@ -215,12 +222,18 @@ CompiledSchedule compile_index(const ScheduleIndex& index) {
           list_of_p2p.push_back(list);
         }
         out.instructions.push_back(ci);
+        out.step_of.push_back(step_index);
         ++v;
       }
     }
   }
 
-  auto describe = [&](std::int32_t v) { return place(index.rank_of(v), index.step_of[v], index.instruction(v)); };
+  out.rank_begin.push_back(v);
+  // The text of an instruction leaves out its buffer and peer: op, stage and micro-batch name it.
+  auto describe = [&](std::int32_t i) {
+    const CompiledInstruction& ci = out.instructions[i];
+    return place(out.rank_of_instruction(i), out.step_of[i], Instruction{ci.op, ci.stage, ci.micro_batch});
+  };
 
   // Transfer ids channel after channel, in the order the send map holds its channels (the ids
   // the event loop breaks ties with), written into the instructions in one walk in their order.
@@ -278,21 +291,9 @@ CompiledSchedule compile(const Schedule& input) {
   if (!has_p2p(input) && crosses_ranks(input)) {
     Schedule lowered = input;
     add_send_recv(lowered);
-    return compile(ScheduleIndex(lowered, IndexContents::NumberingOnly));
+    return compile_programs(lowered);
   }
-  return compile(ScheduleIndex(input, IndexContents::NumberingOnly));
-}
-
-CompiledSchedule compile(const ScheduleIndex& index) {
-  CompiledSchedule out = compile_index(index);
-  out.step_of = index.step_of;
-  return out;
-}
-
-CompiledSchedule compile(ScheduleIndex&& index) {
-  CompiledSchedule out = compile_index(index);
-  out.step_of = std::move(index.step_of);
-  return out;
+  return compile_programs(input);
 }
 
 }  // namespace pipescope::sim

@@ -610,8 +610,10 @@ SimResult Engine::run() {
   check_time_bound();
   tied_member_.assign(static_cast<std::size_t>(s_.num_ranks), 0);
   for (std::int32_t rank = 0; rank < s_.num_ranks; ++rank) {
+    // From the end, where the lowering puts them: a training program is read no further back
+    // than its last step.
     bool steps = false, reduces_tied = false;
-    for (std::int32_t i = s_.rank_begin[rank]; i < s_.rank_begin[rank + 1]; ++i) {
+    for (std::int32_t i = s_.rank_begin[rank + 1] - 1; i >= s_.rank_begin[rank] && !(steps && reduces_tied); --i) {
       steps = steps || s_.instructions[i].op == Op::OptimizerStep;
       reduces_tied = reduces_tied || s_.instructions[i].op == Op::ReduceTiedGrads;
     }
