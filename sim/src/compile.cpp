@@ -240,6 +240,9 @@ CompiledSchedule compile_programs(const Schedule& schedule) {
   std::vector<std::int32_t> first_transfer_of_send_list(sends.lists.size(), 0);
   std::vector<std::int32_t> first_transfer_of_recv_list(recvs.lists.size(), 0);
   std::map<std::pair<int, int>, std::int32_t> link_ids;
+  std::size_t num_sends = 0;
+  for (const auto& list : sends.lists) num_sends += list.size();
+  out.transfers.reserve(num_sends);  // grown by doubling, it would touch twice the memory
   for (const auto& [channel, send_id] : sends.id_of_channel) {
     const std::vector<ChannelEntry>& send_list = sends.lists[send_id];
     auto it = recvs.id_of_channel.find(channel);
