@@ -12,9 +12,9 @@ namespace {
 
 constexpr std::uintptr_t kHugePageBytes = 2u << 20;
 // The heap reserved at start-up: address space only, memory is faulted in as it is used. It
-// covers what `ppsim simulate` of 1.5 M instructions touches (~125 MB) with room to spare;
+// covers what `ppsim simulate` of 1.5 M instructions touches (~115 MB) with room to spare;
 // larger runs grow the heap past it in ordinary pages.
-constexpr std::size_t kReservedHeapBytes = 512u << 20;
+constexpr std::size_t kReservedHeapBytes = 256u << 20;
 constexpr std::size_t kGlibcDefaultTopPad = 128u << 10;
 
 // What glibc.malloc.hugetlb=1 (GLIBC_TUNABLES) does, which a program cannot set for itself:
