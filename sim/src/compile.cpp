@@ -163,8 +163,8 @@ CompiledSchedule compile_programs(const Schedule& schedule) {
   // Per send or receive, in instruction order: its list, and its place in the list in
   // CompiledInstruction::transfer until the transfer ids are known.
   std::vector<std::int32_t> list_of_p2p;
-  // The programs in the index's order (rank after rank, step after step), read once: the
-  // numbering is the index's, the fields come straight from the instructions.
+  // The programs rank after rank, step after step, read once: instruction v is the core's
+  // ScheduleIndex vertex v (the validator's numbering), with its step in step_of.
   std::int32_t v = 0;
   for (int rank = 0; rank < schedule.num_ranks; ++rank) {
     out.rank_begin.push_back(v);
