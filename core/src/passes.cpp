@@ -2,20 +2,13 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <deque>
-#include <functional>
-#include <queue>
 #include <string>
 
+#include "lowering_support.hpp"
 #include "pipescope/core/errors.hpp"
 
 namespace pipescope {
-namespace {
-
-std::string place(const Schedule& schedule, int rank, int step, const Instruction& instr) {
-  return "schedule '" + schedule.name + "': rank " + std::to_string(rank) + ", step " +
-         std::to_string(step) + ", instruction " + to_string(instr);
-}
+namespace lowering {
 
 void check_shape(const Schedule& schedule, std::string_view pass) {
   const std::string who = std::string(pass) + ": schedule '" + schedule.name + "'";
@@ -36,9 +29,7 @@ void check_shape(const Schedule& schedule, std::string_view pass) {
   }
 }
 
-// Names what is wrong with an instruction that check_instruction refused.
-[[noreturn, gnu::cold, gnu::noinline]] void refuse_instruction(const Schedule& schedule, int rank, int step,
-                                                               const Instruction& instr) {
+void refuse_instruction(const Schedule& schedule, int rank, int step, const Instruction& instr) {
   if (instr.stage < 0 || instr.stage >= schedule.num_stages)
     throw ScheduleError(place(schedule, rank, step, instr) + ": stage out of range 0.." +
                         std::to_string(schedule.num_stages - 1));
@@ -49,35 +40,11 @@ void check_shape(const Schedule& schedule, std::string_view pass) {
                       std::to_string(schedule.num_micro_batches - 1));
 }
 
-// Checks the fields the passes index tables with, so a bad file fails with its place named
-// instead of reading out of bounds. Every pass calls it on every instruction it indexes with:
-// the test stays inline and the message is built out of line, only when it fails.
-inline void check_instruction(const Schedule& schedule, int rank, int step, const Instruction& instr) {
-  const bool stage_ok = instr.stage >= 0 && instr.stage < schedule.num_stages &&
-                        schedule.stage_to_rank[instr.stage] == rank;
-  const bool micro_batch_ok =
-      !needs_micro_batch(instr.op) || (instr.micro_batch >= 0 && instr.micro_batch < schedule.num_micro_batches);
-  if (stage_ok && micro_batch_ok) [[likely]]
-    return;
-  refuse_instruction(schedule, rank, step, instr);
-}
+}  // namespace lowering
 
-// Flat index of a (stage, micro-batch) pair into per-pair tables.
-std::size_t pair_index(const Schedule& schedule, const Instruction& instr) {
-  return static_cast<std::size_t>(instr.stage) * schedule.num_micro_batches + instr.micro_batch;
-}
+using namespace lowering;
 
-std::size_t pair_count(const Schedule& schedule) {
-  return static_cast<std::size_t>(schedule.num_stages) * schedule.num_micro_batches;
-}
-
-bool is_full_or_input_backward(Op op) { return op == Op::BackwardPass || op == Op::BackwardInput; }
-
-// Which neighbour stages live on another rank, so that values must travel.
-bool crosses_ranks(const Schedule& schedule, int stage, int other_stage) {
-  return other_stage >= 0 && other_stage < schedule.num_stages &&
-         schedule.stage_to_rank[stage] != schedule.stage_to_rank[other_stage];
-}
+namespace {
 
 // ---- group_steps ---------------------------------------------------------------------------
 
@@ -139,142 +106,25 @@ std::vector<Unit> units_of(Program& program) {
   return units;
 }
 
-// The unit-time dry run: every unit takes one slot on its rank; a compute runs in a later
-// slot than the computes it consumes. Ranks advance until blocked and are woken by the
-// completion they wait for, so the run is linear in the number of units.
-class UnitDryRun {
- public:
-  UnitDryRun(const Schedule& schedule, const std::vector<std::vector<Unit>>& units)
-      : schedule_(schedule),
-        units_(units),
-        pairs_(pair_count(schedule)),
-        forward_slot_(pairs_, -1),
-        backward_slot_(pairs_, -1),
-        wait_head_(2 * pairs_, -1),
-        wait_next_(schedule.num_ranks, -1),
-        next_unit_(schedule.num_ranks, 0),
-        last_slot_(schedule.num_ranks, -1),
-        slots_(schedule.num_ranks) {}
-
-  std::vector<std::vector<int>> run() {
-    for (int r = 0; r < schedule_.num_ranks; ++r) {
-      slots_[r].assign(units_[r].size(), -1);
-      ready_.push_back(r);
-    }
-    while (!ready_.empty()) {
-      const int rank = ready_.front();
-      ready_.pop_front();
-      advance(rank);
-    }
-    for (int r = 0; r < schedule_.num_ranks; ++r) {
-      if (next_unit_[r] < units_[r].size()) {
-        const Unit& unit = units_[r][next_unit_[r]];
-        const Instruction& instr = unit.instrs[unit.compute];
-        throw ScheduleError("group_steps: schedule '" + schedule_.name + "': rank " +
-                            std::to_string(r) + ", instruction " + to_string(instr) +
-                            ": its input is never produced before it (the per-rank orders deadlock)");
-      }
-    }
-    return std::move(slots_);
+// group_steps' units as the dry run reads them.
+struct StepUnits {
+  const Schedule& schedule;
+  const std::vector<std::vector<Unit>>& units;
+  std::size_t size(int rank) const { return units[rank].size(); }
+  const Instruction* compute(int rank, std::size_t u) const {
+    const Unit& unit = units[rank][u];
+    return unit.compute >= 0 ? &unit.instrs[unit.compute] : nullptr;
   }
-
- private:
-  // Keys of the completions a compute needs; -1 when none.
-  void needs(const Instruction& instr, long long& first, long long& second) const {
-    first = second = -1;
-    const long long idx = static_cast<long long>(pair_index(schedule_, instr));
-    const long long m = schedule_.num_micro_batches;
-    const long long backward_base = static_cast<long long>(pairs_);
-    switch (instr.op) {
-      case Op::ForwardPass:
-        if (instr.stage > 0) first = idx - m;
-        break;
-      case Op::BackwardPass:
-      case Op::BackwardInput:
-        first = idx;  // its own forward
-        if (instr.stage + 1 < schedule_.num_stages) second = backward_base + idx + m;
-        break;
-      case Op::BackwardWeight:
-        first = backward_base + idx;
-        break;
-      default:
-        break;
-    }
+  void check(int rank, std::size_t u) const {
+    for (const Instruction& instr : units[rank][u].instrs) check_instruction(schedule, rank, static_cast<int>(u), instr);
   }
-
-  int slot_of(long long key) const {
-    const std::size_t k = static_cast<std::size_t>(key);
-    return k < pairs_ ? forward_slot_[k] : backward_slot_[k - pairs_];
-  }
-
-  void advance(int rank) {
-    auto& next = next_unit_[rank];
-    while (next < units_[rank].size()) {
-      const Unit& unit = units_[rank][next];
-      int slot = last_slot_[rank] + 1;
-      if (unit.compute >= 0) {
-        const Instruction& instr = unit.instrs[unit.compute];
-        for (int i = 0; i < static_cast<int>(unit.instrs.size()); ++i)
-          check_instruction(schedule_, rank, static_cast<int>(next), unit.instrs[i]);
-        long long keys[2];
-        needs(instr, keys[0], keys[1]);
-        for (long long key : keys) {
-          if (key < 0) continue;
-          const int producer_slot = slot_of(key);
-          if (producer_slot < 0) {
-            wait_next_[rank] = wait_head_[key];
-            wait_head_[key] = rank;
-            return;
-          }
-          slot = std::max(slot, producer_slot + 1);
-        }
-        finish(instr, slot);
-      }
-      slots_[rank][next] = slot;
-      last_slot_[rank] = slot;
-      ++next;
-    }
-  }
-
-  void finish(const Instruction& instr, int slot) {
-    long long key = -1;
-    if (instr.op == Op::ForwardPass)
-      key = static_cast<long long>(pair_index(schedule_, instr));
-    else if (is_full_or_input_backward(instr.op))
-      key = static_cast<long long>(pairs_ + pair_index(schedule_, instr));
-    if (key < 0) return;
-    std::size_t k = static_cast<std::size_t>(key);
-    if (k < pairs_) {
-      if (forward_slot_[k] >= 0) return;  // a duplicate; the validator names it
-      forward_slot_[k] = slot;
-    } else {
-      if (backward_slot_[k - pairs_] >= 0) return;
-      backward_slot_[k - pairs_] = slot;
-    }
-    for (int waiter = wait_head_[k]; waiter >= 0;) {
-      const int following = wait_next_[waiter];
-      ready_.push_back(waiter);
-      waiter = following;
-    }
-    wait_head_[k] = -1;
-  }
-
-  const Schedule& schedule_;
-  const std::vector<std::vector<Unit>>& units_;
-  std::size_t pairs_;
-  std::vector<int> forward_slot_;
-  std::vector<int> backward_slot_;
-  std::vector<int> wait_head_;
-  std::vector<int> wait_next_;
-  std::vector<std::size_t> next_unit_;
-  std::vector<int> last_slot_;
-  std::vector<std::vector<int>> slots_;
-  std::deque<int> ready_;
 };
 
 }  // namespace
 
-Schedule from_compute_order(const ComputeOrder& order) {
+namespace lowering {
+
+Schedule schedule_shell(const ComputeOrder& order) {
   Schedule schedule;
   schedule.name = order.name;
   schedule.num_ranks = order.num_ranks;
@@ -287,15 +137,31 @@ Schedule from_compute_order(const ComputeOrder& order) {
                         std::to_string(order.num_ranks) + " ranks");
   schedule.programs.resize(order.per_rank.size());
   check_shape(schedule, "from_compute_order");
+  return schedule;
+}
+
+void check_compute_order(const Schedule& shell, const ComputeOrder& order) {
+  for (int r = 0; r < order.num_ranks; ++r) {
+    const auto& computes = order.per_rank[r];
+    for (std::size_t step = 0; step < computes.size(); ++step) {
+      const Instruction& instr = computes[step];
+      if (!is_compute(instr.op))
+        throw ScheduleError("from_compute_order: " + place(shell, r, static_cast<int>(step), instr) +
+                            ": a compute order holds only F, B, I and W");
+      check_instruction(shell, r, static_cast<int>(step), instr);
+    }
+  }
+}
+
+}  // namespace lowering
+
+Schedule from_compute_order(const ComputeOrder& order) {
+  Schedule schedule = schedule_shell(order);
+  check_compute_order(schedule, order);
   for (int r = 0; r < order.num_ranks; ++r) {
     Program& program = schedule.programs[r];
     program.reserve(order.per_rank[r].size());
     for (const Instruction& instr : order.per_rank[r]) {
-      const int step = static_cast<int>(program.size());
-      if (!is_compute(instr.op))
-        throw ScheduleError("from_compute_order: " + place(schedule, r, step, instr) +
-                            ": a compute order holds only F, B, I and W");
-      check_instruction(schedule, r, step, instr);
       // Room for the load, receive and send the later passes put around it.
       Step one;
       one.reserve(4);
@@ -393,7 +259,7 @@ void group_steps(Schedule& schedule) {
   for (int r = 0; r < schedule.num_ranks; ++r) units[r] = units_of(schedule.programs[r]);
   std::vector<std::vector<int>> slots;
   try {
-    slots = UnitDryRun(schedule, units).run();
+    slots = UnitDryRun(schedule, StepUnits{schedule, units}).run();
   } catch (...) {
     // The steps were moved into units: give them back, one unit per step, in order.
     for (int r = 0; r < schedule.num_ranks; ++r) {
@@ -442,25 +308,16 @@ void assign_buffers(Schedule& schedule) {
       }
 
     std::vector<int> buffer_of(local_pairs, kNone);
-    using MinHeap = std::priority_queue<int, std::vector<int>, std::greater<int>>;
-    std::vector<MinHeap> free_ids(num_local);
-    std::vector<int> next_id(num_local, 0);
+    std::vector<StageBufferIds> ids(num_local);
     position = 0;
     for (int t = 0; t < static_cast<int>(program.size()); ++t)
       for (Instruction& instr : program[t]) {
         if (needs_micro_batch(instr.op)) {
           const std::size_t key = key_of(t, instr);
-          const int local = local_of_stage[instr.stage];
-          if (buffer_of[key] == kNone) {
-            if (!free_ids[local].empty()) {
-              buffer_of[key] = free_ids[local].top();
-              free_ids[local].pop();
-            } else {
-              buffer_of[key] = next_id[local]++;
-            }
-          }
+          StageBufferIds& stage_ids = ids[local_of_stage[instr.stage]];
+          if (buffer_of[key] == kNone) buffer_of[key] = stage_ids.take();
           instr.buffer = buffer_of[key];
-          if (last_use[key] == position) free_ids[local].push(buffer_of[key]);
+          if (last_use[key] == position) stage_ids.release(buffer_of[key]);
         }
         ++position;
       }
@@ -537,16 +394,6 @@ void merge_backward(Schedule& schedule) {
     }
     program = std::move(rebuilt);
   }
-}
-
-Schedule lower(const ComputeOrder& order) {
-  Schedule schedule = from_compute_order(order);
-  add_data_loads(schedule);
-  add_send_recv(schedule);
-  group_steps(schedule);
-  assign_buffers(schedule);
-  add_optimizer_step(schedule);
-  return schedule;
 }
 
 void complete_schedule(Schedule& schedule) {

@@ -264,7 +264,7 @@ int run_simulate(const std::vector<std::string>& args) {
   CostSource source = cost_source(s, vm, s.params.chunks);
   if (s.schedule == "zb-auto")
     sim::register_zb_auto(source.costs, source.topology, sim::parse_bytes(s.max_mem, "--max-mem"));
-  const Schedule schedule = make_schedule(s.schedule, s.params);
+  Schedule schedule = make_schedule(s.schedule, s.params);
   check_flags_agree_with_file(schedule, s.schedule, s.params, vm);
   // interleaved-1f1b without --chunks runs 2 stages per rank: derive the model's costs for them.
   if (!s.model.empty() && schedule.num_ranks > 0 && schedule.num_stages != s.params.num_ranks * s.params.chunks)
@@ -283,9 +283,11 @@ int run_simulate(const std::vector<std::string>& args) {
   sim::SimOptions sim_options;
   sim_options.build_trace = !s.trace.empty();
   sim_options.share_links = !s.no_link_sharing;
+  const sim::CompiledSchedule compiled = sim::compile(schedule);
+  schedule = Schedule{};  // not read again: the event loop's tables reuse its memory
   const sim::SimResult result = [&] {
     try {
-      return sim::simulate(schedule, source.costs, source.topology, sim_options);
+      return sim::simulate(compiled, source.costs, source.topology, sim_options);
     } catch (const sim::CostOverflowError& e) {
       throw UsageError(cost_options_text(s, vm) + ": " + e.what());
     }

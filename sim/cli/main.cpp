@@ -2,7 +2,6 @@
 // calibrates. Dispatches to the subcommands that registered themselves (command.hpp) and turns
 // exceptions into the one-line errors and exit codes of SPEC.md section 1; a result that could
 // not be written to stdout is such an error too.
-#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include <boost/program_options/errors.hpp>
 
 #include "command.hpp"
+#include "heap_setup.hpp"
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/traces/trace.hpp"
@@ -88,11 +88,6 @@ int run_ppsim(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // A simulation builds and drops arrays of millions of instructions (the schedule, its lowering
-  // passes, the compiled form, the event loop's tables). glibc would hand large freed blocks back
-  // to the kernel and fault them in again page by page; keeping them for reuse saves ~9% of
-  // `ppsim simulate` of interleaved-1f1b 64 x 4 x 1024 (docs/BENCHMARKS.md).
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);   // glibc's largest: blocks below it come from the heap
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);    // and stay there when freed
+  pipescope::cli::prepare_heap_for_large_schedules();
   return pipescope::finish_standard_output("ppsim", run_ppsim(std::vector<std::string>(argv + 1, argv + argc)));
 }

@@ -125,7 +125,7 @@ class Engine {
   std::vector<RankState> ranks_;
   std::vector<LinkState> links_;
   std::vector<double> arrival_s_;    // per transfer; kUnknown until it arrives
-  std::vector<double> posted_s_;     // per transfer
+  std::vector<double> posted_s_;     // per transfer; only the trace reads it
   std::vector<double> remaining_bytes_;
   std::vector<double> total_bytes_;
   std::vector<char> receiver_waiting_;  // per transfer: who waits for its arrival (bits below)
@@ -421,7 +421,7 @@ int Engine::own_message_undelivered(std::int32_t peer, std::int32_t back_link, d
 }
 
 void Engine::post_transfer(std::int32_t transfer, double now) {
-  posted_s_[transfer] = now;
+  if (options_.build_trace) posted_s_[transfer] = now;
   const CompiledTransfer& t = s_.transfers[transfer];
   if (!links_mode_) {
     arrive(transfer, now + costs_.c_s);
@@ -575,7 +575,7 @@ SimResult Engine::run() {
     received_s_.assign(num_transfers, kUnknown);
   }
   arrival_s_.assign(num_transfers, kUnknown);
-  posted_s_.assign(num_transfers, 0.0);
+  if (options_.build_trace) posted_s_.assign(num_transfers, 0.0);
   receiver_waiting_.assign(num_transfers, 0);
   if (links_mode_) {
     remaining_bytes_.assign(num_transfers, 0.0);
@@ -610,8 +610,10 @@ SimResult Engine::run() {
   check_time_bound();
   tied_member_.assign(static_cast<std::size_t>(s_.num_ranks), 0);
   for (std::int32_t rank = 0; rank < s_.num_ranks; ++rank) {
+    // From the end, where the lowering puts them: a training program is read no further back
+    // than its last step.
     bool steps = false, reduces_tied = false;
-    for (std::int32_t i = s_.rank_begin[rank]; i < s_.rank_begin[rank + 1]; ++i) {
+    for (std::int32_t i = s_.rank_begin[rank + 1] - 1; i >= s_.rank_begin[rank] && !(steps && reduces_tied); --i) {
       steps = steps || s_.instructions[i].op == Op::OptimizerStep;
       reduces_tied = reduces_tied || s_.instructions[i].op == Op::ReduceTiedGrads;
     }

@@ -62,8 +62,8 @@ void add_optimizer_step(Schedule& schedule);
 // removed weight pass disappears; idle steps stay. Run group_steps again to re-align.
 void merge_backward(Schedule& schedule);
 
-// The usual sequence: from_compute_order, add_data_loads, add_send_recv, group_steps,
-// assign_buffers, add_optimizer_step.
+// The usual sequence: what from_compute_order, add_data_loads, add_send_recv, group_steps,
+// assign_buffers, add_optimizer_step give run one after the other, built in one walk.
 Schedule lower(const ComputeOrder& order);
 
 // Completes a schedule read from a compute-only or partial file (torch CSV): adds loads,
