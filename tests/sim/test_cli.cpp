@@ -414,6 +414,11 @@ TEST_CASE("ppsim calibrate reads the steps pprun traced beside a file and says w
   // Named together, each file is read once.
   REQUIRE(ppsim(dir, "calibrate t.step6.json t.json -o p2.json -q").status == 0);
   CHECK(read_json(dir / "p2.json").at("calibration").at("traces") == json::array({"t.step6.json", "t.step5.json", "t.json"}));
+  // Two traced runs (docs/ACCURACY.md: trace twice on a host that drifts): both, with their steps.
+  for (const char* name : {"u.step4.json", "u.json"}) write_text(dir / name, trace.dump());
+  REQUIRE(ppsim(dir, "calibrate t.json u.json -o p3.json -q").status == 0);
+  CHECK(read_json(dir / "p3.json").at("calibration").at("traces") ==
+        json::array({"t.step5.json", "t.step6.json", "t.json", "u.step4.json", "u.json"}));
 
   // One step alone: calibrate says so, and still writes the profile.
   fs::create_directory(dir / "one");

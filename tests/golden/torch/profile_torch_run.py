@@ -81,6 +81,8 @@ def main():
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--timing-only", action="store_true",
                         help="profile without shapes and memory events: the profiler's own cost stays out of the timings")
+    parser.add_argument("--load-csv", metavar="FILE",
+                        help="run this compute-only order (torch's _load_csv) in the class's runtime instead of its own")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
@@ -113,6 +115,8 @@ def main():
             pipelining.schedules.PipelineScheduleMulti._dump_csv(schedule, os.path.join(args.out, "schedule.csv"))
     else:
         schedule = schedule_class(stages, args.micro_batches, loss_fn=loss_fn)
+        if args.load_csv:
+            schedule._load_csv(args.load_csv, format="compute_only")
         if rank == 0:
             schedule._dump_csv(os.path.join(args.out, "schedule.csv"))
     parameters = [p for m in modules for p in m.parameters()]
