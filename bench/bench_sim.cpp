@@ -13,17 +13,44 @@ namespace {
 
 using namespace pipescope;
 
+ScheduleParams large_interleaved_params() {
+  ScheduleParams params;
+  params.num_ranks = 64;
+  params.chunks = 4;
+  params.chunks_given = true;
+  params.num_micro_batches = 1024;
+  return params;
+}
+
 const sim::CompiledSchedule& large_interleaved() {
-  static const sim::CompiledSchedule compiled = [] {
-    ScheduleParams params;
-    params.num_ranks = 64;
-    params.chunks = 4;
-    params.chunks_given = true;
-    params.num_micro_batches = 1024;
-    return sim::compile(make_schedule("interleaved-1f1b", params));
-  }();
+  static const sim::CompiledSchedule compiled = sim::compile(make_schedule("interleaved-1f1b", large_interleaved_params()));
   return compiled;
 }
+
+// What `ppsim simulate` did before the straight path: build the lowered Schedule, compile it.
+void BM_CompileInterleavedLowered(benchmark::State& state) {
+  std::size_t instructions = 0;
+  for (auto _ : state) {
+    const sim::CompiledSchedule compiled = sim::compile(make_schedule("interleaved-1f1b", large_interleaved_params()));
+    instructions = compiled.instructions.size();
+    benchmark::DoNotOptimize(compiled);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * instructions));
+}
+BENCHMARK(BM_CompileInterleavedLowered)->Unit(benchmark::kMillisecond);
+
+// What it does now: the compute order compiled as it is lowered, one rank at a time.
+void BM_CompileInterleavedStraight(benchmark::State& state) {
+  std::size_t instructions = 0;
+  for (auto _ : state) {
+    const sim::CompiledSchedule compiled =
+        sim::compile(std::move(*make_compute_order("interleaved-1f1b", large_interleaved_params())));
+    instructions = compiled.instructions.size();
+    benchmark::DoNotOptimize(compiled);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * instructions));
+}
+BENCHMARK(BM_CompileInterleavedStraight)->Unit(benchmark::kMillisecond);
 
 void run_simulation(benchmark::State& state, const sim::CostModel& costs, const sim::Topology& topology, bool trace) {
   const sim::CompiledSchedule& schedule = large_interleaved();

@@ -12,6 +12,7 @@
 //   dry run reads the computes and the slot of compute u is the step it lands in;
 // - every instruction of a unit names the unit's (stage, micro-batch), so assign_buffers' walk
 //   over instructions gives the same ids walked over computes.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -43,23 +44,47 @@ struct Surroundings {
   }
 };
 
-Surroundings surroundings_of(const Schedule& schedule, const Instruction& compute, std::vector<char>& loaded) {
-  Surroundings around;
-  const int s = compute.stage;
-  if (compute.op == Op::ForwardPass) {
-    if (s == 0 || s == schedule.num_stages - 1) {
-      char& done = loaded[pair_index(schedule, compute)];
-      around.load = !done;
-      done = 1;
+// add_data_loads' and add_send_recv's rules, per stage once: which of its neighbours live on
+// another rank, and whether it loads data.
+class SurroundingsOf {
+ public:
+  explicit SurroundingsOf(const Schedule& schedule) : schedule_(schedule), stages_(schedule.num_stages) {
+    for (int s = 0; s < schedule.num_stages; ++s) {
+      StageRule& rule = stages_[s];
+      rule.loads = s == 0 || s == schedule.num_stages - 1;
+      rule.previous_remote = crosses_ranks(schedule, s, s - 1);
+      rule.next_remote = crosses_ranks(schedule, s, s + 1);
     }
-    if (crosses_ranks(schedule, s, s - 1)) around.receive = Op::RecvActivation;
-    if (crosses_ranks(schedule, s, s + 1)) around.send = Op::SendActivation;
-  } else if (is_full_or_input_backward(compute.op)) {
-    if (crosses_ranks(schedule, s, s + 1)) around.receive = Op::RecvGrad;
-    if (crosses_ranks(schedule, s, s - 1)) around.send = Op::SendGrad;
   }
-  return around;
-}
+
+  // What goes around `compute`; `loaded` marks the (stage, micro-batch) pairs loaded so far.
+  Surroundings operator()(const Instruction& compute, std::vector<char>& loaded) const {
+    Surroundings around;
+    const StageRule& rule = stages_[compute.stage];
+    if (compute.op == Op::ForwardPass) {
+      if (rule.loads) {
+        char& done = loaded[pair_index(schedule_, compute)];
+        around.load = !done;
+        done = 1;
+      }
+      if (rule.previous_remote) around.receive = Op::RecvActivation;
+      if (rule.next_remote) around.send = Op::SendActivation;
+    } else if (is_full_or_input_backward(compute.op)) {
+      if (rule.next_remote) around.receive = Op::RecvGrad;
+      if (rule.previous_remote) around.send = Op::SendGrad;
+    }
+    return around;
+  }
+
+ private:
+  struct StageRule {
+    bool loads = false;
+    bool previous_remote = false;
+    bool next_remote = false;
+  };
+  const Schedule& schedule_;
+  std::vector<StageRule> stages_;
+};
 
 // assign_buffers' ids for one rank's computes, in order (the ids of the order itself when it
 // carries any, as assign_buffers keeps a rank's given ids).
@@ -101,47 +126,100 @@ bool has_backward(const ComputeOrder& order) {
   return false;
 }
 
-}  // namespace
-
-Schedule lower(const ComputeOrder& order) {
-  Schedule schedule = schedule_shell(order);
-  check_compute_order(schedule, order);
-  const std::vector<std::vector<int>> slots = UnitDryRun(schedule, ComputeUnits{order}).run();
+// lower_streamed, releasing each rank's order (and its slots) after its program when `release`.
+void lower_ranks(const ComputeOrder& order, FlatProgramConsumer& consumer, ComputeOrder* release) {
+  const Schedule shell = schedule_shell(order);
+  check_compute_order(shell, order);
+  std::vector<std::vector<int>> slots = UnitDryRun(shell, ComputeUnits{order}).run();
   int num_steps = 0;
   for (const auto& rank_slots : slots)
     if (!rank_slots.empty()) num_steps = std::max(num_steps, rank_slots.back() + 1);
+  // add_optimizer_step: nothing of the kind is present in a compute order. Its instructions go
+  // to the last step, which a schedule with no step at all gets for them.
+  const bool training = has_backward(order);
+  const int optimizer_step = std::max(num_steps, 1) - 1;
+  if (training) num_steps = std::max(num_steps, 1);
 
-  std::vector<char> loaded(pair_count(schedule), 0);
-  for (int r = 0; r < schedule.num_ranks; ++r) {
+  // The count first, so that the consumer can size its arrays once.
+  const SurroundingsOf surroundings_of(shell);
+  std::size_t total = 0;
+  {
+    std::vector<char> loaded(pair_count(shell), 0);
+    for (const auto& computes : order.per_rank)
+      for (const Instruction& compute : computes) total += surroundings_of(compute, loaded).size();
+    if (training) total += 3 * static_cast<std::size_t>(shell.num_stages);
+  }
+  consumer.begin(shell, total);
+
+  std::vector<char> loaded(pair_count(shell), 0);
+  FlatProgram flat;
+  for (int r = 0; r < shell.num_ranks; ++r) {
     const std::vector<Instruction>& computes = order.per_rank[r];
-    const std::vector<int> buffers = buffer_ids(schedule, r, computes);
-    Program& program = schedule.programs[r];
-    program.resize(static_cast<std::size_t>(num_steps));
+    const std::vector<int> buffers = consumer.wants_buffers() ? buffer_ids(shell, r, computes) : std::vector<int>();
+    flat.rank = r;
+    flat.num_steps = num_steps;
+    flat.instructions.clear();
+    flat.step_of.clear();
+    auto emit = [&](const Instruction& instr, int step) {
+      flat.instructions.push_back(instr);
+      flat.step_of.push_back(step);
+    };
     for (std::size_t u = 0; u < computes.size(); ++u) {
       Instruction compute = computes[u];
-      const Surroundings around = surroundings_of(schedule, compute, loaded);
-      compute.buffer = buffers[u];
-      Step& step = program[slots[r][u]];
-      step.reserve(around.size());
-      if (around.load) step.push_back({Op::LoadMicroBatch, compute.stage, compute.micro_batch, compute.buffer});
-      if (around.receive != Op::ForwardPass) step.push_back({around.receive, compute.stage, compute.micro_batch, compute.buffer});
-      step.push_back(compute);
-      if (around.send != Op::ForwardPass) step.push_back({around.send, compute.stage, compute.micro_batch, compute.buffer});
+      const Surroundings around = surroundings_of(compute, loaded);
+      if (!buffers.empty()) compute.buffer = buffers[u];
+      const int step = slots[r][u];
+      if (around.load) emit({Op::LoadMicroBatch, compute.stage, compute.micro_batch, compute.buffer}, step);
+      if (around.receive != Op::ForwardPass) emit({around.receive, compute.stage, compute.micro_batch, compute.buffer}, step);
+      emit(compute, step);
+      if (around.send != Op::ForwardPass) emit({around.send, compute.stage, compute.micro_batch, compute.buffer}, step);
+    }
+    if (training)
+      for (Op op : {Op::ReduceTiedGrads, Op::ReduceGrads, Op::OptimizerStep})
+        for (int s = 0; s < shell.num_stages; ++s)
+          if (shell.stage_to_rank[s] == r) emit({op, s, kNone}, optimizer_step);
+    consumer.program(flat);
+    if (release) {
+      std::vector<Instruction>().swap(release->per_rank[r]);
+      std::vector<int>().swap(slots[r]);
+    }
+  }
+}
+
+}  // namespace
+
+void lower_streamed(const ComputeOrder& order, FlatProgramConsumer& consumer) { lower_ranks(order, consumer, nullptr); }
+
+void lower_streamed(ComputeOrder&& order, FlatProgramConsumer& consumer) { lower_ranks(order, consumer, &order); }
+
+namespace {
+
+// Builds the per-step programs from the flat ones, each step sized once.
+class ScheduleBuilder final : public FlatProgramConsumer {
+ public:
+  void begin(const Schedule& shell, std::size_t) override { schedule = shell; }
+  void program(const FlatProgram& flat) override {
+    Program& program = schedule.programs[flat.rank];
+    program.resize(static_cast<std::size_t>(flat.num_steps));
+    for (std::size_t i = 0; i < flat.instructions.size();) {
+      std::size_t end = i + 1;
+      while (end < flat.instructions.size() && flat.step_of[end] == flat.step_of[i]) ++end;
+      Step& step = program[flat.step_of[i]];
+      step.assign(flat.instructions.begin() + static_cast<std::ptrdiff_t>(i),
+                  flat.instructions.begin() + static_cast<std::ptrdiff_t>(end));
+      i = end;
     }
   }
 
-  // add_optimizer_step: nothing of the kind is present in a compute order.
-  if (has_backward(order)) {
-    for (int r = 0; r < schedule.num_ranks; ++r) {
-      Program& program = schedule.programs[r];
-      if (program.empty()) program.emplace_back();
-      Step& last = program.back();
-      for (Op op : {Op::ReduceTiedGrads, Op::ReduceGrads, Op::OptimizerStep})
-        for (int s = 0; s < schedule.num_stages; ++s)
-          if (schedule.stage_to_rank[s] == r) last.push_back({op, s, kNone});
-    }
-  }
-  return schedule;
+  Schedule schedule;
+};
+
+}  // namespace
+
+Schedule lower(const ComputeOrder& order) {
+  ScheduleBuilder builder;
+  lower_streamed(order, builder);
+  return std::move(builder.schedule);
 }
 
 }  // namespace pipescope

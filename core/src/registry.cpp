@@ -115,8 +115,10 @@ std::vector<std::string> ScheduleRegistry::names() const {
   return out;
 }
 
-Schedule make_schedule(std::string_view name, const ScheduleParams& params) {
-  if (name.starts_with("file:")) return read_schedule_file(std::string(name.substr(5)));
+namespace {
+
+// The generator NAME names, after the checks every generator shares.
+const GeneratorInfo& checked_generator(std::string_view name, const ScheduleParams& params) {
   const GeneratorInfo* info = ScheduleRegistry::instance().find(name);
   if (!info) throw ScheduleError(ScheduleRegistry::instance().why_unknown(name));
   if (params.num_ranks < 1) throw ScheduleError(info->name + ": --stages must be at least 1");
@@ -128,7 +130,21 @@ Schedule make_schedule(std::string_view name, const ScheduleParams& params) {
                           (params.chunks != 1 ? " x --chunks " + std::to_string(params.chunks) : std::string()) +
                           " x --micro-batches " + std::to_string(params.num_micro_batches),
                       estimated_size(params.num_ranks, stages, params.num_micro_batches));
-  return info->make(params);
+  return *info;
+}
+
+}  // namespace
+
+Schedule make_schedule(std::string_view name, const ScheduleParams& params) {
+  if (name.starts_with("file:")) return read_schedule_file(std::string(name.substr(5)));
+  return checked_generator(name, params).make(params);
+}
+
+std::optional<ComputeOrder> make_compute_order(std::string_view name, const ScheduleParams& params) {
+  if (name.starts_with("file:")) return std::nullopt;
+  const GeneratorInfo& info = checked_generator(name, params);
+  if (!info.make_order) return std::nullopt;
+  return info.make_order(params);
 }
 
 }  // namespace pipescope

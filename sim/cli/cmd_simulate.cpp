@@ -247,6 +247,16 @@ void recompute_profile_stages(const sim::Profile& profile, sim::CostModel& costs
     costs.stages[st] = sim::recompute_measured_stage(costs.stages[st], bounds[st + 1] - bounds[st], 1);
 }
 
+// The schedule in the simulator's form. A built-in schedule made from a compute order is
+// compiled straight from it, never built as a Schedule: on 1.5 M instructions that is half the
+// memory the process touches and a third of its time (docs/BENCHMARKS.md).
+sim::CompiledSchedule compiled_schedule(const SimulateOptions& s, const po::variables_map& vm) {
+  if (std::optional<ComputeOrder> order = make_compute_order(s.schedule, s.params)) return sim::compile(std::move(*order));
+  Schedule schedule = make_schedule(s.schedule, s.params);
+  check_flags_agree_with_file(schedule, s.schedule, s.params, vm);
+  return sim::compile(schedule);
+}
+
 int run_simulate(const std::vector<std::string>& args) {
   SimulateOptions s;
   po::options_description options("ppsim simulate [options]");
@@ -264,27 +274,24 @@ int run_simulate(const std::vector<std::string>& args) {
   CostSource source = cost_source(s, vm, s.params.chunks);
   if (s.schedule == "zb-auto")
     sim::register_zb_auto(source.costs, source.topology, sim::parse_bytes(s.max_mem, "--max-mem"));
-  Schedule schedule = make_schedule(s.schedule, s.params);
-  check_flags_agree_with_file(schedule, s.schedule, s.params, vm);
+  const sim::CompiledSchedule compiled = compiled_schedule(s, vm);
   // interleaved-1f1b without --chunks runs 2 stages per rank: derive the model's costs for them.
-  if (!s.model.empty() && schedule.num_ranks > 0 && schedule.num_stages != s.params.num_ranks * s.params.chunks)
-    source = cost_source(s, vm, schedule.num_stages / schedule.num_ranks);
+  if (!s.model.empty() && compiled.num_ranks > 0 && compiled.num_stages != s.params.num_ranks * s.params.chunks)
+    source = cost_source(s, vm, compiled.num_stages / compiled.num_ranks);
   if (!s.trace.empty())
-    check_schedule_size("--trace " + s.trace + ": the predicted trace of " + std::to_string(schedule.instruction_count()) +
+    check_schedule_size("--trace " + s.trace + ": the predicted trace of " + std::to_string(compiled.instructions.size()) +
                             " instructions",
-                        ScheduleSize{static_cast<std::int64_t>(schedule.instruction_count()), 0, 0},
+                        ScheduleSize{static_cast<std::int64_t>(compiled.instructions.size()), 0, 0},
                         kTraceBytesPerInstruction);
   if (source.profile) {
     // A profile measured on S stages predicts schedules of V*S stages (or S/k) of the same model.
-    sim::check_profile_fits(*source.profile, schedule, s.profile);
-    source.costs = sim::cost_model_from_profile(sim::profile_for_stages(*source.profile, schedule.num_stages, s.profile));
+    sim::check_profile_fits(*source.profile, compiled, s.profile);
+    source.costs = sim::cost_model_from_profile(sim::profile_for_stages(*source.profile, compiled.num_stages, s.profile));
     if (recomputation_of(s) == sim::Recomputation::full) recompute_profile_stages(*source.profile, source.costs, s.profile);
   }
   sim::SimOptions sim_options;
   sim_options.build_trace = !s.trace.empty();
   sim_options.share_links = !s.no_link_sharing;
-  const sim::CompiledSchedule compiled = sim::compile(schedule);
-  schedule = Schedule{};  // not read again: the event loop's tables reuse its memory
   const sim::SimResult result = [&] {
     try {
       return sim::simulate(compiled, source.costs, source.topology, sim_options);

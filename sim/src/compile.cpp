@@ -5,6 +5,7 @@
 // loop never has to.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -54,6 +55,14 @@ std::int32_t CompiledSchedule::rank_of_instruction(std::int32_t index) const {
   return static_cast<std::int32_t>(it - rank_begin.begin()) - 1;
 }
 
+std::int32_t CompiledSchedule::step_of(std::int32_t index) const {
+  const std::int32_t rank = rank_of_instruction(index);
+  const auto first = step_begin.begin() + rank_first_step[rank];
+  const auto last = step_begin.begin() + rank_first_step[rank + 1];
+  // The last step starting at or before `index`: empty steps before it start there too.
+  return static_cast<std::int32_t>(std::upper_bound(first, last, index) - first) - 1;
+}
+
 namespace {
 
 // Torch's semantics: a receive only posts, and the first compute of its (stage, micro-batch)
@@ -93,15 +102,15 @@ namespace {
   }
 }
 
-// A send or receive as its channel's list holds it: the micro-batch is kept beside the index so
-// that matching sends with receives reads the lists alone, in order.
+// A send or receive as its channel's list holds it. The lists are only built to name the
+// first mismatch of a schedule whose channels do not pair up (ProgramCompiler::refuse_unmatched).
 struct ChannelEntry {
   std::int32_t index;
   std::int32_t micro_batch;
 };
 
-// The sends (or the receives) of every channel, in program order per channel. Channels get
-// list ids in the order they are first seen; the map from channel to list id is only asked
+// The sends (or the receives) of every channel, counted per channel in program order. Channels
+// get list ids in the order they are first seen; the map from channel to list id is only asked
 // for channels between stages that are not neighbours, the neighbours' ids are kept by
 // position. The map sees every channel once, in the order first seen, so it iterates in the
 // same order whatever else changes here.
@@ -115,177 +124,278 @@ class ChannelLists {
     if (cached < 0) cached = id_of(channel);
     return cached;
   }
-  // Appends to `list`; returns the entry's place in it.
-  std::int32_t add(std::int32_t list, std::int32_t index, std::int32_t micro_batch) {
-    std::vector<ChannelEntry>& entries = lists[list];
-    entries.push_back({index, micro_batch});
-    return static_cast<std::int32_t>(entries.size()) - 1;
+  // Counts instruction `index` into `list`.
+  void add(std::int32_t list, std::int32_t index) {
+    if (size[list]++ == 0) first_index[list] = index;
   }
 
   std::unordered_map<Channel, std::int32_t> id_of_channel;
-  std::vector<std::vector<ChannelEntry>> lists;
+  std::vector<std::int32_t> size;         // per list: its sends (receives)
+  std::vector<std::int32_t> first_index;  // per list: its first instruction
 
  private:
   std::int32_t id_of(Channel channel) {
-    auto [it, inserted] = id_of_channel.try_emplace(channel, static_cast<std::int32_t>(lists.size()));
-    if (inserted) lists.emplace_back();
+    auto [it, inserted] = id_of_channel.try_emplace(channel, static_cast<std::int32_t>(size.size()));
+    if (inserted) {
+      size.push_back(0);
+      first_index.push_back(-1);
+    }
     return it->second;
   }
 
   std::vector<std::int32_t> neighbour_list_;  // per (stage, is gradient, peer is the next stage)
 };
 
-// compile() of a schedule of a valid shape whose transfers, if its stages cross ranks, are there.
-CompiledSchedule compile_programs(const Schedule& schedule) {
-  const int num_stages = schedule.num_stages;
-  const int num_mb = std::max(schedule.num_micro_batches, 1);
-
-  CompiledSchedule out;
-  out.name = schedule.name;
-  out.num_ranks = schedule.num_ranks;
-  out.num_stages = num_stages;
-  out.num_micro_batches = schedule.num_micro_batches;
-  out.stage_to_rank = schedule.stage_to_rank;
-  const std::size_t size = schedule.instruction_count();
-  out.instructions.reserve(size);
-  out.step_of.reserve(size);
-  out.rank_begin.reserve(static_cast<std::size_t>(schedule.num_ranks) + 1);
-
-  // Per (stage, micro-batch): forward / backward-for-input done so far on its own rank.
-  std::vector<char> forward_seen(static_cast<std::size_t>(num_stages) * num_mb, 0);
-  std::vector<char> backward_seen(forward_seen.size(), 0);
-  auto slot = [&](int stage, int mb) { return static_cast<std::size_t>(stage) * num_mb + mb; };
-  auto same_rank = [&](int a, int b) {
-    return b >= 0 && b < num_stages && schedule.stage_to_rank[a] == schedule.stage_to_rank[b];
-  };
-
-  ChannelLists sends(num_stages), recvs(num_stages);
-  // Per send or receive, in instruction order: its list, and its place in the list in
-  // CompiledInstruction::transfer until the transfer ids are known.
-  std::vector<std::int32_t> list_of_p2p;
-  // The programs rank after rank, step after step, read once: instruction v is the core's
-  // ScheduleIndex vertex v (the validator's numbering), with its step in step_of.
-  std::int32_t v = 0;
-  for (int rank = 0; rank < schedule.num_ranks; ++rank) {
-    out.rank_begin.push_back(v);
-    const Program& program = schedule.programs[rank];
-    for (std::size_t t = 0; t < program.size(); ++t) {
-      const int step_index = static_cast<int>(t);
-      for (const Instruction& instr : program[t]) {
-        auto where = [&] { return place(rank, step_index, instr); };
-        if (instr.stage < 0 || instr.stage >= num_stages)
-          throw ScheduleError(where() + ": stage " + std::to_string(instr.stage) + " does not exist (" +
-                              std::to_string(num_stages) + " stages)");
-        if (schedule.stage_to_rank[instr.stage] != rank)
-          throw ScheduleError(where() + ": stage " + std::to_string(instr.stage) + " is held by rank " +
-                              std::to_string(schedule.stage_to_rank[instr.stage]));
-        if (needs_micro_batch(instr.op) && (instr.micro_batch < 0 || instr.micro_batch >= num_mb))
-          throw ScheduleError(where() + ": micro-batch out of range (" + std::to_string(schedule.num_micro_batches) +
-                              " micro-batches)");
-        const int s = instr.stage;
-        const int mb = instr.micro_batch;
-        switch (instr.op) {
-          case Op::ForwardPass:
-            if (same_rank(s, s - 1) && !forward_seen[slot(s - 1, mb)])
-              throw ScheduleError(where() + ": its input, the forward of stage " + std::to_string(s - 1) +
-                                  ", comes later on the same rank");
-            forward_seen[slot(s, mb)] = 1;
-            break;
-          case Op::BackwardPass:
-          case Op::BackwardInput:
-            if (!forward_seen[slot(s, mb)]) throw ScheduleError(where() + ": its forward comes later on the same rank");
-            if (same_rank(s, s + 1) && !backward_seen[slot(s + 1, mb)])
-              throw ScheduleError(where() + ": its gradient, the backward of stage " + std::to_string(s + 1) +
-                                  ", comes later on the same rank");
-            backward_seen[slot(s, mb)] = 1;
-            break;
-          case Op::BackwardWeight:
-            if (!backward_seen[slot(s, mb)])
-              throw ScheduleError(where() + ": its BackwardInput comes later on the same rank");
-            break;
-          default:
-            break;
-        }
-        CompiledInstruction ci;
-        ci.op = instr.op;
-        ci.stage = s;
-        ci.micro_batch = mb;
-        if (is_p2p_op(instr.op)) {
-          const int peer = resolved_peer_stage(instr);
-          if (peer < 0 || peer >= num_stages)
-            throw ScheduleError(where() + ": peer stage " + std::to_string(peer) + " does not exist");
-          const bool grad = instr.op == Op::SendGrad || instr.op == Op::RecvGrad;
-          const bool send = is_send_op(instr.op);
-          ChannelLists& lists = send ? sends : recvs;
-          const std::int32_t list = lists.list_of(send ? channel_of(grad, s, peer) : channel_of(grad, peer, s), grad, s, peer);
-          ci.transfer = lists.add(list, v, mb);
-          list_of_p2p.push_back(list);
-        }
-        out.instructions.push_back(ci);
-        out.step_of.push_back(step_index);
-        ++v;
-      }
-    }
+// compile() in one walk over the instructions, rank after rank in program order, from a
+// Schedule or straight from `lower_streamed`: add() checks each instruction, numbers it and
+// files its send or receive in its channel's list; finish() matches the lists into transfers.
+// The schedule is of a valid shape and its transfers, if its stages cross ranks, are there.
+class ProgramCompiler {
+ public:
+  ProgramCompiler(const Schedule& shell, std::size_t num_instructions)
+      : shell_(shell),
+        num_stages_(shell.num_stages),
+        num_mb_(std::max(shell.num_micro_batches, 1)),
+        forward_seen_(static_cast<std::size_t>(num_stages_) * num_mb_, 0),
+        backward_seen_(forward_seen_.size(), 0),
+        sends_(num_stages_),
+        recvs_(num_stages_) {
+    out_.name = shell.name;
+    out_.num_ranks = shell.num_ranks;
+    out_.num_stages = num_stages_;
+    out_.num_micro_batches = shell.num_micro_batches;
+    out_.stage_to_rank = shell.stage_to_rank;
+    out_.instructions.reserve(num_instructions);
+    out_.rank_begin.reserve(static_cast<std::size_t>(shell.num_ranks) + 1);
+    out_.rank_first_step.reserve(static_cast<std::size_t>(shell.num_ranks) + 1);
   }
 
-  out.rank_begin.push_back(v);
+  // Starts rank `rank`'s program, `num_steps` steps long (idle ones included).
+  void begin_rank(int rank, int num_steps) {
+    end_rank();
+    rank_ = rank;
+    program_steps_ = num_steps;
+    out_.rank_begin.push_back(static_cast<std::int32_t>(out_.instructions.size()));
+    out_.rank_first_step.push_back(static_cast<std::int32_t>(out_.step_begin.size()));
+    steps_ = 0;
+  }
+
+  void add(int step_index, const Instruction& instr) {
+    reach_step(step_index + 1);
+    auto where = [&] { return place(rank_, step_index, instr); };
+    if (instr.stage < 0 || instr.stage >= num_stages_)
+      throw ScheduleError(where() + ": stage " + std::to_string(instr.stage) + " does not exist (" +
+                          std::to_string(num_stages_) + " stages)");
+    if (shell_.stage_to_rank[instr.stage] != rank_)
+      throw ScheduleError(where() + ": stage " + std::to_string(instr.stage) + " is held by rank " +
+                          std::to_string(shell_.stage_to_rank[instr.stage]));
+    if (needs_micro_batch(instr.op) && (instr.micro_batch < 0 || instr.micro_batch >= num_mb_))
+      throw ScheduleError(where() + ": micro-batch out of range (" + std::to_string(shell_.num_micro_batches) +
+                          " micro-batches)");
+    const int s = instr.stage;
+    const int mb = instr.micro_batch;
+    switch (instr.op) {
+      case Op::ForwardPass:
+        if (same_rank(s, s - 1) && !forward_seen_[slot(s - 1, mb)])
+          throw ScheduleError(where() + ": its input, the forward of stage " + std::to_string(s - 1) +
+                              ", comes later on the same rank");
+        forward_seen_[slot(s, mb)] = 1;
+        break;
+      case Op::BackwardPass:
+      case Op::BackwardInput:
+        if (!forward_seen_[slot(s, mb)]) throw ScheduleError(where() + ": its forward comes later on the same rank");
+        if (same_rank(s, s + 1) && !backward_seen_[slot(s + 1, mb)])
+          throw ScheduleError(where() + ": its gradient, the backward of stage " + std::to_string(s + 1) +
+                              ", comes later on the same rank");
+        backward_seen_[slot(s, mb)] = 1;
+        break;
+      case Op::BackwardWeight:
+        if (!backward_seen_[slot(s, mb)]) throw ScheduleError(where() + ": its BackwardInput comes later on the same rank");
+        break;
+      default:
+        break;
+    }
+    CompiledInstruction ci;
+    ci.op = instr.op;
+    ci.stage = s;
+    ci.micro_batch = mb;
+    if (is_p2p_op(instr.op)) {
+      const int peer = resolved_peer_stage(instr);
+      if (peer < 0 || peer >= num_stages_)
+        throw ScheduleError(where() + ": peer stage " + std::to_string(peer) + " does not exist");
+      const bool grad = instr.op == Op::SendGrad || instr.op == Op::RecvGrad;
+      const bool send = is_send_op(instr.op);
+      ChannelLists& lists = send ? sends_ : recvs_;
+      const std::int32_t list = lists.list_of(send ? channel_of(grad, s, peer) : channel_of(grad, peer, s), grad, s, peer);
+      lists.add(list, static_cast<std::int32_t>(out_.instructions.size()));
+      // The list until finish() knows the transfer ids: the k-th send (receive) of a list met
+      // in instruction order is its channel's k-th.
+      ci.transfer = list;
+    }
+    out_.instructions.push_back(ci);
+  }
+
+  // The current rank's program holds `num_steps` steps (idle ones at its end included).
+  void reach_step(int num_steps) {
+    for (; steps_ < num_steps; ++steps_) out_.step_begin.push_back(static_cast<std::int32_t>(out_.instructions.size()));
+  }
+
+  CompiledSchedule finish(Communication communication) {
+    end_rank();
+    out_.rank_begin.push_back(static_cast<std::int32_t>(out_.instructions.size()));
+    out_.rank_first_step.push_back(static_cast<std::int32_t>(out_.step_begin.size()));
+    match_transfers();
+    if (communication == Communication::Torch) link_torch_waits(out_);
+    return std::move(out_);
+  }
+
+ private:
+  std::size_t slot(int stage, int mb) const { return static_cast<std::size_t>(stage) * num_mb_ + mb; }
+  bool same_rank(int a, int b) const {
+    return b >= 0 && b < num_stages_ && shell_.stage_to_rank[a] == shell_.stage_to_rank[b];
+  }
+
   // The text of an instruction leaves out its buffer and peer: op, stage and micro-batch name it.
-  auto describe = [&](std::int32_t i) {
-    const CompiledInstruction& ci = out.instructions[i];
-    return place(out.rank_of_instruction(i), out.step_of[i], Instruction{ci.op, ci.stage, ci.micro_batch});
-  };
+  std::string describe(std::int32_t i) const {
+    const CompiledInstruction& ci = out_.instructions[i];
+    return place(out_.rank_of_instruction(i), out_.step_of(i), Instruction{ci.op, ci.stage, ci.micro_batch});
+  }
 
   // Transfer ids channel after channel, in the order the send map holds its channels (the ids
-  // the event loop breaks ties with), written into the instructions in one walk in their order.
-  std::vector<std::int32_t> first_transfer_of_send_list(sends.lists.size(), 0);
-  std::vector<std::int32_t> first_transfer_of_recv_list(recvs.lists.size(), 0);
-  std::map<std::pair<int, int>, std::int32_t> link_ids;
-  std::size_t num_sends = 0;
-  for (const auto& list : sends.lists) num_sends += list.size();
-  out.transfers.reserve(num_sends);  // grown by doubling, it would touch twice the memory
-  for (const auto& [channel, send_id] : sends.id_of_channel) {
-    const std::vector<ChannelEntry>& send_list = sends.lists[send_id];
-    auto it = recvs.id_of_channel.find(channel);
-    const std::vector<ChannelEntry>* recv_list = it == recvs.id_of_channel.end() ? nullptr : &recvs.lists[it->second];
-    const std::size_t matched = recv_list ? recv_list->size() : 0;
-    if (matched < send_list.size()) throw ScheduleError(describe(send_list[matched].index) + ": no matching receive");
-    if (send_list.empty()) continue;
-    // A channel joins two stages, so all its transfers share the pair of ranks and the link
-    // (the loop above checked that every instruction sits on its stage's rank): found once.
-    const std::int32_t from_rank = out.rank_of_instruction(send_list.front().index);
-    const std::int32_t to_rank = out.rank_of_instruction(recv_list->front().index);
-    auto [link, inserted] = link_ids.try_emplace({from_rank, to_rank}, static_cast<std::int32_t>(out.links.size()));
-    if (inserted) out.links.emplace_back(from_rank, to_rank);
-    first_transfer_of_send_list[send_id] = static_cast<std::int32_t>(out.transfers.size());
-    first_transfer_of_recv_list[it->second] = static_cast<std::int32_t>(out.transfers.size());
-    for (std::size_t k = 0; k < send_list.size(); ++k) {
-      const ChannelEntry& send = send_list[k];
-      const ChannelEntry& recv = (*recv_list)[k];
-      if (send.micro_batch != recv.micro_batch)
-        throw ScheduleError(describe(recv.index) + ": matched in order with " + describe(send.index) +
-                            ", which sends another micro-batch");
-      CompiledTransfer transfer;
-      transfer.send_index = send.index;
-      transfer.recv_index = recv.index;
-      transfer.from_rank = from_rank;
-      transfer.to_rank = to_rank;
-      transfer.link = link->second;
-      out.transfers.push_back(transfer);
+  // the event loop breaks ties with): the k-th send of a channel is matched with its k-th
+  // receive, written into the instructions and the transfers in one walk in their order.
+  void match_transfers() {
+    if (!channels_pair_up()) refuse_unmatched();
+    std::vector<std::int32_t> next_of_send_list(sends_.size.size(), 0);
+    std::vector<std::int32_t> next_of_recv_list(recvs_.size.size(), 0);
+    std::map<std::pair<int, int>, std::int32_t> link_ids;
+    std::size_t num_transfers = 0;
+    for (std::int32_t n : sends_.size) num_transfers += static_cast<std::size_t>(n);
+    out_.transfers.resize(num_transfers);
+    std::int32_t first = 0;
+    for (const auto& [channel, send_id] : sends_.id_of_channel) {
+      const std::int32_t recv_id = recvs_.id_of_channel.find(channel)->second;
+      // A channel joins two stages, so all its transfers share the pair of ranks and the link
+      // (add() checked that every instruction sits on its stage's rank): found once.
+      const std::int32_t from_rank = out_.rank_of_instruction(sends_.first_index[send_id]);
+      const std::int32_t to_rank = out_.rank_of_instruction(recvs_.first_index[recv_id]);
+      auto [link, inserted] = link_ids.try_emplace({from_rank, to_rank}, static_cast<std::int32_t>(out_.links.size()));
+      if (inserted) out_.links.emplace_back(from_rank, to_rank);
+      next_of_send_list[send_id] = next_of_recv_list[recv_id] = first;
+      const std::int32_t end = first + sends_.size[send_id];
+      for (std::int32_t t = first; t < end; ++t) {
+        CompiledTransfer& transfer = out_.transfers[t];
+        transfer.from_rank = from_rank;
+        transfer.to_rank = to_rank;
+        transfer.link = link->second;
+      }
+      first = end;
     }
+    // The second end of a transfer to be met compares its micro-batch with the first's.
+    bool pairs_agree = true;
+    for (std::size_t i = 0; i < out_.instructions.size(); ++i) {
+      CompiledInstruction& ci = out_.instructions[i];
+      if (!is_p2p_op(ci.op)) continue;
+      const bool send = is_send_op(ci.op);
+      ci.transfer = (send ? next_of_send_list : next_of_recv_list)[ci.transfer]++;
+      CompiledTransfer& transfer = out_.transfers[ci.transfer];
+      (send ? transfer.send_index : transfer.recv_index) = static_cast<std::int32_t>(i);
+      const std::int32_t other = send ? transfer.recv_index : transfer.send_index;
+      if (other >= 0) pairs_agree = pairs_agree && out_.instructions[other].micro_batch == ci.micro_batch;
+    }
+    if (pairs_agree) return;
+    for (const CompiledTransfer& transfer : out_.transfers)  // the first in matching order
+      if (out_.instructions[transfer.send_index].micro_batch != out_.instructions[transfer.recv_index].micro_batch)
+        throw ScheduleError(describe(transfer.recv_index) + ": matched in order with " + describe(transfer.send_index) +
+                            ", which sends another micro-batch");
   }
-  for (const auto& [channel, recv_id] : recvs.id_of_channel) {
-    auto it = sends.id_of_channel.find(channel);
-    const std::size_t matched = it == sends.id_of_channel.end() ? 0 : sends.lists[it->second].size();
-    const std::vector<ChannelEntry>& recv_list = recvs.lists[recv_id];
-    if (matched < recv_list.size()) throw ScheduleError(describe(recv_list[matched].index) + ": no matching send");
+
+  // Every channel has as many receives as sends.
+  bool channels_pair_up() const {
+    for (const auto& [channel, send_id] : sends_.id_of_channel) {
+      auto it = recvs_.id_of_channel.find(channel);
+      if (it == recvs_.id_of_channel.end() || recvs_.size[it->second] != sends_.size[send_id]) return false;
+    }
+    return sends_.id_of_channel.size() == recvs_.id_of_channel.size();
   }
-  auto next_list = list_of_p2p.begin();
-  for (CompiledInstruction& ci : out.instructions)
-    if (is_p2p_op(ci.op))
-      ci.transfer += (is_send_op(ci.op) ? first_transfer_of_send_list : first_transfer_of_recv_list)[*next_list++];
-  if (schedule.communication == Communication::Torch) link_torch_waits(out);
-  return out;
+
+  // Names the first problem in the order matching meets it, channel after channel: a receive
+  // of another micro-batch than its send, then a send with no receive; after them all, a
+  // receive with no send. Only called when some channel does not pair up: it builds the lists.
+  [[noreturn, gnu::cold]] void refuse_unmatched() const {
+    std::vector<std::vector<ChannelEntry>> send_lists(sends_.size.size()), recv_lists(recvs_.size.size());
+    for (std::size_t i = 0; i < out_.instructions.size(); ++i) {
+      const CompiledInstruction& ci = out_.instructions[i];
+      if (is_p2p_op(ci.op))
+        (is_send_op(ci.op) ? send_lists : recv_lists)[ci.transfer].push_back({static_cast<std::int32_t>(i), ci.micro_batch});
+    }
+    for (const auto& [channel, send_id] : sends_.id_of_channel) {
+      const std::vector<ChannelEntry>& send_list = send_lists[send_id];
+      auto it = recvs_.id_of_channel.find(channel);
+      const std::vector<ChannelEntry> none;
+      const std::vector<ChannelEntry>& recv_list = it == recvs_.id_of_channel.end() ? none : recv_lists[it->second];
+      for (std::size_t k = 0; k < send_list.size(); ++k) {
+        if (k == recv_list.size()) throw ScheduleError(describe(send_list[k].index) + ": no matching receive");
+        if (send_list[k].micro_batch != recv_list[k].micro_batch)
+          throw ScheduleError(describe(recv_list[k].index) + ": matched in order with " + describe(send_list[k].index) +
+                              ", which sends another micro-batch");
+      }
+    }
+    for (const auto& [channel, recv_id] : recvs_.id_of_channel) {
+      auto it = sends_.id_of_channel.find(channel);
+      const std::size_t matched = it == sends_.id_of_channel.end() ? 0 : send_lists[it->second].size();
+      if (matched < recv_lists[recv_id].size())
+        throw ScheduleError(describe(recv_lists[recv_id][matched].index) + ": no matching send");
+    }
+    throw ScheduleError(out_.name + ": the sends and receives do not pair up");  // not reached
+  }
+
+  void end_rank() {
+    if (rank_ >= 0) reach_step(program_steps_);
+  }
+
+  const Schedule& shell_;
+  const int num_stages_;
+  const int num_mb_;
+  CompiledSchedule out_;
+  int rank_ = -1;
+  int program_steps_ = 0;  // the current rank's program length in steps
+  int steps_ = 0;          // of them, recorded in step_begin
+  // Per (stage, micro-batch): forward / backward-for-input done so far on its own rank.
+  std::vector<char> forward_seen_;
+  std::vector<char> backward_seen_;
+  ChannelLists sends_, recvs_;
+};
+
+CompiledSchedule compile_programs(const Schedule& schedule) {
+  ProgramCompiler compiler(schedule, schedule.instruction_count());
+  for (int rank = 0; rank < schedule.num_ranks; ++rank) {
+    const Program& program = schedule.programs[rank];
+    compiler.begin_rank(rank, static_cast<int>(program.size()));
+    for (std::size_t t = 0; t < program.size(); ++t)
+      for (const Instruction& instr : program[t]) compiler.add(static_cast<int>(t), instr);
+  }
+  return compiler.finish(schedule.communication);
 }
+
+// Compiles lower_streamed's programs as they come: one rank's copy at a time.
+class StreamedCompile final : public FlatProgramConsumer {
+ public:
+  void begin(const Schedule& shell, std::size_t total_instructions) override {
+    shell_ = shell;
+    compiler_.emplace(shell_, total_instructions);
+  }
+  void program(const FlatProgram& flat) override {
+    compiler_->begin_rank(flat.rank, flat.num_steps);
+    for (std::size_t i = 0; i < flat.instructions.size(); ++i) compiler_->add(flat.step_of[i], flat.instructions[i]);
+  }
+  bool wants_buffers() const override { return false; }  // the simulator does not read them
+  CompiledSchedule finish() { return compiler_->finish(shell_.communication); }
+
+ private:
+  Schedule shell_;
+  std::optional<ProgramCompiler> compiler_;
+};
 
 }  // namespace
 
@@ -297,6 +407,12 @@ CompiledSchedule compile(const Schedule& input) {
     return compile_programs(lowered);
   }
   return compile_programs(input);
+}
+
+CompiledSchedule compile(ComputeOrder&& order) {
+  StreamedCompile streamed;
+  lower_streamed(std::move(order), streamed);
+  return streamed.finish();
 }
 
 }  // namespace pipescope::sim

@@ -541,7 +541,7 @@ void Engine::deadlock() const {
     const CompiledInstruction& ci = s_.instructions[r.pc];
     const Instruction instr{ci.op, ci.stage, ci.micro_batch};
     throw ScheduleError(s_.name + ": deadlock: rank " + std::to_string(rank) + ", step " +
-                        std::to_string(s_.step_of[r.pc]) + ", instruction " + to_string(instr) +
+                        std::to_string(s_.step_of(r.pc)) + ", instruction " + to_string(instr) +
                         " waits forever (its send is never posted)");
   }
   throw ScheduleError(s_.name + ": deadlock");

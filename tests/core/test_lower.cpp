@@ -7,7 +7,13 @@
 //   but no second load), buffer ids given on one rank only (kept there, numbered on the other),
 //   inference (no optimizer step), a rank with no computes;
 // - the same errors: a non-compute op names rank 0, step 1; a deadlock names rank 0 and 0B0.
+// - lower_streamed hands over lower's programs one rank at a time (step numbers, idle steps and
+//   all); moved from, it releases each rank's order; a consumer that takes no buffer ids gets
+//   the order's. make_compute_order gives the order of the built-in schedules made from one,
+//   nothing for DeepSpeed's and files, and make_schedule's errors.
 #include "test_generators_support.hpp"
+
+#include "pipescope/core/registry.hpp"
 
 using namespace pipescope;
 using namespace test_support;
@@ -104,4 +110,78 @@ TEST_CASE("lower refuses what the passes refuse, with the same message") {
   const std::string deadlock_message = error_of([&] { lower(deadlock); });
   REQUIRE(deadlock_message == error_of([&] { lowered_pass_by_pass(deadlock); }));
   REQUIRE(deadlock_message.find("rank 0, instruction 0B0") != std::string::npos);
+}
+
+namespace {
+
+// Rebuilds each rank's program from what lower_streamed hands over, and checks the order is
+// released (or kept) as it goes.
+class Collector final : public FlatProgramConsumer {
+ public:
+  Collector(const ComputeOrder* watched, bool buffers) : watched_(watched), buffers_(buffers) {}
+  void begin(const Schedule& shell, std::size_t total) override {
+    schedule = shell;
+    total_instructions = total;
+  }
+  void program(const FlatProgram& flat) override {
+    REQUIRE(flat.rank == next_rank_++);
+    REQUIRE(flat.instructions.size() == flat.step_of.size());
+    if (watched_ && flat.rank > 0) REQUIRE(watched_->per_rank[flat.rank - 1].capacity() == 0);
+    Program& program = schedule.programs[flat.rank];
+    program.resize(static_cast<std::size_t>(flat.num_steps));
+    for (std::size_t i = 0; i < flat.instructions.size(); ++i) {
+      if (i > 0) REQUIRE(flat.step_of[i] >= flat.step_of[i - 1]);
+      program.at(static_cast<std::size_t>(flat.step_of[i])).push_back(flat.instructions[i]);
+      ++handed_over;
+    }
+  }
+  bool wants_buffers() const override { return buffers_; }
+
+  Schedule schedule;
+  std::size_t total_instructions = 0;
+  std::size_t handed_over = 0;
+
+ private:
+  const ComputeOrder* watched_;
+  bool buffers_;
+  int next_rank_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("lower_streamed hands over lower's programs one rank at a time") {
+  for (const ComputeOrder& order : {interleaved_1f1b_order(params(4, 8, 2, true)), zbv_order(params(4, 8)),
+                                    hand_order({{"0F0", "0B0"}, {}}, 1, {0})}) {
+    INFO(order.name);
+    const Schedule expected = lower(order);
+    Collector kept(nullptr, true);
+    lower_streamed(order, kept);
+    REQUIRE(kept.schedule == expected);
+    REQUIRE(kept.total_instructions == expected.instruction_count());
+    REQUIRE(kept.handed_over == expected.instruction_count());
+
+    ComputeOrder moved = order;
+    Collector released(&moved, false);
+    lower_streamed(std::move(moved), released);
+    for (const auto& computes : moved.per_rank) REQUIRE(computes.capacity() == 0);
+    // Without buffer ids the programs are the same but for them.
+    Schedule unnumbered = expected;
+    for (Program& program : unnumbered.programs)
+      for (Step& step : program)
+        for (Instruction& instr : step) instr.buffer = kNone;
+    REQUIRE(released.schedule == unnumbered);
+  }
+}
+
+TEST_CASE("make_compute_order gives the order a built-in schedule is lowered from") {
+  const ComputeOrder order = *make_compute_order("interleaved-1f1b", params(4, 8, 2, true));
+  REQUIRE(lower(order) == make_schedule("interleaved-1f1b", params(4, 8, 2, true)));
+  REQUIRE_FALSE(make_compute_order("deepspeed-train", params(4, 8)));
+  REQUIRE_FALSE(make_compute_order("file:does-not-matter.json", params(4, 8)));
+  for (const char* name : {"1f1b", "no-such-schedule"}) {
+    ScheduleParams bad = params(0, 8);
+    const std::string expected = error_of([&] { make_schedule(name, bad); });
+    REQUIRE(expected != "(no error)");
+    REQUIRE(error_of([&] { make_compute_order(name, bad); }) == expected);
+  }
 }

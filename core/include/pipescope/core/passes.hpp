@@ -2,6 +2,7 @@
 // Each pass is a separate, separately tested function; `lower` runs the usual sequence.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "pipescope/core/schedule.hpp"
@@ -65,6 +66,35 @@ void merge_backward(Schedule& schedule);
 // The usual sequence: what from_compute_order, add_data_loads, add_send_recv, group_steps,
 // assign_buffers, add_optimizer_step give run one after the other, built in one walk.
 Schedule lower(const ComputeOrder& order);
+
+// One rank's program as `lower` writes it, flat: its instructions in program order, the step
+// of each (non-decreasing), and the program's length in steps (idle steps included).
+struct FlatProgram {
+  int rank = 0;
+  std::vector<Instruction> instructions;
+  std::vector<int> step_of;
+  int num_steps = 0;
+};
+
+// Takes `lower_streamed`'s programs.
+class FlatProgramConsumer {
+ public:
+  virtual ~FlatProgramConsumer() = default;
+  // Called first, once: the schedule's name, sizes and placement (programs empty), and the
+  // number of instructions of all its programs together.
+  virtual void begin(const Schedule& shell, std::size_t total_instructions) = 0;
+  // Then once per rank, rank 0 first. `program` is reused from one call to the next.
+  virtual void program(const FlatProgram& program) = 0;
+  // False when the consumer ignores buffer ids: they are then left as the order has them.
+  virtual bool wants_buffers() const { return true; }
+};
+
+// `lower` without the Schedule: the same programs, with the same checks and errors, handed over
+// one rank at a time, so that a consumer that keeps its own form of them (the simulator's
+// compile) never holds a per-step copy of a large schedule. `lower` is built on it.
+void lower_streamed(const ComputeOrder& order, FlatProgramConsumer& consumer);
+// The same, releasing each rank's order once its program is handed over.
+void lower_streamed(ComputeOrder&& order, FlatProgramConsumer& consumer);
 
 // Completes a schedule read from a compute-only or partial file (torch CSV): adds loads,
 // communication, buffer ids and the optimizer step where they are missing, keeping the step

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pipescope/core/passes.hpp"
 #include "pipescope/core/schedule.hpp"
 
 namespace pipescope {
@@ -22,11 +23,15 @@ struct ScheduleParams {
 };
 
 using Generator = std::function<Schedule(const ScheduleParams&)>;
+using OrderGenerator = std::function<ComputeOrder(const ScheduleParams&)>;
 
 struct GeneratorInfo {
   std::string name;
   std::string description;
   Generator make;
+  // Set for the schedules that are `lower` of a compute order (make is lower(make_order)):
+  // lets a consumer lower the order itself, one rank at a time (lower_streamed).
+  OrderGenerator make_order = nullptr;
 };
 
 class ScheduleRegistry {
@@ -64,5 +69,9 @@ class ScheduleRegistry {
 // Builds the schedule NAME (or reads `file:PATH`), throwing ScheduleError naming the schedule
 // and the reason when it is unknown or cannot honour `params`.
 Schedule make_schedule(std::string_view name, const ScheduleParams& params);
+
+// The compute order whose `lower` make_schedule(name, params) is, with the same checks and
+// errors; nothing for `file:PATH` and the schedules that are not made that way (DeepSpeed's).
+std::optional<ComputeOrder> make_compute_order(std::string_view name, const ScheduleParams& params);
 
 }  // namespace pipescope

@@ -30,6 +30,7 @@
 
 #include "pipescope/core/schedule.hpp"
 #include "pipescope/sim/profile.hpp"
+#include "pipescope/sim/simulator.hpp"
 #include "pipescope/traces/compare.hpp"
 #include "pipescope/traces/trace.hpp"
 
@@ -131,6 +132,7 @@ Profile profile_for_stages(const Profile& profile, int num_stages, const std::st
 // Throws UsageError naming `source` when `schedule` splits backwards (BackwardInput /
 // BackwardWeight) but the profile did not measure the split.
 void check_profile_fits(const Profile& profile, const Schedule& schedule, const std::string& source);
+void check_profile_fits(const Profile& profile, const CompiledSchedule& schedule, const std::string& source);
 
 // A human-readable account: the learnt costs, the outliers and the notes.
 std::string calibration_report(const Calibration& calibration);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/passes.hpp"
 #include "pipescope/core/schedule.hpp"
 #include "pipescope/sim/costs.hpp"
 #include "pipescope/sim/summary.hpp"
@@ -46,13 +47,18 @@ struct CompiledSchedule {
   std::vector<int> stage_to_rank;
   std::vector<CompiledInstruction> instructions;  // all ranks, rank after rank, in program order
   std::vector<std::int32_t> rank_begin;           // size num_ranks + 1
-  std::vector<std::int32_t> step_of;              // step index of each instruction (for messages)
+  // Per rank, steps in order: the index of each step's first instruction (the next step's for
+  // an empty one); rank r's steps are step_begin[rank_first_step[r] ..]. Messages only read it.
+  std::vector<std::int32_t> step_begin;
+  std::vector<std::int32_t> rank_first_step;      // size num_ranks + 1
   std::vector<CompiledTransfer> transfers;
   std::vector<std::pair<int, int>> links;         // directed (from rank, to rank) per link id
   // Torch: a receive only posts; the compute that needs its data waits (Schedule::communication).
   bool receives_post_only = false;
 
   std::int32_t rank_of_instruction(std::int32_t index) const;
+  // The step of instruction `index` in its rank's program.
+  std::int32_t step_of(std::int32_t index) const;
 };
 
 // Flattens `schedule`, matching sends to receives in order per (kind, from stage, to stage).
@@ -60,6 +66,11 @@ struct CompiledSchedule {
 // Throws ScheduleError naming rank, step and instruction for an unmatched send or receive,
 // or for a compute whose same-rank input comes later in the program.
 CompiledSchedule compile(const Schedule& schedule);
+// compile(lower(order)), without building the lowered Schedule: what `ppsim simulate` and the
+// planner do with a built-in schedule (make_compute_order), in a fraction of the memory.
+// The order's rank programs are released as they are compiled, so that what compile allocates
+// last reuses their memory.
+CompiledSchedule compile(ComputeOrder&& order);
 
 // The longest iteration the simulator takes: its times are doubles of seconds, written as
 // microseconds; below this, sums, differences and the x 1e6 of the trace all stay finite.
