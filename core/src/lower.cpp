@@ -126,8 +126,61 @@ bool has_backward(const ComputeOrder& order) {
   return false;
 }
 
-// lower_streamed, releasing each rank's order (and its slots) after its program when `release`.
-void lower_ranks(const ComputeOrder& order, FlatProgramConsumer& consumer, ComputeOrder* release) {
+// Where lower_ranks writes: a Schedule's steps (`lower`) or one rank's flat program at a time
+// (`lower_streamed`). Per rank: begin_rank, then per unit of one step `unit(step, size)`
+// followed by its `size` instructions through emit, then end_rank.
+class ScheduleWriter {
+ public:
+  static constexpr bool kNeedsTotal = false;
+  bool wants_buffers() const { return true; }
+  void begin(const Schedule& shell, std::size_t) { schedule = shell; }
+  void begin_rank(int rank, int num_steps) {
+    program_ = &schedule.programs[rank];
+    program_->resize(static_cast<std::size_t>(num_steps));
+  }
+  void unit(int step, std::size_t size) {
+    step_ = &(*program_)[static_cast<std::size_t>(step)];
+    step_->reserve(step_->size() + size);
+  }
+  void emit(const Instruction& instr) { step_->push_back(instr); }
+  void end_rank() {}
+
+  Schedule schedule;
+
+ private:
+  Program* program_ = nullptr;
+  Step* step_ = nullptr;
+};
+
+class FlatWriter {
+ public:
+  static constexpr bool kNeedsTotal = true;
+  explicit FlatWriter(FlatProgramConsumer& consumer) : consumer_(consumer) {}
+  bool wants_buffers() const { return consumer_.wants_buffers(); }
+  void begin(const Schedule& shell, std::size_t total) { consumer_.begin(shell, total); }
+  void begin_rank(int rank, int num_steps) {
+    flat_.rank = rank;
+    flat_.num_steps = num_steps;
+    flat_.instructions.clear();
+    flat_.step_of.clear();
+  }
+  void unit(int step, std::size_t) { step_ = step; }
+  void emit(const Instruction& instr) {
+    flat_.instructions.push_back(instr);
+    flat_.step_of.push_back(step_);
+  }
+  void end_rank() { consumer_.program(flat_); }
+
+ private:
+  FlatProgramConsumer& consumer_;
+  FlatProgram flat_;
+  int step_ = 0;
+};
+
+// The one walk of `lower`, into `writer`; releases each rank's order (and its slots) once
+// written when `release` is given.
+template <class Writer>
+void lower_ranks(const ComputeOrder& order, Writer& writer, ComputeOrder* release) {
   const Schedule shell = schedule_shell(order);
   check_compute_order(shell, order);
   std::vector<std::vector<int>> slots = UnitDryRun(shell, ComputeUnits{order}).run();
@@ -140,45 +193,38 @@ void lower_ranks(const ComputeOrder& order, FlatProgramConsumer& consumer, Compu
   const int optimizer_step = std::max(num_steps, 1) - 1;
   if (training) num_steps = std::max(num_steps, 1);
 
-  // The count first, so that the consumer can size its arrays once.
   const SurroundingsOf surroundings_of(shell);
   std::size_t total = 0;
-  {
+  if constexpr (Writer::kNeedsTotal) {  // the count first, so that a consumer sizes its arrays once
     std::vector<char> loaded(pair_count(shell), 0);
     for (const auto& computes : order.per_rank)
       for (const Instruction& compute : computes) total += surroundings_of(compute, loaded).size();
     if (training) total += 3 * static_cast<std::size_t>(shell.num_stages);
   }
-  consumer.begin(shell, total);
+  writer.begin(shell, total);
 
   std::vector<char> loaded(pair_count(shell), 0);
-  FlatProgram flat;
   for (int r = 0; r < shell.num_ranks; ++r) {
     const std::vector<Instruction>& computes = order.per_rank[r];
-    const std::vector<int> buffers = consumer.wants_buffers() ? buffer_ids(shell, r, computes) : std::vector<int>();
-    flat.rank = r;
-    flat.num_steps = num_steps;
-    flat.instructions.clear();
-    flat.step_of.clear();
-    auto emit = [&](const Instruction& instr, int step) {
-      flat.instructions.push_back(instr);
-      flat.step_of.push_back(step);
-    };
+    const std::vector<int> buffers = writer.wants_buffers() ? buffer_ids(shell, r, computes) : std::vector<int>();
+    writer.begin_rank(r, num_steps);
     for (std::size_t u = 0; u < computes.size(); ++u) {
       Instruction compute = computes[u];
       const Surroundings around = surroundings_of(compute, loaded);
       if (!buffers.empty()) compute.buffer = buffers[u];
-      const int step = slots[r][u];
-      if (around.load) emit({Op::LoadMicroBatch, compute.stage, compute.micro_batch, compute.buffer}, step);
-      if (around.receive != Op::ForwardPass) emit({around.receive, compute.stage, compute.micro_batch, compute.buffer}, step);
-      emit(compute, step);
-      if (around.send != Op::ForwardPass) emit({around.send, compute.stage, compute.micro_batch, compute.buffer}, step);
+      writer.unit(slots[r][u], around.size());
+      if (around.load) writer.emit({Op::LoadMicroBatch, compute.stage, compute.micro_batch, compute.buffer});
+      if (around.receive != Op::ForwardPass) writer.emit({around.receive, compute.stage, compute.micro_batch, compute.buffer});
+      writer.emit(compute);
+      if (around.send != Op::ForwardPass) writer.emit({around.send, compute.stage, compute.micro_batch, compute.buffer});
     }
-    if (training)
+    if (training) {
+      writer.unit(optimizer_step, 0);
       for (Op op : {Op::ReduceTiedGrads, Op::ReduceGrads, Op::OptimizerStep})
         for (int s = 0; s < shell.num_stages; ++s)
-          if (shell.stage_to_rank[s] == r) emit({op, s, kNone}, optimizer_step);
-    consumer.program(flat);
+          if (shell.stage_to_rank[s] == r) writer.emit({op, s, kNone});
+    }
+    writer.end_rank();
     if (release) {
       std::vector<Instruction>().swap(release->per_rank[r]);
       std::vector<int>().swap(slots[r]);
@@ -188,38 +234,20 @@ void lower_ranks(const ComputeOrder& order, FlatProgramConsumer& consumer, Compu
 
 }  // namespace
 
-void lower_streamed(const ComputeOrder& order, FlatProgramConsumer& consumer) { lower_ranks(order, consumer, nullptr); }
+void lower_streamed(const ComputeOrder& order, FlatProgramConsumer& consumer) {
+  FlatWriter writer(consumer);
+  lower_ranks(order, writer, nullptr);
+}
 
-void lower_streamed(ComputeOrder&& order, FlatProgramConsumer& consumer) { lower_ranks(order, consumer, &order); }
-
-namespace {
-
-// Builds the per-step programs from the flat ones, each step sized once.
-class ScheduleBuilder final : public FlatProgramConsumer {
- public:
-  void begin(const Schedule& shell, std::size_t) override { schedule = shell; }
-  void program(const FlatProgram& flat) override {
-    Program& program = schedule.programs[flat.rank];
-    program.resize(static_cast<std::size_t>(flat.num_steps));
-    for (std::size_t i = 0; i < flat.instructions.size();) {
-      std::size_t end = i + 1;
-      while (end < flat.instructions.size() && flat.step_of[end] == flat.step_of[i]) ++end;
-      Step& step = program[flat.step_of[i]];
-      step.assign(flat.instructions.begin() + static_cast<std::ptrdiff_t>(i),
-                  flat.instructions.begin() + static_cast<std::ptrdiff_t>(end));
-      i = end;
-    }
-  }
-
-  Schedule schedule;
-};
-
-}  // namespace
+void lower_streamed(ComputeOrder&& order, FlatProgramConsumer& consumer) {
+  FlatWriter writer(consumer);
+  lower_ranks(order, writer, &order);
+}
 
 Schedule lower(const ComputeOrder& order) {
-  ScheduleBuilder builder;
-  lower_streamed(order, builder);
-  return std::move(builder.schedule);
+  ScheduleWriter writer;
+  lower_ranks(order, writer, nullptr);
+  return std::move(writer.schedule);
 }
 
 }  // namespace pipescope

@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -71,16 +72,21 @@ std::int64_t memory_limit(const PlanRequest& request) {
   return request.profile ? std::numeric_limits<std::int64_t>::max() : request.device.memory_bytes;
 }
 
-// zb-auto is searched with the candidate's own costs and the memory limit; the others come
-// from the registry and depend on their shape only.
-Schedule build_schedule(const PlanRequest& request, const PlanCandidate& c, const CostModel& costs) {
-  if (c.schedule != "zb-auto") return make_schedule(c.schedule, schedule_params(c));
+// The candidate's schedule, compiled. zb-auto is searched with the candidate's own costs and
+// the memory limit; the others come from the registry and depend on their shape only, and
+// those made from a compute order are compiled straight from it.
+CompiledSchedule compiled_candidate(const PlanRequest& request, const PlanCandidate& c, const CostModel& costs) {
+  if (c.schedule != "zb-auto") {
+    if (std::optional<ComputeOrder> order = make_compute_order(c.schedule, schedule_params(c)))
+      return compile(std::move(*order));
+    return compile(make_schedule(c.schedule, schedule_params(c)));
+  }
   ZbAutoRequest zb;
   zb.params = schedule_params(c);
   zb.costs = costs;
   zb.topology = candidate_topology(request, c);
   zb.max_mem_bytes = memory_limit(request);
-  return zb_auto_schedule(zb);
+  return compile(zb_auto_schedule(zb));
 }
 
 }  // namespace
@@ -212,7 +218,7 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
 
 SimResult simulate_candidate(const PlanRequest& request, const PlanCandidate& candidate, bool build_trace) {
   const CostModel costs = candidate_costs(request, candidate);
-  const Schedule schedule = build_schedule(request, candidate, costs);
+  const CompiledSchedule schedule = compiled_candidate(request, candidate, costs);
   if (request.profile) check_profile_fits(*request.profile, schedule, request.profile_source);
   SimOptions options;
   options.build_trace = build_trace;
@@ -354,9 +360,8 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     std::shared_ptr<const CompiledSchedule> own;
     if (it == compiled.end()) {
       try {
-        const Schedule schedule = build_schedule(request, c, costs);
-        if (request.profile) check_profile_fits(*request.profile, schedule, request.profile_source);
-        own = std::make_shared<const CompiledSchedule>(compile(schedule));
+        own = std::make_shared<const CompiledSchedule>(compiled_candidate(request, c, costs));
+        if (request.profile) check_profile_fits(*request.profile, *own, request.profile_source);
       } catch (const ScheduleError& e) {
         if (!cost_dependent) refused_shapes.emplace(key, e.what());
         refuse(c, e.what());
