@@ -148,7 +148,8 @@ class ChannelLists {
 
 // compile() in one walk over the instructions, rank after rank in program order, from a
 // Schedule or straight from `lower_streamed`: add() checks each instruction, numbers it and
-// files its send or receive in its channel's list; finish() matches the lists into transfers.
+// counts its send or receive in its channel; finish() pairs each channel's k-th send with its
+// k-th receive into transfers.
 // The schedule is of a valid shape and its transfers, if its stages cross ranks, are there.
 class ProgramCompiler {
  public:
