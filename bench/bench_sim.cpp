@@ -24,32 +24,34 @@ ScheduleParams large_interleaved_params() {
 }
 
 const sim::CompiledSchedule& large_interleaved() {
-  static const sim::CompiledSchedule compiled = sim::compile(make_schedule("interleaved-1f1b", large_interleaved_params()));
+  static const sim::CompiledSchedule compiled =
+      sim::compile(make_schedule("interleaved-1f1b", large_interleaved_params()));
   return compiled;
 }
 
-// What `ppsim simulate` did before the straight path: build the lowered Schedule, compile it.
-void BM_CompileInterleavedLowered(benchmark::State& state) {
+// Times `compile_interleaved`, a way from the schedule's name to its compiled form.
+template <class CompileInterleaved>
+void run_compile(benchmark::State& state, CompileInterleaved compile_interleaved) {
   std::size_t instructions = 0;
   for (auto _ : state) {
-    const sim::CompiledSchedule compiled = sim::compile(make_schedule("interleaved-1f1b", large_interleaved_params()));
+    const sim::CompiledSchedule compiled = compile_interleaved();
     instructions = compiled.instructions.size();
     benchmark::DoNotOptimize(compiled);
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * instructions));
+}
+
+// What `ppsim simulate` did before the straight path: build the lowered Schedule, compile it.
+void BM_CompileInterleavedLowered(benchmark::State& state) {
+  run_compile(state, [] { return sim::compile(make_schedule("interleaved-1f1b", large_interleaved_params())); });
 }
 BENCHMARK(BM_CompileInterleavedLowered)->Unit(benchmark::kMillisecond);
 
 // What it does now: the compute order compiled as it is lowered, one rank at a time.
 void BM_CompileInterleavedStraight(benchmark::State& state) {
-  std::size_t instructions = 0;
-  for (auto _ : state) {
-    const sim::CompiledSchedule compiled =
-        sim::compile(std::move(*make_compute_order("interleaved-1f1b", large_interleaved_params())));
-    instructions = compiled.instructions.size();
-    benchmark::DoNotOptimize(compiled);
-  }
-  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * instructions));
+  run_compile(state, [] {
+    return sim::compile(std::move(*make_compute_order("interleaved-1f1b", large_interleaved_params())));
+  });
 }
 BENCHMARK(BM_CompileInterleavedStraight)->Unit(benchmark::kMillisecond);
 

@@ -602,8 +602,8 @@ TEST_CASE("calibrate from simulated 1F1B and ZB-H1 traces, then predict other mi
   }
   // From the 1F1B trace alone the split is unknown: ZB-H1 is refused, 1F1B is not.
   const Profile full_only = calibrate({{one_f_one_b, "1f1b.json"}}).profile;
-  CHECK_THROWS_WITH(check_profile_fits(full_only, schedule("zb-h1", 8), "p.json"), Catch::Contains("split"));
-  CHECK_NOTHROW(check_profile_fits(full_only, schedule("1f1b", 8), "p.json"));
+  CHECK_THROWS_WITH(check_profile_fits(full_only, compile(schedule("zb-h1", 8)), "p.json"), Catch::Contains("split"));
+  CHECK_NOTHROW(check_profile_fits(full_only, compile(schedule("1f1b", 8)), "p.json"));
 }
 
 // The runtime effects round-trip: traces simulated (1F1B, m = 4, 2 ranks) with 20 us between

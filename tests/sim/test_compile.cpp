@@ -177,22 +177,11 @@ TEST_CASE("compile of a compute order gives what compile of its lowered schedule
       REQUIRE(got.num_stages == expected.num_stages);
       REQUIRE(got.num_micro_batches == expected.num_micro_batches);
       REQUIRE(got.stage_to_rank == expected.stage_to_rank);
-      REQUIRE(got.instructions.size() == expected.instructions.size());
-      for (std::size_t i = 0; i < got.instructions.size(); ++i) {
-        const sim::CompiledInstruction& a = got.instructions[i];
-        const sim::CompiledInstruction& b = expected.instructions[i];
-        REQUIRE(std::tie(a.op, a.stage, a.micro_batch, a.transfer) == std::tie(b.op, b.stage, b.micro_batch, b.transfer));
-      }
+      REQUIRE(got.instructions == expected.instructions);
       REQUIRE(got.rank_begin == expected.rank_begin);
       REQUIRE(got.step_begin == expected.step_begin);
       REQUIRE(got.rank_first_step == expected.rank_first_step);
-      REQUIRE(got.transfers.size() == expected.transfers.size());
-      for (std::size_t t = 0; t < got.transfers.size(); ++t) {
-        const sim::CompiledTransfer& a = got.transfers[t];
-        const sim::CompiledTransfer& b = expected.transfers[t];
-        REQUIRE(std::tie(a.send_index, a.recv_index, a.from_rank, a.to_rank, a.link) ==
-                std::tie(b.send_index, b.recv_index, b.from_rank, b.to_rank, b.link));
-      }
+      REQUIRE(got.transfers == expected.transfers);
       REQUIRE(got.links == expected.links);
       REQUIRE(got.receives_post_only == expected.receives_post_only);
       covered.insert(info.name);

@@ -15,7 +15,8 @@ GeneratorInfo lowered(std::string name, std::string description, ComputeOrder (*
 
 void register_builtin_generators(ScheduleRegistry& registry) {
   registry.add(lowered("gpipe", "all forwards, then all backwards (1 stage per rank)", gpipe_order));
-  registry.add(lowered("1f1b", "PipeDream-flush one-forward-one-backward; needs m >= p (1 stage per rank)", one_f_one_b_order));
+  registry.add(lowered("1f1b", "PipeDream-flush one-forward-one-backward; needs m >= p (1 stage per rank)",
+                       one_f_one_b_order));
   // DeepSpeed's schedules as its releases wrote them; the plain names are the current
   // release's, which is what DeepSpeed users run today (tests/golden/deepspeed/README.md).
   const auto train = [](DeepSpeedRelease release, std::string name) -> Generator {
@@ -50,14 +51,17 @@ void register_builtin_generators(ScheduleRegistry& registry) {
                 "DeepSpeed DataParallelSchedule: gradient accumulation on one stage; --stages 1 only",
                 data_parallel_schedule});
   registry.add(lowered("interleaved-1f1b",
-                "Megatron interleaved 1F1B with --chunks V (default 2); needs m % p == 0 (loop placement)", interleaved_1f1b_order));
+                       "Megatron interleaved 1F1B with --chunks V (default 2); needs m % p == 0 (loop placement)",
+                       interleaved_1f1b_order));
   registry.add(lowered("looped-bfs",
-                "breadth-first looping, torch ScheduleLoopedBFS, --chunks V (default 2) (loop placement)", looped_bfs_order));
-  registry.add(lowered("zb-h1",
-                "Zero Bubble H1: split backward, 1F1B's activation memory (1 stage per rank)", zb_h1_order));
+                       "breadth-first looping, torch ScheduleLoopedBFS, --chunks V (default 2) (loop placement)",
+                       looped_bfs_order));
+  registry.add(lowered("zb-h1", "Zero Bubble H1: split backward, 1F1B's activation memory (1 stage per rank)",
+                       zb_h1_order));
   registry.add(lowered("zb-h2",
-                "Zero Bubble H2: split backward, about 2x activations, no bubble in the steady state "
-                "(1 stage per rank)", zb_h2_order));
+                       "Zero Bubble H2: split backward, about 2x activations, no bubble in the steady state "
+                       "(1 stage per rank)",
+                       zb_h2_order));
   registry.add(lowered("zbv", "Zero Bubble V: 2 chunks, split backward (V placement)", zbv_order));
   registry.add(lowered("dualpipev", "DeepSeek DualPipeV; needs m >= 2p (V placement)", dualpipev_order));
 }

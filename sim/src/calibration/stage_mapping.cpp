@@ -201,36 +201,17 @@ Profile profile_for_stages(const Profile& profile, int num_stages, const std::st
   return out;
 }
 
-namespace {
-
-[[noreturn]] void refuse_split(const std::string& source, const std::string& schedule, std::size_t rank,
-                               const Instruction& instr) {
-  throw UsageError(fmt::format(
-      "{}: schedule {} splits the backward (rank {} runs {}), but this profile was calibrated from full "
-      "backwards only and does not know the split; calibrate with a trace of a split-backward schedule "
-      "(e.g. pprun --schedule zb-h1 --trace t.json) among the inputs",
-      source, schedule, rank, to_string(instr)));
-}
-
-bool splits_backward(Op op) { return op == Op::BackwardInput || op == Op::BackwardWeight; }
-
-}  // namespace
-
-void check_profile_fits(const Profile& profile, const Schedule& schedule, const std::string& source) {
-  if (profile.backward_split_measured) return;
-  for (std::size_t r = 0; r < schedule.programs.size(); ++r)
-    for (const auto& step : schedule.programs[r])
-      for (const Instruction& instr : step)
-        if (splits_backward(instr.op)) refuse_split(source, schedule.name, r, instr);
-}
-
 void check_profile_fits(const Profile& profile, const CompiledSchedule& schedule, const std::string& source) {
   if (profile.backward_split_measured) return;
   for (std::size_t i = 0; i < schedule.instructions.size(); ++i) {
     const CompiledInstruction& ci = schedule.instructions[i];
-    if (splits_backward(ci.op))
-      refuse_split(source, schedule.name, static_cast<std::size_t>(schedule.rank_of_instruction(static_cast<std::int32_t>(i))),
-                   Instruction{ci.op, ci.stage, ci.micro_batch});
+    if (ci.op == Op::BackwardInput || ci.op == Op::BackwardWeight)
+      throw UsageError(fmt::format(
+          "{}: schedule {} splits the backward (rank {} runs {}), but this profile was calibrated from full "
+          "backwards only and does not know the split; calibrate with a trace of a split-backward schedule "
+          "(e.g. pprun --schedule zb-h1 --trace t.json) among the inputs",
+          source, schedule.name, schedule.rank_of_instruction(static_cast<std::int32_t>(i)),
+          to_string(Instruction{ci.op, ci.stage, ci.micro_batch})));
   }
 }
 

@@ -131,7 +131,6 @@ Profile profile_for_stages(const Profile& profile, int num_stages, const std::st
 
 // Throws UsageError naming `source` when `schedule` splits backwards (BackwardInput /
 // BackwardWeight) but the profile did not measure the split.
-void check_profile_fits(const Profile& profile, const Schedule& schedule, const std::string& source);
 void check_profile_fits(const Profile& profile, const CompiledSchedule& schedule, const std::string& source);
 
 // A human-readable account: the learnt costs, the outliers and the notes.

@@ -27,6 +27,8 @@ struct CompiledInstruction {
   // Send and receive: the transfer they take part in. Under torch's semantics also a compute:
   // the received transfer whose data it waits for; and a WaitSend*: its send's transfer.
   std::int32_t transfer = -1;
+
+  friend bool operator==(const CompiledInstruction&, const CompiledInstruction&) = default;
 };
 
 // One point-to-point transfer: a send matched with its receive.
@@ -36,6 +38,8 @@ struct CompiledTransfer {
   std::int32_t from_rank = -1;
   std::int32_t to_rank = -1;
   std::int32_t link = -1;        // directed link id (from_rank -> to_rank)
+
+  friend bool operator==(const CompiledTransfer&, const CompiledTransfer&) = default;
 };
 
 // A schedule flattened for simulation: compile once, simulate many times with other costs.
