@@ -43,6 +43,7 @@ std::vector<int> split_layers(int layers, int num_stages) {
 
 Topology with_parallel_layout(Topology topology, const ParallelConfig& parallel) {
   topology.data_parallel = parallel.data_parallel;
+  topology.data_parallel_stride = std::max(parallel.tensor_parallel, 1);
   topology.pipeline_rank_stride = std::max(parallel.tensor_parallel, 1) * parallel.data_parallel;
   return topology;
 }
@@ -89,8 +90,6 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
   const double vocab_on_rank = static_cast<double>(model.vocab) / tp;
   const int dp = parallel.data_parallel;
   const double optimizer_bytes_per_parameter = parallel.zero1 ? 16.0 / dp : 16.0;
-  // The data-parallel ring's members sit T devices apart: on NVLink while T x d fit in a node.
-  const LinkSpec& dp_link = tp * dp <= topology.gpus_per_node ? topology.intra_node : topology.inter_node;
   // With sequence parallelism the stage's output is split over the tensor-parallel ranks and
   // each sends its part (Megatron's scatter-gather optimisation).
   const double hidden_state_bytes = 2.0 * s * b * h / (parallel.sequence_parallel ? tp : 1);
@@ -136,7 +135,7 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
     c.static_bytes = static_cast<std::int64_t>(static_cast<double>(parameters) * (4.0 + optimizer_bytes_per_parameter)) +
                      (layers[st] > 0 ? layer_bytes.rebuilt_bytes : 0);
     c.activation_bytes = static_cast<std::int64_t>(hidden_state_bytes);
-    c.reduce_grads_s = ring_all_reduce_s(parameters * 2, dp, dp_link);
+    c.reduce_grads_s = data_parallel_all_reduce_s(parameters * 2, topology);
     c.optimizer_s = static_cast<double>(parameters) / (parallel.zero1 ? dp : 1) * 32.0 /
                     device.memory_bandwidth_bytes_per_s;
     if (model.tied_embeddings && num_stages > 1 && (first || last))

@@ -1,5 +1,7 @@
 #include "pipescope/sim/topology.hpp"
 
+#include <algorithm>
+
 namespace pipescope::sim {
 
 double ring_all_reduce_s(std::int64_t bytes, int group_size, const LinkSpec& link) {
@@ -8,6 +10,24 @@ double ring_all_reduce_s(std::int64_t bytes, int group_size, const LinkSpec& lin
   const double steps = 2.0 * (group_size - 1);
   const double chunk_bytes = static_cast<double>(bytes) / group_size;
   return steps * (link.latency_s + chunk_bytes / link.bandwidth_bytes_per_s);
+}
+
+int Topology::data_parallel_members_per_node() const {
+  return std::clamp(gpus_per_node / std::max(data_parallel_stride, 1), 1, std::max(data_parallel, 1));
+}
+
+double data_parallel_all_reduce_s(std::int64_t bytes, const Topology& topology) {
+  const int n = topology.data_parallel;
+  if (n * std::max(topology.data_parallel_stride, 1) <= topology.gpus_per_node)
+    return ring_all_reduce_s(bytes, n, topology.intra_node);
+  // Across nodes NCCL runs one ring per network adapter (its channels), and each ring leaves a
+  // node through a different member's adapter. With k members on a node the bytes cross the
+  // network split k ways, and each member's NVLink carries the other k - 1 rings' share: a ring
+  // whose links run at k adapters' bandwidth, or k / (k - 1) NVLinks' if that is less.
+  const int k = topology.data_parallel_members_per_node();
+  double bandwidth = k * topology.inter_node.bandwidth_bytes_per_s;
+  if (k > 1) bandwidth = std::min(bandwidth, topology.intra_node.bandwidth_bytes_per_s * k / (k - 1));
+  return ring_all_reduce_s(bytes, n, LinkSpec{bandwidth, topology.inter_node.latency_s});
 }
 
 }  // namespace pipescope::sim

@@ -1,6 +1,6 @@
 // Where the pipeline ranks live and how fast they talk: GPUs per node, NVLink inside a node,
 // the network between nodes. The simulator asks it for the link between two pipeline ranks;
-// the cost model asks it for the data-parallel ring.
+// the cost model asks it for the data-parallel gradient all-reduce.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +19,10 @@ struct Topology {
   // Devices between two consecutive pipeline ranks. Megatron orders data parallelism inside
   // pipeline parallelism, so with DP size d pipeline rank r sits on device r * d.
   int pipeline_rank_stride = 1;
-  // Data-parallel replicas (the ring of the gradient all-reduce: d consecutive devices).
+  // Data-parallel replicas (the group of the gradient all-reduce), and the devices between two
+  // neighbouring ones: the tensor-parallel size, as Megatron puts tensor parallelism innermost.
   int data_parallel = 1;
+  int data_parallel_stride = 1;
 
   int device_of_rank(int pipeline_rank) const { return pipeline_rank * pipeline_rank_stride; }
   int node_of_device(int device) const { return device / gpus_per_node; }
@@ -31,13 +33,16 @@ struct Topology {
   const LinkSpec& link_between(int rank_a, int rank_b) const {
     return same_node(rank_a, rank_b) ? intra_node : inter_node;
   }
-  // The link of the data-parallel ring: NVLink while the group fits in a node.
-  const LinkSpec& data_parallel_link() const {
-    return data_parallel <= gpus_per_node ? intra_node : inter_node;
-  }
+  // Members of one data-parallel group on a node: the whole group while it fits in one.
+  int data_parallel_members_per_node() const;
 };
 
 // Ring all-reduce of `bytes` over `group_size` members: 2(n-1) steps of bytes/n each.
 double ring_all_reduce_s(std::int64_t bytes, int group_size, const LinkSpec& link);
+
+// The gradient all-reduce of `bytes` over the topology's data-parallel group: one ring on NVLink
+// inside a node; across nodes, NCCL's rings split over the network adapters of the group's
+// members on each node (one adapter per GPU).
+double data_parallel_all_reduce_s(std::int64_t bytes, const Topology& topology);
 
 }  // namespace pipescope::sim
