@@ -41,7 +41,19 @@ def predicted_metric(run, model, iteration_s):
         return megatron_eq3_flops(model, run["global_batch"]) / (iteration_s * run["gpus"]) / 1e12
     if run["metric"] == "samples_per_gpu_per_s":
         return run["global_batch"] / (iteration_s * run["gpus"])
+    if run["metric"] == "iteration_time_s":
+        return iteration_s
     fail(f"run {run['id']}: unknown metric '{run['metric']}'")
+
+
+def throughput_error(run, value):
+    """The prediction's error as throughput (+: predicted faster), whatever the metric: a time's is inverted."""
+    if run["metric"] == "iteration_time_s":
+        return run["published"] / value - 1
+    return value / run["published"] - 1
+
+
+UNITS = {"tflops_per_gpu_megatron_eq3": "TFLOP/s", "samples_per_gpu_per_s": "samples/s/GPU", "iteration_time_s": "s"}
 
 
 def simulate(ppsim, args, run_id):
@@ -85,7 +97,7 @@ def table(data, results):
         summary = results[run["id"]]["summary"]
         value = predicted_metric(run, model_of(run), summary["iteration_time_s"])
         predicted[run["id"]] = value
-        error = value / run["published"] - 1
+        error = throughput_error(run, value)
         time_errors.append(abs(error))
         memory_cell, memory_error_cell = "", ""
         if "published_memory_gib" in run:
@@ -94,7 +106,7 @@ def table(data, results):
             memory_errors.append(abs(memory_error))
             memory_cell = f"{run['published_memory_gib']} / {peak:.1f}"
             memory_error_cell = f"{100 * memory_error:+.1f} % (±{100 * run['memory_tolerance']:.0f} %)"
-        unit = "TFLOP/s" if run["metric"].startswith("tflops") else "samples/s/GPU"
+        unit = UNITS[run["metric"]]
         lines.append(f"| {run['id']} ({run['row']}) | {run['published']:g} {unit} | {value:.3g} | {100 * error:+.1f} % (±{100 * run['time_tolerance']:.0f} %) | "
                      f"{memory_cell} | {memory_error_cell} | `{' '.join(results[run['id']]['args'])}` |")
     lines.append("")
@@ -104,7 +116,7 @@ def table(data, results):
         lines.append(f"Peak memory over {len(memory_errors)} runs: mean |error| "
                      f"{100 * sum(memory_errors) / len(memory_errors):.1f} %, max {100 * max(memory_errors):.1f} %.")
     for source in data["sources"]:
-        source_errors = [abs(predicted[r["id"]] / r["published"] - 1) for r in data["runs"] if r["source"] == source]
+        source_errors = [abs(throughput_error(r, predicted[r["id"]])) for r in data["runs"] if r["source"] == source]
         lines.append(f"{source}: {len(source_errors)} runs, mean |error| {100 * sum(source_errors) / len(source_errors):.1f} %, "
                      f"max {100 * max(source_errors):.1f} %.")
     groups = {}
@@ -126,7 +138,7 @@ def set_tolerances(path, data, results):
         return (math.ceil(abs(error) * 100) + 1) / 100
     for run in data["runs"]:
         summary = results[run["id"]]["summary"]
-        run["time_tolerance"] = band(predicted_metric(run, model_of(run), summary["iteration_time_s"]) / run["published"] - 1)
+        run["time_tolerance"] = band(throughput_error(run, predicted_metric(run, model_of(run), summary["iteration_time_s"])))
         if "published_memory_gib" in run:
             peak = max(r["peak_memory_bytes"] for r in summary["ranks"]) / GIB
             run["memory_tolerance"] = band(peak / run["published_memory_gib"] - 1)
