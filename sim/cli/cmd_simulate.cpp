@@ -45,7 +45,8 @@ struct SimulateOptions {
   std::string f_mem = "2", b_mem = "-1", w_mem = "-1", static_mem = "0", max_mem = "0";
   std::string model, gpu = "h100", profile, trace;
   int gpus_per_node = 8, data_parallel = 1, micro_batch_size = 1, tensor_parallel = 1;
-  bool recompute = false, sequence_parallel = false, zero1 = false, no_link_sharing = false, json = false, quiet = false;
+  bool recompute = false, sequence_parallel = false, zero1 = false, overlap_grad_reduce = false, no_link_sharing = false,
+       json = false, quiet = false;
   std::string recompute_granularity;  // empty: --recompute decides (full or none)
   double efficiency = 0;  // 0: the device preset's
   std::string intra_bandwidth = "0", inter_bandwidth = "50GB";
@@ -91,6 +92,9 @@ void add_options(po::options_description& o, SimulateOptions& s) {
        "full activation recomputation, with --model or with the --profile of a run without it (default off; "
        "--recompute-granularity full)")
       ("zero1", po::bool_switch(&s.zero1), "shard optimizer state over data-parallel replicas (default off)")
+      ("overlap-grad-reduce", po::bool_switch(&s.overlap_grad_reduce),
+       "reduce gradients in buckets during the last backward, as Megatron's --overlap-grad-reduce and torch DDP "
+       "do (default: after the backward)")
       ("gpus-per-node", po::value(&s.gpus_per_node)->default_value(s.gpus_per_node), "GPUs per node")
       ("intra-bandwidth", po::value(&s.intra_bandwidth)->default_value(s.intra_bandwidth), "bytes/s per direction inside a node (0: the device's NVLink)")
       ("intra-latency", po::value(&s.intra_latency_s)->default_value(s.intra_latency_s, "2e-6"), "seconds per transfer inside a node")
@@ -142,8 +146,9 @@ sim::Recomputation recomputation_of(const SimulateOptions& s) {
   throw UsageError("--recompute-granularity: '" + s.recompute_granularity + "' is neither full nor selective");
 }
 
-// Tensor and sequence parallelism and selective recomputation reshape a model's layers: only
-// costs derived from a model can follow them.
+// Tensor and sequence parallelism and selective recomputation reshape a model's layers, and an
+// overlapped gradient reduction follows them layer by layer: only costs derived from a model
+// can follow them.
 void check_model_only_options(const SimulateOptions& s, const po::variables_map& vm) {
   if (!s.model.empty()) return;
   const std::string source = s.profile.empty() ? "explicit costs" : "--profile (it measured its own layout)";
@@ -151,6 +156,7 @@ void check_model_only_options(const SimulateOptions& s, const po::variables_map&
   if (s.sequence_parallel) throw UsageError("--sequence-parallel needs --model: not with " + source);
   if (recomputation_of(s) == sim::Recomputation::selective)
     throw UsageError("--recompute-granularity selective needs --model: not with " + source);
+  if (s.overlap_grad_reduce) throw UsageError("--overlap-grad-reduce needs --model: not with " + source);
 }
 
 // `chunks`: the stages per rank the costs are derived for (the schedule's, which a generator
@@ -196,6 +202,7 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
     parallel.sequence_parallel = s.sequence_parallel;
     parallel.recomputation = recomputation_of(s);
     parallel.zero1 = s.zero1;
+    parallel.overlap_grad_reduce = s.overlap_grad_reduce;
     source.description = fmt::format("{} on {} x {} ({} per node; tp {}{}, recomputation {})", model.name,
                                      s.params.num_ranks * s.data_parallel * s.tensor_parallel, device.name,
                                      s.gpus_per_node, s.tensor_parallel, s.sequence_parallel ? " with sp" : "",

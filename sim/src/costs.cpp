@@ -1,5 +1,6 @@
 #include "pipescope/sim/costs.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -32,6 +33,16 @@ void check_time(double value, const char* name, int stage) {
 
 }  // namespace
 
+double overlapped_reduce_grads_end_s(const StageCost& c, double pass_start_s, double pass_s) {
+  const int n = std::max(c.reduce_grads_buckets, 1);
+  const double spread = std::max(0.0, c.reduce_grads_s - c.reduce_grads_last_s);
+  const double each = spread / n;
+  // Bucket k (1..n) is final at k/n of the pass. The chain of reductions ends at the latest
+  // k/n pass + (n - k + 1) buckets, which is linear in k: the first bucket's or the last's.
+  const double spread_end = pass_start_s + std::max(pass_s / n + spread, pass_s + each);
+  return std::max(spread_end, pass_start_s + pass_s) + c.reduce_grads_last_s;
+}
+
 void CostModel::check(int num_stages) const {
   if (stages.empty()) throw UsageError("cost model: no stage costs");
   if (stages.size() != 1 && static_cast<int>(stages.size()) != num_stages)
@@ -47,6 +58,10 @@ void CostModel::check(int num_stages) const {
     check_time(s.b_s, "b cost", id);
     check_time(s.w_s, "w cost", id);
     check_time(s.reduce_grads_s, "gradient reduction time", id);
+    check_time(s.reduce_grads_last_s, "gradient reduction time after the backward", id);
+    if (s.reduce_grads_buckets < 0 || s.reduce_grads_last_s > s.reduce_grads_s)
+      throw UsageError("stage " + std::to_string(id) + ": overlapped gradient reduction: buckets must be >= 0 and "
+                       "the part after the backward no longer than the whole");
     check_time(s.reduce_tied_s, "tied-gradient reduction time", id);
     check_time(s.optimizer_s, "optimizer time", id);
     check_time(s.load_s, "load time", id);

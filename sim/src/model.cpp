@@ -136,6 +136,12 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
                      (layers[st] > 0 ? layer_bytes.rebuilt_bytes : 0);
     c.activation_bytes = static_cast<std::int64_t>(hidden_state_bytes);
     c.reduce_grads_s = data_parallel_all_reduce_s(parameters * 2, topology);
+    if (parallel.overlap_grad_reduce && c.reduce_grads_s > 0) {
+      // A layer's gradients are final as the backward leaves it; the first stage's embedding
+      // only at the end of the pass, so its share runs after the backward.
+      c.reduce_grads_buckets = std::max(layers[st], 1);
+      if (first) c.reduce_grads_last_s = c.reduce_grads_s * static_cast<double>(embedding_parameters) / parameters;
+    }
     c.optimizer_s = static_cast<double>(parameters) / (parallel.zero1 ? dp : 1) * 32.0 /
                     device.memory_bandwidth_bytes_per_s;
     if (model.tied_embeddings && num_stages > 1 && (first || last))

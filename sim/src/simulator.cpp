@@ -101,6 +101,10 @@ class Engine {
   void change_memory(std::int32_t rank, std::int64_t delta, double at_s);
   void add_send_event(std::int32_t transfer, double end_s);
   void add_tensor_parallel_event(std::int32_t rank, const CompiledInstruction& ci, const StageCost& cost, double start);
+  void note_weight_pass(std::int32_t stage, double start_s, double duration_s) {
+    weight_pass_start_s_[static_cast<std::size_t>(stage)] = start_s;
+    weight_pass_s_[static_cast<std::size_t>(stage)] = duration_s;
+  }
   void add_event(std::int32_t rank, traces::Lane lane, const CompiledInstruction& ci, double start, double end,
                  const char* category);
   [[noreturn]] void deadlock() const;
@@ -122,6 +126,9 @@ class Engine {
   std::vector<StageCost> stage_;
   std::vector<StageRuntimeEffects> effects_;  // per stage
   std::vector<char> grad_buffer_held_;  // per stage
+  // Per stage: start and length of its latest weight-gradient pass (BackwardPass or
+  // BackwardWeight), which an overlapped gradient reduction runs beside.
+  std::vector<double> weight_pass_start_s_, weight_pass_s_;
   std::vector<RankState> ranks_;
   std::vector<LinkState> links_;
   std::vector<double> arrival_s_;    // per transfer; kUnknown until it arrives
@@ -207,13 +214,22 @@ void Engine::run_rank(std::int32_t rank, double now) {
       // Micro-batch 0's weight gradient becomes the gradient sum: nothing to add it to.
       case Op::BackwardPass:
         duration = cost.backward_pass_s() - effects.weight_gradient_saving_s(ci.micro_batch);
+        note_weight_pass(ci.stage, now, duration);
         break;
       case Op::BackwardInput: duration = cost.b_s; break;
       case Op::BackwardWeight:
         duration = cost.w_s - effects.weight_gradient_saving_s(ci.micro_batch);
+        note_weight_pass(ci.stage, now, duration);
         break;
       case Op::LoadMicroBatch: duration = cost.load_s; break;
-      case Op::ReduceGrads: duration = cost.reduce_grads_s; lane = traces::Lane::Collective; break;
+      // Overlapped, only what outlasts the backward holds the program up.
+      case Op::ReduceGrads:
+        duration = cost.reduce_grads_overlapped()
+                       ? std::max(0.0, overlapped_reduce_grads_end_s(cost, weight_pass_start_s_[ci.stage],
+                                                                     weight_pass_s_[ci.stage]) - now)
+                       : cost.reduce_grads_s;
+        lane = traces::Lane::Collective;
+        break;
       case Op::ReduceTiedGrads: duration = cost.reduce_tied_s; lane = traces::Lane::Collective; break;
       case Op::OptimizerStep: duration = cost.optimizer_s; lane = traces::Lane::Collective; break;
       case Op::SendActivation:
@@ -567,6 +583,8 @@ SimResult Engine::run() {
   effects_.resize(static_cast<std::size_t>(s_.num_stages));
   for (int s = 0; s < s_.num_stages; ++s) effects_[s] = costs_.runtime.stage(s);
   grad_buffer_held_.assign(static_cast<std::size_t>(s_.num_stages), 0);
+  weight_pass_start_s_.assign(static_cast<std::size_t>(s_.num_stages), 0.0);
+  weight_pass_s_.assign(static_cast<std::size_t>(s_.num_stages), 0.0);
 
   ranks_.assign(static_cast<std::size_t>(s_.num_ranks), RankState{});
   for (int s = 0; s < s_.num_stages; ++s) ranks_[s_.stage_to_rank[s]].memory_bytes += stage_[s].static_bytes;

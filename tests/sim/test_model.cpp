@@ -82,6 +82,21 @@ TEST_CASE("stage costs of gpt-7b on four H100 stages") {
   CHECK(sharded.stages[1].f_mem_bytes == 8 * 2 * 2048 * 4096);
   CHECK(sharded.stages[1].b_s == Approx(8 * (layer.b_flops + layer.f_flops) / rate));
   CHECK(sharded.stages[1].reduce_grads_s > 0);
+  CHECK_FALSE(sharded.stages[1].reduce_grads_overlapped());
+
+  // Overlapped with the backward: a bucket per layer; the embedding's share of the first stage
+  // is final only at the end of its backward.
+  parallel.overlap_grad_reduce = true;
+  const CostModel overlapped = derive_costs(gpt7, h100, Topology{}, parallel);
+  CHECK(overlapped.stages[1].reduce_grads_s == sharded.stages[1].reduce_grads_s);
+  CHECK(overlapped.stages[1].reduce_grads_buckets == 8);
+  CHECK(overlapped.stages[1].reduce_grads_last_s == 0.0);
+  const double first_parameters = 8.0 * gpt7.layer_parameters() + embedding;
+  CHECK(overlapped.stages[0].reduce_grads_last_s ==
+        Approx(overlapped.stages[0].reduce_grads_s * static_cast<double>(embedding) / first_parameters));
+  // Without replicas there is nothing to overlap.
+  parallel.data_parallel = 1;
+  CHECK_FALSE(derive_costs(gpt7, h100, Topology{}, parallel).stages[1].reduce_grads_overlapped());
 }
 
 TEST_CASE("layers are split as Megatron-LM splits them: evenly, else one fewer on the last, the first, the second...") {

@@ -67,6 +67,23 @@ TEST_CASE("ppsim simulate runs tensor and sequence parallelism and both recomput
   CHECK(full_s > json::parse(selective.out).at("iteration_time_s").get<double>());
 }
 
+// Megatron's --overlap-grad-reduce: 32 replicas of gpt-1.3b on 4 nodes, one stage. The reduction
+// after the backward adds its whole time; overlapped with the last backward, what is left is
+// the tail (the last bucket and the embedding).
+TEST_CASE("ppsim simulate overlaps the gradient reduction with the backward when asked", "[cli]") {
+  const std::string replicas = "--model gpt-1.3b --stages 1 --micro-batches 2 --data-parallel 32 --inter-bandwidth 5GB --json";
+  const ppsim_test::PpsimRun after = simulate(replicas);
+  const ppsim_test::PpsimRun overlapped = simulate(replicas + " --overlap-grad-reduce");
+  const ppsim_test::PpsimRun alone = simulate("--model gpt-1.3b --stages 1 --micro-batches 2 --json");
+  for (const ppsim_test::PpsimRun* run : {&after, &overlapped, &alone}) REQUIRE(run->status == 0);
+  const double after_s = json::parse(after.out).at("iteration_time_s").get<double>();
+  const double overlapped_s = json::parse(overlapped.out).at("iteration_time_s").get<double>();
+  const double alone_s = json::parse(alone.out).at("iteration_time_s").get<double>();
+  CHECK(overlapped_s < after_s);
+  CHECK(overlapped_s > alone_s);  // the embedding's share is left after the backward
+  CHECK(max_peak(overlapped.out) == max_peak(after.out));
+}
+
 TEST_CASE("ppsim simulate derives a model's costs for the stages interleaved-1f1b chooses", "[cli]") {
   const std::string args = "--model gpt-7b --stages 4 --micro-batches 8 --schedule interleaved-1f1b --json";
   const ppsim_test::PpsimRun chosen = simulate(args);
@@ -87,6 +104,7 @@ TEST_CASE("ppsim simulate refuses tensor parallelism that cannot run, with the r
       {kLlama + "--recompute-granularity some", "--recompute-granularity: 'some' is neither full nor selective"},
       {"--stages 4 --micro-batches 8 --tensor-parallel 2", "--tensor-parallel needs --model: not with explicit costs"},
       {"--stages 4 --micro-batches 8 --recompute-granularity selective", "selective needs --model"},
+      {"--stages 4 --micro-batches 8 --overlap-grad-reduce", "--overlap-grad-reduce needs --model: not with explicit costs"},
       {"--stages 4 --micro-batches 8 --profile nowhere.json --sequence-parallel", "--sequence-parallel needs --model"},
   };
   for (const auto& [args, reason] : cases) {

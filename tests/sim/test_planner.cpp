@@ -105,9 +105,11 @@ TEST_CASE("the planner searches zb-auto per configuration") {
 }
 
 // Branch and bound: asking for the best 5 simulates fewer configurations and returns the same
-// first 5 rows as the exhaustive search.
+// first 5 rows as the exhaustive search, with the gradient reduction after the backward or
+// overlapped with it (whose lower bound counts no reduction).
 TEST_CASE("keeping the best K prunes by lower bound without changing the top K") {
   PlanRequest request = small_request();
+  request.overlap_grad_reduce = GENERATE(false, true);
   const PlanResult all = plan(request);
   request.keep_best = 5;
   const PlanResult best = plan(request);
@@ -124,6 +126,7 @@ TEST_CASE("keeping the best K prunes by lower bound without changing the top K")
     const bool v = c.schedule == "zbv";
     const auto placement = v ? pipescope::v_placement(c.parallel.pipeline) : pipescope::loop_placement(c.parallel.pipeline, c.parallel.chunks);
     CHECK(iteration_time_lower_bound_s(costs, placement, c.parallel.pipeline, c.num_micro_batches) <= row.iteration_time_s);
+    CHECK(c.parallel.overlap_grad_reduce == request.overlap_grad_reduce);
   }
 }
 

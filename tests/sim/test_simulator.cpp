@@ -147,6 +147,34 @@ TEST_CASE("micro-batch 0's weight gradient has no gradient sum to add itself to"
   CHECK_THROWS_AS(simulate(hand_schedule("full", 1, 2, {0}, {full}), costs), UsageError);
 }
 
+TEST_CASE("an overlapped gradient reduction holds the program up only by what outlasts the backward") {
+  // One rank: F0 B0 ReduceGrads OptimizerStep with F 1, B + W 2 (the weight-gradient pass runs
+  // 1..3). 4 buckets, final at 1.5, 2, 2.5 and 3.
+  using sim_test::Instruction;
+  const std::vector<Instruction> program = {
+      {Op::ForwardPass, 0, 0}, {Op::BackwardPass, 0, 0}, {Op::ReduceGrads, 0, -1}, {Op::OptimizerStep, 0, -1}};
+  const Schedule schedule = hand_schedule("reduce", 1, 1, {0}, {program});
+  CostModel costs = CostModel::uniform(1, 1, 1, 0, 0, 0, 0);
+  StageCost& stage = costs.stages[0];
+  stage.optimizer_s = 0.25;
+  stage.reduce_grads_s = 1;
+  CHECK(simulate(schedule, costs).summary.iteration_time_s == Approx(3 + 1 + 0.25));  // after the backward
+  // Buckets of 0.25 keep up with the pass: only the last one's reduction is left, 3 to 3.25.
+  stage.reduce_grads_buckets = 4;
+  CHECK(overlapped_reduce_grads_end_s(stage, 1, 2) == Approx(3.25));
+  CHECK(simulate(schedule, costs).summary.iteration_time_s == Approx(3.25 + 0.25));
+  // Buckets of 1 cannot: the chain runs from the first bucket, 1.5 + 4 x 1 = 5.5.
+  stage.reduce_grads_s = 4;
+  CHECK(simulate(schedule, costs).summary.iteration_time_s == Approx(5.5 + 0.25));
+  // A part final only at the end of the pass (the embedding) runs after the chain: 1 of 2, the
+  // other 1 in 4 buckets of 0.25 ends at 3.25, then 1 more.
+  stage.reduce_grads_s = 2;
+  stage.reduce_grads_last_s = 1;
+  CHECK(simulate(schedule, costs).summary.iteration_time_s == Approx(4.25 + 0.25));
+  stage.reduce_grads_last_s = 3;
+  CHECK_THROWS_AS(simulate(schedule, costs), UsageError);
+}
+
 TEST_CASE("memory follows F, B and W on a hand-computed program") {
   using sim_test::Instruction;
   std::vector<Instruction> program = {{Op::ForwardPass, 0, 0},    {Op::ForwardPass, 0, 1},    {Op::BackwardInput, 0, 0},

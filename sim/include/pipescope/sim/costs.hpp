@@ -32,9 +32,22 @@ struct StageCost {
   // Gradient accumulation buffer: allocated by the stage's first weight gradient of the
   // iteration (BackwardPass or BackwardWeight), freed at the end of its OptimizerStep.
   std::int64_t grad_buffer_bytes = 0;
+  // The gradient reduction overlapped with the backward (Megatron's --overlap-grad-reduce, torch
+  // DDP's buckets): the stage's gradients become final in `reduce_grads_buckets` equal parts
+  // spread over its last weight-gradient pass, each reduced as soon as it is final, except
+  // `reduce_grads_last_s` of reduce_grads_s (the first stage's embedding), final only at the
+  // pass's end. 0 buckets: the whole reduction runs after the backward.
+  int reduce_grads_buckets = 0;
+  double reduce_grads_last_s = 0;
 
   double backward_pass_s() const { return full_backward_s > 0 ? full_backward_s : b_s + w_s; }
+  bool reduce_grads_overlapped() const { return reduce_grads_buckets > 0 && reduce_grads_s > 0; }
 };
+
+// When the stage's overlapped gradient reduction ends, its last weight-gradient pass having run
+// from `pass_start_s` for `pass_s`; the buckets' reductions run one after another, each once
+// its gradients are final.
+double overlapped_reduce_grads_end_s(const StageCost& c, double pass_start_s, double pass_s);
 
 enum class TransferModel {
   FixedDelay,  // every transfer arrives c_s after it is posted (SPEC.md section 6 base model)

@@ -84,6 +84,9 @@ struct ParallelConfig {
   int micro_batch_size = 1;
   Recomputation recomputation = Recomputation::none;
   bool zero1 = false;        // shard the optimizer state over the data-parallel group
+  // Reduce gradients in buckets during the last backward (Megatron's --overlap-grad-reduce,
+  // torch DDP), each layer's once it is final; off: after the backward.
+  bool overlap_grad_reduce = false;
 };
 
 // Why `parallel`'s tensor parallelism cannot run `model` on nodes of `gpus_per_node` GPUs (T

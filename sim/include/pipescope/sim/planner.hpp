@@ -36,6 +36,7 @@ struct PlanRequest {
   // Sequence parallelism, tried where T > 1 (it has nothing to split at T = 1).
   std::vector<bool> sequence_parallel_options{false, true};
   bool zero1 = true;               // shard the optimizer state over the data-parallel group
+  bool overlap_grad_reduce = false;  // ParallelConfig::overlap_grad_reduce, for every configuration
   int max_pipeline = 0;            // 0: up to the number of layers
   // 0: simulate every configuration. K > 0: only the best K rows are wanted, so
   // configurations are simulated in the order of a lower bound on their iteration time (the
