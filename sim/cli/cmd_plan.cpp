@@ -141,7 +141,7 @@ int run_plan(const std::vector<std::string>& args) {
   std::string tensor_parallel_sizes = "1,2,4,8", sequence_parallel = "both";
   int gpus = 64, gpus_per_node = 8, global_batch = 512, top = 10, max_pipeline = 0;
   double efficiency = 0, intra_latency_s = 2e-6, inter_latency_s = 5e-6;
-  bool no_zero1 = false, overlap_grad_reduce = false, quiet = false;
+  bool no_zero1 = false, overlap_grad_reduce = false, steady_state = false, quiet = false;
   po::options_description options("ppsim plan [options]");
   options.add_options()
       ("model", po::value(&model_name)->default_value(model_name), fmt::format("{}, or a JSON model file", fmt::join(sim::model_preset_names(), ", ")).c_str())
@@ -171,6 +171,9 @@ int run_plan(const std::vector<std::string>& args) {
       ("overlap-grad-reduce", po::bool_switch(&overlap_grad_reduce),
        "reduce gradients in buckets during the last backward, as Megatron's --overlap-grad-reduce and torch DDP "
        "do (default: after the backward)")
+      ("steady-state", po::bool_switch(&steady_state),
+       "rank by back-to-back iterations whose optimizer steps do not wait for one another (the Zero Bubble "
+       "paper's post-validation; default: one isolated iteration)")
       ("top", po::value(&top)->default_value(top), "rows to print and traces to write (0: all rows)")
       ("format", po::value(&format)->default_value(format), "table, csv or json")
       ("trace-dir", po::value(&trace_dir), "write the predicted traces of the top K configurations to DIR (default: none)")
@@ -243,6 +246,12 @@ int run_plan(const std::vector<std::string>& args) {
   request.sequence_parallel_options = sequence_parallel_list(sequence_parallel);
   request.zero1 = !no_zero1;
   request.overlap_grad_reduce = overlap_grad_reduce;
+  request.steady_state = steady_state;
+  if (steady_state && use_profile)
+    throw UsageError("--steady-state with --profile " + profile_path +
+                     ": a measured runtime synchronises the ranks at its optimizer steps; plan isolated iterations");
+  if (steady_state && !trace_dir.empty())
+    throw UsageError("--steady-state with --trace-dir " + trace_dir + ": a trace holds one isolated iteration; leave one out");
   request.max_pipeline = max_pipeline;
   request.keep_best = static_cast<std::size_t>(top);  // the rows beyond the top K are never shown
 
@@ -263,6 +272,7 @@ int run_plan(const std::vector<std::string>& args) {
                         {"gpus_per_node", gpus_per_node},
                         {"global_batch", global_batch},
                         {"max_mem_bytes", limit_json},
+                        {"steady_state", steady_state},
                         {"considered", result.considered},
                         {"simulated", result.simulated},
                         {"fitting", result.rows.size()},
@@ -296,8 +306,9 @@ int run_plan(const std::vector<std::string>& args) {
       std::cout << fmt::format("{} measured on {} process(es) (profile {}), global batch {}, memory limit {} per process\n",
                                model_name, gpus, profile_path, global_batch, limit);
     else
-      std::cout << fmt::format("{} on {} x {} ({} per node), global batch {}, memory limit {} per GPU\n",
-                               request.model.name, gpus, request.device.name, gpus_per_node, global_batch, limit);
+      std::cout << fmt::format("{} on {} x {} ({} per node), global batch {}, memory limit {} per GPU{}\n",
+                               request.model.name, gpus, request.device.name, gpus_per_node, global_batch, limit,
+                               steady_state ? "; steady state of back-to-back iterations" : "");
     std::cout << fmt::format("{} configurations: {} simulated, {} fit, {} dropped for memory, {} refused by the schedule or tensor parallelism",
                              result.considered, result.simulated, result.rows.size(), result.dropped_for_memory,
                              result.refused);

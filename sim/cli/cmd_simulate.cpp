@@ -18,6 +18,7 @@
 #include "pipescope/sim/model.hpp"
 #include "pipescope/sim/profile.hpp"
 #include "pipescope/sim/simulator.hpp"
+#include "pipescope/sim/steady_state.hpp"
 #include "pipescope/sim/units.hpp"
 #include "pipescope/sim/zb_auto.hpp"
 #include "pipescope/traces/trace_io.hpp"
@@ -46,7 +47,7 @@ struct SimulateOptions {
   std::string model, gpu = "h100", profile, trace;
   int gpus_per_node = 8, data_parallel = 1, micro_batch_size = 1, tensor_parallel = 1;
   bool recompute = false, sequence_parallel = false, zero1 = false, overlap_grad_reduce = false, no_link_sharing = false,
-       json = false, quiet = false;
+       steady_state = false, json = false, quiet = false;
   std::string recompute_granularity;  // empty: --recompute decides (full or none)
   double efficiency = 0;  // 0: the device preset's
   std::string intra_bandwidth = "0", inter_bandwidth = "50GB";
@@ -106,6 +107,9 @@ void add_options(po::options_description& o, SimulateOptions& s) {
   po::options_description output("output");
   output.add_options()
       ("json", po::bool_switch(&s.json), "print the SPEC.md section 6 JSON object instead of a table")
+      ("steady-state", po::bool_switch(&s.steady_state),
+       "predict back-to-back iterations whose optimizer steps do not wait for one another (the Zero Bubble "
+       "paper's post-validation: a warm-up beside the previous drain); default: one isolated iteration")
       ("trace", po::value(&s.trace), "write the predicted trace (Chrome trace JSON; .gz compresses) to FILE")
       ("quiet,q", po::bool_switch(&s.quiet), "no progress output")
       ("help,h", "this text");
@@ -228,7 +232,8 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
 void print_table(const sim::Summary& summary, const CostSource& source) {
   std::cout << fmt::format("schedule {}: {} ranks, {} stages, {} micro-batches (costs: {})\n", summary.schedule,
                            summary.num_ranks, summary.num_stages, summary.num_micro_batches, source.description);
-  std::cout << fmt::format("  iteration time   {}\n", sim::format_seconds(summary.iteration_time_s));
+  std::cout << fmt::format("  iteration time   {}{}\n", sim::format_seconds(summary.iteration_time_s),
+                           summary.steady_state_iterations > 0 ? " (steady state of back-to-back iterations)" : "");
   std::cout << fmt::format("  bubble fraction  {:.2f} %\n", 100 * summary.bubble_fraction);
   std::cout << fmt::format("  throughput       {:.6g} samples/s\n", summary.throughput_samples_per_s);
   if (source.memory_limit_bytes > 0)
@@ -285,6 +290,8 @@ int run_simulate(const std::vector<std::string>& args) {
   // interleaved-1f1b without --chunks runs 2 stages per rank: derive the model's costs for them.
   if (!s.model.empty() && compiled.num_ranks > 0 && compiled.num_stages != s.params.num_ranks * s.params.chunks)
     source = cost_source(s, vm, compiled.num_stages / compiled.num_ranks);
+  if (s.steady_state && !s.trace.empty())
+    throw UsageError("--steady-state with --trace " + s.trace + ": a trace holds one isolated iteration; leave one out");
   if (!s.trace.empty())
     check_schedule_size("--trace " + s.trace + ": the predicted trace of " + std::to_string(compiled.instructions.size()) +
                             " instructions",
@@ -299,8 +306,16 @@ int run_simulate(const std::vector<std::string>& args) {
   sim::SimOptions sim_options;
   sim_options.build_trace = !s.trace.empty();
   sim_options.share_links = !s.no_link_sharing;
+  if (s.steady_state && (source.costs.runtime.optimizer_sync || source.costs.runtime.reduce_tied_sync))
+    throw UsageError("--steady-state with --profile " + s.profile +
+                     ": its measured runtime synchronises the ranks at every optimizer step, so its iterations cannot overlap");
   const sim::SimResult result = [&] {
     try {
+      if (s.steady_state) {
+        sim::SimResult steady;
+        steady.summary = sim::simulate_steady_state(compiled, source.costs, source.topology, sim_options);
+        return steady;
+      }
       return sim::simulate(compiled, source.costs, source.topology, sim_options);
     } catch (const sim::CostOverflowError& e) {
       throw UsageError(cost_options_text(s, vm) + ": " + e.what());

@@ -14,6 +14,7 @@
 #include "pipescope/core/registry.hpp"
 #include "pipescope/core/size_limits.hpp"
 #include "pipescope/sim/calibration.hpp"
+#include "pipescope/sim/steady_state.hpp"
 #include "pipescope/sim/zb_auto.hpp"
 #include "memory_rules.hpp"
 
@@ -389,7 +390,9 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
       ++result.dropped_for_memory;
       continue;
     }
-    const Summary summary = simulate(schedule, costs, candidate_topology(request, c), options).summary;
+    const Summary summary = request.steady_state
+                                ? simulate_steady_state(schedule, costs, candidate_topology(request, c), options)
+                                : simulate(schedule, costs, candidate_topology(request, c), options).summary;
     ++result.simulated;
     const std::int64_t peak = summary.max_peak_memory_bytes();
     if (peak > result.limit_bytes) {

@@ -24,14 +24,16 @@ nlohmann::json to_json(const Summary& summary) {
                      {"bubble_fraction", r.bubble_fraction},
                      {"peak_memory_bytes", r.peak_memory_bytes},
                      {"internal_idle_s", r.internal_idle_s}});
-  return {{"schedule", summary.schedule},
-          {"num_ranks", summary.num_ranks},
-          {"num_stages", summary.num_stages},
-          {"num_micro_batches", summary.num_micro_batches},
-          {"iteration_time_s", summary.iteration_time_s},
-          {"bubble_fraction", summary.bubble_fraction},
-          {"throughput_samples_per_s", summary.throughput_samples_per_s},
-          {"ranks", std::move(ranks)}};
+  nlohmann::json j = {{"schedule", summary.schedule},
+                      {"num_ranks", summary.num_ranks},
+                      {"num_stages", summary.num_stages},
+                      {"num_micro_batches", summary.num_micro_batches},
+                      {"iteration_time_s", summary.iteration_time_s},
+                      {"bubble_fraction", summary.bubble_fraction},
+                      {"throughput_samples_per_s", summary.throughput_samples_per_s},
+                      {"ranks", std::move(ranks)}};
+  if (summary.steady_state_iterations > 0) j["steady_state_iterations"] = summary.steady_state_iterations;
+  return j;
 }
 
 }  // namespace pipescope::sim

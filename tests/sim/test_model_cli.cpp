@@ -9,7 +9,10 @@
 // - what cannot run exits 2 with one line naming the option and the reason: T above the node's
 //   8 GPUs, T = 3 against 64 heads, --sequence-parallel without T > 1, --recompute with
 //   --recompute-granularity selective, an unknown granularity, tensor parallelism with explicit
-//   costs or a profile.
+//   costs or a profile;
+// - --overlap-grad-reduce hides the gradient all-reduce of 32 replicas but the embedding's share;
+// - --steady-state: ZB-H2's period of back-to-back iterations (24 for p = 4, m = 8, unit costs)
+//   in the table and the JSON, and no --trace with it.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -82,6 +85,23 @@ TEST_CASE("ppsim simulate overlaps the gradient reduction with the backward when
   CHECK(overlapped_s < after_s);
   CHECK(overlapped_s > alone_s);  // the embedding's share is left after the backward
   CHECK(max_peak(overlapped.out) == max_peak(after.out));
+}
+
+TEST_CASE("ppsim simulate predicts the steady state of back-to-back iterations", "[cli]") {
+  const std::string zb = "--schedule zb-h2 --stages 4 --micro-batches 8 --f-cost 1 --b-cost 1 --w-cost 1 --steady-state";
+  const PpsimRun table = simulate(zb);
+  INFO(table.err);
+  REQUIRE(table.status == 0);
+  CHECK(table.out.find("iteration time   24 s (steady state of back-to-back iterations)") != std::string::npos);
+  const PpsimRun j = simulate(zb + " --json");
+  REQUIRE(j.status == 0);
+  const json summary = json::parse(j.out);
+  CHECK(summary.at("iteration_time_s").get<double>() == Approx(24));
+  CHECK(summary.at("steady_state_iterations").get<int>() == 4);
+  const PpsimRun traced = simulate(zb + " --trace never.json");
+  CHECK(traced.status == 2);
+  CHECK(traced.err.find("--steady-state with --trace never.json") != std::string::npos);
+  CHECK_FALSE(fs::exists("never.json"));
 }
 
 TEST_CASE("ppsim simulate derives a model's costs for the stages interleaved-1f1b chooses", "[cli]") {

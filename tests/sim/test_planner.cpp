@@ -232,3 +232,35 @@ TEST_CASE("the planner searches with a calibrated profile and refuses what it ca
   CHECK_THROWS_WITH(plan(other), Catch::Contains("--tensor-parallel-sizes 2"));
   std::filesystem::remove_all(dir);
 }
+
+// --steady-state: each configuration ranked by the period of back-to-back iterations. zb-auto
+// gains part of its warm-up back (gpt-1.3b at pipeline 4 and 8), 1F1B keeps its isolated
+// iteration's time, nothing gets slower; pruning by the lower bound (a rank's work per
+// iteration, which a period cannot beat) keeps the top rows.
+TEST_CASE("planning the steady state of back-to-back iterations") {
+  PlanRequest request = small_request();
+  request.schedules = {"1f1b", "zb-auto"};
+  request.micro_batch_sizes = {1};
+  request.tensor_parallel_sizes = {1};
+  request.recomputations = {Recomputation::none};
+  const PlanResult isolated = plan(request);
+  request.steady_state = true;
+  const PlanResult steady = plan(request);
+  REQUIRE(steady.rows.size() == isolated.rows.size());
+  auto key = [](const PlanCandidate& c) { return std::make_pair(c.schedule, c.parallel.pipeline); };
+  std::map<std::pair<std::string, int>, double> isolated_s;
+  for (const PlanRow& row : isolated.rows) isolated_s[key(row.candidate)] = row.iteration_time_s;
+  int faster = 0;
+  for (const PlanRow& row : steady.rows) {
+    const double before = isolated_s.at(key(row.candidate));
+    INFO(row.candidate.schedule << " pipeline " << row.candidate.parallel.pipeline);
+    if (row.candidate.schedule == "1f1b") CHECK(row.iteration_time_s == Approx(before).epsilon(1e-9));
+    CHECK(row.iteration_time_s <= before * (1 + 1e-9));
+    if (row.iteration_time_s < before * 0.99) ++faster;
+  }
+  CHECK(faster >= 2);
+  request.keep_best = 2;
+  const PlanResult best = plan(request);
+  REQUIRE(best.rows.size() >= 2);
+  for (std::size_t i = 0; i < 2; ++i) CHECK(best.rows[i].iteration_time_s == steady.rows[i].iteration_time_s);
+}

@@ -17,6 +17,8 @@
 //   CSV; a TP row equals `ppsim simulate --tensor-parallel 2 --sequence-parallel
 //   --recompute-granularity selective`; `--recompute both` still means none and full, and a bad
 //   `--recompute` or `--sequence-parallel` exits 2 in one line naming the option.
+// - `ppsim plan --steady-state --overlap-grad-reduce` says both in its JSON and table; it writes
+//   no traces with --steady-state.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -254,4 +256,25 @@ TEST_CASE("ppsim plan prints tp, sp and the recomputation granularity", "[cli]")
     CHECK(refused.one_error_line());
     CHECK(refused.err.find(bad.substr(0, bad.find(' '))) != std::string::npos);
   }
+}
+
+// `ppsim plan --steady-state` and `--overlap-grad-reduce`: the JSON says which, every row
+// carries overlap_grad_reduce, the table's head says the steady state; no traces with it.
+TEST_CASE("ppsim plan ranks the steady state and overlaps the gradient reduction when asked", "[cli]") {
+  const std::string search = "plan --model gpt-1.3b --gpus 8 --global-batch 16 --schedules 1f1b,zb-auto --micro-batch-sizes 1 "
+                             "--tensor-parallel-sizes 1 --recompute none --top 0 -q";
+  const ppsim_test::PpsimRun steady = ppsim(search + " --steady-state --overlap-grad-reduce --format json");
+  INFO(steady.err);
+  REQUIRE(steady.status == 0);
+  const json j = json::parse(steady.out);
+  CHECK(j.at("steady_state").get<bool>());
+  REQUIRE_FALSE(j.at("configurations").empty());
+  for (const json& row : j.at("configurations")) CHECK(row.at("overlap_grad_reduce").get<bool>());
+  const ppsim_test::PpsimRun table = ppsim(search + " --steady-state");
+  REQUIRE(table.status == 0);
+  CHECK(table.out.find("per GPU; steady state of back-to-back iterations\n") != std::string::npos);
+  const ppsim_test::PpsimRun traced = ppsim(search + " --steady-state --trace-dir never-made");
+  CHECK(traced.status == 2);
+  CHECK(traced.err.find("--steady-state with --trace-dir never-made") != std::string::npos);
+  CHECK_FALSE(fs::exists("never-made"));
 }

@@ -37,6 +37,9 @@ struct PlanRequest {
   std::vector<bool> sequence_parallel_options{false, true};
   bool zero1 = true;               // shard the optimizer state over the data-parallel group
   bool overlap_grad_reduce = false;  // ParallelConfig::overlap_grad_reduce, for every configuration
+  // Rank by the steady state of back-to-back iterations (steady_state.hpp), not one isolated
+  // iteration; costs with a runtime that synchronises every optimizer step are refused.
+  bool steady_state = false;
   int max_pipeline = 0;            // 0: up to the number of layers
   // 0: simulate every configuration. K > 0: only the best K rows are wanted, so
   // configurations are simulated in the order of a lower bound on their iteration time (the

@@ -30,6 +30,9 @@ struct Summary {
   double throughput_samples_per_s = 0;
   std::vector<RankSummary> ranks;
   std::int64_t instructions = 0;  // simulated instructions
+  // 0: one isolated iteration. k: the steady state of back-to-back iterations, from k simulated
+  // in a row (steady_state.hpp).
+  int steady_state_iterations = 0;
 
   std::int64_t max_peak_memory_bytes() const;
   double total_internal_idle_s() const;
