@@ -292,6 +292,12 @@ int run_simulate(const std::vector<std::string>& args) {
     source = cost_source(s, vm, compiled.num_stages / compiled.num_ranks);
   if (s.steady_state && !s.trace.empty())
     throw UsageError("--steady-state with --trace " + s.trace + ": a trace holds one isolated iteration; leave one out");
+  if (s.steady_state)
+    check_schedule_size("--steady-state: " + std::to_string(sim::kSteadyStateIterations) + " iterations of " +
+                            std::to_string(compiled.instructions.size()) + " instructions",
+                        ScheduleSize{saturating_product(static_cast<std::int64_t>(compiled.instructions.size()),
+                                                        sim::kSteadyStateIterations),
+                                     0, 0});
   if (!s.trace.empty())
     check_schedule_size("--trace " + s.trace + ": the predicted trace of " + std::to_string(compiled.instructions.size()) +
                             " instructions",

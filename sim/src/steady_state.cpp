@@ -4,11 +4,16 @@
 #include <string>
 
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/size_limits.hpp"
 
 namespace pipescope::sim {
 
 CompiledSchedule repeat_iterations(const CompiledSchedule& one, int iterations) {
   if (iterations < 1) throw UsageError("iterations to repeat must be at least 1, got " + std::to_string(iterations));
+  // The compiled form indexes instructions and transfers with 32-bit integers.
+  if (static_cast<std::int64_t>(one.instructions.size()) * iterations > kMaxInstructions)
+    throw UsageError(std::to_string(iterations) + " iterations of " + std::to_string(one.instructions.size()) +
+                     " instructions: more than the simulator indexes (" + std::to_string(kMaxInstructions) + ")");
   const std::int32_t transfers = static_cast<std::int32_t>(one.transfers.size());
   CompiledSchedule out;
   out.name = one.name;

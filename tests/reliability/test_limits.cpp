@@ -86,6 +86,17 @@ TEST_CASE("simulate --trace refuses a trace larger than the memory budget", "[re
   CHECK_FALSE(fs::exists(dir / "t.json"));
 }
 
+TEST_CASE("simulate --steady-state refuses four iterations larger than the memory budget", "[reliability][limits]") {
+  const auto dir = case_dir("steady-budget");
+  // 46,024 instructions of 1f1b 8 x 1000 fit 20 MB; four iterations of them (36.8 MB) do not.
+  const CliRun run = run_cli(ppsim, dir, "simulate --stages 8 --micro-batches 1000 --steady-state", 20,
+                             "PIPESCOPE_MEMORY_BUDGET=20000000");
+  CHECK(run.status == 2);
+  CHECK(run.one_error_line("ppsim"));
+  CHECK(contains(run.err, "--steady-state: 4 iterations of"));
+  CHECK(contains(run.err, "PIPESCOPE_MEMORY_BUDGET"));
+}
+
 TEST_CASE("compare refuses 2 ranks against 100k quickly, with both counts", "[reliability][limits]") {
   const auto dir = case_dir("compare-ranks");
   write_trace_of_ranks(dir / "pred.json", 2, "predicted");

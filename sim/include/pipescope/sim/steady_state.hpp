@@ -8,8 +8,13 @@
 
 namespace pipescope::sim {
 
+// Iterations simulated in a row for a steady state: the first holds the warm-up, the last the
+// drain, and the period is measured over the others.
+inline constexpr int kSteadyStateIterations = 4;
+
 // `iterations` copies of `one` in one program per rank, each rank's copies in order: micro-batch
 // ids and transfers of copy i follow those of copy i - 1 (micro-batch j of copy i is i * m + j).
+// Throws UsageError past the compiled form's 32-bit indices.
 CompiledSchedule repeat_iterations(const CompiledSchedule& one, int iterations);
 
 // The steady state of back-to-back iterations of `schedule`, from `iterations` (>= 2) simulated
@@ -18,6 +23,6 @@ CompiledSchedule repeat_iterations(const CompiledSchedule& one, int iterations);
 // No trace. Refuses (UsageError) costs whose runtime synchronises ranks at every optimizer step
 // or tied-gradient reduction (a calibrated pprun profile), which have no such steady state.
 Summary simulate_steady_state(const CompiledSchedule& schedule, const CostModel& costs, const Topology& topology = {},
-                              const SimOptions& options = {}, int iterations = 4);
+                              const SimOptions& options = {}, int iterations = kSteadyStateIterations);
 
 }  // namespace pipescope::sim
