@@ -109,6 +109,7 @@ nlohmann::json row_json(std::size_t rank, const sim::PlanRow& r) {
           {"recompute_granularity", sim::recomputation_name(c.parallel.recomputation)},
           {"zero1", c.parallel.zero1},
           {"overlap_grad_reduce", c.parallel.overlap_grad_reduce},
+          {"async_tensor_parallel_backward", c.parallel.async_tensor_parallel_backward},
           {"iteration_time_s", r.iteration_time_s},
           {"throughput_samples_per_s", r.throughput_samples_per_s},
           {"tokens_per_s", r.tokens_per_s},
@@ -141,7 +142,7 @@ int run_plan(const std::vector<std::string>& args) {
   std::string tensor_parallel_sizes = "1,2,4,8", sequence_parallel = "both";
   int gpus = 64, gpus_per_node = 8, global_batch = 512, top = 10, max_pipeline = 0;
   double efficiency = 0, intra_latency_s = 2e-6, inter_latency_s = 5e-6;
-  bool no_zero1 = false, overlap_grad_reduce = false, steady_state = false, quiet = false;
+  bool no_zero1 = false, overlap_grad_reduce = false, steady_state = false, no_async_tp = false, quiet = false;
   po::options_description options("ppsim plan [options]");
   options.add_options()
       ("model", po::value(&model_name)->default_value(model_name), fmt::format("{}, or a JSON model file", fmt::join(sim::model_preset_names(), ", ")).c_str())
@@ -168,6 +169,9 @@ int run_plan(const std::vector<std::string>& args) {
       ("recompute", po::value(&recompute)->default_value(recompute),
        "activation recomputation: comma-separated none, selective, full (or both = none,full; on = full; off = none)")
       ("no-zero1", po::bool_switch(&no_zero1), "keep the full optimizer state on every replica (default: ZeRO-1)")
+      ("no-async-tensor-model-parallel-allreduce", po::bool_switch(&no_async_tp),
+       "the backward's tensor-parallel collectives wait on the compute stream, as in Megatron before 2022 "
+       "(default: each column-parallel linear's runs beside its weight gradient)")
       ("overlap-grad-reduce", po::bool_switch(&overlap_grad_reduce),
        "reduce gradients in buckets during the last backward, as Megatron's --overlap-grad-reduce and torch DDP "
        "do (default: after the backward)")
@@ -199,7 +203,8 @@ int run_plan(const std::vector<std::string>& args) {
   if (use_profile) {
     // The profile is one model on one machine: what describes another cannot come with it.
     for (const char* name : {"model", "gpu", "efficiency", "gpus-per-node", "intra-bandwidth", "intra-latency",
-                             "inter-bandwidth", "inter-latency", "no-zero1", "overlap-grad-reduce"})
+                             "inter-bandwidth", "inter-latency", "no-zero1", "overlap-grad-reduce",
+                             "no-async-tensor-model-parallel-allreduce"})
       if (vm.count(name) && !vm[name].defaulted())
         throw UsageError(std::string("--") + name + " cannot be combined with --profile (the profile holds the measured "
                                                     "costs of one model on one machine)");
@@ -246,6 +251,7 @@ int run_plan(const std::vector<std::string>& args) {
   request.sequence_parallel_options = sequence_parallel_list(sequence_parallel);
   request.zero1 = !no_zero1;
   request.overlap_grad_reduce = overlap_grad_reduce;
+  request.async_tensor_parallel_backward = !no_async_tp;
   request.steady_state = steady_state;
   if (steady_state && use_profile)
     throw UsageError("--steady-state with --profile " + profile_path +

@@ -47,7 +47,7 @@ struct SimulateOptions {
   std::string model, gpu = "h100", profile, trace;
   int gpus_per_node = 8, data_parallel = 1, micro_batch_size = 1, tensor_parallel = 1;
   bool recompute = false, sequence_parallel = false, zero1 = false, overlap_grad_reduce = false, no_link_sharing = false,
-       steady_state = false, json = false, quiet = false;
+       steady_state = false, no_async_tp = false, json = false, quiet = false;
   std::string recompute_granularity;  // empty: --recompute decides (full or none)
   double efficiency = 0;  // 0: the device preset's
   std::string intra_bandwidth = "0", inter_bandwidth = "50GB";
@@ -93,6 +93,9 @@ void add_options(po::options_description& o, SimulateOptions& s) {
        "full activation recomputation, with --model or with the --profile of a run without it (default off; "
        "--recompute-granularity full)")
       ("zero1", po::bool_switch(&s.zero1), "shard optimizer state over data-parallel replicas (default off)")
+      ("no-async-tensor-model-parallel-allreduce", po::bool_switch(&s.no_async_tp),
+       "the backward's tensor-parallel collectives wait on the compute stream, as in Megatron before 2022 "
+       "(default: each column-parallel linear's runs beside its weight gradient)")
       ("overlap-grad-reduce", po::bool_switch(&s.overlap_grad_reduce),
        "reduce gradients in buckets during the last backward, as Megatron's --overlap-grad-reduce and torch DDP "
        "do (default: after the backward)")
@@ -161,6 +164,7 @@ void check_model_only_options(const SimulateOptions& s, const po::variables_map&
   if (recomputation_of(s) == sim::Recomputation::selective)
     throw UsageError("--recompute-granularity selective needs --model: not with " + source);
   if (s.overlap_grad_reduce) throw UsageError("--overlap-grad-reduce needs --model: not with " + source);
+  if (s.no_async_tp) throw UsageError("--no-async-tensor-model-parallel-allreduce needs --model: not with " + source);
 }
 
 // `chunks`: the stages per rank the costs are derived for (the schedule's, which a generator
@@ -207,6 +211,7 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
     parallel.recomputation = recomputation_of(s);
     parallel.zero1 = s.zero1;
     parallel.overlap_grad_reduce = s.overlap_grad_reduce;
+    parallel.async_tensor_parallel_backward = !s.no_async_tp;
     source.description = fmt::format("{} on {} x {} ({} per node; tp {}{}, recomputation {})", model.name,
                                      s.params.num_ranks * s.data_parallel * s.tensor_parallel, device.name,
                                      s.gpus_per_node, s.tensor_parallel, s.sequence_parallel ? " with sp" : "",

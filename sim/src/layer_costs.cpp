@@ -1,5 +1,6 @@
 #include "pipescope/sim/layer_costs.hpp"
 
+#include <algorithm>
 #include <array>
 
 namespace pipescope::sim {
@@ -103,6 +104,13 @@ LayerTimes layer_times(const ModelSpec& model, const DeviceSpec& device, const L
   const double per_pass_s = 4 * ring_all_gather_s(hidden_state_bytes, parallel.tensor_parallel, tensor_parallel_link);
   out.tp_f_s = per_pass_s;
   out.tp_b_s = per_pass_s;
+  if (parallel.async_tensor_parallel_backward && parallel.tensor_parallel > 1) {
+    // QKV's and the MLP's first matrix's input gradients, each behind its own weight gradient.
+    const std::array<Linear, 4> linears = linears_on_rank(l);
+    const double collective_s = per_pass_s / 2;
+    for (const Linear& column : {linears[0], linears[2]})
+      out.tp_b_hidden_s += std::min(collective_s, gemm_time_s({column.inputs, column.outputs, l.tokens}, device));
+  }
 
   switch (parallel.recomputation) {
     case Recomputation::none: break;

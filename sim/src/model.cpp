@@ -118,6 +118,7 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
       c.b_s += head.b_s;
       c.w_s += head.w_s;
     }
+    if (layer.tp_b_hidden_s > 0) c.full_backward_s = c.b_s + c.w_s - n * layer.tp_b_hidden_s;
 
     double held = n * static_cast<double>(layer_bytes.held_bytes);
     double stash = n * static_cast<double>(layer_bytes.weight_stash_bytes);

@@ -98,10 +98,12 @@ double iteration_time_lower_bound_s(const CostModel& costs, const std::vector<in
   for (std::size_t s = 0; s < stage_to_rank.size(); ++s) {
     const StageCost& c = costs.stage(static_cast<int>(s));
     per_rank[stage_to_rank[s]] +=
-        num_micro_batches * (c.f_s + c.b_s + c.w_s) + (c.reduce_grads_overlapped() ? 0.0 : c.reduce_grads_s) +
+        num_micro_batches * (c.f_s + std::min(c.b_s + c.w_s, c.backward_pass_s())) +
+        (c.reduce_grads_overlapped() ? 0.0 : c.reduce_grads_s) +
         c.reduce_tied_s + c.optimizer_s;
   }
-  // An overlapped gradient reduction may hide entirely behind the backward: it counts 0 here.
+  // A micro-batch's backward: split or fused, whichever is shorter. An overlapped gradient
+  // reduction may hide entirely behind the backward: it counts 0 here.
   // A hair below: the simulation adds the same costs one by one and may round lower.
   return *std::max_element(per_rank.begin(), per_rank.end()) * (1 - 1e-9);
 }
@@ -208,6 +210,7 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
                 c.parallel.recomputation = recomputation;
                 c.parallel.zero1 = request.zero1 && dp > 1;
                 c.parallel.overlap_grad_reduce = request.overlap_grad_reduce;
+                c.parallel.async_tensor_parallel_backward = request.async_tensor_parallel_backward;
                 c.num_micro_batches = m;
                 out.push_back(c);
               }

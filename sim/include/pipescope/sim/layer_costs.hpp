@@ -24,6 +24,11 @@ struct LayerTimes {
   // reduce-scatters with sequence parallelism) on the compute stream: not overlapped.
   double tp_f_s = 0;
   double tp_b_s = 0;
+  // Of tp_b_s, what a fused backward hides behind the weight-gradient products: Megatron starts
+  // the input gradient's all-reduce (reduce-scatter with SP) of each column-parallel linear
+  // asynchronously and computes that linear's weight gradient meanwhile. A split backward (B,
+  // then W later) has no weight gradient to hide it behind.
+  double tp_b_hidden_s = 0;
 };
 LayerTimes layer_times(const ModelSpec& model, const DeviceSpec& device, const LinkSpec& tensor_parallel_link,
                        const ParallelConfig& parallel);

@@ -87,6 +87,9 @@ struct ParallelConfig {
   // Reduce gradients in buckets during the last backward (Megatron's --overlap-grad-reduce,
   // torch DDP), each layer's once it is final; off: after the backward.
   bool overlap_grad_reduce = false;
+  // A fused backward hides its tensor-parallel input-gradient collectives behind the weight
+  // gradients (Megatron's default since 2022; --no-async-tensor-model-parallel-allreduce).
+  bool async_tensor_parallel_backward = true;
 };
 
 // Why `parallel`'s tensor parallelism cannot run `model` on nodes of `gpus_per_node` GPUs (T

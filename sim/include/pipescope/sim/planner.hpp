@@ -37,6 +37,7 @@ struct PlanRequest {
   std::vector<bool> sequence_parallel_options{false, true};
   bool zero1 = true;               // shard the optimizer state over the data-parallel group
   bool overlap_grad_reduce = false;  // ParallelConfig::overlap_grad_reduce, for every configuration
+  bool async_tensor_parallel_backward = true;  // ParallelConfig's, for every configuration
   // Rank by the steady state of back-to-back iterations (steady_state.hpp), not one isolated
   // iteration; costs with a runtime that synchronises every optimizer step are refused.
   bool steady_state = false;
