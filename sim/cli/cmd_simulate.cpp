@@ -317,7 +317,7 @@ int run_simulate(const std::vector<std::string>& args) {
   sim::SimOptions sim_options;
   sim_options.build_trace = !s.trace.empty();
   sim_options.share_links = !s.no_link_sharing;
-  if (s.steady_state && (source.costs.runtime.optimizer_sync || source.costs.runtime.reduce_tied_sync))
+  if (s.steady_state && sim::synchronises_every_step(source.costs.runtime))
     throw UsageError("--steady-state with --profile " + s.profile +
                      ": its measured runtime synchronises the ranks at every optimizer step, so its iterations cannot overlap");
   const sim::SimResult result = [&] {

@@ -39,8 +39,8 @@ double overlapped_reduce_grads_end_s(const StageCost& c, double pass_start_s, do
   const double each = spread / n;
   // Bucket k (1..n) is final at k/n of the pass. The chain of reductions ends at the latest
   // k/n pass + (n - k + 1) buckets, which is linear in k: the first bucket's or the last's.
-  const double spread_end = pass_start_s + std::max(pass_s / n + spread, pass_s + each);
-  return std::max(spread_end, pass_start_s + pass_s) + c.reduce_grads_last_s;
+  // Either way it ends after the pass, where the last part's reduction can start.
+  return pass_start_s + std::max(pass_s / n + spread, pass_s + each) + c.reduce_grads_last_s;
 }
 
 void CostModel::check(int num_stages) const {

@@ -88,10 +88,14 @@ LayerTimes layer_times(const ModelSpec& model, const DeviceSpec& device, const L
                        const ParallelConfig& parallel) {
   const LayerShape l(model, parallel);
   LayerTimes out;
-  for (const Linear& linear : linears_on_rank(l)) {
+  const std::array<Linear, 4> linears = linears_on_rank(l);
+  std::array<double, 4> weight_gradient_s{};
+  for (std::size_t i = 0; i < linears.size(); ++i) {
+    const Linear& linear = linears[i];
     out.f_s += gemm_time_s({l.tokens, linear.outputs, linear.inputs}, device);
     out.b_s += gemm_time_s({l.tokens, linear.inputs, linear.outputs}, device);
-    out.w_s += gemm_time_s({linear.inputs, linear.outputs, l.tokens}, device);
+    weight_gradient_s[i] = gemm_time_s({linear.inputs, linear.outputs, l.tokens}, device);
+    out.w_s += weight_gradient_s[i];
   }
   const double core_forward_s = attention_core_forward_s(l, device);
   const double forward_elementwise_bytes = elementwise_forward_bytes(l);
@@ -106,10 +110,8 @@ LayerTimes layer_times(const ModelSpec& model, const DeviceSpec& device, const L
   out.tp_b_s = per_pass_s;
   if (parallel.async_tensor_parallel_backward && parallel.tensor_parallel > 1) {
     // QKV's and the MLP's first matrix's input gradients, each behind its own weight gradient.
-    const std::array<Linear, 4> linears = linears_on_rank(l);
     const double collective_s = per_pass_s / 2;
-    for (const Linear& column : {linears[0], linears[2]})
-      out.tp_b_hidden_s += std::min(collective_s, gemm_time_s({column.inputs, column.outputs, l.tokens}, device));
+    for (const std::size_t column : {0, 2}) out.tp_b_hidden_s += std::min(collective_s, weight_gradient_s[column]);
   }
 
   switch (parallel.recomputation) {

@@ -94,6 +94,8 @@ CompiledSchedule compiled_candidate(const PlanRequest& request, const PlanCandid
 
 double iteration_time_lower_bound_s(const CostModel& costs, const std::vector<int>& stage_to_rank, int num_ranks,
                                     int num_micro_batches) {
+  // A micro-batch's backward: split or fused, whichever is shorter. An overlapped gradient
+  // reduction may hide entirely behind the backward: it counts 0 here.
   std::vector<double> per_rank(static_cast<std::size_t>(num_ranks), 0.0);
   for (std::size_t s = 0; s < stage_to_rank.size(); ++s) {
     const StageCost& c = costs.stage(static_cast<int>(s));
@@ -102,8 +104,6 @@ double iteration_time_lower_bound_s(const CostModel& costs, const std::vector<in
         (c.reduce_grads_overlapped() ? 0.0 : c.reduce_grads_s) +
         c.reduce_tied_s + c.optimizer_s;
   }
-  // A micro-batch's backward: split or fused, whichever is shorter. An overlapped gradient
-  // reduction may hide entirely behind the backward: it counts 0 here.
   // A hair below: the simulation adds the same costs one by one and may round lower.
   return *std::max_element(per_rank.begin(), per_rank.end()) * (1 - 1e-9);
 }

@@ -1,10 +1,10 @@
 #include "pipescope/sim/steady_state.hpp"
 
-#include <algorithm>
 #include <string>
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/size_limits.hpp"
+#include "pipescope/traces/bubble.hpp"
 
 namespace pipescope::sim {
 
@@ -60,10 +60,14 @@ CompiledSchedule repeat_iterations(const CompiledSchedule& one, int iterations) 
   return out;
 }
 
+bool synchronises_every_step(const RuntimeEffects& runtime) {
+  return runtime.optimizer_sync || runtime.reduce_tied_sync;
+}
+
 Summary simulate_steady_state(const CompiledSchedule& schedule, const CostModel& costs, const Topology& topology,
                               const SimOptions& options, int iterations) {
   if (iterations < 2) throw UsageError("a steady state needs at least 2 iterations, got " + std::to_string(iterations));
-  if (costs.runtime.optimizer_sync || costs.runtime.reduce_tied_sync)
+  if (synchronises_every_step(costs.runtime))
     throw UsageError("a steady state of overlapping iterations: these costs' runtime synchronises the ranks at every "
                      "optimizer step (a calibrated profile's), so its iterations cannot overlap");
   SimOptions quiet = options;
@@ -80,7 +84,7 @@ Summary simulate_steady_state(const CompiledSchedule& schedule, const CostModel&
   for (RankSummary& r : out.ranks) {
     r.busy_s /= iterations;
     r.internal_idle_s /= iterations;
-    r.bubble_fraction = period > 0 ? std::max(0.0, 1 - r.busy_s / period) : 0.0;
+    r.bubble_fraction = traces::bubble_fraction_of(r.busy_s, period);
     bubble_sum += r.bubble_fraction;
   }
   out.bubble_fraction = out.ranks.empty() ? 0.0 : bubble_sum / static_cast<double>(out.ranks.size());

@@ -21,7 +21,8 @@ struct LayerTimes {
   double recompute_s = 0;
   double recompute_tp_s = 0;
   // Tensor-parallel collectives (2 all-reduces per pass, or 2 all-gathers and 2
-  // reduce-scatters with sequence parallelism) on the compute stream: not overlapped.
+  // reduce-scatters with sequence parallelism) on the compute stream; of the backward's, a fused
+  // backward hides tp_b_hidden_s.
   double tp_f_s = 0;
   double tp_b_s = 0;
   // Of tp_b_s, what a fused backward hides behind the weight-gradient products: Megatron starts

@@ -17,11 +17,14 @@ inline constexpr int kSteadyStateIterations = 4;
 // Throws UsageError past the compiled form's 32-bit indices.
 CompiledSchedule repeat_iterations(const CompiledSchedule& one, int iterations);
 
+// A runtime that makes the ranks wait for one another at every optimizer step or tied-gradient
+// reduction (a calibrated pprun profile's): its iterations cannot overlap.
+bool synchronises_every_step(const RuntimeEffects& runtime);
+
 // The steady state of back-to-back iterations of `schedule`, from `iterations` (>= 2) simulated
 // in a row: iteration time = (T_k - T_1) / (k - 1), T_n the end of n iterations; busy time per
 // iteration = the k iterations' / k; peak memory = the k iterations' (the overlap can raise it).
-// No trace. Refuses (UsageError) costs whose runtime synchronises ranks at every optimizer step
-// or tied-gradient reduction (a calibrated pprun profile), which have no such steady state.
+// No trace. Refuses (UsageError) costs whose runtime synchronises_every_step.
 Summary simulate_steady_state(const CompiledSchedule& schedule, const CostModel& costs, const Topology& topology = {},
                               const SimOptions& options = {}, int iterations = kSteadyStateIterations);
 
