@@ -64,17 +64,8 @@ def simulate(ppsim, args, run_id):
 
 
 def predict_all(ppsim, runs):
-    """Each run's ppsim arguments and summary; ZB-1p's memory limit is its 1F1B row's predicted peak."""
-    results = {}
-    for run in runs:
-        args = list(run["args"])
-        if "memory_limit_of" in run:
-            limit_source = results.get(run["memory_limit_of"])
-            if limit_source is None:
-                fail(f"run {run['id']}: memory_limit_of names '{run['memory_limit_of']}', which is not an earlier run")
-            args += ["--max-mem", str(max(r["peak_memory_bytes"] for r in limit_source["summary"]["ranks"]))]
-        results[run["id"]] = {"args": args, "summary": simulate(ppsim, args, run["id"])}
-    return results
+    """Each run's ppsim arguments and summary."""
+    return {run["id"]: {"args": list(run["args"]), "summary": simulate(ppsim, run["args"], run["id"])} for run in runs}
 
 
 def model_of(run):

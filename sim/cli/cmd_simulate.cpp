@@ -45,7 +45,7 @@ struct SimulateOptions {
   double f_cost = 1, b_cost = 1, w_cost = 1, c_cost = 0;
   std::string f_mem = "2", b_mem = "-1", w_mem = "-1", static_mem = "0", max_mem = "0";
   std::string model, gpu = "h100", profile, trace;
-  int gpus_per_node = 8, data_parallel = 1, micro_batch_size = 1, tensor_parallel = 1;
+  int gpus_per_node = 8, data_parallel = 1, micro_batch_size = 1, tensor_parallel = 1, max_mem_micro_batches = 0;
   bool recompute = false, sequence_parallel = false, zero1 = false, overlap_grad_reduce = false, no_link_sharing = false,
        steady_state = false, no_async_tp = false, json = false, quiet = false;
   std::string recompute_granularity;  // empty: --recompute decides (full or none)
@@ -73,7 +73,10 @@ void add_options(po::options_description& o, SimulateOptions& s) {
       ("static-mem", po::value(&s.static_mem)->default_value(s.static_mem), "bytes each stage holds throughout (weights, optimizer)")
       ("max-mem", po::value(&s.max_mem)->default_value(s.max_mem),
        "bytes per rank: zb-auto's limit (0: ZB-H2's budget, 2p-1 micro-batches of activations); "
-       "other schedules are checked against it (0: the device's memory with --model, else none)");
+       "other schedules are checked against it (0: the device's memory with --model, else none)")
+      ("max-mem-micro-batches", po::value(&s.max_mem_micro_batches),
+       "N: zb-auto's limit per rank in micro-batches: its static memory plus N times the largest activations one "
+       "micro-batch leaves on a rank (the Zero Bubble paper's ZB-1p is N = P, ZB-2p N = 2P; default: none)");
   po::options_description model("costs from a model, a device and a topology (first principles)");
   model.add_options()
       ("model", po::value(&s.model),
@@ -129,6 +132,14 @@ void check_numbers(const SimulateOptions& s) {
   require_efficiency(s.efficiency, "--efficiency");
   require_finite_at_least(s.intra_latency_s, "--intra-latency", 0);
   require_finite_at_least(s.inter_latency_s, "--inter-latency", 0);
+}
+
+void check_zb_auto_options(const SimulateOptions& s, const po::variables_map& vm) {
+  if (!given(vm, "max-mem-micro-batches")) return;
+  if (s.schedule != "zb-auto")
+    throw UsageError("--max-mem-micro-batches is zb-auto's limit: not with --schedule " + s.schedule);
+  if (s.max_mem_micro_batches < 1)
+    throw UsageError(fmt::format("--max-mem-micro-batches must be at least 1, got {}", s.max_mem_micro_batches));
 }
 
 // The options the costs came from, for a message about all of them: "--f-cost 1e+308 --b-cost 1e+308".
@@ -288,9 +299,10 @@ int run_simulate(const std::vector<std::string>& args) {
   check_numbers(s);
   s.params.chunks_given = given(vm, "chunks");
   check_model_only_options(s, vm);
+  check_zb_auto_options(s, vm);
   CostSource source = cost_source(s, vm, s.params.chunks);
   if (s.schedule == "zb-auto")
-    sim::register_zb_auto(source.costs, source.topology, sim::parse_bytes(s.max_mem, "--max-mem"));
+    sim::register_zb_auto(source.costs, source.topology, sim::parse_bytes(s.max_mem, "--max-mem"), s.max_mem_micro_batches);
   const sim::CompiledSchedule compiled = compiled_schedule(s, vm);
   // interleaved-1f1b without --chunks runs 2 stages per rank: derive the model's costs for them.
   if (!s.model.empty() && compiled.num_ranks > 0 && compiled.num_stages != s.params.num_ranks * s.params.chunks)

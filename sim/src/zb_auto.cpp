@@ -4,6 +4,7 @@
 #include <deque>
 #include <limits>
 #include <set>
+#include <string>
 #include <tuple>
 
 #include "pipescope/core/errors.hpp"
@@ -13,6 +14,7 @@ namespace pipescope::sim {
 namespace {
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
+constexpr std::int64_t kNoLimit = std::numeric_limits<std::int64_t>::max();
 
 std::vector<int> placement_for(const ScheduleParams& params) {
   if (params.chunks == 1) return loop_placement(params.num_ranks, 1);
@@ -40,7 +42,8 @@ struct Choice {
 // rank deciding at time t knows every result that arrives by t.
 class Greedy {
  public:
-  Greedy(const ZbAutoRequest& request, const std::vector<int>& caps, bool eager_w, std::int64_t max_mem_bytes)
+  Greedy(const ZbAutoRequest& request, const std::vector<int>& caps, bool eager_w,
+         const std::vector<std::int64_t>& rank_limit_bytes)
       : req_(request), caps_(caps), eager_w_(eager_w) {
     p_ = request.params.num_ranks;
     m_ = request.params.num_micro_batches;
@@ -56,7 +59,8 @@ class Greedy {
       ranks_[placement_[s]].stages.push_back(s);
       ranks_[placement_[s]].static_bytes += request.costs.stage(s).static_bytes;
     }
-    for (auto& r : ranks_) r.budget_bytes = max_mem_bytes > 0 ? max_mem_bytes - r.static_bytes : std::numeric_limits<std::int64_t>::max();
+    for (int r = 0; r < p_; ++r)
+      ranks_[r].budget_bytes = rank_limit_bytes[r] == kNoLimit ? kNoLimit : rank_limit_bytes[r] - ranks_[r].static_bytes;
   }
 
   ComputeOrder build() {
@@ -214,6 +218,22 @@ std::vector<int> cap_values(int largest) {
   return {values.begin(), values.end()};
 }
 
+bool fits(const Summary& summary, const std::vector<std::int64_t>& rank_limit_bytes) {
+  for (const RankSummary& rank : summary.ranks)
+    if (rank.peak_memory_bytes > rank_limit_bytes[rank.rank]) return false;
+  return true;
+}
+
+std::string limit_description(const ZbAutoRequest& request, const std::vector<std::int64_t>& rank_limit_bytes) {
+  const auto [low, high] = std::minmax_element(rank_limit_bytes.begin(), rank_limit_bytes.end());
+  const std::string bytes = *low == *high ? std::to_string(*low) + " bytes"
+                                          : std::to_string(*low) + " to " + std::to_string(*high) + " bytes by rank";
+  if (request.max_mem_micro_batches <= 0) return "--max-mem " + bytes;
+  std::string text = "--max-mem-micro-batches " + std::to_string(request.max_mem_micro_batches);
+  if (request.max_mem_bytes > 0) text += " and --max-mem " + std::to_string(request.max_mem_bytes);
+  return text + " (" + bytes + ")";
+}
+
 }  // namespace
 
 CostModel default_zb_auto_costs() { return CostModel::uniform(1.0, 1.0, 1.0, 0.0, 2, -1, -1); }
@@ -231,9 +251,34 @@ std::int64_t default_zb_auto_limit(const ScheduleParams& params, const CostModel
   return limit;
 }
 
+std::vector<std::int64_t> zb_auto_rank_limits(const ZbAutoRequest& request) {
+  const ScheduleParams& params = request.params;
+  const std::vector<int> placement = placement_for(params);
+  if (request.max_mem_bytes <= 0 && request.max_mem_micro_batches <= 0)
+    return std::vector<std::int64_t>(static_cast<std::size_t>(params.num_ranks), default_zb_auto_limit(params, request.costs));
+  std::vector<std::int64_t> static_bytes(params.num_ranks, 0), one_micro_batch(params.num_ranks, 0);
+  for (int s = 0; s < static_cast<int>(placement.size()); ++s) {
+    static_bytes[placement[s]] += request.costs.stage(s).static_bytes;
+    one_micro_batch[placement[s]] += request.costs.stage(s).f_mem_bytes;
+  }
+  const std::int64_t largest = *std::max_element(one_micro_batch.begin(), one_micro_batch.end());
+  std::vector<std::int64_t> limits(static_cast<std::size_t>(params.num_ranks),
+                                   request.max_mem_bytes > 0 ? request.max_mem_bytes : kNoLimit);
+  if (request.max_mem_micro_batches > 0)
+    for (int r = 0; r < params.num_ranks; ++r) {
+      // A limit past what 64 bits hold is no limit.
+      const bool huge = largest > 0 && request.max_mem_micro_batches > (kNoLimit - static_bytes[r]) / largest;
+      limits[r] = std::min(limits[r], huge ? kNoLimit : static_bytes[r] + request.max_mem_micro_batches * largest);
+    }
+  return limits;
+}
+
 ComputeOrder zb_auto_greedy_order(const ZbAutoRequest& request, const std::vector<int>& cap_per_rank, bool eager_w,
-                                  std::int64_t max_mem_bytes) {
-  return Greedy(request, cap_per_rank, eager_w, max_mem_bytes).build();
+                                  const std::vector<std::int64_t>& rank_limit_bytes) {
+  if (static_cast<int>(rank_limit_bytes.size()) != request.params.num_ranks ||
+      static_cast<int>(cap_per_rank.size()) != request.params.num_ranks)
+    throw ScheduleError("zb-auto: one in-flight cap and one memory limit per rank expected");
+  return Greedy(request, cap_per_rank, eager_w, rank_limit_bytes).build();
 }
 
 Schedule zb_auto_schedule(const ZbAutoRequest& request) {
@@ -244,7 +289,10 @@ Schedule zb_auto_schedule(const ZbAutoRequest& request) {
   const int num_stages = static_cast<int>(placement.size());
   if (p < 1 || m < 1) throw ScheduleError("zb-auto: --stages and --micro-batches must be at least 1");
   request.costs.check(num_stages);
-  const std::int64_t limit = request.max_mem_bytes > 0 ? request.max_mem_bytes : default_zb_auto_limit(params, request.costs);
+  if (request.max_mem_micro_batches < 0)
+    throw ScheduleError("zb-auto: --max-mem-micro-batches must be at least 1, got " +
+                        std::to_string(request.max_mem_micro_batches));
+  const std::vector<std::int64_t> limits = zb_auto_rank_limits(request);
 
   std::vector<Schedule> candidates;
   const int largest_cap = std::min(m, 2 * p + 1);
@@ -253,7 +301,7 @@ Schedule zb_auto_schedule(const ZbAutoRequest& request) {
       std::vector<int> caps(p);
       for (int r = 0; r < p; ++r) caps[r] = std::max(1, k - slope * r);
       for (bool eager : {false, true}) {
-        ComputeOrder order = zb_auto_greedy_order(request, caps, eager, limit);
+        ComputeOrder order = zb_auto_greedy_order(request, caps, eager, limits);
         if (!order.per_rank.empty()) candidates.push_back(lower(order));
       }
     }
@@ -278,13 +326,13 @@ Schedule zb_auto_schedule(const ZbAutoRequest& request) {
   double best_time = kNever;
   double best_idle = kNever;
   std::int64_t best_peak = 0;
-  std::int64_t least_peak = std::numeric_limits<std::int64_t>::max();
+  std::int64_t least_peak = kNoLimit;
   for (const Schedule& candidate : candidates) {
     if (candidate.stage_to_rank != placement) continue;
     const Summary summary = simulate(candidate, request.costs, request.topology, options).summary;
     const std::int64_t peak = summary.max_peak_memory_bytes();
     least_peak = std::min(least_peak, peak);
-    if (peak > limit) continue;
+    if (!fits(summary, limits)) continue;
     // Among equally fast ones, the one whose ranks wait least once the pipeline is full
     // (what remains when iterations overlap), then the one that needs least memory.
     const double idle = summary.total_internal_idle_s();
@@ -297,9 +345,9 @@ Schedule zb_auto_schedule(const ZbAutoRequest& request) {
     }
   }
   if (!best) {
-    std::string message = "zb-auto: no schedule found whose peak memory stays under --max-mem " + std::to_string(limit) + " bytes";
-    if (least_peak != std::numeric_limits<std::int64_t>::max())
-      message += " (the least any candidate needed: " + std::to_string(least_peak) + " bytes)";
+    std::string message = "zb-auto: no schedule found whose peak memory stays under " + limit_description(request, limits);
+    if (least_peak != kNoLimit)
+      message += " (the least peak of any candidate: " + std::to_string(least_peak) + " bytes)";
     throw ScheduleError(message);
   }
   Schedule result = *best;
@@ -307,17 +355,19 @@ Schedule zb_auto_schedule(const ZbAutoRequest& request) {
   return result;
 }
 
-void register_zb_auto(const CostModel& costs, const Topology& topology, std::int64_t max_mem_bytes) {
+void register_zb_auto(const CostModel& costs, const Topology& topology, std::int64_t max_mem_bytes,
+                      int max_mem_micro_batches) {
   ScheduleRegistry::instance().add(
       {"zb-auto",
        "automatic zero bubble under a memory limit, from costs (default f=b=w=1, c=0, f_mem=2, b_mem=w_mem=-1, "
        "limit: 2p-1 micro-batches of activations); 1 stage per rank, or V with --chunks 2",
-       [costs, topology, max_mem_bytes](const ScheduleParams& params) {
+       [costs, topology, max_mem_bytes, max_mem_micro_batches](const ScheduleParams& params) {
          ZbAutoRequest request;
          request.params = params;
          request.costs = costs;
          request.topology = topology;
          request.max_mem_bytes = max_mem_bytes;
+         request.max_mem_micro_batches = max_mem_micro_batches;
          return zb_auto_schedule(request);
        }});
 }

@@ -12,7 +12,9 @@
 //   costs or a profile;
 // - --overlap-grad-reduce hides the gradient all-reduce of 32 replicas but the embedding's share;
 // - --steady-state: ZB-H2's period of back-to-back iterations (24 for p = 4, m = 8, unit costs)
-//   in the table and the JSON, and no --trace with it.
+//   in the table and the JSON, and no --trace with it;
+// - --max-mem-micro-batches N: zb-auto (p = 4, m = 8, f_mem 2 bytes) peaks at 2 N bytes or less
+//   on every rank; with another schedule, or N = 0, exit 2 naming the option.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -102,6 +104,24 @@ TEST_CASE("ppsim simulate predicts the steady state of back-to-back iterations",
   CHECK(traced.status == 2);
   CHECK(traced.err.find("--steady-state with --trace never.json") != std::string::npos);
   CHECK_FALSE(fs::exists("never.json"));
+}
+
+TEST_CASE("ppsim simulate limits zb-auto's memory in micro-batches", "[cli]") {
+  const std::string zb = "--schedule zb-auto --stages 4 --micro-batches 8 --f-cost 1 --b-cost 1 --w-cost 1 --json ";
+  for (int n : {1, 2, 4, 8}) {
+    const PpsimRun run = simulate(zb + "--max-mem-micro-batches " + std::to_string(n));
+    INFO("N = " << n << ": " << run.err);
+    REQUIRE(run.status == 0);
+    const json summary = json::parse(run.out);
+    REQUIRE(summary.at("ranks").size() == 4);
+    for (const json& rank : summary.at("ranks")) CHECK(rank.at("peak_memory_bytes").get<int>() <= 2 * n);
+  }
+  const PpsimRun other = simulate("--schedule 1f1b --stages 4 --micro-batches 8 --max-mem-micro-batches 4");
+  CHECK(other.status == 2);
+  CHECK(other.err.find("--max-mem-micro-batches is zb-auto's limit: not with --schedule 1f1b") != std::string::npos);
+  const PpsimRun zero = simulate(zb + "--max-mem-micro-batches 0");
+  CHECK(zero.status == 2);
+  CHECK(zero.err.find("--max-mem-micro-batches must be at least 1, got 0") != std::string::npos);
 }
 
 TEST_CASE("ppsim simulate derives a model's costs for the stages interleaved-1f1b chooses", "[cli]") {

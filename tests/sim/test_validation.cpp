@@ -119,23 +119,13 @@ struct Outcome {
   Prediction prediction;
 };
 
-// Every run predicted, in the file's order: ZB-1p's memory limit is its 1F1B run's predicted peak,
-// which must come first.
+// Every run predicted, in the file's order.
 std::vector<Outcome> predict_all(const json& data) {
-  std::map<std::string, json> summaries;
   std::vector<Outcome> outcomes;
   for (const json& run : data.at("runs")) {
     const std::string id = run.at("id");
-    auto args = run.at("args").get<std::vector<std::string>>();
-    if (run.contains("memory_limit_of")) {
-      const std::string source = run.at("memory_limit_of");
-      INFO(id << ": memory_limit_of " << source);
-      REQUIRE(summaries.count(source) == 1);
-      args.push_back("--max-mem");
-      args.push_back(std::to_string(max_peak_bytes(summaries.at(source))));
-    }
+    const auto args = run.at("args").get<std::vector<std::string>>();
     const json summary = simulate(id, args);
-    summaries[id] = summary;
     outcomes.push_back({run, predict(run, summary)});
 
     // The arguments describe the published run.

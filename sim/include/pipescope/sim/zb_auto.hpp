@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "pipescope/core/passes.hpp"
 #include "pipescope/core/registry.hpp"
@@ -19,12 +20,22 @@ struct ZbAutoRequest {
   ScheduleParams params;        // num_ranks, num_micro_batches, chunks 1 (one stage per rank) or 2 (V)
   CostModel costs;
   Topology topology;
-  std::int64_t max_mem_bytes = 0;  // per rank; 0 means default_zb_auto_limit(...)
+  std::int64_t max_mem_bytes = 0;  // per rank, everything it holds
+  // Per rank, activations only, in micro-batches: each rank may hold, beyond its static memory,
+  // N times the largest activations one micro-batch leaves on any rank. This is how the Zero
+  // Bubble paper's implementation sets its limit (ZB-1p: N = p, ZB-2p: N = 2p); with stages of
+  // unequal size it lets the lighter ranks hold more micro-batches, as that implementation does.
+  int max_mem_micro_batches = 0;
+  // Neither given: default_zb_auto_limit(...).
 };
 
 // The limit used when none is given: on the rank that needs most, its static memory plus the
 // activations of 2p - 1 micro-batches (ZB-H2's budget).
 std::int64_t default_zb_auto_limit(const ScheduleParams& params, const CostModel& costs);
+
+// Each rank's limit in bytes: the smaller of max_mem_bytes and the micro-batch limit where both
+// are given, the default where neither is.
+std::vector<std::int64_t> zb_auto_rank_limits(const ZbAutoRequest& request);
 
 // The costs `ppsim schedule zb-auto` uses: f = b = w = 1, c = 0, f_mem = 2, b_mem = w_mem = -1.
 CostModel default_zb_auto_costs();
@@ -37,11 +48,12 @@ Schedule zb_auto_schedule(const ZbAutoRequest& request);
 // right after its B (eager) or only when nothing else is ready (lazy). Returns an order with
 // an empty per_rank when the construction cannot finish under the limit.
 ComputeOrder zb_auto_greedy_order(const ZbAutoRequest& request, const std::vector<int>& cap_per_rank, bool eager_w,
-                                  std::int64_t max_mem_bytes);
+                                  const std::vector<std::int64_t>& rank_limit_bytes);
 
-// Registers "zb-auto" in ScheduleRegistry::instance() with these costs and limit (replacing a
+// Registers "zb-auto" in ScheduleRegistry::instance() with these costs and limits (replacing a
 // previous registration); `register_sim_schedules` uses the default costs.
-void register_zb_auto(const CostModel& costs, const Topology& topology, std::int64_t max_mem_bytes);
+void register_zb_auto(const CostModel& costs, const Topology& topology, std::int64_t max_mem_bytes,
+                      int max_mem_micro_batches = 0);
 void register_sim_schedules();
 
 }  // namespace pipescope::sim
