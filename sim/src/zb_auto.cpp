@@ -218,6 +218,26 @@ std::vector<int> cap_values(int largest) {
   return {values.begin(), values.end()};
 }
 
+// What each rank holds throughout, and the activations one micro-batch leaves on it (all its
+// stages) and on its largest stage.
+struct RankMemory {
+  std::int64_t static_bytes = 0;
+  std::int64_t one_micro_batch_bytes = 0;
+  std::int64_t largest_stage_f_bytes = 0;
+};
+
+std::vector<RankMemory> rank_memory(const ScheduleParams& params, const CostModel& costs) {
+  const std::vector<int> placement = placement_for(params);
+  std::vector<RankMemory> ranks(static_cast<std::size_t>(params.num_ranks));
+  for (int s = 0; s < static_cast<int>(placement.size()); ++s) {
+    RankMemory& r = ranks[placement[s]];
+    r.static_bytes += costs.stage(s).static_bytes;
+    r.one_micro_batch_bytes += costs.stage(s).f_mem_bytes;
+    r.largest_stage_f_bytes = std::max(r.largest_stage_f_bytes, costs.stage(s).f_mem_bytes);
+  }
+  return ranks;
+}
+
 bool fits(const Summary& summary, const std::vector<std::int64_t>& rank_limit_bytes) {
   for (const RankSummary& rank : summary.ranks)
     if (rank.peak_memory_bytes > rank_limit_bytes[rank.rank]) return false;
@@ -239,36 +259,27 @@ std::string limit_description(const ZbAutoRequest& request, const std::vector<st
 CostModel default_zb_auto_costs() { return CostModel::uniform(1.0, 1.0, 1.0, 0.0, 2, -1, -1); }
 
 std::int64_t default_zb_auto_limit(const ScheduleParams& params, const CostModel& costs) {
-  const std::vector<int> placement = placement_for(params);
-  std::vector<std::int64_t> static_bytes(params.num_ranks, 0), largest_f(params.num_ranks, 0);
-  for (int s = 0; s < static_cast<int>(placement.size()); ++s) {
-    static_bytes[placement[s]] += costs.stage(s).static_bytes;
-    largest_f[placement[s]] = std::max(largest_f[placement[s]], costs.stage(s).f_mem_bytes);
-  }
+  const std::vector<RankMemory> ranks = rank_memory(params, costs);
   std::int64_t limit = 0;
-  for (int r = 0; r < params.num_ranks; ++r)
-    limit = std::max(limit, static_bytes[r] + (2 * static_cast<std::int64_t>(params.num_ranks) - 1) * largest_f[r]);
+  for (const RankMemory& r : ranks)
+    limit = std::max(limit, r.static_bytes + (2 * static_cast<std::int64_t>(params.num_ranks) - 1) * r.largest_stage_f_bytes);
   return limit;
 }
 
 std::vector<std::int64_t> zb_auto_rank_limits(const ZbAutoRequest& request) {
   const ScheduleParams& params = request.params;
-  const std::vector<int> placement = placement_for(params);
   if (request.max_mem_bytes <= 0 && request.max_mem_micro_batches <= 0)
     return std::vector<std::int64_t>(static_cast<std::size_t>(params.num_ranks), default_zb_auto_limit(params, request.costs));
-  std::vector<std::int64_t> static_bytes(params.num_ranks, 0), one_micro_batch(params.num_ranks, 0);
-  for (int s = 0; s < static_cast<int>(placement.size()); ++s) {
-    static_bytes[placement[s]] += request.costs.stage(s).static_bytes;
-    one_micro_batch[placement[s]] += request.costs.stage(s).f_mem_bytes;
-  }
-  const std::int64_t largest = *std::max_element(one_micro_batch.begin(), one_micro_batch.end());
-  std::vector<std::int64_t> limits(static_cast<std::size_t>(params.num_ranks),
-                                   request.max_mem_bytes > 0 ? request.max_mem_bytes : kNoLimit);
+  const std::vector<RankMemory> ranks = rank_memory(params, request.costs);
+  std::int64_t largest = 0;
+  for (const RankMemory& r : ranks) largest = std::max(largest, r.one_micro_batch_bytes);
+  std::vector<std::int64_t> limits(ranks.size(), request.max_mem_bytes > 0 ? request.max_mem_bytes : kNoLimit);
   if (request.max_mem_micro_batches > 0)
-    for (int r = 0; r < params.num_ranks; ++r) {
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
       // A limit past what 64 bits hold is no limit.
-      const bool huge = largest > 0 && request.max_mem_micro_batches > (kNoLimit - static_bytes[r]) / largest;
-      limits[r] = std::min(limits[r], huge ? kNoLimit : static_bytes[r] + request.max_mem_micro_batches * largest);
+      const std::int64_t static_bytes = ranks[r].static_bytes;
+      const bool huge = largest > 0 && request.max_mem_micro_batches > (kNoLimit - static_bytes) / largest;
+      limits[r] = std::min(limits[r], huge ? kNoLimit : static_bytes + request.max_mem_micro_batches * largest);
     }
   return limits;
 }

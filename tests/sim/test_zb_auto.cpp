@@ -164,8 +164,7 @@ TEST_CASE("zb-auto's limit in micro-batches lets the lighter ranks hold more, as
   // 4 bytes under 4 x 6; 1F1B's peak in bytes on every rank holds it to what the heaviest needs.
   const ZbAutoRequest per_micro_batch = uneven_request(4, 0);
   const Summary by_micro_batches = simulate(zb_auto_schedule(per_micro_batch), per_micro_batch.costs, Topology{}, options).summary;
-  ScheduleParams params = per_micro_batch.params;
-  const Summary one_f_one_b = simulate(make_schedule("1f1b", params), per_micro_batch.costs, Topology{}, options).summary;
+  const Summary one_f_one_b = simulate(make_schedule("1f1b", per_micro_batch.params), per_micro_batch.costs, Topology{}, options).summary;
   const ZbAutoRequest per_byte = uneven_request(0, one_f_one_b.max_peak_memory_bytes());
   const Summary by_bytes = simulate(zb_auto_schedule(per_byte), per_byte.costs, Topology{}, options).summary;
   CHECK(by_micro_batches.iteration_time_s < by_bytes.iteration_time_s);
