@@ -4,17 +4,19 @@
 #                           unpacks PyPI's torch wheel into build/libtorch, the default. A LibTorch
 #                           archive from pytorch.org or a Python environment's site-packages/torch
 #                           have the same layout and can be named instead.
-#      PIPESCOPE_WITH_CUDA  ON: the CUDA build, which goes through the LibTorch's own CMake package
-#                           (it looks for the CUDA toolkit, which that build needs anyway).
-# Out: pipescope::torch, PIPESCOPE_TORCH_FOUND, PIPESCOPE_TORCH_VERSION, and
-#      PIPESCOPE_TORCH_NOT_FOUND (one line saying what is missing) when not found.
+#      PIPESCOPE_WITH_CUDA  ON: also pipescope::torch_cuda, for the CUDA program beside the CPU one
+#                           (libtorch_cuda, libc10_cuda and the CUDA toolkit's runtime).
+# Out: pipescope::torch (and pipescope::torch_cuda), PIPESCOPE_TORCH_FOUND, PIPESCOPE_TORCH_VERSION,
+#      and PIPESCOPE_TORCH_NOT_FOUND (one line saying what is missing) when not found.
 #
-# Why not the LibTorch's own TorchConfig.cmake for the CPU build: the wheel's package describes the
-# CUDA build and looks for the CUDA toolkit, cuDNN and NVTX, which a CPU machine lacks. The CPU
-# build needs only libtorch_cpu.so and libc10.so (not libtorch_cuda.so: no cuBLAS, no cuDNN), the
+# Why not the LibTorch's own TorchConfig.cmake: the wheel's package describes the CUDA build and
+# looks for the CUDA toolkit, cuDNN and NVTX, which a CPU machine lacks, and it would give the CPU
+# and the CUDA program different compile definitions, so that the sources they share would be
+# compiled twice. Everything pprun compiles needs only libtorch_cpu.so and libc10.so, the
 # headers, and the compile definitions the torch_cpu target carries (USE_DISTRIBUTED,
 # USE_C10D_GLOO ...: they switch on the c10d declarations pprun uses), read from the package so
-# that they follow the wheel. The wheel is built with the C++11 string ABI (its symbols name
+# that they follow the wheel; the two CUDA files add the CUDA libraries (torch_cuda's own
+# definitions, USE_C10D_NCCL and USE_NVSHMEM, concern headers those files do not include). The wheel is built with the C++11 string ABI (its symbols name
 # std::__cxx11); the definition is set so that a compiler defaulting otherwise still matches.
 # This file is also installed: pipescope-config.cmake includes it so that users of the installed
 # pipescope::exec get the same target.
@@ -30,27 +32,25 @@ endif()
 include("${_pipescope_torch_package}")  # sets PACKAGE_VERSION
 set(PIPESCOPE_TORCH_VERSION ${PACKAGE_VERSION})
 
-add_library(pipescope::torch INTERFACE IMPORTED)
-if(PIPESCOPE_WITH_CUDA)
-  # Caffe2_DIR: Debian's own Caffe2 package under /usr must never mix with this LibTorch's.
-  set(Caffe2_DIR "${PIPESCOPE_TORCH_DIR}/share/cmake/Caffe2" CACHE PATH "Caffe2 package of PIPESCOPE_TORCH_DIR" FORCE)
-  find_package(Torch REQUIRED PATHS "${PIPESCOPE_TORCH_DIR}/share/cmake/Torch" NO_DEFAULT_PATH)
-  target_link_libraries(pipescope::torch INTERFACE ${TORCH_LIBRARIES})
-  target_compile_options(pipescope::torch INTERFACE ${TORCH_CXX_FLAGS})
-  set(PIPESCOPE_TORCH_FOUND TRUE)
+# Sets PIPESCOPE_TORCH_NOT_FOUND when one of LibTorch's lib<name>.so is missing (`hint` says
+# what to do), else imports each as pipescope::torch_<name>.
+function(_pipescope_torch_import_libraries hint)
+  foreach(name IN LISTS ARGN)
+    set(file "${PIPESCOPE_TORCH_DIR}/lib/lib${name}.so")
+    if(NOT EXISTS "${file}")
+      set(PIPESCOPE_TORCH_NOT_FOUND "${file} is missing (${hint})" PARENT_SCOPE)
+      return()
+    endif()
+    add_library(pipescope::torch_${name} SHARED IMPORTED)
+    set_target_properties(pipescope::torch_${name} PROPERTIES IMPORTED_LOCATION "${file}" IMPORTED_SONAME "lib${name}.so")
+  endforeach()
+endfunction()
+
+_pipescope_torch_import_libraries("run scripts/fetch-libtorch.sh" torch_cpu c10)
+if(PIPESCOPE_TORCH_NOT_FOUND)
   return()
 endif()
-
-foreach(_pipescope_torch_lib torch_cpu c10)
-  set(_pipescope_torch_file "${PIPESCOPE_TORCH_DIR}/lib/lib${_pipescope_torch_lib}.so")
-  if(NOT EXISTS "${_pipescope_torch_file}")
-    set(PIPESCOPE_TORCH_NOT_FOUND "${_pipescope_torch_file} is missing (run scripts/fetch-libtorch.sh)")
-    return()
-  endif()
-  add_library(pipescope::torch_${_pipescope_torch_lib} SHARED IMPORTED)
-  set_target_properties(pipescope::torch_${_pipescope_torch_lib} PROPERTIES
-                        IMPORTED_LOCATION "${_pipescope_torch_file}" IMPORTED_SONAME "lib${_pipescope_torch_lib}.so")
-endforeach()
+add_library(pipescope::torch INTERFACE IMPORTED)
 # The compile definitions of the torch_cpu target, as the wheel's Caffe2Targets.cmake states them.
 file(STRINGS "${PIPESCOPE_TORCH_DIR}/share/cmake/Caffe2/Caffe2Targets.cmake" _pipescope_torch_targets)
 set(_pipescope_torch_definitions "")
@@ -70,4 +70,19 @@ target_include_directories(pipescope::torch SYSTEM INTERFACE "${PIPESCOPE_TORCH_
 target_compile_definitions(pipescope::torch INTERFACE ${_pipescope_torch_definitions} _GLIBCXX_USE_CXX11_ABI=1)
 target_compile_features(pipescope::torch INTERFACE cxx_std_17)
 target_link_libraries(pipescope::torch INTERFACE pipescope::torch_torch_cpu pipescope::torch_c10)
+
+if(PIPESCOPE_WITH_CUDA)
+  _pipescope_torch_import_libraries("PIPESCOPE_WITH_CUDA=ON needs a CUDA LibTorch: scripts/build-cuda.sh" torch_cuda c10_cuda)
+  if(PIPESCOPE_TORCH_NOT_FOUND)
+    return()
+  endif()
+  find_package(CUDAToolkit REQUIRED)
+  add_library(pipescope::torch_cuda INTERFACE IMPORTED)
+  # libtorch_cuda registers the CUDA device with LibTorch when it loads; nothing names its
+  # symbols, so a linker that drops unneeded libraries (--as-needed) must keep this one, as
+  # LibTorch's own package does.
+  target_link_libraries(pipescope::torch_cuda INTERFACE pipescope::torch
+                        "-Wl,--no-as-needed,${PIPESCOPE_TORCH_DIR}/lib/libtorch_cuda.so" "-Wl,--as-needed"
+                        pipescope::torch_c10_cuda CUDA::cudart)
+endif()
 set(PIPESCOPE_TORCH_FOUND TRUE)

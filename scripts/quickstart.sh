@@ -1,43 +1,17 @@
 #!/usr/bin/env bash
-# The README's first command: installs the dependencies, builds every tool, and runs the main
-# job on a built-in default configuration:
-#   1. a 1F1B schedule for 4 ranks and 8 micro-batches, validated, as the step x rank grid;
-#   2. the planner's built-in example (gpt-7b on 64 x H100, 8 per node);
-#   3. a real 2-process pipelined training run (pprun, Gloo over loopback) with its trace: a
-#      small GPT (tiny-gpt, byte tokens) learning the project's own docs, the default corpus; its
-#      loss falls within the run (README, "Run it for real", has the figures).
-# Outputs go to out/ (ignored by git). Run it again at any time: every step is idempotent.
+# The README's first command: installs the dependencies, builds the three tools (ppsim, pprun,
+# ppview: nothing else, no tests), and runs the main job on its built-in default configuration
+# (scripts/main-job.sh: a validated 1F1B schedule, the planner's example, a real 2-process
+# training run with its trace in out/). Run it again at any time: every step is idempotent, and
+# a second run only rebuilds what changed (`cmake --build --preset release` builds the rest:
+# tests, benchmarks, examples).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+started=$(date +%s)
 bash scripts/install-deps.sh
 cmake --preset release >/dev/null
-cmake --build --preset release -j "$(nproc)"
-
-bin=build/release
-mkdir -p out
-
+cmake --build --preset release -j "$(nproc)" --target tools
+echo "quickstart: dependencies and the three tools ready in $(( $(date +%s) - started )) s"
 echo
-echo "== ppsim schedule 1f1b --stages 4 --micro-batches 8"
-"$bin/sim/ppsim" schedule 1f1b --stages 4 --micro-batches 8
-
-echo
-echo "== ppsim plan   (built-in example; ppsim plan --help for your model and cluster)"
-"$bin/sim/ppsim" plan --quiet
-
-if [ -x "$bin/exec/pprun" ]; then
-  # 40 steps at lr 0.01: enough for the loss to fall from ln 256 (5.5, a uniform guess over
-  # bytes) to about 3.4 in well under a minute on 2 cores; the held-out loss every 10 steps shows
-  # it is learnt, not memorised.
-  args=(--nproc-per-node 2 --schedule 1f1b --micro-batches 4 --steps 40 --lr 0.01 --eval-every 10)
-  echo
-  echo "== pprun ${args[*]} --trace out/measured.json"
-  "$bin/exec/pprun" "${args[@]}" --quiet --trace out/measured.json --metrics out/metrics.jsonl
-  # One line per step: step, training loss, and the held-out loss where it was measured.
-  jq -r '"step \(.step)  loss \(.loss * 1000 | round / 1000)" + (if .eval_loss then "  eval_loss \(.eval_loss * 1000 | round / 1000)" else "" end)' \
-    out/metrics.jsonl
-fi
-
-echo
-echo "Open the example prediction and measurement side by side:"
-echo "  $bin/gui/ppview traces/examples/predicted.json traces/examples/measured.json"
+bash scripts/main-job.sh build/release

@@ -5,7 +5,7 @@
 # against a wheel of the same torch version (TORCH_VERSION or WHEEL) then runs on a GPU machine
 # that has that PyTorch installed but neither the build folder nor a CUDA toolkit.
 #
-#   scripts/with-python-torch.sh build/cuda/exec/pprun --device cuda --nproc-per-node 8 ...
+#   scripts/with-python-torch.sh build/cuda/exec-cuda/pprun --device cuda --nproc-per-node 8 ...
 #
 # Environment: PYTHON (default python3). A LibTorch of another version than the one pprun was
 # built with fails at load time (undefined symbols): the script prints which one it found.

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "checkpoint_adamw.hpp"
+#include "error_text.hpp"
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
 
@@ -35,11 +36,6 @@ std::string archive_key(const std::string& name) {
 }
 
 at::Tensor int_tensor(std::int64_t v) { return at::full({1}, v, at::TensorOptions().dtype(at::kLong)); }
-
-std::string first_line(std::string text) {
-  if (auto nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
-  return text;
-}
 
 }  // namespace
 

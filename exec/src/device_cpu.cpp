@@ -25,13 +25,4 @@ std::shared_ptr<ComputeDevice> make_local_device(at::DeviceType type, int local_
   return make_cuda_device(local_rank % (gpus > 0 ? gpus : 1));
 }
 
-#ifndef PIPESCOPE_WITH_CUDA
-bool cuda_support_built() { return false; }
-int cuda_device_count() { return 0; }
-
-std::shared_ptr<ComputeDevice> make_cuda_device(int) {
-  throw DeviceError("--device cuda: this pprun was built without the CUDA path (configure with -DPIPESCOPE_WITH_CUDA=ON, see scripts/build-cuda.sh)");
-}
-#endif
-
 }  // namespace pipescope::exec

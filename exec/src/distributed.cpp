@@ -7,20 +7,13 @@
 #include <filesystem>
 #include <optional>
 
+#include "error_text.hpp"
 #include "launcher.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/exec/runtime.hpp"
 #include "threads.hpp"
 
 namespace pipescope::exec {
-namespace {
-
-std::string first_line(std::string text) {
-  if (auto nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
-  return text;
-}
-
-}  // namespace
 
 int run_pipeline_processes(int argc, char** argv, const std::function<void(ProcessContext&)>& body, ProcessOptions options) {
   // Workers run as /proc/self/exe: the program's own name comes from the link.

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <set>
 
+#include "error_text.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/registry.hpp"
 #include "pipescope/core/validator.hpp"
@@ -18,11 +19,6 @@
 
 namespace pipescope::exec {
 namespace {
-
-std::string first_line(std::string text) {
-  if (auto nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
-  return text;
-}
 
 // Builds a layer once to count its parameters, leaving the process's random state as it was.
 std::int64_t count_parameters(const LayerSpec& layer) {

@@ -252,22 +252,3 @@ World make_world(const at::Device& device, const WorldOptions& options) {
 
 }  // namespace pipescope::exec
 
-// The backends a build leaves out still link, and say why they cannot be used.
-namespace pipescope::exec {
-
-#ifndef PIPESCOPE_HAS_GLOO
-bool gloo_support_built() { return false; }
-World make_gloo_world(const WorldOptions&) {
-  throw TransportError("Gloo: this pprun was built against a LibTorch without Gloo headers (the CUDA build); use --device cuda (NCCL)");
-}
-#else
-bool gloo_support_built() { return true; }
-#endif
-
-#ifndef PIPESCOPE_WITH_CUDA
-World make_nccl_world(const WorldOptions&, int) {
-  throw TransportError("NCCL: this pprun was built without the CUDA path (configure with -DPIPESCOPE_WITH_CUDA=ON)");
-}
-#endif
-
-}  // namespace pipescope::exec

@@ -12,7 +12,7 @@
 #include "runtime/backward_split_probe.hpp"
 #include "runtime/collectives.hpp"
 #include "runtime/compute_weights.hpp"
-#include "runtime/error_text.hpp"
+#include "error_text.hpp"
 #include "runtime/p2p_channel.hpp"
 #include "runtime/rank_context.hpp"
 #include "runtime/stage_compute.hpp"
@@ -50,7 +50,7 @@ class PipelineRuntime::Impl {
     try {
       p2p_.drain_sends();
     } catch (const std::exception& e) {
-      ctx_.fail(runtime::first_line(e.what()), "the sends of this step");
+      ctx_.fail(first_line(e.what()), "the sends of this step");
     }
     return recorder_.finish(device);
   }
@@ -128,7 +128,7 @@ class PipelineRuntime::Impl {
     } catch (const RuntimeError&) {
       throw;
     } catch (const std::exception& e) {
-      ctx_.fail_here(runtime::first_line(e.what()));
+      ctx_.fail_here(first_line(e.what()));
     }
   }
 

@@ -36,7 +36,7 @@ using torch::jit::Node;
 using torch::jit::Value;
 
 // The first non-blank line of a LibTorch message (TorchScript errors start with a newline).
-std::string first_line(const std::string& text) {
+std::string first_nonblank_line(const std::string& text) {
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);)
     if (line.find_first_not_of(" \t\r") != std::string::npos) return line;
@@ -46,7 +46,7 @@ std::string first_line(const std::string& text) {
 // The TorchScript interpreter's errors open with a fixed header and a script traceback; the
 // cause ("RuntimeError: mat1 and mat2 shapes cannot be multiplied ...") is the last line.
 std::string cause_line(const std::string& text) {
-  const std::string first = first_line(text);
+  const std::string first = first_nonblank_line(text);
   if (first.rfind("The following operation failed in the TorchScript interpreter", 0) != 0) return first;
   std::istringstream lines(text);
   std::string cause;
@@ -75,7 +75,7 @@ torch::jit::Module load_module(const std::string& path, const std::string& bytes
         "TorchScript model '{}': LibTorch {} cannot load it: {} (a file saved by a newer PyTorch may use a file "
         "format version or operators this LibTorch does not know: save it with torch {}.{} or older, see "
         "docs/TORCHSCRIPT.md)",
-        path, TORCH_VERSION, first_line(c10_error ? c10_error->what_without_backtrace() : e.what()), TORCH_VERSION_MAJOR,
+        path, TORCH_VERSION, first_nonblank_line(c10_error ? c10_error->what_without_backtrace() : e.what()), TORCH_VERSION_MAJOR,
         TORCH_VERSION_MINOR));
   }
 }

@@ -108,6 +108,8 @@ bool is_loopback(const std::string& addr) {
 
 }  // namespace
 
+bool gloo_support_built() { return true; }
+
 World make_gloo_world(const WorldOptions& o) {
   c10::intrusive_ptr<c10d::Store> store = open_rendezvous_store(o);
   auto options = c10d::ProcessGroupGloo::Options::create(o.timeout);

@@ -159,7 +159,7 @@ int run_calibrate(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistrar registrar{
+const CommandRegistrar calibrate_registrar{
     {"calibrate", "learn per-stage costs from measured traces (pprun --trace) into a profile", run_calibrate}};
 
 }  // namespace

@@ -150,7 +150,7 @@ int run_compare(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistrar registrar{{"compare", "compare a predicted trace with a measured one", run_compare}};
+const CommandRegistrar compare_registrar{{"compare", "compare a predicted trace with a measured one", run_compare}};
 
 }  // namespace
 }  // namespace pipescope::cli

@@ -351,7 +351,7 @@ int run_plan(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistrar registrar{
+const CommandRegistrar plan_registrar{
     {"plan", "rank tensor/pipeline/data-parallel layouts, schedules and micro-batching of a model on a cluster", run_plan}};
 
 }  // namespace

@@ -69,7 +69,7 @@ int run_schedule(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistrar registrar{
+const CommandRegistrar schedule_registrar{
     {"schedule", "generate a schedule (or read file:PATH), validate it, print or write it", run_schedule}};
 
 }  // namespace

@@ -358,7 +358,7 @@ int run_simulate(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistrar registrar{
+const CommandRegistrar simulate_registrar{
     {"simulate", "predict iteration time, bubbles and peak memory of a schedule (--json, --trace FILE)", run_simulate}};
 
 }  // namespace

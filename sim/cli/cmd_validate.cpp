@@ -44,7 +44,7 @@ int run_validate(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistrar registrar{{"validate", "check a schedule file; name the first problem", run_validate}};
+const CommandRegistrar validate_registrar{{"validate", "check a schedule file; name the first problem", run_validate}};
 
 }  // namespace
 }  // namespace pipescope::cli

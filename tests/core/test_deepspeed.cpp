@@ -37,11 +37,11 @@ using namespace test_support;
 
 namespace {
 
-using Texts = std::vector<std::string>;
+using DeepSpeedTexts = std::vector<std::string>;
 
 // "0RECV_B1#1": torch's text form plus the buffer id.
-Texts buffered_text(const Program& program) {
-  Texts steps;
+DeepSpeedTexts buffered_text(const Program& program) {
+  DeepSpeedTexts steps;
   for (const Step& step : program) {
     std::string text;
     for (const Instruction& instr : step) {
@@ -121,7 +121,7 @@ std::string refusal_of(const std::string& name) {
 TEST_CASE("deepspeed-train@0.5 p=2 m=3, hand-checked", "[deepspeed]") {
   const Schedule s = make_schedule("deepspeed-train@0.5", params(2, 3));
   CHECK(s.name == "deepspeed-train@0.5");
-  CHECK(buffered_text(s.programs[0]) == Texts{
+  CHECK(buffered_text(s.programs[0]) == DeepSpeedTexts{
                                            "0LOAD0#0 0F0#0",
                                            "0SEND_F0#0",
                                            "0LOAD1#1 0F1#1",
@@ -131,7 +131,7 @@ TEST_CASE("deepspeed-train@0.5 p=2 m=3, hand-checked", "[deepspeed]") {
                                            ".",
                                            "0RECV_B2#2 0B2#2 0REDUCE_TIED 0REDUCE_GRAD 0OPTIMIZER",
                                        });
-  CHECK(buffered_text(s.programs[1]) == Texts{
+  CHECK(buffered_text(s.programs[1]) == DeepSpeedTexts{
                                            ".",
                                            "1RECV_F0#0 1LOAD0#0 1F0#0",
                                            "1B0#0",
@@ -146,7 +146,7 @@ TEST_CASE("deepspeed-train@0.5 p=2 m=3, hand-checked", "[deepspeed]") {
 TEST_CASE("deepspeed-train@0.8.3 p=2 m=3, hand-checked: the transfers swapped, one buffer fewer", "[deepspeed]") {
   const Schedule s = make_schedule("deepspeed-train@0.8.3", params(2, 3));
   CHECK(s.name == "deepspeed-train@0.8.3");
-  CHECK(buffered_text(s.programs[0]) == Texts{
+  CHECK(buffered_text(s.programs[0]) == DeepSpeedTexts{
                                            "0LOAD0#0 0F0#0",
                                            "0SEND_F0#0",
                                            "0LOAD1#1 0F1#1",
@@ -156,7 +156,7 @@ TEST_CASE("deepspeed-train@0.8.3 p=2 m=3, hand-checked: the transfers swapped, o
                                            ".",
                                            "0RECV_B2#0 0B2#0 0REDUCE_TIED 0REDUCE_GRAD 0OPTIMIZER",
                                        });
-  CHECK(buffered_text(s.programs[1]) == Texts{
+  CHECK(buffered_text(s.programs[1]) == DeepSpeedTexts{
                                            ".",
                                            "1RECV_F0#0 1LOAD0#0 1F0#0",
                                            "1B0#0",
@@ -172,15 +172,15 @@ TEST_CASE("deepspeed-train@0.8.3 p=2 m=3, hand-checked: the transfers swapped, o
 
 TEST_CASE("deepspeed-inference p=3 m=2, hand-checked", "[deepspeed]") {
   const Schedule s = deepspeed_inference_schedule(params(3, 2));
-  CHECK(buffered_text(s.programs[0]) == Texts{"0LOAD0#0 0F0#0", "0LOAD1#1 0SEND_F0#0 0F1#1", "0SEND_F1#1", "."});
-  CHECK(buffered_text(s.programs[1]) == Texts{".", "1RECV_F0#0 1F0#0", "1RECV_F1#1 1SEND_F0#0 1F1#1", "1SEND_F1#1"});
-  CHECK(buffered_text(s.programs[2]) == Texts{".", ".", "2LOAD0#0 2RECV_F0#0 2F0#0", "2LOAD1#1 2RECV_F1#1 2F1#1"});
+  CHECK(buffered_text(s.programs[0]) == DeepSpeedTexts{"0LOAD0#0 0F0#0", "0LOAD1#1 0SEND_F0#0 0F1#1", "0SEND_F1#1", "."});
+  CHECK(buffered_text(s.programs[1]) == DeepSpeedTexts{".", "1RECV_F0#0 1F0#0", "1RECV_F1#1 1SEND_F0#0 1F1#1", "1SEND_F1#1"});
+  CHECK(buffered_text(s.programs[2]) == DeepSpeedTexts{".", ".", "2LOAD0#0 2RECV_F0#0 2F0#0", "2LOAD1#1 2RECV_F1#1 2F1#1"});
 }
 
 TEST_CASE("data-parallel m=3 accumulates gradients on one stage", "[deepspeed]") {
   const Schedule s = data_parallel_schedule(params(1, 3));
   CHECK(buffered_text(s.programs[0]) ==
-        Texts{"0LOAD0#0 0F0#0 0B0#0", "0LOAD1#0 0F1#0 0B1#0", "0LOAD2#0 0F2#0 0B2#0 0REDUCE_GRAD 0OPTIMIZER"});
+        DeepSpeedTexts{"0LOAD0#0 0F0#0 0B0#0", "0LOAD1#0 0F1#0 0B1#0", "0LOAD2#0 0F2#0 0B2#0 0REDUCE_GRAD 0OPTIMIZER"});
   CHECK_NOTHROW(validate(s));
   CHECK_THAT(refusal([] { data_parallel_schedule(params(2, 3)); }),
              Catch::StartsWith("data-parallel: ") && Catch::Contains("--stages must be 1; got --stages 2"));

@@ -7,6 +7,7 @@
 // unknown actions and malformed OVERLAP_F_B cells are refused naming row and column.
 #include <catch2/catch.hpp>
 
+#include "count_ops.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/registry.hpp"
 #include "pipescope/core/schedule_io.hpp"
@@ -17,7 +18,7 @@ using namespace pipescope;
 
 namespace {
 
-std::string error_of(const std::string& text) {
+std::string csv_error_of(const std::string& text) {
   try {
     parse_torch_csv(text, "x.csv");
   } catch (const ScheduleError& e) {
@@ -26,13 +27,7 @@ std::string error_of(const std::string& text) {
   return "";
 }
 
-int count_op(const Schedule& schedule, Op op) {
-  int n = 0;
-  for (const auto& program : schedule.programs)
-    for (const auto& step : program)
-      for (const auto& instr : step) n += instr.op == op;
-  return n;
-}
+using pipescope::testing::count_op;
 
 }  // namespace
 
@@ -118,21 +113,21 @@ TEST_CASE("the writer refuses skip connections") {
 }
 
 TEST_CASE("CSV errors name the row and column") {
-  CHECK(error_of("0F0,0UNSHARD0\n") ==
+  CHECK(csv_error_of("0F0,0UNSHARD0\n") ==
         "x.csv: row 1 (rank 0), column 2: bad action '0UNSHARD0': a UNSHARD action takes no micro-batch number");
-  CHECK(error_of("0F0,(0F1;0W1)OVERLAP_F_B\n") ==
+  CHECK(csv_error_of("0F0,(0F1;0W1)OVERLAP_F_B\n") ==
         "x.csv: row 1 (rank 0), column 2: bad action '(0F1;0W1)OVERLAP_F_B': OVERLAP_F_B holds a forward, then a backward "
         "(F then B or I)");
-  CHECK(error_of("0F0,(0F1;0B0)OVERLAP\n") ==
+  CHECK(csv_error_of("0F0,(0F1;0B0)OVERLAP\n") ==
         "x.csv: row 1 (rank 0), column 2: bad action '(0F1;0B0)OVERLAP': expected (<forward>;<backward>)OVERLAP_F_B");
-  CHECK(error_of("0F0,0Q1\n") == "x.csv: row 1 (rank 0), column 2: bad action '0Q1': unknown action type 'Q'");
-  CHECK(error_of("0F0,0F\n") == "x.csv: row 1 (rank 0), column 2: bad action '0F': missing micro-batch number");
-  CHECK(error_of("0F0\n1F0,0B0\n") ==
+  CHECK(csv_error_of("0F0,0Q1\n") == "x.csv: row 1 (rank 0), column 2: bad action '0Q1': unknown action type 'Q'");
+  CHECK(csv_error_of("0F0,0F\n") == "x.csv: row 1 (rank 0), column 2: bad action '0F': missing micro-batch number");
+  CHECK(csv_error_of("0F0\n1F0,0B0\n") ==
         "x.csv: row 2 (rank 1), column 2: stage 0 is already on row 1 (rank 0, column 1); a stage belongs to one rank");
-  CHECK(error_of("") == "x.csv: empty file: a torch schedule CSV has one row per rank");
-  CHECK(error_of("0REDUCE_GRAD\n") == "x.csv: no per-micro-batch action (F, B, I, W, SEND_*, RECV_*) in the file");
-  CHECK(error_of("0F0\n5F0\n") == "x.csv: stage 1 appears on no row (stages go up to 5)");
-  CHECK(error_of("0F0\n99999999F0\n") == "x.csv: stage 1 appears on no row (stages go up to 99999999)");
+  CHECK(csv_error_of("") == "x.csv: empty file: a torch schedule CSV has one row per rank");
+  CHECK(csv_error_of("0REDUCE_GRAD\n") == "x.csv: no per-micro-batch action (F, B, I, W, SEND_*, RECV_*) in the file");
+  CHECK(csv_error_of("0F0\n5F0\n") == "x.csv: stage 1 appears on no row (stages go up to 5)");
+  CHECK(csv_error_of("0F0\n99999999F0\n") == "x.csv: stage 1 appears on no row (stages go up to 99999999)");
 }
 
 TEST_CASE("CSV tolerates CRLF, spaces around cells and a missing final newline") {

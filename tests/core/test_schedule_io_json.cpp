@@ -15,7 +15,7 @@ using namespace pipescope;
 
 namespace {
 
-std::string error_of(const std::string& text) {
+std::string json_error_of(const std::string& text) {
   try {
     parse_schedule_json(text, "x.json");
   } catch (const ScheduleError& e) {
@@ -86,10 +86,10 @@ TEST_CASE("unknown instruction fields are accepted unless they contradict") {
 
   std::string agreeing = kMinimal;
   agreeing.replace(agreeing.find("\"comment\": \"free text\""), 22, "\"action\": \"0F0\", \"micro_batch_id\": 0");
-  CHECK(error_of(agreeing) == "");
+  CHECK(json_error_of(agreeing) == "");
   std::string contradicting = kMinimal;
   contradicting.replace(contradicting.find("\"comment\": \"free text\""), 22, "\"action\": \"0B0\"");
-  CHECK(error_of(contradicting) == "x.json: programs[0][0][0].action: '0B0' contradicts op/stage/micro_batch (0F0)");
+  CHECK(json_error_of(contradicting) == "x.json: programs[0][0][0].action: '0B0' contradicts op/stage/micro_batch (0F0)");
 }
 
 TEST_CASE("JSON errors name the source and the path") {
@@ -98,23 +98,23 @@ TEST_CASE("JSON errors name the source and the path") {
     text.replace(text.find(from), from.size(), to);
     return text;
   };
-  CHECK(error_of(with("\"ForwardPass\"", "\"Forwrd\"")) == "x.json: programs[0][0][0].op: unknown op 'Forwrd'");
-  CHECK(error_of(with("\"stage\": 0", "\"stage\": -1")) == "x.json: programs[0][0][0].stage: expected a non-negative integer, got -1");
-  CHECK(error_of(with("\"stage\": 0", "\"stage\": 4294967296")) == "x.json: programs[0][0][0].stage: number 4294967296 is too large");
-  CHECK(error_of(with("\"stage\": 0", "\"stage\": \"0\"")) ==
+  CHECK(json_error_of(with("\"ForwardPass\"", "\"Forwrd\"")) == "x.json: programs[0][0][0].op: unknown op 'Forwrd'");
+  CHECK(json_error_of(with("\"stage\": 0", "\"stage\": -1")) == "x.json: programs[0][0][0].stage: expected a non-negative integer, got -1");
+  CHECK(json_error_of(with("\"stage\": 0", "\"stage\": 4294967296")) == "x.json: programs[0][0][0].stage: number 4294967296 is too large");
+  CHECK(json_error_of(with("\"stage\": 0", "\"stage\": \"0\"")) ==
         "x.json: programs[0][0][0].stage: expected a non-negative integer, got a string");
-  CHECK(error_of(with("\"micro_batch\": 0", "\"micro_batch\": 1")) ==
+  CHECK(json_error_of(with("\"micro_batch\": 0", "\"micro_batch\": 1")) ==
         "x.json: programs[0][0][0].micro_batch: micro-batch 1 out of range (num_micro_batches is 1)");
-  CHECK(error_of(with("\"num_ranks\": 1", "\"num_ranks\": 0")) == "x.json: num_ranks: must be at least 1");
-  CHECK(error_of(with("[[[{", "[[\"step\", [{")) == "x.json: programs[0][0]: expected an array of instructions, got a string");
-  CHECK(error_of(with("\"stage_to_rank\": [0]", "\"stage_to_rank\": [1]")) ==
+  CHECK(json_error_of(with("\"num_ranks\": 1", "\"num_ranks\": 0")) == "x.json: num_ranks: must be at least 1");
+  CHECK(json_error_of(with("[[[{", "[[\"step\", [{")) == "x.json: programs[0][0]: expected an array of instructions, got a string");
+  CHECK(json_error_of(with("\"stage_to_rank\": [0]", "\"stage_to_rank\": [1]")) ==
         "x.json: stage_to_rank[0]: rank 1 out of range (num_ranks is 1)");
-  CHECK(error_of(with("\"op\": \"ForwardPass\"", "\"op\": \"Forward\\nPass\"")) ==
+  CHECK(json_error_of(with("\"op\": \"ForwardPass\"", "\"op\": \"Forward\\nPass\"")) ==
         "x.json: programs[0][0][0].op: unknown op 'Forward\\x0aPass'");
   const std::string truncated = std::string(kMinimal).substr(0, 50);
-  CHECK(error_of(truncated).rfind("x.json: not valid JSON: line ", 0) == 0);
-  CHECK(error_of("").rfind("x.json: not valid JSON", 0) == 0);
-  CHECK(error_of("null") == "x.json: expected a JSON object, got null");
+  CHECK(json_error_of(truncated).rfind("x.json: not valid JSON: line ", 0) == 0);
+  CHECK(json_error_of("").rfind("x.json: not valid JSON", 0) == 0);
+  CHECK(json_error_of("null") == "x.json: expected a JSON object, got null");
 }
 
 TEST_CASE("a rank-level collective without a stage stands for every stage of its rank") {
@@ -132,7 +132,7 @@ TEST_CASE("a rank-level collective without a stage stands for every stage of its
   CHECK(rank0[3] == Instruction{Op::OptimizerStep, 2, kNone});
   CHECK(schedule.programs[1][0] == Step{Instruction{Op::ReduceGrads, 1, kNone}});
   // Per-micro-batch ops still need their stage.
-  CHECK(error_of(R"({"format": "pipescope.schedule/1", "schedule": "x", "num_ranks": 1, "num_stages": 1,
+  CHECK(json_error_of(R"({"format": "pipescope.schedule/1", "schedule": "x", "num_ranks": 1, "num_stages": 1,
     "num_micro_batches": 1, "stage_to_rank": [0], "programs": [[[{"op": "ForwardPass", "micro_batch": 0}]]]})") ==
         "x.json: programs[0][0][0].stage: missing");
 }
@@ -147,5 +147,5 @@ TEST_CASE("torch's communication semantics are kept in JSON, and pipescope's fil
   CHECK(parse_schedule_json(text, "x.json") == schedule);
   std::string wrong = text;
   wrong.replace(wrong.find("\"torch\""), 7, "\"nccl\"");
-  CHECK(error_of(wrong) == "x.json: communication: expected \"pipescope\" or \"torch\", got 'nccl'");
+  CHECK(json_error_of(wrong) == "x.json: communication: expected \"pipescope\" or \"torch\", got 'nccl'");
 }

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "count_ops.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/schedule_io.hpp"
 #include "pipescope/core/validator.hpp"
@@ -33,13 +34,7 @@ std::vector<std::filesystem::path> fixture_files() {
 
 bool is_lowered(const std::filesystem::path& file) { return file.filename().string().find(".lowered.") != std::string::npos; }
 
-int count_op(const Schedule& schedule, Op op) {
-  int n = 0;
-  for (const auto& program : schedule.programs)
-    for (const auto& step : program)
-      for (const auto& instr : step) n += instr.op == op;
-  return n;
-}
+using pipescope::testing::count_op;
 
 // The first problem of a torch CSV text, read or validated; "" when it is fine.
 std::string problem_of(const std::string& csv) {

@@ -1,7 +1,7 @@
 // Checkpoints that resume on another layout (issue 17 item 4).
 // pprun, real worker processes over loopback: tiny-gpt, 2 blocks, hidden 32, vocab 64, seq 8,
 // micro-batch size 2 (5 layers, the embedding tied to the head), fp32, one thread per rank, the
-// synthetic data. Run A goes 4 steps straight on layout L2; run B goes 2 steps on layout L1 with
+// synthetic data. ReshardRun A goes 4 steps straight on layout L2; run B goes 2 steps on layout L1 with
 // a checkpoint, then resumes on L2 to step 4.
 // Expected:
 // - 2 stages (1f1b, 2 ranks) -> 4 stages (1f1b, 4 ranks), and 1f1b -> interleaved-1f1b with
@@ -44,6 +44,8 @@
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/exec/checkpoint.hpp"
 #include "pipescope/exec/engine.hpp"
+#include "pprun_run.hpp"
+#include "small_engine_models.hpp"
 
 using namespace pipescope;
 using namespace pipescope::exec;
@@ -51,43 +53,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kModel =
+const std::string kReshardModel =
     "--model tiny-gpt --data synthetic --layers 2 --hidden 32 --seq-len 8 --vocab 64 --micro-batch-size 2 --quiet --timeout 30";
 
-struct RunOutput {
-  int status = -1;
-  std::string err;
-  std::vector<double> losses;
-  std::vector<int> steps;
-};
+using pprun_test::PprunRun;
+using pprun_test::work_dir;
 
-fs::path work_dir() {
-  fs::path dir = fs::path(PIPESCOPE_BINARY_DIR) / "tests" / "exec-work";
-  fs::create_directories(dir);
-  return dir;
-}
-
-RunOutput run_pprun(const std::string& name, const std::string& args) {
-  const fs::path metrics = work_dir() / ("reshard-" + name + ".jsonl"), err = work_dir() / ("reshard-" + name + ".err");
-  fs::remove(metrics);
-  // kModel first: an option given again in `args` overrides it (the last one counts).
-  const std::string command = std::string(PPRUN_PATH) + " " + kModel + " " + args + " --metrics " + metrics.string() + " 2> " + err.string();
-  RunOutput out;
-  const int raw = std::system(command.c_str());
-  out.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream e(err);
-  out.err.assign(std::istreambuf_iterator<char>(e), {});
-  std::ifstream m(metrics);
-  for (std::string line; std::getline(m, line);) {
-    const auto j = nlohmann::json::parse(line);
-    out.losses.push_back(j.at("loss").get<double>());
-    out.steps.push_back(j.at("step").get<int>());
-  }
-  return out;
+// kReshardModel first: an option given again in `args` overrides it (the last one counts).
+PprunRun run_pprun(const std::string& name, const std::string& args) {
+  return pprun_test::run_pprun("reshard-" + name, kReshardModel + " " + args);
 }
 
 struct Resumed {
-  RunOutput straight, before, after;
+  PprunRun straight, before, after;
   fs::path dir;
 };
 
@@ -188,18 +166,18 @@ TEST_CASE("a checkpoint of another model or micro-batch size is refused in one l
   const fs::path dir = work_dir() / "reshard-refused-checkpoints";
   fs::remove_all(dir);
   const std::string checkpointed = " --checkpoint-dir " + dir.string();
-  const RunOutput first = run_pprun("refused-first", "--nproc-per-node 2 --schedule 1f1b --micro-batches 4 --steps 2" + checkpointed);
+  const PprunRun first = run_pprun("refused-first", "--nproc-per-node 2 --schedule 1f1b --micro-batches 4 --steps 2" + checkpointed);
   INFO(first.err);
   REQUIRE(first.status == 0);
 
-  const RunOutput deeper = run_pprun("refused-layers", "--nproc-per-node 2 --schedule 1f1b --micro-batches 4 --steps 4 --resume" +
+  const PprunRun deeper = run_pprun("refused-layers", "--nproc-per-node 2 --schedule 1f1b --micro-batches 4 --steps 4 --resume" +
                                                            checkpointed + " --layers 3");
   INFO(deeper.err);
   CHECK(deeper.status == 2);
   CHECK(deeper.losses.empty());
   CHECK(deeper.err == fmt::format("pprun: error: checkpoint {} step 2: written for tiny-gpt with layers 2, this run has 3\n", dir.string()));
 
-  const RunOutput wider = run_pprun("refused-mbs", "--nproc-per-node 4 --schedule 1f1b --micro-batches 4 --steps 4 --resume" +
+  const PprunRun wider = run_pprun("refused-mbs", "--nproc-per-node 4 --schedule 1f1b --micro-batches 4 --steps 4 --resume" +
                                                        checkpointed + " --micro-batch-size 4");
   INFO(wider.err);
   CHECK(wider.status == 2);
@@ -211,21 +189,8 @@ TEST_CASE("a checkpoint of another model or micro-batch size is refused in one l
 
 namespace {
 
-ModelSpec small_mlp() {
-  ModelConfig c;
-  c.layers = 4;
-  c.hidden = 16;
-  c.vocab = 8;
-  c.micro_batch_size = 4;
-  return make_model_spec(c);
-}
-
-EngineOptions two_micro_batches() {
-  EngineOptions o;
-  o.micro_batches = 2;
-  o.retain_freed_cpu_memory = false;
-  return o;
-}
+using testing::small_mlp;
+using testing::two_micro_batches;
 
 struct Tensors {
   std::map<std::string, at::Tensor> weights, exp_avg, exp_avg_sq;
@@ -249,7 +214,7 @@ Tensors tensors_of(PipelineEngine& engine) {
   return t;
 }
 
-struct Run {
+struct ReshardRun {
   std::string error;
   Tensors tensors;
   std::vector<double> loss_sums;
@@ -273,14 +238,14 @@ bool equal(const std::map<std::string, at::Tensor>& a, const std::map<std::strin
 TEST_CASE("weights and AdamW state are re-split by layer from 1 stage to 2", "[checkpoint][reshard]") {
   const std::string dir = (fs::temp_directory_path() / "pipescope_test_reshard_in_process").string();
   fs::remove_all(dir);
-  const auto one = testing::run_in_process_ranks<Run>(1, [&](int, Transport& world, Run& run) {
+  const auto one = testing::run_in_process_ranks<ReshardRun>(1, [&](int, Transport& world, ReshardRun& run) {
     PipelineEngine engine(PipelineModule(small_mlp()), "gpipe", world, two_micro_batches());
     for (int step = 0; step < 2; ++step) engine.train_synthetic_batch();
     engine.save_checkpoint(dir, {{"test", "reshard"}});
     run.tensors = tensors_of(engine);
   });
   REQUIRE(one[0].error.empty());
-  const auto two = testing::run_in_process_ranks<Run>(2, [&](int, Transport& world, Run& run) {
+  const auto two = testing::run_in_process_ranks<ReshardRun>(2, [&](int, Transport& world, ReshardRun& run) {
     PipelineEngine engine(PipelineModule(small_mlp()), "1f1b", world, two_micro_batches());
     const auto manifest = read_manifest(dir);
     if (!manifest) throw std::runtime_error("no manifest");
@@ -347,11 +312,11 @@ RankFileRecord save_format2_rank_file(const std::string& dir, PipelineEngine& en
 TEST_CASE("a format 2 checkpoint resumes on its own layout and is refused on another", "[checkpoint][reshard]") {
   const std::string dir = (fs::temp_directory_path() / "pipescope_test_reshard_format2").string();
   fs::remove_all(dir);
-  const auto straight = testing::run_in_process_ranks<Run>(2, [](int, Transport& world, Run& run) {
+  const auto straight = testing::run_in_process_ranks<ReshardRun>(2, [](int, Transport& world, ReshardRun& run) {
     PipelineEngine engine(PipelineModule(small_mlp()), "1f1b", world, two_micro_batches());
     for (int step = 0; step < 3; ++step) run.loss_sums.push_back(engine.train_synthetic_batch().loss_sum);
   });
-  const auto resumed = testing::run_in_process_ranks<Run>(2, [&](int rank, Transport& world, Run& run) {
+  const auto resumed = testing::run_in_process_ranks<ReshardRun>(2, [&](int rank, Transport& world, ReshardRun& run) {
     {
       PipelineEngine engine(PipelineModule(small_mlp()), "1f1b", world, two_micro_batches());
       for (int step = 0; step < 2; ++step) run.loss_sums.push_back(engine.train_synthetic_batch().loss_sum);
@@ -384,7 +349,7 @@ TEST_CASE("a format 2 checkpoint resumes on its own layout and is refused on ano
   }
 
   // On one rank (another world) the format 2 checkpoint cannot be re-split.
-  const auto other = testing::run_in_process_ranks<Run>(1, [&](int, Transport& world, Run&) {
+  const auto other = testing::run_in_process_ranks<ReshardRun>(1, [&](int, Transport& world, ReshardRun&) {
     PipelineEngine engine(PipelineModule(small_mlp()), "gpipe", world, two_micro_batches());
     engine.load_checkpoint(dir, *read_manifest(dir));
   });

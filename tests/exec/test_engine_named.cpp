@@ -60,24 +60,24 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr int kVocab = 24, kHidden = 16, kBatch = 2, kSeq = 6;
+constexpr int kNamedVocab = 24, kNamedHidden = 16, kNamedBatch = 2, kSeq = 6;
 
-MicroBatch sample(std::int64_t index, int seq_len = kSeq) {
-  auto row = at::arange(kBatch, at::kLong).unsqueeze(1), pos = at::arange(seq_len + 1, at::kLong).unsqueeze(0);
-  auto tokens = (row * 7 + index * 5 + pos * (row + 1 + index % 3)).remainder(kVocab);
-  auto mask = (pos.slice(1, 0, seq_len) < seq_len - index % 2).expand({kBatch, seq_len}).contiguous();
+MicroBatch named_sample(std::int64_t index, int seq_len = kSeq) {
+  auto row = at::arange(kNamedBatch, at::kLong).unsqueeze(1), pos = at::arange(seq_len + 1, at::kLong).unsqueeze(0);
+  auto tokens = (row * 7 + index * 5 + pos * (row + 1 + index % 3)).remainder(kNamedVocab);
+  auto mask = (pos.slice(1, 0, seq_len) < seq_len - index % 2).expand({kNamedBatch, seq_len}).contiguous();
   return {{tokens.slice(1, 0, seq_len).contiguous(), mask}, tokens.slice(1, 1, seq_len + 1).contiguous()};
 }
 
 at::Tensor loss_of(const TensorList& out, const at::Tensor& labels) {
-  return at::cross_entropy_loss(out[0].reshape({-1, kVocab}), labels.reshape({-1}));
+  return at::cross_entropy_loss(out[0].reshape({-1, kNamedVocab}), labels.reshape({-1}));
 }
 
 // ---- dict model ---------------------------------------------------------------------------
 PipelineModule dict_module(const std::string& block0_mask_key = "mask") {
   PipelineModule m(21);
   m.add("embed", [] {
-    return make_dict_layer(torch::nn::Embedding(kVocab, kHidden), {"tokens", "mask"},
+    return make_dict_layer(torch::nn::Embedding(kNamedVocab, kNamedHidden), {"tokens", "mask"},
                            [](torch::nn::Embedding& e, const TensorDict& x) {
                              TensorDict out;
                              out.insert("hidden", e(x["tokens"]));
@@ -88,7 +88,7 @@ PipelineModule dict_module(const std::string& block0_mask_key = "mask") {
   });
   for (int i = 0; i < 3; ++i)
     m.add("block" + std::to_string(i), [mask_key = i == 0 ? block0_mask_key : std::string("mask")] {
-      return make_dict_layer(torch::nn::Linear(kHidden, kHidden), {"hidden", "mask", "ids"},
+      return make_dict_layer(torch::nn::Linear(kNamedHidden, kNamedHidden), {"hidden", "mask", "ids"},
                              [mask_key](torch::nn::Linear& fc, const TensorDict& x) {
                                const at::Tensor& h = x["hidden"];
                                TensorDict out;
@@ -100,7 +100,7 @@ PipelineModule dict_module(const std::string& block0_mask_key = "mask") {
                              });
     });
   m.add("head", [] {
-    return make_dict_layer(torch::nn::Linear(kHidden, kVocab), {"hidden", "mask", "ids"},
+    return make_dict_layer(torch::nn::Linear(kNamedHidden, kNamedVocab), {"hidden", "mask", "ids"},
                            [](torch::nn::Linear& fc, const TensorDict& x) {
                              TensorDict out;
                              out.insert("logits", fc(x["hidden"]));
@@ -114,10 +114,10 @@ PipelineModule dict_module(const std::string& block0_mask_key = "mask") {
 // The dict model's boundaries, named.
 std::vector<std::vector<TensorSpec>> dict_shapes() {
   std::vector<std::vector<TensorSpec>> shapes;
-  shapes.push_back({{{kBatch, kSeq}, at::kLong, "tokens"}, {{kBatch, kSeq}, at::kBool, "mask"}});
+  shapes.push_back({{{kNamedBatch, kSeq}, at::kLong, "tokens"}, {{kNamedBatch, kSeq}, at::kBool, "mask"}});
   for (int b = 1; b <= 4; ++b)
-    shapes.push_back({{{kBatch, kSeq, kHidden}, at::kFloat, "hidden"}, {{kBatch, kSeq}, at::kBool, "mask"}, {{kBatch, kSeq}, at::kLong, "ids"}});
-  shapes.push_back({{{kBatch, kSeq, kVocab}, at::kFloat, "logits"}});
+    shapes.push_back({{{kNamedBatch, kSeq, kNamedHidden}, at::kFloat, "hidden"}, {{kNamedBatch, kSeq}, at::kBool, "mask"}, {{kNamedBatch, kSeq}, at::kLong, "ids"}});
+  shapes.push_back({{{kNamedBatch, kSeq, kNamedVocab}, at::kFloat, "logits"}});
   return shapes;
 }
 
@@ -128,7 +128,7 @@ PipelineModule skip_module(const std::string& early_to = "block2") {
   LayerOptions embed_options;
   embed_options.stash = {"early", "ids"};
   m.add("embed", [] {
-    return make_layer(torch::nn::Embedding(kVocab, kHidden), [](torch::nn::Embedding& e, const TensorList& x) {
+    return make_layer(torch::nn::Embedding(kNamedVocab, kNamedHidden), [](torch::nn::Embedding& e, const TensorList& x) {
       at::Tensor h = e(x[0]);
       return TensorList{h, x[1], at::tanh(h), x[0]};
     });
@@ -136,7 +136,7 @@ PipelineModule skip_module(const std::string& early_to = "block2") {
   LayerOptions block0_options;
   block0_options.stash = {"mid"};
   m.add("block0", [] {
-    return make_layer(torch::nn::Linear(kHidden, kHidden), [](torch::nn::Linear& fc, const TensorList& x) {
+    return make_layer(torch::nn::Linear(kNamedHidden, kNamedHidden), [](torch::nn::Linear& fc, const TensorList& x) {
       at::Tensor h = x[0] + at::tanh(fc(x[0])) * x[1].unsqueeze(-1);
       return TensorList{h, x[1], at::sigmoid(h)};
     });
@@ -145,7 +145,7 @@ PipelineModule skip_module(const std::string& early_to = "block2") {
   block1_options.pop = {"mid"};
   if (early_to == "block1") block1_options.pop.push_back("early");
   m.add("block1", [pops_early = early_to == "block1"] {
-    return make_layer(torch::nn::Linear(kHidden, kHidden), [pops_early](torch::nn::Linear& fc, const TensorList& x) {
+    return make_layer(torch::nn::Linear(kNamedHidden, kNamedHidden), [pops_early](torch::nn::Linear& fc, const TensorList& x) {
       at::Tensor h = x[0] + at::tanh(fc(x[0])) * x[2];
       if (pops_early) h = h + x[3];
       return TensorList{h, x[1]};
@@ -156,7 +156,7 @@ PipelineModule skip_module(const std::string& early_to = "block2") {
   else block2_options.pop = {"ids"};
   block2_options.stash = {"late"};
   m.add("block2", [pops_early = early_to == "block2"] {
-    return make_layer(torch::nn::Linear(kHidden, kHidden), [pops_early](torch::nn::Linear& fc, const TensorList& x) {
+    return make_layer(torch::nn::Linear(kNamedHidden, kNamedHidden), [pops_early](torch::nn::Linear& fc, const TensorList& x) {
       const at::Tensor& ids = pops_early ? x[3] : x[2];
       at::Tensor h = x[0] + at::tanh(fc(x[0])) * x[1].unsqueeze(-1) + 0.01 * ids.remainder(3).to(at::kFloat).unsqueeze(-1);
       if (pops_early) h = h + x[2];
@@ -166,14 +166,14 @@ PipelineModule skip_module(const std::string& early_to = "block2") {
   LayerOptions head_options;
   head_options.pop = {"late"};
   m.add("head", [] {
-    return make_layer(torch::nn::Linear(kHidden, kVocab),
+    return make_layer(torch::nn::Linear(kNamedHidden, kNamedVocab),
                       [](torch::nn::Linear& fc, const TensorList& x) { return fc(x[0] + x[2]); });
   }, head_options);
   m.set_loss(loss_of);
   return m;
 }
 
-struct RankRun {
+struct NamedRankRun {
   std::vector<double> losses;
   double eval_loss = 0;
   std::vector<traces::TraceEvent> last_events;
@@ -183,39 +183,39 @@ struct RankRun {
 };
 
 // The sequence length of sample `index` of step `step`.
-using SeqLenOf = std::function<int(int step, std::int64_t index)>;
+using NamedSeqLenOf = std::function<int(int step, std::int64_t index)>;
 
-std::vector<RankRun> train(int ranks, const std::string& schedule, const std::function<PipelineModule()>& make_module,
+std::vector<NamedRankRun> train(int ranks, const std::string& schedule, const std::function<PipelineModule()>& make_module,
                            EngineOptions options, int steps, bool eval_first = false,
-                           const SeqLenOf& seq_len_of = [](int, std::int64_t) { return kSeq; }) {
-  return testing::run_in_process_ranks<RankRun>(ranks, [&](int, Transport& transport, RankRun& run) {
+                           const NamedSeqLenOf& seq_len_of = [](int, std::int64_t) { return kSeq; }) {
+  return testing::run_in_process_ranks<NamedRankRun>(ranks, [&](int, Transport& transport, NamedRankRun& run) {
     PipelineEngine engine(make_module(), schedule, transport, options);
     run.schedule = engine.schedule();
     run.routes = engine.skip_routes();
     if (eval_first) {
       std::int64_t next = 0;
-      run.eval_loss = engine.eval_batch([&] { return sample(next++); }).loss;
+      run.eval_loss = engine.eval_batch([&] { return named_sample(next++); }).loss;
     }
     std::int64_t next = 0;
     for (int step = 0; step < steps; ++step) {
       run.losses.push_back(engine.train_batch([&] {
         const std::int64_t index = next++;
-        return sample(index, seq_len_of(step, index));
+        return named_sample(index, seq_len_of(step, index));
       }));
       run.last_events = engine.last_step().events;
     }
   });
 }
 
-EngineOptions base_options() {
+EngineOptions named_base_options() {
   EngineOptions o;
   o.micro_batches = 4;
-  o.micro_batch_size = kBatch;
+  o.micro_batch_size = kNamedBatch;
   o.timeout = 5000ms;
   return o;
 }
 
-int count_events(const RankRun& run, const std::string& name, int peer_rank) {
+int count_events(const NamedRankRun& run, const std::string& name, int peer_rank) {
   int n = 0;
   for (const auto& e : run.last_events) n += e.name == name && e.peer_rank == peer_rank ? 1 : 0;
   return n;
@@ -231,9 +231,9 @@ int count_instructions(const Schedule& s, int rank, Op op, int stage, int peer_s
 }  // namespace
 
 TEST_CASE("engine: dict layers between stages reproduce single-process training bit for bit") {
-  EngineOptions o = base_options();
+  EngineOptions o = named_base_options();
   o.split_points = {"block1"};
-  EngineOptions single_options = base_options();
+  EngineOptions single_options = named_base_options();
   for (const bool declared : {false, true}) {
     INFO((declared ? "declared named shapes" : "shape headers with names"));
     auto make = [declared] {
@@ -257,7 +257,7 @@ TEST_CASE("engine: dict layers between stages reproduce single-process training 
 }
 
 TEST_CASE("engine: a stage receiving other keys fails naming the stage and the key") {
-  EngineOptions o = base_options();
+  EngineOptions o = named_base_options();
   o.split_points = {"block1"};
   o.timeout = 1000ms;
   auto make = [] { return dict_module("attention_mask"); };
@@ -265,16 +265,16 @@ TEST_CASE("engine: a stage receiving other keys fails naming the stage and the k
   CHECK_THAT(piped[1].error, Catch::Contains("stage 1 (layers 2..4, 'block1' .. 'head') receives the keys [hidden, attention_mask, ids] "
                                              "from stage 0, but its layer 'block1' takes [hidden, mask, ids]: no key 'mask'"));
   CHECK_FALSE(piped[0].error.empty());
-  const auto single = train(1, "data-parallel", make, base_options(), 1);
+  const auto single = train(1, "data-parallel", make, named_base_options(), 1);
   CHECK_THAT(single[0].error, Catch::Contains("layer 'block1' (layer 2) takes the keys [hidden, mask, ids], but gets "
                                               "[hidden, attention_mask, ids]: no key 'mask'"));
 }
 
 TEST_CASE("engine: a skip from stage 0 to stage 2 travels directly and trains bit for bit") {
   auto make = [] { return skip_module(); };
-  EngineOptions o = base_options();
+  EngineOptions o = named_base_options();
   o.split_points = {"block1", "block2"};
-  const auto single = train(1, "data-parallel", make, base_options(), 3, true);
+  const auto single = train(1, "data-parallel", make, named_base_options(), 3, true);
   REQUIRE(single[0].error.empty());
   CHECK(single[0].losses[2] < single[0].losses[0]);
   for (const std::string schedule : {"1f1b", "gpipe"}) {
@@ -313,9 +313,9 @@ TEST_CASE("engine: a skip from stage 0 to stage 2 travels directly and trains bi
 
 TEST_CASE("engine: a skip between neighbouring stages rides with the activation") {
   auto make = [] { return skip_module("block1"); };
-  EngineOptions o = base_options();
+  EngineOptions o = named_base_options();
   o.split_points = {"block1"};
-  const auto single = train(1, "data-parallel", make, base_options(), 2);
+  const auto single = train(1, "data-parallel", make, named_base_options(), 2);
   const auto piped = train(2, "1f1b", make, o, 2);
   REQUIRE(single[0].error.empty());
   INFO(piped[0].error << " | " << piped[1].error);
@@ -328,10 +328,10 @@ TEST_CASE("engine: a skip between neighbouring stages rides with the activation"
 
 TEST_CASE("engine: skips with split backward, and between stages of one rank") {
   auto make = [] { return skip_module(); };
-  const auto single = train(1, "data-parallel", make, base_options(), 3);
+  const auto single = train(1, "data-parallel", make, named_base_options(), 3);
   REQUIRE(single[0].error.empty());
   SECTION("zb-h1 on 3 ranks: direct transfers around BackwardInput, within 1e-6") {
-    EngineOptions o = base_options();
+    EngineOptions o = named_base_options();
     o.split_points = {"block1", "block2"};
     const auto piped = train(3, "zb-h1", make, o, 3);
     INFO(piped[0].error << " | " << piped[1].error << " | " << piped[2].error);
@@ -340,7 +340,7 @@ TEST_CASE("engine: skips with split backward, and between stages of one rank") {
     CHECK(count_instructions(piped[0].schedule, 0, Op::RecvGrad, 0, 2) == 4);
   }
   SECTION("zbv on 2 ranks (rank 0 holds stages 0 and 3, rank 1 stages 1 and 2): every skip stays in memory") {
-    EngineOptions o = base_options();
+    EngineOptions o = named_base_options();
     o.split_points = {"block0", "block1", "block2"};
     const auto piped = train(2, "zbv", make, o, 3);
     INFO(piped[0].error << " | " << piped[1].error);
@@ -357,7 +357,7 @@ TEST_CASE("engine: badly declared skips are refused naming the layer and the ski
   auto net = make_fake_network(1);
   auto transport = make_fake_transport(net, 0);
   auto identity = [] { return make_layer([](const TensorList& x) { return x; }); };
-  EngineOptions o = base_options();
+  EngineOptions o = named_base_options();
   o.partition = "uniform";  // the identity layers have no parameters to balance
   SECTION("a pop without a stash") {
     PipelineModule m;
@@ -408,7 +408,7 @@ void run_worker(const std::string& scenario) {
   const char* argv[] = {"test_exec"};
   const int status = run_pipeline_processes(1, const_cast<char**>(argv), [&](ProcessContext& context) {
     const bool skips = scenario.rfind("skips-", 0) == 0, varying = scenario.rfind("dicts-varying", 0) == 0;
-    EngineOptions o = base_options();
+    EngineOptions o = named_base_options();
     o.shapes_per_micro_batch = scenario == "dicts-varying-per-micro-batch";
     o.timeout = 10000ms;
     o.split_points = skips ? std::vector<std::string>{"block1", "block2"} : std::vector<std::string>{"block1"};
@@ -418,7 +418,7 @@ void run_worker(const std::string& scenario) {
     for (int step = 0; step < 3; ++step) {
       const double loss = engine.train_batch([&] {
         const std::int64_t index = next++;
-        return sample(index, varying ? seq_len_varying(step, index) : seq_len_of_step(step, index));
+        return named_sample(index, varying ? seq_len_varying(step, index) : seq_len_of_step(step, index));
       });
       char text[64];
       std::snprintf(text, sizeof text, "%a", loss);
@@ -486,8 +486,8 @@ TEST_CASE("engine worker: dicts-varying", "[.]") { run_worker("dicts-varying"); 
 TEST_CASE("engine worker: dicts-varying-per-micro-batch", "[.]") { run_worker("dicts-varying-per-micro-batch"); }
 
 TEST_CASE("engine: skips and dicts over real processes reproduce one process bit for bit") {
-  const auto single_skips = train(1, "data-parallel", [] { return skip_module(); }, base_options(), 3, false, seq_len_of_step);
-  const auto single_dicts = train(1, "data-parallel", [] { return dict_module(); }, base_options(), 3, false, seq_len_of_step);
+  const auto single_skips = train(1, "data-parallel", [] { return skip_module(); }, named_base_options(), 3, false, seq_len_of_step);
+  const auto single_dicts = train(1, "data-parallel", [] { return dict_module(); }, named_base_options(), 3, false, seq_len_of_step);
   REQUIRE(single_skips[0].error.empty());
   REQUIRE(single_dicts[0].error.empty());
   for (const std::string scenario : {"skips-1f1b", "skips-gpipe"}) {
@@ -510,7 +510,7 @@ TEST_CASE("engine: shapes varying inside a batch over real processes need per-mi
   CHECK(failed.status == 1);
   CHECK_THAT(failed.err, Catch::Contains("rank 0") && Catch::Contains("micro-batch 1: output tensor 0 'hidden' is [2, 7, 16] Float") &&
                              Catch::Contains("says [2, 6, 16] Float 'hidden'") && Catch::Contains("EngineOptions::shapes_per_micro_batch"));
-  const auto single = train(1, "data-parallel", [] { return dict_module(); }, base_options(), 3, false, seq_len_varying);
+  const auto single = train(1, "data-parallel", [] { return dict_module(); }, named_base_options(), 3, false, seq_len_varying);
   REQUIRE(single[0].error.empty());
   const auto run = run_processes("dicts-varying-per-micro-batch", 2);
   INFO(run.err);

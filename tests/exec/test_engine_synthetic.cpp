@@ -14,13 +14,14 @@
 
 #include "in_process_ranks.hpp"
 #include "pipescope/exec/engine.hpp"
+#include "small_engine_models.hpp"
 
 using namespace pipescope;
 using namespace pipescope::exec;
 
 namespace {
 
-struct Run {
+struct SyntheticRun {
   std::string error;
   std::vector<double> loss_sums;
   int global_steps = 0;
@@ -30,26 +31,13 @@ struct Run {
   nlohmann::json identity;  // the manifest's, as save_checkpoint was given it
 };
 
-ModelSpec small_mlp() {
-  ModelConfig c;
-  c.layers = 4;
-  c.hidden = 16;
-  c.vocab = 8;
-  c.micro_batch_size = 4;
-  return make_model_spec(c);
-}
-
-EngineOptions two_micro_batches() {
-  EngineOptions o;
-  o.micro_batches = 2;
-  o.retain_freed_cpu_memory = false;
-  return o;
-}
+using testing::small_mlp;
+using testing::two_micro_batches;
 
 }  // namespace
 
 TEST_CASE("train_synthetic_batch steps the built-in data and checkpoints resume it exactly", "[engine]") {
-  const auto straight = testing::run_in_process_ranks<Run>(2, [](int, Transport& world, Run& run) {
+  const auto straight = testing::run_in_process_ranks<SyntheticRun>(2, [](int, Transport& world, SyntheticRun& run) {
     PipelineEngine engine(PipelineModule(small_mlp()), "1f1b", world, two_micro_batches());
     for (int step = 0; step < 3; ++step) run.loss_sums.push_back(engine.train_synthetic_batch().loss_sum);
     run.global_steps = engine.global_steps();
@@ -58,7 +46,7 @@ TEST_CASE("train_synthetic_batch steps the built-in data and checkpoints resume 
 
   const std::string dir = (std::filesystem::temp_directory_path() / "pipescope_test_engine_synthetic").string();
   std::filesystem::remove_all(dir);
-  const auto resumed = testing::run_in_process_ranks<Run>(2, [&dir](int, Transport& world, Run& run) {
+  const auto resumed = testing::run_in_process_ranks<SyntheticRun>(2, [&dir](int, Transport& world, SyntheticRun& run) {
     {
       PipelineEngine engine(PipelineModule(small_mlp()), "1f1b", world, two_micro_batches());
       for (int step = 0; step < 2; ++step) run.loss_sums.push_back(engine.train_synthetic_batch().loss_sum);

@@ -53,6 +53,7 @@
 #include "pprun/core_binding.hpp"
 #include "pipescope/exec/device.hpp"
 #include "pipescope/traces/trace_io.hpp"
+#include "pprun_run.hpp"
 
 namespace fs = std::filesystem;
 
@@ -60,55 +61,26 @@ namespace {
 
 // The exactness cases below run on the synthetic generator (said explicitly: pprun's default
 // data is the text corpus); the text cases at the end use kText.
-const std::string kModel =
+const std::string kPprunModel =
     "--data synthetic --model tiny-gpt --layers 2 --hidden 32 --seq-len 8 --vocab 64 --micro-batch-size 2 --quiet --timeout 20";
 // tiny-gpt on the default corpus (the project's docs, byte tokens): 4 layers (2 blocks), so 4
 // stages fit; a learning rate at which 8 steps show the loss falling.
 const std::string kText = "--model tiny-gpt --layers 2 --hidden 32 --seq-len 32 --micro-batch-size 4 --lr 0.01 --quiet --timeout 20";
 
-struct RunOutput {
-  int status = -1;
-  std::string err;
-  std::vector<double> losses;
-  std::vector<nlohmann::json> metrics;
-};
-
-fs::path work_dir() {
-  fs::path dir = fs::path(PIPESCOPE_BINARY_DIR) / "tests" / "exec-work";
-  fs::create_directories(dir);
-  return dir;
-}
-
-// Runs pprun with `args` (and an optional environment prefix); collects stderr and metrics.
-RunOutput run_pprun(const std::string& name, const std::string& args, const std::string& env = "") {
-  const fs::path dir = work_dir();
-  const fs::path metrics = dir / (name + ".jsonl"), err = dir / (name + ".err");
-  fs::remove(metrics);
-  const std::string command = env + " " + PPRUN_PATH + " " + args + " --metrics " + metrics.string() + " 2> " + err.string();
-  RunOutput out;
-  const int raw = std::system(command.c_str());
-  out.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream e(err);
-  out.err.assign(std::istreambuf_iterator<char>(e), {});
-  std::ifstream m(metrics);
-  for (std::string line; std::getline(m, line);) {
-    auto j = nlohmann::json::parse(line);
-    out.losses.push_back(j.at("loss").get<double>());
-    out.metrics.push_back(j);
-  }
-  return out;
-}
+using pprun_test::PprunRun;
+using pprun_test::run_pprun;
+using pprun_test::work_dir;
 
 // Runs shared by several test cases are made once.
-const RunOutput& cached_run(const std::string& name, const std::string& args) {
-  static std::map<std::string, RunOutput> cache;
+const PprunRun& cached_run(const std::string& name, const std::string& args) {
+  static std::map<std::string, PprunRun> cache;
   auto it = cache.find(name);
   if (it == cache.end()) it = cache.emplace(name, run_pprun(name, args)).first;
   return it->second;
 }
 
-const RunOutput& reference_run() {
-  return cached_run("reference", "--nproc-per-node 1 --schedule data-parallel --micro-batches 4 --steps 4 " + kModel);
+const PprunRun& reference_run() {
+  return cached_run("reference", "--nproc-per-node 1 --schedule data-parallel --micro-batches 4 --steps 4 " + kPprunModel);
 }
 
 int line_count(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
@@ -121,7 +93,7 @@ std::string interleaved_traced_args() {
 }
 
 TEST_CASE("pipelined schedules reproduce the single-process losses") {
-  const RunOutput& ref = reference_run();
+  const PprunRun& ref = reference_run();
   REQUIRE(ref.status == 0);
   REQUIRE(ref.losses.size() == 4);
 
@@ -141,7 +113,7 @@ TEST_CASE("pipelined schedules reproduce the single-process losses") {
   };
   for (const auto& c : cases) {
     INFO(c.name);
-    const RunOutput& run = cached_run(c.name, c.args + " --micro-batches 4 --steps 4 " + kModel);
+    const PprunRun& run = cached_run(c.name, c.args + " --micro-batches 4 --steps 4 " + kPprunModel);
     INFO(run.err);
     REQUIRE(run.status == 0);
     REQUIRE(run.losses.size() == 4);
@@ -155,10 +127,10 @@ TEST_CASE("pipelined schedules reproduce the single-process losses") {
 }
 
 TEST_CASE("a forward-only schedule runs its forwards through the engine") {
-  const RunOutput& ref = reference_run();
+  const PprunRun& ref = reference_run();
   const fs::path trace_path = work_dir() / "inference-trace.json";
-  const RunOutput run = run_pprun("inference", "--nproc-per-node 2 --schedule deepspeed-inference --micro-batches 4 --steps 2 --trace " +
-                                                   trace_path.string() + " " + kModel);
+  const PprunRun run = run_pprun("inference", "--nproc-per-node 2 --schedule deepspeed-inference --micro-batches 4 --steps 2 --trace " +
+                                                   trace_path.string() + " " + kPprunModel);
   INFO(run.err);
   REQUIRE(run.status == 0);
   REQUIRE(run.losses.size() == 2);
@@ -175,8 +147,8 @@ TEST_CASE("a forward-only schedule runs its forwards through the engine") {
 }
 
 TEST_CASE("data parallel x pipeline grid") {
-  const RunOutput& ref8 = cached_run("reference-8", "--nproc-per-node 1 --schedule data-parallel --micro-batches 8 --steps 3 " + kModel);
-  const RunOutput& grid = cached_run("dp2xpp2", "--nproc-per-node 4 --dp 2 --schedule 1f1b --micro-batches 4 --steps 3 " + kModel);
+  const PprunRun& ref8 = cached_run("reference-8", "--nproc-per-node 1 --schedule data-parallel --micro-batches 8 --steps 3 " + kPprunModel);
+  const PprunRun& grid = cached_run("dp2xpp2", "--nproc-per-node 4 --dp 2 --schedule 1f1b --micro-batches 4 --steps 3 " + kPprunModel);
   INFO(grid.err);
   REQUIRE(ref8.status == 0);
   REQUIRE(grid.status == 0);
@@ -199,9 +171,9 @@ TEST_CASE("data parallel x pipeline grid") {
 }
 
 TEST_CASE("measured trace of the last step") {
-  const RunOutput& run = cached_run("1f1b", "--nproc-per-node 2 --schedule 1f1b --trace-steps 2 --trace " +
+  const PprunRun& run = cached_run("1f1b", "--nproc-per-node 2 --schedule 1f1b --trace-steps 2 --trace " +
                                                 (work_dir() / "1f1b-trace.json").string() +
-                                                " --micro-batches 4 --steps 4 " + kModel);
+                                                " --micro-batches 4 --steps 4 " + kPprunModel);
   REQUIRE(run.status == 0);
   const auto trace = pipescope::traces::read_trace((work_dir() / "1f1b-trace.json").string());
   CHECK(trace.meta.source == "measured");
@@ -263,19 +235,19 @@ TEST_CASE("measured trace of the last step") {
 }
 
 TEST_CASE("a killed run resumes from its last checkpoint with the same losses") {
-  const RunOutput& full = cached_run("1f1b", "--nproc-per-node 2 --schedule 1f1b --trace-steps 2 --trace " +
+  const PprunRun& full = cached_run("1f1b", "--nproc-per-node 2 --schedule 1f1b --trace-steps 2 --trace " +
                                                  (work_dir() / "1f1b-trace.json").string() +
-                                                 " --micro-batches 4 --steps 4 " + kModel);
+                                                 " --micro-batches 4 --steps 4 " + kPprunModel);
   REQUIRE(full.status == 0);
   const fs::path dir = work_dir() / "checkpoints";
   fs::remove_all(dir);
   const std::string args = "--nproc-per-node 2 --schedule 1f1b --micro-batches 4 --steps 4 --checkpoint-every 1 "
-                           "--checkpoint-dir " + dir.string() + " " + kModel;
-  const RunOutput killed = run_pprun("resume-killed", args, "env PIPESCOPE_FAULT=1:2:kill");
+                           "--checkpoint-dir " + dir.string() + " " + kPprunModel;
+  const PprunRun killed = run_pprun("resume-killed", args, "env PIPESCOPE_FAULT=1:2:kill");
   REQUIRE(killed.status == 1);
   REQUIRE(killed.losses.size() == 2);
   REQUIRE(fs::exists(dir / "manifest.json"));
-  const RunOutput resumed = run_pprun("resume-resumed", args + " --resume");
+  const PprunRun resumed = run_pprun("resume-resumed", args + " --resume");
   INFO(resumed.err);
   REQUIRE(resumed.status == 0);
   REQUIRE(resumed.metrics.size() == 2);
@@ -286,7 +258,7 @@ TEST_CASE("a killed run resumes from its last checkpoint with the same losses") 
 
 TEST_CASE("a dead or hung worker stops the run with errors naming ranks and instruction") {
   SECTION("killed") {
-    const RunOutput run = run_pprun("killed", "--nproc-per-node 2 --schedule 1f1b --steps 3 " + kModel,
+    const PprunRun run = run_pprun("killed", "--nproc-per-node 2 --schedule 1f1b --steps 3 " + kPprunModel,
                                     "env PIPESCOPE_FAULT=1:1:kill");
     INFO(run.err);
     CHECK(run.status == 1);
@@ -297,7 +269,7 @@ TEST_CASE("a dead or hung worker stops the run with errors naming ranks and inst
     CHECK_THAT(run.err, Catch::Contains("peer rank 1"));
   }
   SECTION("hung") {
-    const RunOutput run = run_pprun("hung", "--nproc-per-node 2 --schedule gpipe --steps 3 " + kModel + " --timeout 2",
+    const PprunRun run = run_pprun("hung", "--nproc-per-node 2 --schedule gpipe --steps 3 " + kPprunModel + " --timeout 2",
                                     "env PIPESCOPE_FAULT=1:1:hang");
     INFO(run.err);
     CHECK(run.status == 1);
@@ -310,7 +282,7 @@ TEST_CASE("a dead or hung worker stops the run with errors naming ranks and inst
 }
 
 TEST_CASE("pprun --trace alone traces every step after the first, on cores bound by default") {
-  const RunOutput& run = cached_run("interleaved", interleaved_traced_args() + " --micro-batches 4 --steps 4 " + kModel);
+  const PprunRun& run = cached_run("interleaved", interleaved_traced_args() + " --micro-batches 4 --steps 4 " + kPprunModel);
   INFO(run.err);
   REQUIRE(run.status == 0);
   // Steps 1 and 2 beside the file, step 3 (the last) in it; step 0, the warm-up, not traced.
@@ -331,11 +303,11 @@ TEST_CASE("pprun --bind-cores gives each rank cores of its own and the same loss
     return;
   }
   const fs::path trace_path = work_dir() / "bound-trace.json";
-  const RunOutput run = run_pprun("bound", "--nproc-per-node 2 --bind-cores --schedule 1f1b --micro-batches 4 --steps 2 --trace " +
-                                               trace_path.string() + " " + kModel);
+  const PprunRun run = run_pprun("bound", "--nproc-per-node 2 --bind-cores --schedule 1f1b --micro-batches 4 --steps 2 --trace " +
+                                               trace_path.string() + " " + kPprunModel);
   INFO(run.err);
   REQUIRE(run.status == 0);
-  const RunOutput& ref = reference_run();
+  const PprunRun& ref = reference_run();
   REQUIRE(run.losses.size() == 2);
   CHECK(run.losses[0] == ref.losses[0]);
   CHECK(run.losses[1] == ref.losses[1]);
@@ -376,7 +348,7 @@ TEST_CASE("bad runs are refused before any worker starts") {
   };
   for (const auto& [args, expected, applies] : cases) {
     if (!applies) continue;
-    const RunOutput run = run_pprun("refused", args);
+    const PprunRun run = run_pprun("refused", args);
     INFO(args);
     CHECK(run.status == 2);
     CHECK_THAT(run.err, Catch::StartsWith("pprun: error: "));
@@ -387,26 +359,26 @@ TEST_CASE("bad runs are refused before any worker starts") {
 
 namespace {
 
-const RunOutput& text_reference_run() {
+const PprunRun& text_reference_run() {
   return cached_run("text-reference", "--nproc-per-node 1 --schedule data-parallel --micro-batches 4 --steps 8 --eval-every 3 " + kText);
 }
 
 }  // namespace
 
 TEST_CASE("text: pipelined runs on the default corpus equal one process bit for bit, and learn") {
-  const RunOutput& ref = text_reference_run();
+  const PprunRun& ref = text_reference_run();
   INFO(ref.err);
   REQUIRE(ref.status == 0);
   REQUIRE(ref.losses.size() == 8);
   CHECK(ref.losses.front() - ref.losses.back() > 1.0);
-  const RunOutput& four = cached_run("text-1f1b-4", "--nproc-per-node 4 --schedule 1f1b --micro-batches 4 --steps 8 --eval-every 3 " + kText);
+  const PprunRun& four = cached_run("text-1f1b-4", "--nproc-per-node 4 --schedule 1f1b --micro-batches 4 --steps 8 --eval-every 3 " + kText);
   INFO(four.err);
   REQUIRE(four.status == 0);
   REQUIRE(four.losses.size() == 8);
   for (std::size_t i = 0; i < 8; ++i) CHECK(four.losses[i] == ref.losses[i]);
 
-  const RunOutput& ref8 = cached_run("text-reference-8", "--nproc-per-node 1 --schedule data-parallel --micro-batches 8 --steps 4 " + kText);
-  const RunOutput& grid = cached_run("text-dp2xpp2", "--nproc-per-node 4 --dp 2 --schedule 1f1b --micro-batches 4 --steps 4 " + kText);
+  const PprunRun& ref8 = cached_run("text-reference-8", "--nproc-per-node 1 --schedule data-parallel --micro-batches 8 --steps 4 " + kText);
+  const PprunRun& grid = cached_run("text-dp2xpp2", "--nproc-per-node 4 --dp 2 --schedule 1f1b --micro-batches 4 --steps 4 " + kText);
   INFO(grid.err);
   REQUIRE(ref8.status == 0);
   REQUIRE(grid.status == 0);
@@ -416,8 +388,8 @@ TEST_CASE("text: pipelined runs on the default corpus equal one process bit for 
 }
 
 TEST_CASE("text: --eval-every writes the held-out loss on its steps and the last") {
-  const RunOutput& ref = text_reference_run();
-  const RunOutput& four = cached_run("text-1f1b-4", "--nproc-per-node 4 --schedule 1f1b --micro-batches 4 --steps 8 --eval-every 3 " + kText);
+  const PprunRun& ref = text_reference_run();
+  const PprunRun& four = cached_run("text-1f1b-4", "--nproc-per-node 4 --schedule 1f1b --micro-batches 4 --steps 8 --eval-every 3 " + kText);
   REQUIRE(ref.status == 0);
   REQUIRE(four.status == 0);
   std::vector<int> evaluated;
@@ -437,16 +409,16 @@ TEST_CASE("text: --eval-every writes the held-out loss on its steps and the last
 }
 
 TEST_CASE("text: a killed run resumes at its data position with the same losses") {
-  const RunOutput& full = text_reference_run();
+  const PprunRun& full = text_reference_run();
   REQUIRE(full.status == 0);
   const fs::path dir = work_dir() / "text-checkpoints";
   fs::remove_all(dir);
   const std::string args = "--nproc-per-node 2 --schedule 1f1b --micro-batches 4 --steps 8 --eval-every 3 --checkpoint-every 1 "
                            "--checkpoint-dir " + dir.string() + " " + kText;
-  const RunOutput killed = run_pprun("text-resume-killed", args, "env PIPESCOPE_FAULT=1:3:kill");
+  const PprunRun killed = run_pprun("text-resume-killed", args, "env PIPESCOPE_FAULT=1:3:kill");
   REQUIRE(killed.status == 1);
   REQUIRE(killed.losses.size() == 3);
-  const RunOutput resumed = run_pprun("text-resume-resumed", args + " --resume");
+  const PprunRun resumed = run_pprun("text-resume-resumed", args + " --resume");
   INFO(resumed.err);
   REQUIRE(resumed.status == 0);
   REQUIRE(resumed.metrics.size() == 5);  // steps 3 to 7 (its metrics file is a fresh one)
@@ -471,7 +443,7 @@ TEST_CASE("text: bad data and options that do not fit it are refused before any 
       {"--data synthetic --eval-every 2", "--eval-every: synthetic data has no held-out part"},
   };
   for (const auto& [args, expected] : cases) {
-    const RunOutput run = run_pprun("text-refused", "--nproc-per-node 2 " + args);
+    const PprunRun run = run_pprun("text-refused", "--nproc-per-node 2 " + args);
     INFO(args);
     CHECK(run.status == 2);
     CHECK_THAT(run.err, Catch::StartsWith("pprun: error: "));

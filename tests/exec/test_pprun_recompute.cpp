@@ -41,7 +41,7 @@ const std::string kRun =
     "--nproc-per-node 2 --schedule gpipe --micro-batches 4 --steps 3 --model mlp --layers 8 --hidden 256 --vocab 256 "
     "--micro-batch-size 256 --quiet --timeout 30";
 
-fs::path work_dir() {
+fs::path recompute_dir() {
   fs::path dir = fs::path(PIPESCOPE_BINARY_DIR) / "tests" / "exec-work" / "recompute";
   fs::create_directories(dir);
   return dir;
@@ -53,7 +53,7 @@ struct Command {
 };
 
 Command shell(const std::string& name, const std::string& command) {
-  const fs::path out = work_dir() / (name + ".out"), err = work_dir() / (name + ".err");
+  const fs::path out = recompute_dir() / (name + ".out"), err = recompute_dir() / (name + ".err");
   const int raw = std::system((command + " > " + out.string() + " 2> " + err.string()).c_str());
   Command c;
   c.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -63,16 +63,16 @@ Command shell(const std::string& name, const std::string& command) {
   return c;
 }
 
-struct Run {
+struct RecomputeRun {
   Command command;
   std::vector<nlohmann::json> rows;  // the metrics file
   fs::path trace;
 };
 
-Run run_pprun(const std::string& name, const std::string& extra) {
-  Run run;
-  const fs::path metrics = work_dir() / (name + ".jsonl");
-  run.trace = work_dir() / (name + ".trace.json");
+RecomputeRun run_recompute(const std::string& name, const std::string& extra) {
+  RecomputeRun run;
+  const fs::path metrics = recompute_dir() / (name + ".jsonl");
+  run.trace = recompute_dir() / (name + ".trace.json");
   fs::remove(metrics);
   fs::remove(run.trace);
   run.command = shell(name, fmt::format("{} {} {} --metrics {} --trace {}", PPRUN_PATH, kRun, extra, metrics.string(),
@@ -83,13 +83,13 @@ Run run_pprun(const std::string& name, const std::string& extra) {
 }
 
 // The three runs are shared by the test cases.
-const Run& cached(const std::string& extra) {
-  static std::map<std::string, Run> runs;
+const RecomputeRun& cached(const std::string& extra) {
+  static std::map<std::string, RecomputeRun> runs;
   auto it = runs.find(extra);
   if (it == runs.end()) {
     std::string name = extra.empty() ? "plain" : extra.substr(2);
     std::replace(name.begin(), name.end(), ' ', '-');  // a file name for the shell
-    it = runs.emplace(extra, run_pprun(name, extra)).first;
+    it = runs.emplace(extra, run_recompute(name, extra)).first;
   }
   return it->second;
 }
@@ -97,15 +97,15 @@ const Run& cached(const std::string& extra) {
 std::vector<std::int64_t> peaks(const nlohmann::json& row) { return row.at("peak_memory_bytes").get<std::vector<std::int64_t>>(); }
 
 // The peak of each rank in the last step: the traced one, which the profile learnt from.
-std::vector<std::int64_t> last_step_peaks(const Run& run) { return peaks(run.rows.back()); }
+std::vector<std::int64_t> last_step_peaks(const RecomputeRun& run) { return peaks(run.rows.back()); }
 
 }  // namespace
 
 TEST_CASE("pprun --recompute: the same losses bit for bit, less memory on every rank") {
-  const Run& plain = cached("");
-  const Run& full = cached("--recompute");
-  const Run& pairs = cached("--recompute-layers 2");
-  for (const Run* run : {&plain, &full, &pairs}) {
+  const RecomputeRun& plain = cached("");
+  const RecomputeRun& full = cached("--recompute");
+  const RecomputeRun& pairs = cached("--recompute-layers 2");
+  for (const RecomputeRun* run : {&plain, &full, &pairs}) {
     INFO(run->command.err);
     REQUIRE(run->command.status == 0);
     REQUIRE(run->rows.size() == 3);
@@ -129,11 +129,11 @@ TEST_CASE("pprun --recompute: the same losses bit for bit, less memory on every 
 }
 
 TEST_CASE("pprun --recompute: the peak per rank is what ppsim simulate --recompute predicts") {
-  const Run& plain = cached("");
-  const Run& full = cached("--recompute");
+  const RecomputeRun& plain = cached("");
+  const RecomputeRun& full = cached("--recompute");
   REQUIRE(plain.command.status == 0);
   REQUIRE(full.command.status == 0);
-  const fs::path profile = work_dir() / "profile.json";
+  const fs::path profile = recompute_dir() / "profile.json";
   // Memory does not depend on the time the host takes from the cores (steal): no trace is left out.
   const Command calibrate = shell("calibrate", fmt::format("{} calibrate {} -o {} --max-stolen 1 --quiet", PPSIM_PATH,
                                                            plain.trace.string(), profile.string()));

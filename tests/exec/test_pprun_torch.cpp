@@ -36,49 +36,26 @@
 #include <vector>
 
 #include "pipescope/traces/trace_io.hpp"
+#include "pprun_run.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kModel =
+const std::string kTorchModel =
     "--data synthetic --model tiny-gpt --layers 2 --hidden 32 --seq-len 8 --vocab 64 --micro-batch-size 2 --quiet --timeout 30";
 
-struct RunOutput {
-  int status = -1;
-  std::string err;
-  std::vector<double> losses;
-};
-
-fs::path work_dir() {
-  fs::path dir = fs::path(PIPESCOPE_BINARY_DIR) / "tests" / "exec-work";
-  fs::create_directories(dir);
-  return dir;
-}
+using pprun_test::PprunRun;
+using pprun_test::run_pprun;
 
 std::string torch_csv(const std::string& file) {
   return (fs::path(PIPESCOPE_SOURCE_DIR) / "tests" / "golden" / "torch" / "schedules" / file).string();
 }
 
-RunOutput run_pprun(const std::string& name, const std::string& args) {
-  const fs::path dir = work_dir();
-  const fs::path metrics = dir / (name + ".jsonl"), err = dir / (name + ".err");
-  fs::remove(metrics);
-  const std::string command = std::string(PPRUN_PATH) + " " + args + " --metrics " + metrics.string() + " 2> " + err.string();
-  RunOutput out;
-  const int raw = std::system(command.c_str());
-  out.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream e(err);
-  out.err.assign(std::istreambuf_iterator<char>(e), {});
-  std::ifstream m(metrics);
-  for (std::string line; std::getline(m, line);) out.losses.push_back(nlohmann::json::parse(line).at("loss").get<double>());
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("torch's own schedules reproduce the single-process losses", "[pprun][torch]") {
-  const RunOutput ref = run_pprun("torch-reference", "--nproc-per-node 1 --schedule data-parallel --micro-batches 4 --steps 2 " + kModel);
+  const PprunRun ref = run_pprun("torch-reference", "--nproc-per-node 1 --schedule data-parallel --micro-batches 4 --steps 2 " + kTorchModel);
   INFO(ref.err);
   REQUIRE(ref.status == 0);
   REQUIRE(ref.losses.size() == 2);
@@ -102,8 +79,8 @@ TEST_CASE("torch's own schedules reproduce the single-process losses", "[pprun][
   };
   for (const auto& c : cases) {
     INFO(c.file);
-    const RunOutput run =
-        run_pprun("torch-" + c.file, "--nproc-per-node 2 --schedule file:" + torch_csv(c.file) + " --micro-batches 4 --steps 2 " + kModel);
+    const PprunRun run =
+        run_pprun("torch-" + c.file, "--nproc-per-node 2 --schedule file:" + torch_csv(c.file) + " --micro-batches 4 --steps 2 " + kTorchModel);
     INFO(run.err);
     REQUIRE(run.status == 0);
     REQUIRE(run.losses.size() == 2);
@@ -117,14 +94,14 @@ TEST_CASE("torch's own schedules reproduce the single-process losses", "[pprun][
 }
 
 TEST_CASE("REDUCE_GRAD in the middle of a program on a data-parallel grid", "[pprun][torch]") {
-  const RunOutput ref = run_pprun("torch-reference-8", "--nproc-per-node 1 --schedule data-parallel --micro-batches 8 --steps 2 " + kModel);
+  const PprunRun ref = run_pprun("torch-reference-8", "--nproc-per-node 1 --schedule data-parallel --micro-batches 8 --steps 2 " + kTorchModel);
   INFO(ref.err);
   REQUIRE(ref.status == 0);
   const fs::path trace_path = work_dir() / "torch-grid-trace.json";
   fs::remove(trace_path);
-  const RunOutput grid =
+  const PprunRun grid =
       run_pprun("torch-grid", "--nproc-per-node 4 --dp 2 --schedule file:" + torch_csv("ScheduleInterleaved1F1B-p2-m4.lowered.csv") +
-                                  " --micro-batches 4 --steps 2 --trace " + trace_path.string() + " " + kModel);
+                                  " --micro-batches 4 --steps 2 --trace " + trace_path.string() + " " + kTorchModel);
   INFO(grid.err);
   REQUIRE(grid.status == 0);
   REQUIRE(grid.losses.size() == 2);
@@ -157,11 +134,11 @@ TEST_CASE("a receive posted early does not block the program", "[pprun][torch]")
     out << "0F0,0SEND_F0,0RECV_B0,0F1,0SEND_F1,0B0,0RECV_B1,0B1,0WAIT_SEND_F0,0WAIT_SEND_F1,0REDUCE_GRAD\n"
            "1RECV_F0,1RECV_F1,1F0,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1REDUCE_GRAD,1WAIT_SEND_B0,1WAIT_SEND_B1\n";
   }
-  const RunOutput ref = run_pprun("torch-reference-2", "--nproc-per-node 1 --schedule data-parallel --micro-batches 2 --steps 2 " + kModel);
+  const PprunRun ref = run_pprun("torch-reference-2", "--nproc-per-node 1 --schedule data-parallel --micro-batches 2 --steps 2 " + kTorchModel);
   INFO(ref.err);
   REQUIRE(ref.status == 0);
-  const RunOutput run =
-      run_pprun("torch-posted-receives", "--nproc-per-node 2 --schedule file:" + csv.string() + " --micro-batches 2 --steps 2 " + kModel);
+  const PprunRun run =
+      run_pprun("torch-posted-receives", "--nproc-per-node 2 --schedule file:" + csv.string() + " --micro-batches 2 --steps 2 " + kTorchModel);
   INFO(run.err);
   REQUIRE(run.status == 0);
   REQUIRE(run.losses.size() == 2);

@@ -39,7 +39,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-ModelSpec small_mlp() {
+ModelSpec precision_mlp() {
   ModelConfig c;
   c.layers = 4;
   c.hidden = 32;
@@ -60,7 +60,7 @@ ModelSpec small_gpt() {
   return make_model_spec(c);
 }
 
-struct Run {
+struct PrecisionRun {
   std::string error;
   std::vector<StepResult> steps;                 // this rank's
   std::map<std::string, at::Tensor> weights;     // by parameter name, after the last step
@@ -76,13 +76,13 @@ EngineOptions options_in(at::ScalarType dtype, double learning_rate = 1e-3) {
   return o;
 }
 
-void keep_weights(PipelineEngine& engine, Run& run) {
+void keep_weights(PipelineEngine& engine, PrecisionRun& run) {
   for (int s : engine.stages())
     for (const auto& p : engine.runtime().stage_module(s).parameters()) run.weights[p.name] = p.tensor.detach().clone();
 }
 
-std::vector<Run> train(const ModelSpec& model, int ranks, at::ScalarType dtype, int steps, double learning_rate = 1e-3) {
-  auto runs = testing::run_in_process_ranks<Run>(ranks, [&](int, Transport& world, Run& run) {
+std::vector<PrecisionRun> train(const ModelSpec& model, int ranks, at::ScalarType dtype, int steps, double learning_rate = 1e-3) {
+  auto runs = testing::run_in_process_ranks<PrecisionRun>(ranks, [&](int, Transport& world, PrecisionRun& run) {
     // One process: the gradient-accumulation run (every micro-batch's forward and backward).
     const char* schedule = ranks == 1 ? "data-parallel" : "1f1b";
     PipelineEngine engine(PipelineModule(model), schedule, world, options_in(dtype, learning_rate));
@@ -94,7 +94,7 @@ std::vector<Run> train(const ModelSpec& model, int ranks, at::ScalarType dtype, 
 }
 
 // The mean loss of each step over the ranks that hold the last stage.
-std::vector<double> losses(const std::vector<Run>& runs) {
+std::vector<double> losses(const std::vector<PrecisionRun>& runs) {
   std::vector<double> out(runs.front().steps.size(), 0.0);
   for (std::size_t step = 0; step < out.size(); ++step) {
     double sum = 0;
@@ -108,13 +108,13 @@ std::vector<double> losses(const std::vector<Run>& runs) {
   return out;
 }
 
-std::map<std::string, at::Tensor> all_weights(const std::vector<Run>& runs) {
+std::map<std::string, at::Tensor> all_weights(const std::vector<PrecisionRun>& runs) {
   std::map<std::string, at::Tensor> out;
   for (const auto& r : runs) out.insert(r.weights.begin(), r.weights.end());
   return out;
 }
 
-std::int64_t send_bytes(const std::vector<Run>& runs) {
+std::int64_t send_bytes(const std::vector<PrecisionRun>& runs) {
   std::int64_t total = 0;
   for (const auto& r : runs)
     for (const auto& e : r.steps.back().events)
@@ -125,7 +125,7 @@ std::int64_t send_bytes(const std::vector<Run>& runs) {
 }  // namespace
 
 TEST_CASE("bf16 on 2 pipeline ranks equals bf16 in one process bit for bit", "[precision]") {
-  for (const auto& model : {small_mlp(), small_gpt()}) {
+  for (const auto& model : {precision_mlp(), small_gpt()}) {
     INFO(model.config.name);
     const auto pipelined = train(model, 2, at::kBFloat16, 3);
     const auto single = train(model, 1, at::kBFloat16, 3);
@@ -144,8 +144,8 @@ TEST_CASE("bf16 on 2 pipeline ranks equals bf16 in one process bit for bit", "[p
 }
 
 TEST_CASE("bf16 differs from fp32 within a bound, and keeps fp32 weights between steps", "[precision]") {
-  const auto fp32 = losses(train(small_mlp(), 2, at::kFloat, 5));
-  const auto bf16_runs = train(small_mlp(), 2, at::kBFloat16, 5);
+  const auto fp32 = losses(train(precision_mlp(), 2, at::kFloat, 5));
+  const auto bf16_runs = train(precision_mlp(), 2, at::kBFloat16, 5);
   const auto bf16 = losses(bf16_runs);
   bool any_different = false;
   for (std::size_t i = 0; i < fp32.size(); ++i) {
@@ -158,13 +158,13 @@ TEST_CASE("bf16 differs from fp32 within a bound, and keeps fp32 weights between
 }
 
 TEST_CASE("a bf16 run learns", "[precision]") {
-  const auto curve = losses(train(small_mlp(), 2, at::kBFloat16, 30, 1e-2));
+  const auto curve = losses(train(precision_mlp(), 2, at::kBFloat16, 30, 1e-2));
   INFO("first loss " << curve.front() << ", last " << curve.back());
   CHECK(curve.back() < 0.75 * curve.front());
 }
 
 TEST_CASE("bf16 transfers between stages carry half the bytes of fp32 ones", "[precision]") {
-  for (const auto& model : {small_mlp(), small_gpt()}) {
+  for (const auto& model : {precision_mlp(), small_gpt()}) {
     INFO(model.config.name);
     const std::int64_t fp32 = send_bytes(train(model, 2, at::kFloat, 1));
     const std::int64_t bf16 = send_bytes(train(model, 2, at::kBFloat16, 1));
@@ -183,9 +183,9 @@ TEST_CASE("the memory counters count a bf16 element as 2 bytes", "[precision]") 
 TEST_CASE("a bf16 checkpoint holds fp32 masters and resumes in fp32 and in bf16", "[precision]") {
   const std::string dir = (std::filesystem::temp_directory_path() / "pipescope_test_precision").string();
   std::filesystem::remove_all(dir);
-  const ModelSpec model = small_mlp();
+  const ModelSpec model = precision_mlp();
   // 2 bf16 steps, a checkpoint, a third step: the reference.
-  auto straight = testing::run_in_process_ranks<Run>(2, [&](int, Transport& world, Run& run) {
+  auto straight = testing::run_in_process_ranks<PrecisionRun>(2, [&](int, Transport& world, PrecisionRun& run) {
     PipelineEngine engine(PipelineModule(model), "1f1b", world, options_in(at::kBFloat16));
     for (int step = 0; step < 2; ++step) run.steps.push_back(engine.train_synthetic_batch());
     engine.save_checkpoint(dir, {{"test", "precision"}});
@@ -194,7 +194,7 @@ TEST_CASE("a bf16 checkpoint holds fp32 masters and resumes in fp32 and in bf16"
   });
   for (const auto& r : straight) REQUIRE(r.error.empty());
   auto resume_in = [&](at::ScalarType dtype) {
-    auto runs = testing::run_in_process_ranks<Run>(2, [&](int, Transport& world, Run& run) {
+    auto runs = testing::run_in_process_ranks<PrecisionRun>(2, [&](int, Transport& world, PrecisionRun& run) {
       PipelineEngine engine(PipelineModule(model), "1f1b", world, options_in(dtype));
       engine.load_checkpoint(dir, *read_manifest(dir));
       keep_weights(engine, run);
@@ -228,16 +228,16 @@ TEST_CASE("a bf16 checkpoint holds fp32 masters and resumes in fp32 and in bf16"
 }
 
 TEST_CASE("ranks with different dtypes and fp16 on the CPU are refused", "[precision]") {
-  auto runs = testing::run_in_process_ranks<Run>(2, [](int rank, Transport& world, Run&) {
-    PipelineEngine engine(PipelineModule(small_mlp()), "1f1b", world, options_in(rank == 0 ? at::kFloat : at::kBFloat16));
+  auto runs = testing::run_in_process_ranks<PrecisionRun>(2, [](int rank, Transport& world, PrecisionRun&) {
+    PipelineEngine engine(PipelineModule(precision_mlp()), "1f1b", world, options_in(rank == 0 ? at::kFloat : at::kBFloat16));
   });
   for (const auto& r : runs) {
     CHECK_THAT(r.error, Catch::Contains("computes in") && Catch::Contains("every rank must be given the same dtype"));
   }
   CHECK_THAT(runs[0].error, Catch::Contains("rank 0 computes in fp32, rank 1 in bf16"));
 
-  auto fp16 = testing::run_in_process_ranks<Run>(1, [](int, Transport& world, Run&) {
-    PipelineEngine engine(PipelineModule(small_mlp()), "data-parallel", world, options_in(at::kHalf));
+  auto fp16 = testing::run_in_process_ranks<PrecisionRun>(1, [](int, Transport& world, PrecisionRun&) {
+    PipelineEngine engine(PipelineModule(precision_mlp()), "data-parallel", world, options_in(at::kHalf));
   });
   CHECK_THAT(fp16[0].error, Catch::Contains("fp16 needs a CUDA device"));
   CHECK(fp16[0].error.find('\n') == std::string::npos);
@@ -258,14 +258,14 @@ TEST_CASE("a received shape header must carry the compute dtype", "[precision]")
   CHECK(runtime::wire_dtype(at::kDouble, at::kFloat) == at::kDouble);
 
   // A peer sending fp32 to a bf16 stage over headers (a model without declared shapes) is named.
-  ModelSpec undeclared = small_mlp();
+  ModelSpec undeclared = precision_mlp();
   undeclared.boundary.clear();
   const Partition partition = PipelineModule(undeclared).partition(2, "uniform");
   ScheduleParams params;
   params.num_ranks = 2;
   params.num_micro_batches = 2;
   const Schedule schedule = make_schedule("1f1b", params);
-  auto runs = testing::run_in_process_ranks<Run>(2, [&](int rank, Transport& world, Run&) {
+  auto runs = testing::run_in_process_ranks<PrecisionRun>(2, [&](int rank, Transport& world, PrecisionRun&) {
     GridPosition position;
     position.pipe_rank = rank;
     position.pipeline_ranks = 2;
@@ -307,7 +307,7 @@ TEST_CASE("loss scaling in the runtime: exact with a power of two, a step skippe
   const Schedule schedule = make_schedule("1f1b", params);
   // Steps on micro-batches 0..3 each time, so that a skipped step is followed by the same step.
   auto run_with = [&](bool scaling, double initial_scale, double backoff, int steps) {
-    auto runs = testing::run_in_process_ranks<Run>(2, [&](int rank, Transport& world, Run& run) {
+    auto runs = testing::run_in_process_ranks<PrecisionRun>(2, [&](int rank, Transport& world, PrecisionRun& run) {
       GridPosition position;
       position.pipe_rank = rank;
       position.pipeline_ranks = 2;
@@ -342,7 +342,7 @@ TEST_CASE("loss scaling in the runtime: exact with a power of two, a step skippe
   // initial ones; the scale backs off to 2^100 and step 1 (the same micro-batches) is step 0 of
   // an unscaled run.
   const auto overflowing = run_with(true, std::ldexp(1.0, 200), std::ldexp(1.0, -100), 2);
-  const auto fresh = testing::run_in_process_ranks<Run>(2, [&](int rank, Transport& world, Run& run) {
+  const auto fresh = testing::run_in_process_ranks<PrecisionRun>(2, [&](int rank, Transport& world, PrecisionRun& run) {
     GridPosition position;
     position.pipe_rank = rank;
     position.pipeline_ranks = 2;

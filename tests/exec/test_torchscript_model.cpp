@@ -93,7 +93,7 @@ const char* kPlainForward =
     "  h = self.block1.forward(h)\n"
     "  return self.head.forward(h)\n";
 
-struct RunResult {
+struct ScriptRunResult {
   TensorList outputs;
   std::map<std::string, at::Tensor> gradients;  // by script parameter name
 };
@@ -110,21 +110,21 @@ TensorList flatten(const c10::IValue& v) {
 
 using LossFn = std::function<at::Tensor(const TensorList&, const at::Tensor&)>;
 
-RunResult run_unsplit(const std::string& path, const TensorList& inputs, const at::Tensor& labels, const LossFn& loss) {
+ScriptRunResult run_unsplit(const std::string& path, const TensorList& inputs, const at::Tensor& labels, const LossFn& loss) {
   torch::jit::Module m = torch::jit::load(path);
   m.train(true);
   torch::jit::GraphOptimizerEnabledGuard plain_interpreter(false);
-  RunResult r;
+  ScriptRunResult r;
   r.outputs = flatten(m.forward(std::vector<c10::IValue>(inputs.begin(), inputs.end())));
   loss(r.outputs, labels).backward();
   for (const auto& p : m.named_parameters(true)) r.gradients[p.name] = p.value.grad();
   return r;
 }
 
-RunResult run_segments(const ModelSpec& spec, const TensorList& inputs, const at::Tensor& labels) {
+ScriptRunResult run_segments(const ModelSpec& spec, const TensorList& inputs, const at::Tensor& labels) {
   std::vector<std::shared_ptr<Layer>> layers;
   for (const auto& l : spec.layers) layers.push_back(l.build());
-  RunResult r;
+  ScriptRunResult r;
   r.outputs = inputs;
   for (auto& layer : layers) r.outputs = layer->forward_layers(r.outputs);
   spec.loss(r.outputs, labels).backward();
@@ -133,7 +133,7 @@ RunResult run_segments(const ModelSpec& spec, const TensorList& inputs, const at
   return r;
 }
 
-void require_identical(const RunResult& split, const RunResult& whole) {
+void require_identical(const ScriptRunResult& split, const ScriptRunResult& whole) {
   REQUIRE(split.outputs.size() == whole.outputs.size());
   for (std::size_t i = 0; i < whole.outputs.size(); ++i) CHECK(at::equal(split.outputs[i], whole.outputs[i]));
   REQUIRE(split.gradients.size() == whole.gradients.size());
@@ -184,7 +184,7 @@ TEST_CASE("a scripted mlp split in 2 and 3 segments matches the unsplit module e
   b.mlp(kPlainForward).save(file.path);
   const at::Tensor x = example_batch();
   const at::Tensor labels = at::tensor({0, 3, 1, 2}, at::kLong);
-  const RunResult whole = run_unsplit(file.path, {x}, labels, sum_loss());
+  const ScriptRunResult whole = run_unsplit(file.path, {x}, labels, sum_loss());
 
   SECTION("2 segments") {
     const ModelSpec spec = load_torchscript_model(file.path, options_for({"block1"}, {x}, sum_loss()));
@@ -238,7 +238,7 @@ TEST_CASE("stage modules of a scripted model train the same weights as the unspl
   const at::Tensor x = example_batch();
   const at::Tensor labels = at::tensor({0, 3, 1, 2}, at::kLong);
   const ModelSpec spec = load_torchscript_model(file.path, options_for({"block1"}, {x}));
-  const RunResult whole = run_unsplit(file.path, {x}, labels, spec.loss);
+  const ScriptRunResult whole = run_unsplit(file.path, {x}, labels, spec.loss);
 
   StageModule first(spec, 0, 1), second(spec, 1, 2);
   const TensorList out = second.forward(first.forward({x}));
@@ -277,7 +277,7 @@ TEST_CASE("a skip connection and a tuple cross the split points as flat tensors"
   root.save(file.path);
   const at::Tensor x = example_batch();
   const at::Tensor labels = at::tensor({1, 1, 0, 2}, at::kLong);
-  const RunResult whole = run_unsplit(file.path, {x}, labels, sum_loss());
+  const ScriptRunResult whole = run_unsplit(file.path, {x}, labels, sum_loss());
 
   // Split at block1: a (the skip), the tuple (pair[1] is read after block1, 2 tensors) and pair[0]
   // (read before block1, passed to it) cross, 4 tensors; at head: h and a, which passes through
@@ -316,7 +316,7 @@ TEST_CASE("token ids feed an embedding in the first segment") {
   CHECK(sizes_of(spec, 1) == std::vector<std::int64_t>{4, 5, 8});
   CHECK(sizes_of(spec, 3) == std::vector<std::int64_t>{4, 5, 11});
   CHECK(spec.layers[0].parameters == 88);
-  const RunResult whole = run_unsplit(file.path, {tokens}, labels, spec.loss);
+  const ScriptRunResult whole = run_unsplit(file.path, {tokens}, labels, spec.loss);
   require_identical(run_segments(spec, {tokens}, labels), whole);
 }
 
@@ -337,7 +337,7 @@ TEST_CASE("models saved from Python load and split exactly") {
   CHECK(spec.layers[1].parameters == 304);
   CHECK(spec.layers[2].parameters == 85);
   CHECK(sizes_of(spec, 3) == std::vector<std::int64_t>{4, 5});
-  const RunResult whole = run_unsplit(path, {x}, labels, spec.loss);
+  const ScriptRunResult whole = run_unsplit(path, {x}, labels, spec.loss);
   require_identical(run_segments(spec, {x}, labels), whole);
 }
 
@@ -363,7 +363,7 @@ TEST_CASE("models using scaled_dot_product_attention load and split exactly") {
   for (std::size_t i = 0; i < 3; ++i) CHECK(spec.layers[i].parameters == c.segment_parameters[i]);
   CHECK(sizes_of(spec, 1) == c.first_boundary);
   CHECK(sizes_of(spec, 3) == std::vector<std::int64_t>{4, 5});
-  const RunResult whole = run_unsplit(path, {x}, labels, spec.loss);
+  const ScriptRunResult whole = run_unsplit(path, {x}, labels, spec.loss);
   require_identical(run_segments(spec, {x}, labels), whole);
 }
 

@@ -84,7 +84,7 @@ struct Window {
     QApplication::processEvents();
   }
   TimelineWidget& timeline() { return *window.timeline(); }
-  QImage shot() { return timeline().grab().toImage(); }
+  QImage widget_shot() { return timeline().grab().toImage(); }
 };
 
 }  // namespace
@@ -92,7 +92,7 @@ struct Window {
 TEST_CASE("a predicted/measured pair is drawn in the expected lanes", "[widgets]") {
   Window w;
   TimelineWidget& t = w.timeline();
-  const QImage image = w.shot();
+  const QImage image = w.widget_shot();
   REQUIRE(image.width() == t.width());
   REQUIRE(image.height() == t.height());
   REQUIRE(t.width() > 1000);
@@ -120,7 +120,7 @@ TEST_CASE("a predicted/measured pair is drawn in the expected lanes", "[widgets]
 
   w.window.set_difference(false);
   QApplication::processEvents();
-  const auto plain = colours_in(w.shot(), measured2);
+  const auto plain = colours_in(w.widget_shot(), measured2);
   REQUIRE(has(plain, kind_rgb(Kind::Forward)));
   REQUIRE_FALSE(has(plain, difference_rgb(0.5)));
 
@@ -190,7 +190,7 @@ TEST_CASE("wheel and keys zoom around the cursor and pan", "[widgets]") {
   REQUIRE(t.view().visible_start_us() == Approx(1000));
   REQUIRE(t.view().visible_end_us() == Approx(1500));
   // Zoomed in, the blocks are wide and labelled; the picture still has the kind colours.
-  const auto zoomed = colours_in(w.shot(), t.lane_rect(0, 0, 0));
+  const auto zoomed = colours_in(w.widget_shot(), t.lane_rect(0, 0, 0));
   REQUIRE((has(zoomed, kind_rgb(Kind::Forward)) || has(zoomed, kind_rgb(Kind::Backward))));
 }
 
@@ -232,12 +232,12 @@ TEST_CASE("hover and click find the event under the mouse", "[widgets]") {
 
 TEST_CASE("critical path and arrows draw on demand", "[widgets]") {
   Window w;
-  const auto before = colours_in(w.shot(), w.timeline().rect());
+  const auto before = colours_in(w.widget_shot(), w.timeline().rect());
   REQUIRE_FALSE(has(before, kCriticalPathRgb));
   w.window.set_critical_path(true);
   w.window.set_flows(true);
   QApplication::processEvents();
-  const auto after = colours_in(w.shot(), w.timeline().lane_rect(0, 0, 0));
+  const auto after = colours_in(w.widget_shot(), w.timeline().lane_rect(0, 0, 0));
   REQUIRE(has(after, kCriticalPathRgb));
 }
 

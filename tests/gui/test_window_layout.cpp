@@ -1,5 +1,5 @@
 // The window at the smallest size it supports, its rank table and its exports, offscreen.
-// 900x600 with the example pair (predicted.json, measured.json: 2 ranks): the timeline, its
+// 900x600 with the layout_example pair (predicted.json, measured.json: 2 ranks): the timeline, its
 // legend and the docks lie inside the window; the timeline keeps most of the height (two
 // ranks need little table); the rank table's error column and the summary's error column are
 // in view. The synthetic 1F1B pair (4 ranks, rank 2 1.5x slower): the table has a row per
@@ -37,7 +37,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-QString example(const char* name) { return QString::fromStdString((fs::path(PIPESCOPE_SOURCE_DIR) / "traces/examples" / name).string()); }
+QString layout_example(const char* name) { return QString::fromStdString((fs::path(PIPESCOPE_SOURCE_DIR) / "traces/examples" / name).string()); }
 
 fs::path scratch_dir() {
   const fs::path dir = fs::temp_directory_path() / ("pipescope_test_window_layout_" + std::to_string(::getpid()));
@@ -77,7 +77,7 @@ TEST_CASE("at 900x600 the timeline, legend and error columns are in view", "[win
   MainWindow window;
   window.resize(900, 600);
   window.show();
-  REQUIRE_FALSE(window.open_files({example("predicted.json"), example("measured.json")}));
+  REQUIRE_FALSE(window.open_files({layout_example("predicted.json"), layout_example("measured.json")}));
   settle(window);
   REQUIRE(window.size() == QSize(900, 600));
   const QRect inside = window.rect();
@@ -196,7 +196,7 @@ TEST_CASE("the details of a receive that waited name the sender and the wait", "
   MainWindow window;
   window.resize(1400, 900);
   window.show();
-  REQUIRE_FALSE(window.open_files({example("measured.json")}));
+  REQUIRE_FALSE(window.open_files({layout_example("measured.json")}));
   settle(window);
   TimelineWidget* timeline = window.timeline();
   const TimelineModel* model = timeline->model();

@@ -34,7 +34,7 @@ const std::string kBigSimulate =
 // A file size limit of 4 blocks, with SIGXFSZ ignored so that write() fails with EFBIG.
 const std::string kSmallFileLimit = "trap '' XFSZ; ulimit -f 4;";
 
-std::string ppsim() { return quoted(PPSIM_PATH); }
+std::string quoted_ppsim() { return quoted(PPSIM_PATH); }
 
 // Runs a whole shell script in `dir` under a hard time limit; the script's own stdout and stderr
 // are the run's.
@@ -62,7 +62,7 @@ TEST_CASE("an output that is a FIFO is written through, not replaced", "[reliabi
   const fs::path dir = case_dir("writes-fifo");
   const std::string expected = expected_schedule(dir);
   // The reader gives up after 5 s: a FIFO replaced by a file would never be opened for writing.
-  const CliRun run = run_script(dir, "mkfifo pipe && { timeout 5 cat pipe > got & } && " + ppsim() + " " + kSchedule +
+  const CliRun run = run_script(dir, "mkfifo pipe && { timeout 5 cat pipe > got & } && " + quoted_ppsim() + " " + kSchedule +
                                          " -o pipe; status=$?; wait; exit $status");
   REQUIRE(run.status == 0);
   REQUIRE(run.err.empty());
@@ -74,10 +74,10 @@ TEST_CASE("an output named /dev/fd/1 goes to stdout as the shell left it", "[rel
   const fs::path dir = case_dir("writes-descriptor");
   const std::string expected = expected_schedule(dir);
   write_text(dir / "log", "first\n");
-  const CliRun appended = run_script(dir, ppsim() + " " + kSchedule + " -o /dev/fd/1 >> log");
+  const CliRun appended = run_script(dir, quoted_ppsim() + " " + kSchedule + " -o /dev/fd/1 >> log");
   REQUIRE(appended.status == 0);
   REQUIRE(read_text(dir / "log") == "first\n" + expected);
-  const CliRun piped = run_script(dir, ppsim() + " " + kSchedule + " -o /proc/self/fd/1 | cat");
+  const CliRun piped = run_script(dir, quoted_ppsim() + " " + kSchedule + " -o /proc/self/fd/1 | cat");
   REQUIRE(piped.status == 0);
   REQUIRE(piped.out == expected);
 }
@@ -116,7 +116,7 @@ TEST_CASE("a result that cannot be written to stdout is an error", "[reliability
   for (const std::string& args : {kSchedule, kBigSchedule, std::string("--version"),
                                   std::string("simulate --schedule 1f1b --stages 2 --micro-batches 4")}) {
     INFO(args);
-    const CliRun run = run_script(dir, ppsim() + " " + args + " > /dev/full");
+    const CliRun run = run_script(dir, quoted_ppsim() + " " + args + " > /dev/full");
     REQUIRE(run.status == 1);
     REQUIRE(run.err == "ppsim: error: " + no_space);
   }

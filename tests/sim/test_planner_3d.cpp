@@ -49,7 +49,7 @@ using nlohmann::json;
 
 namespace {
 
-PlanRequest small_request() {
+PlanRequest small_3d_request() {
   PlanRequest request;
   request.model = resolve_model("gpt-1.3b");
   request.device = device_preset("h100");
@@ -62,12 +62,12 @@ PlanRequest small_request() {
 }
 
 // `ppsim ARGS`.
-ppsim_test::PpsimRun ppsim(const std::string& args) { return ppsim_test::run_ppsim(args); }
+using ppsim_test::run_ppsim;
 
 }  // namespace
 
 TEST_CASE("the planner enumerates tp x pp x dp = GPUs, sequence parallelism only where T > 1") {
-  PlanRequest request = small_request();
+  PlanRequest request = small_3d_request();
   request.recomputations = {Recomputation::none};
   const auto candidates = enumerate_candidates(request);
   REQUIRE(candidates.size() == 16);
@@ -89,7 +89,7 @@ TEST_CASE("the planner enumerates tp x pp x dp = GPUs, sequence parallelism only
 }
 
 TEST_CASE("tensor parallelism that does not divide is refused with the reason") {
-  PlanRequest request = small_request();
+  PlanRequest request = small_3d_request();
   request.model.kv_heads = 2;
   request.topology.gpus_per_node = 4;
   request.tensor_parallel_sizes = {1, 2, 3, 4, 8};
@@ -115,7 +115,7 @@ TEST_CASE("tensor parallelism that does not divide is refused with the reason") 
 }
 
 TEST_CASE("every 3D row is the simulation of its layout, recomputation trading memory for time") {
-  PlanRequest request = small_request();
+  PlanRequest request = small_3d_request();
   request.tensor_parallel_sizes = {2};
   const PlanResult result = plan(request);
   REQUIRE(result.rows.size() == static_cast<std::size_t>(result.considered));  // all fit on 80 GB
@@ -149,7 +149,7 @@ TEST_CASE("every 3D row is the simulation of its layout, recomputation trading m
 }
 
 TEST_CASE("the memory walk before simulating drops exactly what simulation would") {
-  PlanRequest request = small_request();
+  PlanRequest request = small_3d_request();
   request.schedules = {"1f1b", "zb-h1", "interleaved-1f1b", "zbv"};
   request.micro_batch_sizes = {1, 4};
   request.tensor_parallel_sizes = {1, 2};
@@ -197,7 +197,7 @@ TEST_CASE("the memory walk before simulating drops exactly what simulation would
 TEST_CASE("ppsim plan prints tp, sp and the recomputation granularity", "[cli]") {
   const std::string search = "plan --model gpt-1.3b --gpus 8 --global-batch 16 --schedules 1f1b --micro-batch-sizes 1 "
                              "--tensor-parallel-sizes 1,2,3 --recompute none,selective --top 0 --quiet";
-  const ppsim_test::PpsimRun as_json = ppsim(search + " --format json");
+  const ppsim_test::PpsimRun as_json = run_ppsim(search + " --format json");
   INFO(as_json.err);
   REQUIRE(as_json.status == 0);
   const json plan = json::parse(as_json.out);
@@ -220,7 +220,7 @@ TEST_CASE("ppsim plan prints tp, sp and the recomputation granularity", "[cli]")
   }
   CHECK(granularities == std::set<std::string>{"none", "selective"});
   REQUIRE(tp_row != nullptr);
-  const ppsim_test::PpsimRun simulated = ppsim("simulate --model gpt-1.3b --stages 2 --data-parallel 2 --tensor-parallel 2 "
+  const ppsim_test::PpsimRun simulated = run_ppsim("simulate --model gpt-1.3b --stages 2 --data-parallel 2 --tensor-parallel 2 "
                               "--sequence-parallel --recompute-granularity selective --micro-batches 8 "
                               "--schedule 1f1b --zero1 --json");
   INFO(simulated.err);
@@ -228,16 +228,16 @@ TEST_CASE("ppsim plan prints tp, sp and the recomputation granularity", "[cli]")
   const json summary = json::parse(simulated.out);
   CHECK(tp_row->at("iteration_time_s").get<double>() == Approx(summary.at("iteration_time_s").get<double>()));
 
-  const ppsim_test::PpsimRun csv = ppsim(search + " --format csv");
+  const ppsim_test::PpsimRun csv = run_ppsim(search + " --format csv");
   REQUIRE(csv.status == 0);
   CHECK(csv.out.rfind("rank,schedule,pipeline,data_parallel,", 0) == 0);
   CHECK(csv.out.find(",tensor_parallel,sequence_parallel,recompute_granularity\n") != std::string::npos);
 
-  const ppsim_test::PpsimRun table = ppsim(search);
+  const ppsim_test::PpsimRun table = run_ppsim(search);
   REQUIRE(table.status == 0);
   CHECK(table.out.find("refused: tensor parallel 3: does not divide the 8 GPUs") != std::string::npos);
 
-  const ppsim_test::PpsimRun both = ppsim("plan --model gpt-1.3b --gpus 8 --global-batch 16 --schedules 1f1b --micro-batch-sizes 1 "
+  const ppsim_test::PpsimRun both = run_ppsim("plan --model gpt-1.3b --gpus 8 --global-batch 16 --schedules 1f1b --micro-batch-sizes 1 "
                          "--tensor-parallel-sizes 2 --sequence-parallel off --recompute both --top 0 -q --format json");
   REQUIRE(both.status == 0);
   std::set<std::string> old_words;
@@ -250,7 +250,7 @@ TEST_CASE("ppsim plan prints tp, sp and the recomputation granularity", "[cli]")
 
   for (const std::string bad : {"--recompute sometimes", "--sequence-parallel maybe", "--tensor-parallel-sizes 0"}) {
     INFO(bad);
-    const ppsim_test::PpsimRun refused = ppsim("plan -q " + bad);
+    const ppsim_test::PpsimRun refused = run_ppsim("plan -q " + bad);
     CHECK(refused.status == 2);
     CHECK(refused.out.empty());
     CHECK(refused.one_error_line());
@@ -263,17 +263,17 @@ TEST_CASE("ppsim plan prints tp, sp and the recomputation granularity", "[cli]")
 TEST_CASE("ppsim plan ranks the steady state and overlaps the gradient reduction when asked", "[cli]") {
   const std::string search = "plan --model gpt-1.3b --gpus 8 --global-batch 16 --schedules 1f1b,zb-auto --micro-batch-sizes 1 "
                              "--tensor-parallel-sizes 1 --recompute none --top 0 -q";
-  const ppsim_test::PpsimRun steady = ppsim(search + " --steady-state --overlap-grad-reduce --format json");
+  const ppsim_test::PpsimRun steady = run_ppsim(search + " --steady-state --overlap-grad-reduce --format json");
   INFO(steady.err);
   REQUIRE(steady.status == 0);
   const json j = json::parse(steady.out);
   CHECK(j.at("steady_state").get<bool>());
   REQUIRE_FALSE(j.at("configurations").empty());
   for (const json& row : j.at("configurations")) CHECK(row.at("overlap_grad_reduce").get<bool>());
-  const ppsim_test::PpsimRun table = ppsim(search + " --steady-state");
+  const ppsim_test::PpsimRun table = run_ppsim(search + " --steady-state");
   REQUIRE(table.status == 0);
   CHECK(table.out.find("per GPU; steady state of back-to-back iterations\n") != std::string::npos);
-  const ppsim_test::PpsimRun traced = ppsim(search + " --steady-state --trace-dir never-made");
+  const ppsim_test::PpsimRun traced = run_ppsim(search + " --steady-state --trace-dir never-made");
   CHECK(traced.status == 2);
   CHECK(traced.err.find("--steady-state with --trace-dir never-made") != std::string::npos);
   CHECK_FALSE(fs::exists("never-made"));

@@ -35,7 +35,7 @@ fs::path work_dir() {
   return dir;
 }
 
-ppsim_test::PpsimRun ppsim(const std::string& args) { return ppsim_test::run_ppsim(args); }
+using ppsim_test::run_ppsim;
 
 std::string arg(const fs::path& p) { return ppsim_test::quoted(p.string()); }
 
@@ -44,7 +44,7 @@ std::string arg(const fs::path& p) { return ppsim_test::quoted(p.string()); }
 TEST_CASE("calibrate and compare read a torch run's folder as one measured trace", "[cli][torch]") {
   const fs::path run = kTorchTraces / "interleaved-1f1b";
   const fs::path profile = work_dir() / "profile.json", predicted = work_dir() / "predicted.json";
-  const ppsim_test::PpsimRun calibrated = ppsim("calibrate " + arg(run) + " -o " + arg(profile) + " --quiet");
+  const ppsim_test::PpsimRun calibrated = run_ppsim("calibrate " + arg(run) + " -o " + arg(profile) + " --quiet");
   INFO(calibrated.err);
   REQUIRE(calibrated.status == 0);
   CHECK(calibrated.err.empty());
@@ -61,10 +61,10 @@ TEST_CASE("calibrate and compare read a torch run's folder as one measured trace
   // work nor the program's time between instructions (tens of microseconds).
   CHECK(p.at("instruction_overhead_s").get<double>() < 100e-6);
 
-  REQUIRE(ppsim("simulate --schedule interleaved-1f1b --stages 2 --chunks 2 --micro-batches 4 --profile " + arg(profile) +
+  REQUIRE(run_ppsim("simulate --schedule interleaved-1f1b --stages 2 --chunks 2 --micro-batches 4 --profile " + arg(profile) +
                 " --trace " + arg(predicted))
               .status == 0);
-  const ppsim_test::PpsimRun compared = ppsim("compare " + arg(predicted) + " " + arg(run / "rank0.pt.trace.json.gz") + " " +
+  const ppsim_test::PpsimRun compared = run_ppsim("compare " + arg(predicted) + " " + arg(run / "rank0.pt.trace.json.gz") + " " +
                              arg(run / "rank1.pt.trace.json.gz") + " --json --top 0");
   INFO(compared.err);
   REQUIRE(compared.status == 0);
@@ -74,7 +74,7 @@ TEST_CASE("calibrate and compare read a torch run's folder as one measured trace
   for (const auto& rank : c.at("ranks")) CHECK(rank.at("peak_memory_measured_bytes").get<std::int64_t>() > 1'000'000);
 
   // Another step is another measurement of the same run.
-  const ppsim_test::PpsimRun first_step = ppsim("compare " + arg(predicted) + " " + arg(run) + " --json --step 0");
+  const ppsim_test::PpsimRun first_step = run_ppsim("compare " + arg(predicted) + " " + arg(run) + " --json --step 0");
   REQUIRE(first_step.status == 0);
   CHECK(json::parse(first_step.out).at("iteration_time_measured_s") != c.at("iteration_time_measured_s"));
 }
@@ -83,7 +83,7 @@ TEST_CASE("calibrate learns from every profiled step, and takes the profiler's c
           "[cli][torch]") {
   const fs::path run = kTorchTraces / "interleaved-1f1b";
   const fs::path profiled = work_dir() / "profiled.json", scaled = work_dir() / "scaled.json";
-  const ppsim_test::PpsimRun plain = ppsim("calibrate " + arg(run) + " -o " + arg(profiled));
+  const ppsim_test::PpsimRun plain = run_ppsim("calibrate " + arg(run) + " -o " + arg(profiled));
   INFO(plain.err);
   REQUIRE(plain.status == 0);
   CHECK(plain.err.find("one profiled step") == std::string::npos);  // both steps were read
@@ -106,7 +106,7 @@ TEST_CASE("calibrate learns from every profiled step, and takes the profiler's c
     profiled_us += step.trace.meta.extra.at("torch_profiler").at(pipescope::traces::kStepDurationKey).get<double>() / 2;
   const double unprofiled_s = 0.8 * profiled_us * 1e-6;
   const ppsim_test::PpsimRun taken_out =
-      ppsim("calibrate " + arg(run) + " -o " + arg(scaled) + " --unprofiled-step-time " + std::to_string(unprofiled_s));
+      run_ppsim("calibrate " + arg(run) + " -o " + arg(scaled) + " --unprofiled-step-time " + std::to_string(unprofiled_s));
   INFO(taken_out.err);
   REQUIRE(taken_out.status == 0);
   CHECK(taken_out.err.find("CPU operators per rank") == std::string::npos);
@@ -125,14 +125,14 @@ TEST_CASE("calibrate learns from every profiled step, and takes the profiler's c
   // Without torch.profiler steps there is nothing to compare the time with; a time must be > 0.
   const fs::path example = fs::path(PIPESCOPE_SOURCE_DIR) / "traces/examples/measured.json";
   const ppsim_test::PpsimRun not_torch =
-      ppsim("calibrate " + arg(example) + " -o " + arg(work_dir() / "x.json") + " --unprofiled-step-time 0.5");
+      run_ppsim("calibrate " + arg(example) + " -o " + arg(work_dir() / "x.json") + " --unprofiled-step-time 0.5");
   CHECK(not_torch.status != 0);
   CHECK(not_torch.err.find("--unprofiled-step-time: none of the traces is a step of torch.profiler") != std::string::npos);
   CHECK(std::count(not_torch.err.begin(), not_torch.err.end(), '\n') == 1);
   CHECK_FALSE(fs::exists(work_dir() / "x.json"));
   for (const std::string bad : {"-1", "0", "abc", "0.1,", "0.1,0.2"}) {
     const ppsim_test::PpsimRun refused =
-        ppsim("calibrate " + arg(run) + " -o " + arg(work_dir() / "x.json") + " --unprofiled-step-time=" + bad);
+        run_ppsim("calibrate " + arg(run) + " -o " + arg(work_dir() / "x.json") + " --unprofiled-step-time=" + bad);
     INFO(bad << ": " << refused.err);
     CHECK(refused.status != 0);
     CHECK(refused.err.find("--unprofiled-step-time") != std::string::npos);
@@ -140,19 +140,19 @@ TEST_CASE("calibrate learns from every profiled step, and takes the profiler's c
     CHECK_FALSE(fs::exists(work_dir() / "x.json"));
   }
   // One time per run: "0.1,0.2" is two for this one run.
-  CHECK(ppsim("calibrate " + arg(run) + " -o " + arg(work_dir() / "x.json") + " --unprofiled-step-time 0.1,0.2")
+  CHECK(run_ppsim("calibrate " + arg(run) + " -o " + arg(work_dir() / "x.json") + " --unprofiled-step-time 0.1,0.2")
             .err.find("2 time(s) given for 1 profiled torch run(s)") != std::string::npos);
 }
 
 TEST_CASE("a step that is not there, and a trace with no PP: spans, are said in one line each", "[cli][torch]") {
   const fs::path profile = work_dir() / "unused.json";
-  const ppsim_test::PpsimRun missing = ppsim("calibrate " + arg(kTorchTraces / "interleaved-1f1b") + " -o " + arg(profile) + " --step 9");
+  const ppsim_test::PpsimRun missing = run_ppsim("calibrate " + arg(kTorchTraces / "interleaved-1f1b") + " -o " + arg(profile) + " --step 9");
   CHECK(missing.status != 0);
   CHECK(missing.err.find("--step 9: no ProfilerStep#9 (steps there: 0, 1)") != std::string::npos);
   CHECK(std::count(missing.err.begin(), missing.err.end(), '\n') == 1);
   CHECK_FALSE(fs::exists(profile));
 
-  const ppsim_test::PpsimRun gpipe = ppsim("calibrate " + arg(kTorchTraces / "gpipe") + " -o " + arg(profile));
+  const ppsim_test::PpsimRun gpipe = run_ppsim("calibrate " + arg(kTorchTraces / "gpipe") + " -o " + arg(profile));
   CHECK(gpipe.status != 0);
   CHECK(gpipe.err.find("rank0.pt.trace.json.gz: no PP: action spans (a single-stage schedule class") != std::string::npos);
   CHECK(gpipe.err.find("no events with a stage") != std::string::npos);

@@ -42,7 +42,7 @@ std::string read_text(const fs::path& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-json read_json(const fs::path& path) {
+json read_nonempty_json(const fs::path& path) {
   const std::string text = read_text(path);
   REQUIRE_FALSE(text.empty());
   return json::parse(text);
@@ -97,7 +97,7 @@ Prediction predict(const json& run, const json& summary) {
   p.memory_gib = static_cast<double>(max_peak_bytes(summary)) / kGiB;
   const std::string metric = run.at("metric");
   if (metric == "tflops_per_gpu_megatron_eq3") {
-    const json model = read_json(kSourceDir / arg_after(args, "--model", ""));
+    const json model = read_nonempty_json(kSourceDir / arg_after(args, "--model", ""));
     p.metric = megatron_eq3_flops(model, global_batch) / (iteration_s * gpus) / 1e12;
   } else if (metric == "iteration_time_s") {
     p.metric = iteration_s;
@@ -141,7 +141,7 @@ std::vector<Outcome> predict_all(const json& data) {
 }
 
 const std::vector<Outcome>& outcomes() {
-  static const json data = read_json(kSourceDir / "tests/sim/data/published_runs.json");
+  static const json data = read_nonempty_json(kSourceDir / "tests/sim/data/published_runs.json");
   static const std::vector<Outcome> all = predict_all(data);
   return all;
 }
@@ -187,12 +187,12 @@ TEST_CASE("docs/VALIDATION.md shows the errors the model makes now", "[validatio
 TEST_CASE("the Zero Bubble paper's 1F1B-I runs have its layout: one layer per chunk, embedding and head alone", "[validation]") {
   // The paper's fork pads the layers to a multiple of the ranks and takes the padding from the
   // first and the last chunk (docs/MODEL.md, "Layers per stage"): stages x chunks = layers + 2.
-  const json data = read_json(kSourceDir / "tests/sim/data/published_runs.json");
+  const json data = read_nonempty_json(kSourceDir / "tests/sim/data/published_runs.json");
   int interleaved_runs = 0;
   for (const json& run : data.at("runs")) {
     if (run.value("schedule_label", "") != "1F1B-I") continue;
     const auto args = run.at("args").get<std::vector<std::string>>();
-    const json model = read_json(kSourceDir / arg_after(args, "--model", ""));
+    const json model = read_nonempty_json(kSourceDir / arg_after(args, "--model", ""));
     INFO(run.at("id").get<std::string>());
     CHECK(std::stoi(arg_after(args, "--stages", "0")) * std::stoi(arg_after(args, "--chunks", "0")) ==
           model.at("layers").get<int>() + 2);

@@ -31,7 +31,7 @@ void add(Trace& t, int rank, Lane lane, const std::string& name, int stage, int 
   t.events.push_back(e);
 }
 
-Trace two_rank_trace() {
+Trace two_rank_accounting_trace() {
   Trace t;
   add(t, 0, Lane::Compute, "F", 0, 0, 0, 10);
   add(t, 0, Lane::Send, "SEND_F", 0, 0, 10, 25, 1);
@@ -48,7 +48,7 @@ Trace two_rank_trace() {
 }  // namespace
 
 TEST_CASE("time_by_operation sums each rank's events by name, in rank and name order", "[compare]") {
-  const auto times = time_by_operation(two_rank_trace());
+  const auto times = time_by_operation(two_rank_accounting_trace());
   REQUIRE(times.size() == 5);
   CHECK((times[0].rank == 0 && times[0].name == "F" && times[0].count == 2 && times[0].total_us == 20));
   CHECK((times[1].rank == 0 && times[1].name == "RECV_B" && times[1].count == 2 && times[1].total_us == 4));
@@ -59,7 +59,7 @@ TEST_CASE("time_by_operation sums each rank's events by name, in rank and name o
 }
 
 TEST_CASE("receive_costs tells receives whose data was sent before them from those that waited", "[compare]") {
-  const ReceiveCosts r = receive_costs(two_rank_trace());
+  const ReceiveCosts r = receive_costs(two_rank_accounting_trace());
   CHECK(r.ready == 2);
   CHECK(r.ready_total_us == 8);
   CHECK(r.ready_mean_us() == 4);
@@ -67,7 +67,7 @@ TEST_CASE("receive_costs tells receives whose data was sent before them from tho
   CHECK(r.waited_mean_us() == 7);  // from the post, not from the receive's start
   CHECK(r.unmatched == 1);
   // A send to another stage than the receiver's neighbour is not its send.
-  Trace skewed = two_rank_trace();
+  Trace skewed = two_rank_accounting_trace();
   for (auto& e : skewed.events)
     if (e.name == "SEND_B") e.stage = 3;
   CHECK(receive_costs(skewed).unmatched == 2);
@@ -93,8 +93,8 @@ TEST_CASE("receive_costs matches any numbering of stages and micro-batches", "[c
 }
 
 TEST_CASE("compare_traces sets each rank's time by operation and the receives side by side", "[compare]") {
-  Trace predicted = two_rank_trace();
-  Trace measured = two_rank_trace();
+  Trace predicted = two_rank_accounting_trace();
+  Trace measured = two_rank_accounting_trace();
   // Measured: rank 1's ready receive took 25 us instead of 5, and rank 0 ran a LOAD the
   // prediction does not have.
   for (auto& e : measured.events)

@@ -551,14 +551,17 @@ class RankReader {
     }
     auto& chosen = gpu.empty() ? cpu : gpu;
     std::stable_sort(chosen.begin(), chosen.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::optional<std::int64_t> before;
+    // The value held when the window opens (the last sample before it), then the window's own.
+    bool held_before = false;
+    std::int64_t bytes_before = 0;
     for (const auto& [ts, bytes] : chosen) {
       if (ts < window_.start_us) {
-        before = bytes;
+        held_before = true;
+        bytes_before = bytes;
         continue;
       }
       if (ts >= window_.end_us) break;
-      if (before) out.memory.push_back({file_.rank, window_.start_us, *before}), before.reset();
+      if (held_before) out.memory.push_back({file_.rank, window_.start_us, bytes_before}), held_before = false;
       out.memory.push_back({file_.rank, ts, bytes});
     }
   }

@@ -9,7 +9,7 @@
 #include <set>
 
 #include "runtime/compute_weights.hpp"
-#include "runtime/error_text.hpp"
+#include "error_text.hpp"
 
 namespace pipescope::exec::runtime {
 

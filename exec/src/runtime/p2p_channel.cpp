@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "runtime/clock.hpp"
-#include "runtime/error_text.hpp"
+#include "error_text.hpp"
 
 namespace pipescope::exec::runtime {
 namespace {

@@ -2,7 +2,7 @@
 #include "runtime/send_watcher.hpp"
 
 #include "runtime/clock.hpp"
-#include "runtime/error_text.hpp"
+#include "error_text.hpp"
 
 namespace pipescope::exec::runtime {
 

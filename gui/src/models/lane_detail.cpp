@@ -5,12 +5,6 @@
 namespace pipescope::gui {
 namespace {
 
-void fill_prefix_max_end(Row& row) {
-  row.prefix_max_end.resize(row.blocks.size());
-  double running = -std::numeric_limits<double>::infinity();
-  for (std::size_t i = 0; i < row.blocks.size(); ++i) row.prefix_max_end[i] = running = std::max(running, row.blocks[i].end_us);
-}
-
 Row empty_like(const Row& row) {
   Row out;
   out.rank = row.rank;
@@ -134,7 +128,7 @@ std::vector<Row> stack_overlaps(const Row& row, double tolerance_us) {
   if (free_from.size() <= 1) return {};
   std::vector<Row> sub_rows(free_from.size(), empty_like(row));
   for (std::size_t i = 0; i < row.blocks.size(); ++i) sub_rows[assigned[i]].blocks.push_back(row.blocks[i]);
-  for (Row& sub : sub_rows) fill_prefix_max_end(sub);
+  for (Row& sub : sub_rows) sub.fill_prefix_max_end();
   return sub_rows;
 }
 
@@ -142,7 +136,7 @@ std::vector<Row> split_by_depth(const Row& row) {
   if (row.depths.empty() || row.depth_count <= 1) return {};
   std::vector<Row> sub_rows(static_cast<std::size_t>(row.depth_count), empty_like(row));
   for (std::size_t i = 0; i < row.blocks.size(); ++i) sub_rows[static_cast<std::size_t>(row.depth(i))].blocks.push_back(row.blocks[i]);
-  for (Row& sub : sub_rows) fill_prefix_max_end(sub);
+  for (Row& sub : sub_rows) sub.fill_prefix_max_end();
   return sub_rows;
 }
 
@@ -159,7 +153,7 @@ Row merge_rows(const std::vector<const Row*>& rows) {
     std::inplace_merge(out.blocks.begin(), out.blocks.begin() + middle, out.blocks.end(),
                        [](const Block& a, const Block& b) { return a.start_us < b.start_us; });
   }
-  fill_prefix_max_end(out);
+  out.fill_prefix_max_end();
   return out;
 }
 

@@ -21,6 +21,12 @@ namespace pipescope::gui {
 using traces::Trace;
 using traces::TraceEvent;
 
+void Row::fill_prefix_max_end() {
+  prefix_max_end.resize(blocks.size());
+  double running = -std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < blocks.size(); ++i) prefix_max_end[i] = running = std::max(running, blocks[i].end_us);
+}
+
 std::size_t Row::first_ending_after(double t_us) const {
   return static_cast<std::size_t>(std::upper_bound(prefix_max_end.begin(), prefix_max_end.end(), t_us) - prefix_max_end.begin());
 }
@@ -60,12 +66,6 @@ namespace {
 // Summaries hold about this many blocks per row (a few per pixel of a wide window).
 constexpr std::size_t kSummaryBlocks = 4096;
 
-void fill_prefix_max_end(Row& row) {
-  row.prefix_max_end.resize(row.blocks.size());
-  double running = -std::numeric_limits<double>::infinity();
-  for (std::size_t i = 0; i < row.blocks.size(); ++i) row.prefix_max_end[i] = running = std::max(running, row.blocks[i].end_us);
-}
-
 void add_summary(Row& row, double summary_us) {
   auto summary = std::make_shared<Row>();
   summary->rank = row.rank;
@@ -81,7 +81,7 @@ void add_summary(Row& row, double summary_us) {
     summary->blocks.push_back(b);
     open_run = short_block;
   }
-  fill_prefix_max_end(*summary);
+  summary->fill_prefix_max_end();
   row.summary = std::move(summary);
   row.summary_us = summary_us;
 }
@@ -197,7 +197,7 @@ void TimelineModel::set_traces(Trace first, std::optional<Trace> second) {
     } else if (!std::is_sorted(row.blocks.begin(), row.blocks.end(), by_start)) {
       std::stable_sort(row.blocks.begin(), row.blocks.end(), by_start);
     }
-    fill_prefix_max_end(row);
+    row.fill_prefix_max_end();
     fill_depths(row);
     if (row.blocks.size() > 4 * kSummaryBlocks && end_us_ > 0) add_summary(row, end_us_ / kSummaryBlocks);
   }

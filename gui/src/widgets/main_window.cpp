@@ -67,7 +67,7 @@ QString share(double fraction) { return QString::number(fraction * 100, 'f', 1) 
 
 QString mib(std::int64_t bytes) { return QString::number(static_cast<double>(bytes) / (1024.0 * 1024.0), 'f', 1) + " MiB"; }
 
-QString duration(double us) { return QString::fromStdString(format_duration_us(us)); }
+QString duration_text(double us) { return QString::fromStdString(format_duration_us(us)); }
 
 }  // namespace
 
@@ -364,7 +364,7 @@ void MainWindow::refresh_summary() {
   };
   if (pair) {
     const auto& c = *model_->comparison();
-    add("iteration time", duration(c.iteration_time_predicted_s * 1e6), duration(c.iteration_time_measured_s * 1e6),
+    add("iteration time", duration_text(c.iteration_time_predicted_s * 1e6), duration_text(c.iteration_time_measured_s * 1e6),
         percent(c.iteration_time_error));
     add("bubble (mean)", share(c.bubble_fraction_predicted), share(c.bubble_fraction_measured),
         percent(c.bubble_fraction_predicted - c.bubble_fraction_measured) + " pts");
@@ -387,8 +387,8 @@ void MainWindow::refresh_summary() {
     // A mean is NaN where a side has no such receive: the cell stays empty.
     auto add_means = [&](const QString& what, double predicted_us, double measured_us) {
       if (std::isnan(predicted_us) && std::isnan(measured_us)) return;
-      add(what, std::isnan(predicted_us) ? QString() : duration(predicted_us),
-          std::isnan(measured_us) ? QString() : duration(measured_us),
+      add(what, std::isnan(predicted_us) ? QString() : duration_text(predicted_us),
+          std::isnan(measured_us) ? QString() : duration_text(measured_us),
           std::isnan(predicted_us) || std::isnan(measured_us) ? QString() : percent((predicted_us - measured_us) / measured_us));
     };
     add_means("receive, data sent before (mean)", c.receives_predicted.ready_mean_us(), c.receives_measured.ready_mean_us());
@@ -396,14 +396,14 @@ void MainWindow::refresh_summary() {
               c.receives_measured.waited_mean_us());
   } else if (model_->has_pipeline(0)) {
     const auto& t = model_->trace(0);
-    add("iteration time", duration(traces::iteration_time_us(t)));
+    add("iteration time", duration_text(traces::iteration_time_us(t)));
     for (int r = 0; r < model_->rank_count(); ++r) add(QString("rank %1 bubble").arg(r), share(model_->bubble_fraction(0, r)));
     for (int r = 0; r < model_->rank_count(); ++r)
       if (!model_->memory(0, r).empty()) add(QString("rank %1 peak memory").arg(r), mib(model_->peak_memory_bytes(0, r)));
   } else {
     // A plain Chrome or profiler trace has no pipeline: no iteration, no bubble.
     const auto& t = model_->trace(0);
-    add("time span", duration(t.end_us()));
+    add("time span", duration_text(t.end_us()));
     add("slices", QString::number(t.events.size()));
     if (!t.instants.empty()) add("instant events", QString::number(t.instants.size()));
     if (!t.counters.empty()) add("counter samples", QString::number(t.counters.size()));
@@ -460,7 +460,7 @@ void MainWindow::show_event_details(int series, std::size_t index) {
                           html(model_->lane_name(e.rank, e.lane)));
   if (e.stage >= 0) text += QString("stage %1").arg(e.stage);
   if (e.micro_batch >= 0) text += QString(", micro-batch %1").arg(e.micro_batch);
-  text += QString("<br>start %1, duration %2, end %3").arg(duration(e.ts_us), duration(e.dur_us), duration(e.end_us()));
+  text += QString("<br>start %1, duration %2, end %3").arg(duration_text(e.ts_us), duration_text(e.dur_us), duration_text(e.end_us()));
   if (e.bytes >= 0) text += QString("<br>%1 bytes (%2)").arg(e.bytes).arg(mib(e.bytes));
   if (e.peer_rank >= 0) text += QString(", peer rank %1").arg(e.peer_rank);
   if (!e.category.empty() && model_->has_pipeline(series)) text += "<br>category " + html(e.category);
@@ -470,24 +470,24 @@ void MainWindow::show_event_details(int series, std::size_t index) {
     const QString peer = html(model_->rank_name(wait->peer_rank));
     if (wait->waited_for_send_us > 0)
       text += QString("<br>waited <b>%1</b> for %2: its %3 (micro-batch %4) started %1 after this receive was posted; the data came %5 later")
-                  .arg(duration(wait->waited_for_send_us), peer, html(send.name))
+                  .arg(duration_text(wait->waited_for_send_us), peer, html(send.name))
                   .arg(send.micro_batch)
-                  .arg(duration(wait->data_after_us));
+                  .arg(duration_text(wait->data_after_us));
     else
       text += QString("<br>%1 sent it first (%2, micro-batch %3, %4 before this receive was posted); the data came %5 after the post")
                   .arg(peer, html(send.name))
                   .arg(send.micro_batch)
-                  .arg(duration(e.ts_us - send.ts_us), duration(wait->data_after_us));
+                  .arg(duration_text(e.ts_us - send.ts_us), duration_text(wait->data_after_us));
   } else if (auto receive = model_->transfer_partner(series, index)) {
     const auto& r = t.events[*receive];
-    text += QString("<br>received by %1 (%2), its data there at %3").arg(html(model_->rank_name(r.rank)), html(r.name), duration(r.end_us()));
+    text += QString("<br>received by %1 (%2), its data there at %3").arg(html(model_->rank_name(r.rank)), html(r.name), duration_text(r.end_us()));
   }
   if (model_->series_count() == 2) {
     if (series == 1) {
       if (auto p = model_->matched_predicted(index)) {
         const auto& pe = model_->trace(0).events[*p];
         text += QString("<br>predicted: start %1, duration %2; error %3 (predicted - measured, relative to measured)")
-                    .arg(duration(pe.ts_us), duration(pe.dur_us), percent(model_->prediction_error(index)));
+                    .arg(duration_text(pe.ts_us), duration_text(pe.dur_us), percent(model_->prediction_error(index)));
       } else {
         text += "<br>no predicted counterpart";
       }
@@ -510,7 +510,7 @@ void MainWindow::show_event_details(int series, std::size_t index) {
 
 void MainWindow::show_range_details(double start_us, double end_us) {
   details_->setText(QString("<b>selection</b> %1 &ndash; %2: <b>%3</b><br>double-click inside it, or press Z, to zoom to it")
-                        .arg(duration(start_us), duration(end_us), duration(end_us - start_us)));
+                        .arg(duration_text(start_us), duration_text(end_us), duration_text(end_us - start_us)));
 }
 
 QStringList MainWindow::recent_files() const {

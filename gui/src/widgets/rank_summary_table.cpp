@@ -27,7 +27,7 @@ class NumberItem : public QTableWidgetItem {
   double value_;
 };
 
-QString duration(double us) { return std::isfinite(us) ? QString::fromStdString(format_duration_us(us)) : QString("n/a"); }
+QString duration_or_na(double us) { return std::isfinite(us) ? QString::fromStdString(format_duration_us(us)) : QString("n/a"); }
 
 QString signed_percent(double fraction) {
   if (!std::isfinite(fraction)) return "n/a";
@@ -87,12 +87,12 @@ void RankSummaryTable::show_model(const TimelineModel* model) {
       rank->setToolTip("the busiest rank: the others wait for it");
     }
     setItem(row, 0, rank);
-    setItem(row, 1, new NumberItem(duration(r.busy_us), r.busy_us));
-    setItem(row, 2, new NumberItem(duration(r.idle_us), r.idle_us));
-    setItem(row, 3, new NumberItem(duration(r.communication_us), r.communication_us));
+    setItem(row, 1, new NumberItem(duration_or_na(r.busy_us), r.busy_us));
+    setItem(row, 2, new NumberItem(duration_or_na(r.idle_us), r.idle_us));
+    setItem(row, 3, new NumberItem(duration_or_na(r.communication_us), r.communication_us));
     if (with_prediction_) {
-      setItem(row, 4, new NumberItem(duration(r.predicted_busy_us), r.predicted_busy_us));
-      setItem(row, 5, new NumberItem(duration(r.measured_busy_us), r.measured_busy_us));
+      setItem(row, 4, new NumberItem(duration_or_na(r.predicted_busy_us), r.predicted_busy_us));
+      setItem(row, 5, new NumberItem(duration_or_na(r.measured_busy_us), r.measured_busy_us));
       setItem(row, 6, new NumberItem(signed_percent(r.error), r.error));
     }
   }

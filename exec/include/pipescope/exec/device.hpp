@@ -47,7 +47,8 @@ class ComputeDevice {
 
 std::shared_ptr<ComputeDevice> make_cpu_device();
 
-// True when this build has the CUDA path (PIPESCOPE_WITH_CUDA).
+// True in a program linked with the CUDA path (pipescope::exec_cuda: exec-cuda/pprun of a
+// PIPESCOPE_WITH_CUDA build); false in pipescope::exec's CPU-only programs.
 bool cuda_support_built();
 // The GPU `device_index` of this process. Throws DeviceError when the build has no CUDA path or
 // the machine no such GPU.

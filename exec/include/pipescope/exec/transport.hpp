@@ -87,10 +87,10 @@ struct World {
 // Rendezvous through the store, then the backend that fits `device`: Gloo for the CPU, NCCL on
 // the GPU for a CUDA device (made the current device; tensors may live on the CPU, they are
 // staged through the GPU). Throws TransportError naming the rendezvous or the backend this build
-// lacks (NCCL without PIPESCOPE_WITH_CUDA, Gloo in the CUDA build, whose LibTorch has no Gloo
+// lacks (NCCL in a program built without PIPESCOPE_WITH_CUDA; Gloo in a build without Gloo's
 // headers).
 World make_world(const at::Device& device, const WorldOptions& options);
-// False in builds without Gloo (the CUDA build): make_world then refuses the CPU.
+// False in builds without Gloo's headers (Debian: libgloo-dev): make_world then refuses the CPU.
 bool gloo_support_built();
 
 // Packs several tensors into one contiguous buffer (one message) and back.

@@ -56,6 +56,8 @@ struct Row {
   std::size_t first_starting_from(double t_us, std::size_t from) const;
   // The block under t_us (within tolerance_us), the latest-starting one when several are.
   std::optional<std::size_t> block_at(double t_us, double tolerance_us) const;
+  // Fills prefix_max_end from blocks (after they are set or changed).
+  void fill_prefix_max_end();
 };
 
 // What a row paints between two x positions: one block, or several folded into one because
