@@ -79,7 +79,9 @@ void register_builtin_generators(ScheduleRegistry& registry) {
   registry.add(lowered("looped-bfs",
                        "breadth-first looping, torch ScheduleLoopedBFS, --chunks V (default 2) (loop placement)",
                        looped_bfs_order));
-  registry.add(lowered("zb-h1", "Zero Bubble H1: split backward, 1F1B's activation memory (1 stage per rank)",
+  registry.add(lowered("zb-h1",
+                       "Zero Bubble H1: split backward, 1F1B's peak memory (rank r: p - r micro-batches of "
+                       "activations, p from F to W) (1 stage per rank)",
                        zb_h1_order));
   registry.add(lowered("zb-h2",
                        "Zero Bubble H2: split backward, about 2x activations, no bubble in the steady state "

@@ -28,7 +28,8 @@ ComputeOrder interleaved_1f1b_order(const ScheduleParams& params);
 // torch ScheduleLoopedBFS, loop placement, --chunks V (2 when not given).
 ComputeOrder looped_bfs_order(const ScheduleParams& params);
 // Zero Bubble H1 / H2 (split backward), built by a unit-time list schedule: rank r holds at
-// most p - r (H1) or 2(p - r) - 1 (H2) micro-batches of activations.
+// most p - r (H1) or 2(p - r) - 1 (H2) micro-batches of activations; H1 also holds at most p
+// micro-batches from F to W, so its peak stays 1F1B's (rank 0's p micro-batches).
 ComputeOrder zb_h1_order(const ScheduleParams& params);
 ComputeOrder zb_h2_order(const ScheduleParams& params);
 // V placement (rank r holds stages r and 2p-1-r); refuse --chunks other than 2.
