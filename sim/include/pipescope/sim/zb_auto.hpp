@@ -1,9 +1,9 @@
-// zb-auto: the memory-limited automatic zero-bubble schedule. A greedy constructor in the
-// spirit of the Zero Bubble scheduler's heuristic (backward first, forwards up to an
-// in-flight cap and the memory limit, weight gradients filling the idle time) is run over a
-// family of caps and weight-gradient policies; every candidate, and the hand-made zb-h1 /
-// zb-h2 / zbv / 1f1b when they apply, is simulated with the real costs, and the fastest one
-// whose simulated peak memory stays under the limit wins.
+// zb-auto: the memory-limited automatic zero-bubble schedule. A greedy constructor (backward
+// first, forwards up to an in-flight cap and the memory limit, weight gradients filling the
+// idle time) is run over a family of caps and weight-gradient policies, and, with one stage per
+// rank, the Zero Bubble authors' own greedy scheduler in its eight settings; every candidate,
+// and the hand-made zb-h1 / zb-h2 / zbv / 1f1b when they apply, is simulated with the real
+// costs, and the fastest one whose simulated peak memory stays under the limit wins.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +49,19 @@ Schedule zb_auto_schedule(const ZbAutoRequest& request);
 // an empty per_rank when the construction cannot finish under the limit.
 ComputeOrder zb_auto_greedy_order(const ZbAutoRequest& request, const std::vector<int>& cap_per_rank, bool eager_w,
                                   const std::vector<std::int64_t>& rank_limit_bytes);
+
+// The Zero Bubble authors' greedy scheduler (their zb.py, `Graph.manual_order`; one stage per
+// rank), which zb-auto also runs: its three switches, each of the eight settings one candidate.
+struct ZbAuthorsGreedyFlags {
+  bool allow_bubble_before_first_b = true;  // warm-up forwards may overrun the first gradient's arrival
+  bool prioritize_b = true;                 // a stage two forwards ahead of the next may wait for its backward
+  bool no_bubble_greedy = true;             // a weight pass may overrun the input it waits for
+};
+std::vector<ZbAuthorsGreedyFlags> zb_authors_greedy_flag_sets();  // the eight, in the authors' order
+// Its order under each rank's limit, or an order with an empty per_rank when a rank runs out of
+// weight passes to free memory with (the authors' "Cannot fit memory").
+ComputeOrder zb_authors_greedy_order(const ZbAutoRequest& request, const std::vector<std::int64_t>& rank_limit_bytes,
+                                     const ZbAuthorsGreedyFlags& flags);
 
 // Registers "zb-auto" in ScheduleRegistry::instance() with these costs and limits (replacing a
 // previous registration); `register_sim_schedules` uses the default costs.
