@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 
@@ -249,6 +250,42 @@ std::string limit_description(const ZbAutoRequest& request, const std::vector<st
   return text + " (" + bytes + ")";
 }
 
+// What the authors' ZB-V construction is given: the median stage's costs (as their runtime does)
+// and, as the memory its ranks' activations may take, its own default (2p forwards: 1F1B's)
+// where every rank's limit allows it, and the tightest rank's room under the limit.
+std::vector<ZbAuthorsVCosts> authors_v_inputs(const ZbAutoRequest& request, const std::vector<std::int64_t>& limits) {
+  const int p = request.params.num_ranks;
+  auto median = [&](auto field) {
+    std::vector<decltype(field(request.costs.stage(0)))> values;
+    for (int s = 0; s < 2 * p; ++s) values.push_back(field(request.costs.stage(s)));
+    std::nth_element(values.begin(), values.begin() + p, values.end());
+    return values[static_cast<std::size_t>(p)];
+  };
+  ZbAuthorsVCosts costs;
+  costs.f_s = median([](const StageCost& c) { return c.f_s; });
+  costs.b_s = median([](const StageCost& c) { return c.b_s; });
+  costs.w_s = median([](const StageCost& c) { return c.w_s; });
+  costs.f_mem = median([](const StageCost& c) { return c.f_mem_bytes; });
+  costs.b_mem = median([](const StageCost& c) { return c.b_mem_bytes; });
+  costs.w_mem = -costs.f_mem - costs.b_mem;
+  costs.c_s = transfer_estimate_s(request.costs, request.topology, 0, std::min(1, p - 1), 0);
+  const std::vector<RankMemory> ranks = rank_memory(request.params, request.costs);
+  std::int64_t room = kNoLimit;
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    room = std::min(room, limits[r] == kNoLimit ? kNoLimit : limits[r] - ranks[r].static_bytes);
+  std::vector<ZbAuthorsVCosts> inputs;
+  const std::int64_t authors_default = 2LL * p * costs.f_mem;
+  if (authors_default <= room) {
+    costs.max_mem = authors_default;
+    inputs.push_back(costs);
+  }
+  if (room != kNoLimit && room != authors_default) {
+    costs.max_mem = room;
+    inputs.push_back(costs);
+  }
+  return inputs;
+}
+
 // How a candidate that is exactly as fast as the best so far is ranked.
 enum class Tie {
   KeepLeastIdle,  // the one whose ranks wait least once the pipeline is full, then least memory
@@ -378,6 +415,21 @@ Schedule zb_auto_schedule(const ZbAutoRequest& request) {
       ComputeOrder order = zb_authors_greedy_order(request, limits, flags);
       if (!order.per_rank.empty()) best.consider(lower(order), Tie::KeepEarlier);
     }
+  // Likewise in V placement: the authors' ZB-V, and their V-Half and V-Min, which hold less.
+  if (params.chunks == 2) {
+    const std::vector<ZbAuthorsVCosts> inputs = authors_v_inputs(request, limits);
+    for (const ZbAuthorsVCosts& costs : inputs) {
+      ComputeOrder order = zb_authors_v_order(p, m, costs);
+      if (!order.per_rank.empty()) best.consider(lower(order), Tie::KeepEarlier);
+    }
+    for (ZbAuthorsVPattern kind : {ZbAuthorsVPattern::v_half, ZbAuthorsVPattern::v_min}) {
+      try {
+        best.consider(lower(zb_authors_v_pattern_order(kind, p, m, inputs.front())), Tie::KeepEarlier);
+      } catch (const std::logic_error&) {
+        // A pattern that cannot be laid out over so few micro-batches is not a candidate.
+      }
+    }
+  }
   // The hand-made schedules are candidates too: zb-auto is never worse than them when they fit.
   const std::vector<std::string> baselines =
       params.chunks == 1 ? std::vector<std::string>{"zb-h1", "zb-h2", "1f1b"} : std::vector<std::string>{"zbv"};
