@@ -8,8 +8,10 @@
 //   (G outside [p, m]; a last group of 1..p-1 micro-batches).
 // - Hand-checked: p = 2, v = 2, m = 5, G = 3 is Megatron's docstring example (rank 0 forwards
 //   0 1 2 | 0 1 2 | 3 4 | 3 4 by chunk 0, 1, 0, 1); p = 4, m = 2 1F1B warms up 2, 2, 1, 0.
-// - The older behaviour, interleaved-1f1b@0.1 (megatron-core 0.1.0 .. 0.9.x): every forward
-//   first at m = p (p = 4, v = 2: 8 forwards then 8 backwards on every rank, where 0.19.2's rank
+// - The older behaviour, interleaved-1f1b@0.1 (megatron-core 0.1.0 .. 0.9.x), against golden
+//   orders written by megatron-core 0.9.0's own functions (tests/golden/megatron/0.9.0/, p = 2..8,
+//   v = 2..4, m = 1..4p: 84 run, 336 refused, every m not a multiple of p; 1F1B the same as
+//   0.19.2's in all 140): every forward first at m = p (p = 4, v = 2: 8 forwards then 8 backwards on every rank, where 0.19.2's rank
 //   3 alternates after 4); m not a multiple of p and any G other than p refused; where m is a
 //   multiple of p above p it equals today's order (so the 2021 runs of docs/VALIDATION.md are
 //   unchanged). Versions 0.1 .. 0.9.9 resolve to it, 0.10 .. 0.19.2 to today's; 0.20 and 0.0.9
@@ -94,7 +96,8 @@ std::string refusal_of(const std::string& name, const ScheduleParams& params) {
   return "(accepted)";
 }
 
-const std::filesystem::path kGoldenDir = std::filesystem::path(PIPESCOPE_SOURCE_DIR) / "tests/golden/megatron/0.19.2";
+const std::filesystem::path kGoldenRoot = std::filesystem::path(PIPESCOPE_SOURCE_DIR) / "tests/golden/megatron";
+const std::filesystem::path kGoldenDir = kGoldenRoot / "0.19.2";
 
 }  // namespace
 
@@ -190,6 +193,32 @@ TEST_CASE("interleaved-1f1b@0.1 keeps megatron-core 0.1 .. 0.9's rules", "[megat
   CHECK_THAT(refusal_of("interleaved-1f1b@0.1", grouped), Catch::Contains("--microbatch-group-size-per-vp-stage 5"));
   grouped.microbatch_group_size = 4;  // its one group size, given
   CHECK(refusal_of("interleaved-1f1b@0.1", grouped) == "(accepted)");
+}
+
+TEST_CASE("interleaved-1f1b@0.1 gives megatron-core 0.9.0's order, or its refusal, in every case", "[megatron]") {
+  const std::vector<MegatronCase> one_f_one_b = read_cases(kGoldenRoot / "0.9.0/1f1b.txt");
+  REQUIRE(one_f_one_b.size() == 140u);
+  for (const MegatronCase& c : one_f_one_b) {
+    INFO("1f1b p=" << c.p << " m=" << c.m);
+    CHECK(megatron_lines(*make_compute_order("1f1b", params_of(c))) == c.rank_lines);  // 1F1B never changed
+  }
+  const std::vector<MegatronCase> cases = read_cases(kGoldenRoot / "0.9.0/interleaved-1f1b.txt");
+  REQUIRE(cases.size() == 420u);
+  int run = 0;
+  for (const MegatronCase& c : cases) {
+    INFO("p=" << c.p << " v=" << c.v << " m=" << c.m);
+    for (const char* name : {"interleaved-1f1b@0.1", "interleaved-1f1b@0.9.0"}) {
+      if (c.refusal.empty()) {
+        CHECK(megatron_lines(*make_compute_order(name, params_of(c))) == c.rank_lines);
+      } else {
+        CHECK_THAT(c.refusal, Catch::Contains("is not divisible by pipeline-model-parallel-size"));
+        CHECK_THAT(refusal_of(name, params_of(c)), Catch::StartsWith("interleaved-1f1b@0.1: ") &&
+                                                       Catch::Contains("multiple of the number of pipeline ranks"));
+      }
+    }
+    run += c.refusal.empty();
+  }
+  CHECK(run == 84);  // m = p, 2p, 3p, 4p for each p and v
 }
 
 TEST_CASE("interleaved-1f1b@VERSION picks megatron-core's behaviour by release", "[megatron]") {

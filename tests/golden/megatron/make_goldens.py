@@ -15,7 +15,9 @@ Megatron's own code.
 usage:
   make_goldens.py MEGATRON_DIR OUTPUT_DIR
       MEGATRON_DIR holds the `megatron` package (an unpacked megatron-core wheel, or
-      site-packages); writes OUTPUT_DIR/1f1b.txt and OUTPUT_DIR/interleaved-1f1b.txt
+      site-packages); writes OUTPUT_DIR/1f1b.txt and OUTPUT_DIR/interleaved-1f1b.txt. Releases
+      before 0.10 (no group size) are driven through parallel_state and p2p_communication, as
+      their schedules ask them, with G = p in every case.
   make_goldens.py MEGATRON_DIR --show P V M [G]
       prints one case
 
@@ -32,7 +34,8 @@ import sys
 
 STAGES = range(2, 9)
 # Fragments of the messages with which Megatron's schedules refuse their inputs.
-REFUSALS = ("contiguous micro-batches in a virtual pipeline stage", "remainder of M")
+REFUSALS = ("contiguous micro-batches in a virtual pipeline stage", "remainder of M",
+            "is not divisible by pipeline-model-parallel-size")
 CHUNKS = range(1, 5)
 
 
@@ -62,7 +65,10 @@ def load_megatron(megatron_dir):
     torch.zeros = zeros_on_cpu
     from megatron.core import model_parallel_config
     from megatron.core.pipeline_parallel import p2p_communication, schedules
-    from megatron.core import process_groups_config
+    try:
+        from megatron.core import process_groups_config
+    except ImportError:  # before 0.13: the schedules ask parallel_state instead
+        process_groups_config = None
 
     return torch, schedules, p2p_communication, model_parallel_config, process_groups_config
 
@@ -83,6 +89,8 @@ class Group:
 def run_case(mods, p, v, m, g, rank):
     """Megatron's order on `rank`, as ["F0.3", "B1.2", ...], or raises what Megatron raises."""
     torch, schedules, p2p, mpc, pgc = mods
+    if not hasattr(schedules, "get_schedule_table"):
+        return run_case_before_0_10(mods, p, v, m, rank)
     from megatron.core.enums import ModelType
     pp_group = Group(p, rank)
 
@@ -151,6 +159,73 @@ def run_case(mods, p, v, m, g, rank):
     return order
 
 
+def run_case_before_0_10(mods, p, v, m, rank):
+    """The same for megatron-core 0.1 .. 0.9, whose schedules ask parallel_state where they run
+    and call p2p_communication's functions (no group size: they take none)."""
+    torch, schedules, p2p, mpc, _ = mods
+    from megatron.core import parallel_state
+    from megatron.core.enums import ModelType
+
+    parallel_state.set_pipeline_model_parallel_world_size(p)
+    parallel_state.set_pipeline_model_parallel_rank(rank)
+    parallel_state.set_virtual_pipeline_model_parallel_world_size(v if v > 1 else None)
+    parallel_state.set_virtual_pipeline_model_parallel_rank(0)
+    config = mpc.ModelParallelConfig(pipeline_model_parallel_size=p,
+                                     virtual_pipeline_model_parallel_size=v if v > 1 else None,
+                                     pipeline_dtype=torch.float32)
+    config.hidden_size = 1
+
+    def communicate(*, tensor_send_next, tensor_send_prev, recv_prev, recv_next, tensor_shape, config,
+                    wait_on_reqs=True):
+        prev = torch.zeros(1, requires_grad=True) if recv_prev else None
+        nxt = torch.zeros(1) if recv_next else None
+        return prev, nxt, (None if wait_on_reqs else [])
+
+    order = []
+    forwards = [0] * v  # each chunk forwards its micro-batches in order: the k-th is micro-batch k
+
+    def forward_step(forward_step_func, data_iterator, model, num_microbatches, input_tensor,
+                     forward_data_store, config, *args, **kwargs):
+        chunk = model.pipescope_chunk
+        micro_batch = forwards[chunk]
+        forwards[chunk] += 1
+        order.append(f"F{chunk}.{micro_batch}")
+        output = torch.zeros(1)
+        output.pipescope_tag = (chunk, micro_batch)
+        return output, torch.zeros([], dtype=torch.int)
+
+    def backward_step(input_tensor, output_tensor, output_tensor_grad, *args, **kwargs):
+        chunk, micro_batch = output_tensor.pipescope_tag
+        order.append(f"B{chunk}.{micro_batch}")
+        return torch.zeros(1)
+
+    class Chunk(torch.nn.Module):
+        def __init__(self, index):
+            super().__init__()
+            self.config = config
+            self.model_type = ModelType.encoder_or_decoder
+            self.pipescope_chunk = index
+
+    real_cuda = torch.Tensor.cuda
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self  # a token counter moved to the GPU
+    try:
+        with patched(schedules, forward_step=forward_step, backward_step=backward_step), \
+                patched(p2p, _communicate=communicate), \
+                patched(parallel_state, get_context_parallel_world_size=lambda: 1,
+                        get_tensor_model_parallel_world_size=lambda: 1):
+            if v == 1:
+                schedules.forward_backward_pipelining_without_interleaving(
+                    forward_step_func=None, data_iterator=None, model=[Chunk(0)], num_microbatches=m,
+                    seq_length=1, micro_batch_size=1)
+            else:
+                schedules.forward_backward_pipelining_with_interleaving(
+                    forward_step_func=None, data_iterator=[None] * v, model=[Chunk(c) for c in range(v)],
+                    num_microbatches=m, seq_length=1, micro_batch_size=1)
+    finally:
+        torch.Tensor.cuda = real_cuda
+    return order
+
+
 @contextlib.contextmanager
 def patched(module, **replacements):
     saved = {name: getattr(module, name) for name in replacements}
@@ -179,13 +254,13 @@ def case_lines(mods, p, v, m, g):
     return lines
 
 
-def cases(v):
+def cases(v, has_group_size):
     for p in STAGES:
         for m in range(1, 4 * p + 1):
             if v == 1:
                 yield p, m, None
             else:
-                for g in group_sizes(p, m):
+                for g in group_sizes(p, m) if has_group_size else [p]:
                     yield p, m, g
 
 
@@ -202,13 +277,15 @@ def main(argv):
     os.makedirs(argv[2], exist_ok=True)
     import megatron.core
 
-    version = getattr(megatron.core, "__version__", "unknown")
+    # package_info appends the short hash of whatever git checkout the script runs in: not its own.
+    version = getattr(megatron.core, "__version__", "unknown").split("+")[0]
+    has_group_size = hasattr(mods[1], "get_schedule_table")  # 0.10 on
     for name, chunk_counts in (("1f1b", [1]), ("interleaved-1f1b", [c for c in CHUNKS if c > 1])):
         out = [f"# megatron-core {version}, make_goldens.py: p = {STAGES.start}..{STAGES.stop - 1}, "
                f"v = {', '.join(map(str, chunk_counts))}, m = 1..4p"]
         accepted = refused = 0
         for v in chunk_counts:
-            for p, m, g in cases(v):
+            for p, m, g in cases(v, has_group_size):
                 lines = case_lines(mods, p, v, m, g)
                 refused += lines[1].startswith("refused:")
                 accepted += not lines[1].startswith("refused:")
