@@ -124,6 +124,13 @@ const GeneratorInfo& checked_generator(std::string_view name, const SchedulePara
   if (params.num_ranks < 1) throw ScheduleError(info->name + ": --stages must be at least 1");
   if (params.num_micro_batches < 1) throw ScheduleError(info->name + ": --micro-batches must be at least 1");
   if (params.chunks < 1) throw ScheduleError(info->name + ": --chunks must be at least 1");
+  if (params.microbatch_group_size < 0)
+    throw ScheduleError(info->name + ": --microbatch-group-size-per-vp-stage must be at least 1");
+  if (params.microbatch_group_size != 0 && !info->takes_microbatch_group_size)
+    throw ScheduleError(info->name + ": --microbatch-group-size-per-vp-stage " +
+                        std::to_string(params.microbatch_group_size) +
+                        " cannot be honoured: only Megatron's interleaved schedule (interleaved-1f1b) groups "
+                        "micro-batches per chunk (leave it out)");
   // Every schedule holds at least this many stages; the generators check their own placement.
   const std::int64_t stages = saturating_product(params.num_ranks, params.chunks);
   check_schedule_size(info->name + ": --stages " + std::to_string(params.num_ranks) +

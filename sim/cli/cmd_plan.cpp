@@ -140,7 +140,7 @@ int run_plan(const std::vector<std::string>& args) {
   std::string schedules = "gpipe,1f1b,interleaved-1f1b,zb-h1,zb-h2,zbv", micro_batch_sizes = "1,2,4,8";
   std::string chunk_options = "2,4", recompute = "none,selective,full", inter_bandwidth = "50GB", intra_bandwidth = "0";
   std::string tensor_parallel_sizes = "1,2,4,8", sequence_parallel = "both";
-  int gpus = 64, gpus_per_node = 8, global_batch = 512, top = 10, max_pipeline = 0;
+  int gpus = 64, gpus_per_node = 8, global_batch = 512, top = 10, max_pipeline = 0, microbatch_group_size = 0;
   double efficiency = 0, intra_latency_s = 2e-6, inter_latency_s = 5e-6;
   bool no_zero1 = false, overlap_grad_reduce = false, steady_state = false, no_async_tp = false, quiet = false;
   po::options_description options("ppsim plan [options]");
@@ -161,6 +161,9 @@ int run_plan(const std::vector<std::string>& args) {
       ("schedules", po::value(&schedules)->default_value(schedules), "comma-separated schedules to consider")
       ("micro-batch-sizes", po::value(&micro_batch_sizes)->default_value(micro_batch_sizes), "comma-separated micro-batch sizes")
       ("chunks", po::value(&chunk_options)->default_value(chunk_options), "chunk counts for interleaved-1f1b and looped-bfs")
+      ("microbatch-group-size-per-vp-stage", po::value(&microbatch_group_size),
+       "G, interleaved-1f1b's micro-batches per chunk before the next (Megatron's option; a pipeline size P it "
+       "does not fit, G outside [P, M] or M % G in 1..P-1, is refused; default: P)")
       ("max-pipeline", po::value(&max_pipeline)->default_value(max_pipeline), "largest pipeline size (0: the number of layers)")
       ("tensor-parallel-sizes", po::value(&tensor_parallel_sizes)->default_value(tensor_parallel_sizes),
        "comma-separated tensor-parallel sizes (each within a node, dividing the heads, kv heads and FFN; with --profile: 1)")
@@ -246,6 +249,9 @@ int run_plan(const std::vector<std::string>& args) {
       throw UsageError("--schedules: " + ScheduleRegistry::instance().why_unknown(name));
   request.micro_batch_sizes = int_list(micro_batch_sizes, "--micro-batch-sizes");
   request.interleave_chunks = int_list(chunk_options, "--chunks");
+  if (vm.count("microbatch-group-size-per-vp-stage") && microbatch_group_size < 1)
+    throw UsageError(fmt::format("--microbatch-group-size-per-vp-stage must be at least 1, got {}", microbatch_group_size));
+  request.microbatch_group_size = microbatch_group_size;
   request.tensor_parallel_sizes = int_list(tensor_parallel_sizes, "--tensor-parallel-sizes");
   request.recomputations = recomputation_list(recompute);
   request.sequence_parallel_options = sequence_parallel_list(sequence_parallel);

@@ -61,6 +61,7 @@ void add_options(po::options_description& o, SimulateOptions& s) {
       ("stages", po::value(&s.params.num_ranks)->default_value(s.params.num_ranks), "P, pipeline ranks")
       ("micro-batches", po::value(&s.params.num_micro_batches)->default_value(s.params.num_micro_batches), "M, micro-batches per iteration")
       ("chunks", po::value(&s.params.chunks)->default_value(s.params.chunks), "V, stages per rank (P*V stages)");
+  add_microbatch_group_size_option(schedule, s.params);
   po::options_description costs("explicit costs (uniform stages; seconds and bytes per micro-batch per stage)");
   costs.add_options()
       ("f-cost", po::value(&s.f_cost)->default_value(s.f_cost), "forward time F")
@@ -298,6 +299,7 @@ int run_simulate(const std::vector<std::string>& args) {
   po::notify(vm);
   check_numbers(s);
   s.params.chunks_given = given(vm, "chunks");
+  check_microbatch_group_size_option(vm, s.params);
   check_model_only_options(s, vm);
   check_zb_auto_options(s, vm);
   CostSource source = cost_source(s, vm, s.params.chunks);

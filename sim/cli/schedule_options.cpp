@@ -18,10 +18,24 @@ void ScheduleOptions::add_to(po::options_description& options) {
        "M, micro-batches per iteration")
       ("chunks", po::value(&params.chunks)->default_value(params.chunks),
        "V, stages per rank for looped schedules (P*V stages in all)");
+  add_microbatch_group_size_option(options, params);
+}
+
+void add_microbatch_group_size_option(po::options_description& options, ScheduleParams& params) {
+  options.add_options()("microbatch-group-size-per-vp-stage", po::value(&params.microbatch_group_size),
+                        "G, interleaved-1f1b's micro-batches per chunk before the next (Megatron's option; "
+                        "G in [P, M], M % G 0 or >= P; default: P)");
+}
+
+void check_microbatch_group_size_option(const po::variables_map& vm, const ScheduleParams& params) {
+  if (vm.count("microbatch-group-size-per-vp-stage") && params.microbatch_group_size < 1)
+    throw UsageError(fmt::format("--microbatch-group-size-per-vp-stage must be at least 1, got {}",
+                                 params.microbatch_group_size));
 }
 
 Schedule ScheduleOptions::make(const po::variables_map& vm) {
   params.chunks_given = !vm["chunks"].defaulted();
+  check_microbatch_group_size_option(vm, params);
   Schedule schedule = make_schedule(name, params);
   check_flags_agree_with_file(schedule, name, params, vm);
   return schedule;
@@ -42,6 +56,10 @@ void check_flags_agree_with_file(const Schedule& schedule, std::string_view sche
     refuse("micro-batches", params.num_micro_batches, fmt::format("{} micro-batches", schedule.num_micro_batches));
   if (given("chunks") && static_cast<long long>(params.chunks) * schedule.num_ranks != schedule.num_stages)
     refuse("chunks", params.chunks, fmt::format("{} stages on {} ranks", schedule.num_stages, schedule.num_ranks));
+  if (vm.count("microbatch-group-size-per-vp-stage"))
+    throw UsageError(fmt::format("--microbatch-group-size-per-vp-stage {} cannot be honoured by the schedule file {}, "
+                                 "which fixes its own order (leave it out)",
+                                 params.microbatch_group_size, path));
 }
 
 std::string schedule_list_text() {

@@ -21,19 +21,23 @@
 namespace pipescope::sim {
 namespace {
 
-std::vector<int> chunk_choices(const PlanRequest& request, const std::string& schedule) {
+std::vector<int> chunk_choices(const PlanRequest& request, const std::string& name) {
+  const std::string schedule = name.substr(0, name.find('@'));  // interleaved-1f1b@0.1 is interleaved too
   if (schedule == "interleaved-1f1b" || schedule == "looped-bfs") return request.interleave_chunks;
   if (schedule == "zbv" || schedule == "dualpipev") return {2};
   if (schedule == "zb-auto") return {1, 2};
   return {1};
 }
 
-ScheduleParams schedule_params(const PlanCandidate& c) {
+ScheduleParams schedule_params(const PlanRequest& request, const PlanCandidate& c) {
   ScheduleParams params;
   params.num_ranks = c.parallel.pipeline;
   params.num_micro_batches = c.num_micro_batches;
   params.chunks = c.parallel.chunks;
   params.chunks_given = c.parallel.chunks != 1;
+  // The group size goes to the schedules that group micro-batches; the others run as they are.
+  const GeneratorInfo* info = ScheduleRegistry::instance().find(c.schedule);
+  if (info && info->takes_microbatch_group_size) params.microbatch_group_size = request.microbatch_group_size;
   return params;
 }
 
@@ -78,12 +82,12 @@ std::int64_t memory_limit(const PlanRequest& request) {
 // those made from a compute order are compiled straight from it.
 CompiledSchedule compiled_candidate(const PlanRequest& request, const PlanCandidate& c, const CostModel& costs) {
   if (c.schedule != "zb-auto") {
-    if (std::optional<ComputeOrder> order = make_compute_order(c.schedule, schedule_params(c)))
+    if (std::optional<ComputeOrder> order = make_compute_order(c.schedule, schedule_params(request, c)))
       return compile(std::move(*order));
-    return compile(make_schedule(c.schedule, schedule_params(c)));
+    return compile(make_schedule(c.schedule, schedule_params(request, c)));
   }
   ZbAutoRequest zb;
-  zb.params = schedule_params(c);
+  zb.params = schedule_params(request, c);
   zb.costs = costs;
   zb.topology = candidate_topology(request, c);
   zb.max_mem_bytes = memory_limit(request);

@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <deque>
 #include <limits>
+#include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/sim/simulator.hpp"
+#include "transfer_estimate.hpp"
 
 namespace pipescope::sim {
 namespace {
@@ -21,13 +24,6 @@ std::vector<int> placement_for(const ScheduleParams& params) {
   if (params.chunks == 2) return v_placement(params.num_ranks);
   throw ScheduleError("zb-auto: --chunks must be 1 (one stage per rank) or 2 (V placement), got " +
                       std::to_string(params.chunks));
-}
-
-double transfer_estimate_s(const CostModel& costs, const Topology& topology, int from_rank, int to_rank, int stage) {
-  if (from_rank == to_rank) return 0.0;
-  if (costs.transfer_model == TransferModel::FixedDelay) return costs.c_s;
-  const LinkSpec& link = topology.link_between(from_rank, to_rank);
-  return link.latency_s + static_cast<double>(costs.stage(stage).activation_bytes) / link.bandwidth_bytes_per_s;
 }
 
 enum class Kind { None, F, B, W };
@@ -254,6 +250,97 @@ std::string limit_description(const ZbAutoRequest& request, const std::vector<st
   return text + " (" + bytes + ")";
 }
 
+// What the authors' ZB-V construction is given: the median stage's costs (as their runtime does)
+// and, as the memory its ranks' activations may take, its own default (2p forwards: 1F1B's)
+// where every rank's limit allows it, and the tightest rank's room under the limit.
+std::vector<ZbAuthorsVCosts> authors_v_inputs(const ZbAutoRequest& request, const std::vector<std::int64_t>& limits) {
+  const int p = request.params.num_ranks;
+  auto median = [&](auto field) {
+    std::vector<decltype(field(request.costs.stage(0)))> values;
+    for (int s = 0; s < 2 * p; ++s) values.push_back(field(request.costs.stage(s)));
+    std::nth_element(values.begin(), values.begin() + p, values.end());
+    return values[static_cast<std::size_t>(p)];
+  };
+  ZbAuthorsVCosts costs;
+  costs.f_s = median([](const StageCost& c) { return c.f_s; });
+  costs.b_s = median([](const StageCost& c) { return c.b_s; });
+  costs.w_s = median([](const StageCost& c) { return c.w_s; });
+  costs.f_mem = median([](const StageCost& c) { return c.f_mem_bytes; });
+  costs.b_mem = median([](const StageCost& c) { return c.b_mem_bytes; });
+  costs.w_mem = -costs.f_mem - costs.b_mem;
+  costs.c_s = transfer_estimate_s(request.costs, request.topology, 0, std::min(1, p - 1), 0);
+  const std::vector<RankMemory> ranks = rank_memory(request.params, request.costs);
+  std::int64_t room = kNoLimit;
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    room = std::min(room, limits[r] == kNoLimit ? kNoLimit : limits[r] - ranks[r].static_bytes);
+  std::vector<ZbAuthorsVCosts> inputs;
+  const std::int64_t authors_default = 2LL * p * costs.f_mem;
+  if (authors_default <= room) {
+    costs.max_mem = authors_default;
+    inputs.push_back(costs);
+  }
+  if (room != kNoLimit && room != authors_default) {
+    costs.max_mem = room;
+    inputs.push_back(costs);
+  }
+  return inputs;
+}
+
+// How a candidate that is exactly as fast as the best so far is ranked.
+enum class Tie {
+  KeepLeastIdle,  // the one whose ranks wait least once the pipeline is full, then least memory
+  KeepEarlier,    // the best so far
+};
+
+// The fastest candidate whose simulated peak stays under each rank's limit.
+class BestCandidate {
+ public:
+  BestCandidate(const ZbAutoRequest& request, const std::vector<int>& placement, const std::vector<std::int64_t>& limits)
+      : request_(request), placement_(placement), limits_(limits) {
+    options_.build_trace = false;
+  }
+
+  void consider(Schedule candidate, Tie tie) {
+    if (candidate.stage_to_rank != placement_) return;
+    const Summary summary = simulate(candidate, request_.costs, request_.topology, options_).summary;
+    const std::int64_t peak = summary.max_peak_memory_bytes();
+    least_peak_ = std::min(least_peak_, peak);
+    if (!fits(summary, limits_)) return;
+    // Among equally fast ones, the idle time is what remains when iterations overlap.
+    const double idle = summary.total_internal_idle_s();
+    const auto key = std::make_tuple(summary.iteration_time_s, idle, peak);
+    const bool better = tie == Tie::KeepEarlier ? summary.iteration_time_s < time_ * (1 - 1e-12)
+                                                : key < std::make_tuple(time_, idle_, peak_);
+    if (best_ && !better) return;
+    best_ = std::move(candidate);
+    time_ = summary.iteration_time_s;
+    idle_ = idle;
+    peak_ = peak;
+  }
+
+  Schedule take(const std::string& limit_text) {
+    if (!best_) {
+      std::string message = "zb-auto: no schedule found whose peak memory stays under " + limit_text;
+      if (least_peak_ != kNoLimit)
+        message += " (the least peak of any candidate: " + std::to_string(least_peak_) + " bytes)";
+      throw ScheduleError(message);
+    }
+    best_->name = "zb-auto";
+    return std::move(*best_);
+  }
+
+ private:
+  const ZbAutoRequest& request_;
+  const std::vector<int>& placement_;
+  const std::vector<std::int64_t>& limits_;
+  SimOptions options_;
+  std::optional<Schedule> best_;
+  double time_ = kNever;
+  double idle_ = kNever;
+  std::int64_t peak_ = 0;
+  std::int64_t least_peak_ = kNoLimit;
+};
+
 }  // namespace
 
 CostModel default_zb_auto_costs() { return CostModel::uniform(1.0, 1.0, 1.0, 0.0, 2, -1, -1); }
@@ -305,7 +392,9 @@ Schedule zb_auto_schedule(const ZbAutoRequest& request) {
                         std::to_string(request.max_mem_micro_batches));
   const std::vector<std::int64_t> limits = zb_auto_rank_limits(request);
 
-  std::vector<Schedule> candidates;
+  // Each candidate is simulated as soon as it is built, and only the best is kept (at p 64,
+  // m 512 a candidate holds about 100 k instructions, and there are a hundred).
+  BestCandidate best(request, placement, limits);
   const int largest_cap = std::min(m, 2 * p + 1);
   for (int k : cap_values(largest_cap)) {
     for (int slope : {0, 1}) {
@@ -313,7 +402,31 @@ Schedule zb_auto_schedule(const ZbAutoRequest& request) {
       for (int r = 0; r < p; ++r) caps[r] = std::max(1, k - slope * r);
       for (bool eager : {false, true}) {
         ComputeOrder order = zb_auto_greedy_order(request, caps, eager, limits);
-        if (!order.per_rank.empty()) candidates.push_back(lower(order));
+        if (!order.per_rank.empty()) best.consider(lower(order), Tie::KeepLeastIdle);
+      }
+    }
+  }
+  // The Zero Bubble authors' scheduler in all its settings: zb-auto is never slower than the
+  // one of them those authors would pick (by their own clock) when it fits. Its orders replace
+  // zb-auto's own only when faster: between equally fast ones, the choice stays what it was
+  // before they were candidates (the steady states of docs/VALIDATION.md were measured with it).
+  if (params.chunks == 1)
+    for (const ZbAuthorsGreedyFlags& flags : zb_authors_greedy_flag_sets()) {
+      ComputeOrder order = zb_authors_greedy_order(request, limits, flags);
+      if (!order.per_rank.empty()) best.consider(lower(order), Tie::KeepEarlier);
+    }
+  // Likewise in V placement: the authors' ZB-V, and their V-Half and V-Min, which hold less.
+  if (params.chunks == 2) {
+    const std::vector<ZbAuthorsVCosts> inputs = authors_v_inputs(request, limits);
+    for (const ZbAuthorsVCosts& costs : inputs) {
+      ComputeOrder order = zb_authors_v_order(p, m, costs);
+      if (!order.per_rank.empty()) best.consider(lower(order), Tie::KeepEarlier);
+    }
+    for (ZbAuthorsVPattern kind : {ZbAuthorsVPattern::v_half, ZbAuthorsVPattern::v_min}) {
+      try {
+        best.consider(lower(zb_authors_v_pattern_order(kind, p, m, inputs.front())), Tie::KeepEarlier);
+      } catch (const std::logic_error&) {
+        // A pattern that cannot be laid out over so few micro-batches is not a candidate.
       }
     }
   }
@@ -325,45 +438,12 @@ Schedule zb_auto_schedule(const ZbAutoRequest& request) {
     try {
       ScheduleParams baseline_params = params;
       baseline_params.chunks_given = params.chunks != 1;
-      candidates.push_back(make_schedule(name, baseline_params));
+      best.consider(make_schedule(name, baseline_params), Tie::KeepLeastIdle);
     } catch (const ScheduleError&) {
       // A baseline that cannot honour these parameters is simply not a candidate.
     }
   }
-
-  SimOptions options;
-  options.build_trace = false;
-  const Schedule* best = nullptr;
-  double best_time = kNever;
-  double best_idle = kNever;
-  std::int64_t best_peak = 0;
-  std::int64_t least_peak = kNoLimit;
-  for (const Schedule& candidate : candidates) {
-    if (candidate.stage_to_rank != placement) continue;
-    const Summary summary = simulate(candidate, request.costs, request.topology, options).summary;
-    const std::int64_t peak = summary.max_peak_memory_bytes();
-    least_peak = std::min(least_peak, peak);
-    if (!fits(summary, limits)) continue;
-    // Among equally fast ones, the one whose ranks wait least once the pipeline is full
-    // (what remains when iterations overlap), then the one that needs least memory.
-    const double idle = summary.total_internal_idle_s();
-    const auto key = std::make_tuple(summary.iteration_time_s, idle, peak);
-    if (!best || key < std::make_tuple(best_time, best_idle, best_peak)) {
-      best = &candidate;
-      best_time = summary.iteration_time_s;
-      best_idle = idle;
-      best_peak = peak;
-    }
-  }
-  if (!best) {
-    std::string message = "zb-auto: no schedule found whose peak memory stays under " + limit_description(request, limits);
-    if (least_peak != kNoLimit)
-      message += " (the least peak of any candidate: " + std::to_string(least_peak) + " bytes)";
-    throw ScheduleError(message);
-  }
-  Schedule result = *best;
-  result.name = "zb-auto";
-  return result;
+  return best.take(limit_description(request, limits));
 }
 
 void register_zb_auto(const CostModel& costs, const Topology& topology, std::int64_t max_mem_bytes,

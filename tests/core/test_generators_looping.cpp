@@ -5,7 +5,8 @@
 //   groups of p micro-batches per chunk, backwards in reverse chunk order. Makespan
 //   2vm + 2(p-1) = 38 slots: m(F+B+W) + (p-1)(F+B+W)/v, bubble (p-1)/(vm+p-1) = 3/19 per
 //   rank. Rank 0 holds vp + p - 1 = 11 chunk activations = p(1 + (p-1)/(pv)) = 5.5 models'.
-//   m % p != 0 and --chunks 1 are refused with the reason; without --chunks, v = 2.
+//   A last micro-batch group of 1..p-1 (m % G, G = p by default) and --chunks 1 are refused
+//   with the reason; without --chunks, v = 2 (tests/core/test_megatron.cpp: every other case).
 // - looped-bfs (torch): each local stage forwards all micro-batches, backwards run in
 //   reverse stage and reverse micro-batch order; also 2vm + 2(p-1) slots when m >= p.
 #include "test_generators_support.hpp"
@@ -54,8 +55,8 @@ TEST_CASE("interleaved-1f1b over a grid", "[generators]") {
 
 TEST_CASE("interleaved-1f1b refuses what Megatron cannot run, saying why", "[generators]") {
   CHECK_THAT(refusal([] { interleaved_1f1b_order(params(4, 6, 2, true)); }),
-             Catch::StartsWith("interleaved-1f1b: ") && Catch::Contains("multiple") &&
-                 Catch::Contains("--micro-batches 6 with --stages 4"));
+             Catch::StartsWith("interleaved-1f1b: ") && Catch::Contains("--micro-batches 6 in groups of 4 leaves a remainder of 2") &&
+                 Catch::Contains("0 or at least --stages (4)"));
   CHECK_THAT(refusal([] { interleaved_1f1b_order(params(4, 8, 1, true)); }),
              Catch::Contains("--chunks of at least 2") && Catch::Contains("1f1b"));
 }

@@ -1,7 +1,8 @@
 // Every built-in schedule through the registry, over a grid of sizes (p = 1..6 ranks,
 // m = 1..10 micro-batches, --chunks 2 for the looping and V schedules):
 // - the registry knows the 11 SPEC.md names (zb-auto comes from the simulator) and the
-//   DeepSpeed behaviours by release (deepspeed-train@0.5, @0.8.3, deepspeed-inference@0.5),
+//   DeepSpeed and Megatron-Core behaviours by release (deepspeed-train@0.5, @0.8.3,
+//   deepspeed-inference@0.5, interleaved-1f1b@0.1, @0.10),
 //   each with a one-line description;
 // - each schedule is either built or refused with a ScheduleError that starts with its name;
 // - a built schedule passes the validator (DeepSpeed's also with blocking sends), has the
@@ -30,6 +31,8 @@ const std::vector<std::string> kNames = {"gpipe",
                                          "deepspeed-inference@0.5",
                                          "data-parallel",
                                          "interleaved-1f1b",
+                                         "interleaved-1f1b@0.1",
+                                         "interleaved-1f1b@0.10",
                                          "looped-bfs",
                                          "zb-h1",
                                          "zb-h2",
@@ -37,7 +40,7 @@ const std::vector<std::string> kNames = {"gpipe",
                                          "dualpipev"};
 
 bool uses_chunks(const std::string& name) {
-  return name == "interleaved-1f1b" || name == "looped-bfs" || name == "zbv" || name == "dualpipev";
+  return name.starts_with("interleaved-1f1b") || name == "looped-bfs" || name == "zbv" || name == "dualpipev";
 }
 
 bool lock_step(const std::string& name) { return name.rfind("deepspeed", 0) == 0; }

@@ -1,8 +1,10 @@
 // Split-backward schedules, in the unit model of test_generators_support.hpp with F, I
 // (BackwardInput) and W (BackwardWeight) one slot each, so F = B = W = 1 in ANCHORS.md:
 // - zb-h1 p=4 m=8: makespan m(F+B+W) + (p-1)(F+B-W) = 24 + 3 = 27; rank r holds at most
-//   p - r micro-batches of activations (1F1B's memory) and defers at most p weight passes.
-//   Over the grid (m >= p) the makespan is always 3m + p - 1.
+//   p - r micro-batches of activations (1F1B's memory), at most p from F to W (rank 0 runs the
+//   paper's F, then I W F after its warm-up, so at most one weight pass waits there; the last
+//   rank defers up to p), and defers at most p weight passes. Over the grid (m >= p) the makespan is
+//   always 3m + p - 1.
 // - zb-h2 p=4 m=8: (p-1)(F+B-2W) = 0 bubble inside every rank's busy span once m >= 2p - 1
 //   (the last rank still starts p - 1 slots late, so the makespan is also 3m + p - 1);
 //   rank r holds at most 2(p - r) - 1 micro-batches, rank 0 exactly 2p - 1 = 7.
@@ -27,12 +29,22 @@ int max_pending_weights(const std::vector<Instruction>& ops) {
   return peak;
 }
 
+// Micro-batches between their F and their W.
+int max_held(const std::vector<Instruction>& ops) {
+  int held = 0, peak = 0;
+  for (const Instruction& instr : ops) {
+    if (instr.op == Op::ForwardPass) peak = std::max(peak, ++held);
+    if (instr.op == Op::BackwardWeight) --held;
+  }
+  return peak;
+}
+
 }  // namespace
 
 TEST_CASE("zb-h1 p=4 m=8: 1F1B memory, bubble (p-1)(F+B-W)", "[generators]") {
   const ComputeOrder order = zb_h1_order(params(4, 8));
   CHECK(order_text(order, 0) ==
-        "0F0 0F1 0F2 0F3 0I0 0F4 0I1 0F5 0I2 0F6 0I3 0W0 0F7 0I4 0W1 0W2 0I5 0W3 0W4 0I6 0W5 0W6 0I7 0W7");
+        "0F0 0F1 0F2 0F3 0I0 0W0 0F4 0I1 0W1 0F5 0I2 0W2 0F6 0I3 0W3 0F7 0I4 0W4 0I5 0W5 0I6 0W6 0I7 0W7");
   CHECK(order_text(order, 3) ==
         "3F0 3I0 3F1 3I1 3F2 3I2 3F3 3I3 3W0 3F4 3I4 3W1 3F5 3I5 3W2 3F6 3I6 3W3 3F7 3I7 3W4 3W5 3W6 3W7");
   check_order_invariants(order, {0, 1, 2, 3});
@@ -43,7 +55,10 @@ TEST_CASE("zb-h1 p=4 m=8: 1F1B memory, bubble (p-1)(F+B-W)", "[generators]") {
   for (int r = 0; r < 4; ++r) {
     CHECK(peak_activations(order.per_rank[r]) == 4 - r);
     CHECK(max_pending_weights(order.per_rank[r]) <= 4);
+    CHECK(max_held(order.per_rank[r]) <= 4);
   }
+  CHECK(max_pending_weights(order.per_rank[0]) == 1);
+  CHECK(max_pending_weights(order.per_rank[3]) == 4);  // between an I and its next F, 4 W wait
 }
 
 TEST_CASE("zb-h2 p=4 m=8: no bubble inside any rank's span", "[generators]") {
@@ -75,6 +90,7 @@ TEST_CASE("zero-bubble H1 and H2 over a grid", "[generators]") {
         CHECK(peak_activations(h1.per_rank[r]) <= p - r);
         CHECK(peak_activations(h2.per_rank[r]) <= 2 * (p - r) - 1);
         CHECK(max_pending_weights(h1.per_rank[r]) <= p);
+        CHECK(max_held(h1.per_rank[r]) <= p);
       }
       if (m >= p) CHECK(unit_makespan(h1) == 3 * m + p - 1);
       if (m >= 2 * p - 1) {

@@ -1,6 +1,7 @@
 // pprun's option parser. Scenario: defaults match SPEC.md's documented ones (schedule 1f1b,
 // 4 micro-batches, tiny-gpt on the default corpus with vocab 256, 4 steps, timeout 60 s); "--micro-batches 8 --chunks=2 --quiet" sets 8,
-// 2 (and marks chunks as given) and quiet; unknown options, missing and malformed values are
+// 2 (and marks chunks as given) and quiet; --microbatch-group-size-per-vp-stage 6 sets the group
+// size (0, not given, by default; 0 given is refused); unknown options, missing and malformed values are
 // UsageErrors that name the option; --help lists every option with its default. --device is cpu
 // by default, accepts cuda and rejects anything else naming --device. --trace and --metrics into
 // a folder that does not exist are refused before the run; --bind-cores is a flag. The data
@@ -33,6 +34,8 @@ TEST_CASE("defaults and explicit values") {
   CHECK(o.quiet);
   CHECK(o.learning_rate == 0.5);
   CHECK(o.seed == 7);
+  CHECK(d.microbatch_group_size == 0);  // not given: the schedule's default (Megatron's P)
+  CHECK(parse_run_options({"--microbatch-group-size-per-vp-stage", "6"}).microbatch_group_size == 6);
 }
 
 TEST_CASE("bad options name the option") {
@@ -41,6 +44,8 @@ TEST_CASE("bad options name the option") {
   CHECK_THROWS_WITH(parse_run_options({"--steps", "3x"}), Catch::Contains("--steps"));
   CHECK_THROWS_WITH(parse_run_options({"--quiet=1"}), Catch::Contains("--quiet takes no value"));
   CHECK_THROWS_AS(check_run_options(parse_run_options({"--micro-batches", "0"})), UsageError);
+  CHECK_THROWS_WITH(parse_run_options({"--microbatch-group-size-per-vp-stage", "0"}),
+                    Catch::Contains("--microbatch-group-size-per-vp-stage: 0 is below the minimum 1"));
   CHECK_THROWS_WITH(check_run_options(parse_run_options({"--model", "resnet"})), Catch::Contains("--model"));
   CHECK_THROWS_WITH(check_run_options(parse_run_options({"--resume"})), Catch::Contains("--checkpoint-dir"));
   CHECK_THROWS_WITH(check_run_options(parse_run_options({"--timeout", "0"})), Catch::Contains("--timeout"));

@@ -15,7 +15,9 @@ GeneratorInfo lowered(std::string name, std::string description, ComputeOrder (*
 
 void register_builtin_generators(ScheduleRegistry& registry) {
   registry.add(lowered("gpipe", "all forwards, then all backwards (1 stage per rank)", gpipe_order));
-  registry.add(lowered("1f1b", "PipeDream-flush one-forward-one-backward; needs m >= p (1 stage per rank)",
+  registry.add(lowered("1f1b",
+                       "PipeDream-flush one-forward-one-backward as Megatron-Core runs it: warm-up min(p-r-1, m), "
+                       "so m < p runs too (1 stage per rank)",
                        one_f_one_b_order));
   // DeepSpeed's schedules as its releases wrote them; the plain names are the current
   // release's, which is what DeepSpeed users run today (tests/golden/deepspeed/README.md).
@@ -50,13 +52,36 @@ void register_builtin_generators(ScheduleRegistry& registry) {
   registry.add({"data-parallel",
                 "DeepSpeed DataParallelSchedule: gradient accumulation on one stage; --stages 1 only",
                 data_parallel_schedule});
-  registry.add(lowered("interleaved-1f1b",
-                       "Megatron interleaved 1F1B with --chunks V (default 2); needs m % p == 0 (loop placement)",
-                       interleaved_1f1b_order));
+  // Megatron-Core's interleaved 1F1B as its releases run it; the plain name is the current
+  // release's (tests/golden/megatron/README.md).
+  const auto interleaved = [](MegatronRelease release, std::string name) -> OrderGenerator {
+    return [release, name](const ScheduleParams& params) { return megatron_interleaved_order(params, release, name); };
+  };
+  const auto megatron = [](std::string name, std::string description, OrderGenerator make_order) {
+    GeneratorInfo info{std::move(name), std::move(description),
+                       [make_order](const ScheduleParams& params) { return lower(make_order(params)); }, make_order};
+    info.takes_microbatch_group_size = true;
+    return info;
+  };
+  registry.add(megatron("interleaved-1f1b",
+                        "Megatron-Core interleaved 1F1B as released today (0.10.0 .. 0.19.2), --chunks V (default 2), "
+                        "--microbatch-group-size-per-vp-stage G in [p, m] (default p), m % G 0 or >= p (loop placement)",
+                        interleaved(kCurrentMegatronRelease, "interleaved-1f1b")));
+  registry.add(megatron("interleaved-1f1b@0.1",
+                        "megatron-core 0.1.0 .. 0.9.x interleaved 1F1B (and the Megatron-LM of 2021): groups of p, "
+                        "m % p == 0, every forward first when m == p (interleaved-1f1b@VERSION picks by release)",
+                        interleaved(MegatronRelease::v0_1, "interleaved-1f1b@0.1")));
+  registry.add(megatron("interleaved-1f1b@0.10",
+                        "megatron-core 0.10.0 .. 0.19.2 interleaved 1F1B (= interleaved-1f1b): "
+                        "microbatch_group_size_per_vp_stage, no all-forwards rule at m == p",
+                        interleaved(MegatronRelease::v0_10, "interleaved-1f1b@0.10")));
+  registry.add_release_family("interleaved-1f1b", "0.19.2");
   registry.add(lowered("looped-bfs",
                        "breadth-first looping, torch ScheduleLoopedBFS, --chunks V (default 2) (loop placement)",
                        looped_bfs_order));
-  registry.add(lowered("zb-h1", "Zero Bubble H1: split backward, 1F1B's activation memory (1 stage per rank)",
+  registry.add(lowered("zb-h1",
+                       "Zero Bubble H1: split backward, 1F1B's peak memory (rank r: p - r micro-batches of "
+                       "activations, p from F to W) (1 stage per rank)",
                        zb_h1_order));
   registry.add(lowered("zb-h2",
                        "Zero Bubble H2: split backward, about 2x activations, no bubble in the steady state "

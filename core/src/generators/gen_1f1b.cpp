@@ -1,6 +1,9 @@
-// PipeDream-flush 1F1B: rank r runs p - 1 - r warm-up forwards, then alternates one forward
-// and one backward, then drains the remaining backwards (torch Schedule1F1B, Megatron's
-// non-interleaved schedule). At most p - r micro-batches of activations are alive on rank r.
+// PipeDream-flush 1F1B as Megatron-Core runs it (forward_backward_pipelining_without_
+// interleaving): rank r runs min(p - 1 - r, m) warm-up forwards, then alternates one forward
+// and one backward, then drains the remaining backwards. With m < p the warm-up is shorter and
+// the ranks near the front run every forward first, as Megatron does (torch's Schedule1F1B
+// class refuses m < p; its runtime takes this order from a CSV). At most min(p - r, m)
+// micro-batches of activations are alive on rank r.
 #include <algorithm>
 
 #include "generator_support.hpp"
@@ -13,10 +16,6 @@ ComputeOrder one_f_one_b_order(const ScheduleParams& params) {
   require_one_chunk("1f1b", params);
   const int p = params.num_ranks;
   const int m = params.num_micro_batches;
-  if (m < p)
-    refuse("1f1b", "needs at least as many micro-batches as stages (m >= p), as torch Schedule1F1B "
-                   "requires; got --micro-batches " + std::to_string(m) + " with --stages " +
-                       std::to_string(p));
   ComputeOrder order = empty_order("1f1b", p, m, loop_placement(p, 1));
   for (int r = 0; r < p; ++r) {
     auto& ops = order.per_rank[r];

@@ -5,12 +5,15 @@
 //
 // The orders are built by a unit-time list schedule over all ranks, slot by slot, with the
 // handcrafted schedules' priorities: a ready I first (it unblocks the previous rank), then
-// a ready F while the rank holds fewer micro-batches of activations than its limit, then
-// the oldest pending W, else the rank idles. Activations of a micro-batch are held from its
-// F to its I; a W is never deferred further than a cap, so the inputs a pending W keeps stay
-// bounded too. The limits are what distinguishes the two schedules:
-//   H1: rank r holds at most p - r micro-batches, exactly 1F1B's activation memory, and
-//       defers at most p weight passes (the fewest that still fill the drain): with unit
+// a ready F while the rank holds fewer micro-batches than its limits, then the oldest
+// pending W, else the rank idles. Activations of a micro-batch are held from its F to its I
+// (M_B, F's memory), and what its W still needs from its I to its W (M_W <= M_B); a W is never
+// deferred further than a cap. The limits are what distinguishes the two schedules:
+//   H1: rank r holds at most p - r micro-batches of activations and at most p micro-batches
+//       from F to W (so at most r weight passes wait while it holds p - r activations): its
+//       peak, (p - r) M_B + r M_W, never passes rank 0's p M_B, 1F1B's peak, as in the paper
+//       (with the default costs f_mem 2, b_mem = w_mem = -1: 2p - r against 1F1B's 2(p - r)).
+//       It defers at most p weight passes (the fewest that still fill the drain): with unit
 //       costs the makespan is m(F+B+W) + (p-1)(F+B-W) = 3m + p - 1;
 //   H2: rank r holds at most 2(p - r) - 1, about twice that, which lets the first rank keep
 //       forwarding until the first gradient returns, and defers at most p + r weight
@@ -28,9 +31,18 @@
 namespace pipescope {
 namespace {
 
-ComputeOrder zero_bubble_order(const char* name, const ScheduleParams& params,
-                               const std::vector<int>& activation_limit,
-                               const std::vector<int>& deferred_weight_limit) {
+// What distinguishes the two schedules, per rank.
+struct ZeroBubbleRules {
+  std::vector<int> activation_limit;       // micro-batches from F to I
+  std::vector<int> deferred_weight_limit;  // weight passes waiting (I done, W not)
+  std::vector<int> held_limit;             // micro-batches from F to W
+  bool forward_first = false;              // a ready F before a ready I
+};
+
+ComputeOrder zero_bubble_order(const char* name, const ScheduleParams& params, const ZeroBubbleRules& rules) {
+  const std::vector<int>& activation_limit = rules.activation_limit;
+  const std::vector<int>& deferred_weight_limit = rules.deferred_weight_limit;
+  const std::vector<int>& held_limit = rules.held_limit;
   using namespace generator_support;
   const int p = params.num_ranks;
   const int m = params.num_micro_batches;
@@ -56,11 +68,15 @@ ComputeOrder zero_bubble_order(const char* name, const ScheduleParams& params,
       // Values produced in this slot are not visible before the next one.
       const bool input_ready = i < f && forward_slot[at(r, i)] < slot &&
                                (r == p - 1 || (input_slot[at(r + 1, i)] >= 0 && input_slot[at(r + 1, i)] < slot));
-      const bool forward_ready = f < m && f - i < activation_limit[r] &&
+      const bool forward_ready = f < m && f - i < activation_limit[r] && f - w < held_limit[r] &&
                                  (r == 0 || (forward_slot[at(r - 1, f)] >= 0 && forward_slot[at(r - 1, f)] < slot));
       if (i - w >= deferred_weight_limit[r]) {
         ops.push_back(compute(Op::BackwardWeight, r, w));
         ++next_weight[r];
+      } else if (rules.forward_first && forward_ready) {
+        ops.push_back(compute(Op::ForwardPass, r, f));
+        forward_slot[at(r, f)] = slot;
+        ++next_forward[r];
       } else if (input_ready) {
         ops.push_back(compute(Op::BackwardInput, r, i));
         input_slot[at(r, i)] = slot;
@@ -89,20 +105,21 @@ ComputeOrder zero_bubble_order(const char* name, const ScheduleParams& params,
 ComputeOrder zb_h1_order(const ScheduleParams& params) {
   generator_support::require_one_chunk("zb-h1", params);
   const int p = params.num_ranks;
-  std::vector<int> activations(p), deferred_weights(p, p);
-  for (int r = 0; r < p; ++r) activations[r] = p - r;
-  return zero_bubble_order("zb-h1", params, activations, deferred_weights);
+  ZeroBubbleRules rules{std::vector<int>(p), std::vector<int>(p, p), std::vector<int>(p, p), true};
+  for (int r = 0; r < p; ++r) rules.activation_limit[r] = p - r;
+  return zero_bubble_order("zb-h1", params, rules);
 }
 
 ComputeOrder zb_h2_order(const ScheduleParams& params) {
   generator_support::require_one_chunk("zb-h2", params);
   const int p = params.num_ranks;
-  std::vector<int> activations(p), deferred_weights(p);
+  // H2 bounds its activations and its pending weight passes, not the two together.
+  ZeroBubbleRules rules{std::vector<int>(p), std::vector<int>(p), std::vector<int>(p, params.num_micro_batches + 1), false};
   for (int r = 0; r < p; ++r) {
-    activations[r] = 2 * (p - r) - 1;
-    deferred_weights[r] = p + r;
+    rules.activation_limit[r] = 2 * (p - r) - 1;
+    rules.deferred_weight_limit[r] = p + r;
   }
-  return zero_bubble_order("zb-h2", params, activations, deferred_weights);
+  return zero_bubble_order("zb-h2", params, rules);
 }
 
 }  // namespace pipescope

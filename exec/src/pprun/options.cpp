@@ -78,6 +78,14 @@ std::vector<OptionDef> option_defs() {
                     o.chunks = parse_number<int>("--chunks", v);
                     o.chunks_given = true;
                   }});
+  defs.push_back({"--microbatch-group-size-per-vp-stage", "G",
+                  "interleaved-1f1b's micro-batches per chunk before the next, as Megatron's option (default: the "
+                  "pipeline ranks)",
+                  [](RunOptions& o, const std::string& v) {
+                    o.microbatch_group_size = parse_number<int>("--microbatch-group-size-per-vp-stage", v);
+                    if (o.microbatch_group_size < 1)
+                      throw UsageError(fmt::format("option --microbatch-group-size-per-vp-stage: {} is below the minimum 1", v));
+                  }});
   add_string("--model", &RunOptions::model, "tiny-gpt|mlp", "built-in model (mlp reads vectors: synthetic data only)");
   add_int("--layers", &RunOptions::layers, "hidden layers (mlp) or transformer blocks (tiny-gpt)");
   add_int("--hidden", &RunOptions::hidden, "hidden size");

@@ -15,6 +15,7 @@ struct RunOptions {
   int micro_batches = 4;
   int chunks = 1;
   bool chunks_given = false;
+  int microbatch_group_size = 0;  // --microbatch-group-size-per-vp-stage; 0: not given (ScheduleParams's)
   std::string model = "tiny-gpt";
   int layers = 4;
   int hidden = 64;

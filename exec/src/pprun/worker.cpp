@@ -542,6 +542,7 @@ RunPlan make_run_plan(const RunOptions& options, int world_size) {
   params.num_micro_batches = options.micro_batches;
   params.chunks = options.chunks;
   params.chunks_given = options.chunks_given;
+  params.microbatch_group_size = options.microbatch_group_size;
   plan.schedule = make_schedule(options.schedule, params);
   if (plan.schedule.num_ranks != plan.pipeline_ranks)
     throw UsageError(fmt::format("schedule '{}' has {} pipeline ranks, but the run has {} (world size {} / --dp {})",

@@ -11,14 +11,25 @@ namespace pipescope {
 // Compute orders (lower them with `lower`). Each throws ScheduleError starting with the
 // schedule's name and giving the reason when it cannot honour `params`.
 ComputeOrder gpipe_order(const ScheduleParams& params);        // 1 stage per rank
-ComputeOrder one_f_one_b_order(const ScheduleParams& params);  // refuses m < p
-// Megatron's interleaved 1F1B, loop placement, --chunks V >= 2 (2 when not given); refuses
-// m % p != 0.
+// Megatron-Core's 1F1B: warm-up min(p - r - 1, m) on rank r, so m < p runs too.
+ComputeOrder one_f_one_b_order(const ScheduleParams& params);
+// The megatron-core releases whose interleaved 1F1B orders differ, each named by the first
+// release that has it (tests/golden/megatron/README.md): 0.1.0 .. 0.9.x (group size p, m a
+// multiple of p, every forward first when m == p: the Megatron-LM of 2021 too) and 0.10.0 ..
+// 0.19.2 (`microbatch_group_size_per_vp_stage` G in [p, m], m % G = 0 or >= p).
+enum class MegatronRelease { v0_1, v0_10 };
+inline constexpr MegatronRelease kCurrentMegatronRelease = MegatronRelease::v0_10;
+// Megatron's interleaved 1F1B as `release` runs it, loop placement, --chunks V >= 2 (2 when
+// not given), params.microbatch_group_size (0: p); refuses what that release refuses, with its
+// reason. `name` is what the schedule is called (and what its refusals start with).
+ComputeOrder megatron_interleaved_order(const ScheduleParams& params, MegatronRelease release, const std::string& name);
+// The current release's, as `interleaved-1f1b`.
 ComputeOrder interleaved_1f1b_order(const ScheduleParams& params);
 // torch ScheduleLoopedBFS, loop placement, --chunks V (2 when not given).
 ComputeOrder looped_bfs_order(const ScheduleParams& params);
 // Zero Bubble H1 / H2 (split backward), built by a unit-time list schedule: rank r holds at
-// most p - r (H1) or 2(p - r) - 1 (H2) micro-batches of activations.
+// most p - r (H1) or 2(p - r) - 1 (H2) micro-batches of activations; H1 also holds at most p
+// micro-batches from F to W, so its peak stays 1F1B's (rank 0's p micro-batches).
 ComputeOrder zb_h1_order(const ScheduleParams& params);
 ComputeOrder zb_h2_order(const ScheduleParams& params);
 // V placement (rank r holds stages r and 2p-1-r); refuse --chunks other than 2.

@@ -20,6 +20,9 @@ struct ScheduleParams {
   int num_micro_batches = 8;
   int chunks = 1;
   bool chunks_given = false;  // true when the user passed --chunks (lets a generator refuse it)
+  // Megatron's --microbatch-group-size-per-vp-stage G: how many micro-batches go through one
+  // chunk before the next (interleaved-1f1b); 0 when not given, which means P as in Megatron.
+  int microbatch_group_size = 0;
 };
 
 using Generator = std::function<Schedule(const ScheduleParams&)>;
@@ -32,6 +35,8 @@ struct GeneratorInfo {
   // Set for the schedules that are `lower` of a compute order (make is lower(make_order)):
   // lets a consumer lower the order itself, one rank at a time (lower_streamed).
   OrderGenerator make_order = nullptr;
+  // Whether it honours ScheduleParams::microbatch_group_size; the others refuse one given.
+  bool takes_microbatch_group_size = false;
 };
 
 class ScheduleRegistry {

@@ -29,6 +29,9 @@ struct PlanRequest {
   std::vector<std::string> schedules{"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv"};
   std::vector<int> micro_batch_sizes{1, 2, 4, 8};
   std::vector<int> interleave_chunks{2, 4};  // for interleaved-1f1b and looped-bfs
+  // Megatron's --microbatch-group-size-per-vp-stage for the schedules that take one
+  // (interleaved-1f1b); 0: each candidate's pipeline size, Megatron's default.
+  int microbatch_group_size = 0;
   // Tensor-parallel sizes T: each must fit in a node and divide the heads, the key/value heads
   // and the FFN width (tensor_parallel_problem); the others are refused with that reason.
   std::vector<int> tensor_parallel_sizes{1, 2, 4, 8};

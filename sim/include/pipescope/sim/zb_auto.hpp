@@ -1,9 +1,10 @@
-// zb-auto: the memory-limited automatic zero-bubble schedule. A greedy constructor in the
-// spirit of the Zero Bubble scheduler's heuristic (backward first, forwards up to an
-// in-flight cap and the memory limit, weight gradients filling the idle time) is run over a
-// family of caps and weight-gradient policies; every candidate, and the hand-made zb-h1 /
-// zb-h2 / zbv / 1f1b when they apply, is simulated with the real costs, and the fastest one
-// whose simulated peak memory stays under the limit wins.
+// zb-auto: the memory-limited automatic zero-bubble schedule. A greedy constructor (backward
+// first, forwards up to an in-flight cap and the memory limit, weight gradients filling the
+// idle time) is run over a family of caps and weight-gradient policies, and so are the Zero
+// Bubble authors' own constructions (their greedy search with one stage per rank; ZB-V, V-Half
+// and V-Min in V placement); every candidate, and the hand-made zb-h1 / zb-h2 / zbv / 1f1b when
+// they apply, is simulated with the real costs, and the fastest one whose simulated peak memory
+// stays under the limit wins.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +50,38 @@ Schedule zb_auto_schedule(const ZbAutoRequest& request);
 // an empty per_rank when the construction cannot finish under the limit.
 ComputeOrder zb_auto_greedy_order(const ZbAutoRequest& request, const std::vector<int>& cap_per_rank, bool eager_w,
                                   const std::vector<std::int64_t>& rank_limit_bytes);
+
+// The Zero Bubble authors' greedy scheduler (their zb.py, `Graph.manual_order`; one stage per
+// rank), which zb-auto also runs: its three switches, each of the eight settings one candidate.
+struct ZbAuthorsGreedyFlags {
+  bool allow_bubble_before_first_b = true;  // warm-up forwards may overrun the first gradient's arrival
+  bool prioritize_b = true;                 // a stage two forwards ahead of the next may wait for its backward
+  bool no_bubble_greedy = true;             // a weight pass may overrun the input it waits for
+};
+std::vector<ZbAuthorsGreedyFlags> zb_authors_greedy_flag_sets();  // the eight, in the authors' order
+// Its order under each rank's limit, or an order with an empty per_rank when a rank runs out of
+// weight passes to free memory with (the authors' "Cannot fit memory").
+ComputeOrder zb_authors_greedy_order(const ZbAutoRequest& request, const std::vector<std::int64_t>& rank_limit_bytes,
+                                     const ZbAuthorsGreedyFlags& flags);
+
+// The Zero Bubble authors' ZB-V construction (their zbv.py; V placement), which zb-auto also
+// runs with --chunks 2. Its inputs are one figure each, as the authors' runtime gives it (the
+// median stage's); max_mem bounds what a rank's activations may take (the authors' default is
+// 2p times f_mem: 1F1B's).
+struct ZbAuthorsVCosts {
+  double f_s = 1, b_s = 1, w_s = 1, c_s = 0;
+  std::int64_t f_mem = 2, b_mem = -1, w_mem = -1;
+  std::int64_t max_mem = 0;
+};
+// The order of the four settings the authors try whose worst bubble is smallest, or one with an
+// empty per_rank when none can be built.
+ComputeOrder zb_authors_v_order(int num_ranks, int num_micro_batches, const ZbAuthorsVCosts& costs);
+
+// The authors' V-Half and V-Min (their zbv_greedy.py; V placement): fixed patterns squeezed in
+// unit time, then timed with `costs` (only its times are used; the patterns set the memory).
+enum class ZbAuthorsVPattern { v_half, v_min };
+ComputeOrder zb_authors_v_pattern_order(ZbAuthorsVPattern kind, int num_ranks, int num_micro_batches,
+                                        const ZbAuthorsVCosts& costs);
 
 // Registers "zb-auto" in ScheduleRegistry::instance() with these costs and limits (replacing a
 // previous registration); `register_sim_schedules` uses the default costs.
