@@ -25,6 +25,8 @@
 #include "transfer_estimate.hpp"
 
 namespace pipescope::sim {
+// A namespace of its own: F, B and W are names the other zb-auto files (one unity batch) use too.
+namespace authors_greedy {
 namespace {
 
 enum Kind { F = 0, B = 1, W = 2 };
@@ -209,13 +211,14 @@ class AuthorsGreedy {
 };
 
 }  // namespace
+}  // namespace authors_greedy
 
 ComputeOrder zb_authors_greedy_order(const ZbAutoRequest& request, const std::vector<std::int64_t>& rank_limit_bytes,
                                      const ZbAuthorsGreedyFlags& flags) {
   if (request.params.chunks != 1) throw ScheduleError("zb-auto: the authors' greedy places one stage per rank");
   if (static_cast<int>(rank_limit_bytes.size()) != request.params.num_ranks)
     throw ScheduleError("zb-auto: one memory limit per rank expected");
-  return AuthorsGreedy(request, rank_limit_bytes, flags).build();
+  return authors_greedy::AuthorsGreedy(request, rank_limit_bytes, flags).build();
 }
 
 std::vector<ZbAuthorsGreedyFlags> zb_authors_greedy_flag_sets() {

@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "ppsim_run.hpp"
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -37,10 +39,7 @@ namespace {
 const fs::path kSourceDir = PIPESCOPE_SOURCE_DIR;
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using ppsim_test::read_text;
 
 json read_nonempty_json(const fs::path& path) {
   const std::string text = read_text(path);

@@ -33,6 +33,7 @@
 #include "pipescope/core/passes.hpp"
 #include "pipescope/sim/simulator.hpp"
 #include "pipescope/sim/zb_auto.hpp"
+#include "ppsim_run.hpp"
 
 using namespace pipescope;
 using namespace pipescope::sim;
@@ -106,12 +107,7 @@ Summary simulated(const Schedule& schedule, const CostModel& costs) {
 
 const std::filesystem::path kGoldenDir = std::filesystem::path(PIPESCOPE_SOURCE_DIR) / "tests/golden/zero_bubble";
 
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using ppsim_test::read_text;
 
 // zb-auto's time against the authors', in percent (negative: faster), without a "-0.0".
 double percent_faster(double gain) { return std::abs(gain) < 1e-9 ? 0.0 : -100 * gain; }
