@@ -4,8 +4,8 @@
 #   1. a 1F1B schedule for 4 ranks and 8 micro-batches, validated, as the step x rank grid;
 #   2. the planner's built-in example (gpt-7b on 64 x H100, 8 per node);
 #   3. a real 2-process pipelined training run (pprun, Gloo over loopback) with its trace: a
-#      small GPT (tiny-gpt, byte tokens) learning the project's own docs, the default corpus; its
-#      loss falls within the run (README, "Run it for real").
+#      small GPT (tiny-gpt, byte tokens) learning a frozen copy of the project's own docs
+#      (exec/corpus/), the default corpus; its loss falls within the run (README, "Run it for real").
 #
 #   scripts/main-job.sh [BUILD_DIR]     # default: build/release (or PIPESCOPE_BUILD_DIR)
 #
