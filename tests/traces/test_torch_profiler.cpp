@@ -349,9 +349,12 @@ TEST_CASE("without ProfilerStep#N spans, a trace is split into steps where each 
   CHECK(count(last.trace, 0, "B", 0) == 2);
   REQUIRE(last.notes.size() == 1);
   CHECK_THAT(last.notes[0], Catch::Contains("split into steps where its PP: actions repeat") && Catch::Contains("3 steps"));
-  // The step starts at its first action: the last step's F0 is at 0.
+  // The step starts at its first action: the last step's F0 is at 0. It lasts to its rank's
+  // last operator's end (2860 us, 860 us after its start): what calibrate's profiler scaling
+  // takes as the step's length.
   for (const auto& e : last.trace.events)
     if (e.name == "F" && e.micro_batch == 0) CHECK(e.ts_us == Approx(0));
+  CHECK(last.trace.meta.extra.at("torch_profiler").at(kStepDurationKey).get<double>() == Approx(860));
 
   TorchReadOptions every = actions_only;
   every.every_step = true;
@@ -361,6 +364,7 @@ TEST_CASE("without ProfilerStep#N spans, a trace is split into steps where each 
     CHECK(steps[static_cast<std::size_t>(step)].trace.meta.iteration == step);
     CHECK(count(steps[static_cast<std::size_t>(step)].trace, 0, "B", 0) == 2);
   }
+  CHECK(steps[0].trace.meta.extra.at("torch_profiler").at(kStepDurationKey).get<double>() == Approx(1000));
   TorchReadOptions first = actions_only;
   first.step = 0;
   CHECK(read_torch_profiler_run({path.string()}, first).trace.meta.iteration == 0);

@@ -418,12 +418,14 @@ class RankReader {
     const std::size_t period = program_period(actions);
     if (period == 0) return steps;
     steps_repeated_ = true;
-    // Step k runs from its first action to the next step's first; the last to the trace's end.
+    // Step k runs from its first action to the next step's first; the last to the end of the
+    // rank's last operator (the optimizer step after it included, as a ProfilerStep#N holds it).
+    double trace_end_us = 0;
+    for (const json* e : spans_) trace_end_us = std::max(trace_end_us, (*e)["ts"].get<double>() + (*e)["dur"].get<double>());
     const std::size_t count = actions.size() / period;
     for (std::size_t k = 0; k < count; ++k)
       steps[static_cast<int>(k)] = {(*actions[k * period])["ts"].get<double>(),
-                                    k + 1 < count ? (*actions[(k + 1) * period])["ts"].get<double>()
-                                                  : std::numeric_limits<double>::infinity()};
+                                    k + 1 < count ? (*actions[(k + 1) * period])["ts"].get<double>() : trace_end_us};
     return steps;
   }
 
