@@ -1,6 +1,8 @@
 """Planning from Python: gpt-7b on 64 H100s ranks its fitting layouts best throughput first, the
 same rows `ppsim plan --format json` gives, each a plain dict; a schedule list is passed as a
-Python list; a bad option raises the CLI's message; to_pandas needs pandas."""
+Python list; a bad option raises the CLI's message; to_pandas needs pandas; with a profile
+calibrated from full backwards each row carries an interval, and the split-backward ones name
+the estimated split."""
 
 from __future__ import annotations
 
@@ -37,3 +39,15 @@ def test_to_pandas():
             rows.to_pandas()
     else:
         assert list(rows.to_pandas()["schedule"]) == [r["schedule"] for r in rows]
+
+
+def test_plan_with_a_calibrated_profile_gives_each_row_its_interval(torch_run):
+    # torch's ScheduleInterleaved1F1B run (2 ranks, full backwards only): every row has an
+    # interval; only the schedules that split their backwards say the split was estimated.
+    c = ps.calibrate(torch_run)
+    rows = ps.plan(profile=c, top=0, schedules=["1f1b", "zb-h1", "zbv"])
+    assert {r["schedule"] for r in rows} == {"1f1b", "zb-h1", "zbv"}
+    for row in rows:
+        low, high = row["iteration_time_interval_s"]
+        assert low <= row["iteration_time_s"] <= high
+        assert ("estimated" in row) == (row["schedule"] != "1f1b"), row["schedule"]

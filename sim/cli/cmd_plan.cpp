@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -138,7 +139,8 @@ class ProgressBar {
 
 // With --profile: each shown row's interval (prediction_interval.hpp). Whether a row splits its
 // backwards needs no schedule built: a schedule of full backwards takes each B whole
-// (full_backward_s), so the estimated split's corners leave its time as it is.
+// (full_backward_s), so a larger overhead of the estimated split leaves its time as it is. (The
+// interval itself cannot tell: the steps' spread widens it whether the split moved it or not.)
 std::vector<std::optional<sim::PredictionInterval>> row_intervals(const sim::PlanRequest& request,
                                                                   const sim::PlanResult& result, std::size_t shown) {
   std::vector<std::optional<sim::PredictionInterval>> intervals(shown);
@@ -150,10 +152,13 @@ std::vector<std::optional<sim::PredictionInterval>> row_intervals(const sim::Pla
       other.profile = moved;
       return sim::simulate_candidate(other, row.candidate, false).summary.iteration_time_s;
     };
-    intervals[i] = sim::prediction_interval(*request.profile, true, row.iteration_time_s, simulate_profile);
-    if (intervals[i] && intervals[i]->low_s >= row.iteration_time_s * (1 - 1e-12) &&
-        intervals[i]->high_s <= row.iteration_time_s * (1 + 1e-12))
-      intervals[i] = sim::prediction_interval(*request.profile, false, row.iteration_time_s, simulate_profile);
+    bool uses_split = false;
+    if (const auto& e = request.profile->backward_split_estimate) {
+      const double more_overhead =
+          simulate_profile(sim::with_backward_split(*request.profile, e->input_share, e->overhead + 0.1));
+      uses_split = std::fabs(more_overhead - row.iteration_time_s) > 1e-12 * row.iteration_time_s;
+    }
+    intervals[i] = sim::prediction_interval(*request.profile, uses_split, row.iteration_time_s, simulate_profile);
   }
   return intervals;
 }
