@@ -9,7 +9,11 @@ import pytest
 
 import pipescope as ps
 
-pytest.importorskip("torch.distributed.pipelining")
+pytest.importorskip(
+    "torch.distributed.pipelining",
+    reason="no torch in this Python (the build unpacks its torch wheel for LibTorch alone, build/libtorch); "
+    "with PyPI's torch: PYTHONPATH=<build folder>/python <python with torch and pytest> -m pytest python/tests",
+)
 from pipescope.torch import stage_indices, torch_actions  # noqa: E402
 
 
