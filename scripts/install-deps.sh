@@ -19,6 +19,10 @@ packages=(
   qt6-base-dev libgl-dev fonts-dejavu-core
   qt6-svg-dev  # ppview exports the view as SVG (QSvgGenerator)
   jq  # bench/accuracy/run.sh reads ppsim compare --json
+  # The Python package (python/): its module is built against Debian's Python and pybind11, and
+  # ctest runs python/tests with Debian's pytest; python3-venv and python3-pathspec are for the
+  # wheel that scripts/test-python.sh builds.
+  python3-dev pybind11-dev python3-pytest python3-venv python3-pathspec
 )
 
 missing=()

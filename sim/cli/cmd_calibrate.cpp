@@ -6,6 +6,8 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 
+#include <fmt/format.h>
+
 #include "command.hpp"
 #include "number_options.hpp"
 #include "pipescope/core/atomic_file.hpp"
@@ -109,6 +111,14 @@ int run_calibrate(const std::vector<std::string>& args) {
        "torch.profiler traces: each run's mean step time without the profiler, in seconds (one per run, in the "
        "order of the runs, separated by commas); the program's costs are scaled by it over the profiled steps' "
        "time, taking out the profiler's own cost")
+      ("split-input-share", po::value<double>(),
+       "traces of full backwards only: the input gradient's share of a backward, for the estimated split (default 0.5: "
+       "equal FLOPs of the input and weight gradients, Zero Bubble's Table 1)")
+      ("split-overhead", po::value<double>(),
+       "traces of full backwards only: what I + W cost beyond B, as a fraction of B, for the estimated split (default "
+       "0.13 for torch.profiler runs, torch's split backward on bench/torch-accuracy; else 0)")
+      ("no-split-estimate", po::bool_switch(), "traces of full backwards only: leave the split unmeasured (split-backward "
+                                               "schedules are then refused) instead of estimating it")
       ("quiet,q", po::bool_switch(&quiet), "print nothing on success");
   po::options_description hidden;
   hidden.add_options()("measured", po::value(&inputs));
@@ -125,8 +135,9 @@ int run_calibrate(const std::vector<std::string>& args) {
                  "(FILE's name with .stepN before its extension) are read with it. Costs are means (or medians,\n"
                  "--statistic) over micro-batches and traces; memory is always the median.\n"
                  "The split of a backward into input and weight gradients comes from I/W events (a zb-* run\n"
-                 "among the traces) or from the executor's split probe; without either the profile refuses\n"
-                 "split-backward schedules.\n"
+                 "among the traces) or from the executor's split probe; without either it is estimated\n"
+                 "(--split-input-share, --split-overhead), and predictions that use it say so and widen their\n"
+                 "interval (--no-split-estimate: split-backward schedules are refused).\n"
                  "The per-rank torch.profiler traces of one torch.distributed.pipelining run (several files or\n"
                  "their folder) are one measured trace; docs/TORCH-TRACES.md says how their receives are timed.\n";
     return 0;
@@ -139,6 +150,18 @@ int run_calibrate(const std::vector<std::string>& args) {
   require_finite_at_least(calibration_options.max_stolen_fraction, "--max-stolen", 0);
   calibration_options.duration_statistic = sim::parse_duration_statistic(statistic);
 
+  calibration_options.split_estimate = !vm["no-split-estimate"].as<bool>();
+  if (vm.count("split-input-share")) {
+    const double share = vm["split-input-share"].as<double>();
+    if (!(share > 0 && share < 1)) throw UsageError(fmt::format("--split-input-share: must be between 0 and 1, not {:g}", share));
+    calibration_options.split_input_share = share;
+  }
+  if (vm.count("split-overhead")) {
+    calibration_options.split_overhead = vm["split-overhead"].as<double>();
+    require_finite_at_least(*calibration_options.split_overhead, "--split-overhead", 0);
+  }
+  if (!calibration_options.split_estimate && (vm.count("split-input-share") || vm.count("split-overhead")))
+    throw UsageError("--no-split-estimate with --split-input-share or --split-overhead: give one or the other");
   if (vm.count("step") && step < 0) throw UsageError("--step: must be 0 or more, not " + std::to_string(step));
   traces::TorchReadOptions torch_options;
   torch_options.keep_operators = false;  // calibration learns from the pipeline's actions

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -19,6 +20,7 @@
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/registry.hpp"
 #include "pipescope/sim/planner.hpp"
+#include "pipescope/sim/prediction_interval.hpp"
 #include "pipescope/sim/units.hpp"
 #include "pipescope/traces/trace_io.hpp"
 
@@ -134,6 +136,32 @@ class ProgressBar {
  private:
   bool enabled_;
 };
+
+// With --profile: each shown row's interval (prediction_interval.hpp). Whether a row splits its
+// backwards needs no schedule built: a schedule of full backwards takes each B whole
+// (full_backward_s), so a larger overhead of the estimated split leaves its time as it is. (The
+// interval itself cannot tell: the steps' spread widens it whether the split moved it or not.)
+std::vector<std::optional<sim::PredictionInterval>> row_intervals(const sim::PlanRequest& request,
+                                                                  const sim::PlanResult& result, std::size_t shown) {
+  std::vector<std::optional<sim::PredictionInterval>> intervals(shown);
+  if (!request.profile) return intervals;
+  for (std::size_t i = 0; i < shown; ++i) {
+    const sim::PlanRow& row = result.rows[i];
+    auto simulate_profile = [&](const sim::Profile& moved) {
+      sim::PlanRequest other = request;
+      other.profile = moved;
+      return sim::simulate_candidate(other, row.candidate, false).summary.iteration_time_s;
+    };
+    bool uses_split = false;
+    if (const auto& e = request.profile->backward_split_estimate) {
+      const double more_overhead =
+          simulate_profile(sim::with_backward_split(*request.profile, e->input_share, e->overhead + 0.1));
+      uses_split = std::fabs(more_overhead - row.iteration_time_s) > 1e-12 * row.iteration_time_s;
+    }
+    intervals[i] = sim::prediction_interval(*request.profile, uses_split, row.iteration_time_s, simulate_profile);
+  }
+  return intervals;
+}
 
 int run_plan(const std::vector<std::string>& args) {
   std::string model_name = "gpt-7b", gpu = "h100", max_mem = "0", format = "table", trace_dir, profile_path;
@@ -270,13 +298,20 @@ int run_plan(const std::vector<std::string>& args) {
   ProgressBar bar(progress_enabled(quiet));
   const sim::PlanResult result = sim::plan(request, std::ref(bar));
   const std::size_t shown = top == 0 ? result.rows.size() : std::min<std::size_t>(top, result.rows.size());
+  const auto intervals = row_intervals(request, result, shown);
 
   if (format == "json") {
     const nlohmann::json limit_json = result.limit_bytes == std::numeric_limits<std::int64_t>::max()
                                           ? nlohmann::json(nullptr)
                                           : nlohmann::json(result.limit_bytes);
     nlohmann::json rows = nlohmann::json::array();
-    for (std::size_t i = 0; i < shown; ++i) rows.push_back(row_json(i + 1, result.rows[i]));
+    for (std::size_t i = 0; i < shown; ++i) {
+      rows.push_back(row_json(i + 1, result.rows[i]));
+      if (const auto& interval = intervals[i]) {
+        rows.back()["iteration_time_interval_s"] = {interval->low_s, interval->high_s};
+        if (!interval->estimated.empty()) rows.back()["estimated"] = interval->estimated;
+      }
+    }
     nlohmann::json j = {{"model", use_profile ? model_name : request.model.name},
                         {"gpu", use_profile ? nlohmann::json(nullptr) : nlohmann::json(request.device.name)},
                         {"profile", use_profile ? nlohmann::json(profile_path) : nlohmann::json(nullptr)},
@@ -338,6 +373,10 @@ int run_plan(const std::vector<std::string>& args) {
                                c.parallel.micro_batch_size, c.num_micro_batches, recomputation_short(c.parallel.recomputation),
                                sim::format_seconds(r.iteration_time_s), r.throughput_samples_per_s, 100 * r.mfu,
                                100 * r.bubble_fraction, sim::format_bytes(r.peak_memory_bytes));
+      if (const auto& interval = intervals[i])
+        std::cout << fmt::format("      interval {} .. {}{}\n", sim::format_seconds(interval->low_s),
+                                 sim::format_seconds(interval->high_s),
+                                 interval->estimated.empty() ? "" : " (backward split estimated)");
     }
     if (result.rows.empty()) std::cout << "nothing fits: raise --max-mem, add GPUs, or allow recomputation\n";
     for (const std::string& why : result.refusals) std::cout << "refused: " << why << "\n";

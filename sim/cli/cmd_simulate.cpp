@@ -16,6 +16,7 @@
 #include "pipescope/core/size_limits.hpp"
 #include "pipescope/sim/calibration.hpp"
 #include "pipescope/sim/model.hpp"
+#include "pipescope/sim/prediction_interval.hpp"
 #include "pipescope/sim/profile.hpp"
 #include "pipescope/sim/simulator.hpp"
 #include "pipescope/sim/steady_state.hpp"
@@ -246,11 +247,17 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
   return source;
 }
 
-void print_table(const sim::Summary& summary, const CostSource& source) {
+void print_table(const sim::Summary& summary, const CostSource& source, const std::optional<sim::PredictionInterval>& interval) {
   std::cout << fmt::format("schedule {}: {} ranks, {} stages, {} micro-batches (costs: {})\n", summary.schedule,
                            summary.num_ranks, summary.num_stages, summary.num_micro_batches, source.description);
   std::cout << fmt::format("  iteration time   {}{}\n", sim::format_seconds(summary.iteration_time_s),
                            summary.steady_state_iterations > 0 ? " (steady state of back-to-back iterations)" : "");
+  if (interval) {
+    std::cout << fmt::format("  interval         {} .. {} (from the calibration's step spread{})\n",
+                             sim::format_seconds(interval->low_s), sim::format_seconds(interval->high_s),
+                             interval->estimated.empty() ? "" : " and what was estimated");
+    for (const std::string& line : interval->estimated) std::cout << "  estimated        " << line << "\n";
+  }
   std::cout << fmt::format("  bubble fraction  {:.2f} %\n", 100 * summary.bubble_fraction);
   std::cout << fmt::format("  throughput       {:.6g} samples/s\n", summary.throughput_samples_per_s);
   if (source.memory_limit_bytes > 0)
@@ -347,15 +354,33 @@ int run_simulate(const std::vector<std::string>& args) {
     }
   }();
   if (!s.trace.empty()) traces::write_trace(result.trace, s.trace);
+  std::optional<sim::PredictionInterval> interval;
+  if (source.profile) {
+    // The same prediction from the profile moved to the ends of what it estimated.
+    sim::SimOptions quick = sim_options;
+    quick.build_trace = false;
+    const auto simulate_profile = [&](const sim::Profile& moved) {
+      sim::CostModel costs = sim::cost_model_from_profile(sim::profile_for_stages(moved, compiled.num_stages, s.profile));
+      if (recomputation_of(s) == sim::Recomputation::full) recompute_profile_stages(moved, costs, s.profile);
+      return s.steady_state ? sim::simulate_steady_state(compiled, costs, source.topology, quick).iteration_time_s
+                            : sim::simulate(compiled, costs, source.topology, quick).summary.iteration_time_s;
+    };
+    interval = sim::prediction_interval(*source.profile, sim::splits_backward(compiled), result.summary.iteration_time_s,
+                                        simulate_profile);
+  }
   if (s.json) {
     nlohmann::json j = sim::to_json(result.summary);
+    if (interval) {
+      j["iteration_time_interval_s"] = {interval->low_s, interval->high_s};
+      if (!interval->estimated.empty()) j["estimated"] = interval->estimated;
+    }
     if (source.memory_limit_bytes > 0) {
       j["max_mem_bytes"] = source.memory_limit_bytes;
       j["fits_memory"] = result.summary.max_peak_memory_bytes() <= source.memory_limit_bytes;
     }
     std::cout << j.dump() << "\n";
   } else {
-    print_table(result.summary, source);
+    print_table(result.summary, source, interval);
   }
   return 0;
 }

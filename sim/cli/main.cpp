@@ -2,8 +2,6 @@
 // calibrates. Dispatches to the subcommands that registered themselves (command.hpp) and turns
 // exceptions into the one-line errors and exit codes of SPEC.md section 1; a result that could
 // not be written to stdout is such an error too.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <exception>
@@ -16,17 +14,6 @@
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/traces/trace.hpp"
-
-namespace pipescope::cli {
-
-std::vector<Command>& commands() {
-  static std::vector<Command> all;
-  return all;
-}
-
-bool progress_enabled(bool quiet) { return !quiet && ::isatty(STDERR_FILENO); }
-
-}  // namespace pipescope::cli
 
 namespace {
 

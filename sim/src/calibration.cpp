@@ -122,7 +122,11 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
   calibration::Summariser summary(result, options);
   Profile& p = result.profile;
   p.data_parallel = c.data_parallel;
-  Estimation e{c, summary, result, num_stages, {}, true, {}};
+  // torch's split backward costs more than its full one (estimate_backward_split).
+  const bool torch_traces = std::any_of(traces.begin(), traces.end(), [](const MeasuredTrace& mt) {
+    return mt.trace.meta.extra.contains("torch_profiler");
+  });
+  Estimation e{c, summary, result, num_stages, {}, true, {}, {}, torch_traces, &options};
   // The run's and the transport's estimators first: the stages' use what they learn.
   for (const auto estimator : {calibration::estimate_transfers, calibration::estimate_program_time,
                                calibration::estimate_send_completion, calibration::estimate_collective_waits,
@@ -136,6 +140,7 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
     p.stages.push_back(sp);
   }
   calibration::estimate_backward_split(e);
+  calibration::estimate_step_speed_spread(e);
   record_run(traces, p);
   p.extra["calibration"] = calibration_info(traces, left_out.empty() ? 0 : given.size() - traces.size(), c, num_ranks, result, options);
   result.notes.insert(result.notes.end(), left_out.begin(), left_out.end());

@@ -47,6 +47,29 @@ bool get_optional_flag(const json& object, const char* field, const std::string&
   return object[field].get<bool>();
 }
 
+// "backward_split_estimate": {"input_share": 0.5, "overhead": 0.13, ..., "stages": [0, 1], "basis": "..."}
+BackwardSplitEstimate parse_split_estimate(const json& profile, const std::string& source) {
+  const std::string where = source + ": backward_split_estimate";
+  if (!profile.contains("backward_split_estimate") || !profile["backward_split_estimate"].is_object())
+    throw UsageError(where + ": missing object (backward_split is \"estimated\")");
+  const json& e = profile["backward_split_estimate"];
+  BackwardSplitEstimate estimate;
+  estimate.input_share = get_seconds(e, "input_share", where);
+  if (!(estimate.input_share > 0 && estimate.input_share < 1)) throw UsageError(where + ".input_share: must be between 0 and 1");
+  estimate.overhead = get_seconds(e, "overhead", where);
+  estimate.input_share_uncertainty = get_optional_seconds(e, "input_share_uncertainty", where);
+  estimate.overhead_uncertainty = get_optional_seconds(e, "overhead_uncertainty", where);
+  if (e.contains("stages")) {
+    if (!e["stages"].is_array()) throw UsageError(where + ".stages: must be an array of stages");
+    for (const json& stage : e["stages"]) {
+      if (!stage.is_number_integer() || stage.get<int>() < 0) throw UsageError(where + ".stages: must be an array of stages");
+      estimate.stages.push_back(stage.get<int>());
+    }
+  }
+  if (e.contains("basis") && e["basis"].is_string()) estimate.basis = e["basis"].get<std::string>();
+  return estimate;
+}
+
 }  // namespace
 
 Profile parse_profile(std::string_view text, const std::string& source) {
@@ -102,9 +125,16 @@ Profile parse_profile(std::string_view text, const std::string& source) {
   }
   if (j.contains("backward_split")) {
     const json& split = j["backward_split"];
-    if (split != "measured" && split != "unmeasured")
-      throw UsageError(source + ": backward_split: must be \"measured\" or \"unmeasured\"");
+    if (split != "measured" && split != "unmeasured" && split != "estimated")
+      throw UsageError(source + ": backward_split: must be \"measured\", \"unmeasured\" or \"estimated\"");
     p.backward_split_measured = split == "measured";
+    if (split == "estimated") p.backward_split_estimate = parse_split_estimate(j, source);
+  }
+  if (j.contains("step_speed_spread")) {
+    const std::string where = source + ": step_speed_spread";
+    const json& spread = j["step_speed_spread"];
+    if (!spread.is_object()) throw UsageError(where + ": must be an object");
+    p.step_speed_spread = StepSpeedSpread{get_seconds(spread, "relative_sd", where), get_count(spread, "steps", where, 1)};
   }
   const std::string top_where = source + ": profile";  // "p.json: profile.optimizer_sync: ..."
   p.instruction_overhead_s = get_optional_seconds(j, "instruction_overhead_s", top_where);
@@ -113,7 +143,7 @@ Profile parse_profile(std::string_view text, const std::string& source) {
   p.reduce_tied_sync = get_optional_flag(j, "reduce_tied_sync", top_where);
   p.send_ends_at_receive = get_optional_flag(j, "send_ends_at_receive", top_where);
   static const std::set<std::string> known = {"format", "micro_batch_size", "data_parallel", "transfer", "stages",
-                                              "backward_split", "instruction_overhead_s", "step_overhead_s", "optimizer_sync", "reduce_tied_sync",
+                                              "backward_split", "backward_split_estimate", "step_speed_spread", "instruction_overhead_s", "step_overhead_s", "optimizer_sync", "reduce_tied_sync",
                                               "send_ends_at_receive"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!known.count(it.key())) p.extra[it.key()] = it.value();
@@ -160,7 +190,16 @@ std::string to_profile_json(const Profile& profile) {
                       {"grad_buffer_bytes", s.grad_buffer_bytes},
                       {"grad_accumulate_s", s.grad_accumulate_s}});
   j["stages"] = std::move(stages);
-  j["backward_split"] = profile.backward_split_measured ? "measured" : "unmeasured";
+  j["backward_split"] = profile.backward_split_measured ? "measured" : profile.backward_split_estimate ? "estimated" : "unmeasured";
+  if (const auto& e = profile.backward_split_estimate)
+    j["backward_split_estimate"] = {{"input_share", e->input_share},
+                                    {"overhead", e->overhead},
+                                    {"input_share_uncertainty", e->input_share_uncertainty},
+                                    {"overhead_uncertainty", e->overhead_uncertainty},
+                                    {"stages", e->stages},
+                                    {"basis", e->basis}};
+  if (const auto& spread = profile.step_speed_spread)
+    j["step_speed_spread"] = {{"relative_sd", spread->relative_sd}, {"steps", spread->steps}};
   j["instruction_overhead_s"] = profile.instruction_overhead_s;
   j["step_overhead_s"] = profile.step_overhead_s;
   j["optimizer_sync"] = profile.optimizer_sync;

@@ -31,6 +31,10 @@
 // their own cost (recv_contended_s): 5 us against the others' 2 us in an edited GPipe trace.
 // End to end: traces simulated from known costs (1F1B and ZB-H1, m = 4) calibrate a profile
 // whose predictions for ZB-H1 and 1F1B at m = 8 equal the simulations from the known costs.
+// From full backwards alone (the GPipe trace: B 150 / 300 us) the split is estimated: half each
+// (equal FLOPs), no overhead for pprun's traces, marked as such and round-tripped by the file;
+// a prediction of ZB-H1 from it carries the estimate's corners as its interval.
+// Step speeds: three steps of the same trace at 100%, 110% and 90% speed give a spread of 10%.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -40,6 +44,7 @@
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/registry.hpp"
 #include "pipescope/sim/calibration.hpp"
+#include "pipescope/sim/prediction_interval.hpp"
 #include "pipescope/sim/simulator.hpp"
 
 using namespace pipescope;
@@ -221,7 +226,9 @@ TEST_CASE("receives that meet their rank's own message to the sender undelivered
 }
 
 TEST_CASE("calibration takes medians of a hand-made trace and reports outliers") {
-  const Calibration c = calibrate({{hand_made_trace(false), "gpipe.json"}});
+  CalibrationOptions unsplit;
+  unsplit.split_estimate = false;
+  const Calibration c = calibrate({{hand_made_trace(false), "gpipe.json"}}, unsplit);
   const Profile& p = c.profile;
   REQUIRE(p.stages.size() == 2);
   const StageProfile& s0 = p.stages[0];
@@ -405,7 +412,7 @@ TEST_CASE("calibration learns what micro-batch 0's weight gradient saves (no sum
   for (auto& e : t.events)
     if (e.rank == 0 && e.name == "B" && e.micro_batch == 0) e.dur_us = 120;
   const Calibration c = calibrate({{t, "gpipe.json"}});
-  CHECK(c.profile.stages[0].b_s == Approx(150e-6));
+  CHECK(c.profile.stages[0].full_backward_s == Approx(150e-6));
   CHECK(c.profile.stages[0].grad_accumulate_s == Approx(30e-6));
   CHECK(c.profile.stages[1].grad_accumulate_s == 0);  // all its backwards take 300 us
   CHECK_THAT(calibration_report(c), Catch::Contains("stage 0 B of micro-batch 0 (no gradient sum to add to)"));
@@ -429,6 +436,74 @@ TEST_CASE("calibration refuses traces of different stage layouts and traces with
   CHECK_THROWS_AS(calibrate({{hand_made_trace(false), "a.json"}, {four, "b.json"}}), UsageError);
   CHECK_THROWS_WITH(calibrate({{traces::Trace{}, "empty.json"}}), Catch::Contains("empty.json"));
   CHECK_THROWS_AS(calibrate({}), UsageError);
+}
+
+TEST_CASE("full backwards alone: the split is estimated, said, and kept in the profile file") {
+  const Calibration c = calibrate({{hand_made_trace(false), "gpipe.json"}});
+  const Profile& p = c.profile;
+  CHECK_FALSE(p.backward_split_measured);
+  REQUIRE(p.backward_split_estimate);
+  CHECK(p.backward_split_estimate->input_share == Approx(0.5));
+  CHECK(p.backward_split_estimate->overhead == 0);  // pprun's traces: torch's overhead is not theirs
+  CHECK(p.backward_split_estimate->stages == std::vector<int>{0, 1});
+  CHECK(p.stages[0].b_s == Approx(75e-6));
+  CHECK(p.stages[0].w_s == Approx(75e-6));
+  CHECK(p.stages[0].full_backward_s == Approx(150e-6));
+  CHECK(p.stages[1].w_s == Approx(150e-6));
+  CHECK(std::any_of(c.notes.begin(), c.notes.end(), [](const std::string& n) {
+    return n.find("backward split estimated, not measured, on stage(s) 0, 1: input 50% +- 10 points") != std::string::npos;
+  }));
+  CHECK_THAT(to_profile_json(p), Catch::Contains("\"backward_split\": \"estimated\""));
+  CHECK(parse_profile(to_profile_json(p), "p.json") == p);
+
+  CalibrationOptions stated;
+  stated.split_input_share = 0.6;
+  stated.split_overhead = 0.2;
+  const Profile q = calibrate({{hand_made_trace(false), "gpipe.json"}}, stated).profile;
+  CHECK(q.stages[0].b_s == Approx(150e-6 * 0.6 * 1.2));
+  CHECK(q.stages[0].w_s == Approx(150e-6 * 0.4 * 1.2));
+  CHECK_THAT(q.backward_split_estimate->basis, Catch::Contains("given (--split-input-share)"));
+
+  // The interval of a split schedule spans the estimate's corners; a full-backward one has none.
+  const Schedule zb = make_schedule("zb-h1", ScheduleParams{.num_ranks = 2, .num_micro_batches = 5});
+  const auto simulate_profile = [&](const Profile& moved) {
+    return simulate(zb, cost_model_from_profile(moved), topology_from_profile(moved)).summary.iteration_time_s;
+  };
+  const double point = simulate_profile(p);
+  const auto interval = prediction_interval(p, true, point, simulate_profile);
+  REQUIRE(interval);
+  CHECK(interval->low_s <= point);  // no overhead is the least the estimate allows, and the point's
+  CHECK(interval->high_s > point);
+  CHECK(interval->high_s == Approx(simulate_profile(with_backward_split(p, 0.6, 0.13))).epsilon(0.05));
+  CHECK_THAT(interval->estimated.at(0), Catch::Contains("backward split"));
+  CHECK_FALSE(prediction_interval(p, false, point, simulate_profile));  // one step: no spread known
+  const traces::Trace one = hand_made_trace(false);
+  CHECK_FALSE(calibrate({{one, "gpipe.json"}}).profile.step_speed_spread);
+}
+
+TEST_CASE("the spread of step speeds: each step's computation over the same operations at the means") {
+  // Three steps of the GPipe trace, the second 10% slower, the third 10% faster: speeds 1.0,
+  // 1.1 and 0.9 of the mean, a relative standard deviation of 10%.
+  std::vector<MeasuredTrace> steps;
+  for (const double speed : {1.0, 1.1, 0.9}) {
+    traces::Trace t = hand_made_trace(false);
+    for (auto& e : t.events)
+      if (e.name == "F" || e.name == "B") e.dur_us *= speed;
+    steps.push_back({t, fmt::format("gpipe.step{}.json", steps.size())});
+  }
+  CalibrationOptions mean;
+  mean.duration_statistic = CalibrationOptions::Statistic::Mean;
+  const Profile p = calibrate(steps, mean).profile;
+  REQUIRE(p.step_speed_spread);
+  CHECK(p.step_speed_spread->steps == 3);
+  CHECK(p.step_speed_spread->relative_sd == Approx(0.1).epsilon(0.01));
+  CHECK(parse_profile(to_profile_json(p), "p.json") == p);
+  const auto interval = prediction_interval(p, false, 1.0, [](const Profile&) { return 1.0; });
+  REQUIRE(interval);
+  CHECK(interval_deviations(3) == Approx(2.920 * std::sqrt(2.0)));  // t for 2 degrees of freedom
+  CHECK(interval->low_s == Approx(1 - interval_deviations(3) * 0.1).epsilon(0.01));
+  CHECK(interval->high_s == Approx(1 + interval_deviations(3) * 0.1).epsilon(0.01));
+  CHECK(interval->estimated.empty());
 }
 
 TEST_CASE("median helpers") {
@@ -600,10 +675,15 @@ TEST_CASE("calibrate from simulated 1F1B and ZB-H1 traces, then predict other mi
     INFO(name);
     CHECK(predicted == Approx(direct).epsilon(1e-6));
   }
-  // From the 1F1B trace alone the split is unknown: ZB-H1 is refused, 1F1B is not.
-  const Profile full_only = calibrate({{one_f_one_b, "1f1b.json"}}).profile;
+  // From the 1F1B trace alone the split is unknown: left unmeasured, ZB-H1 is refused, 1F1B is
+  // not; estimated (the default), both are predicted.
+  CalibrationOptions unsplit;
+  unsplit.split_estimate = false;
+  const Profile full_only = calibrate({{one_f_one_b, "1f1b.json"}}, unsplit).profile;
   CHECK_THROWS_WITH(check_profile_fits(full_only, compile(schedule("zb-h1", 8)), "p.json"), Catch::Contains("split"));
   CHECK_NOTHROW(check_profile_fits(full_only, compile(schedule("1f1b", 8)), "p.json"));
+  const Profile estimated = calibrate({{one_f_one_b, "1f1b.json"}}).profile;
+  CHECK_NOTHROW(check_profile_fits(estimated, compile(schedule("zb-h1", 8)), "p.json"));
 }
 
 // The runtime effects round-trip: traces simulated (1F1B, m = 4, 2 ranks) with 20 us between

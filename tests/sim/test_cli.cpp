@@ -390,8 +390,21 @@ TEST_CASE("ppsim calibrate learns a profile from simulated traces that simulate 
   CHECK(predicted_s == Approx(8 * 300e-6 + (100e-6 + 150e-6 - 50e-6)));
   CHECK(predicted_s == Approx(json::parse(direct.out).at("iteration_time_s").get<double>()).epsilon(1e-9));
 
-  // Full backwards only: the split is unknown, so a split-backward schedule is refused.
-  REQUIRE(ppsim(dir, "calibrate 1f1b.json -o full-only.json -q").status == 0);
+  // Full backwards only: the split is estimated, and a split-backward schedule's prediction says
+  // so, with an interval around it; left unmeasured, such a schedule is refused.
+  REQUIRE(ppsim(dir, "calibrate 1f1b.json -o estimated.json -q").status == 0);
+  CHECK(read_json(dir / "estimated.json").at("backward_split") == "estimated");
+  const CliRun estimated = ppsim(dir, zb8 + " --profile estimated.json");
+  INFO(estimated.err);
+  REQUIRE(estimated.status == 0);
+  const json with_estimate = json::parse(estimated.out);
+  CHECK(contains(with_estimate.at("estimated").at(0).get<std::string>(), "backward split"));
+  const auto interval = with_estimate.at("iteration_time_interval_s");
+  CHECK(interval.at(0).get<double>() <= with_estimate.at("iteration_time_s").get<double>());
+  CHECK(interval.at(1).get<double>() > with_estimate.at("iteration_time_s").get<double>());
+  CHECK_FALSE(json::parse(ppsim(dir, "simulate --schedule 1f1b --stages 2 --micro-batches 8 --json --profile estimated.json").out)
+                  .contains("estimated"));
+  REQUIRE(ppsim(dir, "calibrate 1f1b.json -o full-only.json -q --no-split-estimate").status == 0);
   CHECK(read_json(dir / "full-only.json").at("backward_split") == "unmeasured");
   const CliRun refused = ppsim(dir, zb8 + " --profile full-only.json");
   CHECK(refused.status == 2);

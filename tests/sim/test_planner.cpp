@@ -139,8 +139,8 @@ TEST_CASE("keeping the best K prunes by lower bound without changing the top K")
 //   that schedule with the profile's costs (re-split to 4 stages for interleaving), and zb-h1,
 //   which hides W in the bubbles, ranks above 1f1b.
 // - The best row's trace goes to a file and reads back with the same iteration time.
-// - A profile calibrated from 1F1B alone has no backward split: zb-h1 is refused, the reason
-//   names the split, and the rest are planned.
+// - A profile calibrated from 1F1B alone with the split left unmeasured (not estimated) has no
+//   backward split: zb-h1 is refused, the reason names the split, and the rest are planned.
 // - Another world size (4 GPUs), micro-batch size (2) or recomputation are refused with
 //   messages that name the option and what the profile measured.
 TEST_CASE("the planner searches with a calibrated profile and refuses what it cannot describe") {
@@ -168,7 +168,9 @@ TEST_CASE("the planner searches with a calibrated profile and refuses what it ca
   const std::string split_path = (dir / "split.json").string();
   const std::string full_path = (dir / "full.json").string();
   write_profile(calibrate({{measured("1f1b"), "1f1b.json"}, {measured("zb-h1"), "zb-h1.json"}}).profile, split_path);
-  write_profile(calibrate({{measured("1f1b"), "1f1b.json"}}).profile, full_path);
+  CalibrationOptions unsplit;  // full backwards only, the split left unmeasured (not estimated)
+  unsplit.split_estimate = false;
+  write_profile(calibrate({{measured("1f1b"), "1f1b.json"}}, unsplit).profile, full_path);
 
   PlanRequest request;
   request.profile = read_profile(split_path);

@@ -4,7 +4,8 @@
 // profiled steps (ProfilerStep#0 and #1); and a ScheduleGPipe run, whose single-stage class
 // records no PP: spans. No GPU was at hand for the GPU mapping: it is checked on a small
 // hand-written trace in the format kineto documents (kernels on a GPU pid and stream tid,
-// tied to their cudaLaunchKernel by args.correlation).
+// tied to their cudaLaunchKernel by args.correlation). Steps without ProfilerStep#N spans are
+// checked on a hand-written trace too.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -12,6 +13,8 @@
 #include <map>
 #include <set>
 #include <unistd.h>
+
+#include <fmt/format.h>
 
 #include "pipescope/traces/trace_arguments.hpp"
 #include "pipescope/traces/torch_profiler.hpp"
@@ -319,5 +322,63 @@ TEST_CASE("DualPipeV's OVERLAP_F_B becomes its forward and its backward, split a
   CHECK(backward->micro_batch == 1);
   CHECK(backward->ts_us == Approx(1260));  // the wait for its data before it is the rank idle
   CHECK(backward->end_us() == Approx(1400));
+  fs::remove_all(path.parent_path());
+}
+
+TEST_CASE("without ProfilerStep#N spans, a trace is split into steps where each rank's PP: actions repeat",
+          "[torch_profiler]") {
+  // One rank runs its program (0F0 0F1 0B0 0B1, 100 us each) three times, 1000 us apart, under
+  // a profiler without a schedule: no ProfilerStep#N. Each repetition is a step: the last is
+  // read by default, every one with every_step, and one note says how the steps were found.
+  std::string events;
+  const char* program[] = {"0F0", "0F1", "0B0", "0B1"};
+  for (int step = 0; step < 3; ++step)
+    for (int i = 0; i < 4; ++i)
+      events += fmt::format(R"({{"ph": "X", "cat": "user_annotation", "name": "PP:{}", "pid": 5, "tid": 5, "ts": {}, "dur": 100}},)",
+                            program[i], 1000 * step + 100 * i);
+  events += R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 5, "tid": 5, "ts": 2810, "dur": 50})";
+  const fs::path path = write_temp(
+      "rank0.pt.trace.json",
+      R"({"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 1}, "traceEvents": [)" +
+          events + "]}");
+  TorchReadOptions actions_only;
+  actions_only.keep_operators = false;
+  const TorchRun last = read_torch_profiler_run({path.string()}, actions_only);
+  CHECK(last.trace.meta.iteration == 2);
+  CHECK(count(last.trace, 0, "F", 0) == 2);
+  CHECK(count(last.trace, 0, "B", 0) == 2);
+  REQUIRE(last.notes.size() == 1);
+  CHECK_THAT(last.notes[0], Catch::Contains("split into steps where its PP: actions repeat") && Catch::Contains("3 steps"));
+  // The step starts at its first action: the last step's F0 is at 0. It lasts to its rank's
+  // last operator's end (2860 us, 860 us after its start): what calibrate's profiler scaling
+  // takes as the step's length.
+  for (const auto& e : last.trace.events)
+    if (e.name == "F" && e.micro_batch == 0) CHECK(e.ts_us == Approx(0));
+  CHECK(last.trace.meta.extra.at("torch_profiler").at(kStepDurationKey).get<double>() == Approx(860));
+
+  TorchReadOptions every = actions_only;
+  every.every_step = true;
+  const std::vector<TorchRun> steps = read_torch_profiler_steps({path.string()}, every);
+  REQUIRE(steps.size() == 3);
+  for (int step = 0; step < 3; ++step) {
+    CHECK(steps[static_cast<std::size_t>(step)].trace.meta.iteration == step);
+    CHECK(count(steps[static_cast<std::size_t>(step)].trace, 0, "B", 0) == 2);
+  }
+  CHECK(steps[0].trace.meta.extra.at("torch_profiler").at(kStepDurationKey).get<double>() == Approx(1000));
+  TorchReadOptions first = actions_only;
+  first.step = 0;
+  CHECK(read_torch_profiler_run({path.string()}, first).trace.meta.iteration == 0);
+
+  // A program run once has nothing to repeat: one step, said as before.
+  std::string once;
+  for (int i = 0; i < 4; ++i)
+    once += fmt::format(R"({}{{"ph": "X", "cat": "user_annotation", "name": "PP:{}", "pid": 5, "tid": 5, "ts": {}, "dur": 100}})",
+                        i ? "," : "", program[i], 100 * i);
+  const fs::path single = write_temp(
+      "single.pt.trace.json",
+      R"({"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 1}, "traceEvents": [)" + once + "]}");
+  const TorchRun one = read_torch_profiler_run({single.string()}, actions_only);
+  REQUIRE(one.notes.size() == 1);
+  CHECK_THAT(one.notes[0], Catch::Contains("the whole trace is read as one step"));
   fs::remove_all(path.parent_path());
 }

@@ -13,7 +13,6 @@
 #include <iterator>
 #include <limits>
 #include <map>
-#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -205,6 +204,21 @@ RankFile load_rank_file(const std::string& path) {
   return f;
 }
 
+// A torch run without a profiler schedule marks no steps, but every rank runs its program once
+// per step: the smallest period P whose repetition is the whole sequence of PP: action names,
+// at least twice, is one step's program. 0 when there is none (one step, or no actions).
+std::size_t program_period(const std::vector<const json*>& actions) {
+  const std::size_t n = actions.size();
+  auto name = [&](std::size_t i) -> const std::string& { return (*actions[i])["name"].get_ref<const std::string&>(); };
+  for (std::size_t period = 1; 2 * period <= n; ++period) {
+    if (n % period != 0) continue;
+    bool repeats = true;
+    for (std::size_t i = period; i < n && repeats; ++i) repeats = name(i) == name(i - period);
+    if (repeats) return period;
+  }
+  return 0;
+}
+
 // One rank's file turned into events (times still the file's own).
 class RankReader {
  public:
@@ -326,6 +340,13 @@ class RankReader {
   // The GPU stream lanes (lane, name) that emit added.
   const std::vector<std::pair<int, std::string>>& stream_lanes() const { return stream_lanes_; }
   std::optional<int> step() const { return step_; }
+  // The numbers of the steps the file holds (ProfilerStep#N, or those its actions repeat).
+  std::vector<int> step_numbers() {
+    find_process();
+    std::vector<int> numbers;
+    for (const auto& [n, _] : step_windows()) numbers.push_back(n);
+    return numbers;
+  }
 
  private:
   // The process's pid is the one of its CPU operators; the profiler's own tracks have string pids.
@@ -351,13 +372,7 @@ class RankReader {
   }
 
   void choose_step() {
-    std::map<int, std::pair<double, double>> steps;
-    for (const json* e : spans_) {
-      const std::string name = (*e)["name"].get<std::string>();
-      if (name.rfind(kStepPrefix, 0) != 0) continue;
-      const double ts = (*e)["ts"].get<double>();
-      steps[std::atoi(name.c_str() + kStepPrefix.size())] = {ts, ts + (*e)["dur"].get<double>()};
-    }
+    const std::map<int, TimeRange> steps = step_windows();
     if (steps.empty()) {
       if (options_.step)
         throw TraceError(fmt::format("{}: --step {}: the trace marks no steps (no ProfilerStep#N spans: torch marks "
@@ -367,6 +382,13 @@ class RankReader {
       window_ = {-std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
       return;
     }
+    if (steps_repeated_) {
+      const std::string note = fmt::format(
+          "no ProfilerStep#N spans: each rank's trace is split into steps where its PP: actions repeat (every rank "
+          "runs its program once per step): {} steps",
+          steps.size());
+      if (std::find(notes_.begin(), notes_.end(), note) == notes_.end()) notes_.push_back(note);
+    }
     const int chosen = options_.step.value_or(steps.rbegin()->first);
     const auto it = steps.find(chosen);
     if (it == steps.end()) {
@@ -375,7 +397,36 @@ class RankReader {
       throw TraceError(fmt::format("{}: --step {}: no ProfilerStep#{} (steps there: {})", file_.path, chosen, chosen, present));
     }
     step_ = chosen;
-    window_ = {it->second.first, it->second.second};
+    window_ = it->second;
+  }
+
+  // The ProfilerStep#N spans; without them, the steps the repetition of the PP: actions shows.
+  std::map<int, TimeRange> step_windows() {
+    std::map<int, TimeRange> steps;
+    for (const json* e : spans_) {
+      const std::string name = (*e)["name"].get<std::string>();
+      if (name.rfind(kStepPrefix, 0) != 0) continue;
+      const double ts = (*e)["ts"].get<double>();
+      steps[std::atoi(name.c_str() + kStepPrefix.size())] = {ts, ts + (*e)["dur"].get<double>()};
+    }
+    if (!steps.empty()) return steps;
+    std::vector<const json*> actions;
+    for (const json* e : spans_)
+      if ((*e)["name"].get<std::string>().rfind(kActionPrefix, 0) == 0) actions.push_back(e);
+    std::stable_sort(actions.begin(), actions.end(),
+                     [](const json* a, const json* b) { return (*a)["ts"].get<double>() < (*b)["ts"].get<double>(); });
+    const std::size_t period = program_period(actions);
+    if (period == 0) return steps;
+    steps_repeated_ = true;
+    // Step k runs from its first action to the next step's first; the last to the end of the
+    // rank's last operator (the optimizer step after it included, as a ProfilerStep#N holds it).
+    double trace_end_us = 0;
+    for (const json* e : spans_) trace_end_us = std::max(trace_end_us, (*e)["ts"].get<double>() + (*e)["dur"].get<double>());
+    const std::size_t count = actions.size() / period;
+    for (std::size_t k = 0; k < count; ++k)
+      steps[static_cast<int>(k)] = {(*actions[k * period])["ts"].get<double>(),
+                                    k + 1 < count ? (*actions[(k + 1) * period])["ts"].get<double>() : trace_end_us};
+    return steps;
   }
 
   bool in_step(const json& e) const {
@@ -577,6 +628,7 @@ class RankReader {
   std::vector<Action> actions_;
   TimeRange window_;
   std::optional<int> step_;
+  bool steps_repeated_ = false;  // the steps are the repetitions of the program, not ProfilerStep#N
 };
 
 // Files of one run: one world size, distinct ranks, and (on one host) overlapping profiles.
@@ -646,17 +698,11 @@ std::vector<RankFile> load_run_files(const std::vector<std::string>& paths) {
   return files;
 }
 
-// The N of every ProfilerStep#N span of a file, in order.
+// The N of every step of a file, in order: its ProfilerStep#N spans, or the repetitions of its
+// program.
 std::vector<int> profiled_steps(const RankFile& file) {
-  std::set<int> steps;
-  for (const auto& e : file.doc["traceEvents"]) {
-    if (!e.is_object() || e.value("ph", "") != "X") continue;
-    const auto name = e.find("name");
-    if (name == e.end() || !name->is_string()) continue;
-    const std::string& text = name->get_ref<const std::string&>();
-    if (text.rfind(kStepPrefix, 0) == 0) steps.insert(std::atoi(text.c_str() + kStepPrefix.size()));
-  }
-  return {steps.begin(), steps.end()};
+  std::vector<std::string> ignored;
+  return RankReader(file, TorchReadOptions{}, ignored).step_numbers();
 }
 
 TorchRun read_run(const std::vector<RankFile>& files, const TorchReadOptions& options) {

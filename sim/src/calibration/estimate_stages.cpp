@@ -64,6 +64,7 @@ void estimate_stage_compute(Estimation& e, StageProfile& sp) {
     sp.b_s = full_s;
     sp.w_s = 0;
     e.split_everywhere = false;
+    e.split_unmeasured.push_back(s);
   }
   sp.load_s = time(Timed::Load);
   sp.optimizer_s = time(Timed::Optimizer);
@@ -112,6 +113,43 @@ void estimate_stage_memory(Estimation& e, StageProfile& sp) {
   }
 }
 
+namespace {
+
+// The stages that timed full backwards only get I and W from an estimate of their split
+// (CalibrationOptions says where its numbers come from); the profile records it as such.
+void estimate_split_of_full_backwards(Estimation& e) {
+  const CalibrationOptions& o = *e.options;
+  BackwardSplitEstimate estimate;
+  estimate.input_share = o.split_input_share.value_or(0.5);
+  estimate.overhead = o.split_overhead.value_or(e.torch_traces ? 0.13 : 0.0);
+  estimate.input_share_uncertainty = 0.1;
+  estimate.overhead_uncertainty = 0.13;
+  estimate.stages = e.split_unmeasured;
+  estimate.basis = fmt::format(
+      "input share {}; overhead {}",
+      o.split_input_share ? "given (--split-input-share)" : "from equal FLOPs of the two gradients, Zero Bubble's Table 1",
+      o.split_overhead ? "given (--split-overhead)"
+                       : (e.torch_traces ? "torch 2.15's I + W over B on bench/torch-accuracy" : "none assumed"));
+  std::string stages;
+  for (const int s : estimate.stages) {
+    StageProfile& sp = e.result.profile.stages[static_cast<std::size_t>(s)];
+    const double full_s = sp.b_s;
+    sp.full_backward_s = full_s;
+    sp.b_s = full_s * estimate.input_share * (1 + estimate.overhead);
+    sp.w_s = full_s * (1 - estimate.input_share) * (1 + estimate.overhead);
+    stages += (stages.empty() ? "" : ", ") + std::to_string(s);
+  }
+  e.note(fmt::format("backward split estimated, not measured, on stage(s) {}: input {:.0f}% +- {:.0f} points of a full "
+                     "backward, I + W {:.0f}% +- {:.0f} points over B ({}); predictions of split-backward schedules say "
+                     "so and widen their interval by it. A trace of a split-backward schedule measures it "
+                     "(--no-split-estimate refuses such schedules instead)",
+                     stages, 100 * estimate.input_share, 100 * estimate.input_share_uncertainty, 100 * estimate.overhead,
+                     100 * estimate.overhead_uncertainty, estimate.basis));
+  e.result.profile.backward_split_estimate = std::move(estimate);
+}
+
+}  // namespace
+
 // How a stage cut from the first one, behind another stage now, splits its backward: from the
 // executor's probe of the first stage's later layers. A profile of several stages also has the
 // measured inner stages, which take precedence (split_of_inner_stages in stage_mapping.cpp).
@@ -126,10 +164,13 @@ void estimate_backward_split(Estimation& e) {
                        "{:.1f}% of a full backward",
                        inner->second.samples, 100 * input_share, 100 * weight_share));
   }
-  if (!e.split_everywhere)
+  if (!e.split_everywhere && e.options->split_estimate) {
+    estimate_split_of_full_backwards(e);
+  } else if (!e.split_everywhere) {
     e.note("backward split unmeasured: the traces time only full backwards (B) and carry no split probe; schedules with "
            "BackwardInput/BackwardWeight (zb-*, dualpipev) will be refused. Add a trace of a split-backward schedule "
            "(pprun --schedule zb-h1 ...)");
+  }
   if (!e.full_backward_unmeasured.empty()) {
     std::string stages;
     for (const int s : e.full_backward_unmeasured) stages += (stages.empty() ? "" : ", ") + std::to_string(s);

@@ -133,6 +133,12 @@ struct Estimation {
   bool split_everywhere = true;
   // Stages whose I and W were measured but no full backward (B): theirs is taken as I + W.
   std::vector<int> full_backward_unmeasured;
+  // Stages that timed full backwards only, with neither I/W nor a probe: their split is
+  // estimated or left unmeasured (estimate_backward_split).
+  std::vector<int> split_unmeasured;
+  // Some of the traces are torch.profiler runs (torch's split backward costs more than its B).
+  bool torch_traces = false;
+  const CalibrationOptions* options = nullptr;  // set by calibrate()
   void note(std::string text) { result.notes.push_back(std::move(text)); }
 };
 
@@ -144,7 +150,8 @@ void estimate_collective_waits(Estimation& e);     // optimizer_sync, reduce_tie
 void estimate_message_costs(Estimation& e);        // per_message: send_s, recv_s, recv_contended_s
 void estimate_stage_compute(Estimation& e, StageProfile& stage);  // times, split, per-message costs
 void estimate_stage_memory(Estimation& e, StageProfile& stage);   // memory deltas, buffers, transfer size
-void estimate_backward_split(Estimation& e);       // backward_split_measured, inner_backward_split
+void estimate_backward_split(Estimation& e);       // backward_split_measured or _estimate, inner_backward_split
+void estimate_step_speed_spread(Estimation& e);    // step_speed_spread
 // After them, with CalibrationOptions::unprofiled_step_s (profiler_overhead.cpp).
 void take_out_profiler_overhead(Estimation& e, const std::vector<std::reference_wrapper<const MeasuredTrace>>& traces,
                                 const std::vector<double>& unprofiled_step_s);

@@ -27,7 +27,7 @@ std::string calibration_report(const Calibration& c) {
                        s.send_s * 1e6, s.recv_s * 1e6, s.optimizer_s * 1e6, s.f_mem_bytes, s.grad_buffer_bytes,
                        s.static_bytes);
   out += fmt::format("transfer: latency {:.1f} us, bandwidth {:.4g} B/s; backward split {}\n", p.transfer.latency_s * 1e6,
-                     p.transfer.bandwidth_bytes_per_s, p.backward_split_measured ? "measured" : "unmeasured");
+                     p.transfer.bandwidth_bytes_per_s, p.backward_split_measured ? "measured" : p.backward_split_estimate ? "estimated" : "unmeasured");
   out += fmt::format("program: {:.1f} us between instructions, {:.1f} us after the last; optimizer steps {}; tied reductions {}; sends drawn until {}\n",
                      p.instruction_overhead_s * 1e6, p.step_overhead_s * 1e6, p.optimizer_sync ? "wait for every rank (global-norm clipping)" : "independent",
                      p.reduce_tied_sync ? "wait for both ends" : "independent",

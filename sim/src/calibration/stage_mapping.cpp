@@ -202,7 +202,7 @@ Profile profile_for_stages(const Profile& profile, int num_stages, const std::st
 }
 
 void check_profile_fits(const Profile& profile, const CompiledSchedule& schedule, const std::string& source) {
-  if (profile.backward_split_measured) return;
+  if (profile.backward_split_measured || profile.backward_split_estimate) return;
   for (std::size_t i = 0; i < schedule.instructions.size(); ++i) {
     const CompiledInstruction& ci = schedule.instructions[i];
     if (ci.op == Op::BackwardInput || ci.op == Op::BackwardWeight)

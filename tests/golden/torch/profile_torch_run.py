@@ -83,6 +83,8 @@ def main():
                         help="profile without shapes and memory events: the profiler's own cost stays out of the timings")
     parser.add_argument("--load-csv", metavar="FILE",
                         help="run this compute-only order (torch's _load_csv) in the class's runtime instead of its own")
+    parser.add_argument("--no-step-marks", action="store_true",
+                        help="profile without a profiler schedule, as most users do: torch marks no ProfilerStep#N")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
@@ -155,6 +157,16 @@ def main():
     if args.no_profile:
         for step in range(args.steps):
             timed_step(args.warmup + step)
+    elif args.no_step_marks:
+        # No profiler schedule: the steps are recorded, unmarked, into one trace.
+        path = os.path.join(args.out, f"rank{rank}.pt.trace.json")
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=not args.timing_only,
+                     record_shapes=not args.timing_only) as profiler:
+            for step in range(args.steps):
+                timed_step(args.warmup + step, profiled=True)
+        profiler.export_chrome_trace(path)
+        for step in range(args.steps):
+            timed_step(args.warmup + args.steps + step)
     else:
         # A profiler schedule is what makes step() mark each step with a `ProfilerStep#N` span
         # (without one torch records the steps unmarked); every step is active.

@@ -20,10 +20,14 @@
 // The split of a full backward into its input-gradient and weight-gradient parts comes from
 // I/W events (a split-backward schedule among the traces) or from the executor's split probe
 // (the run description's backward_split_probe, below). Without either, the profile says so
-// (backward_split "unmeasured") and schedules with BackwardInput/BackwardWeight are refused.
+// (backward_split "unmeasured"), unless the split is estimated (the default: CalibrationOptions'
+// split_estimate): then each full backward is split by an input share and an overhead of the
+// split (BackwardSplitEstimate in profile.hpp), the profile says "estimated", and every
+// prediction that uses it says so and widens its interval by the estimate's uncertainty.
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,6 +72,16 @@ struct CalibrationOptions {
   // duration on a CPU; the program's costs are scaled by these times over the profiled steps'
   // (calibration/profiler_overhead.cpp).
   std::vector<double> unprofiled_step_s;
+  // Traces of full backwards only: estimate the split of each into input and weight gradients
+  // (false: leave it unmeasured, and split-backward schedules are refused). The share of the
+  // input gradient: given, or equal FLOPs of the two (a linear layer's input and weight gradients
+  // are one product of the same size each: Zero Bubble's Table 1, whose attention term adds to
+  // the input side, up to 0.57 at a sequence as long as the hidden size), 0.5 +- 0.1. What I + W
+  // cost beyond B: given, or for torch.profiler runs the 13% torch 2.15's split backward
+  // measured on bench/torch-accuracy (docs/TORCH-TRACES.md), else 0; +- 0.13 either way.
+  bool split_estimate = true;
+  std::optional<double> split_input_share;
+  std::optional<double> split_overhead;
 };
 
 // "median" or "mean"; throws UsageError naming the option for anything else.

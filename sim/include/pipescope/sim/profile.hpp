@@ -9,8 +9,10 @@
 // Optional fields (calibration.hpp; absent means 0): per stage "load_s", "reduce_tied_s",
 // "full_backward_s", "send_s", "recv_s", "grad_buffer_bytes", "grad_accumulate_s", and
 // "recv_contended_s" (absent means recv_s); top level "backward_split":
-// "measured" (default) or "unmeasured" (b_s holds the whole backward, w_s is 0: schedules with
-// BackwardInput/BackwardWeight are refused); top level "instruction_overhead_s" (program time
+// "measured" (default), "unmeasured" (b_s holds the whole backward, w_s is 0: schedules with
+// BackwardInput/BackwardWeight are refused) or "estimated" (b_s and w_s split the measured full
+// backward as "backward_split_estimate" says: BackwardSplitEstimate below); top level
+// "step_speed_spread" (StepSpeedSpread below: the interval of a prediction); top level "instruction_overhead_s" (program time
 // between two instructions of a rank), "optimizer_sync" (true: the first optimizer step of
 // each rank waits for every rank's, clipping by the global norm), "reduce_tied_sync" (true:
 // the tied-gradient all-reduce of the first and last stage's ranks waits for both), "send_ends_at_receive"
@@ -21,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +59,32 @@ struct StageProfile {
   friend bool operator==(const StageProfile&, const StageProfile&) = default;
 };
 
+// How a profile learnt from full backwards alone splits them into input and weight gradients:
+// an estimate, not a measurement. Each stage listed has b_s = input_share x B x (1 + overhead)
+// and w_s = (1 - input_share) x B x (1 + overhead), its measured B in full_backward_s. The
+// uncertainties are the half-widths of the ranges the estimate may be off by; a prediction
+// that uses the split is simulated at both ends of them (prediction_interval.hpp).
+struct BackwardSplitEstimate {
+  double input_share = 0.5;              // of a full backward's work, the input gradient's
+  double overhead = 0;                   // what I + W cost beyond B, as a fraction of B
+  double input_share_uncertainty = 0.1;
+  double overhead_uncertainty = 0.1;
+  std::vector<int> stages;               // the measured stages whose split is estimated
+  std::string basis;                     // where input_share and overhead came from, for messages
+
+  friend bool operator==(const BackwardSplitEstimate&, const BackwardSplitEstimate&) = default;
+};
+
+// How much faster or slower the calibration's steps ran than the profile's means: the relative
+// standard deviation, over the traced steps, of each step's operations' time over the same
+// operations at the profile's means. A prediction's interval comes from it.
+struct StepSpeedSpread {
+  double relative_sd = 0;
+  int steps = 0;  // traced steps it was measured over
+
+  friend bool operator==(const StepSpeedSpread&, const StepSpeedSpread&) = default;
+};
+
 struct Profile {
   int micro_batch_size = 1;
   int data_parallel = 1;
@@ -68,6 +97,9 @@ struct Profile {
   bool optimizer_sync = false;
   bool reduce_tied_sync = false;
   bool send_ends_at_receive = false;
+  // Set when the split of a full backward was estimated (backward_split_measured is false).
+  std::optional<BackwardSplitEstimate> backward_split_estimate;
+  std::optional<StepSpeedSpread> step_speed_spread;
   nlohmann::json extra = nlohmann::json::object();
 
   friend bool operator==(const Profile& a, const Profile& b) {
@@ -77,6 +109,7 @@ struct Profile {
            a.optimizer_sync == b.optimizer_sync &&
            a.reduce_tied_sync == b.reduce_tied_sync &&
            a.send_ends_at_receive == b.send_ends_at_receive &&
+           a.backward_split_estimate == b.backward_split_estimate && a.step_speed_spread == b.step_speed_spread &&
            a.transfer.bandwidth_bytes_per_s == b.transfer.bandwidth_bytes_per_s &&
            a.transfer.latency_s == b.transfer.latency_s && a.stages == b.stages && a.extra == b.extra;
   }

@@ -1,0 +1,53 @@
+"""Planning from Python: gpt-7b on 64 H100s ranks its fitting layouts best throughput first, the
+same rows `ppsim plan --format json` gives, each a plain dict; a schedule list is passed as a
+Python list; a bad option raises the CLI's message; to_pandas needs pandas; with a profile
+calibrated from full backwards each row carries an interval, and the split-backward ones name
+the estimated split."""
+
+from __future__ import annotations
+
+import pytest
+
+import pipescope as ps
+
+
+def test_plan_rows_are_dicts_best_first():
+    rows = ps.plan(model="gpt-7b", gpus=64, top=5, schedules=["1f1b", "zb-h1"], recompute="none")
+    assert 0 < len(rows) <= 5
+    assert rows.considered >= rows.simulated > 0
+    throughputs = [r["throughput_samples_per_s"] for r in rows]
+    assert throughputs == sorted(throughputs, reverse=True)
+    assert {r["schedule"] for r in rows} <= {"1f1b", "zb-h1"}
+    for row in rows:
+        assert row["tensor_parallel"] * row["pipeline"] * row["data_parallel"] == 64
+        assert "iteration_time_interval_s" not in row  # no profile: no measured spread
+
+
+def test_plan_refuses_what_the_cli_refuses():
+    with pytest.raises(ps.UsageError, match="--format"):
+        ps.plan(format="xml")
+    with pytest.raises(ps.UsageError, match="--micro-batch-sizes: 'x' is not a positive integer"):
+        ps.plan(micro_batch_sizes=["x"])
+
+
+def test_to_pandas():
+    rows = ps.plan(model="gpt-7b", gpus=8, top=3, schedules=["1f1b"], recompute="none")
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="pandas"):
+            rows.to_pandas()
+    else:
+        assert list(rows.to_pandas()["schedule"]) == [r["schedule"] for r in rows]
+
+
+def test_plan_with_a_calibrated_profile_gives_each_row_its_interval(torch_run):
+    # torch's ScheduleInterleaved1F1B run (2 ranks, full backwards only): every row has an
+    # interval; only the schedules that split their backwards say the split was estimated.
+    c = ps.calibrate(torch_run)
+    rows = ps.plan(profile=c, top=0, schedules=["1f1b", "zb-h1", "zbv"])
+    assert {r["schedule"] for r in rows} == {"1f1b", "zb-h1", "zbv"}
+    for row in rows:
+        low, high = row["iteration_time_interval_s"]
+        assert low <= row["iteration_time_s"] <= high
+        assert ("estimated" in row) == (row["schedule"] != "1f1b"), row["schedule"]

@@ -1,0 +1,66 @@
+"""Predictions from Python: 1F1B on 4 ranks, 8 micro-batches, F = B = W = 1 s takes
+(m + p - 1)(F + B + W) = 33 s with a bubble of 1 - 24/33 on every rank, the same numbers
+`ppsim simulate --json` prints; a Schedule object and its name give the same result; the
+predicted trace is written on demand and read back with its 96 compute events; the model path
+(gpt-7b on H100) fits memory; unknown or contradictory options raise the CLI's message."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import pipescope as ps
+from pipescope import _core
+
+
+def test_1f1b_with_uniform_costs():
+    r = ps.simulate("1f1b", stages=4, micro_batches=8, f_cost=1, b_cost=1, w_cost=1)
+    assert r.iteration_time_s == pytest.approx(33.0)
+    assert r.num_ranks == 4 and len(r.ranks) == 4
+    for rank in r.ranks:
+        assert rank.bubble_fraction == pytest.approx(1 - 24 / 33)
+        assert rank.busy_s == pytest.approx(24.0)
+    assert r.iteration_time_interval_s is None  # explicit costs: nothing measured, no interval
+    cli = json.loads(_core.run_command("simulate", ["--schedule", "1f1b", "--stages", "4", "--micro-batches", "8",
+                                                    "--json"]).out)
+    assert cli == r.json
+
+
+def test_a_schedule_object_and_its_name_agree():
+    s = ps.schedule("zbv", stages=4, micro_batches=8)
+    by_object = ps.simulate(s, f_cost=1, b_cost=1, w_cost=1)
+    by_name = ps.simulate("zbv", stages=4, micro_batches=8, f_cost=1, b_cost=1, w_cost=1)
+    assert by_object.iteration_time_s == by_name.iteration_time_s
+    from_csv = ps.Schedule.from_torch_csv(s.to_torch_csv())
+    assert ps.simulate(from_csv, f_cost=1, b_cost=1, w_cost=1).iteration_time_s == pytest.approx(by_name.iteration_time_s)
+
+
+def test_the_predicted_trace(tmp_path):
+    r = ps.simulate("1f1b", stages=4, micro_batches=8)
+    path = r.to_trace(tmp_path / "pred.json")
+    t = ps.read_trace(path)
+    assert t.source == "predicted" and t.num_ranks == 4
+    compute = [e for e in t.events if e.name in ("F", "B")]
+    assert len(compute) == 2 * 4 * 8
+    assert max(e.ts_us + e.dur_us for e in t.events) == pytest.approx(33e6)
+    ps.simulate("1f1b", stages=4, micro_batches=8, trace=tmp_path / "direct.json")
+    assert ps.read_trace(tmp_path / "direct.json").num_ranks == 4
+
+
+def test_model_costs_and_memory():
+    r = ps.simulate("1f1b", stages=4, micro_batches=8, model="gpt-7b", gpu="h100", tensor_parallel=2)
+    assert r.iteration_time_s > 0
+    assert r.fits_memory is True and r.max_mem_bytes > 0
+    assert all(p > 0 for p in r.peak_memory_bytes)
+
+
+def test_options_are_checked_by_the_command():
+    with pytest.raises(ps.UsageError, match="unrecognised option '--no-such-option'"):
+        ps.simulate("1f1b", no_such_option=1)
+    with pytest.raises(ps.UsageError, match="--f-cost"):
+        ps.simulate("1f1b", f_cost=-1)
+    with pytest.raises(ps.UsageError, match="--model and --profile are two cost sources"):
+        ps.simulate("1f1b", model="gpt-7b", profile="p.json")
+    with pytest.raises(ps.UsageError, match="fixes its own sizes"):
+        ps.simulate(ps.schedule("1f1b", 4, 8), stages=2)
