@@ -37,13 +37,13 @@ namespace {
 const fs::path kSourceDir = PIPESCOPE_SOURCE_DIR;
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-std::string read_text(const fs::path& path) {
+std::string read_file_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 json read_nonempty_json(const fs::path& path) {
-  const std::string text = read_text(path);
+  const std::string text = read_file_text(path);
   REQUIRE_FALSE(text.empty());
   return json::parse(text);
 }
@@ -57,7 +57,7 @@ json simulate(const std::string& run_id, const std::vector<std::string>& args) {
   for (const std::string& arg : args) command += " '" + arg + "'";
   command += " --json >'" + out.string() + "' 2>'" + err.string() + "'";
   const int raw = std::system(command.c_str());
-  const std::string stdout_text = read_text(out), stderr_text = read_text(err);
+  const std::string stdout_text = read_file_text(out), stderr_text = read_file_text(err);
   fs::remove(out);
   fs::remove(err);
   INFO(run_id << ": " << command << "\n" << stderr_text);
@@ -178,7 +178,7 @@ TEST_CASE("docs/VALIDATION.md shows the errors the model makes now", "[validatio
   char line[160];
   std::snprintf(line, sizeof line, "Throughput over %zu runs: mean |error| %.1f %%, max %.1f %%.", outcomes().size(),
                 100 * sum / static_cast<double>(outcomes().size()), 100 * largest);
-  const std::string doc = read_text(kSourceDir / "docs/VALIDATION.md");
+  const std::string doc = read_file_text(kSourceDir / "docs/VALIDATION.md");
   INFO(line);
   CHECK(doc.find(line) != std::string::npos);
   for (const Outcome& o : outcomes()) CHECK(doc.find("| " + o.run.at("id").get<std::string>() + " (") != std::string::npos);
