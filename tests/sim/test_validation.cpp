@@ -6,8 +6,10 @@
 //   figure, and the predicted peak memory within its memory_tolerance. The tolerances are the
 //   current errors (rounded up, plus a point), so a change to the cost model shows here: it either
 //   moves a run out of its band (update the doc and the tolerances with it) or it does not;
-// - each run's arguments describe the published run: GPUs = stages x tensor x data parallel, and
-//   the predicted samples per iteration = the published global batch;
+// - each run's arguments describe the published run: GPUs = stages x tensor x context x data
+//   parallel, and the predicted samples per iteration = the published global batch;
+// - the H100 runs held out of the preset's fit (every family but the one "fitted") stay within the
+//   goal's mean of 5 % (3.9 % now), and the fitted family is one family;
 // - the Zero Bubble paper's measured order of ZB-2p, ZB-1p and 1F1B holds in every setting, and
 //   the schedules the data file leaves out of the ranking say why;
 // - docs/VALIDATION.md lists every run and states the current mean and max error.
@@ -132,8 +134,9 @@ std::vector<Outcome> predict_all(const json& data) {
     INFO(id);
     const int stages = std::stoi(arg_after(args, "--stages", "4"));
     const int tensor = std::stoi(arg_after(args, "--tensor-parallel", "1"));
+    const int context = std::stoi(arg_after(args, "--context-parallel", "1"));
     const int data_parallel = std::stoi(arg_after(args, "--data-parallel", "1"));
-    CHECK(stages * tensor * data_parallel == run.at("gpus").get<int>());
+    CHECK(stages * tensor * context * data_parallel == run.at("gpus").get<int>());
     const double samples = summary.at("throughput_samples_per_s").get<double>() * summary.at("iteration_time_s").get<double>();
     CHECK(samples == Approx(run.at("global_batch").get<double>()).epsilon(1e-9));
   }
@@ -182,6 +185,28 @@ TEST_CASE("docs/VALIDATION.md shows the errors the model makes now", "[validatio
   INFO(line);
   CHECK(doc.find(line) != std::string::npos);
   for (const Outcome& o : outcomes()) CHECK(doc.find("| " + o.run.at("id").get<std::string>() + " (") != std::string::npos);
+}
+
+TEST_CASE("the H100 runs held out of the fit stay within the goal's mean error", "[validation]") {
+  // docs/VALIDATION.md: the H100 preset's two end-to-end figures were fitted on one family's runs.
+  std::vector<std::string> fitted_families;
+  double held_out_sum = 0;
+  int held_out = 0;
+  for (const Outcome& o : outcomes()) {
+    if (arg_after(o.run.at("args").get<std::vector<std::string>>(), "--gpu", "h100") == "a100") continue;
+    if (o.run.value("fitted", false)) {
+      const std::string family = o.run.at("family");
+      if (std::find(fitted_families.begin(), fitted_families.end(), family) == fitted_families.end())
+        fitted_families.push_back(family);
+      continue;
+    }
+    held_out_sum += std::abs(throughput_error(o.run, o.prediction));
+    ++held_out;
+  }
+  CHECK(fitted_families.size() == 1);
+  REQUIRE(held_out >= 100);
+  INFO(held_out << " held-out runs, mean |error| " << 100 * held_out_sum / held_out << " %");
+  CHECK(held_out_sum / held_out <= 0.05);
 }
 
 TEST_CASE("the Zero Bubble paper's 1F1B-I runs have its layout: one layer per chunk, embedding and head alone", "[validation]") {
