@@ -90,7 +90,62 @@ CompiledSchedule compiled_candidate(const PlanRequest& request, const PlanCandid
   return compile(zb_auto_schedule(zb));
 }
 
+// What makes two configurations the same run when they also take the same time and memory: every
+// size, the precision and the layout; the schedule and the recomputation may differ (at one
+// pipeline rank 1f1b, zb-h1 and zb-h2 are one program; with a fused attention core selective
+// recomputation drops nothing).
+std::string fold_key(const PlanCandidate& c, std::uint64_t program) {
+  const ParallelConfig& p = c.parallel;
+  return fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}/{}/{:x}", p.tensor_parallel, p.sequence_parallel, p.context_parallel,
+                     p.pipeline, p.data_parallel, p.chunks, p.micro_batch_size, c.num_micro_batches,
+                     fp8_format_name(p.fp8), p.layout.describe(), program);
+}
+
+// How `other` differs from `kept`: the schedule and/or the recomputation it names.
+std::string difference(const PlanCandidate& kept, const PlanCandidate& other) {
+  std::string text;
+  if (other.schedule != kept.schedule) text = other.schedule;
+  if (other.parallel.recomputation != kept.parallel.recomputation)
+    text += (text.empty() ? "" : " with ") + std::string("recompute ") +
+            std::string(recomputation_name(other.parallel.recomputation));
+  return text;
+}
+
+// Rows with the same fold_key, time and memory become one: the first (best placed) stays and
+// names the others.
+void fold_equal_runs(PlanResult& result) {
+  std::map<std::tuple<std::string, double, std::int64_t>, std::size_t> kept_at;
+  std::vector<PlanRow> rows;
+  rows.reserve(result.rows.size());
+  for (PlanRow& row : result.rows) {
+    const auto key =
+        std::make_tuple(fold_key(row.candidate, row.program_signature), row.iteration_time_s, row.peak_memory_bytes);
+    if (auto it = kept_at.find(key); it != kept_at.end()) {
+      PlanRow& kept = rows[it->second];
+      const std::string what = difference(kept.candidate, row.candidate);
+      if (!what.empty() && std::find(kept.equivalents.begin(), kept.equivalents.end(), what) == kept.equivalents.end())
+        kept.equivalents.push_back(what);
+      ++result.folded;
+      continue;
+    }
+    kept_at.emplace(key, rows.size());
+    rows.push_back(std::move(row));
+  }
+  result.rows = std::move(rows);
+}
+
 }  // namespace
+
+std::string refusal_summary(const PlanResult& result) {
+  if (result.refused == 0) return "";
+  std::vector<std::pair<int, std::string>> causes;
+  for (const auto& [cause, count] : result.refusals_by_cause) causes.emplace_back(count, cause);
+  std::stable_sort(causes.begin(), causes.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string text = fmt::format("refused {}:", result.refused);
+  for (std::size_t i = 0; i < causes.size(); ++i)
+    text += fmt::format("{} {} by {}", i == 0 ? "" : ",", causes[i].first, causes[i].second);
+  return text;
+}
 
 double iteration_time_lower_bound_s(const CostModel& costs, const std::vector<int>& stage_to_rank, int num_ranks,
                                     int num_micro_batches) {
@@ -106,6 +161,36 @@ double iteration_time_lower_bound_s(const CostModel& costs, const std::vector<in
   }
   // A hair below: the simulation adds the same costs one by one and may round lower.
   return *std::max_element(per_rank.begin(), per_rank.end()) * (1 - 1e-9);
+}
+
+std::uint64_t program_signature(const CompiledSchedule& schedule) {
+  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a
+  auto mix = [&](std::uint64_t value) {
+    for (int byte = 0; byte < 8; ++byte) {
+      hash ^= (value >> (8 * byte)) & 0xff;
+      hash *= 1099511628211ull;
+    }
+  };
+  for (std::int32_t rank = 0; rank < schedule.num_ranks; ++rank) {
+    mix(0xffffffffull + static_cast<std::uint64_t>(rank));
+    const std::int32_t end = schedule.rank_begin[rank + 1];
+    for (std::int32_t pc = schedule.rank_begin[rank]; pc < end; ++pc) {
+      const CompiledInstruction& ci = schedule.instructions[pc];
+      Op op = ci.op;
+      if (op == Op::BackwardInput && pc + 1 < end) {
+        const CompiledInstruction& next = schedule.instructions[pc + 1];
+        if (next.op == Op::BackwardWeight && next.stage == ci.stage && next.micro_batch == ci.micro_batch) {
+          op = Op::BackwardPass;
+          ++pc;
+        }
+      }
+      if (op != Op::ForwardPass && op != Op::BackwardPass && op != Op::BackwardInput && op != Op::BackwardWeight) continue;
+      mix(static_cast<std::uint64_t>(op));
+      mix(static_cast<std::uint64_t>(static_cast<std::uint32_t>(ci.stage)));
+      mix(static_cast<std::uint64_t>(static_cast<std::uint32_t>(ci.micro_batch)));
+    }
+  }
+  return hash;
 }
 
 double model_flops_per_sample(const ModelSpec& model) {
@@ -183,8 +268,9 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
   const int fixed_pipeline = request.profile ? profile_pipeline_ranks(*request.profile) : 0;
   const int max_pipeline = request.max_pipeline > 0 ? request.max_pipeline : layers;
   for (int tp : request.tensor_parallel_sizes) {
-    if (tp < 1 || request.num_gpus % tp != 0) continue;  // no layout: plan() refuses it once
-    const int gpus = request.num_gpus / tp;
+   for (int cp : request.context_parallel_sizes) {
+    if (tp < 1 || cp < 1 || request.num_gpus % (static_cast<std::int64_t>(tp) * cp) != 0) continue;  // no layout
+    const int gpus = request.num_gpus / (tp * cp);
     // Sequence parallelism splits what tensor parallelism replicates: nothing at T = 1.
     const std::vector<bool> sequence_parallel = tp > 1 ? request.sequence_parallel_options : std::vector<bool>{false};
     for (int pp = 1; pp <= std::min(gpus, max_pipeline); ++pp) {
@@ -199,26 +285,36 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
             if (pp * chunks > layers) continue;
             for (Recomputation recomputation : request.recomputations) {
               for (bool sp : sequence_parallel) {
+               for (Fp8Format precision : request.precisions) {
                 PlanCandidate c;
                 c.schedule = schedule;
+                c.parallel = request.options;
                 c.parallel.pipeline = pp;
                 c.parallel.chunks = chunks;
                 c.parallel.data_parallel = dp;
                 c.parallel.tensor_parallel = tp;
+                c.parallel.context_parallel = cp;
                 c.parallel.sequence_parallel = sp;
                 c.parallel.micro_batch_size = mbs;
                 c.parallel.recomputation = recomputation;
-                c.parallel.zero1 = request.zero1 && dp > 1;
+                c.parallel.fp8 = precision;
+                // The distributed optimizer shards over DP x CP: nothing to shard over one GPU.
+                c.parallel.zero1 = request.zero1 && dp * cp > 1;
+                c.parallel.overlap_param_gather = c.parallel.zero1 && request.options.overlap_param_gather;
+                // TE's userbuffers overlap sequence parallelism's collectives: without it, none.
+                c.parallel.tp_comm_overlap = sp && request.options.tp_comm_overlap;
                 c.parallel.overlap_grad_reduce = request.overlap_grad_reduce;
                 c.parallel.async_tensor_parallel_backward = request.async_tensor_parallel_backward;
                 c.num_micro_batches = m;
                 out.push_back(c);
+               }
               }
             }
           }
         }
       }
     }
+   }
   }
   return out;
 }
@@ -240,11 +336,18 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
   // A tensor-parallel size that does not divide the GPUs has no layout at all: it is one
   // configuration considered and refused.
   int layoutless = 0;
+  std::map<std::string, int> by_cause;
   for (int tp : request.tensor_parallel_sizes) {
-    if (tp >= 1 && request.num_gpus % tp == 0) continue;
-    ++layoutless;
-    refusals.insert(fmt::format("tensor parallel {}: does not divide the {} GPUs (tp x pp x dp = GPUs)", tp,
-                                request.num_gpus));
+    for (int cp : request.context_parallel_sizes) {
+      if (tp >= 1 && cp >= 1 && request.num_gpus % (static_cast<std::int64_t>(tp) * cp) == 0) continue;
+      ++layoutless;
+      ++by_cause["the GPU count"];
+      refusals.insert(cp == 1 ? fmt::format("tensor parallel {}: does not divide the {} GPUs (tp x pp x dp = GPUs)", tp,
+                                            request.num_gpus)
+                              : fmt::format("tensor parallel {} x context parallel {}: does not divide the {} GPUs "
+                                            "(tp x cp x pp x dp = GPUs)",
+                                            tp, cp, request.num_gpus));
+    }
   }
   result.considered = static_cast<int>(candidates.size()) + layoutless;
   result.refused = layoutless;
@@ -253,16 +356,19 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
   const double flops_per_sample = request.profile ? 0.0 : model_flops_per_sample(request.model);
   const double tokens_per_sample = request.profile ? 0.0 : request.model.seq;
   const double cluster_flops_per_s = request.device.peak_flops_per_s * request.num_gpus;
-  auto refuse = [&](const PlanCandidate& c, const std::string& why) {
+  auto refuse_as = [&](const char* cause, const PlanCandidate& c, const std::string& why) {
     ++result.refused;
+    ++by_cause[cause];
     refusals.insert(fmt::format("{} (pipeline {}, chunks {}, {} micro-batches): {}", c.schedule, c.parallel.pipeline,
                                 c.parallel.chunks, c.num_micro_batches, why));
   };
+  auto refuse = [&](const PlanCandidate& c, const std::string& why) { refuse_as("the schedule", c, why); };
 
   // A schedule's shape depends on (name, p, m, chunks) only: compile it once.
   using ShapeKey = std::tuple<std::string, int, int, int>;
   std::map<ShapeKey, std::shared_ptr<const CompiledSchedule>> compiled;
   std::map<ShapeKey, std::string> refused_shapes;
+  std::map<const CompiledSchedule*, std::uint64_t> signatures;
   SimOptions options;
   options.build_trace = false;
 
@@ -287,7 +393,7 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     const std::int64_t instructions = size.instructions;
     if (auto problem = size_problem(size)) {
       ++too_large;
-      refuse(c, *problem);
+      refuse_as("this machine's memory", c, *problem);
       if (instructions < smallest_instructions) {
         smallest_instructions = instructions;
         smallest_problem = fmt::format("the smallest, {} on pipeline {} with {} micro-batches, needs {}", c.schedule,
@@ -299,6 +405,19 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     if (!request.profile) {
       if (auto problem = tensor_parallel_problem(request.model, c.parallel, request.topology.gpus_per_node)) {
         ++result.refused;
+        ++by_cause["tensor parallelism"];
+        refusals.insert(*problem);
+        continue;
+      }
+      std::optional<std::string> problem = context_parallel_problem(request.model, c.parallel);
+      const char* cause = "context parallelism";
+      if (!problem) {
+        problem = precision_problem(request.device, c.parallel);
+        cause = "the device's precision";
+      }
+      if (problem) {
+        ++result.refused;
+        ++by_cause[cause];
         refusals.insert(*problem);
         continue;
       }
@@ -307,7 +426,7 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     try {
       p.costs = candidate_costs(request, c);
     } catch (const UsageError& e) {
-      refuse(c, e.what());
+      refuse_as("the layer split", c, e.what());
       continue;
     }
     // The placement only matters for which stages share a rank: loop for one stage or
@@ -344,8 +463,11 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     std::stable_sort(pending.begin(), pending.end(),
                      [](const Pending& a, const Pending& b) { return a.lower_bound_s < b.lower_bound_s; });
 
-  // The K best simulated times so far (a max-heap: front is the K-th best).
+  // The K best simulated times so far (a max-heap: front is the K-th best), one per distinct run:
+  // a configuration that runs exactly as one already simulated folds into it (fold_key) and does
+  // not count again.
   std::vector<double> best_times;
+  std::set<std::tuple<std::string, double, std::int64_t>> simulated_runs;
   std::size_t done = total - pending.size();
   for (std::size_t n = 0; n < pending.size(); ++n, ++done) {
     if (progress && (n % 16 == 0)) progress(done, total);
@@ -383,6 +505,13 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
       own = it->second;
     }
     const CompiledSchedule& schedule = *own;
+    std::uint64_t signature = 0;
+    if (auto known = signatures.find(own.get()); known != signatures.end()) {
+      signature = known->second;
+    } else {
+      signature = program_signature(schedule);
+      if (!cost_dependent) signatures.emplace(own.get(), signature);
+    }
     if (schedule.num_stages != num_stages) {
       refuse(c, fmt::format("the schedule has {} stages, not {}", schedule.num_stages, num_stages));
       continue;
@@ -410,7 +539,9 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     row.mfu = flops_per_sample > 0 ? summary.throughput_samples_per_s * flops_per_sample / cluster_flops_per_s : 0.0;
     row.bubble_fraction = summary.bubble_fraction;
     row.peak_memory_bytes = peak;
+    row.program_signature = signature;
     result.rows.push_back(row);
+    if (!simulated_runs.emplace(fold_key(c, signature), row.iteration_time_s, row.peak_memory_bytes).second) continue;
     if (request.keep_best > 0) {
       best_times.push_back(row.iteration_time_s);
       std::push_heap(best_times.begin(), best_times.end());
@@ -422,10 +553,22 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
   }
   if (progress) progress(total, total);
   result.refusals.assign(refusals.begin(), refusals.end());
-  std::stable_sort(result.rows.begin(), result.rows.end(), [](const PlanRow& a, const PlanRow& b) {
+  result.refusals_by_cause = std::move(by_cause);
+  // Best first; among equal runs the order of the request's schedules and recomputations, so that
+  // the simplest choice stands for the run and the others are named as its equivalents.
+  auto order_of = [](const auto& list, const auto& value) {
+    return static_cast<std::size_t>(std::find(list.begin(), list.end(), value) - list.begin());
+  };
+  std::stable_sort(result.rows.begin(), result.rows.end(), [&](const PlanRow& a, const PlanRow& b) {
     if (a.throughput_samples_per_s != b.throughput_samples_per_s) return a.throughput_samples_per_s > b.throughput_samples_per_s;
-    return a.peak_memory_bytes < b.peak_memory_bytes;
+    if (a.peak_memory_bytes != b.peak_memory_bytes) return a.peak_memory_bytes < b.peak_memory_bytes;
+    const auto a_rank = std::make_pair(order_of(request.schedules, a.candidate.schedule),
+                                       order_of(request.recomputations, a.candidate.parallel.recomputation));
+    const auto b_rank = std::make_pair(order_of(request.schedules, b.candidate.schedule),
+                                       order_of(request.recomputations, b.candidate.parallel.recomputation));
+    return a_rank < b_rank;
   });
+  fold_equal_runs(result);
   return result;
 }
 

@@ -525,7 +525,7 @@ TEST_CASE("ppsim compare reports the SPEC section 7 fields of two traces", "[cli
 TEST_CASE("ppsim plan ranks a small search as a table, CSV and JSON", "[cli]") {
   const fs::path dir = case_dir("plan");
   const std::string search =
-      "plan --model gpt-1.3b --gpus 4 --global-batch 8 --schedules 1f1b,gpipe --micro-batch-sizes 1 --recompute off --tensor-parallel-sizes 1 "
+      "plan --model gpt-1.3b --gpus 4 --global-batch 8 --schedules 1f1b,gpipe --micro-batch-sizes 1 --recompute off --tensor-parallel-sizes 1 --context-parallel-sizes 1 "
       "--top 6 --quiet";
   const CliRun table = ppsim(dir, search);
   INFO(table.err);

@@ -1,12 +1,13 @@
-// The planner: for a model on a cluster, enumerate tensor-, pipeline- and data-parallel sizes
-// (tp x pp x dp = GPUs), chunks, micro-batch size and count, schedule, recomputation and sequence
-// parallelism; refuse what does not divide, drop what does not fit in memory;
-// rank the rest by simulated throughput. Schedules are compiled once per shape and simulated
+// The planner: for a model on a cluster, enumerate tensor-, context-, pipeline- and data-parallel
+// sizes (tp x cp x pp x dp = GPUs), chunks, micro-batch size and count, schedule, recomputation,
+// sequence parallelism and precision; refuse what does not divide, drop what does not fit in
+// memory; rank the rest by simulated throughput, folding configurations that are the same run. Schedules are compiled once per shape and simulated
 // once per cost model, without traces, so that thousands of configurations take seconds.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,15 @@ struct PlanRequest {
   std::vector<Recomputation> recomputations{Recomputation::none, Recomputation::selective, Recomputation::full};
   // Sequence parallelism, tried where T > 1 (it has nothing to split at T = 1).
   std::vector<bool> sequence_parallel_options{false, true};
+  // Context-parallel sizes C: each must split the sequence in 2C equal chunks
+  // (context_parallel_problem); the others are refused with that reason.
+  std::vector<int> context_parallel_sizes{1};
+  // Precisions tried: BF16 (Fp8Format::none) and/or an FP8 format.
+  std::vector<Fp8Format> precisions{Fp8Format::none};
+  // What every configuration takes beyond the searched sizes: the Megatron options of
+  // ParallelConfig (TP communication overlap, the parameter gather's overlap, buckets, the
+  // attention backend, the context-parallel exchange, FP8 parameters, layout options).
+  ParallelConfig options;
   bool zero1 = true;               // shard the optimizer state over the data-parallel group
   bool overlap_grad_reduce = false;  // ParallelConfig::overlap_grad_reduce, for every configuration
   bool async_tensor_parallel_backward = true;  // ParallelConfig's, for every configuration
@@ -65,6 +75,12 @@ struct PlanCandidate {
 
 struct PlanRow {
   PlanCandidate candidate;
+  // Other choices that gave this very run (same sizes, the same compute order on every rank, the
+  // same time and memory), folded into this row: "zb-h1", "recompute selective", ...
+  std::vector<std::string> equivalents;
+  // The rank programs' compute order (a backward split in two halves that run back to back
+  // counted as one): rows fold only within one.
+  std::uint64_t program_signature = 0;
   double iteration_time_s = 0;
   double throughput_samples_per_s = 0;
   double tokens_per_s = 0;
@@ -83,8 +99,15 @@ struct PlanResult {
   // tensor-parallel size that does not divide the GPUs counts once (it has no layout).
   int refused = 0;
   int pruned = 0;              // not simulated: their lower bound cannot reach the best keep_best
+  int folded = 0;              // rows folded into an equal one (PlanRow::equivalents)
   std::vector<std::string> refusals;  // why configurations were refused, one line per distinct reason
+  // The refusals counted by what refused them ("the schedule", "tensor parallelism", ...), for
+  // one summary line.
+  std::map<std::string, int> refusals_by_cause;
 };
+
+// "refused 536: 300 by the schedule, 236 by tensor parallelism" (empty when nothing was refused).
+std::string refusal_summary(const PlanResult& result);
 
 // Pipeline ranks of the run a profile was measured on: the calibration's record
 // (extra.calibration.num_ranks) or, without it, one rank per measured stage.
@@ -117,6 +140,12 @@ SimResult simulate_candidate(const PlanRequest& request, const PlanCandidate& ca
 // reductions and optimizer step are done.
 double iteration_time_lower_bound_s(const CostModel& costs, const std::vector<int>& stage_to_rank, int num_ranks,
                                     int num_micro_batches);
+
+// A hash of every rank's compute order: forwards and backwards by stage and micro-batch, a
+// BackwardInput directly followed by its BackwardWeight counted as one BackwardPass. Two
+// schedules with the same signature run the same program (at one pipeline rank 1f1b, zb-h1 and
+// zb-h2 do).
+std::uint64_t program_signature(const CompiledSchedule& schedule);
 
 // FLOPs of one sample's forward and backward (F + B + W over every layer and the head).
 double model_flops_per_sample(const ModelSpec& model);
