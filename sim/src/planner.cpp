@@ -1,6 +1,7 @@
 #include "pipescope/sim/planner.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <memory>
@@ -111,25 +112,60 @@ std::string difference(const PlanCandidate& kept, const PlanCandidate& other) {
   return text;
 }
 
-// Rows with the same fold_key, time and memory become one: the first (best placed) stays and
-// names the others.
-void fold_equal_runs(PlanResult& result) {
-  std::map<std::tuple<std::string, double, std::int64_t>, std::size_t> kept_at;
+// Two times of one run: the same sums added in another order (a backward as B + W or whole)
+// differ in their last bits.
+bool same_time(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b)); }
+
+// The runs simulated so far, by fold_key and peak memory, with their times.
+class RunIndex {
+ public:
+  // The position given when `time_s` was first recorded for this key and memory, or nothing (and
+  // it is recorded at `position`).
+  std::optional<std::size_t> find_or_add(const std::string& key, std::int64_t memory, double time_s, std::size_t position) {
+    auto& runs = runs_[{key, memory}];
+    for (const auto& [t, at] : runs)
+      if (same_time(t, time_s)) return at;
+    runs.emplace_back(time_s, position);
+    return std::nullopt;
+  }
+
+ private:
+  std::map<std::pair<std::string, std::int64_t>, std::vector<std::pair<double, std::size_t>>> runs_;
+};
+
+// Rows with the same fold_key, time and memory become one, at the place of the best placed
+// (fastest to the last bit) of them. The choice that stands for the run is the one `preferred`
+// puts first (the request's order of schedules and recomputations); the others are named as
+// its equivalents, in that order.
+template <typename Preferred>
+void fold_equal_runs(PlanResult& result, const Preferred& preferred) {
+  RunIndex kept_at;
+  std::vector<std::vector<std::size_t>> groups;  // by kept row: the rows of result.rows folded there
+  for (std::size_t i = 0; i < result.rows.size(); ++i) {
+    const PlanRow& row = result.rows[i];
+    const std::optional<std::size_t> kept_index = kept_at.find_or_add(
+        fold_key(row.candidate, row.program_signature), row.peak_memory_bytes, row.iteration_time_s, groups.size());
+    if (kept_index) {
+      groups[*kept_index].push_back(i);
+      ++result.folded;
+    } else {
+      groups.push_back({i});
+    }
+  }
   std::vector<PlanRow> rows;
-  rows.reserve(result.rows.size());
-  for (PlanRow& row : result.rows) {
-    const auto key =
-        std::make_tuple(fold_key(row.candidate, row.program_signature), row.iteration_time_s, row.peak_memory_bytes);
-    if (auto it = kept_at.find(key); it != kept_at.end()) {
-      PlanRow& kept = rows[it->second];
-      const std::string what = difference(kept.candidate, row.candidate);
+  rows.reserve(groups.size());
+  for (std::vector<std::size_t>& group : groups) {
+    PlanRow kept = result.rows[group.front()];
+    std::stable_sort(group.begin(), group.end(), [&](std::size_t a, std::size_t b) {
+      return preferred(result.rows[a].candidate) < preferred(result.rows[b].candidate);
+    });
+    kept.candidate = result.rows[group.front()].candidate;
+    for (std::size_t k = 1; k < group.size(); ++k) {
+      const std::string what = difference(kept.candidate, result.rows[group[k]].candidate);
       if (!what.empty() && std::find(kept.equivalents.begin(), kept.equivalents.end(), what) == kept.equivalents.end())
         kept.equivalents.push_back(what);
-      ++result.folded;
-      continue;
     }
-    kept_at.emplace(key, rows.size());
-    rows.push_back(std::move(row));
+    rows.push_back(std::move(kept));
   }
   result.rows = std::move(rows);
 }
@@ -176,15 +212,10 @@ std::uint64_t program_signature(const CompiledSchedule& schedule) {
     const std::int32_t end = schedule.rank_begin[rank + 1];
     for (std::int32_t pc = schedule.rank_begin[rank]; pc < end; ++pc) {
       const CompiledInstruction& ci = schedule.instructions[pc];
-      Op op = ci.op;
-      if (op == Op::BackwardInput && pc + 1 < end) {
-        const CompiledInstruction& next = schedule.instructions[pc + 1];
-        if (next.op == Op::BackwardWeight && next.stage == ci.stage && next.micro_batch == ci.micro_batch) {
-          op = Op::BackwardPass;
-          ++pc;
-        }
-      }
-      if (op != Op::ForwardPass && op != Op::BackwardPass && op != Op::BackwardInput && op != Op::BackwardWeight) continue;
+      // Where a weight gradient runs shows in the time and the memory, which fold compares too.
+      if (ci.op == Op::BackwardWeight) continue;
+      const Op op = ci.op == Op::BackwardInput ? Op::BackwardPass : ci.op;
+      if (op != Op::ForwardPass && op != Op::BackwardPass) continue;
       mix(static_cast<std::uint64_t>(op));
       mix(static_cast<std::uint64_t>(static_cast<std::uint32_t>(ci.stage)));
       mix(static_cast<std::uint64_t>(static_cast<std::uint32_t>(ci.micro_batch)));
@@ -467,7 +498,7 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
   // a configuration that runs exactly as one already simulated folds into it (fold_key) and does
   // not count again.
   std::vector<double> best_times;
-  std::set<std::tuple<std::string, double, std::int64_t>> simulated_runs;
+  RunIndex simulated_runs;
   std::size_t done = total - pending.size();
   for (std::size_t n = 0; n < pending.size(); ++n, ++done) {
     if (progress && (n % 16 == 0)) progress(done, total);
@@ -541,7 +572,7 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     row.peak_memory_bytes = peak;
     row.program_signature = signature;
     result.rows.push_back(row);
-    if (!simulated_runs.emplace(fold_key(c, signature), row.iteration_time_s, row.peak_memory_bytes).second) continue;
+    if (simulated_runs.find_or_add(fold_key(c, signature), row.peak_memory_bytes, row.iteration_time_s, 0)) continue;
     if (request.keep_best > 0) {
       best_times.push_back(row.iteration_time_s);
       std::push_heap(best_times.begin(), best_times.end());
@@ -554,21 +585,22 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
   if (progress) progress(total, total);
   result.refusals.assign(refusals.begin(), refusals.end());
   result.refusals_by_cause = std::move(by_cause);
-  // Best first; among equal runs the order of the request's schedules and recomputations, so that
-  // the simplest choice stands for the run and the others are named as its equivalents.
+  // Best first; among equal times the smaller memory, then the order of the request's schedules
+  // and recomputations. Rows that are one run fold into the best placed, named by the simplest
+  // choice (the request's order) with the others as its equivalents.
   auto order_of = [](const auto& list, const auto& value) {
     return static_cast<std::size_t>(std::find(list.begin(), list.end(), value) - list.begin());
+  };
+  auto preferred = [&](const PlanCandidate& c) {
+    return std::make_pair(order_of(request.schedules, c.schedule),
+                          order_of(request.recomputations, c.parallel.recomputation));
   };
   std::stable_sort(result.rows.begin(), result.rows.end(), [&](const PlanRow& a, const PlanRow& b) {
     if (a.throughput_samples_per_s != b.throughput_samples_per_s) return a.throughput_samples_per_s > b.throughput_samples_per_s;
     if (a.peak_memory_bytes != b.peak_memory_bytes) return a.peak_memory_bytes < b.peak_memory_bytes;
-    const auto a_rank = std::make_pair(order_of(request.schedules, a.candidate.schedule),
-                                       order_of(request.recomputations, a.candidate.parallel.recomputation));
-    const auto b_rank = std::make_pair(order_of(request.schedules, b.candidate.schedule),
-                                       order_of(request.recomputations, b.candidate.parallel.recomputation));
-    return a_rank < b_rank;
+    return preferred(a.candidate) < preferred(b.candidate);
   });
-  fold_equal_runs(result);
+  fold_equal_runs(result, preferred);
   return result;
 }
 

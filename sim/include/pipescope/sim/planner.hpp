@@ -78,8 +78,8 @@ struct PlanRow {
   // Other choices that gave this very run (same sizes, the same compute order on every rank, the
   // same time and memory), folded into this row: "zb-h1", "recompute selective", ...
   std::vector<std::string> equivalents;
-  // The rank programs' compute order (a backward split in two halves that run back to back
-  // counted as one): rows fold only within one.
+  // The rank programs' order of forwards and backwards (program_signature): rows fold only
+  // within one.
   std::uint64_t program_signature = 0;
   double iteration_time_s = 0;
   double throughput_samples_per_s = 0;
@@ -141,10 +141,10 @@ SimResult simulate_candidate(const PlanRequest& request, const PlanCandidate& ca
 double iteration_time_lower_bound_s(const CostModel& costs, const std::vector<int>& stage_to_rank, int num_ranks,
                                     int num_micro_batches);
 
-// A hash of every rank's compute order: forwards and backwards by stage and micro-batch, a
-// BackwardInput directly followed by its BackwardWeight counted as one BackwardPass. Two
-// schedules with the same signature run the same program (at one pipeline rank 1f1b, zb-h1 and
-// zb-h2 do).
+// A hash of every rank's order of forwards and backwards by stage and micro-batch (a
+// BackwardInput counted as a BackwardPass, a BackwardWeight left out: where it runs shows in the
+// time and the memory). Two configurations with the same sizes, signature, time and memory are
+// one run (at one pipeline rank 1f1b, zb-h1 and zb-h2 are).
 std::uint64_t program_signature(const CompiledSchedule& schedule);
 
 // FLOPs of one sample's forward and backward (F + B + W over every layer and the head).

@@ -1,0 +1,160 @@
+// The planner with today's dimensions (planner.hpp):
+// - Llama 3 8B (8192 tokens) on 24 H100, global batch 48, 1f1b, micro-batch 1, TP 1 and 2, CP 1,
+//   2 and 3: CP 3 does not split 8192 in 6 chunks (refused by context parallelism, counted once
+//   per configuration); every row has tp x cp x pp x dp = 24, and a CP 2 row (of Llama on 16) is
+//   what `ppsim simulate --context-parallel 2` predicts for it;
+// - FP8 asked (precisions BF16 and hybrid): both appear, and FP8 on an A100 is refused by the
+//   device's precision;
+// - gpt-1.3b on 8 GPUs with 1f1b, zb-h1 and zb-h2 at one pipeline rank: one program, so one row
+//   naming "zb-h1" and "zb-h2" as the same run; with two ranks they stay apart; Llama's
+//   selective recomputation (a fused attention core) folds into "-";
+// - the refusals in one summary line by cause.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "pipescope/sim/planner.hpp"
+#include "ppsim_run.hpp"
+
+using namespace pipescope;
+using namespace pipescope::sim;
+
+namespace {
+
+PlanRequest megatron_request(const char* model, int gpus, int global_batch) {
+  PlanRequest r;
+  r.model = resolve_model(model);
+  r.device = device_preset("h100");
+  r.topology.intra_node = r.device.nvlink;
+  r.num_gpus = gpus;
+  r.global_batch = global_batch;
+  r.schedules = {"1f1b"};
+  r.micro_batch_sizes = {1};
+  r.recomputations = {Recomputation::none};
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("the planner searches context parallelism and refuses what does not split the sequence") {
+  PlanRequest r = megatron_request("llama-3-8b", 24, 48);
+  r.tensor_parallel_sizes = {1, 2};
+  r.context_parallel_sizes = {1, 2, 3};
+  const PlanResult result = plan(r);
+  REQUIRE_FALSE(result.rows.empty());
+  bool saw_cp2 = false;
+  for (const PlanRow& row : result.rows) {
+    const ParallelConfig& p = row.candidate.parallel;
+    CHECK(p.gpus() == 24);
+    CHECK(p.context_parallel != 3);
+    saw_cp2 = saw_cp2 || p.context_parallel == 2;
+  }
+  CHECK(saw_cp2);
+  CHECK(result.refusals_by_cause.count("context parallelism") == 1);
+  CHECK_THAT(refusal_summary(result), Catch::StartsWith(fmt::format("refused {}:", result.refused)));
+  CHECK(std::any_of(result.refusals.begin(), result.refusals.end(),
+                    [](const std::string& why) { return why.find("--context-parallel 3") != std::string::npos; }));
+}
+
+TEST_CASE("a CP row is ppsim simulate's prediction of it", "[cli]") {
+  const ppsim_test::PpsimRun planned = ppsim_test::run_ppsim(
+      "plan --model llama-3-8b --gpus 16 --global-batch 32 --schedules 1f1b --micro-batch-sizes 1 --recompute none "
+      "--tensor-parallel-sizes 1 --context-parallel-sizes 2 --top 0 --quiet --format json");
+  INFO(planned.err);
+  REQUIRE(planned.status == 0);
+  const nlohmann::json rows = nlohmann::json::parse(planned.out).at("configurations");
+  const auto row = std::find_if(rows.begin(), rows.end(), [](const nlohmann::json& r) { return r.at("pipeline") == 2; });
+  REQUIRE(row != rows.end());
+  CHECK(row->at("context_parallel") == 2);
+  const ppsim_test::PpsimRun simulated = ppsim_test::run_ppsim(
+      "simulate --model llama-3-8b --schedule 1f1b --stages 2 --context-parallel 2 --data-parallel 4 --micro-batches 8 "
+      "--zero1 --json");
+  INFO(simulated.err);
+  REQUIRE(simulated.status == 0);
+  CHECK(row->at("iteration_time_s").get<double>() ==
+        Approx(nlohmann::json::parse(simulated.out).at("iteration_time_s").get<double>()));
+}
+
+TEST_CASE("FP8 is searched beside BF16 where asked, and refused where the device has none") {
+  PlanRequest r = megatron_request("llama-3-8b", 8, 16);
+  r.tensor_parallel_sizes = {1};
+  r.precisions = {Fp8Format::none, Fp8Format::hybrid};
+  const PlanResult result = plan(r);
+  const auto count = [&](Fp8Format f) {
+    return std::count_if(result.rows.begin(), result.rows.end(),
+                         [&](const PlanRow& row) { return row.candidate.parallel.fp8 == f; });
+  };
+  CHECK(count(Fp8Format::none) > 0);
+  CHECK(count(Fp8Format::hybrid) > 0);
+  r.device = device_preset("a100");
+  const PlanResult on_a100 = plan(r);
+  CHECK(on_a100.refusals_by_cause.at("the device's precision") > 0);
+}
+
+TEST_CASE("rows that are the same run are folded, naming the other choices") {
+  PlanRequest r = megatron_request("gpt-1.3b", 8, 16);
+  r.tensor_parallel_sizes = {1};
+  r.schedules = {"1f1b", "zb-h1", "zb-h2"};
+  const PlanResult result = plan(r);
+  const auto at_pipeline = [&](int pp) {
+    std::vector<const PlanRow*> rows;
+    for (const PlanRow& row : result.rows)
+      if (row.candidate.parallel.pipeline == pp) rows.push_back(&row);
+    return rows;
+  };
+  const auto one_rank = at_pipeline(1);
+  REQUIRE(one_rank.size() == 1);
+  CHECK(one_rank[0]->candidate.schedule == "1f1b");
+  CHECK(one_rank[0]->equivalents == std::vector<std::string>{"zb-h1", "zb-h2"});
+  CHECK(at_pipeline(2).size() >= 2);  // different programs stay apart
+  CHECK(result.folded >= 2);
+
+  PlanRequest llama = megatron_request("llama-3-8b", 8, 16);
+  llama.tensor_parallel_sizes = {1};
+  llama.recomputations = {Recomputation::none, Recomputation::selective};
+  for (const PlanRow& row : plan(llama).rows) {
+    CHECK(row.candidate.parallel.recomputation == Recomputation::none);
+    CHECK(row.equivalents == std::vector<std::string>{"recompute selective"});
+  }
+}
+
+TEST_CASE("a folded run is named by the request's first choice, wherever its times differ in the last bits") {
+  PlanRequest r = megatron_request("gpt-1.3b", 8, 16);
+  r.tensor_parallel_sizes = {1};
+  r.context_parallel_sizes = {1};
+  r.schedules = {"zbv", "zb-h1", "interleaved-1f1b", "1f1b"};
+  const PlanResult result = plan(r);
+  bool saw_single = false, saw_chunked = false;
+  for (std::size_t i = 0; i < result.rows.size(); ++i) {
+    const PlanRow& row = result.rows[i];
+    if (i > 0) CHECK(result.rows[i - 1].throughput_samples_per_s >= row.throughput_samples_per_s);
+    if (row.candidate.parallel.pipeline != 1) continue;
+    if (row.candidate.parallel.chunks == 1) {
+      saw_single = true;
+      CHECK(row.candidate.schedule == "zb-h1");
+      CHECK(row.equivalents == std::vector<std::string>{"1f1b"});
+    } else if (row.candidate.parallel.chunks == 2) {
+      // At one rank two chunks run forwards and backwards in one order under both schedules.
+      saw_chunked = true;
+      CHECK(row.candidate.schedule == "zbv");
+      CHECK(row.equivalents == std::vector<std::string>{"interleaved-1f1b"});
+    }
+  }
+  CHECK(saw_single);
+  CHECK(saw_chunked);
+  // With CP 2 on 16 GPUs, pipeline 1: a backward whole or as B then W adds the same sums in another
+  // order, and the three schedules are still one row.
+  PlanRequest cp = megatron_request("llama-3-8b", 16, 32);
+  cp.tensor_parallel_sizes = {1};
+  cp.context_parallel_sizes = {2};
+  cp.schedules = {"1f1b", "zb-h1", "zb-h2"};
+  int single = 0;
+  for (const PlanRow& row : plan(cp).rows) {
+    if (row.candidate.parallel.pipeline != 1) continue;
+    ++single;
+    CHECK(row.candidate.schedule == "1f1b");
+    CHECK(row.equivalents == std::vector<std::string>{"zb-h1", "zb-h2"});
+  }
+  CHECK(single == 1);
+}
