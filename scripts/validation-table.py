@@ -108,24 +108,32 @@ def stats(errors):
     return f"mean |error| {100 * sum(errors) / len(errors):.1f} %, max {100 * max(errors):.1f} %"
 
 
+def fit_name(run):
+    """What a fitted run is named by in the summaries: its model family, or its source."""
+    return run.get("family", run["source"])
+
+
 def table(data, results):
-    """The A100 runs, then the held-out H100 runs, then the H100 runs the preset was fitted on, each with its
-    summary; then the summaries over everything (which tests/sim/test_validation.cpp checks)."""
+    """For each device (in the file's order), the runs held out of its preset's fit, then the runs the preset was
+    fitted on, each with its summary ("A100, held out: N runs, ...", "H100, fitted on (nemotron4-15b): ..."); then
+    the summaries over everything (which tests/sim/test_validation.cpp checks)."""
     heading = ["| run | published | predicted | error (tolerance) | memory published / predicted (GiB) | error (tolerance) "
                "| command (`ppsim simulate ... --json`) |",
                "|---|---|---|---|---|---|---|"]
-    sections = [("A100", lambda r: device_of(r) == "a100"),
-                ("H100, held out", lambda r: device_of(r) != "a100" and not r.get("fitted")),
-                ("H100, fitted on", lambda r: device_of(r) != "a100" and r.get("fitted"))]
+    devices = list(dict.fromkeys(device_of(r) for r in data["runs"]))
+    sections = []
+    for device in devices:
+        sections.append((f"{device.upper()}, held out", lambda r, d=device: device_of(r) == d and not r.get("fitted")))
+        sections.append((f"{device.upper()}, fitted on", lambda r, d=device: device_of(r) == d and r.get("fitted")))
     lines, time_errors, memory_errors, predicted = [], [], [], {}
     section_errors = {}
     for title, member in sections:
         runs = [r for r in data["runs"] if member(r)]
         if not runs:
             continue
-        if title == "H100, fitted on":
-            families = sorted({r.get("family", "?") for r in runs})
-            title = f"H100, fitted on ({', '.join(families)})"
+        if title.endswith(", fitted on"):
+            names = list(dict.fromkeys(fit_name(r) for r in runs))
+            title = f"{title} ({', '.join(names)})"
         lines += [f"**{title}**", ""] + heading
         errors = []
         for run in runs:
