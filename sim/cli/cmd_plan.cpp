@@ -19,6 +19,7 @@
 #include "number_options.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/registry.hpp"
+#include "pipescope/sim/pipeline_layout.hpp"
 #include "pipescope/sim/planner.hpp"
 #include "pipescope/sim/units.hpp"
 #include "pipescope/traces/trace_io.hpp"
@@ -292,6 +293,12 @@ int run_plan(const std::vector<std::string>& args) {
                                      "parallelism",
                                      cp, profile_path));
   megatron.apply(request.options);
+  // What no configuration of the search could honour is an error, not a refusal of every row.
+  sim::check_layout_options(request.options.layout);
+  if (request.options.overlap_param_gather && no_zero1)
+    throw UsageError("--overlap-param-gather needs the distributed optimizer (drop --no-zero1)");
+  if (request.options.tp_comm_overlap && sequence_parallel == "off")
+    throw UsageError("--tp-comm-overlap needs sequence parallelism (--sequence-parallel on or both)");
   // --fp8-format adds FP8 to the search beside BF16.
   if (request.options.fp8 != sim::Fp8Format::none) request.precisions = {sim::Fp8Format::none, request.options.fp8};
   if (auto problem = sim::precision_problem(request.device, request.options); problem && !use_profile)

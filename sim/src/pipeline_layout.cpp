@@ -257,8 +257,7 @@ std::vector<int> split_layers(int layers, int num_stages) {
   return per_stage_layers;
 }
 
-std::vector<int> stage_layer_counts(const LayoutOptions& o, int layers, int pipeline, int chunks) {
-  if (pipeline < 1 || chunks < 1) throw UsageError("--stages and --chunks must be at least 1");
+void check_layout_options(const LayoutOptions& o) {
   const bool uneven = o.first_stage_layers || o.last_stage_layers;
   const bool accounting = o.account_for_embedding || o.account_for_loss;
   if (!o.layout.empty() && (uneven || accounting))
@@ -269,6 +268,18 @@ std::vector<int> stage_layer_counts(const LayoutOptions& o, int layers, int pipe
     throw UsageError(fmt::format("{}: Megatron refuses the uneven first/last stage together with counting the "
                                  "embedding or the loss as a layer",
                                  o.describe()));
+  if (o.first_stage_layers && *o.first_stage_layers < 1)
+    throw UsageError(fmt::format("--decoder-first-pipeline-num-layers {}: must be at least 1", *o.first_stage_layers));
+  if (o.last_stage_layers && *o.last_stage_layers < 1)
+    throw UsageError(fmt::format("--decoder-last-pipeline-num-layers {}: must be at least 1", *o.last_stage_layers));
+  if (!o.layout.empty()) (void)parse_pipeline_layout(o.layout);
+}
+
+std::vector<int> stage_layer_counts(const LayoutOptions& o, int layers, int pipeline, int chunks) {
+  if (pipeline < 1 || chunks < 1) throw UsageError("--stages and --chunks must be at least 1");
+  check_layout_options(o);
+  const bool uneven = o.first_stage_layers || o.last_stage_layers;
+  const bool accounting = o.account_for_embedding || o.account_for_loss;
   if (!o.layout.empty()) return counts_from_layout(o.layout, layers, pipeline, chunks);
   if (uneven) return counts_with_first_last(o, layers, pipeline, chunks);
   if (accounting) return counts_with_accounting(o, layers, pipeline, chunks);

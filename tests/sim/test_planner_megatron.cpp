@@ -158,3 +158,26 @@ TEST_CASE("a folded run is named by the request's first choice, wherever its tim
   }
   CHECK(single == 1);
 }
+
+TEST_CASE("ppsim plan names the option that no configuration could honour, in one line", "[cli]") {
+  struct Case {
+    std::string args, message;
+  };
+  const Case cases[] = {
+      {"--pipeline-model-parallel-layout 'Et*8|('", "--pipeline-model-parallel-layout 'Et*8|(': a '(' is never closed"},
+      {"--decoder-last-pipeline-num-layers 0", "--decoder-last-pipeline-num-layers 0: must be at least 1"},
+      {"--decoder-first-pipeline-num-layers 2 --account-for-loss-in-pipeline-split", "Megatron refuses"},
+      {"--overlap-param-gather --no-zero1", "--overlap-param-gather needs the distributed optimizer"},
+      {"--tp-comm-overlap --sequence-parallel off", "--tp-comm-overlap needs sequence parallelism"},
+      {"--context-parallel-sizes 0", "--context-parallel-sizes: '0'"},
+      {"--gpu a100 --fp8-format hybrid", "--fp8-format hybrid: the a100 has no FP8"},
+  };
+  for (const Case& c : cases) {
+    const ppsim_test::PpsimRun run = ppsim_test::run_ppsim("plan --quiet --top 1 " + c.args);
+    INFO(c.args << "\n" << run.err);
+    CHECK(run.status == 2);
+    CHECK(run.one_error_line());
+    CHECK(run.err.find(c.message) != std::string::npos);
+    CHECK(run.out.empty());
+  }
+}

@@ -36,6 +36,11 @@ struct LayoutOptions {
 // contradict each other as Megatron says they do.
 std::vector<int> stage_layer_counts(const LayoutOptions& options, int layers, int pipeline, int chunks);
 
+// What can be checked without the model or the sizes: the combinations Megatron refuses, a
+// first/last stage count below 1, the layout string's grammar. Throws UsageError naming the option
+// (stage_layer_counts checks this first; `ppsim plan` before its search).
+void check_layout_options(const LayoutOptions& options);
+
 // pipescope's split where nothing is given: the rounded-up share on every stage, the stages short
 // of the total one fewer each, the last first, then the first, the second... Throws UsageError
 // when a stage other than the first and the last would hold no layer.
