@@ -374,7 +374,7 @@ int run_plan(const std::vector<std::string>& args) {
       std::cout << fmt::format("{} on {} x {} ({} per node), global batch {}, memory limit {} per GPU{}\n",
                                request.model.name, gpus, request.device.name, gpus_per_node, global_batch, limit,
                                steady_state ? "; steady state of back-to-back iterations" : "");
-    std::cout << fmt::format("{} configurations: {} simulated, {} fit, {} dropped for memory, {} refused by the schedule or tensor parallelism",
+    std::cout << fmt::format("{} configurations: {} simulated, {} fit, {} dropped for memory, {} refused",
                              result.considered, result.simulated, result.rows.size() + result.folded,
                              result.dropped_for_memory, result.refused);
     if (top > 0) std::cout << fmt::format(", {} pruned (their lower bound cannot reach the top {})", result.pruned, top);
