@@ -98,6 +98,15 @@ const char* precision_short(sim::Fp8Format f) {
   return "?";
 }
 
+// A layout's part of a trace file's name ("" for the even split).
+std::string layout_label(const sim::LayoutOptions& layout) {
+  if (layout.is_default()) return "";
+  if (!layout.layout.empty()) return "_layout";
+  if (layout.first_stage_layers || layout.last_stage_layers)
+    return fmt::format("_first{}_last{}", layout.first_stage_layers.value_or(0), layout.last_stage_layers.value_or(0));
+  return fmt::format("{}{}", layout.account_for_embedding ? "_emb" : "", layout.account_for_loss ? "_loss" : "");
+}
+
 std::string candidate_label(const sim::PlanCandidate& c) {
   return fmt::format("{}_tp{}{}{}_pp{}_dp{}_v{}_mbs{}_m{}_recompute-{}{}", c.schedule, c.parallel.tensor_parallel,
                      c.parallel.sequence_parallel ? "sp" : "",
@@ -105,7 +114,19 @@ std::string candidate_label(const sim::PlanCandidate& c) {
                      c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks, c.parallel.micro_batch_size,
                      c.num_micro_batches, sim::recomputation_name(c.parallel.recomputation),
                      c.parallel.fp8 != sim::Fp8Format::none ? fmt::format("_fp8-{}", sim::fp8_format_name(c.parallel.fp8))
-                                                            : "");
+                                                            : "") +
+         layout_label(c.parallel.layout);
+}
+
+// The row's layout in the table's few characters: "-" for the even split.
+std::string layout_short(const sim::LayoutOptions& layout) {
+  if (layout.is_default()) return "-";
+  if (!layout.layout.empty()) return "string";
+  if (layout.first_stage_layers || layout.last_stage_layers)
+    return fmt::format("first {} last {}", layout.first_stage_layers ? fmt::to_string(*layout.first_stage_layers) : "-",
+                       layout.last_stage_layers ? fmt::to_string(*layout.last_stage_layers) : "-");
+  if (layout.account_for_embedding && layout.account_for_loss) return "E, L as layers";
+  return layout.account_for_embedding ? "E as a layer" : "L as a layer";
 }
 
 // The row's layer layout in Megatron's options ("" for the even split).
@@ -171,6 +192,7 @@ int run_plan(const std::vector<std::string>& args) {
   int gpus = 64, gpus_per_node = 8, global_batch = 512, top = 10, max_pipeline = 0;
   double efficiency = 0, intra_latency_s = 2e-6, inter_latency_s = 5e-6;
   bool no_zero1 = false, overlap_grad_reduce = false, steady_state = false, no_async_tp = false, quiet = false;
+  bool search_layouts = false;
   po::options_description options("ppsim plan [options]");
   options.add_options()
       ("model", po::value(&model_name)->default_value(model_name), fmt::format("{}, or a JSON model file", fmt::join(sim::model_preset_names(), ", ")).c_str())
@@ -196,6 +218,9 @@ int run_plan(const std::vector<std::string>& args) {
        "sequence parallelism where tensor-parallel > 1: both, on, off")
       ("context-parallel-sizes", po::value(&context_parallel_sizes)->default_value(context_parallel_sizes),
        "comma-separated context-parallel sizes (each splitting the sequence in 2C chunks; with --profile: 1)")
+      ("search-layouts", po::bool_switch(&search_layouts),
+       "also try Megatron's uneven layouts for each pipeline x chunks: the embedding and the loss counted as layers, "
+       "and the first and last rank one layer per chunk lighter (default: the even split, or the layout options given)")
       ("recompute", po::value(&recompute)->default_value(recompute),
        "activation recomputation: comma-separated none, selective, full (or both = none,full; on = full; off = none)")
       ("no-zero1", po::bool_switch(&no_zero1), "keep the full optimizer state on every replica (default: ZeRO-1)")
@@ -235,7 +260,7 @@ int run_plan(const std::vector<std::string>& args) {
   if (use_profile) {
     // The profile is one model on one machine: what describes another cannot come with it.
     for (const char* name : {"model", "gpu", "efficiency", "gpus-per-node", "intra-bandwidth", "intra-latency",
-                             "inter-bandwidth", "inter-latency", "no-zero1", "overlap-grad-reduce",
+                             "inter-bandwidth", "inter-latency", "no-zero1", "overlap-grad-reduce", "search-layouts",
                              "no-async-tensor-model-parallel-allreduce"})
       if (vm.count(name) && !vm[name].defaulted())
         throw UsageError(std::string("--") + name + " cannot be combined with --profile (the profile holds the measured "
@@ -295,6 +320,10 @@ int run_plan(const std::vector<std::string>& args) {
   megatron.apply(request.options);
   // What no configuration of the search could honour is an error, not a refusal of every row.
   sim::check_layout_options(request.options.layout);
+  if (search_layouts && !request.options.layout.is_default())
+    throw UsageError("--search-layouts with " + request.options.layout.describe() +
+                     ": the layout is given; leave one out");
+  request.search_layouts = search_layouts;
   if (request.options.overlap_param_gather && no_zero1)
     throw UsageError("--overlap-param-gather needs the distributed optimizer (drop --no-zero1)");
   if (request.options.tp_comm_overlap && sequence_parallel == "off")
@@ -380,19 +409,26 @@ int run_plan(const std::vector<std::string>& args) {
     if (top > 0) std::cout << fmt::format(", {} pruned (their lower bound cannot reach the top {})", result.pruned, top);
     if (result.folded > 0) std::cout << fmt::format("; {} rows folded into the same run", result.folded);
     std::cout << "\n\n";
-    std::cout << fmt::format("{:>4}  {:<17} {:>2} {:>2} {:>2} {:>3} {:>4} {:>2} {:>4} {:>5} {:>6} {:>4}  {:>11} {:>10} {:>6} {:>7} {:>11}  {}\n",
+    // A layout column where the search tries layouts (a given layout is every row's, in the CSV
+    // and JSON).
+    const auto layout_cell = [&](const sim::LayoutOptions& layout) {
+      return search_layouts ? fmt::format("{:<16}  ", layout_short(layout)) : std::string();
+    };
+    std::cout << fmt::format("{:>4}  {:<17} {:>2} {:>2} {:>2} {:>3} {:>4} {:>2} {:>4} {:>5} {:>6} {:>4}  {:>11} {:>10} {:>6} {:>7} {:>11}  {}{}\n",
                              "#", "schedule", "tp", "sp", "cp", "pp", "dp", "v", "mbs", "m", "recomp", "fp8",
-                             "iteration", "samples/s", "MFU", "bubble", "peak mem", "same run as");
+                             "iteration", "samples/s", "MFU", "bubble", "peak mem",
+                             search_layouts ? fmt::format("{:<16}  ", "layout") : std::string(), "same run as");
     for (std::size_t i = 0; i < shown; ++i) {
       const auto& r = result.rows[i];
       const auto& c = r.candidate;
       std::string line = fmt::format(
-          "{:>4}  {:<17} {:>2} {:>2} {:>2} {:>3} {:>4} {:>2} {:>4} {:>5} {:>6} {:>4}  {:>11} {:>10.2f} {:>5.1f}% {:>6.2f}% {:>11}  {}",
+          "{:>4}  {:<17} {:>2} {:>2} {:>2} {:>3} {:>4} {:>2} {:>4} {:>5} {:>6} {:>4}  {:>11} {:>10.2f} {:>5.1f}% {:>6.2f}% {:>11}  {}{}",
           i + 1, c.schedule, c.parallel.tensor_parallel, c.parallel.sequence_parallel ? "sp" : "-",
           c.parallel.context_parallel, c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks,
           c.parallel.micro_batch_size, c.num_micro_batches, recomputation_short(c.parallel.recomputation),
           precision_short(c.parallel.fp8), sim::format_seconds(r.iteration_time_s), r.throughput_samples_per_s,
-          100 * r.mfu, 100 * r.bubble_fraction, sim::format_bytes(r.peak_memory_bytes), fmt::join(r.equivalents, ", "));
+          100 * r.mfu, 100 * r.bubble_fraction, sim::format_bytes(r.peak_memory_bytes), layout_cell(c.parallel.layout),
+          fmt::join(r.equivalents, ", "));
       line.erase(line.find_last_not_of(' ') + 1);
       std::cout << line << "\n";
     }

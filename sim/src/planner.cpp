@@ -15,6 +15,7 @@
 #include "pipescope/core/registry.hpp"
 #include "pipescope/core/size_limits.hpp"
 #include "pipescope/sim/calibration.hpp"
+#include "pipescope/sim/pipeline_layout.hpp"
 #include "pipescope/sim/steady_state.hpp"
 #include "pipescope/sim/zb_auto.hpp"
 #include "memory_rules.hpp"
@@ -289,6 +290,39 @@ void check_profile_request(const PlanRequest& request) {
                                  profile.micro_batch_size));
 }
 
+std::vector<LayoutOptions> layout_choices(const PlanRequest& request, int layers, int pipeline, int chunks) {
+  std::vector<LayoutOptions> choices{request.options.layout};
+  if (!request.search_layouts || request.profile || !request.options.layout.is_default()) return choices;
+  std::vector<std::vector<int>> counts;
+  try {
+    counts.push_back(split_layers(layers, pipeline * chunks));
+  } catch (const UsageError&) {
+    return choices;  // the split itself is refused, with its reason, when the candidate is built
+  }
+  auto offer = [&](const LayoutOptions& layout) {
+    try {
+      std::vector<int> stage_counts = stage_layer_counts(layout, layers, pipeline, chunks);
+      if (std::find(counts.begin(), counts.end(), stage_counts) != counts.end()) return;
+      counts.push_back(std::move(stage_counts));
+      choices.push_back(layout);
+    } catch (const UsageError&) {
+      // Megatron refuses this layout for these sizes: not a choice here.
+    }
+  };
+  LayoutOptions counted;
+  counted.account_for_embedding = counted.account_for_loss = true;
+  offer(counted);
+  // The first and the last rank one layer per chunk lighter: the others hold m each, with
+  // (pipeline - 2) m + 2 (m - chunks) = layers.
+  if (pipeline >= 3 && (layers + 2 * chunks) % pipeline == 0) {
+    const int middle = (layers + 2 * chunks) / pipeline;
+    LayoutOptions lighter_ends;
+    lighter_ends.first_stage_layers = lighter_ends.last_stage_layers = middle - chunks;
+    offer(lighter_ends);
+  }
+  return choices;
+}
+
 std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
   if (request.num_gpus < 1) throw UsageError("--gpus must be at least 1");
   if (request.global_batch < 1) throw UsageError("--global-batch must be at least 1");
@@ -314,6 +348,7 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
         for (const std::string& schedule : request.schedules) {
           for (int chunks : chunk_choices(request, schedule)) {
             if (pp * chunks > layers) continue;
+            for (const LayoutOptions& layout : layout_choices(request, layers, pp, chunks)) {
             for (Recomputation recomputation : request.recomputations) {
               for (bool sp : sequence_parallel) {
                for (Fp8Format precision : request.precisions) {
@@ -322,6 +357,7 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
                 c.parallel = request.options;
                 c.parallel.pipeline = pp;
                 c.parallel.chunks = chunks;
+                c.parallel.layout = layout;
                 c.parallel.data_parallel = dp;
                 c.parallel.tensor_parallel = tp;
                 c.parallel.context_parallel = cp;
@@ -340,6 +376,7 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
                 out.push_back(c);
                }
               }
+            }
             }
           }
         }

@@ -8,12 +8,18 @@
 // - gpt-1.3b on 8 GPUs with 1f1b, zb-h1 and zb-h2 at one pipeline rank: one program, so one row
 //   naming "zb-h1" and "zb-h2" as the same run; with two ranks they stay apart; Llama's
 //   selective recomputation (a fused attention core) folds into "-";
-// - the refusals in one summary line by cause.
+// - the refusals in one summary line by cause;
+// - a folded run is named by the request's first schedule, even where a backward whole and as B
+//   then W leave its times apart in the last bits;
+// - what no configuration could honour (a layout string that does not parse, ...) is one line;
+// - --search-layouts: Llama 3 70B's 80 layers on 6 ranks x 2 chunks also as 12 on the first and
+//   the last rank and 14 on the others; nothing where Megatron's layouts are the even split.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "pipescope/sim/pipeline_layout.hpp"
 #include "pipescope/sim/planner.hpp"
 #include "ppsim_run.hpp"
 
@@ -180,4 +186,62 @@ TEST_CASE("ppsim plan names the option that no configuration could honour, in on
     CHECK(run.err.find(c.message) != std::string::npos);
     CHECK(run.out.empty());
   }
+}
+
+TEST_CASE("--search-layouts adds Megatron's uneven layouts where they describe the model and differ from the split") {
+  // Llama 3 70B, 80 layers. On 6 ranks x 2 chunks the first and the last rank can hold 12 (6 a
+  // chunk), the others 14: (6 - 2) x 14 + 2 x 12 = 80. Counting the embedding and the loss as
+  // layers needs 82 to divide by 6 ranks: it does not. On 2 ranks of one chunk 82 / 2 = 41
+  // puts 40 and 40 on the stages, the even split again: nothing new.
+  PlanRequest r = megatron_request("llama-3-70b", 48, 48);
+  r.search_layouts = true;
+  const std::vector<LayoutOptions> six = layout_choices(r, 80, 6, 2);
+  REQUIRE(six.size() == 2);
+  CHECK(six[0].is_default());
+  CHECK(six[1].first_stage_layers == 12);
+  CHECK(six[1].last_stage_layers == 12);
+  CHECK(stage_layer_counts(six[1], 80, 6, 2) == std::vector<int>{6, 7, 7, 7, 7, 6, 6, 7, 7, 7, 7, 6});
+  CHECK(layout_choices(r, 80, 2, 1).size() == 1);
+  // 78 layers on 4 ranks: counting the embedding and the loss gives 19, 20, 20, 19, which is
+  // the even split itself (pipescope's split takes the two missing layers from the ends): one choice.
+  CHECK(split_layers(78, 4) == std::vector<int>{19, 20, 20, 19});
+  CHECK(layout_choices(r, 78, 4, 1).size() == 1);
+  // A layout the request gives is every configuration's; without the search, the split only.
+  PlanRequest given = r;
+  given.options.layout.account_for_loss = true;
+  CHECK(layout_choices(given, 80, 6, 2) == std::vector<LayoutOptions>{given.options.layout});
+  r.search_layouts = false;
+  CHECK(layout_choices(r, 80, 6, 2).size() == 1);
+
+  PlanRequest search = megatron_request("llama-3-70b", 48, 48);
+  search.tensor_parallel_sizes = {8};
+  search.schedules = {"interleaved-1f1b"};
+  search.interleave_chunks = {2};
+  const PlanResult even = plan(search);
+  search.search_layouts = true;
+  const PlanResult searched = plan(search);
+  CHECK(searched.considered > even.considered);
+  const auto uneven = std::find_if(searched.rows.begin(), searched.rows.end(), [](const PlanRow& row) {
+    return row.candidate.parallel.layout.first_stage_layers.has_value();
+  });
+  REQUIRE(uneven != searched.rows.end());
+  CHECK(uneven->candidate.parallel.pipeline * uneven->candidate.parallel.chunks >= 6);
+  CHECK(uneven->iteration_time_s == Approx(simulate_candidate(search, uneven->candidate, false).summary.iteration_time_s));
+}
+
+TEST_CASE("ppsim plan --search-layouts shows each row's layout, and refuses a layout given beside it", "[cli]") {
+  const std::string args =
+      "plan --model llama-3-70b --gpus 48 --global-batch 48 --tensor-parallel-sizes 8 --context-parallel-sizes 1 "
+      "--schedules interleaved-1f1b --chunks 2 --recompute none --micro-batch-sizes 1 --quiet --top 0 --search-layouts";
+  const ppsim_test::PpsimRun run = ppsim_test::run_ppsim(args);
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("layout") != std::string::npos);
+  CHECK(run.out.find("first 12 last 12") != std::string::npos);
+  const ppsim_test::PpsimRun csv = ppsim_test::run_ppsim(args + " --format csv");
+  CHECK(csv.out.find("--decoder-first-pipeline-num-layers 12 --decoder-last-pipeline-num-layers 12") != std::string::npos);
+  const ppsim_test::PpsimRun both = ppsim_test::run_ppsim(args + " --account-for-loss-in-pipeline-split");
+  CHECK(both.status == 2);
+  CHECK(both.one_error_line());
+  CHECK(both.err.find("--search-layouts with --account-for-loss-in-pipeline-split") != std::string::npos);
 }

@@ -45,6 +45,12 @@ struct PlanRequest {
   // ParallelConfig (TP communication overlap, the parameter gather's overlap, buckets, the
   // attention backend, the context-parallel exchange, FP8 parameters, layout options).
   ParallelConfig options;
+  // Also try, for each pipeline x chunks, Megatron's uneven layouts where they describe the model
+  // and differ from the even split (layout_choices): the embedding and the loss counted as layers
+  // (--account-for-embedding/loss-in-pipeline-split), and the first and the last pipeline rank one
+  // layer per chunk lighter than the others (--decoder-first/last-pipeline-num-layers). Only
+  // where `options` names no layout of its own, and not with a profile.
+  bool search_layouts = false;
   bool zero1 = true;               // shard the optimizer state over the data-parallel group
   bool overlap_grad_reduce = false;  // ParallelConfig::overlap_grad_reduce, for every configuration
   bool async_tensor_parallel_backward = true;  // ParallelConfig's, for every configuration
@@ -134,6 +140,12 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request);
 PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t, std::size_t)>& progress = {});
 
 // One candidate simulated in full, with its trace (for `ppsim plan --top K --trace-dir`).
+// The layer layouts the search tries for `pipeline` x `chunks` stages of `layers` layers: the
+// request's own (the even split where it names none), then, with search_layouts, each of
+// Megatron's uneven layouts above that describes the model and puts a different number of layers
+// on some stage than those before it.
+std::vector<LayoutOptions> layout_choices(const PlanRequest& request, int layers, int pipeline, int chunks);
+
 SimResult simulate_candidate(const PlanRequest& request, const PlanCandidate& candidate, bool build_trace = true);
 
 // A lower bound on the iteration time: no rank can finish before its own compute, gradient
