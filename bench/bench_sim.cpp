@@ -147,6 +147,23 @@ void BM_PlanWide(benchmark::State& state) {
 }
 BENCHMARK(BM_PlanWide)->Arg(0)->Arg(10)->Unit(benchmark::kMillisecond);
 
+// The question: Llama-3-405B on 16,384 H100 with a global batch of 2048, as `ppsim plan
+// --model llama-3-405b --gpus 16384 --global-batch 2048` asks it (tensor 1-8 x context 1-8 x
+// pipeline x data parallelism, micro-batches 1-8, the six default schedules, three
+// recomputations, sequence parallelism on and off; top 10). Goal: <= 10 s.
+void BM_PlanLlama405bOn16k(benchmark::State& state) {
+  sim::PlanRequest request;
+  request.model = sim::resolve_model("llama-3-405b");
+  request.device = sim::device_preset("h100");
+  request.topology.intra_node = request.device.nvlink;
+  request.num_gpus = 16384;
+  request.global_batch = 2048;
+  request.context_parallel_sizes = {1, 2, 4, 8};
+  request.keep_best = 10;
+  run_planner(state, request);
+}
+BENCHMARK(BM_PlanLlama405bOn16k)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 
 BENCHMARK_MAIN();

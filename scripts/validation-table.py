@@ -12,6 +12,7 @@ Only the ppsim binary is run; tests/sim/test_validation.cpp makes the same predi
 each error against the run's tolerance.
 """
 import argparse
+import concurrent.futures
 import json
 import math
 import os
@@ -64,8 +65,10 @@ def simulate(ppsim, args, run_id):
 
 
 def predict_all(ppsim, runs):
-    """Each run's ppsim arguments and summary."""
-    return {run["id"]: {"args": list(run["args"]), "summary": simulate(ppsim, run["args"], run["id"])} for run in runs}
+    """Each run's ppsim arguments and summary, two simulations at a time."""
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        summaries = list(pool.map(lambda run: simulate(ppsim, run["args"], run["id"]), runs))
+    return {run["id"]: {"args": list(run["args"]), "summary": summary} for run, summary in zip(runs, summaries)}
 
 
 def model_of(run):
@@ -78,29 +81,66 @@ def schedule_ranking(group_runs, values):
     return " > ".join(r["schedule_label"] for r in sorted(group_runs, key=lambda r: -values[r["id"]]))
 
 
+def device_of(run):
+    args = run["args"]
+    return args[args.index("--gpu") + 1] if "--gpu" in args else "h100"
+
+
+def row_line(run, results, predicted, time_errors, memory_errors):
+    summary = results[run["id"]]["summary"]
+    value = predicted_metric(run, model_of(run), summary["iteration_time_s"])
+    predicted[run["id"]] = value
+    error = throughput_error(run, value)
+    time_errors.append(abs(error))
+    memory_cell, memory_error_cell = "", ""
+    if "published_memory_gib" in run:
+        peak = max(r["peak_memory_bytes"] for r in summary["ranks"]) / GIB
+        memory_error = peak / run["published_memory_gib"] - 1
+        memory_errors.append(abs(memory_error))
+        memory_cell = f"{run['published_memory_gib']} / {peak:.1f}"
+        memory_error_cell = f"{100 * memory_error:+.1f} % (±{100 * run['memory_tolerance']:.0f} %)"
+    unit = UNITS[run["metric"]]
+    return (f"| {run['id']} ({run['row']}) | {run['published']:g} {unit} | {value:.3g} | {100 * error:+.1f} % (±{100 * run['time_tolerance']:.0f} %) | "
+            f"{memory_cell} | {memory_error_cell} | `{' '.join(results[run['id']]['args'])}` |")
+
+
+def stats(errors):
+    return f"mean |error| {100 * sum(errors) / len(errors):.1f} %, max {100 * max(errors):.1f} %"
+
+
+def fit_name(run):
+    """What a fitted run is named by in the summaries: its model family, or its source."""
+    return run.get("family", run["source"])
+
+
 def table(data, results):
-    lines = ["| run | published | predicted | error (tolerance) | memory published / predicted (GiB) | error (tolerance) "
-             "| command (`ppsim simulate ... --json`) |",
-             "|---|---|---|---|---|---|---|"]
-    time_errors, memory_errors = [], []
-    predicted = {}
-    for run in data["runs"]:
-        summary = results[run["id"]]["summary"]
-        value = predicted_metric(run, model_of(run), summary["iteration_time_s"])
-        predicted[run["id"]] = value
-        error = throughput_error(run, value)
-        time_errors.append(abs(error))
-        memory_cell, memory_error_cell = "", ""
-        if "published_memory_gib" in run:
-            peak = max(r["peak_memory_bytes"] for r in summary["ranks"]) / GIB
-            memory_error = peak / run["published_memory_gib"] - 1
-            memory_errors.append(abs(memory_error))
-            memory_cell = f"{run['published_memory_gib']} / {peak:.1f}"
-            memory_error_cell = f"{100 * memory_error:+.1f} % (±{100 * run['memory_tolerance']:.0f} %)"
-        unit = UNITS[run["metric"]]
-        lines.append(f"| {run['id']} ({run['row']}) | {run['published']:g} {unit} | {value:.3g} | {100 * error:+.1f} % (±{100 * run['time_tolerance']:.0f} %) | "
-                     f"{memory_cell} | {memory_error_cell} | `{' '.join(results[run['id']]['args'])}` |")
-    lines.append("")
+    """For each device (in the file's order), the runs held out of its preset's fit, then the runs the preset was
+    fitted on, each with its summary ("A100, held out: N runs, ...", "H100, fitted on (nemotron4-15b): ..."); then
+    the summaries over everything (which tests/sim/test_validation.cpp checks)."""
+    heading = ["| run | published | predicted | error (tolerance) | memory published / predicted (GiB) | error (tolerance) "
+               "| command (`ppsim simulate ... --json`) |",
+               "|---|---|---|---|---|---|---|"]
+    devices = list(dict.fromkeys(device_of(r) for r in data["runs"]))
+    sections = []
+    for device in devices:
+        sections.append((f"{device.upper()}, held out", lambda r, d=device: device_of(r) == d and not r.get("fitted")))
+        sections.append((f"{device.upper()}, fitted on", lambda r, d=device: device_of(r) == d and r.get("fitted")))
+    lines, time_errors, memory_errors, predicted = [], [], [], {}
+    section_errors = {}
+    for title, member in sections:
+        runs = [r for r in data["runs"] if member(r)]
+        if not runs:
+            continue
+        if title.endswith(", fitted on"):
+            names = list(dict.fromkeys(fit_name(r) for r in runs))
+            title = f"{title} ({', '.join(names)})"
+        lines += [f"**{title}**", ""] + heading
+        errors = []
+        for run in runs:
+            lines.append(row_line(run, results, predicted, errors, memory_errors))
+        time_errors += errors
+        section_errors[title] = errors
+        lines += ["", f"{title}: {len(errors)} runs, {stats(errors)}.", ""]
     lines.append(f"Throughput over {len(time_errors)} runs: mean |error| {100 * sum(time_errors) / len(time_errors):.1f} %, "
                  f"max {100 * max(time_errors):.1f} %.")
     if memory_errors:
@@ -108,8 +148,16 @@ def table(data, results):
                      f"{100 * sum(memory_errors) / len(memory_errors):.1f} %, max {100 * max(memory_errors):.1f} %.")
     for source in data["sources"]:
         source_errors = [abs(throughput_error(r, predicted[r["id"]])) for r in data["runs"] if r["source"] == source]
-        lines.append(f"{source}: {len(source_errors)} runs, mean |error| {100 * sum(source_errors) / len(source_errors):.1f} %, "
-                     f"max {100 * max(source_errors):.1f} %.")
+        lines.append(f"{source}: {len(source_errors)} runs, {stats(source_errors)}.")
+    families = {}
+    for run in data["runs"]:
+        if "family" in run:
+            families.setdefault((run["family"], "fitted" if run.get("fitted") else "held out"), []).append(
+                abs(throughput_error(run, predicted[run["id"]])))
+    if families:
+        lines += ["", "| H100 family | runs | mean \\|error\\| | max |", "|---|---|---|---|"]
+        for (family, role), errors in sorted(families.items()):
+            lines.append(f"| {family} ({role}) | {len(errors)} | {100 * sum(errors) / len(errors):.1f} % | {100 * max(errors):.1f} % |")
     groups = {}
     for run in data["runs"]:
         if "ranking_group" in run and "ranking_excluded" not in run:

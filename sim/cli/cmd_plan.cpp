@@ -16,9 +16,11 @@
 #include <fmt/ranges.h>
 
 #include "command.hpp"
+#include "megatron_options.hpp"
 #include "number_options.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/registry.hpp"
+#include "pipescope/sim/pipeline_layout.hpp"
 #include "pipescope/sim/planner.hpp"
 #include "pipescope/sim/prediction_interval.hpp"
 #include "pipescope/sim/units.hpp"
@@ -88,18 +90,63 @@ const char* recomputation_short(sim::Recomputation r) {
   return "?";
 }
 
-std::string candidate_label(const sim::PlanCandidate& c) {
-  return fmt::format("{}_tp{}{}_pp{}_dp{}_v{}_mbs{}_m{}_recompute-{}", c.schedule, c.parallel.tensor_parallel,
-                     c.parallel.sequence_parallel ? "sp" : "", c.parallel.pipeline, c.parallel.data_parallel,
-                     c.parallel.chunks, c.parallel.micro_batch_size, c.num_micro_batches,
-                     sim::recomputation_name(c.parallel.recomputation));
+// Short forms for the table: "-" (BF16), "hyb", "e4m3".
+const char* precision_short(sim::Fp8Format f) {
+  switch (f) {
+    case sim::Fp8Format::none: return "-";
+    case sim::Fp8Format::hybrid: return "hyb";
+    case sim::Fp8Format::e4m3: return "e4m3";
+  }
+  return "?";
 }
 
-nlohmann::json row_json(std::size_t rank, const sim::PlanRow& r) {
+// A layout's part of a trace file's name ("" for the even split).
+std::string layout_label(const sim::LayoutOptions& layout) {
+  if (layout.is_default()) return "";
+  if (!layout.layout.empty()) return "_layout";
+  if (layout.first_stage_layers || layout.last_stage_layers)
+    return fmt::format("_first{}_last{}", layout.first_stage_layers.value_or(0), layout.last_stage_layers.value_or(0));
+  return fmt::format("{}{}", layout.account_for_embedding ? "_emb" : "", layout.account_for_loss ? "_loss" : "");
+}
+
+std::string candidate_label(const sim::PlanCandidate& c) {
+  return fmt::format("{}_tp{}{}{}_pp{}_dp{}_v{}_mbs{}_m{}_recompute-{}{}", c.schedule, c.parallel.tensor_parallel,
+                     c.parallel.sequence_parallel ? "sp" : "",
+                     c.parallel.context_parallel > 1 ? fmt::format("_cp{}", c.parallel.context_parallel) : "",
+                     c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks, c.parallel.micro_batch_size,
+                     c.num_micro_batches, sim::recomputation_name(c.parallel.recomputation),
+                     c.parallel.fp8 != sim::Fp8Format::none ? fmt::format("_fp8-{}", sim::fp8_format_name(c.parallel.fp8))
+                                                            : "") +
+         layout_label(c.parallel.layout);
+}
+
+// The row's layout in the table's few characters: "-" for the even split.
+std::string layout_short(const sim::LayoutOptions& layout) {
+  if (layout.is_default()) return "-";
+  if (!layout.layout.empty()) return "string";
+  if (layout.first_stage_layers || layout.last_stage_layers)
+    return fmt::format("first {} last {}", layout.first_stage_layers ? fmt::to_string(*layout.first_stage_layers) : "-",
+                       layout.last_stage_layers ? fmt::to_string(*layout.last_stage_layers) : "-");
+  if (layout.account_for_embedding && layout.account_for_loss) return "E, L as layers";
+  return layout.account_for_embedding ? "E as a layer" : "L as a layer";
+}
+
+// The row's layer layout in Megatron's options ("" for the even split).
+std::string layout_text(const sim::PlanRequest& request, const sim::PlanCandidate& c) {
+  if (!c.parallel.layout.is_default() || request.profile) return c.parallel.layout.describe();
+  return sim::megatron_layout_of_split(request.model.layers, c.parallel.pipeline, c.parallel.chunks).describe();
+}
+
+nlohmann::json row_json(std::size_t rank, const sim::PlanRow& r, const std::string& layout) {
   const sim::PlanCandidate& c = r.candidate;
   return {{"rank", rank},
           {"schedule", c.schedule},
           {"tensor_parallel", c.parallel.tensor_parallel},
+          {"context_parallel", c.parallel.context_parallel},
+          {"fp8_format", c.parallel.fp8 == sim::Fp8Format::none ? nlohmann::json(nullptr)
+                                                                : nlohmann::json(sim::fp8_format_name(c.parallel.fp8))},
+          {"layout", layout},
+          {"equivalents", r.equivalents},
           {"sequence_parallel", c.parallel.sequence_parallel},
           {"pipeline", c.parallel.pipeline},
           {"data_parallel", c.parallel.data_parallel},
@@ -167,16 +214,19 @@ int run_plan(const std::vector<std::string>& args) {
   std::string model_name = "gpt-7b", gpu = "h100", max_mem = "0", format = "table", trace_dir, profile_path;
   std::string schedules = "gpipe,1f1b,interleaved-1f1b,zb-h1,zb-h2,zbv", micro_batch_sizes = "1,2,4,8";
   std::string chunk_options = "2,4", recompute = "none,selective,full", inter_bandwidth = "50GB", intra_bandwidth = "0";
-  std::string tensor_parallel_sizes = "1,2,4,8", sequence_parallel = "both";
+  std::string tensor_parallel_sizes = "1,2,4,8", sequence_parallel = "both", context_parallel_sizes = "1,2,4,8";
+  MegatronOptions megatron;
+  bool verbose = false;
   int gpus = 64, gpus_per_node = 8, global_batch = 512, top = 10, max_pipeline = 0, microbatch_group_size = 0;
   double efficiency = 0, intra_latency_s = 2e-6, inter_latency_s = 5e-6;
   bool no_zero1 = false, overlap_grad_reduce = false, steady_state = false, no_async_tp = false, quiet = false;
+  bool search_layouts = false;
   po::options_description options("ppsim plan [options]");
   options.add_options()
       ("model", po::value(&model_name)->default_value(model_name), fmt::format("{}, or a JSON model file", fmt::join(sim::model_preset_names(), ", ")).c_str())
       ("profile", po::value(&profile_path), "plan with costs measured by pprun (pipescope.profile/1, ppsim calibrate) "
                                             "for its model and world size instead of --model/--gpu (default: none)")
-      ("gpu", po::value(&gpu)->default_value(gpu), "device: h100, h200, a100")
+      ("gpu", po::value(&gpu)->default_value(gpu), "device: h100, h200, b200, a100")
       ("efficiency", po::value(&efficiency)->default_value(efficiency), "achievable fraction of peak FLOP/s (0: the device's, 0.5)")
       ("gpus", po::value(&gpus)->default_value(gpus), "GPUs in the cluster (tensor x pipeline x data-parallel; with --profile: the measured run's)")
       ("gpus-per-node", po::value(&gpus_per_node)->default_value(gpus_per_node), "GPUs per node")
@@ -197,6 +247,11 @@ int run_plan(const std::vector<std::string>& args) {
        "comma-separated tensor-parallel sizes (each within a node, dividing the heads, kv heads and FFN; with --profile: 1)")
       ("sequence-parallel", po::value(&sequence_parallel)->default_value(sequence_parallel),
        "sequence parallelism where tensor-parallel > 1: both, on, off")
+      ("context-parallel-sizes", po::value(&context_parallel_sizes)->default_value(context_parallel_sizes),
+       "comma-separated context-parallel sizes (each splitting the sequence in 2C chunks; with --profile: 1)")
+      ("search-layouts", po::bool_switch(&search_layouts),
+       "also try Megatron's uneven layouts for each pipeline x chunks: the embedding and the loss counted as layers, "
+       "and the first and last rank one layer per chunk lighter (default: the even split, or the layout options given)")
       ("recompute", po::value(&recompute)->default_value(recompute),
        "activation recomputation: comma-separated none, selective, full (or both = none,full; on = full; off = none)")
       ("no-zero1", po::bool_switch(&no_zero1), "keep the full optimizer state on every replica (default: ZeRO-1)")
@@ -209,11 +264,13 @@ int run_plan(const std::vector<std::string>& args) {
       ("steady-state", po::bool_switch(&steady_state),
        "rank by back-to-back iterations whose optimizer steps do not wait for one another (the Zero Bubble "
        "paper's post-validation; default: one isolated iteration)")
+      ("verbose,v", po::bool_switch(&verbose), "list every refusal's reason (default: one summary line)")
       ("top", po::value(&top)->default_value(top), "rows to print and traces to write (0: all rows)")
       ("format", po::value(&format)->default_value(format), "table, csv or json")
       ("trace-dir", po::value(&trace_dir), "write the predicted traces of the top K configurations to DIR (default: none)")
       ("quiet,q", po::bool_switch(&quiet), "no progress bar")
       ("help,h", "this text");
+  megatron.add_to(options, false);
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(options).run(), vm);
   if (vm.count("help")) {
@@ -234,11 +291,15 @@ int run_plan(const std::vector<std::string>& args) {
   if (use_profile) {
     // The profile is one model on one machine: what describes another cannot come with it.
     for (const char* name : {"model", "gpu", "efficiency", "gpus-per-node", "intra-bandwidth", "intra-latency",
-                             "inter-bandwidth", "inter-latency", "no-zero1", "overlap-grad-reduce",
+                             "inter-bandwidth", "inter-latency", "no-zero1", "overlap-grad-reduce", "search-layouts",
                              "no-async-tensor-model-parallel-allreduce"})
       if (vm.count(name) && !vm[name].defaulted())
         throw UsageError(std::string("--") + name + " cannot be combined with --profile (the profile holds the measured "
                                                     "costs of one model on one machine)");
+    for (const std::string& option : megatron.given(vm))
+      throw UsageError(option + " cannot be combined with --profile (the profile holds the measured costs of one model "
+                                "on one machine)");
+    if (vm["context-parallel-sizes"].defaulted()) context_parallel_sizes = "1";
     request.profile = sim::read_profile(profile_path);
     request.profile_source = profile_path;
     const sim::Profile& profile = *request.profile;
@@ -283,6 +344,28 @@ int run_plan(const std::vector<std::string>& args) {
   request.tensor_parallel_sizes = int_list(tensor_parallel_sizes, "--tensor-parallel-sizes");
   request.recomputations = recomputation_list(recompute);
   request.sequence_parallel_options = sequence_parallel_list(sequence_parallel);
+  request.context_parallel_sizes = int_list(context_parallel_sizes, "--context-parallel-sizes");
+  if (use_profile)
+    for (int cp : request.context_parallel_sizes)
+      if (cp != 1)
+        throw UsageError(fmt::format("--context-parallel-sizes {}: the profile {} measured stages without context "
+                                     "parallelism",
+                                     cp, profile_path));
+  megatron.apply(request.options);
+  // What no configuration of the search could honour is an error, not a refusal of every row.
+  sim::check_layout_options(request.options.layout);
+  if (search_layouts && !request.options.layout.is_default())
+    throw UsageError("--search-layouts with " + request.options.layout.describe() +
+                     ": the layout is given; leave one out");
+  request.search_layouts = search_layouts;
+  if (request.options.overlap_param_gather && no_zero1)
+    throw UsageError("--overlap-param-gather needs the distributed optimizer (drop --no-zero1)");
+  if (request.options.tp_comm_overlap && sequence_parallel == "off")
+    throw UsageError("--tp-comm-overlap needs sequence parallelism (--sequence-parallel on or both)");
+  // --fp8-format adds FP8 to the search beside BF16.
+  if (request.options.fp8 != sim::Fp8Format::none) request.precisions = {sim::Fp8Format::none, request.options.fp8};
+  if (auto problem = sim::precision_problem(request.device, request.options); problem && !use_profile)
+    throw UsageError(*problem);
   request.zero1 = !no_zero1;
   request.overlap_grad_reduce = overlap_grad_reduce;
   request.async_tensor_parallel_backward = !no_async_tp;
@@ -306,7 +389,7 @@ int run_plan(const std::vector<std::string>& args) {
                                           : nlohmann::json(result.limit_bytes);
     nlohmann::json rows = nlohmann::json::array();
     for (std::size_t i = 0; i < shown; ++i) {
-      rows.push_back(row_json(i + 1, result.rows[i]));
+      rows.push_back(row_json(i + 1, result.rows[i], layout_text(request, result.rows[i].candidate)));
       if (const auto& interval = intervals[i]) {
         rows.back()["iteration_time_interval_s"] = {interval->low_s, interval->high_s};
         if (!interval->estimated.empty()) rows.back()["estimated"] = interval->estimated;
@@ -326,6 +409,7 @@ int run_plan(const std::vector<std::string>& args) {
                         {"dropped_for_memory", result.dropped_for_memory},
                         {"refused", result.refused},
                         {"pruned", result.pruned},
+                        {"folded", result.folded},
                         {"refusals", result.refusals},
                         {"configurations", std::move(rows)}};
     std::cout << j.dump(2) << "\n";
@@ -333,17 +417,20 @@ int run_plan(const std::vector<std::string>& args) {
     // The columns before tensor_parallel keep their places for the readers written before it.
     std::cout << "rank,schedule,pipeline,data_parallel,chunks,micro_batch_size,num_micro_batches,recompute,zero1,"
                  "iteration_time_s,throughput_samples_per_s,tokens_per_s,mfu,bubble_fraction,peak_memory_bytes,"
-                 "tensor_parallel,sequence_parallel,recompute_granularity\n";
+                 "tensor_parallel,sequence_parallel,recompute_granularity,context_parallel,fp8_format,layout,equivalents\n";
     for (std::size_t i = 0; i < shown; ++i) {
       const auto& r = result.rows[i];
       const auto& c = r.candidate;
-      std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g},{},{},{},{}\n", i + 1,
-                               c.schedule, c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks,
+      std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g},{},{},{},{},{},{},\"{}\",\"{}\"\n",
+                               i + 1, c.schedule, c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks,
                                c.parallel.micro_batch_size, c.num_micro_batches,
                                c.parallel.recomputation != sim::Recomputation::none ? 1 : 0, c.parallel.zero1 ? 1 : 0,
                                r.iteration_time_s, r.throughput_samples_per_s, r.tokens_per_s, r.mfu,
                                r.bubble_fraction, r.peak_memory_bytes, c.parallel.tensor_parallel,
-                               c.parallel.sequence_parallel ? 1 : 0, sim::recomputation_name(c.parallel.recomputation));
+                               c.parallel.sequence_parallel ? 1 : 0, sim::recomputation_name(c.parallel.recomputation),
+                               c.parallel.context_parallel,
+                               c.parallel.fp8 == sim::Fp8Format::none ? "" : sim::fp8_format_name(c.parallel.fp8),
+                               layout_text(request, c), fmt::join(r.equivalents, "; "));
     }
   } else {
     const std::string limit = result.limit_bytes == std::numeric_limits<std::int64_t>::max()
@@ -356,30 +443,45 @@ int run_plan(const std::vector<std::string>& args) {
       std::cout << fmt::format("{} on {} x {} ({} per node), global batch {}, memory limit {} per GPU{}\n",
                                request.model.name, gpus, request.device.name, gpus_per_node, global_batch, limit,
                                steady_state ? "; steady state of back-to-back iterations" : "");
-    std::cout << fmt::format("{} configurations: {} simulated, {} fit, {} dropped for memory, {} refused by the schedule or tensor parallelism",
-                             result.considered, result.simulated, result.rows.size(), result.dropped_for_memory,
-                             result.refused);
+    std::cout << fmt::format("{} configurations: {} simulated, {} fit, {} dropped for memory, {} refused",
+                             result.considered, result.simulated, result.rows.size() + result.folded,
+                             result.dropped_for_memory, result.refused);
     if (top > 0) std::cout << fmt::format(", {} pruned (their lower bound cannot reach the top {})", result.pruned, top);
+    if (result.folded > 0) std::cout << fmt::format("; {} rows folded into the same run", result.folded);
     std::cout << "\n\n";
-    std::cout << fmt::format("{:>4}  {:<17} {:>2} {:>2} {:>3} {:>3} {:>2} {:>4} {:>5} {:>6}  {:>11} {:>10} {:>6} {:>7} {:>11}\n",
-                             "#", "schedule", "tp", "sp", "pp", "dp", "v", "mbs", "m", "recomp", "iteration",
-                             "samples/s", "MFU", "bubble", "peak mem");
+    // A layout column where the search tries layouts (a given layout is every row's, in the CSV
+    // and JSON).
+    const auto layout_cell = [&](const sim::LayoutOptions& layout) {
+      return search_layouts ? fmt::format("{:<16}  ", layout_short(layout)) : std::string();
+    };
+    std::cout << fmt::format("{:>4}  {:<17} {:>2} {:>2} {:>2} {:>3} {:>4} {:>2} {:>4} {:>5} {:>6} {:>4}  {:>11} {:>10} {:>6} {:>7} {:>11}  {}{}\n",
+                             "#", "schedule", "tp", "sp", "cp", "pp", "dp", "v", "mbs", "m", "recomp", "fp8",
+                             "iteration", "samples/s", "MFU", "bubble", "peak mem",
+                             search_layouts ? fmt::format("{:<16}  ", "layout") : std::string(), "same run as");
     for (std::size_t i = 0; i < shown; ++i) {
       const auto& r = result.rows[i];
       const auto& c = r.candidate;
-      std::cout << fmt::format("{:>4}  {:<17} {:>2} {:>2} {:>3} {:>3} {:>2} {:>4} {:>5} {:>6}  {:>11} {:>10.2f} {:>5.1f}% {:>6.2f}% {:>11}\n",
-                               i + 1, c.schedule, c.parallel.tensor_parallel, c.parallel.sequence_parallel ? "sp" : "-",
-                               c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks,
-                               c.parallel.micro_batch_size, c.num_micro_batches, recomputation_short(c.parallel.recomputation),
-                               sim::format_seconds(r.iteration_time_s), r.throughput_samples_per_s, 100 * r.mfu,
-                               100 * r.bubble_fraction, sim::format_bytes(r.peak_memory_bytes));
+      std::string line = fmt::format(
+          "{:>4}  {:<17} {:>2} {:>2} {:>2} {:>3} {:>4} {:>2} {:>4} {:>5} {:>6} {:>4}  {:>11} {:>10.2f} {:>5.1f}% {:>6.2f}% {:>11}  {}{}",
+          i + 1, c.schedule, c.parallel.tensor_parallel, c.parallel.sequence_parallel ? "sp" : "-",
+          c.parallel.context_parallel, c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks,
+          c.parallel.micro_batch_size, c.num_micro_batches, recomputation_short(c.parallel.recomputation),
+          precision_short(c.parallel.fp8), sim::format_seconds(r.iteration_time_s), r.throughput_samples_per_s,
+          100 * r.mfu, 100 * r.bubble_fraction, sim::format_bytes(r.peak_memory_bytes), layout_cell(c.parallel.layout),
+          fmt::join(r.equivalents, ", "));
+      line.erase(line.find_last_not_of(' ') + 1);
+      std::cout << line << "\n";
       if (const auto& interval = intervals[i])
         std::cout << fmt::format("      interval {} .. {}{}\n", sim::format_seconds(interval->low_s),
                                  sim::format_seconds(interval->high_s),
                                  interval->estimated.empty() ? "" : " (backward split estimated)");
     }
     if (result.rows.empty()) std::cout << "nothing fits: raise --max-mem, add GPUs, or allow recomputation\n";
-    for (const std::string& why : result.refusals) std::cout << "refused: " << why << "\n";
+    if (verbose) {
+      for (const std::string& why : result.refusals) std::cout << "refused: " << why << "\n";
+    } else if (result.refused > 0) {
+      std::cout << sim::refusal_summary(result) << " (--verbose lists why)\n";
+    }
   }
 
   if (!trace_dir.empty()) {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "command.hpp"
+#include "megatron_options.hpp"
 #include "number_options.hpp"
 #include "schedule_options.hpp"
 #include "pipescope/core/errors.hpp"
@@ -46,9 +47,11 @@ struct SimulateOptions {
   double f_cost = 1, b_cost = 1, w_cost = 1, c_cost = 0;
   std::string f_mem = "2", b_mem = "-1", w_mem = "-1", static_mem = "0", max_mem = "0";
   std::string model, gpu = "h100", profile, trace;
-  int gpus_per_node = 8, data_parallel = 1, micro_batch_size = 1, tensor_parallel = 1, max_mem_micro_batches = 0;
-  bool recompute = false, sequence_parallel = false, zero1 = false, overlap_grad_reduce = false, no_link_sharing = false,
+  int gpus_per_node = 8, data_parallel = 1, micro_batch_size = 1, tensor_parallel = 1, context_parallel = 1,
+      max_mem_micro_batches = 0;
+  bool recompute = false, sequence_parallel = false, overlap_grad_reduce = false, no_link_sharing = false,
        steady_state = false, no_async_tp = false, json = false, quiet = false;
+  MegatronOptions megatron;
   std::string recompute_granularity;  // empty: --recompute decides (full or none)
   double efficiency = 0;  // 0: the device preset's
   std::string intra_bandwidth = "0", inter_bandwidth = "50GB";
@@ -84,20 +87,23 @@ void add_options(po::options_description& o, SimulateOptions& s) {
       ("model", po::value(&s.model),
        "gpt-1.3b, gpt-7b, gpt3-175b, llama-70b, llama-3-8b, llama-3-70b, llama-3-405b, or a JSON model file "
        "(default: none, explicit costs)")
-      ("gpu", po::value(&s.gpu)->default_value(s.gpu), "device: h100, h200, a100")
+      ("gpu", po::value(&s.gpu)->default_value(s.gpu), "device: h100, h200, b200, a100")
       ("efficiency", po::value(&s.efficiency)->default_value(s.efficiency),
        "a constant fraction of peak FLOP/s for every operation (0: each priced by its shape, docs/MODEL.md)")
       ("tensor-parallel", po::value(&s.tensor_parallel)->default_value(s.tensor_parallel),
        "T, Megatron tensor parallelism: GPUs of one node per pipeline stage")
       ("sequence-parallel", po::bool_switch(&s.sequence_parallel), "Megatron sequence parallelism, with T > 1 (default off)")
+      ("context-parallel", po::value(&s.context_parallel)->default_value(s.context_parallel),
+       "C, Megatron context parallelism (--context-parallel-size): each sequence split over C GPUs with causal "
+       "load balancing; its group sits inside a node before the data-parallel one (GPUs = P x T x C x DP)")
       ("recompute-granularity", po::value(&s.recompute_granularity),
        "full or selective (the attention core) activation recomputation, with --model (default: none)")
-      ("data-parallel", po::value(&s.data_parallel)->default_value(s.data_parallel), "data-parallel replicas (ring all-reduce of gradients)")
+      ("data-parallel", po::value(&s.data_parallel)->default_value(s.data_parallel),
+       "data-parallel replicas (gradients reduced over data x context parallelism)")
       ("micro-batch-size", po::value(&s.micro_batch_size)->default_value(s.micro_batch_size), "samples per micro-batch")
       ("recompute", po::bool_switch(&s.recompute),
        "full activation recomputation, with --model or with the --profile of a run without it (default off; "
        "--recompute-granularity full)")
-      ("zero1", po::bool_switch(&s.zero1), "shard optimizer state over data-parallel replicas (default off)")
       ("no-async-tensor-model-parallel-allreduce", po::bool_switch(&s.no_async_tp),
        "the backward's tensor-parallel collectives wait on the compute stream, as in Megatron before 2022 "
        "(default: each column-parallel linear's runs beside its weight gradient)")
@@ -121,7 +127,9 @@ void add_options(po::options_description& o, SimulateOptions& s) {
       ("trace", po::value(&s.trace), "write the predicted trace (Chrome trace JSON; .gz compresses) to FILE")
       ("quiet,q", po::bool_switch(&s.quiet), "no progress output")
       ("help,h", "this text");
-  o.add(schedule).add(costs).add(model).add(measured).add(output);
+  o.add(schedule).add(costs).add(model);
+  s.megatron.add_to(o, true);
+  o.add(measured).add(output);
 }
 
 bool given(const po::variables_map& vm, const char* name) { return vm.count(name) && !vm[name].defaulted(); }
@@ -173,6 +181,9 @@ void check_model_only_options(const SimulateOptions& s, const po::variables_map&
   if (!s.model.empty()) return;
   const std::string source = s.profile.empty() ? "explicit costs" : "--profile (it measured its own layout)";
   if (given(vm, "tensor-parallel")) throw UsageError("--tensor-parallel needs --model: not with " + source);
+  if (given(vm, "context-parallel")) throw UsageError("--context-parallel needs --model: not with " + source);
+  for (const std::string& option : s.megatron.given(vm)) throw UsageError(option + " needs --model: not with " + source);
+
   if (s.sequence_parallel) throw UsageError("--sequence-parallel needs --model: not with " + source);
   if (recomputation_of(s) == sim::Recomputation::selective)
     throw UsageError("--recompute-granularity selective needs --model: not with " + source);
@@ -220,15 +231,20 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
     parallel.data_parallel = s.data_parallel;
     parallel.micro_batch_size = s.micro_batch_size;
     parallel.tensor_parallel = s.tensor_parallel;
+    parallel.context_parallel = s.context_parallel;
     parallel.sequence_parallel = s.sequence_parallel;
     parallel.recomputation = recomputation_of(s);
-    parallel.zero1 = s.zero1;
     parallel.overlap_grad_reduce = s.overlap_grad_reduce;
     parallel.async_tensor_parallel_backward = !s.no_async_tp;
-    source.description = fmt::format("{} on {} x {} ({} per node; tp {}{}, recomputation {})", model.name,
-                                     s.params.num_ranks * s.data_parallel * s.tensor_parallel, device.name,
-                                     s.gpus_per_node, s.tensor_parallel, s.sequence_parallel ? " with sp" : "",
-                                     sim::recomputation_name(parallel.recomputation));
+    s.megatron.apply(parallel);
+    source.description = fmt::format("{} on {} x {} ({} per node; tp {}{}{}, recomputation {}{})", model.name,
+                                     parallel.gpus(), device.name, s.gpus_per_node, s.tensor_parallel,
+                                     s.sequence_parallel ? " with sp" : "",
+                                     s.context_parallel > 1 ? fmt::format(", cp {}", s.context_parallel) : "",
+                                     sim::recomputation_name(parallel.recomputation),
+                                     parallel.fp8 != sim::Fp8Format::none
+                                         ? fmt::format(", fp8 {}", sim::fp8_format_name(parallel.fp8))
+                                         : "");
     source.costs = sim::derive_costs(model, device, topology, parallel);
     source.topology = sim::with_parallel_layout(topology, parallel);
     source.memory_limit_bytes = max_mem > 0 ? max_mem : device.memory_bytes;

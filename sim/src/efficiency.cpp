@@ -7,46 +7,100 @@
 
 namespace pipescope::sim {
 
+namespace {
+
+// FlashAttention-3 paper (Shah et al. 2024, arXiv:2407.08608), H100 80GB SXM5, BF16, head
+// dimension 128, at 512 ... 16k keys: causal forward (its Fig. "forward speed, causal") and
+// backward, FlashAttention-2 and cuDNN, TFLOP/s.
+constexpr AttentionCurve kH100FlashAttention2{{191e12, 260e12, 298e12, 319e12, 333e12, 335e12},
+                                              {214e12, 260e12, 291e12, 310e12, 318e12, 322e12}};
+constexpr AttentionCurve kH100Cudnn{{315e12, 410e12, 484e12, 518e12, 529e12, 539e12},
+                                    {305e12, 408e12, 465e12, 499e12, 518e12, 516e12}};
+
+AttentionCurve scaled(AttentionCurve curve, double factor) {
+  for (double& v : curve.forward_flops_per_s) v *= factor;
+  for (double& v : curve.backward_flops_per_s) v *= factor;
+  return curve;
+}
+
+// The H100's figures (docs/MODEL.md): BF16 products, element-wise work and attention as measured
+// alone (an 8192^3 product at 798 TFLOP/s, ANCHORS.md; a device copy at ~3.0 TB/s; the curves
+// above), and two figures fitted end to end on Nemotron-4 15B's published H100 runs alone
+// (docs/VALIDATION.md, "fitted on"; every other published run held out): the sustained fraction
+// 0.77 of every lone figure, and the FP8 products' 0.72 of the FP8 peak (lone, about 0.81: the
+// rest is Transformer Engine's per-product scaling work, which the casts' bytes do not cover).
+KernelFigures hopper_kernels() {
+  KernelFigures k;
+  k.gemm_peak_fraction = 0.845;
+  k.memory_bandwidth_fraction = 0.9;
+  k.multiprocessors = 132;
+  k.tile_m = 128;
+  k.tile_n = 256;
+  k.tile_k_overhead = 128;
+  k.fp8_gemm_peak_fraction = 0.72;
+  k.flash_attention = kH100FlashAttention2;
+  k.fused_attention = kH100Cudnn;
+  k.sustained_fraction = 0.77;
+  return k;
+}
+
+}  // namespace
+
 DeviceSpec device_preset(const std::string& name) {
   DeviceSpec d;
   d.name = name;
-  if (name == "h100") {
-    // H100 SXM: 132 SMs, 989 TFLOP/s dense bf16, 3.35 TB/s HBM3, NVLink 4. The peak fraction
-    // makes an 8192^3 product 798 TFLOP/s, as measured (ANCHORS.md).
+  if (name == "h100" || name == "h200") {
+    // H100 SXM: 132 SMs, 989 TFLOP/s dense BF16 and 1979 dense FP8, 3.35 TB/s HBM3, NVLink 4
+    // (H100 datasheet). The H200 is the same chip with 141 GB of HBM3e at 4.8 TB/s (H200
+    // datasheet), so the same kernel figures.
     d.peak_flops_per_s = 989e12;
-    d.memory_bytes = 80'000'000'000;
-    d.memory_bandwidth_bytes_per_s = 3.35e12;
+    d.peak_fp8_flops_per_s = 1979e12;
+    d.memory_bytes = name == "h100" ? 80'000'000'000 : 141'000'000'000;
+    d.memory_bandwidth_bytes_per_s = name == "h100" ? 3.35e12 : 4.8e12;
     d.nvlink = {450e9, 2e-6};
-    d.kernels = {0.845, 0.9, 132, 128, 256, 128};
+    d.kernels = hopper_kernels();
     return d;
   }
-  if (name == "h200") {
-    // H200: the H100's chip (132 SMs, same kernels) with 141 GB of HBM3e at 4.8 TB/s.
-    d.peak_flops_per_s = 989e12;
-    d.memory_bytes = 141'000'000'000;
-    d.memory_bandwidth_bytes_per_s = 4.8e12;
-    d.nvlink = {450e9, 2e-6};
-    d.kernels = {0.845, 0.9, 132, 128, 256, 128};
+  if (name == "b200") {
+    // B200 (DGX B200): 148 SMs, 2.25 PFLOP/s dense BF16 and 4.5 dense FP8, 180 GB of HBM3e at
+    // 8 TB/s, NVLink 5 at 900 GB/s per direction (DGX B200 datasheet). No B200 kernel was
+    // measured here: its fractions are the H100's, its attention the H100's curves scaled by the
+    // peaks (docs/MODEL.md says what that assumes).
+    d.peak_flops_per_s = 2.25e15;
+    d.peak_fp8_flops_per_s = 4.5e15;
+    d.memory_bytes = 180'000'000'000;
+    d.memory_bandwidth_bytes_per_s = 8.0e12;
+    d.nvlink = {900e9, 2e-6};
+    d.kernels = hopper_kernels();
+    d.kernels.multiprocessors = 148;
+    d.kernels.flash_attention = scaled(kH100FlashAttention2, 2.25e15 / 989e12);
+    d.kernels.fused_attention = scaled(kH100Cudnn, 2.25e15 / 989e12);
     return d;
   }
   if (name == "a100") {
-    // A100 SXM 80G: 108 SMs, 312 TFLOP/s dense bf16, 2.0 TB/s HBM2e, NVLink 3. Both fractions are
-    // fitted to end-to-end runs, not measured on lone kernels (docs/VALIDATION.md): the peak
-    // fraction 0.77 (236 TFLOP/s for 8192^3) to all 55 published A100 runs, where a cuBLAS-like
-    // 0.85 predicted them 10 to 20 % fast; the element-wise bandwidth fraction 0.675 (1.35 TB/s)
-    // to the Zero Bubble runs alone, Megatron-LM's held out, where the copy-like 0.9 left the
-    // small-hidden runs about 10 % fast.
+    // A100 SXM 80G: 108 SMs, 312 TFLOP/s dense bf16, 2.0 TB/s HBM2e, NVLink 3, no FP8. Both
+    // fractions are fitted to end-to-end runs, not measured on lone kernels (docs/VALIDATION.md):
+    // the peak fraction 0.77 (236 TFLOP/s for 8192^3) to all 55 published A100 runs, where a
+    // cuBLAS-like 0.85 predicted them 10 to 20 % fast; the element-wise bandwidth fraction 0.675
+    // (1.35 TB/s) to the Zero Bubble runs alone, Megatron-LM's held out, where the copy-like 0.9
+    // left the small-hidden runs about 10 % fast. No attention curve: its core is priced as
+    // products.
     d.peak_flops_per_s = 312e12;
     d.memory_bytes = 80'000'000'000;
     d.memory_bandwidth_bytes_per_s = 2.0e12;
     d.nvlink = {300e9, 2e-6};
-    d.kernels = {0.77, 0.675, 108, 256, 128, 128};
+    d.kernels.gemm_peak_fraction = 0.77;
+    d.kernels.memory_bandwidth_fraction = 0.675;
+    d.kernels.multiprocessors = 108;
+    d.kernels.tile_m = 256;
+    d.kernels.tile_n = 128;
+    d.kernels.tile_k_overhead = 128;
     return d;
   }
-  throw UsageError("--gpu: unknown device '" + name + "' (known: h100, h200, a100)");
+  throw UsageError("--gpu: unknown device '" + name + "' (known: h100, h200, b200, a100)");
 }
 
-std::vector<std::string> device_preset_names() { return {"h100", "h200", "a100"}; }
+std::vector<std::string> device_preset_names() { return {"h100", "h200", "b200", "a100"}; }
 
 namespace {
 
@@ -84,30 +138,63 @@ double tile_saturation(const TileLayout& layout, const KernelFigures& kernels) {
 
 }  // namespace
 
-double achieved_flops_per_s(const GemmShape& shape, const DeviceSpec& device) {
-  const double time_s = gemm_time_s(shape, device);
+double achieved_flops_per_s(const GemmShape& shape, const DeviceSpec& device, GemmPrecision precision) {
+  const double time_s = gemm_time_s(shape, device, precision);
   return time_s > 0 ? shape.flops() / time_s : 0.0;
 }
 
-double gemm_time_s(const GemmShape& shape, const DeviceSpec& device) {
+double gemm_time_s(const GemmShape& shape, const DeviceSpec& device, GemmPrecision precision) {
   if (shape.m <= 0 || shape.n <= 0 || shape.k <= 0 || shape.batch <= 0) return 0.0;
-  if (!device.per_shape()) return shape.flops() / (device.peak_flops_per_s * device.efficiency);
-  const KernelFigures& kernels = device.kernels;
+  const bool fp8 = precision == GemmPrecision::fp8;
+  if (fp8 && !device.has_fp8())
+    throw UsageError("--fp8-format: the " + device.name + " has no FP8 tensor cores");
+  const double peak_flops_per_s = fp8 ? device.peak_fp8_flops_per_s : device.peak_flops_per_s;
+  if (!device.per_shape()) return shape.flops() / (peak_flops_per_s * device.efficiency);
+  KernelFigures kernels = device.kernels;
+  if (fp8) {
+    kernels.gemm_peak_fraction = kernels.fp8_gemm_peak_fraction;
+    kernels.tile_k_overhead *= 2;
+  }
   // The library picks the tile's orientation that suits the shape (a 128-wide side of the
   // output, as an attention head's, fills a 256 x 128 tile, not a 128 x 256 one).
   auto compute_s = [&](double tile_m, double tile_n) {
     const TileLayout layout = tile_layout(shape, kernels, tile_m, tile_n);
-    const double roof = device.peak_flops_per_s * kernels.gemm_peak_fraction * wave_efficiency(layout, kernels) *
-                        tile_saturation(layout, kernels);
+    const double roof = peak_flops_per_s * kernels.gemm_peak_fraction * kernels.sustained_fraction *
+                        wave_efficiency(layout, kernels) * tile_saturation(layout, kernels);
     return shape.flops() / roof;
   };
   const double best_compute_s = std::min(compute_s(kernels.tile_m, kernels.tile_n), compute_s(kernels.tile_n, kernels.tile_m));
-  return std::max(best_compute_s, memory_bound_time_s(shape.bytes(), device));
+  return std::max(best_compute_s, memory_bound_time_s(fp8 ? shape.fp8_bytes() : shape.bytes(), device));
 }
 
 double memory_bound_time_s(double bytes, const DeviceSpec& device) {
   if (!device.per_shape() || bytes <= 0) return 0.0;
-  return bytes / (device.memory_bandwidth_bytes_per_s * device.kernels.memory_bandwidth_fraction);
+  return bytes / (device.memory_bandwidth_bytes_per_s * device.kernels.memory_bandwidth_fraction *
+                  device.kernels.sustained_fraction);
+}
+
+double attention_kernel_time_s(double flops, double keys, AttentionBackend backend, bool backward,
+                               const DeviceSpec& device) {
+  if (flops <= 0 || !device.per_shape()) return 0.0;
+  const KernelFigures& k = device.kernels;
+  const AttentionCurve* curve = nullptr;
+  switch (backend) {
+    case AttentionBackend::auto_select:
+      curve = k.fused_attention.known() ? &k.fused_attention : &k.flash_attention;
+      break;
+    case AttentionBackend::flash: curve = &k.flash_attention; break;
+    case AttentionBackend::fused: curve = &k.fused_attention; break;
+  }
+  if (!curve->known()) return 0.0;
+  const std::array<double, 6>& points = backward ? curve->backward_flops_per_s : curve->forward_flops_per_s;
+  // Between the measured lengths (powers of two from 512) linear in log2(keys); beyond them the
+  // nearest.
+  const double position = std::clamp(std::log2(std::max(keys, 1.0) / 512.0), 0.0, 5.0);
+  const auto below = static_cast<std::size_t>(std::floor(position));
+  const std::size_t above = std::min<std::size_t>(below + 1, 5);
+  const double weight = position - static_cast<double>(below);
+  const double flops_per_s = points[below] * (1 - weight) + points[above] * weight;
+  return flops / (flops_per_s * k.sustained_fraction);
 }
 
 }  // namespace pipescope::sim

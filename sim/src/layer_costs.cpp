@@ -3,116 +3,80 @@
 #include <algorithm>
 #include <array>
 
+#include "layer_shape.hpp"
+
 namespace pipescope::sim {
 
+using detail::LayerShape;
+using detail::Linear;
+using detail::linears_on_rank;
+
 namespace {
-
-// The figures of one layer on one tensor-parallel rank that the times and the memory share.
-struct LayerShape {
-  double tokens = 0;  // s x b
-  double s = 0, b = 0, h = 0, heads = 0, kv_width = 0, ffn = 0;
-  double t = 1;                 // tensor-parallel size
-  double replicated_split = 1;  // what tensor parallelism replicates is split by T with SP
-  bool gated = false, dropout = false, flash = false;
-
-  LayerShape(const ModelSpec& model, const ParallelConfig& parallel)
-      : tokens(static_cast<double>(model.seq) * parallel.micro_batch_size),
-        s(model.seq),
-        b(parallel.micro_batch_size),
-        h(model.hidden),
-        heads(model.heads),
-        kv_width(static_cast<double>(model.kv_width())),
-        ffn(model.ffn_or_default()),
-        t(parallel.tensor_parallel),
-        replicated_split(parallel.sequence_parallel ? parallel.tensor_parallel : 1),
-        gated(model.gated_mlp),
-        dropout(model.has_dropout()),
-        flash(model.flash_attention) {}
-  double head_dim() const { return h / heads; }
-  double heads_on_rank() const { return heads / t; }
-};
-
-// A linear layer of the rank: `inputs` x `outputs` of its weight matrix.
-struct Linear {
-  double inputs, outputs;
-};
-
-// Megatron's split: QKV and the MLP's first matrix (two, gated) are column-parallel (outputs
-// divided by T), the attention output and the MLP's second matrix row-parallel (inputs divided).
-std::array<Linear, 4> linears_on_rank(const LayerShape& l) {
-  return {{{l.h, (l.h + 2 * l.kv_width) / l.t},
-           {l.h / l.t, l.h},
-           {l.h, (l.gated ? 2 : 1) * l.ffn / l.t},
-           {l.ffn / l.t, l.h}}};
-}
 
 // Bytes the element-wise kernels of one layer's forward read and write (the backward moves
 // about twice as many). Layer norms read and write the hidden state (2 x 4 sbh); each residual
 // add reads two and writes one (6 sbh), plus its dropout mask; the MLP's activation reads its
 // input and writes its output (GELU 4 sbf, SwiGLU 6 sbf); the attention core's softmax reads
 // and writes the scores (4 as^2b) and its dropout reads, writes and masks them (5 as^2b);
-// FlashAttention keeps the scores on chip.
+// FlashAttention keeps the scores on chip. s is the rank's s/C queries under context parallelism.
 double replicated_elementwise_bytes(const LayerShape& l) { return (20 + (l.dropout ? 2 : 0)) * l.tokens * l.h; }
 double softmax_bytes(const LayerShape& l) {
   if (l.flash) return 0;
-  return (l.dropout ? 9 : 4) * l.heads * l.s * l.s * l.b / l.t;
+  return (l.dropout ? 9 : 4) * l.heads * l.local_seq() * l.s * l.b / l.t;
 }
+
+// Transformer Engine's FP8 casts that no neighbouring kernel does: in the forward the attention
+// output's (the layer norms and the MLP's activation write FP8 themselves), each read in 16 bits
+// and written in FP8 with its transpose (4 bytes an element); in the backward every product's
+// output gradient, cast and transposed likewise. The amax history and scale updates (a few KB
+// per tensor) are left out.
+double fp8_forward_cast_bytes(const LayerShape& l) { return l.fp8 ? 4 * l.tokens * l.h / l.t : 0; }
+double fp8_backward_cast_bytes(const LayerShape& l) {
+  if (!l.fp8) return 0;
+  double outputs = 0;
+  for (const Linear& linear : linears_on_rank(l)) outputs += linear.outputs;
+  return 4 * l.tokens * outputs;
+}
+
 double elementwise_forward_bytes(const LayerShape& l) {
   const double activation = (l.gated ? 6 : 4) * l.tokens * l.ffn / l.t;
   return replicated_elementwise_bytes(l) / l.replicated_split + activation + softmax_bytes(l);
 }
 
-// The attention core's forward on the rank: scores Q K^T and their product with V, per head.
-double attention_core_forward_s(const LayerShape& l, const DeviceSpec& device) {
-  const double batch = l.b * l.heads_on_rank();
-  return gemm_time_s({l.s, l.s, l.head_dim(), batch}, device) + gemm_time_s({l.s, l.head_dim(), l.s, batch}, device);
-}
-
-// Its backward: dP = dO V^T (s x s), then dV = P^T dO, dQ = dS K and dK = dS^T Q (s x d each);
-// FlashAttention first computes the scores Q K^T again.
-double attention_core_backward_s(const LayerShape& l, const DeviceSpec& device) {
-  const double batch = l.b * l.heads_on_rank();
-  const double score_products = l.flash ? 2 : 1;
-  return score_products * gemm_time_s({l.s, l.s, l.head_dim(), batch}, device) +
-         3 * gemm_time_s({l.s, l.head_dim(), l.s, batch}, device);
-}
-
 }  // namespace
-
-double ring_all_gather_s(double bytes, int group_size, const LinkSpec& link) {
-  if (group_size <= 1 || bytes <= 0) return 0.0;
-  return (group_size - 1) * (link.latency_s + bytes / group_size / link.bandwidth_bytes_per_s);
-}
 
 LayerTimes layer_times(const ModelSpec& model, const DeviceSpec& device, const LinkSpec& tensor_parallel_link,
                        const ParallelConfig& parallel) {
+  return layer_times(model, device, LayerLinks{tensor_parallel_link, tensor_parallel_link}, parallel);
+}
+
+LayerTimes layer_times(const ModelSpec& model, const DeviceSpec& device, const LayerLinks& links,
+                       const ParallelConfig& parallel) {
   const LayerShape l(model, parallel);
   LayerTimes out;
-  const std::array<Linear, 4> linears = linears_on_rank(l);
-  std::array<double, 4> weight_gradient_s{};
-  for (std::size_t i = 0; i < linears.size(); ++i) {
-    const Linear& linear = linears[i];
-    out.f_s += gemm_time_s({l.tokens, linear.outputs, linear.inputs}, device);
-    out.b_s += gemm_time_s({l.tokens, linear.inputs, linear.outputs}, device);
-    weight_gradient_s[i] = gemm_time_s({linear.inputs, linear.outputs, l.tokens}, device);
-    out.w_s += weight_gradient_s[i];
+  const detail::LinearTimes products = detail::linear_times(l, device);
+  const UserbufferSlowdown slowdown =
+      parallel.tp_comm_overlap && parallel.tensor_parallel > 1 ? userbuffer_slowdown(device) : UserbufferSlowdown{};
+  for (std::size_t i = 0; i < products.forward_s.size(); ++i) {
+    out.f_s += products.forward_s[i] * slowdown.forward[i];
+    out.b_s += products.input_gradient_s[i] * slowdown.input_gradient[i];
+    out.w_s += products.weight_gradient_s[i] * slowdown.weight_gradient[i];
   }
-  const double core_forward_s = attention_core_forward_s(l, device);
+  const double core_forward_s = attention_core_forward_s(model, device, parallel);
   const double forward_elementwise_bytes = elementwise_forward_bytes(l);
-  out.f_s += core_forward_s + memory_bound_time_s(forward_elementwise_bytes, device);
-  out.b_s += attention_core_backward_s(l, device) + memory_bound_time_s(2 * forward_elementwise_bytes, device);
+  const ContextParallelExchange exchange = context_parallel_exchange(model, device, links.context_parallel, parallel);
+  out.cp_f_s = exchange.forward_s;
+  out.cp_b_s = exchange.backward_s;
+  out.f_s += core_forward_s + out.cp_f_s +
+             memory_bound_time_s(forward_elementwise_bytes + fp8_forward_cast_bytes(l), device);
+  out.b_s += attention_core_backward_s(model, device, parallel) + out.cp_b_s +
+             memory_bound_time_s(2 * forward_elementwise_bytes + fp8_backward_cast_bytes(l), device);
 
-  // An all-reduce of the hidden state after the attention and after the MLP, in each pass; with
-  // sequence parallelism an all-gather before each and a reduce-scatter after: the same bytes.
-  const double hidden_state_bytes = 2.0 * l.tokens * l.h;
-  const double per_pass_s = 4 * ring_all_gather_s(hidden_state_bytes, parallel.tensor_parallel, tensor_parallel_link);
-  out.tp_f_s = per_pass_s;
-  out.tp_b_s = per_pass_s;
-  if (parallel.async_tensor_parallel_backward && parallel.tensor_parallel > 1) {
-    // QKV's and the MLP's first matrix's input gradients, each behind its own weight gradient.
-    const double collective_s = per_pass_s / 2;
-    for (const std::size_t column : {0, 2}) out.tp_b_hidden_s += std::min(collective_s, weight_gradient_s[column]);
-  }
+  const TensorParallelPass forward = tensor_parallel_forward(model, device, links.tensor_parallel, parallel);
+  const TensorParallelPass backward = tensor_parallel_backward(model, device, links.tensor_parallel, parallel);
+  out.tp_f_s = forward.exposed_s;
+  out.tp_b_s = backward.exposed_s;
+  out.tp_b_hidden_s = backward.hidden_behind_weight_gradients_s;
 
   switch (parallel.recomputation) {
     case Recomputation::none: break;
@@ -142,16 +106,21 @@ HeadTimes head_times(const ModelSpec& model, const DeviceSpec& device, const Par
 
 LayerMemory layer_memory(const ModelSpec& model, const ParallelConfig& parallel) {
   const LayerShape l(model, parallel);
-  // Korthikanti et al. 2022, section 4.1, per term. Replicated by tensor parallelism: the two
-  // layer norms' inputs (4 sbh), the inputs of QKV and of the MLP (2 sbh each), the two dropout
-  // masks (sbh each). Split: Q and K (2 sbh + 2 sb kv), V (2 sb kv), the attention output's
-  // input (2 sbh), the MLP's hidden activations (GELU: input and output, 4 sbf; SwiGLU: the two
-  // first matrices' outputs and their product, 6 sbf). The attention core: the softmax output
-  // (2 as^2b) and, with dropout, its mask and output (3 as^2b); FlashAttention keeps only the
-  // fp32 log-sum-exp of each query row (4 asb), which selective recomputation has no reason to drop.
-  const double replicated = (8 + (l.dropout ? 2 : 0)) * l.tokens * l.h;
-  const double split = (4 * l.h + 4 * l.kv_width + (l.gated ? 6 : 4) * l.ffn) * l.tokens;
-  const double core = l.flash ? 4 * l.heads * l.s * l.b : (l.dropout ? 5 : 2) * l.heads * l.s * l.s * l.b;
+  // Korthikanti et al. 2022, section 4.1, per term, for the rank's tokens. Replicated by tensor
+  // parallelism: the two layer norms' inputs (4 sbh), the inputs of QKV and of the MLP (2 sbh
+  // each), the two dropout masks (sbh each). Split: Q and K (2 sbh + 2 sb kv), V (2 sb kv), the
+  // attention output's input (2 sbh), the MLP's hidden activations (GELU: input and output, 4 sbf;
+  // SwiGLU: the two first matrices' outputs and their product, 6 sbf). The attention core: the
+  // softmax output (2 as^2b) and, with dropout, its mask and output (3 as^2b); FlashAttention
+  // keeps only the fp32 log-sum-exp of each query row (4 asb), which selective recomputation has
+  // no reason to drop. Under FP8 Transformer Engine keeps the four products' inputs in FP8: one
+  // byte instead of two for QKV's and the MLP's (sbh each), the attention output's (sbh) and the
+  // MLP's second product's (sbf).
+  const double fp8_saved = l.fp8 ? 1.0 : 0.0;
+  const double replicated = (8 + (l.dropout ? 2 : 0) - 2 * fp8_saved) * l.tokens * l.h;
+  const double split =
+      (4 * l.h + 4 * l.kv_width + (l.gated ? 6 : 4) * l.ffn - fp8_saved * (l.h + l.ffn)) * l.tokens;
+  const double core = l.flash ? 4 * l.heads * l.tokens : (l.dropout ? 5 : 2) * l.heads * l.local_seq() * l.s * l.b;
   const double without_recomputation = replicated / l.replicated_split + (split + core) / l.t;
   LayerMemory out;
   out.weight_stash_bytes = static_cast<std::int64_t>(32.0 * l.tokens * l.h / l.t);
@@ -173,13 +142,18 @@ LayerMemory layer_memory(const ModelSpec& model, const ParallelConfig& parallel)
   return out;
 }
 
+std::int64_t layer_matrix_parameters_on_rank(const ModelSpec& model, int tensor_parallel) {
+  return model.layer_matrix_parameters() / tensor_parallel;
+}
+
 std::int64_t layer_parameters_on_rank(const ModelSpec& model, int tensor_parallel) {
   const std::int64_t h = model.hidden;
   const std::int64_t norms = 4 * h;
   // GPT's biases: QKV's and the MLP's first (column-parallel, split), the attention output's
   // and the MLP's second (row-parallel, whole on every rank). Gated models have none.
-  const std::int64_t split_biases = model.gated_mlp ? 0 : h + 2 * model.kv_width() + model.ffn_or_default();
-  const std::int64_t whole_biases = model.gated_mlp ? 0 : 2 * h;
+  const bool biases = model.has_biases();
+  const std::int64_t split_biases = biases ? h + 2 * model.kv_width() + model.ffn_or_default() : 0;
+  const std::int64_t whole_biases = biases ? 2 * h : 0;
   return (model.layer_matrix_parameters() + split_biases) / tensor_parallel + norms + whole_biases;
 }
 

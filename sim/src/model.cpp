@@ -22,31 +22,59 @@ LayerFigures layer_figures(const ModelSpec& model, int micro_batch_size) {
   return out;
 }
 
-std::vector<int> split_layers(int layers, int num_stages) {
-  if (num_stages < 1) throw UsageError("the model needs at least one stage");
-  // Megatron-LM's rule for layers that do not divide (the Zero Bubble fork's
-  // --allow-padding-num-layers; Megatron-core's account_for_embedding/loss_in_pipeline_split when
-  // the division leaves two): every stage gets as many layers as the rounded-up division, and the
-  // stages short of the total take one fewer each, the last (which carries the head and the loss)
-  // first, then the first (the embedding), then the second, third and so on.
-  const int per_stage = (layers + num_stages - 1) / num_stages;
-  const int short_stages = per_stage * num_stages - layers;
-  // Only the first and the last stage may be left empty: they still run the embedding or the head.
-  if (layers < 1 || (per_stage == 1 && short_stages > 2))
-    throw UsageError("the model has " + std::to_string(layers) + " layers, too few for " + std::to_string(num_stages) +
-                     " stages (--stages x --chunks): at most two more stages than layers, as only the first "
-                     "and the last may hold no layer (the embedding, the head)");
-  std::vector<int> per_stage_layers(static_cast<std::size_t>(num_stages), per_stage);
-  for (int i = 0; i < short_stages; ++i) --per_stage_layers[static_cast<std::size_t>(i == 0 ? num_stages - 1 : i - 1)];
-  return per_stage_layers;
+std::vector<int> stage_layers(const ModelSpec& model, const ParallelConfig& parallel) {
+  return stage_layer_counts(parallel.layout, model.layers, parallel.pipeline, parallel.chunks);
 }
 
 Topology with_parallel_layout(Topology topology, const ParallelConfig& parallel) {
-  topology.data_parallel = parallel.data_parallel;
-  topology.data_parallel_stride = std::max(parallel.tensor_parallel, 1);
-  topology.pipeline_rank_stride = std::max(parallel.tensor_parallel, 1) * parallel.data_parallel;
+  const int tp = std::max(parallel.tensor_parallel, 1);
+  const int cp = std::max(parallel.context_parallel, 1);
+  topology.data_parallel = parallel.data_parallel * cp;
+  topology.data_parallel_stride = tp;
+  topology.pipeline_rank_stride = tp * cp * parallel.data_parallel;
   return topology;
 }
+
+std::optional<std::string> context_parallel_problem(const ModelSpec& model, const ParallelConfig& parallel) {
+  const int cp = parallel.context_parallel;
+  if (cp < 1) return std::string("--context-parallel must be at least 1");
+  if (cp == 1) return std::nullopt;
+  if (model.seq % (2 * cp) != 0)
+    return "--context-parallel " + std::to_string(cp) + ": 2 x " + std::to_string(cp) + " chunks do not divide the " +
+           std::to_string(model.seq) + "-token sequence of " + model.name +
+           " (causal load balancing gives each rank two of 2C equal chunks)";
+  return std::nullopt;
+}
+
+std::optional<std::string> precision_problem(const DeviceSpec& device, const ParallelConfig& parallel) {
+  if (parallel.fp8 != Fp8Format::none && !device.has_fp8())
+    return "--fp8-format " + std::string(fp8_format_name(parallel.fp8)) + ": the " + device.name +
+           " has no FP8 tensor cores (h100, h200 and b200 have)";
+  if (parallel.fp8_param_gather && parallel.fp8 == Fp8Format::none)
+    return std::string("--fp8-param-gather needs --fp8-format");
+  return std::nullopt;
+}
+
+namespace {
+
+// Options that only mean something beside another one: refused, naming both, as Megatron does.
+void check_option_pairs(const ParallelConfig& parallel) {
+  if (parallel.tp_comm_overlap && !parallel.sequence_parallel)
+    throw UsageError("--tp-comm-overlap needs --sequence-parallel (Transformer Engine overlaps sequence "
+                     "parallelism's all-gathers and reduce-scatters)");
+  if (parallel.overlap_param_gather && !parallel.zero1)
+    throw UsageError("--overlap-param-gather needs --use-distributed-optimizer (only it all-gathers parameters)");
+  if (parallel.bucket_parameters < 0) throw UsageError("--ddp-bucket-size must be at least 1");
+}
+
+// The link context parallelism's ring runs on: its members sit T apart, on one node's NVLink while
+// T x C GPUs fit in a node, else some hops cross the network.
+LinkSpec context_parallel_link(const Topology& topology, const ParallelConfig& parallel) {
+  const bool in_node = parallel.tensor_parallel * parallel.context_parallel <= topology.gpus_per_node;
+  return in_node ? topology.intra_node : topology.inter_node;
+}
+
+}  // namespace
 
 std::optional<std::string> tensor_parallel_problem(const ModelSpec& model, const ParallelConfig& parallel,
                                                    int gpus_per_node) {
@@ -74,22 +102,31 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
   if (parallel.pipeline < 1 || parallel.chunks < 1 || parallel.data_parallel < 1 || parallel.micro_batch_size < 1)
     throw UsageError("pipeline, chunks, data-parallel and micro-batch sizes must be at least 1");
   if (auto problem = tensor_parallel_problem(model, parallel, topology_in.gpus_per_node)) throw UsageError(*problem);
+  if (auto problem = context_parallel_problem(model, parallel)) throw UsageError(*problem);
+  if (auto problem = precision_problem(device, parallel)) throw UsageError(*problem);
+  check_option_pairs(parallel);
   const Topology topology = with_parallel_layout(topology_in, parallel);
   const int num_stages = parallel.pipeline * parallel.chunks;
-  const std::vector<int> layers = split_layers(model.layers, num_stages);
+  const std::vector<int> layers = stage_layers(model, parallel);
   const int tp = parallel.tensor_parallel;
   // Tensor parallelism stays inside a node: its collectives run on NVLink.
-  const LayerTimes layer = layer_times(model, device, topology.intra_node, parallel);
+  const LayerTimes layer =
+      layer_times(model, device, LayerLinks{topology.intra_node, context_parallel_link(topology, parallel)}, parallel);
   const LayerMemory layer_bytes = layer_memory(model, parallel);
   const HeadTimes head = head_times(model, device, parallel);
   const std::int64_t layer_parameters = layer_parameters_on_rank(model, tp);
+  const std::int64_t layer_matrix_parameters = layer_matrix_parameters_on_rank(model, tp);
   const std::int64_t embedding_parameters = model.embedding_parameters() / tp;  // vocabulary-parallel
-  const double s = model.seq;
+  // The rank's tokens of a micro-batch: context parallelism splits each sequence.
+  const double s = static_cast<double>(model.seq) / parallel.context_parallel;
   const double b = parallel.micro_batch_size;
   const double h = model.hidden;
   const double vocab_on_rank = static_cast<double>(model.vocab) / tp;
   const int dp = parallel.data_parallel;
-  const double optimizer_bytes_per_parameter = parallel.zero1 ? 16.0 / dp : 16.0;
+  // The distributed optimizer shards its state over the gradients' group (DP x CP).
+  const int shards = parallel.zero1 ? parallel.gradient_group() : 1;
+  const double optimizer_bytes_per_parameter = 16.0 / shards;
+  const bool fp8 = parallel.fp8 != Fp8Format::none;
   // With sequence parallelism the stage's output is split over the tensor-parallel ranks and
   // each sends its part (Megatron's scatter-gather optimisation).
   const double hidden_state_bytes = 2.0 * s * b * h / (parallel.sequence_parallel ? tp : 1);
@@ -131,20 +168,47 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
     c.b_mem_bytes = -c.f_mem_bytes - c.w_mem_bytes;
 
     // 16-bit weights and gradients, plus fp32 master weights, momentum and variance (and fp32
-    // gradient accumulation): 16 bytes per parameter, sharded by ZeRO-1. Recomputation rebuilds
+    // gradient accumulation): 16 bytes per parameter, sharded by the distributed optimizer.
+    // Under FP8 Transformer Engine keeps an FP8 copy of each linear weight and of its transpose
+    // beside the 16-bit one; with --fp8-param-gather those two replace it. Recomputation rebuilds
     // one layer at a time, charged throughout (a stage of only the embedding or head rebuilds none).
-    c.static_bytes = static_cast<std::int64_t>(static_cast<double>(parameters) * (4.0 + optimizer_bytes_per_parameter)) +
-                     (layers[st] > 0 ? layer_bytes.rebuilt_bytes : 0);
+    const std::int64_t matrix_parameters = static_cast<std::int64_t>(layers[st]) * layer_matrix_parameters;
+    const double fp8_copy_bytes = fp8 && !parallel.fp8_param_gather ? 2.0 * static_cast<double>(matrix_parameters) : 0.0;
+    c.static_bytes =
+        static_cast<std::int64_t>(static_cast<double>(parameters) * (4.0 + optimizer_bytes_per_parameter) + fp8_copy_bytes) +
+        (layers[st] > 0 ? layer_bytes.rebuilt_bytes : 0);
     c.activation_bytes = static_cast<std::int64_t>(hidden_state_bytes);
-    c.reduce_grads_s = data_parallel_all_reduce_s(parameters * 2, topology);
+    // 16-bit gradients: all-reduced, or reduce-scattered by the distributed optimizer, which then
+    // all-gathers the updated 16-bit parameters (FP8 ones under --fp8-param-gather).
+    const std::int64_t gradient_bytes = parameters * 2;
+    c.reduce_grads_s = parallel.zero1 ? data_parallel_reduce_scatter_s(gradient_bytes, topology)
+                                      : data_parallel_all_reduce_s(gradient_bytes, topology);
+    const std::int64_t bucket_count =
+        parallel.bucket_parameters > 0 ? std::max<std::int64_t>(1, (parameters + parallel.bucket_parameters - 1) /
+                                                                        parallel.bucket_parameters)
+                                       : std::max(layers[st], 1);
     if (parallel.overlap_grad_reduce && c.reduce_grads_s > 0) {
-      // A layer's gradients are final as the backward leaves it; the first stage's embedding
-      // only at the end of the pass, so its share runs after the backward.
-      c.reduce_grads_buckets = std::max(layers[st], 1);
+      // A bucket's gradients are final as the backward leaves its layers; the first stage's
+      // embedding only at the end of the pass, so its share runs after the backward.
+      c.reduce_grads_buckets = static_cast<int>(std::min<std::int64_t>(bucket_count, 1 << 20));
       if (first) c.reduce_grads_last_s = c.reduce_grads_s * static_cast<double>(embedding_parameters) / parameters;
     }
-    c.optimizer_s = static_cast<double>(parameters) / (parallel.zero1 ? dp : 1) * 32.0 /
-                    device.memory_bandwidth_bytes_per_s;
+    c.optimizer_s = static_cast<double>(parameters) / shards * 32.0 / device.memory_bandwidth_bytes_per_s;
+    // Delayed scaling casts each linear weight to FP8 (and transposes it) once an iteration.
+    if (fp8 && !parallel.fp8_param_gather)
+      c.optimizer_s += memory_bound_time_s(4.0 * static_cast<double>(matrix_parameters), device);
+    if (parallel.zero1) {
+      const double parameter_bytes = parallel.fp8_param_gather
+                                         ? static_cast<double>(matrix_parameters) + 2.0 * (parameters - matrix_parameters)
+                                         : 2.0 * static_cast<double>(parameters);
+      const double gather_s = data_parallel_all_gather_s(static_cast<std::int64_t>(parameter_bytes), topology);
+      // Beside the next forward, bucket by bucket, each chunk's before its first forward needs
+      // it: the first chunk waits for its first bucket, later chunks' gathers run behind the
+      // earlier chunks' forwards. Without the overlap the gather follows the step.
+      const bool first_chunk = st < parallel.pipeline;
+      c.optimizer_s += parallel.overlap_param_gather ? (first_chunk ? gather_s / static_cast<double>(bucket_count) : 0.0)
+                                                     : gather_s;
+    }
     if (model.tied_embeddings && num_stages > 1 && (first || last))
       c.reduce_tied_s = ring_all_reduce_s(embedding_parameters * 2, 2, topology.link_between(0, parallel.pipeline - 1));
     costs.stages.push_back(c);

@@ -21,6 +21,15 @@ std::string_view recomputation_name(Recomputation recomputation) {
   return "none";
 }
 
+std::string_view fp8_format_name(Fp8Format format) {
+  switch (format) {
+    case Fp8Format::none: return "none";
+    case Fp8Format::hybrid: return "hybrid";
+    case Fp8Format::e4m3: return "e4m3";
+  }
+  return "none";
+}
+
 std::int64_t ModelSpec::kv_width() const {
   return static_cast<std::int64_t>(hidden) * kv_heads_or_heads() / std::max(heads, 1);
 }
@@ -36,7 +45,7 @@ std::int64_t ModelSpec::layer_parameters() const {
   const std::int64_t h = hidden;
   const std::int64_t norms = 4 * h;
   // GPT keeps biases on every matrix; gated (LLaMA-style) models have none.
-  const std::int64_t biases = gated_mlp ? 0 : 3 * h + 2 * kv_width() + ffn_or_default();
+  const std::int64_t biases = has_biases() ? 3 * h + 2 * kv_width() + ffn_or_default() : 0;
   return layer_matrix_parameters() + norms + biases;
 }
 
@@ -166,6 +175,14 @@ ModelSpec parse_model_json(const std::string& text, const std::string& source) {
   get_bool("gated_mlp", m.gated_mlp);
   get_bool("tied_embeddings", m.tied_embeddings);
   get_bool("flash_attention", m.flash_attention);
+  auto get_optional_bool = [&](const char* field, std::optional<bool>& out) {
+    bool value = false;
+    if (!j.contains(field)) return;
+    get_bool(field, value);
+    out = value;
+  };
+  get_optional_bool("dropout", m.dropout);
+  get_optional_bool("biases", m.biases);
   check_model(m, source);
   return m;
 }

@@ -14,9 +14,11 @@
 #include "pipescope/core/registry.hpp"
 #include "pipescope/core/size_limits.hpp"
 #include "pipescope/sim/calibration.hpp"
+#include "pipescope/sim/pipeline_layout.hpp"
 #include "pipescope/sim/steady_state.hpp"
 #include "pipescope/sim/zb_auto.hpp"
 #include "memory_rules.hpp"
+#include "same_run.hpp"
 
 namespace pipescope::sim {
 namespace {
@@ -95,6 +97,17 @@ CompiledSchedule compiled_candidate(const PlanRequest& request, const PlanCandid
 }
 
 }  // namespace
+
+std::string refusal_summary(const PlanResult& result) {
+  if (result.refused == 0) return "";
+  std::vector<std::pair<int, std::string>> causes;
+  for (const auto& [cause, count] : result.refusals_by_cause) causes.emplace_back(count, cause);
+  std::stable_sort(causes.begin(), causes.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string text = fmt::format("refused {}:", result.refused);
+  for (std::size_t i = 0; i < causes.size(); ++i)
+    text += fmt::format("{} {} by {}", i == 0 ? "" : ",", causes[i].first, causes[i].second);
+  return text;
+}
 
 double iteration_time_lower_bound_s(const CostModel& costs, const std::vector<int>& stage_to_rank, int num_ranks,
                                     int num_micro_batches) {
@@ -177,6 +190,39 @@ void check_profile_request(const PlanRequest& request) {
                                  profile.micro_batch_size));
 }
 
+std::vector<LayoutOptions> layout_choices(const PlanRequest& request, int layers, int pipeline, int chunks) {
+  std::vector<LayoutOptions> choices{request.options.layout};
+  if (!request.search_layouts || request.profile || !request.options.layout.is_default()) return choices;
+  std::vector<std::vector<int>> counts;
+  try {
+    counts.push_back(split_layers(layers, pipeline * chunks));
+  } catch (const UsageError&) {
+    return choices;  // the split itself is refused, with its reason, when the candidate is built
+  }
+  auto offer = [&](const LayoutOptions& layout) {
+    try {
+      std::vector<int> stage_counts = stage_layer_counts(layout, layers, pipeline, chunks);
+      if (std::find(counts.begin(), counts.end(), stage_counts) != counts.end()) return;
+      counts.push_back(std::move(stage_counts));
+      choices.push_back(layout);
+    } catch (const UsageError&) {
+      // Megatron refuses this layout for these sizes: not a choice here.
+    }
+  };
+  LayoutOptions counted;
+  counted.account_for_embedding = counted.account_for_loss = true;
+  offer(counted);
+  // The first and the last rank one layer per chunk lighter: the others hold m each, with
+  // (pipeline - 2) m + 2 (m - chunks) = layers.
+  if (pipeline >= 3 && (layers + 2 * chunks) % pipeline == 0) {
+    const int middle = (layers + 2 * chunks) / pipeline;
+    LayoutOptions lighter_ends;
+    lighter_ends.first_stage_layers = lighter_ends.last_stage_layers = middle - chunks;
+    offer(lighter_ends);
+  }
+  return choices;
+}
+
 std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
   if (request.num_gpus < 1) throw UsageError("--gpus must be at least 1");
   if (request.global_batch < 1) throw UsageError("--global-batch must be at least 1");
@@ -187,8 +233,9 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
   const int fixed_pipeline = request.profile ? profile_pipeline_ranks(*request.profile) : 0;
   const int max_pipeline = request.max_pipeline > 0 ? request.max_pipeline : layers;
   for (int tp : request.tensor_parallel_sizes) {
-    if (tp < 1 || request.num_gpus % tp != 0) continue;  // no layout: plan() refuses it once
-    const int gpus = request.num_gpus / tp;
+   for (int cp : request.context_parallel_sizes) {
+    if (tp < 1 || cp < 1 || request.num_gpus % (static_cast<std::int64_t>(tp) * cp) != 0) continue;  // no layout
+    const int gpus = request.num_gpus / (tp * cp);
     // Sequence parallelism splits what tensor parallelism replicates: nothing at T = 1.
     const std::vector<bool> sequence_parallel = tp > 1 ? request.sequence_parallel_options : std::vector<bool>{false};
     for (int pp = 1; pp <= std::min(gpus, max_pipeline); ++pp) {
@@ -201,28 +248,41 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
         for (const std::string& schedule : request.schedules) {
           for (int chunks : chunk_choices(request, schedule)) {
             if (pp * chunks > layers) continue;
+            for (const LayoutOptions& layout : layout_choices(request, layers, pp, chunks)) {
             for (Recomputation recomputation : request.recomputations) {
               for (bool sp : sequence_parallel) {
+               for (Fp8Format precision : request.precisions) {
                 PlanCandidate c;
                 c.schedule = schedule;
+                c.parallel = request.options;
                 c.parallel.pipeline = pp;
                 c.parallel.chunks = chunks;
+                c.parallel.layout = layout;
                 c.parallel.data_parallel = dp;
                 c.parallel.tensor_parallel = tp;
+                c.parallel.context_parallel = cp;
                 c.parallel.sequence_parallel = sp;
                 c.parallel.micro_batch_size = mbs;
                 c.parallel.recomputation = recomputation;
-                c.parallel.zero1 = request.zero1 && dp > 1;
+                c.parallel.fp8 = precision;
+                // The distributed optimizer shards over DP x CP: nothing to shard over one GPU.
+                c.parallel.zero1 = request.zero1 && dp * cp > 1;
+                c.parallel.overlap_param_gather = c.parallel.zero1 && request.options.overlap_param_gather;
+                // TE's userbuffers overlap sequence parallelism's collectives: without it, none.
+                c.parallel.tp_comm_overlap = sp && request.options.tp_comm_overlap;
                 c.parallel.overlap_grad_reduce = request.overlap_grad_reduce;
                 c.parallel.async_tensor_parallel_backward = request.async_tensor_parallel_backward;
                 c.num_micro_batches = m;
                 out.push_back(c);
+               }
               }
+            }
             }
           }
         }
       }
     }
+   }
   }
   return out;
 }
@@ -244,11 +304,18 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
   // A tensor-parallel size that does not divide the GPUs has no layout at all: it is one
   // configuration considered and refused.
   int layoutless = 0;
+  std::map<std::string, int> by_cause;
   for (int tp : request.tensor_parallel_sizes) {
-    if (tp >= 1 && request.num_gpus % tp == 0) continue;
-    ++layoutless;
-    refusals.insert(fmt::format("tensor parallel {}: does not divide the {} GPUs (tp x pp x dp = GPUs)", tp,
-                                request.num_gpus));
+    for (int cp : request.context_parallel_sizes) {
+      if (tp >= 1 && cp >= 1 && request.num_gpus % (static_cast<std::int64_t>(tp) * cp) == 0) continue;
+      ++layoutless;
+      ++by_cause["the GPU count"];
+      refusals.insert(cp == 1 ? fmt::format("tensor parallel {}: does not divide the {} GPUs (tp x pp x dp = GPUs)", tp,
+                                            request.num_gpus)
+                              : fmt::format("tensor parallel {} x context parallel {}: does not divide the {} GPUs "
+                                            "(tp x cp x pp x dp = GPUs)",
+                                            tp, cp, request.num_gpus));
+    }
   }
   result.considered = static_cast<int>(candidates.size()) + layoutless;
   result.refused = layoutless;
@@ -257,16 +324,19 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
   const double flops_per_sample = request.profile ? 0.0 : model_flops_per_sample(request.model);
   const double tokens_per_sample = request.profile ? 0.0 : request.model.seq;
   const double cluster_flops_per_s = request.device.peak_flops_per_s * request.num_gpus;
-  auto refuse = [&](const PlanCandidate& c, const std::string& why) {
+  auto refuse_as = [&](const char* cause, const PlanCandidate& c, const std::string& why) {
     ++result.refused;
+    ++by_cause[cause];
     refusals.insert(fmt::format("{} (pipeline {}, chunks {}, {} micro-batches): {}", c.schedule, c.parallel.pipeline,
                                 c.parallel.chunks, c.num_micro_batches, why));
   };
+  auto refuse = [&](const PlanCandidate& c, const std::string& why) { refuse_as("the schedule", c, why); };
 
   // A schedule's shape depends on (name, p, m, chunks) only: compile it once.
   using ShapeKey = std::tuple<std::string, int, int, int>;
   std::map<ShapeKey, std::shared_ptr<const CompiledSchedule>> compiled;
   std::map<ShapeKey, std::string> refused_shapes;
+  std::map<const CompiledSchedule*, std::uint64_t> signatures;
   SimOptions options;
   options.build_trace = false;
 
@@ -291,7 +361,7 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     const std::int64_t instructions = size.instructions;
     if (auto problem = size_problem(size)) {
       ++too_large;
-      refuse(c, *problem);
+      refuse_as("this machine's memory", c, *problem);
       if (instructions < smallest_instructions) {
         smallest_instructions = instructions;
         smallest_problem = fmt::format("the smallest, {} on pipeline {} with {} micro-batches, needs {}", c.schedule,
@@ -303,6 +373,19 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     if (!request.profile) {
       if (auto problem = tensor_parallel_problem(request.model, c.parallel, request.topology.gpus_per_node)) {
         ++result.refused;
+        ++by_cause["tensor parallelism"];
+        refusals.insert(*problem);
+        continue;
+      }
+      std::optional<std::string> problem = context_parallel_problem(request.model, c.parallel);
+      const char* cause = "context parallelism";
+      if (!problem) {
+        problem = precision_problem(request.device, c.parallel);
+        cause = "the device's precision";
+      }
+      if (problem) {
+        ++result.refused;
+        ++by_cause[cause];
         refusals.insert(*problem);
         continue;
       }
@@ -311,7 +394,7 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     try {
       p.costs = candidate_costs(request, c);
     } catch (const UsageError& e) {
-      refuse(c, e.what());
+      refuse_as("the layer split", c, e.what());
       continue;
     }
     // The placement only matters for which stages share a rank: loop for one stage or
@@ -348,8 +431,11 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     std::stable_sort(pending.begin(), pending.end(),
                      [](const Pending& a, const Pending& b) { return a.lower_bound_s < b.lower_bound_s; });
 
-  // The K best simulated times so far (a max-heap: front is the K-th best).
+  // The K best simulated times so far (a max-heap: front is the K-th best), one per distinct run:
+  // a configuration that runs exactly as one already simulated folds into it (fold_key) and does
+  // not count again.
   std::vector<double> best_times;
+  RunIndex simulated_runs;
   std::size_t done = total - pending.size();
   for (std::size_t n = 0; n < pending.size(); ++n, ++done) {
     if (progress && (n % 16 == 0)) progress(done, total);
@@ -387,6 +473,13 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
       own = it->second;
     }
     const CompiledSchedule& schedule = *own;
+    std::uint64_t signature = 0;
+    if (auto known = signatures.find(own.get()); known != signatures.end()) {
+      signature = known->second;
+    } else {
+      signature = program_signature(schedule);
+      if (!cost_dependent) signatures.emplace(own.get(), signature);
+    }
     if (schedule.num_stages != num_stages) {
       refuse(c, fmt::format("the schedule has {} stages, not {}", schedule.num_stages, num_stages));
       continue;
@@ -414,7 +507,9 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
     row.mfu = flops_per_sample > 0 ? summary.throughput_samples_per_s * flops_per_sample / cluster_flops_per_s : 0.0;
     row.bubble_fraction = summary.bubble_fraction;
     row.peak_memory_bytes = peak;
+    row.program_signature = signature;
     result.rows.push_back(row);
+    if (simulated_runs.find_or_add(fold_key(c, signature), row.peak_memory_bytes, row.iteration_time_s, 0)) continue;
     if (request.keep_best > 0) {
       best_times.push_back(row.iteration_time_s);
       std::push_heap(best_times.begin(), best_times.end());
@@ -426,10 +521,23 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
   }
   if (progress) progress(total, total);
   result.refusals.assign(refusals.begin(), refusals.end());
-  std::stable_sort(result.rows.begin(), result.rows.end(), [](const PlanRow& a, const PlanRow& b) {
+  result.refusals_by_cause = std::move(by_cause);
+  // Best first; among equal times the smaller memory, then the order of the request's schedules
+  // and recomputations. Rows that are one run fold into the best placed, named by the simplest
+  // choice (the request's order) with the others as its equivalents.
+  auto order_of = [](const auto& list, const auto& value) {
+    return static_cast<std::size_t>(std::find(list.begin(), list.end(), value) - list.begin());
+  };
+  auto preferred = [&](const PlanCandidate& c) {
+    return std::make_pair(order_of(request.schedules, c.schedule),
+                          order_of(request.recomputations, c.parallel.recomputation));
+  };
+  std::stable_sort(result.rows.begin(), result.rows.end(), [&](const PlanRow& a, const PlanRow& b) {
     if (a.throughput_samples_per_s != b.throughput_samples_per_s) return a.throughput_samples_per_s > b.throughput_samples_per_s;
-    return a.peak_memory_bytes < b.peak_memory_bytes;
+    if (a.peak_memory_bytes != b.peak_memory_bytes) return a.peak_memory_bytes < b.peak_memory_bytes;
+    return preferred(a.candidate) < preferred(b.candidate);
   });
+  fold_equal_runs(result, preferred);
   return result;
 }
 

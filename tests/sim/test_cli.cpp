@@ -543,23 +543,23 @@ TEST_CASE("ppsim compare reports the SPEC section 7 fields of two traces", "[cli
 TEST_CASE("ppsim plan ranks a small search as a table, CSV and JSON", "[cli]") {
   const fs::path dir = case_dir("plan");
   const std::string search =
-      "plan --model gpt-1.3b --gpus 4 --global-batch 8 --schedules 1f1b,gpipe --micro-batch-sizes 1 --recompute off --tensor-parallel-sizes 1 "
-      "--top 3 --quiet";
+      "plan --model gpt-1.3b --gpus 4 --global-batch 8 --schedules 1f1b,gpipe --micro-batch-sizes 1 --recompute off --tensor-parallel-sizes 1 --context-parallel-sizes 1 "
+      "--top 6 --quiet";
   const CliRun table = ppsim(dir, search);
   INFO(table.err);
   REQUIRE(table.status == 0);
   const auto lines = lines_of(table.out);
-  REQUIRE(lines.size() == 7);  // 2 heading lines, a blank, the column names, 3 rows
+  REQUIRE(lines.size() == 10);  // 2 heading lines, a blank, the column names, 6 rows
   CHECK(lines[0].rfind("gpt-1.3b on 4 x h100 (8 per node), global batch 8", 0) == 0);
   CHECK(lines[1].rfind("6 configurations: 6 simulated, 6 fit, 0 dropped for memory, 0 refused", 0) == 0);
   CHECK(contains(lines[3], "schedule"));
   CHECK(contains(lines[3], "samples/s"));
-  for (int i = 0; i < 3; ++i) CHECK(lines[4 + i].rfind("   " + std::to_string(i + 1) + "  ", 0) == 0);
+  for (int i = 0; i < 6; ++i) CHECK(lines[4 + i].rfind("   " + std::to_string(i + 1) + "  ", 0) == 0);
 
   const CliRun csv = ppsim(dir, search + " --format csv");
   REQUIRE(csv.status == 0);
   const auto csv_lines = lines_of(csv.out);
-  REQUIRE(csv_lines.size() == 4);
+  REQUIRE(csv_lines.size() == 7);
   CHECK(csv_lines[0].rfind("rank,schedule,pipeline,data_parallel,", 0) == 0);
 
   const CliRun as_json = ppsim(dir, search + " --format json");
@@ -572,7 +572,7 @@ TEST_CASE("ppsim plan ranks a small search as a table, CSV and JSON", "[cli]") {
   CHECK(plan.at("simulated") == 6);
   CHECK(plan.at("fitting") == 6);
   const json& rows = plan.at("configurations");
-  REQUIRE(rows.size() == 3);
+  REQUIRE(rows.size() == 6);
   double previous_throughput = 1e300;
   const json* pipeline2 = nullptr;
   for (std::size_t i = 0; i < rows.size(); ++i) {

@@ -196,7 +196,7 @@ TEST_CASE("the memory walk before simulating drops exactly what simulation would
 
 TEST_CASE("ppsim plan prints tp, sp and the recomputation granularity", "[cli]") {
   const std::string search = "plan --model gpt-1.3b --gpus 8 --global-batch 16 --schedules 1f1b --micro-batch-sizes 1 "
-                             "--tensor-parallel-sizes 1,2,3 --recompute none,selective --top 0 --quiet";
+                             "--tensor-parallel-sizes 1,2,3 --recompute none,selective --top 0 --context-parallel-sizes 1 --quiet";
   const ppsim_test::PpsimRun as_json = run_ppsim(search + " --format json");
   INFO(as_json.err);
   REQUIRE(as_json.status == 0);
@@ -231,11 +231,17 @@ TEST_CASE("ppsim plan prints tp, sp and the recomputation granularity", "[cli]")
   const ppsim_test::PpsimRun csv = run_ppsim(search + " --format csv");
   REQUIRE(csv.status == 0);
   CHECK(csv.out.rfind("rank,schedule,pipeline,data_parallel,", 0) == 0);
-  CHECK(csv.out.find(",tensor_parallel,sequence_parallel,recompute_granularity\n") != std::string::npos);
+  // Columns appended after recompute_granularity keep the earlier ones in their places.
+  CHECK(csv.out.find(",tensor_parallel,sequence_parallel,recompute_granularity,context_parallel,fp8_format,layout,"
+                     "equivalents\n") != std::string::npos);
 
+  // The table says what it refused in one line; --verbose gives each reason.
   const ppsim_test::PpsimRun table = run_ppsim(search);
   REQUIRE(table.status == 0);
-  CHECK(table.out.find("refused: tensor parallel 3: does not divide the 8 GPUs") != std::string::npos);
+  CHECK(table.out.find("refused 1: 1 by the GPU count (--verbose lists why)") != std::string::npos);
+  const ppsim_test::PpsimRun verbose = run_ppsim(search + " --verbose");
+  REQUIRE(verbose.status == 0);
+  CHECK(verbose.out.find("refused: tensor parallel 3: does not divide the 8 GPUs") != std::string::npos);
 
   const ppsim_test::PpsimRun both = run_ppsim("plan --model gpt-1.3b --gpus 8 --global-batch 16 --schedules 1f1b --micro-batch-sizes 1 "
                          "--tensor-parallel-sizes 2 --sequence-parallel off --recompute both --top 0 -q --format json");

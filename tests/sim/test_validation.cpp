@@ -6,8 +6,12 @@
 //   figure, and the predicted peak memory within its memory_tolerance. The tolerances are the
 //   current errors (rounded up, plus a point), so a change to the cost model shows here: it either
 //   moves a run out of its band (update the doc and the tolerances with it) or it does not;
-// - each run's arguments describe the published run: GPUs = stages x tensor x data parallel, and
-//   the predicted samples per iteration = the published global batch;
+// - each run's arguments describe the published run: GPUs = stages x tensor x context x data
+//   parallel, and the predicted samples per iteration = the published global batch;
+// - each device's runs held out of its preset's fit (every run not flagged "fitted") stay within
+//   the goal's mean of 5 % (A100 4.3 %, H100 3.9 % now; the A100's max within 10 %, 8.0 %), the
+//   H100 was fitted on one family (the A100 on two papers), a family is fitted or held out whole,
+//   and the doc's table names the same split;
 // - the Zero Bubble paper's measured order of ZB-2p, ZB-1p and 1F1B holds in every setting, and
 //   the schedules the data file leaves out of the ranking say why;
 // - docs/VALIDATION.md lists every run and states the current mean and max error.
@@ -17,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -131,8 +136,9 @@ std::vector<Outcome> predict_all(const json& data) {
     INFO(id);
     const int stages = std::stoi(arg_after(args, "--stages", "4"));
     const int tensor = std::stoi(arg_after(args, "--tensor-parallel", "1"));
+    const int context = std::stoi(arg_after(args, "--context-parallel", "1"));
     const int data_parallel = std::stoi(arg_after(args, "--data-parallel", "1"));
-    CHECK(stages * tensor * data_parallel == run.at("gpus").get<int>());
+    CHECK(stages * tensor * context * data_parallel == run.at("gpus").get<int>());
     const double samples = summary.at("throughput_samples_per_s").get<double>() * summary.at("iteration_time_s").get<double>();
     CHECK(samples == Approx(run.at("global_batch").get<double>()).epsilon(1e-9));
   }
@@ -181,6 +187,68 @@ TEST_CASE("docs/VALIDATION.md shows the errors the model makes now", "[validatio
   INFO(line);
   CHECK(doc.find(line) != std::string::npos);
   for (const Outcome& o : outcomes()) CHECK(doc.find("| " + o.run.at("id").get<std::string>() + " (") != std::string::npos);
+}
+
+TEST_CASE("each device's held-out runs are apart from the ones its preset was fitted on, and within the goal", "[validation]") {
+  // docs/VALIDATION.md, "Fitted on, held out": a run flagged "fitted" is one its device preset's
+  // end-to-end figures were fitted on; every other run is held out. What a fit is named by: the
+  // run's model family, or its source.
+  struct Split {
+    std::vector<std::string> fitted_names;  // in the file's order
+    int fitted = 0, held_out = 0;
+    double held_out_sum = 0, held_out_max = 0;
+  };
+  std::map<std::string, Split> by_device;
+  std::vector<std::string> devices;
+  std::map<std::string, std::pair<int, int>> fitted_and_held_out_by_name;
+  for (const Outcome& o : outcomes()) {
+    const std::string device = arg_after(o.run.at("args").get<std::vector<std::string>>(), "--gpu", "h100");
+    if (!by_device.count(device)) devices.push_back(device);
+    Split& split = by_device[device];
+    const std::string name = o.run.value("family", o.run.at("source").get<std::string>());
+    if (o.run.value("fitted", false)) {
+      ++split.fitted;
+      ++fitted_and_held_out_by_name[name].first;
+      if (std::find(split.fitted_names.begin(), split.fitted_names.end(), name) == split.fitted_names.end())
+        split.fitted_names.push_back(name);
+      continue;
+    }
+    ++fitted_and_held_out_by_name[name].second;
+    const double error = std::abs(throughput_error(o.run, o.prediction));
+    ++split.held_out;
+    split.held_out_sum += error;
+    split.held_out_max = std::max(split.held_out_max, error);
+  }
+  // A family (or a source without one) is fitted on whole or held out whole.
+  for (const auto& [name, counts] : fitted_and_held_out_by_name) {
+    INFO(name << ": " << counts.first << " fitted, " << counts.second << " held out");
+    CHECK((counts.first == 0 || counts.second == 0));
+  }
+  // The doc's table says which runs each preset was fitted on and how many are held out, as the
+  // data file does (scripts/validation-table.py writes these lines).
+  const std::string doc = read_text(kSourceDir / "docs/VALIDATION.md");
+  REQUIRE(devices == std::vector<std::string>{"a100", "h100"});
+  for (const std::string& device : devices) {
+    const Split& split = by_device.at(device);
+    std::string upper = device;
+    std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    std::string names;
+    for (const std::string& name : split.fitted_names) names += (names.empty() ? "" : ", ") + name;
+    INFO(device << ": fitted on " << names << " (" << split.fitted << " runs), " << split.held_out << " held out, mean |error| "
+                << 100 * split.held_out_sum / std::max(1, split.held_out) << " %, max " << 100 * split.held_out_max << " %");
+    CHECK(doc.find(upper + ", held out: " + std::to_string(split.held_out) + " runs") != std::string::npos);
+    CHECK(doc.find(upper + ", fitted on (" + names + "): " + std::to_string(split.fitted) + " runs") != std::string::npos);
+    REQUIRE(split.held_out > 0);
+    CHECK(split.held_out_sum / split.held_out <= 0.05);
+  }
+  // The H100 preset's end-to-end figures were fitted on one model family (issue 35's rule), and
+  // most published H100 runs are held out; the A100's on two papers, Korthikanti et al.'s 8 runs
+  // held out, within the goal's max too.
+  CHECK(by_device.at("h100").fitted_names == std::vector<std::string>{"nemotron4-15b"});
+  CHECK(by_device.at("h100").held_out >= 100);
+  CHECK(by_device.at("a100").fitted_names == std::vector<std::string>{"narayanan2021", "qi2024"});
+  CHECK(by_device.at("a100").held_out == 8);
+  CHECK(by_device.at("a100").held_out_max <= 0.10);
 }
 
 TEST_CASE("the Zero Bubble paper's 1F1B-I runs have its layout: one layer per chunk, embedding and head alone", "[validation]") {

@@ -5,6 +5,7 @@
 // their sources (docs/MODEL.md), so that calibration adjusts numbers, not code.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -12,6 +13,22 @@
 #include "pipescope/sim/topology.hpp"
 
 namespace pipescope::sim {
+
+// A fused attention kernel's measured throughput on the device, by the number of keys each query
+// meets (512, 1k, 2k, 4k, 8k and 16k): the causal forward and the backward, in FLOP/s counted
+// as FlashAttention's papers count them (a causal forward is half of 4 s^2 d per head; a
+// backward 2.5 forwards). Zero: not measured here (the core is then priced as products).
+struct AttentionCurve {
+  std::array<double, 6> forward_flops_per_s{};
+  std::array<double, 6> backward_flops_per_s{};
+  bool known() const { return forward_flops_per_s[0] > 0; }
+};
+
+// Which kernel runs the attention core (Megatron's --attention-backend): `flash`
+// (FlashAttention-2 through Transformer Engine), `fused` (cuDNN's fused attention), or `auto`
+// (fused where the device has its figures, else flash). A model without "flash_attention" runs
+// the unfused core: its products priced by shape and its softmax as element-wise work.
+enum class AttentionBackend : std::uint8_t { auto_select, flash, fused };
 
 // What a device's matrix-product kernels reach. A product of shape (m, n, k) is cut into output
 // tiles of tile_m x tile_n (or n x m, whichever suits the shape better), one per
@@ -30,11 +47,26 @@ struct KernelFigures {
   int tile_m = 128;
   int tile_n = 256;
   double tile_k_overhead = 128;  // elements of k a tile's prologue and epilogue are worth
+  // The same fraction for FP8 products (operands of one byte, results of two) against the
+  // device's FP8 peak; 0 where the device has no FP8 tensor cores. A tile's prologue and
+  // epilogue take the same time as in BF16, so they are worth twice as many elements of k.
+  double fp8_gemm_peak_fraction = 0;
+  AttentionCurve flash_attention;  // FlashAttention-2
+  AttentionCurve fused_attention;  // cuDNN
+  // A training step runs every kernel slower than alone (clocks under sustained power, gaps
+  // between kernels): this fraction of the lone figures above (products, attention and
+  // element-wise work alike). 1 where the figures are already end-to-end ones (the A100's).
+  double sustained_fraction = 1;
 };
+
+// What a matrix product's operands are: 16-bit (BF16/FP16), or FP8 (Transformer Engine's linear
+// layers under --fp8-format).
+enum class GemmPrecision : std::uint8_t { bf16, fp8 };
 
 struct DeviceSpec {
   std::string name;
   double peak_flops_per_s = 0;  // dense bf16, vendor figure
+  double peak_fp8_flops_per_s = 0;  // dense FP8, vendor figure; 0: no FP8 tensor cores
   // 0: every operation is priced by its shape (the model of this file); > 0: every operation runs
   // at this constant fraction of peak FLOP/s and element-wise work is free (`--efficiency`).
   double efficiency = 0;
@@ -44,9 +76,10 @@ struct DeviceSpec {
   KernelFigures kernels;
 
   bool per_shape() const { return efficiency <= 0; }
+  bool has_fp8() const { return peak_fp8_flops_per_s > 0; }
 };
 
-// Presets: h100, h200, a100 (figures and sources in docs/MODEL.md). Throws UsageError naming
+// Presets: h100, h200, b200, a100 (figures and sources in docs/MODEL.md). Throws UsageError naming
 // the presets for an unknown name.
 DeviceSpec device_preset(const std::string& name);
 std::vector<std::string> device_preset_names();
@@ -60,13 +93,22 @@ struct GemmShape {
 
   double flops() const { return 2.0 * m * n * k * batch; }
   double bytes() const { return 2.0 * (m * k + k * n + m * n) * batch; }
+  // FP8 operands take one byte, the 16-bit result two.
+  double fp8_bytes() const { return (m * k + k * n + 2.0 * m * n) * batch; }
 };
 
 // Seconds of one product on the device: the longer of its compute time under the roof above and
 // its bytes over the achieved memory bandwidth. With a constant efficiency: flops over that
-// fraction of peak.
-double gemm_time_s(const GemmShape& shape, const DeviceSpec& device);
-double achieved_flops_per_s(const GemmShape& shape, const DeviceSpec& device);
+// fraction of peak (the FP8 peak for FP8 products).
+double gemm_time_s(const GemmShape& shape, const DeviceSpec& device, GemmPrecision precision = GemmPrecision::bf16);
+double achieved_flops_per_s(const GemmShape& shape, const DeviceSpec& device,
+                            GemmPrecision precision = GemmPrecision::bf16);
+
+// Seconds of a fused attention kernel doing `flops` (counted as above) with `keys` keys per
+// query, forward or backward; 0 when the device has no figures for `backend` (the caller prices
+// the core as products instead). `auto_select` takes cuDNN's figures where known.
+double attention_kernel_time_s(double flops, double keys, AttentionBackend backend, bool backward,
+                               const DeviceSpec& device);
 
 // Seconds of element-wise work that reads and writes `bytes` (layer norms, activations,
 // softmax, dropout, residual adds): bytes over the achieved memory bandwidth; 0 with a constant

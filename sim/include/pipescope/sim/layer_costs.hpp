@@ -1,19 +1,21 @@
-// One transformer layer (and the head) of one micro-batch on one tensor-parallel rank, as
-// Megatron splits it: the rank's matrix products priced by their shapes (efficiency.hpp), the
-// tensor-parallel collectives on the node's link, and the activations it holds under each
-// recomputation (Korthikanti et al. 2022, Table 2, generalised to grouped-query attention and
-// gated MLPs: docs/MODEL.md). derive_costs adds these up per stage.
+// One transformer layer (and the head) of one micro-batch on one rank, as Megatron splits it over
+// tensor- and context-parallel GPUs: the rank's matrix products priced by their shapes and
+// precision (efficiency.hpp), the tensor-parallel collectives and the context-parallel key/value
+// exchange on their links, and the activations it holds under each recomputation (Korthikanti
+// et al. 2022, Table 2, generalised to grouped-query attention, gated MLPs, context parallelism
+// and FP8: docs/MODEL.md). derive_costs adds these up per stage.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "pipescope/sim/model.hpp"
 
 namespace pipescope::sim {
 
-// Seconds of one layer on one tensor-parallel rank.
+// Seconds of one layer on one rank.
 struct LayerTimes {
-  double f_s = 0;  // forward compute
+  double f_s = 0;  // forward compute (with the context-parallel exchange it waits for)
   double b_s = 0;  // backward for inputs (the attention core's backward included)
   double w_s = 0;  // backward for weights
   // What the backward first runs again: selective, the attention core's forward; full, the
@@ -30,12 +32,61 @@ struct LayerTimes {
   // asynchronously and computes that linear's weight gradient meanwhile. A split backward (B,
   // then W later) has no weight gradient to hide it behind.
   double tp_b_hidden_s = 0;
+  // Of f_s and b_s: the context-parallel key/value exchange the attention waits for (what its
+  // blocks do not hide).
+  double cp_f_s = 0;
+  double cp_b_s = 0;
 };
+
+// The links a layer's collectives run on: tensor parallelism's (a node's NVLink) and the
+// context-parallel group's (NVLink while T x C fit in a node, else the network).
+struct LayerLinks {
+  LinkSpec tensor_parallel;
+  LinkSpec context_parallel;
+};
+LayerTimes layer_times(const ModelSpec& model, const DeviceSpec& device, const LayerLinks& links,
+                       const ParallelConfig& parallel);
+// The same with both groups on one link.
 LayerTimes layer_times(const ModelSpec& model, const DeviceSpec& device, const LinkSpec& tensor_parallel_link,
                        const ParallelConfig& parallel);
 
-// Seconds of the head (vocabulary-parallel logits and the cross-entropy loss) on the last
-// stage's tensor-parallel rank. The loss's small all-reduces (sb floats each) are left out.
+// The tensor-parallel collectives of one layer's pass, each beside the product it feeds or
+// follows: with sequence parallelism the all-gather before QKV, the reduce-scatter after the
+// attention's output product, the all-gather before the MLP's first product, the reduce-scatter
+// after its second (without it, two all-reduces: the same bytes); in the backward the same four
+// beside the input-gradient products. `exposed_s` is what the compute stream waits for.
+struct TensorParallelPass {
+  double exposed_s = 0;
+  double hidden_behind_weight_gradients_s = 0;  // of exposed_s, what a fused backward hides
+};
+TensorParallelPass tensor_parallel_forward(const ModelSpec& model, const DeviceSpec& device, const LinkSpec& link,
+                                           const ParallelConfig& parallel);
+TensorParallelPass tensor_parallel_backward(const ModelSpec& model, const DeviceSpec& device, const LinkSpec& link,
+                                            const ParallelConfig& parallel);
+
+// How much longer each of the four products (QKV, attention output, MLP first, MLP second) takes
+// beside --tp-comm-overlap's communication kernels, which run on some of its SMs.
+struct UserbufferSlowdown {
+  std::array<double, 4> forward{1, 1, 1, 1}, input_gradient{1, 1, 1, 1}, weight_gradient{1, 1, 1, 1};
+};
+UserbufferSlowdown userbuffer_slowdown(const DeviceSpec& device);
+
+// The context-parallel key/value exchange of one layer's attention that its blocks do not hide:
+// forward and backward seconds (0 at C = 1).
+struct ContextParallelExchange {
+  double forward_s = 0;
+  double backward_s = 0;
+};
+ContextParallelExchange context_parallel_exchange(const ModelSpec& model, const DeviceSpec& device, const LinkSpec& link,
+                                                  const ParallelConfig& parallel);
+
+// Seconds of the attention core on the rank (its s/C queries against the keys, causal blocks
+// skipped by a fused kernel), forward and backward.
+double attention_core_forward_s(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel);
+double attention_core_backward_s(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel);
+
+// Seconds of the head (vocabulary-parallel logits and the cross-entropy loss, in BF16 also under
+// FP8) on the last stage's rank. The loss's small all-reduces (sb floats each) are left out.
 struct HeadTimes {
   double f_s = 0;
   double b_s = 0;
@@ -43,8 +94,8 @@ struct HeadTimes {
 };
 HeadTimes head_times(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel);
 
-// Bytes of one layer of one micro-batch on one tensor-parallel rank (16-bit activations, 1-byte
-// dropout masks).
+// Bytes of one layer of one micro-batch on one rank (16-bit activations, 1-byte dropout masks and
+// FP8 copies).
 struct LayerMemory {
   std::int64_t held_bytes = 0;  // from F until B under the recomputation
   // Recomputation rebuilds one layer at a time in the backward: its rebuilt activations (0
@@ -57,6 +108,8 @@ LayerMemory layer_memory(const ModelSpec& model, const ParallelConfig& parallel)
 // Parameters of one layer on one tensor-parallel rank: the matrices and the column-parallel
 // biases divided by T, the layer norms and the row-parallel biases whole.
 std::int64_t layer_parameters_on_rank(const ModelSpec& model, int tensor_parallel);
+// Of those, the linear layers' weights (what FP8 keeps copies of).
+std::int64_t layer_matrix_parameters_on_rank(const ModelSpec& model, int tensor_parallel);
 
 // Ring collectives of `bytes` (the whole tensor) over `group_size` GPUs on `link`: an
 // all-gather or a reduce-scatter is (n-1) steps of bytes/n; an all-reduce is both.

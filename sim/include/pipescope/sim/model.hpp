@@ -12,6 +12,7 @@
 
 #include "pipescope/sim/costs.hpp"
 #include "pipescope/sim/efficiency.hpp"
+#include "pipescope/sim/pipeline_layout.hpp"
 #include "pipescope/sim/topology.hpp"
 
 namespace pipescope::sim {
@@ -31,6 +32,10 @@ struct ModelSpec {
   // the LLaMA recipes run it): it stores no s x s matrices, only its output and the softmax's
   // log-sum-exp, and recomputes the scores in its backward.
   bool flash_attention = false;
+  // Dropout and biases: absent, GPT-style (not gated) models have both and gated ones neither;
+  // model files say so for models such as Nemotron-4 (squared ReLU, neither).
+  std::optional<bool> dropout;
+  std::optional<bool> biases;
 
   int kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   int ffn_or_default() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
@@ -38,8 +43,9 @@ struct ModelSpec {
   std::int64_t kv_width() const;
   // GPT-style models train with dropout; gated (LLaMA-style) ones without, as they keep no
   // biases either: their activations have no dropout masks.
-  bool has_dropout() const { return !gated_mlp; }
-  // Parameters of one transformer layer's matrices (biases and norms excluded).
+  bool has_dropout() const { return dropout.value_or(!gated_mlp); }
+  bool has_biases() const { return biases.value_or(!gated_mlp); }
+    // Parameters of one transformer layer's matrices (biases and norms excluded).
   std::int64_t layer_matrix_parameters() const;
   std::int64_t layer_parameters() const;   // with biases and layer norms
   std::int64_t embedding_parameters() const;  // vocab * hidden
@@ -50,7 +56,8 @@ struct ModelSpec {
 // (sources in docs/MODEL.md).
 std::vector<std::string> model_preset_names();
 // A preset name, or a path to a JSON model file {"name", "layers", "hidden", "heads", "seq",
-// "vocab", optional "kv_heads", "ffn_hidden", "gated_mlp", "tied_embeddings", "flash_attention"}. Throws
+// "vocab", optional "kv_heads", "ffn_hidden", "gated_mlp", "tied_embeddings", "flash_attention", "dropout",
+// "biases"}. Throws
 // UsageError naming the preset list or the file and field.
 ModelSpec resolve_model(const std::string& name_or_path);
 ModelSpec parse_model_json(const std::string& text, const std::string& source);
@@ -75,21 +82,63 @@ LayerFigures layer_figures(const ModelSpec& model, int micro_batch_size);
 enum class Recomputation : std::uint8_t { none, selective, full };
 std::string_view recomputation_name(Recomputation recomputation);  // "none", "selective", "full"
 
+// FP8 linear layers as Transformer Engine runs them (its delayed-scaling recipe): `hybrid` keeps
+// E4M3 for the forward and E5M2 for the gradients, `e4m3` E4M3 for both; both run at the
+// device's FP8 rate.
+enum class Fp8Format : std::uint8_t { none, hybrid, e4m3 };
+std::string_view fp8_format_name(Fp8Format format);  // "none", "hybrid", "e4m3"
+
+// How attention's keys and values travel around the context-parallel group (Megatron's
+// --cp-comm-type): a ring of point-to-point transfers, each behind one attention block (the
+// default), or one all-gather before the attention (and a reduce-scatter of their gradients after
+// its backward).
+enum class ContextParallelComm : std::uint8_t { p2p, all_gather };
+
+// How the GPUs of a run split the work, in Megatron-Core's names and order (TP innermost, then
+// CP, then DP, then PP: "tp-cp-dp-pp"). GPUs = tensor x context x data x pipeline. A further
+// dimension (expert parallelism) takes its place in that order beside the others.
 struct ParallelConfig {
   int pipeline = 4;          // pipeline ranks
   int chunks = 1;            // stages per rank: pipeline * chunks stages in all
   int data_parallel = 1;
   int tensor_parallel = 1;   // Megatron tensor parallelism: GPUs of one node per stage
   bool sequence_parallel = false;  // Megatron sequence parallelism (with tensor_parallel > 1)
+  // Context parallelism (--context-parallel-size): each sequence split over this many GPUs, with
+  // causal load balancing (each holds two of 2C chunks), keys and values exchanged in attention.
+  int context_parallel = 1;
+  ContextParallelComm context_parallel_comm = ContextParallelComm::p2p;
   int micro_batch_size = 1;
   Recomputation recomputation = Recomputation::none;
-  bool zero1 = false;        // shard the optimizer state over the data-parallel group
+  // The distributed optimizer (Megatron's --use-distributed-optimizer; ZeRO-1): optimizer state
+  // sharded over the data-parallel x context-parallel group, gradients reduce-scattered and the
+  // updated parameters all-gathered.
+  bool zero1 = false;
   // Reduce gradients in buckets during the last backward (Megatron's --overlap-grad-reduce,
-  // torch DDP), each layer's once it is final; off: after the backward.
+  // torch DDP), each bucket once it is final; off: after the backward.
   bool overlap_grad_reduce = false;
+  // With the distributed optimizer: the parameters' all-gather runs beside the next iteration's
+  // forward, bucket by bucket (--overlap-param-gather); off: after the optimizer step.
+  bool overlap_param_gather = false;
+  // Parameters per gradient (and parameter) bucket (--ddp-bucket-size); 0: one bucket per layer.
+  std::int64_t bucket_parameters = 0;
   // A fused backward hides its tensor-parallel input-gradient collectives behind the weight
   // gradients (Megatron's default since 2022; --no-async-tensor-model-parallel-allreduce).
   bool async_tensor_parallel_backward = true;
+  // Transformer Engine's userbuffers (--tp-comm-overlap): sequence parallelism's all-gathers and
+  // reduce-scatters split into chunks and pipelined with the products that need them.
+  bool tp_comm_overlap = false;
+  Fp8Format fp8 = Fp8Format::none;
+  AttentionBackend attention_backend = AttentionBackend::auto_select;  // with a "flash_attention" model
+  // Parameters kept in FP8 and all-gathered in FP8 (--fp8-param-gather): no BF16 copy of the
+  // linear layers' weights.
+  bool fp8_param_gather = false;
+  LayoutOptions layout;  // which layers each stage holds (pipeline_layout.hpp)
+
+  // The group gradients are reduced over: data parallelism with the context-parallel ranks.
+  int gradient_group() const { return data_parallel * context_parallel; }
+  std::int64_t gpus() const {
+    return static_cast<std::int64_t>(pipeline) * tensor_parallel * context_parallel * data_parallel;
+  }
 };
 
 // Why `parallel`'s tensor parallelism cannot run `model` on nodes of `gpus_per_node` GPUs (T
@@ -98,12 +147,17 @@ struct ParallelConfig {
 std::optional<std::string> tensor_parallel_problem(const ModelSpec& model, const ParallelConfig& parallel,
                                                    int gpus_per_node);
 
-// Layers of each stage, as Megatron-LM assigns them (docs/MODEL.md, "Layers per stage"): an even
-// split where the layers divide; otherwise the rounded-up division everywhere, one fewer on the
-// last stage (the head), then the first (the embedding), then the second, third... until the
-// total is right. Stages are virtual stages with interleaving (stage i on rank i mod pipeline).
-// Throws UsageError when a stage other than the first or last would be empty.
-std::vector<int> split_layers(int layers, int num_stages);
+// Why context parallelism `C` cannot split `model`'s sequences (C below 1, 2C not dividing the
+// sequence: each rank holds two of 2C equal chunks), naming the option; nothing when it can.
+std::optional<std::string> context_parallel_problem(const ModelSpec& model, const ParallelConfig& parallel);
+
+// Why `device` cannot run `parallel`'s precision (FP8 on a device without FP8 tensor cores).
+std::optional<std::string> precision_problem(const DeviceSpec& device, const ParallelConfig& parallel);
+
+// Layers of each stage (pipeline_layout.hpp): Megatron's layout options where given, else
+// pipescope's split (docs/MODEL.md, "Layers per stage"). Stages are virtual stages with
+// interleaving (stage i on rank i mod pipeline).
+std::vector<int> stage_layers(const ModelSpec& model, const ParallelConfig& parallel);
 
 // Per-stage costs of one tensor-parallel rank of `model` on `device` under `parallel` and
 // `topology` (its data_parallel and pipeline_rank_stride are taken from `parallel`). Transfers
@@ -123,8 +177,9 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
 // profile of one stage) or a count is below 1.
 StageCost recompute_measured_stage(StageCost measured, int stage_layers, int run_layers);
 
-// The topology a cost derivation assumes, Megatron's order: TP innermost, then DP, then PP, so
-// pipeline neighbours sit T x d devices apart and the DP ring's members T apart.
+// The topology a cost derivation assumes, Megatron's order: TP innermost, then CP, then DP, then
+// PP, so pipeline neighbours sit T x C x d devices apart and the gradients' ring (DP x CP) has its
+// members T apart.
 Topology with_parallel_layout(Topology topology, const ParallelConfig& parallel);
 
 }  // namespace pipescope::sim

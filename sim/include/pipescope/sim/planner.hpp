@@ -1,12 +1,13 @@
-// The planner: for a model on a cluster, enumerate tensor-, pipeline- and data-parallel sizes
-// (tp x pp x dp = GPUs), chunks, micro-batch size and count, schedule, recomputation and sequence
-// parallelism; refuse what does not divide, drop what does not fit in memory;
-// rank the rest by simulated throughput. Schedules are compiled once per shape and simulated
+// The planner: for a model on a cluster, enumerate tensor-, context-, pipeline- and data-parallel
+// sizes (tp x cp x pp x dp = GPUs), chunks, micro-batch size and count, schedule, recomputation,
+// sequence parallelism and precision; refuse what does not divide, drop what does not fit in
+// memory; rank the rest by simulated throughput, folding configurations that are the same run. Schedules are compiled once per shape and simulated
 // once per cost model, without traces, so that thousands of configurations take seconds.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +39,21 @@ struct PlanRequest {
   std::vector<Recomputation> recomputations{Recomputation::none, Recomputation::selective, Recomputation::full};
   // Sequence parallelism, tried where T > 1 (it has nothing to split at T = 1).
   std::vector<bool> sequence_parallel_options{false, true};
+  // Context-parallel sizes C: each must split the sequence in 2C equal chunks
+  // (context_parallel_problem); the others are refused with that reason.
+  std::vector<int> context_parallel_sizes{1};
+  // Precisions tried: BF16 (Fp8Format::none) and/or an FP8 format.
+  std::vector<Fp8Format> precisions{Fp8Format::none};
+  // What every configuration takes beyond the searched sizes: the Megatron options of
+  // ParallelConfig (TP communication overlap, the parameter gather's overlap, buckets, the
+  // attention backend, the context-parallel exchange, FP8 parameters, layout options).
+  ParallelConfig options;
+  // Also try, for each pipeline x chunks, Megatron's uneven layouts where they describe the model
+  // and differ from the even split (layout_choices): the embedding and the loss counted as layers
+  // (--account-for-embedding/loss-in-pipeline-split), and the first and the last pipeline rank one
+  // layer per chunk lighter than the others (--decoder-first/last-pipeline-num-layers). Only
+  // where `options` names no layout of its own, and not with a profile.
+  bool search_layouts = false;
   bool zero1 = true;               // shard the optimizer state over the data-parallel group
   bool overlap_grad_reduce = false;  // ParallelConfig::overlap_grad_reduce, for every configuration
   bool async_tensor_parallel_backward = true;  // ParallelConfig's, for every configuration
@@ -68,6 +84,12 @@ struct PlanCandidate {
 
 struct PlanRow {
   PlanCandidate candidate;
+  // Other choices that gave this very run (same sizes, the same compute order on every rank, the
+  // same time and memory), folded into this row: "zb-h1", "recompute selective", ...
+  std::vector<std::string> equivalents;
+  // The rank programs' order of forwards and backwards (program_signature): rows fold only
+  // within one.
+  std::uint64_t program_signature = 0;
   double iteration_time_s = 0;
   double throughput_samples_per_s = 0;
   double tokens_per_s = 0;
@@ -86,8 +108,15 @@ struct PlanResult {
   // tensor-parallel size that does not divide the GPUs counts once (it has no layout).
   int refused = 0;
   int pruned = 0;              // not simulated: their lower bound cannot reach the best keep_best
+  int folded = 0;              // rows folded into an equal one (PlanRow::equivalents)
   std::vector<std::string> refusals;  // why configurations were refused, one line per distinct reason
+  // The refusals counted by what refused them ("the schedule", "tensor parallelism", ...), for
+  // one summary line.
+  std::map<std::string, int> refusals_by_cause;
 };
+
+// "refused 536: 300 by the schedule, 236 by tensor parallelism" (empty when nothing was refused).
+std::string refusal_summary(const PlanResult& result);
 
 // Pipeline ranks of the run a profile was measured on: the calibration's record
 // (extra.calibration.num_ranks) or, without it, one rank per measured stage.
@@ -114,12 +143,24 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request);
 PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t, std::size_t)>& progress = {});
 
 // One candidate simulated in full, with its trace (for `ppsim plan --top K --trace-dir`).
+// The layer layouts the search tries for `pipeline` x `chunks` stages of `layers` layers: the
+// request's own (the even split where it names none), then, with search_layouts, each of
+// Megatron's uneven layouts above that describes the model and puts a different number of layers
+// on some stage than those before it.
+std::vector<LayoutOptions> layout_choices(const PlanRequest& request, int layers, int pipeline, int chunks);
+
 SimResult simulate_candidate(const PlanRequest& request, const PlanCandidate& candidate, bool build_trace = true);
 
 // A lower bound on the iteration time: no rank can finish before its own compute, gradient
 // reductions and optimizer step are done.
 double iteration_time_lower_bound_s(const CostModel& costs, const std::vector<int>& stage_to_rank, int num_ranks,
                                     int num_micro_batches);
+
+// A hash of every rank's order of forwards and backwards by stage and micro-batch (a
+// BackwardInput counted as a BackwardPass, a BackwardWeight left out: where it runs shows in the
+// time and the memory). Two configurations with the same sizes, signature, time and memory are
+// one run (at one pipeline rank 1f1b, zb-h1 and zb-h2 are).
+std::uint64_t program_signature(const CompiledSchedule& schedule);
 
 // FLOPs of one sample's forward and backward (F + B + W over every layer and the head).
 double model_flops_per_sample(const ModelSpec& model);

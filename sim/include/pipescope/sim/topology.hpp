@@ -19,8 +19,9 @@ struct Topology {
   // Devices between two consecutive pipeline ranks. Megatron orders data parallelism inside
   // pipeline parallelism, so with DP size d pipeline rank r sits on device r * d.
   int pipeline_rank_stride = 1;
-  // Data-parallel replicas (the group of the gradient all-reduce), and the devices between two
-  // neighbouring ones: the tensor-parallel size, as Megatron puts tensor parallelism innermost.
+  // The group of the gradient reduction (data-parallel replicas, times the context-parallel ranks
+  // when there are any), and the devices between two neighbouring members: the tensor-parallel
+  // size, as Megatron puts tensor parallelism innermost and context parallelism next to it.
   int data_parallel = 1;
   int data_parallel_stride = 1;
 
@@ -44,5 +45,9 @@ double ring_all_reduce_s(std::int64_t bytes, int group_size, const LinkSpec& lin
 // inside a node; across nodes, NCCL's rings split over the network adapters of the group's
 // members on each node (one adapter per GPU).
 double data_parallel_all_reduce_s(std::int64_t bytes, const Topology& topology);
+// Its halves, on the same rings: the distributed optimizer's reduce-scatter of the gradients and
+// all-gather of the updated parameters (`bytes`: the whole buffer).
+double data_parallel_reduce_scatter_s(std::int64_t bytes, const Topology& topology);
+double data_parallel_all_gather_s(std::int64_t bytes, const Topology& topology);
 
 }  // namespace pipescope::sim

@@ -1,0 +1,100 @@
+#include "megatron_options.hpp"
+
+#include "pipescope/core/errors.hpp"
+#include "pipescope/sim/units.hpp"
+
+namespace po = boost::program_options;
+
+namespace pipescope::cli {
+
+void MegatronOptions::add_to(po::options_description& options, bool with_optimizer) {
+  po::options_description group("Megatron-Core options (with --model; Megatron's names)");
+  group.add_options()
+      ("cp-comm-type", po::value(&cp_comm_type)->default_value(cp_comm_type),
+       "how context parallelism exchanges keys and values: p2p (a ring, each transfer behind one attention "
+       "block) or all_gather (before the attention)")
+      ("attention-backend", po::value(&attention_backend)->default_value(attention_backend),
+       "the fused attention kernel of a flash_attention model: flash (FlashAttention-2), fused (cuDNN), or auto "
+       "(fused where the device has its figures)")
+      ("fp8-format", po::value(&fp8_format),
+       "hybrid or e4m3: the linear layers in FP8 as Transformer Engine runs them (delayed scaling; hybrid: E4M3 "
+       "forward, E5M2 gradients); attention, norms and the head stay BF16 (default: BF16)")
+      ("fp8-param-gather", po::bool_switch(&fp8_param_gather),
+       "keep the linear layers' weights in FP8 only and all-gather them in FP8 (default off: an FP8 copy beside "
+       "the BF16 weights)")
+      ("overlap-param-gather", po::bool_switch(&overlap_param_gather),
+       "with the distributed optimizer: all-gather the updated parameters bucket by bucket beside the next "
+       "forward (default: after the optimizer step)")
+      ("ddp-bucket-size", po::value(&ddp_bucket_size)->default_value(ddp_bucket_size),
+       "parameters per gradient/parameter bucket (0: one bucket per layer)")
+      ("tp-comm-overlap", po::bool_switch(&tp_comm_overlap),
+       "pipeline sequence parallelism's all-gathers and reduce-scatters with the products (Transformer Engine "
+       "userbuffers; needs --sequence-parallel; default off)")
+      ("decoder-first-pipeline-num-layers", po::value<int>()->notifier([this](int n) { first_stage_layers = n; }),
+       "layers on the first pipeline rank (its chunks share them); the other ranks split the rest evenly")
+      ("decoder-last-pipeline-num-layers", po::value<int>()->notifier([this](int n) { last_stage_layers = n; }),
+       "layers on the last pipeline rank")
+      ("account-for-embedding-in-pipeline-split", po::bool_switch(&account_for_embedding),
+       "count the embedding as a layer in the even split (the first stage holds one layer fewer)")
+      ("account-for-loss-in-pipeline-split", po::bool_switch(&account_for_loss),
+       "count the loss as a layer in the even split (the last stage holds one layer fewer)")
+      ("pipeline-model-parallel-layout", po::value(&layout),
+       "Megatron's layout string: E embedding, t a decoder layer, L loss, | between stages (virtual stages in "
+       "rank order), (...)*N repeats, e.g. 'Et*3|(t*4|)*6t*3L' (default: the even split)");
+  if (with_optimizer)
+    group.add_options()
+        ("use-distributed-optimizer", po::bool_switch(&distributed_optimizer),
+         "Megatron's distributed optimizer: optimizer state sharded over data x context parallelism, gradients "
+         "reduce-scattered, parameters all-gathered (default off)")
+        ("zero1", po::bool_switch(&zero1), "the same as --use-distributed-optimizer");
+  options.add(group);
+}
+
+sim::Fp8Format MegatronOptions::fp8() const {
+  if (fp8_format.empty()) return sim::Fp8Format::none;
+  if (fp8_format == "hybrid") return sim::Fp8Format::hybrid;
+  if (fp8_format == "e4m3") return sim::Fp8Format::e4m3;
+  throw UsageError("--fp8-format: '" + fp8_format + "' is neither hybrid nor e4m3");
+}
+
+sim::LayoutOptions layout_options(const MegatronOptions& o) {
+  sim::LayoutOptions layout;
+  layout.first_stage_layers = o.first_stage_layers;
+  layout.last_stage_layers = o.last_stage_layers;
+  layout.account_for_embedding = o.account_for_embedding;
+  layout.account_for_loss = o.account_for_loss;
+  layout.layout = o.layout;
+  return layout;
+}
+
+void MegatronOptions::apply(sim::ParallelConfig& parallel) const {
+  if (cp_comm_type == "p2p") parallel.context_parallel_comm = sim::ContextParallelComm::p2p;
+  else if (cp_comm_type == "all_gather") parallel.context_parallel_comm = sim::ContextParallelComm::all_gather;
+  else throw UsageError("--cp-comm-type: '" + cp_comm_type + "' (p2p or all_gather)");
+  if (attention_backend == "auto") parallel.attention_backend = sim::AttentionBackend::auto_select;
+  else if (attention_backend == "flash") parallel.attention_backend = sim::AttentionBackend::flash;
+  else if (attention_backend == "fused") parallel.attention_backend = sim::AttentionBackend::fused;
+  else throw UsageError("--attention-backend: '" + attention_backend + "' (auto, flash or fused)");
+  parallel.fp8 = fp8();
+  parallel.fp8_param_gather = fp8_param_gather;
+  parallel.zero1 = parallel.zero1 || distributed_optimizer || zero1;
+  parallel.overlap_param_gather = overlap_param_gather;
+  parallel.tp_comm_overlap = tp_comm_overlap;
+  parallel.bucket_parameters = sim::parse_bytes(ddp_bucket_size, "--ddp-bucket-size");
+  parallel.layout = layout_options(*this);
+}
+
+std::vector<std::string> MegatronOptions::given(const po::variables_map& vm) const {
+  std::vector<std::string> names;
+  for (const char* name : {"cp-comm-type", "attention-backend", "fp8-format", "fp8-param-gather", "overlap-param-gather", "ddp-bucket-size",
+                           "tp-comm-overlap", "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers",
+                           "account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split",
+                           "pipeline-model-parallel-layout"}) {
+    if (!vm.count(name) || vm[name].defaulted()) continue;
+    // A bool_switch not given is "defaulted"; one given false cannot be.
+    names.push_back(std::string("--") + name);
+  }
+  return names;
+}
+
+}  // namespace pipescope::cli

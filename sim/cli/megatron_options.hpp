@@ -1,0 +1,45 @@
+// The options, in Megatron-Core's names, that shape a model's run beyond its tensor and pipeline
+// sizes (SPEC.md section 6): context parallelism, FP8, the distributed optimizer and its
+// overlaps, tensor-parallel communication overlap and the layer layout. `ppsim simulate` and
+// `ppsim plan` parse them here, once, into sim::ParallelConfig.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipescope/sim/model.hpp"
+
+namespace pipescope::cli {
+
+struct MegatronOptions {
+  std::string cp_comm_type = "p2p";
+  std::string attention_backend = "auto";
+  std::string fp8_format;  // empty: BF16
+  bool fp8_param_gather = false;
+  bool distributed_optimizer = false;  // --use-distributed-optimizer, or --zero1
+  bool zero1 = false;
+  bool overlap_param_gather = false;
+  bool tp_comm_overlap = false;
+  std::string ddp_bucket_size = "0";
+  std::optional<int> first_stage_layers, last_stage_layers;
+  bool account_for_embedding = false, account_for_loss = false;
+  std::string layout;
+
+  // `with_optimizer`: also --use-distributed-optimizer / --zero1 (ppsim plan has its own default).
+  void add_to(boost::program_options::options_description& options, bool with_optimizer);
+  // What the options say, into `parallel` (all but its sizes). Throws UsageError naming an option
+  // whose value is not one of its words.
+  void apply(sim::ParallelConfig& parallel) const;
+  // The FP8 format named by --fp8-format (none when absent).
+  sim::Fp8Format fp8() const;
+  // The options given that only a model's costs can follow ("--fp8-format hybrid", ...).
+  std::vector<std::string> given(const boost::program_options::variables_map& vm) const;
+};
+
+// The layout options alone, for messages and the planner's rows.
+sim::LayoutOptions layout_options(const MegatronOptions& options);
+
+}  // namespace pipescope::cli

@@ -1,0 +1,189 @@
+// The communication inside one layer's pass: tensor parallelism's all-gathers and
+// reduce-scatters (or all-reduces) beside their products, with Transformer Engine's userbuffers
+// overlap where asked, and context parallelism's key/value exchange beside the attention blocks.
+#include <algorithm>
+#include <array>
+
+#include "layer_shape.hpp"
+#include "pipescope/sim/layer_costs.hpp"
+
+namespace pipescope::sim {
+
+using detail::column_parallel;
+using detail::LayerShape;
+using detail::LinearTimes;
+
+double ring_all_gather_s(double bytes, int group_size, const LinkSpec& link) {
+  if (group_size <= 1 || bytes <= 0) return 0.0;
+  return (group_size - 1) * (link.latency_s + bytes / group_size / link.bandwidth_bytes_per_s);
+}
+
+namespace {
+
+// Seconds of each of a pass's four collectives (an all-gather or a reduce-scatter of the hidden
+// state; without sequence parallelism the two all-reduces count as two each, the same bytes).
+// Under FP8 with sequence parallelism Transformer Engine all-gathers the FP8 input of QKV and of
+// the MLP's first product: half the bytes. Reductions stay in 16 bits.
+std::array<double, 4> pass_collectives_s(const LayerShape& l, const LinkSpec& link, int tp, bool forward,
+                                         bool sequence_parallel) {
+  const double hidden_state_bytes = 2.0 * l.tokens * l.h;
+  std::array<double, 4> out{};
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const bool fp8_gather = forward && l.fp8 && sequence_parallel && column_parallel(i);
+    out[i] = ring_all_gather_s(fp8_gather ? hidden_state_bytes / 2 : hidden_state_bytes, tp, link);
+  }
+  return out;
+}
+
+// Userbuffers split a collective into T chunks pipelined with its product's: the product hides the
+// communication up to its own length, and one chunk stays exposed (the first to arrive, or the
+// last to leave). The communication kernels' own SMs and the copy engines' contention are not
+// modelled.
+double overlapped_s(double collective_s, double product_s, int tp) {
+  return std::max(0.0, collective_s - product_s) + collective_s / tp;
+}
+
+}  // namespace
+
+UserbufferSlowdown userbuffer_slowdown(const DeviceSpec& device) {
+  // The SMs Transformer Engine's userbuffers take from the products they overlap, as NeMo's
+  // H100 configurations set them (nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py):
+  // the attention output's and the MLP's second product's pipelined reduce-scatters 24 and 16
+  // (reserved: the product runs on the rest), QKV's weight-gradient bulk all-gather 24, the
+  // input gradients' bulk overlaps 4 and 2, the MLP's first weight gradient's 4. Ring exchanges
+  // run on the copy engines (one SM).
+  const double sms = device.kernels.multiprocessors;
+  auto slower = [&](double taken) { return sms / (sms - taken); };
+  UserbufferSlowdown out;
+  out.forward = {1.0, slower(24), 1.0, slower(16)};
+  out.input_gradient = {slower(4), 1.0, slower(2), 1.0};
+  out.weight_gradient = {slower(24), 1.0, slower(4), 1.0};
+  return out;
+}
+
+TensorParallelPass tensor_parallel_forward(const ModelSpec& model, const DeviceSpec& device, const LinkSpec& link,
+                                           const ParallelConfig& parallel) {
+  TensorParallelPass out;
+  const int tp = parallel.tensor_parallel;
+  if (tp <= 1) return out;
+  const LayerShape l(model, parallel);
+  const std::array<double, 4> collectives = pass_collectives_s(l, link, tp, true, parallel.sequence_parallel);
+  if (!parallel.tp_comm_overlap) {
+    for (double c : collectives) out.exposed_s += c;
+    return out;
+  }
+  // Each collective beside the product it feeds (QKV, the MLP's first) or follows.
+  const LinearTimes products = detail::linear_times(l, device);
+  for (std::size_t i = 0; i < collectives.size(); ++i) out.exposed_s += overlapped_s(collectives[i], products.forward_s[i], tp);
+  return out;
+}
+
+TensorParallelPass tensor_parallel_backward(const ModelSpec& model, const DeviceSpec& device, const LinkSpec& link,
+                                            const ParallelConfig& parallel) {
+  TensorParallelPass out;
+  const int tp = parallel.tensor_parallel;
+  if (tp <= 1) return out;
+  const LayerShape l(model, parallel);
+  const std::array<double, 4> collectives = pass_collectives_s(l, link, tp, false, parallel.sequence_parallel);
+  for (double c : collectives) out.exposed_s += c;
+  const LinearTimes products = detail::linear_times(l, device);
+  if (parallel.tp_comm_overlap) {
+    // The row-parallel products' gradient all-gather beside their input-gradient products (ring
+    // exchange); the column-parallel products' input-gradient reduce-scatter beside their weight
+    // gradients (TE's bulk overlap), which a split backward does not run beside it.
+    out.exposed_s = 0;
+    for (std::size_t i = 0; i < collectives.size(); ++i) {
+      if (!column_parallel(i)) {
+        out.exposed_s += overlapped_s(collectives[i], products.input_gradient_s[i], tp);
+        continue;
+      }
+      out.exposed_s += collectives[i];
+      out.hidden_behind_weight_gradients_s +=
+          collectives[i] - overlapped_s(collectives[i], products.weight_gradient_s[i], tp);
+    }
+    return out;
+  }
+  if (parallel.async_tensor_parallel_backward) {
+    // QKV's and the MLP's first matrix's input gradients (an all-reduce, or a reduce-scatter and
+    // the weight gradient's all-gather with SP: two collectives' worth), each behind its own weight
+    // gradient.
+    const double per_linear_s = (collectives[0] + collectives[1] + collectives[2] + collectives[3]) / 2;
+    for (std::size_t i = 0; i < collectives.size(); ++i)
+      if (column_parallel(i)) out.hidden_behind_weight_gradients_s += std::min(per_linear_s, products.weight_gradient_s[i]);
+  }
+  return out;
+}
+
+namespace {
+
+// A fused kernel's forward FLOPs on the rank, counted as FlashAttention's papers count them: the
+// two products of its s/C queries against the sequence's keys, half of them under the causal mask
+// (context parallelism's load balancing gives every rank that half). Its backward does 2.5 times
+// as much (the scores again, then four products).
+double fused_attention_forward_flops(const LayerShape& l) {
+  return 0.5 * 4.0 * l.local_seq() * l.s * l.head_dim() * l.b * l.heads_on_rank();
+}
+
+// A fused kernel's time from the device's measured curve, by the keys each of its blocks meets
+// (the sequence's, or under context parallelism a block's s/C); 0 without a curve.
+double measured_attention_s(const LayerShape& l, const DeviceSpec& device, const ParallelConfig& parallel, bool backward) {
+  if (!l.flash) return 0.0;
+  const double flops = fused_attention_forward_flops(l) * (backward ? 2.5 : 1.0);
+  return attention_kernel_time_s(flops, l.local_seq(), parallel.attention_backend, backward, device);
+}
+
+}  // namespace
+
+double attention_core_forward_s(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel) {
+  const LayerShape l(model, parallel);
+  if (const double measured_s = measured_attention_s(l, device, parallel, false); measured_s > 0) return measured_s;
+  // Priced as its products: scores Q K^T and their product with V, per head, for the rank's s/C
+  // queries against the sequence's s keys. A fused kernel skips the causal mask's empty blocks:
+  // half the work.
+  const double batch = l.b * l.heads_on_rank();
+  const double causal = l.flash ? 0.5 : 1.0;
+  return causal * (gemm_time_s({l.local_seq(), l.s, l.head_dim(), batch}, device) +
+                   gemm_time_s({l.local_seq(), l.head_dim(), l.s, batch}, device));
+}
+
+double attention_core_backward_s(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel) {
+  const LayerShape l(model, parallel);
+  if (const double measured_s = measured_attention_s(l, device, parallel, true); measured_s > 0) return measured_s;
+  // dP = dO V^T (scores-sized), then dV = P^T dO, dQ = dS K and dK = dS^T Q; a fused kernel first
+  // computes the scores Q K^T again.
+  const double batch = l.b * l.heads_on_rank();
+  const double causal = l.flash ? 0.5 : 1.0;
+  const double score_products = l.flash ? 2 : 1;
+  return causal * (score_products * gemm_time_s({l.local_seq(), l.s, l.head_dim(), batch}, device) +
+                   3 * gemm_time_s({l.local_seq(), l.head_dim(), l.s, batch}, device));
+}
+
+ContextParallelExchange context_parallel_exchange(const ModelSpec& model, const DeviceSpec& device, const LinkSpec& link,
+                                                  const ParallelConfig& parallel) {
+  ContextParallelExchange out;
+  const int cp = parallel.context_parallel;
+  if (cp <= 1) return out;
+  const LayerShape l(model, parallel);
+  // The rank's keys and values: two of the 2C chunks of each sequence, the tensor-parallel rank's
+  // kv heads, 16-bit.
+  const double kv_bytes = 2.0 * 2.0 * l.local_seq() * l.b * l.kv_width / l.t;
+  if (parallel.context_parallel_comm == ContextParallelComm::all_gather) {
+    // Gathered before the attention and their gradients reduce-scattered after its backward: the
+    // attention waits for both.
+    out.forward_s = ring_all_gather_s(kv_bytes * cp, cp, link);
+    out.backward_s = ring_all_gather_s(kv_bytes * cp, cp, link);
+    return out;
+  }
+  // Ring: C steps, each one block of attention against the keys and values that arrived, while
+  // the next ones travel (Transformer Engine's AttnFuncWithCPAndKVP2P). The backward sends the
+  // keys, the values and their gradients, and finally returns the gradients to their owner.
+  const double forward_block_s = attention_core_forward_s(model, device, parallel) / cp;
+  const double backward_block_s = attention_core_backward_s(model, device, parallel) / cp;
+  const double step_s = link.latency_s + kv_bytes / link.bandwidth_bytes_per_s;
+  const double backward_step_s = link.latency_s + 2 * kv_bytes / link.bandwidth_bytes_per_s;
+  out.forward_s = (cp - 1) * std::max(0.0, step_s - forward_block_s);
+  out.backward_s = (cp - 1) * std::max(0.0, backward_step_s - backward_block_s) + step_s;
+  return out;
+}
+
+}  // namespace pipescope::sim

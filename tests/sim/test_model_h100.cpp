@@ -1,0 +1,190 @@
+// Today's options in the first-principles costs (docs/MODEL.md), on Llama 3 8B (s = 8192, h =
+// 4096, 32 heads, 8 kv heads: kv = 1024, f = 14336 SwiGLU, FlashAttention) and GPT-3 175B:
+// - context parallelism C = 2: every layer holds the activations of s/C tokens (half, exactly);
+//   the attention core does half the FLOPs at the curve's speed for 4096 keys instead of 8192;
+//   the ring's step moves the rank's keys and values, 2 x 2 x 4096 x 1024 = 16,777,216 bytes:
+//   2 us + 37.28 us on NVLink, hidden behind the forward's blocks; the backward's last transfer
+//   (the gradients home) stays: 39.28 us; the all-gather variant exposes one ring step each way;
+//   across nodes (50 GB/s) the forward's step outlasts its block;
+// - gradients over DP x CP: T = 2, C = 2, DP = 4 put 8 members T apart in the gradients' group,
+//   pipeline neighbours 16 apart; the distributed optimizer shards over the 8;
+// - C = 3 does not split 8192 in 6 chunks: refused naming --context-parallel 3;
+// - FP8: the layer keeps (3h + f) x 8192 = 218,103,808 bytes fewer (the products' inputs in one
+//   byte); a stage keeps 2 more bytes per linear weight (the FP8 copy and its transpose), none
+//   with --fp8-param-gather; the linear products run faster; the A100 is refused;
+// - the distributed optimizer reduce-scatters: half the all-reduce's time; with
+//   --overlap-param-gather the first chunk waits for one of its n per-layer buckets of the gather
+//   G (G / n instead of G), later chunks for none;
+// - --tp-comm-overlap: each collective c beside its product g leaves max(0, c - g) + c / T, and the
+//   attention output's forward product takes 132 / (132 - 24) as long; it needs sequence
+//   parallelism, and --overlap-param-gather the distributed optimizer.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "pipescope/core/errors.hpp"
+#include "pipescope/sim/layer_costs.hpp"
+#include "pipescope/sim/model.hpp"
+#include "ppsim_run.hpp"
+
+using namespace pipescope;
+using namespace pipescope::sim;
+
+namespace {
+
+const LinkSpec kH100Nvlink{450e9, 2e-6};
+const LinkSpec kNdrAdapter{50e9, 5e-6};
+
+ParallelConfig h100_parallel(int tp = 1, int cp = 1) {
+  ParallelConfig p;
+  p.pipeline = 1;
+  p.tensor_parallel = tp;
+  p.sequence_parallel = tp > 1;
+  p.context_parallel = cp;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("context parallelism halves a layer's tokens and hides its key/value ring on NVLink") {
+  const ModelSpec llama = resolve_model("llama-3-8b");
+  const DeviceSpec h100 = device_preset("h100");
+  const LayerMemory one = layer_memory(llama, h100_parallel(1, 1));
+  const LayerMemory two = layer_memory(llama, h100_parallel(1, 2));
+  CHECK(two.held_bytes * 2 == one.held_bytes);
+  // Half the FLOPs, each block against 4096 keys: cuDNN's 518 TFLOP/s at 4k against 529 at 8k.
+  const double core_one = attention_core_forward_s(llama, h100, h100_parallel(1, 1));
+  const double core_two = attention_core_forward_s(llama, h100, h100_parallel(1, 2));
+  CHECK(core_two == Approx(core_one / 2 * 529.0 / 518.0));
+  const double step_s = 2e-6 + 16'777'216 / 450e9;
+  const ContextParallelExchange ring = context_parallel_exchange(llama, h100, kH100Nvlink, h100_parallel(1, 2));
+  CHECK(ring.forward_s == 0.0);
+  CHECK(ring.backward_s == Approx(step_s));
+  ParallelConfig gather = h100_parallel(1, 2);
+  gather.context_parallel_comm = ContextParallelComm::all_gather;
+  const ContextParallelExchange gathered = context_parallel_exchange(llama, h100, kH100Nvlink, gather);
+  CHECK(gathered.forward_s == Approx(step_s));
+  CHECK(gathered.backward_s == Approx(step_s));
+  // Eight ranks on the network: each step's transfer outlasts its attention block.
+  ParallelConfig wide = h100_parallel(1, 8);
+  CHECK(context_parallel_exchange(llama, h100, kNdrAdapter, wide).forward_s > 0.0);
+  CHECK(context_parallel_exchange(llama, h100, kH100Nvlink, h100_parallel(1, 1)).backward_s == 0.0);
+}
+
+TEST_CASE("gradients are reduced over data x context parallelism, and C must split the sequence") {
+  ParallelConfig p = h100_parallel(2, 2);
+  p.data_parallel = 4;
+  p.pipeline = 2;
+  const Topology topology = with_parallel_layout(Topology{}, p);
+  CHECK(topology.data_parallel == 8);
+  CHECK(topology.data_parallel_stride == 2);
+  CHECK(topology.pipeline_rank_stride == 16);
+  CHECK(p.gpus() == 32);
+  const ModelSpec llama = resolve_model("llama-3-8b");
+  CHECK(context_parallel_problem(llama, h100_parallel(1, 4)) == std::nullopt);
+  const auto problem = context_parallel_problem(llama, h100_parallel(1, 3));
+  REQUIRE(problem);
+  CHECK_THAT(*problem, Catch::Contains("--context-parallel 3") && Catch::Contains("8192"));
+  // The distributed optimizer shards its 16 bytes a parameter over the 8.
+  p.zero1 = true;
+  ParallelConfig unsharded = p;
+  unsharded.zero1 = false;
+  Topology node;
+  node.gpus_per_node = 8;
+  const DeviceSpec h100 = device_preset("h100");
+  const CostModel sharded = derive_costs(llama, h100, node, p);
+  const CostModel whole = derive_costs(llama, h100, node, unsharded);
+  const double parameters = (static_cast<double>(whole.stages[0].static_bytes) - sharded.stages[0].static_bytes) / (16.0 - 2.0);
+  CHECK(parameters == Approx(static_cast<double>(whole.stages[0].static_bytes) / 20.0));
+}
+
+TEST_CASE("FP8 keeps the products' inputs in one byte, copies the weights, and needs FP8 tensor cores") {
+  const ModelSpec llama = resolve_model("llama-3-8b");
+  ParallelConfig fp8 = h100_parallel();
+  fp8.fp8 = Fp8Format::hybrid;
+  CHECK(layer_memory(llama, h100_parallel()).held_bytes - layer_memory(llama, fp8).held_bytes == 218'103'808);
+  const DeviceSpec h100 = device_preset("h100");
+  CHECK(layer_times(llama, h100, kH100Nvlink, fp8).f_s < layer_times(llama, h100, kH100Nvlink, h100_parallel()).f_s);
+  Topology node;
+  const std::int64_t bf16_static = derive_costs(llama, h100, node, h100_parallel()).stages[0].static_bytes;
+  const std::int64_t fp8_static = derive_costs(llama, h100, node, fp8).stages[0].static_bytes;
+  CHECK(fp8_static - bf16_static == 2 * 32 * llama.layer_matrix_parameters());
+  fp8.fp8_param_gather = true;
+  CHECK(derive_costs(llama, h100, node, fp8).stages[0].static_bytes == bf16_static);
+  CHECK_THROWS_WITH(derive_costs(llama, device_preset("a100"), node, fp8), Catch::Contains("--fp8-format hybrid: the a100"));
+}
+
+TEST_CASE("the distributed optimizer reduce-scatters, and gathers the parameters beside the next forward") {
+  const ModelSpec llama = resolve_model("llama-3-8b");
+  const DeviceSpec h100 = device_preset("h100");
+  Topology node;
+  ParallelConfig p = h100_parallel(1, 1);
+  p.pipeline = 2;
+  p.chunks = 2;
+  p.data_parallel = 4;
+  const CostModel all_reduce = derive_costs(llama, h100, node, p);
+  p.zero1 = true;
+  const CostModel sharded = derive_costs(llama, h100, node, p);
+  for (std::size_t st = 0; st < sharded.stages.size(); ++st)
+    CHECK(sharded.stages[st].reduce_grads_s == Approx(all_reduce.stages[st].reduce_grads_s / 2));
+  p.overlap_param_gather = true;
+  const CostModel overlapped = derive_costs(llama, h100, node, p);
+  // Stage 1 is the first chunk of rank 1 (a middle stage): of its gather G it waits for one of its
+  // n per-layer buckets, G / n. Stage 2 is rank 0's second chunk: it waits for none.
+  const Topology ring = with_parallel_layout(node, p);
+  const int n = stage_layers(llama, p)[1];
+  const double gather_s = data_parallel_all_gather_s(n * layer_parameters_on_rank(llama, 1) * 2, ring);
+  CHECK(sharded.stages[1].optimizer_s - overlapped.stages[1].optimizer_s == Approx(gather_s * (n - 1) / n));
+  CHECK(sharded.stages[2].optimizer_s - overlapped.stages[2].optimizer_s == Approx(gather_s));
+  ParallelConfig without_optimizer = p;
+  without_optimizer.zero1 = false;
+  CHECK_THROWS_WITH(derive_costs(llama, h100, node, without_optimizer), Catch::Contains("--use-distributed-optimizer"));
+}
+
+TEST_CASE("--tp-comm-overlap leaves what a product cannot hide, and slows the products it shares SMs with") {
+  const ModelSpec gpt3 = resolve_model("gpt3-175b");
+  const DeviceSpec h100 = device_preset("h100");
+  ParallelConfig plain = h100_parallel(8);
+  ParallelConfig overlapped = plain;
+  overlapped.tp_comm_overlap = true;
+  const TensorParallelPass forward = tensor_parallel_forward(gpt3, h100, kH100Nvlink, plain);
+  const TensorParallelPass hidden = tensor_parallel_forward(gpt3, h100, kH100Nvlink, overlapped);
+  // Four collectives of one size each; the exposed part of each is max(0, c - g) + c / 8.
+  const double collective_s = forward.exposed_s / 4;
+  const double h = 12288, tokens = 2048;
+  const double products[4] = {gemm_time_s({tokens, 3 * h / 8, h}, h100), gemm_time_s({tokens, h, h / 8}, h100),
+                              gemm_time_s({tokens, 4 * h / 8, h}, h100), gemm_time_s({tokens, h, 4 * h / 8}, h100)};
+  double expected = 0;
+  for (double g : products) expected += std::max(0.0, collective_s - g) + collective_s / 8;
+  CHECK(hidden.exposed_s == Approx(expected));
+  CHECK(userbuffer_slowdown(h100).forward[1] == Approx(132.0 / 108.0));
+  ParallelConfig no_sp = overlapped;
+  no_sp.sequence_parallel = false;
+  CHECK_THROWS_WITH(derive_costs(gpt3, h100, Topology{}, no_sp), Catch::Contains("--tp-comm-overlap needs --sequence-parallel"));
+}
+
+TEST_CASE("ppsim simulate names the option of each bad input in one line", "[cli]") {
+  const std::string llama = "simulate --model llama-3-8b --stages 1 ";
+  struct Case {
+    std::string args, message;
+  };
+  const Case cases[] = {
+      {llama + "--context-parallel 3", "--context-parallel 3"},
+      {llama + "--gpu a100 --fp8-format hybrid", "--fp8-format hybrid: the a100 has no FP8"},
+      {llama + "--fp8-format e5m2", "--fp8-format: 'e5m2'"},
+      {llama + "--pipeline-model-parallel-layout 'Et*8|(t*8|'", "--pipeline-model-parallel-layout"},
+      {llama + "--overlap-param-gather", "--overlap-param-gather needs --use-distributed-optimizer"},
+      {"simulate --stages 2 --context-parallel 2", "--context-parallel needs --model"},
+      {"simulate --stages 2 --fp8-format hybrid", "--fp8-format needs --model"},
+  };
+  for (const Case& c : cases) {
+    const ppsim_test::PpsimRun run = ppsim_test::run_ppsim(c.args);
+    INFO(c.args << "\n" << run.err);
+    CHECK(run.status == 2);
+    CHECK(run.one_error_line());
+    CHECK(run.err.find(c.message) != std::string::npos);
+  }
+  // --zero1 is --use-distributed-optimizer.
+  const std::string sharded = llama + "--data-parallel 8 --micro-batches 4 --json ";
+  CHECK(ppsim_test::run_ppsim(sharded + "--zero1").out == ppsim_test::run_ppsim(sharded + "--use-distributed-optimizer").out);
+}

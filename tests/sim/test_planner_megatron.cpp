@@ -1,0 +1,247 @@
+// The planner with today's dimensions (planner.hpp):
+// - Llama 3 8B (8192 tokens) on 24 H100, global batch 48, 1f1b, micro-batch 1, TP 1 and 2, CP 1,
+//   2 and 3: CP 3 does not split 8192 in 6 chunks (refused by context parallelism, counted once
+//   per configuration); every row has tp x cp x pp x dp = 24, and a CP 2 row (of Llama on 16) is
+//   what `ppsim simulate --context-parallel 2` predicts for it;
+// - FP8 asked (precisions BF16 and hybrid): both appear, and FP8 on an A100 is refused by the
+//   device's precision;
+// - gpt-1.3b on 8 GPUs with 1f1b, zb-h1 and zb-h2 at one pipeline rank: one program, so one row
+//   naming "zb-h1" and "zb-h2" as the same run; with two ranks they stay apart; Llama's
+//   selective recomputation (a fused attention core) folds into "-";
+// - the refusals in one summary line by cause;
+// - a folded run is named by the request's first schedule, even where a backward whole and as B
+//   then W leave its times apart in the last bits;
+// - what no configuration could honour (a layout string that does not parse, ...) is one line;
+// - --search-layouts: Llama 3 70B's 80 layers on 6 ranks x 2 chunks also as 12 on the first and
+//   the last rank and 14 on the others; nothing where Megatron's layouts are the even split.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "pipescope/sim/pipeline_layout.hpp"
+#include "pipescope/sim/planner.hpp"
+#include "ppsim_run.hpp"
+
+using namespace pipescope;
+using namespace pipescope::sim;
+
+namespace {
+
+PlanRequest megatron_request(const char* model, int gpus, int global_batch) {
+  PlanRequest r;
+  r.model = resolve_model(model);
+  r.device = device_preset("h100");
+  r.topology.intra_node = r.device.nvlink;
+  r.num_gpus = gpus;
+  r.global_batch = global_batch;
+  r.schedules = {"1f1b"};
+  r.micro_batch_sizes = {1};
+  r.recomputations = {Recomputation::none};
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("the planner searches context parallelism and refuses what does not split the sequence") {
+  PlanRequest r = megatron_request("llama-3-8b", 24, 48);
+  r.tensor_parallel_sizes = {1, 2};
+  r.context_parallel_sizes = {1, 2, 3};
+  const PlanResult result = plan(r);
+  REQUIRE_FALSE(result.rows.empty());
+  bool saw_cp2 = false;
+  for (const PlanRow& row : result.rows) {
+    const ParallelConfig& p = row.candidate.parallel;
+    CHECK(p.gpus() == 24);
+    CHECK(p.context_parallel != 3);
+    saw_cp2 = saw_cp2 || p.context_parallel == 2;
+  }
+  CHECK(saw_cp2);
+  CHECK(result.refusals_by_cause.count("context parallelism") == 1);
+  CHECK_THAT(refusal_summary(result), Catch::StartsWith(fmt::format("refused {}:", result.refused)));
+  CHECK(std::any_of(result.refusals.begin(), result.refusals.end(),
+                    [](const std::string& why) { return why.find("--context-parallel 3") != std::string::npos; }));
+}
+
+TEST_CASE("a CP row is ppsim simulate's prediction of it", "[cli]") {
+  const ppsim_test::PpsimRun planned = ppsim_test::run_ppsim(
+      "plan --model llama-3-8b --gpus 16 --global-batch 32 --schedules 1f1b --micro-batch-sizes 1 --recompute none "
+      "--tensor-parallel-sizes 1 --context-parallel-sizes 2 --top 0 --quiet --format json");
+  INFO(planned.err);
+  REQUIRE(planned.status == 0);
+  const nlohmann::json rows = nlohmann::json::parse(planned.out).at("configurations");
+  const auto row = std::find_if(rows.begin(), rows.end(), [](const nlohmann::json& r) { return r.at("pipeline") == 2; });
+  REQUIRE(row != rows.end());
+  CHECK(row->at("context_parallel") == 2);
+  const ppsim_test::PpsimRun simulated = ppsim_test::run_ppsim(
+      "simulate --model llama-3-8b --schedule 1f1b --stages 2 --context-parallel 2 --data-parallel 4 --micro-batches 8 "
+      "--zero1 --json");
+  INFO(simulated.err);
+  REQUIRE(simulated.status == 0);
+  CHECK(row->at("iteration_time_s").get<double>() ==
+        Approx(nlohmann::json::parse(simulated.out).at("iteration_time_s").get<double>()));
+}
+
+TEST_CASE("FP8 is searched beside BF16 where asked, and refused where the device has none") {
+  PlanRequest r = megatron_request("llama-3-8b", 8, 16);
+  r.tensor_parallel_sizes = {1};
+  r.precisions = {Fp8Format::none, Fp8Format::hybrid};
+  const PlanResult result = plan(r);
+  const auto count = [&](Fp8Format f) {
+    return std::count_if(result.rows.begin(), result.rows.end(),
+                         [&](const PlanRow& row) { return row.candidate.parallel.fp8 == f; });
+  };
+  CHECK(count(Fp8Format::none) > 0);
+  CHECK(count(Fp8Format::hybrid) > 0);
+  r.device = device_preset("a100");
+  const PlanResult on_a100 = plan(r);
+  CHECK(on_a100.refusals_by_cause.at("the device's precision") > 0);
+}
+
+TEST_CASE("rows that are the same run are folded, naming the other choices") {
+  PlanRequest r = megatron_request("gpt-1.3b", 8, 16);
+  r.tensor_parallel_sizes = {1};
+  r.schedules = {"1f1b", "zb-h1", "zb-h2"};
+  const PlanResult result = plan(r);
+  const auto at_pipeline = [&](int pp) {
+    std::vector<const PlanRow*> rows;
+    for (const PlanRow& row : result.rows)
+      if (row.candidate.parallel.pipeline == pp) rows.push_back(&row);
+    return rows;
+  };
+  const auto one_rank = at_pipeline(1);
+  REQUIRE(one_rank.size() == 1);
+  CHECK(one_rank[0]->candidate.schedule == "1f1b");
+  CHECK(one_rank[0]->equivalents == std::vector<std::string>{"zb-h1", "zb-h2"});
+  CHECK(at_pipeline(2).size() >= 2);  // different programs stay apart
+  CHECK(result.folded >= 2);
+
+  PlanRequest llama = megatron_request("llama-3-8b", 8, 16);
+  llama.tensor_parallel_sizes = {1};
+  llama.recomputations = {Recomputation::none, Recomputation::selective};
+  for (const PlanRow& row : plan(llama).rows) {
+    CHECK(row.candidate.parallel.recomputation == Recomputation::none);
+    CHECK(row.equivalents == std::vector<std::string>{"recompute selective"});
+  }
+}
+
+TEST_CASE("a folded run is named by the request's first choice, wherever its times differ in the last bits") {
+  PlanRequest r = megatron_request("gpt-1.3b", 8, 16);
+  r.tensor_parallel_sizes = {1};
+  r.context_parallel_sizes = {1};
+  r.schedules = {"zbv", "zb-h1", "interleaved-1f1b", "1f1b"};
+  const PlanResult result = plan(r);
+  bool saw_single = false, saw_chunked = false;
+  for (std::size_t i = 0; i < result.rows.size(); ++i) {
+    const PlanRow& row = result.rows[i];
+    if (i > 0) CHECK(result.rows[i - 1].throughput_samples_per_s >= row.throughput_samples_per_s);
+    if (row.candidate.parallel.pipeline != 1) continue;
+    if (row.candidate.parallel.chunks == 1) {
+      saw_single = true;
+      CHECK(row.candidate.schedule == "zb-h1");
+      CHECK(row.equivalents == std::vector<std::string>{"1f1b"});
+    } else if (row.candidate.parallel.chunks == 2) {
+      // At one rank two chunks run forwards and backwards in one order under both schedules.
+      saw_chunked = true;
+      CHECK(row.candidate.schedule == "zbv");
+      CHECK(row.equivalents == std::vector<std::string>{"interleaved-1f1b"});
+    }
+  }
+  CHECK(saw_single);
+  CHECK(saw_chunked);
+  // With CP 2 on 16 GPUs, pipeline 1: a backward whole or as B then W adds the same sums in another
+  // order, and the three schedules are still one row.
+  PlanRequest cp = megatron_request("llama-3-8b", 16, 32);
+  cp.tensor_parallel_sizes = {1};
+  cp.context_parallel_sizes = {2};
+  cp.schedules = {"1f1b", "zb-h1", "zb-h2"};
+  int single = 0;
+  for (const PlanRow& row : plan(cp).rows) {
+    if (row.candidate.parallel.pipeline != 1) continue;
+    ++single;
+    CHECK(row.candidate.schedule == "1f1b");
+    CHECK(row.equivalents == std::vector<std::string>{"zb-h1", "zb-h2"});
+  }
+  CHECK(single == 1);
+}
+
+TEST_CASE("ppsim plan names the option that no configuration could honour, in one line", "[cli]") {
+  struct Case {
+    std::string args, message;
+  };
+  const Case cases[] = {
+      {"--pipeline-model-parallel-layout 'Et*8|('", "--pipeline-model-parallel-layout 'Et*8|(': a '(' is never closed"},
+      {"--decoder-last-pipeline-num-layers 0", "--decoder-last-pipeline-num-layers 0: must be at least 1"},
+      {"--decoder-first-pipeline-num-layers 2 --account-for-loss-in-pipeline-split", "Megatron refuses"},
+      {"--overlap-param-gather --no-zero1", "--overlap-param-gather needs the distributed optimizer"},
+      {"--tp-comm-overlap --sequence-parallel off", "--tp-comm-overlap needs sequence parallelism"},
+      {"--context-parallel-sizes 0", "--context-parallel-sizes: '0'"},
+      {"--gpu a100 --fp8-format hybrid", "--fp8-format hybrid: the a100 has no FP8"},
+  };
+  for (const Case& c : cases) {
+    const ppsim_test::PpsimRun run = ppsim_test::run_ppsim("plan --quiet --top 1 " + c.args);
+    INFO(c.args << "\n" << run.err);
+    CHECK(run.status == 2);
+    CHECK(run.one_error_line());
+    CHECK(run.err.find(c.message) != std::string::npos);
+    CHECK(run.out.empty());
+  }
+}
+
+TEST_CASE("--search-layouts adds Megatron's uneven layouts where they describe the model and differ from the split") {
+  // Llama 3 70B, 80 layers. On 6 ranks x 2 chunks the first and the last rank can hold 12 (6 a
+  // chunk), the others 14: (6 - 2) x 14 + 2 x 12 = 80. Counting the embedding and the loss as
+  // layers needs 82 to divide by 6 ranks: it does not. On 2 ranks of one chunk 82 / 2 = 41
+  // puts 40 and 40 on the stages, the even split again: nothing new.
+  PlanRequest r = megatron_request("llama-3-70b", 48, 48);
+  r.search_layouts = true;
+  const std::vector<LayoutOptions> six = layout_choices(r, 80, 6, 2);
+  REQUIRE(six.size() == 2);
+  CHECK(six[0].is_default());
+  CHECK(six[1].first_stage_layers == 12);
+  CHECK(six[1].last_stage_layers == 12);
+  CHECK(stage_layer_counts(six[1], 80, 6, 2) == std::vector<int>{6, 7, 7, 7, 7, 6, 6, 7, 7, 7, 7, 6});
+  CHECK(layout_choices(r, 80, 2, 1).size() == 1);
+  // 78 layers on 4 ranks: counting the embedding and the loss gives 19, 20, 20, 19, which is
+  // the even split itself (pipescope's split takes the two missing layers from the ends): one choice.
+  CHECK(split_layers(78, 4) == std::vector<int>{19, 20, 20, 19});
+  CHECK(layout_choices(r, 78, 4, 1).size() == 1);
+  // A layout the request gives is every configuration's; without the search, the split only.
+  PlanRequest given = r;
+  given.options.layout.account_for_loss = true;
+  CHECK(layout_choices(given, 80, 6, 2) == std::vector<LayoutOptions>{given.options.layout});
+  r.search_layouts = false;
+  CHECK(layout_choices(r, 80, 6, 2).size() == 1);
+
+  PlanRequest search = megatron_request("llama-3-70b", 48, 48);
+  search.tensor_parallel_sizes = {8};
+  search.schedules = {"interleaved-1f1b"};
+  search.interleave_chunks = {2};
+  const PlanResult even = plan(search);
+  search.search_layouts = true;
+  const PlanResult searched = plan(search);
+  CHECK(searched.considered > even.considered);
+  const auto uneven = std::find_if(searched.rows.begin(), searched.rows.end(), [](const PlanRow& row) {
+    return row.candidate.parallel.layout.first_stage_layers.has_value();
+  });
+  REQUIRE(uneven != searched.rows.end());
+  CHECK(uneven->candidate.parallel.pipeline * uneven->candidate.parallel.chunks >= 6);
+  CHECK(uneven->iteration_time_s == Approx(simulate_candidate(search, uneven->candidate, false).summary.iteration_time_s));
+}
+
+TEST_CASE("ppsim plan --search-layouts shows each row's layout, and refuses a layout given beside it", "[cli]") {
+  const std::string args =
+      "plan --model llama-3-70b --gpus 48 --global-batch 48 --tensor-parallel-sizes 8 --context-parallel-sizes 1 "
+      "--schedules interleaved-1f1b --chunks 2 --recompute none --micro-batch-sizes 1 --quiet --top 0 --search-layouts";
+  const ppsim_test::PpsimRun run = ppsim_test::run_ppsim(args);
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("layout") != std::string::npos);
+  CHECK(run.out.find("first 12 last 12") != std::string::npos);
+  const ppsim_test::PpsimRun csv = ppsim_test::run_ppsim(args + " --format csv");
+  CHECK(csv.out.find("--decoder-first-pipeline-num-layers 12 --decoder-last-pipeline-num-layers 12") != std::string::npos);
+  const ppsim_test::PpsimRun both = ppsim_test::run_ppsim(args + " --account-for-loss-in-pipeline-split");
+  CHECK(both.status == 2);
+  CHECK(both.one_error_line());
+  CHECK(both.err.find("--search-layouts with --account-for-loss-in-pipeline-split") != std::string::npos);
+}
