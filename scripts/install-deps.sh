@@ -4,26 +4,44 @@
 # ~/.cache/pipescope/wheels, about 550 MB, and unpacked into build/libtorch).
 # Idempotent and non-interactive: packages already present are skipped, so running it
 # again costs one dpkg query and one look at build/libtorch. Uses sudo when not run as root.
+#
+#   scripts/install-deps.sh           # everything: build, tests, benchmarks, fuzzers (.ci/run)
+#   scripts/install-deps.sh --tools   # what configuring and building ppsim, pprun and ppview
+#                                     # needs (the quick start): no clang, Google Benchmark or
+#                                     # pytest, about 100 MB less to fetch on a fresh machine
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+tools_only=0
+case "${1:-}" in
+  "") ;;
+  --tools) tools_only=1 ;;
+  *) echo "install-deps: error: unknown option ${1} (usage: install-deps.sh [--tools])" >&2; exit 2 ;;
+esac
 
 packages=(
   build-essential cmake ninja-build pkg-config git
   libboost-graph-dev libboost-program-options-dev
-  nlohmann-json3-dev libsimdjson-dev libfmt-dev catch2 libbenchmark-dev zlib1g-dev
-  clang libclang-rt-14-dev
+  nlohmann-json3-dev libsimdjson-dev libfmt-dev zlib1g-dev
+  catch2  # configuring with the tests on (every preset) needs it, building the tools does not
   # Gloo's headers, which LibTorch's ProcessGroupGloo.hpp includes and PyPI's wheel leaves out
   # (Gloo itself is built into the wheel's libtorch_cpu.so; exec/CMakeLists.txt says why these fit).
   libgloo-dev
   python3-pip  # scripts/fetch-libtorch.sh downloads the wheels with pip download
   qt6-base-dev libgl-dev fonts-dejavu-core
   qt6-svg-dev  # ppview exports the view as SVG (QSvgGenerator)
-  jq  # bench/accuracy/run.sh reads ppsim compare --json
-  # The Python package (python/): its module is built against Debian's Python and pybind11, and
-  # ctest runs python/tests with Debian's pytest; python3-venv and python3-pathspec are for the
-  # wheel that scripts/test-python.sh builds.
-  python3-dev pybind11-dev python3-pytest python3-venv python3-pathspec
+  jq  # scripts/main-job.sh reads pprun's metrics, bench/accuracy/run.sh ppsim compare --json
+  # The Python package (python/): its module is built against Debian's Python and pybind11.
+  python3-dev pybind11-dev
 )
+if [ $tools_only = 0 ]; then
+  packages+=(
+    libbenchmark-dev  # bench/
+    clang libclang-rt-14-dev  # the libFuzzer targets (scripts/run-fuzzers.sh)
+    # ctest runs python/tests with Debian's pytest; python3-venv and python3-pathspec are for
+    # the wheel that scripts/test-python.sh builds.
+    python3-pytest python3-venv python3-pathspec
+  )
+fi
 
 missing=()
 for p in "${packages[@]}"; do

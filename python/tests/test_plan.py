@@ -19,7 +19,7 @@ def test_plan_rows_are_dicts_best_first():
     assert throughputs == sorted(throughputs, reverse=True)
     assert {r["schedule"] for r in rows} <= {"1f1b", "zb-h1"}
     for row in rows:
-        assert row["tensor_parallel"] * row["pipeline"] * row["data_parallel"] == 64
+        assert row["tensor_parallel"] * row["context_parallel"] * row["pipeline"] * row["data_parallel"] == 64
         assert "iteration_time_interval_s" not in row  # no profile: no measured spread
 
 

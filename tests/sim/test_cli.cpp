@@ -690,7 +690,7 @@ TEST_CASE("ppsim takes Megatron's group size and its releases", "[cli]") {
   // 8 GPUs, global batch 12, G 6: pipeline 2 has m 3 (G above it), 8 has m 12 (G below 8);
   // only pipeline 4 (m 6) can run it, and the others are refused with Megatron's reason.
   const CliRun planned = ppsim(dir, "plan --model gpt-1.3b --gpus 8 --global-batch 12 --micro-batch-sizes 1 --recompute off "
-                                    "--tensor-parallel-sizes 1 --chunks 2 --schedules interleaved-1f1b "
+                                    "--tensor-parallel-sizes 1 --context-parallel-sizes 1 --chunks 2 --schedules interleaved-1f1b "
                                     "--microbatch-group-size-per-vp-stage 6 --quiet --format json");
   INFO(planned.err);
   REQUIRE(planned.status == 0);
