@@ -31,16 +31,18 @@ Format parse_format(const std::string& text) {
 }
 
 // The format an output's name asks for (s.json, s.csv, s.txt), or nothing for a name without an
-// extension (/dev/stdout, a FIFO); UsageError for an extension that is none of the three.
-std::optional<Format> format_of_name(const std::string& path) {
+// extension (/dev/stdout, a FIFO). Another extension is refused unless --format says the format
+// (`format_given`), so that s.yaml never silently holds the text grid.
+std::optional<Format> format_of_name(const std::string& path, bool format_given) {
   std::string extension = std::filesystem::path(path).extension().string();
   for (char& c : extension) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (extension.empty()) return std::nullopt;
   if (extension == ".json") return Format::Json;
   if (extension == ".csv") return Format::TorchCsv;
   if (extension == ".txt" || extension == ".text") return Format::Text;
-  throw UsageError("-o " + path + ": a schedule is written as .json, .csv (torch) or .txt; give --format for a name without "
-                   "an extension");
+  if (format_given) return std::nullopt;
+  throw UsageError("-o " + path + ": a schedule is written as .json, .csv (torch) or .txt; give --format for another "
+                   "extension");
 }
 
 std::string render(const Schedule& schedule, Format format) {
@@ -80,7 +82,7 @@ int run_schedule(const std::vector<std::string>& args) {
   // s.csv holds a torch CSV, never the text grid under that name.
   Format format = parse_format(format_text);
   if (!output.empty()) {
-    const std::optional<Format> named = format_of_name(output);
+    const std::optional<Format> named = format_of_name(output, !vm["format"].defaulted());
     if (named && vm["format"].defaulted()) format = *named;
     else if (named && *named != format)
       throw UsageError(contradiction("--format", format_text, "the output name " + output,

@@ -16,7 +16,7 @@
 // - `pprun --trace/--metrics` to symlinks: links kept, targets written;
 // - issue 34: `ppview --screenshot x.jpg` writes a JPEG (it wrote PNG bytes), an unknown image
 //   extension is refused; `ppsim schedule -o s.json` writes JSON (it wrote the text grid), a
-//   --format that contradicts the name is refused.
+//   --format that contradicts the name is refused, another extension (s.yaml) needs --format.
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -207,6 +207,15 @@ TEST_CASE("a schedule's output format is its name's; a --format that contradicts
   CHECK(contradicting.one_error_line("ppsim"));
   CHECK(contains(contradicting.err, "--format text contradicts the output name t.json, which has the extension of a JSON schedule"));
   CHECK_FALSE(fs::exists(dir / "t.json"));
+  // Another extension needs --format, which then decides.
+  const CliRun unknown = run_cli(PPSIM_PATH, dir, "schedule 1f1b --stages 2 --micro-batches 4 -o s.yaml");
+  INFO(unknown.err);
+  CHECK(unknown.status == 2);
+  CHECK(unknown.one_error_line("ppsim"));
+  CHECK(contains(unknown.err, "-o s.yaml: a schedule is written as .json, .csv (torch) or .txt; give --format"));
+  CHECK_FALSE(fs::exists(dir / "s.yaml"));
+  REQUIRE(run_cli(PPSIM_PATH, dir, "schedule 1f1b --stages 2 --micro-batches 4 --format json -o s.schedule").status == 0);
+  CHECK(contains(read_text(dir / "s.schedule"), "\"format\": \"pipescope.schedule/1\""));
 }
 
 #ifdef PPRUN_PATH
