@@ -8,6 +8,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <unistd.h>
 #include <cstring>
 #include <cstdint>
 #include <limits>
@@ -1157,8 +1158,15 @@ Trace parse_text(std::string_view json_text, [[maybe_unused]] bool text_is_padde
 
 std::string read_padded(const std::string& path) {
   if (auto problem = input_file_problem(path, "a trace file")) throw TraceError(*problem);
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (!file) throw TraceError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  // Opened without blocking: a FIFO put in the file's place after the check is refused too.
+  std::string open_problem;
+  const int fd = open_regular_file(path, open_problem);
+  if (fd < 0) throw TraceError(fmt::format("{}: cannot open: {}", path, open_problem));
+  std::FILE* file = ::fdopen(fd, "rb");
+  if (!file) {
+    ::close(fd);
+    throw TraceError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  }
   // Read straight into the string (one copy, not two through a chunk buffer); whatever a
   // growing file has beyond the size seen first is read on in chunks.
   std::string bytes;
