@@ -1,7 +1,8 @@
 // The viewer at scale, offscreen: opening a trace of about 1,000,000 events (read, model,
 // widget), opening a predicted/measured pair of them through the main window (both files read
 // at once, comparison beside the rows), and repainting the whole 1600x1000 timeline at several
-// zoom levels, with the difference view, critical path and arrows on for the pair.
+// zoom levels, with the difference view, critical path and arrows on for the pair; opening a
+// pair of 100,000 and of 1,000,000 ranks of one event each.
 //   QT_QPA_PLATFORM=offscreen build-d/bench/bench_gui   (see docs/BENCHMARKS.md)
 #include <benchmark/benchmark.h>
 
@@ -11,6 +12,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 #include <unistd.h>
@@ -95,6 +97,49 @@ void BM_OpenMillionEventPair(benchmark::State& state) {
                                                  window.timeline()->model()->trace(1).events.size());
 }
 BENCHMARK(BM_OpenMillionEventPair)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()->Iterations(2);
+
+// A pipeline as wide as it gets: `ranks` ranks of one forward each (issue 34: the viewer's
+// per-rank work, its layout and its rank table, must stay linear in the ranks).
+const std::string& many_rank_file(int ranks, const std::string& source) {
+  static std::map<std::pair<int, std::string>, std::string> paths;
+  auto [it, added] = paths.try_emplace({ranks, source});
+  if (added) {
+    Trace trace;
+    trace.meta.format = "pipescope.trace/1";
+    trace.meta.source = source;
+    trace.meta.num_ranks = ranks;
+    for (int r = 0; r < ranks; ++r) {
+      TraceEvent e;
+      e.rank = r;
+      e.lane = 0;
+      e.name = "F";
+      e.ts_us = r;
+      e.dur_us = source == "measured" ? 1.1 : 1.0;
+      e.stage = r;
+      e.micro_batch = 0;
+      trace.events.push_back(e);
+    }
+    it->second = temp_path(std::to_string(ranks) + "_ranks_" + source + ".json");
+    write_trace(trace, it->second);
+    written_files.push_back(it->second);
+  }
+  return it->second;
+}
+
+// What ppview does with a predicted and a measured trace of `ranks` ranks: read both, build the
+// model and the comparison, lay out the timeline, fill the rank table.
+void BM_OpenManyRankPair(benchmark::State& state) {
+  const int ranks = static_cast<int>(state.range(0));
+  const QStringList paths{QString::fromStdString(many_rank_file(ranks, "predicted")),
+                          QString::fromStdString(many_rank_file(ranks, "measured"))};
+  MainWindow window;
+  window.resize(1600, 1000);
+  for (auto _ : state) {
+    if (auto error = window.open_files(paths)) state.SkipWithError(error->toStdString().c_str());
+  }
+  state.counters["ranks"] = ranks;
+}
+BENCHMARK(BM_OpenManyRankPair)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()->Iterations(1);
 
 // Repaint of the whole widget; the argument is the zoom: the visible span is the trace
 // divided by 10^arg, centred in the iteration.

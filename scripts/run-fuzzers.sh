@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds pipescope's libFuzzer targets (tests/fuzz) with clang, AddressSanitizer and
 # UndefinedBehaviorSanitizer in their own build directory, and runs each target for SECONDS
-# (default 10) starting from the seed corpus in tests/fuzz/corpus/{json,csv}. Exits non-zero
+# (default 10) starting from the seed corpus in tests/fuzz/corpus/{json,csv,trace,torch,model}:
+# schedules as JSON and torch CSV, traces, torch.profiler runs, model files. Exits non-zero
 # when a target crashes, leaks, trips a sanitizer or times out; the input that did it is left
 # in $BUILD/fuzz-artifacts/ and the command to replay it is printed.
 #
@@ -30,13 +31,16 @@ fi
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
   -DPIPESCOPE_WITH_FUZZERS=ON -DPIPESCOPE_WITH_TESTS=OFF -DPIPESCOPE_WITH_BENCH=OFF \
   -DPIPESCOPE_WITH_EXEC=OFF -DPIPESCOPE_WITH_GUI=OFF >/dev/null
-cmake --build "$build" -j "$jobs" --target fuzz_schedule_json fuzz_torch_csv
+cmake --build "$build" -j "$jobs" --target fuzz_schedule_json fuzz_torch_csv fuzz_trace fuzz_torch_profiler fuzz_model_file
 
 status=0
-for kind in json csv; do
+for kind in json csv trace torch model; do
   case "$kind" in
     json) target=fuzz_schedule_json ;;
     csv) target=fuzz_torch_csv ;;
+    trace) target=fuzz_trace ;;
+    torch) target=fuzz_torch_profiler ;;
+    model) target=fuzz_model_file ;;
   esac
   corpus="$build/fuzz-corpus/$kind"
   artifacts="$build/fuzz-artifacts/$kind/"

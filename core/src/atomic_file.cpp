@@ -16,6 +16,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "pipescope/core/input_file.hpp"
+
 namespace pipescope {
 namespace {
 
@@ -162,12 +164,28 @@ void write_file_atomic(const std::string& path, std::string_view content) {
 }
 
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) throw std::runtime_error("cannot read " + path + ": read error");
-  return buffer.str();
+  // Never an open that blocks (a FIFO) or a read that never ends (a device): regular files only.
+  std::string problem;
+  const int fd = open_regular_file(path, problem);
+  if (fd < 0) throw std::runtime_error("cannot read " + path + ": " + problem);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) st.st_size = 0;
+  std::string content;
+  content.reserve(static_cast<std::size_t>(st.st_size));
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int error = errno;
+      ::close(fd);
+      throw std::runtime_error("cannot read " + path + ": " + std::strerror(error));
+    }
+    content.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return content;
 }
 
 int finish_standard_output(const char* program, int status) {

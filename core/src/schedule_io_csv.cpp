@@ -113,6 +113,8 @@ Step parse_csv_cell(std::string_view cell, const std::string& source, CellPlace 
 }  // namespace
 
 Schedule parse_torch_csv(std::string_view text, const std::string& source) {
+  // A UTF-8 byte order mark (spreadsheets write one) is not part of the first cell.
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
   const std::vector<std::string_view> lines = split_lines(text);
   if (lines.empty()) throw ScheduleError(source + ": empty file: a torch schedule CSV has one row per rank");
   if (lines.size() > static_cast<std::size_t>(INT_MAX / 2)) throw ScheduleError(source + ": too many rows");

@@ -13,6 +13,7 @@
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/input_file.hpp"
+#include "pipescope/core/json_limits.hpp"
 #include "pipescope/core/schedule_io.hpp"
 #include "pipescope/core/size_limits.hpp"
 
@@ -81,6 +82,8 @@ class JsonScheduleReader {
   explicit JsonScheduleReader(const std::string& source) : source_(source) {}
 
   Schedule read(std::string_view text) const {
+    // Kept top-level fields are copied and written back by recursive code: bounded first.
+    if (auto problem = json_depth_problem(text)) fail("", "not valid JSON: " + *problem);
     json document;
     try {
       document = json::parse(text.begin(), text.end());

@@ -10,7 +10,9 @@
 
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/terminal_text.hpp"
 #include "launcher.hpp"
+#include "pprun/checkpoint_lock.hpp"
 #include "pprun/core_binding.hpp"
 #include "pprun/options.hpp"
 #include "pprun/worker.hpp"
@@ -18,7 +20,7 @@
 namespace {
 
 int usage_error(const std::string& message) {
-  std::fprintf(stderr, "pprun: error: %s\n", message.c_str());
+  std::fprintf(stderr, "pprun: error: %s\n", pipescope::printable(message).c_str());
   return 2;
 }
 
@@ -27,6 +29,7 @@ int run_pprun(const std::vector<std::string>& args) {
   RunOptions options;
   std::optional<WorkerEnvironment> env;
   RunPlan plan;
+  CheckpointDirLock checkpoint_lock;  // held until this process ends (a launcher: after its workers)
   try {
     options = parse_run_options(args);
     if (options.show_help) {
@@ -38,6 +41,9 @@ int run_pprun(const std::vector<std::string>& args) {
       return 0;
     }
     env = worker_environment_from_env();
+    if (env) check_options_agree_with_environment(options, *env);
+    // Before the folder is looked at: a second run on it is refused, not let in beside the first.
+    checkpoint_lock = CheckpointDirLock::for_run(options, env);
     // Everything checkable is checked before any worker starts.
     plan = make_run_plan(options, env ? env->world_size : options.nproc_per_node);
     if (options.bind_cores)
@@ -56,11 +62,13 @@ int run_pprun(const std::vector<std::string>& args) {
     launch.executable = "/proc/self/exe";
     launch.args = args;
     launch.quiet = options.quiet;
+    if (checkpoint_lock.descriptor() >= 0)
+      launch.descriptors_for_workers.emplace_back(kCheckpointLockVariable, checkpoint_lock.descriptor());
     return launch_local_workers(launch);
   } catch (const pipescope::UsageError& e) {
     return usage_error(e.what());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "pprun: error: %s\n", e.what());
+    std::fprintf(stderr, "pprun: error: %s\n", pipescope::printable(e.what()).c_str());
     return 1;
   }
 }

@@ -96,6 +96,12 @@ RankFileRecord save_rank_checkpoint(const std::string& dir, const CheckpointPosi
   const std::string content = bytes.str();
   const std::string path = rank_checkpoint_path(dir, position.step, world_rank);
   fs::create_directories(fs::path(path).parent_path());
+  // The folder of a checkpoint a resume passed over may hold anything at this name: a FIFO would
+  // block the write (outputs are written through FIFOs), a link would send it elsewhere. A rank
+  // file is pprun's own: whatever is not a regular file there is removed, and the file replaced.
+  std::error_code error;
+  const auto status = fs::symlink_status(path, error);
+  if (!error && fs::exists(status) && !fs::is_regular_file(status) && !fs::is_directory(status)) fs::remove(path, error);
   write_file_atomic(path, content);
   return {static_cast<std::int64_t>(content.size()), checkpoint_crc32(content)};
 }

@@ -5,9 +5,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <climits>
 #include <set>
+#include <string_view>
 
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/json_limits.hpp"
 #include "pipescope/exec/checkpoint.hpp"
 
 namespace pipescope::exec {
@@ -37,12 +40,20 @@ nlohmann::json CheckpointLayout::to_json() const {
 CheckpointLayout CheckpointLayout::from_json(const nlohmann::json& j) {
   CheckpointLayout l;
   l.model = j.at("model").get<std::string>();
-  l.layers = j.at("layers").get<int>();
-  l.world_size = j.at("world_size").get<int>();
-  l.data_parallel = j.at("data_parallel").get<int>();
+  l.layers = static_cast<int>(integer_field(j, "layers", 1, INT_MAX));
+  l.world_size = static_cast<int>(integer_field(j, "world_size", 1, INT_MAX));
+  l.data_parallel = static_cast<int>(integer_field(j, "data_parallel", 1, INT_MAX));
   l.schedule = j.at("schedule").get<std::string>();
-  l.partition = j.at("partition").get<std::vector<int>>();
-  l.stage_to_rank = j.at("stage_to_rank").get<std::vector<int>>();
+  for (const char* key : {"partition", "stage_to_rank"}) {
+    const auto& list = j.at(key);
+    if (!list.is_array()) throw UsageError(fmt::format("layout: '{}' must be a list of integers", key));
+    std::vector<int>& out = std::string_view(key) == "partition" ? l.partition : l.stage_to_rank;
+    for (const auto& v : list) {
+      const auto value = json_integer_in(v, 0, INT_MAX);
+      if (!value) throw UsageError(fmt::format("layout: '{}' holds {}, not an integer from 0 to {}", key, v.dump(), INT_MAX));
+      out.push_back(static_cast<int>(*value));
+    }
+  }
   const std::string optimizer_state = j.at("optimizer_state").get<std::string>();
   if (optimizer_state != "by-layer" && optimizer_state != "by-stage")
     throw UsageError(fmt::format("layout: optimizer_state '{}' is neither by-layer nor by-stage", optimizer_state));

@@ -5,11 +5,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/json_limits.hpp"
 #include "pipescope/exec/checkpoint.hpp"
 
 namespace pipescope::exec {
@@ -35,8 +38,9 @@ void sync_directory(const std::string& path) {
   ::close(fd);
 }
 
+// Numbers as written, never wrapped: a step of 2^32 + 5 is a broken manifest, not step 5.
 CheckpointPosition position_of(const nlohmann::json& j) {
-  return {j.at("step").get<int>(), j.at("data_position").get<std::int64_t>()};
+  return {static_cast<int>(integer_field(j, "step", 0, INT_MAX)), integer_field(j, "data_position", 0, INT64_MAX)};
 }
 
 // The number of rank files of a checkpoint: its layout's world, or the manifest's for an entry of
@@ -58,7 +62,8 @@ CheckpointRecord record_of(const nlohmann::json& entry, std::size_t index, int m
                                    checkpoint_subdir(record.position.step)));
     if (!entry.contains("files")) return record;  // checked by loading, as format 1
     std::vector<RankFileRecord> files;
-    for (const auto& f : entry.at("files")) files.push_back({f.at("bytes").get<std::int64_t>(), f.at("crc32").get<std::uint32_t>()});
+    for (const auto& f : entry.at("files"))
+      files.push_back({integer_field(f, "bytes", 0, INT64_MAX), static_cast<std::uint32_t>(integer_field(f, "crc32", 0, UINT32_MAX))});
     if (static_cast<int>(files.size()) != world_size)
       throw UsageError(fmt::format("{} rank files for world size {}", files.size(), world_size));
     record.rank_files = std::move(files);
@@ -100,13 +105,14 @@ std::optional<Manifest> read_manifest(const std::string& dir) {
   if (!fs::exists(fs::symlink_status(path, error))) return std::nullopt;
   try {
     if (fs::is_directory(path)) throw UsageError("is a folder");
-    const auto j = nlohmann::json::parse(read_file(path));
+    const std::string text = read_file(path);
+    if (auto problem = json_depth_problem(text)) throw UsageError(*problem);
+    const auto j = nlohmann::json::parse(text);
     const std::string format = j.value("format", kFormat1);
     if (format != kFormat1 && format != kFormat2 && format != kFormat3) throw UsageError(fmt::format("unknown format '{}'", format));
     Manifest m;
     m.format = format == kFormat1 ? 1 : format == kFormat2 ? 2 : 3;
-    m.world_size = j.at("world_size").get<int>();
-    if (m.world_size < 1) throw UsageError(fmt::format("world size {}", m.world_size));
+    m.world_size = static_cast<int>(integer_field(j, "world_size", 1, INT_MAX));
     m.config = j.at("config");
     if (format == kFormat1) {
       m.checkpoints.push_back({position_of(j), std::nullopt, std::nullopt, ""});

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <fcntl.h>
 #include <fmt/ranges.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -84,13 +86,46 @@ class SignalsBlocked {
   sigset_t previous_{};
 };
 
-// The private folder of the file store, removed when the launch ends, however it ends.
+// Removes the rendezvous folders of this user's launchers that are gone: a launcher killed with
+// SIGKILL (or by the machine) cannot remove its own, so the next launch does. A folder's name
+// holds its launcher's pid, and its launcher holds a lock on it for as long as it lives; one
+// whose process still lives, whose lock is held (a launcher in another pid namespace sharing
+// /tmp), or that is another user's is left alone.
+void remove_folders_of_dead_launchers() {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/tmp", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("pprun-", 0) != 0) continue;
+    pid_t pid = 0;
+    const char* begin = name.c_str() + 6;
+    const char* end = name.c_str() + name.size();
+    const auto [after, parsed] = std::from_chars(begin, end, pid);
+    if (parsed != std::errc() || after == end || *after != '-' || pid <= 0) continue;
+    struct stat info {};
+    if (lstat(entry.path().c_str(), &info) != 0 || !S_ISDIR(info.st_mode) || info.st_uid != geteuid()) continue;
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to ask about
+    const int fd = ::open(entry.path().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      std::error_code ignored;
+      std::filesystem::remove_all(entry.path(), ignored);
+    }
+    ::close(fd);
+  }
+}
+
+// The private folder of the file store, removed when the launch ends, however it ends (and, after
+// a SIGKILL, by the next launch: remove_folders_of_dead_launchers, which the lock held on it
+// here keeps off a live launch's folder).
 class PrivateStoreDir {
  public:
   PrivateStoreDir() {
-    char pattern[] = "/tmp/pprun-XXXXXX";  // mkdtemp: a new folder, mode 0700
-    if (!mkdtemp(pattern)) throw std::runtime_error(fmt::format("cannot create a folder for the rendezvous in /tmp: {}", std::strerror(errno)));
+    remove_folders_of_dead_launchers();
+    std::string pattern = fmt::format("/tmp/pprun-{}-XXXXXX", getpid());  // mkdtemp: a new folder, mode 0700
+    if (!mkdtemp(pattern.data())) throw std::runtime_error(fmt::format("cannot create a folder for the rendezvous in /tmp: {}", std::strerror(errno)));
     dir_ = pattern;
+    lock_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (lock_fd_ >= 0) flock(lock_fd_, LOCK_EX | LOCK_NB);  // new and private: never held by another
   }
   ~PrivateStoreDir() { remove(); }
   PrivateStoreDir(const PrivateStoreDir&) = delete;
@@ -99,11 +134,14 @@ class PrivateStoreDir {
     std::error_code ignored;
     if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
     dir_.clear();
+    if (lock_fd_ >= 0) ::close(lock_fd_);
+    lock_fd_ = -1;
   }
   std::string store_file() const { return dir_ + "/store"; }
 
  private:
   std::string dir_;
+  int lock_fd_ = -1;
 };
 
 std::string describe_status(int status) {
@@ -240,6 +278,10 @@ int launch_local_workers(const LaunchOptions& options) {
       setenv("PIPESCOPE_STORE_FILE", store_file.c_str(), 1);
       setenv("PIPESCOPE_RUN_SECRET", secret.c_str(), 1);
       failure_reports.hand_to_worker();
+      for (const auto& [variable, fd] : options.descriptors_for_workers) {
+        fcntl(fd, F_SETFD, 0);  // survives exec
+        setenv(variable.c_str(), std::to_string(fd).c_str(), 1);
+      }
       sigset_t none;
       sigemptyset(&none);
       sigprocmask(SIG_SETMASK, &none, nullptr);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipescope/exec/transport.hpp"
@@ -33,6 +34,9 @@ struct LaunchOptions {
   std::chrono::milliseconds grace{5000};
   bool quiet = false;
   std::string program_name = "pprun";  // how error lines start
+  // Descriptors every worker inherits, each under the variable named with it (the lock on the
+  // checkpoint folder that the launcher holds for the whole run: pprun/checkpoint_lock.hpp).
+  std::vector<std::pair<std::string, int>> descriptors_for_workers;
 };
 
 // Starts the workers of a one-node run. They always meet through a c10d FileStore in a private

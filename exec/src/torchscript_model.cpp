@@ -11,6 +11,8 @@
 // module and the split run reproduces it bit for bit.
 #include "pipescope/exec/torchscript_model.hpp"
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/api/module.h>
@@ -26,6 +28,9 @@
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
+
+#include "pipescope/core/atomic_file.hpp"
+#include "pipescope/core/input_file.hpp"
 
 namespace pipescope::exec {
 namespace {
@@ -55,12 +60,17 @@ std::string cause_line(const std::string& text) {
   return cause;
 }
 
+// A regular file only, opened without blocking: a FIFO given as the model is refused, not waited on.
 std::string read_file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw TorchScriptModelError(fmt::format("TorchScript model '{}': cannot open the file", path));
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
+  std::string problem;
+  const int fd = open_regular_file(path, problem);
+  if (fd < 0) throw TorchScriptModelError(fmt::format("TorchScript model '{}': cannot open the file: {}", path, problem));
+  ::close(fd);
+  try {
+    return read_file(path);
+  } catch (const std::exception& e) {
+    throw TorchScriptModelError(fmt::format("TorchScript model '{}': {}", path, e.what()));
+  }
 }
 
 // Every copy is loaded from the same bytes, so stages built on different ranks (or twice in one

@@ -1,5 +1,9 @@
 #include "transport_errors.hpp"
 
+#include <c10/util/Logging.h>
+
+#include <cstdlib>
+
 #include <array>
 #include <utility>
 
@@ -49,6 +53,11 @@ std::string plain_transport_message(std::string_view message) {
   for (const auto& [words, what] : kinds)
     if (contains(reason, words)) return std::string(what) + " (" + std::string(reason) + ")";
   return std::string(reason.empty() ? trim(message.substr(0, message.find('\n'))) : reason);
+}
+
+void keep_library_logs_quiet() {
+  if (std::getenv("TORCH_CPP_LOG_LEVEL")) return;
+  ::FLAGS_caffe2_log_level = 3;  // c10's FATAL: c10d's warnings and errors (its isLogLevelEnabled) are off
 }
 
 }  // namespace pipescope::exec

@@ -15,4 +15,9 @@ namespace pipescope::exec {
 // connection). Any other message comes back cleaned the same way.
 std::string plain_transport_message(std::string_view message);
 
+// c10d logs each retry and failure of its store with the C++ stack of the exception on stderr,
+// before pprun's own line says what failed (and which rank): the library's log is set to fatal
+// errors only, unless the user asked for a level with TORCH_CPP_LOG_LEVEL.
+void keep_library_logs_quiet();
+
 }  // namespace pipescope::exec

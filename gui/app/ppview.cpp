@@ -10,7 +10,9 @@
 #include <QByteArray>
 #include <QCommandLineParser>
 #include <QFile>
+#include <QFileInfo>
 #include <QImage>
+#include <QImageWriter>
 #include <QPixmap>
 
 #include <cstdio>
@@ -18,10 +20,12 @@
 #include <cstring>
 #include <iostream>
 #include <new>
+#include <optional>
 #include <string_view>
 
 #include "main_window.hpp"
 #include "pipescope/core/atomic_file.hpp"
+#include "pipescope/core/terminal_text.hpp"
 #include "pipescope/traces/synthetic.hpp"
 #include "timeline_widget.hpp"
 
@@ -39,21 +43,31 @@ bool shows_no_window(int argc, char** argv) {
   return false;
 }
 
-// The PNG is encoded in memory and handed to the one write path, so a failure at any byte
-// (a full disk, a file size limit) costs the new screenshot, never the old one.
-int write_screenshot(const QImage& image, const QString& path) {
-  QByteArray png;
-  QBuffer buffer(&png);
+// The image format a screenshot's name asks for ("png" for shot.png, "jpg" for shot.JPG), when
+// this Qt can write it; nothing otherwise (no extension, or one Qt has no writer for).
+std::optional<QByteArray> screenshot_format(const QString& path) {
+  const QByteArray suffix = QFileInfo(path).suffix().toLower().toLatin1();
+  if (suffix.isEmpty() || !QImageWriter::supportedImageFormats().contains(suffix)) return std::nullopt;
+  return suffix;
+}
+
+// The image is encoded in memory, in the format its name says, and handed to the one write
+// path, so a failure at any byte (a full disk, a file size limit) costs the new screenshot,
+// never the old one.
+int write_screenshot(const QImage& image, const QString& path, const QByteArray& format) {
+  QByteArray encoded;
+  QBuffer buffer(&encoded);
   buffer.open(QIODevice::WriteOnly);
-  if (!image.save(&buffer, "PNG")) {
-    std::cerr << "ppview: error: cannot encode the screenshot " << path.toStdString() << " as PNG\n";
+  if (!image.save(&buffer, format.constData())) {
+    std::cerr << "ppview: error: cannot encode the screenshot " << pipescope::printable(path.toStdString()) << " as "
+              << format.toUpper().toStdString() << "\n";
     return 1;
   }
   try {
     pipescope::write_file_atomic(QFile::encodeName(path).toStdString(),
-                                 std::string_view(png.constData(), static_cast<std::size_t>(png.size())));
+                                 std::string_view(encoded.constData(), static_cast<std::size_t>(encoded.size())));
   } catch (const std::exception& e) {
-    std::cerr << "ppview: error: " << e.what() << "\n";
+    std::cerr << "ppview: error: " << pipescope::printable(e.what()) << "\n";
     return 1;
   }
   return 0;
@@ -89,7 +103,10 @@ int run_ppview(int argc, char** argv) {
                                "trace files (.json or .json.gz): one, or predicted then measured; the torch.profiler "
                                "files of one run (or their folder) are one trace",
                                "[TRACE ...]");
-  QCommandLineOption screenshot("screenshot", "render the window into FILE.png without a display and exit", "FILE.png");
+  QCommandLineOption screenshot("screenshot",
+                                "render the window into FILE without a display and exit (its format from its name: .png, "
+                                ".jpg, .bmp, ...)",
+                                "FILE.png");
   QCommandLineOption size("size", "window size for --screenshot (default: 1600x1000)", "WxH", "1600x1000");
   QCommandLineOption no_difference("no-difference", "start without the difference view (measured blocks in kind colours)");
   QCommandLineOption arrows("arrows", "start with send-to-receive arrows shown");
@@ -102,7 +119,7 @@ int run_ppview(int argc, char** argv) {
   parser.addOptions({screenshot, size, no_difference, arrows, critical, zoom, step, demo});
 
   auto fail = [](const QString& message) {
-    std::cerr << "ppview: error: " << message.toStdString() << "\n";
+    std::cerr << "ppview: error: " << pipescope::printable(message.toStdString()) << "\n";
     return 2;
   };
   // parse() rather than process(): process() prints and exits by itself, past the check of
@@ -117,6 +134,19 @@ int run_ppview(int argc, char** argv) {
     return 0;
   }
   const QStringList files = parser.positionalArguments();
+  // The format comes from the name, checked before anything is read: shot.jpg holds a JPEG,
+  // never PNG bytes under another name.
+  QByteArray format;
+  if (parser.isSet(screenshot)) {
+    const auto from_name = screenshot_format(parser.value(screenshot));
+    if (!from_name) {
+      QStringList known;
+      for (const QByteArray& f : QImageWriter::supportedImageFormats()) known << QString::fromLatin1(f);
+      return fail("--screenshot " + parser.value(screenshot) + ": the file name must end in an image format this ppview writes (" +
+                  known.join(", ") + ")");
+    }
+    format = *from_name;
+  }
   int width = 1600, height = 1000;
   {
     const QStringList parts = parser.value(size).split('x');
@@ -169,7 +199,7 @@ int run_ppview(int argc, char** argv) {
     window.show();
     QApplication::processEvents();
     const QString path = parser.value(screenshot);
-    return write_screenshot(window.grab().toImage(), path);
+    return write_screenshot(window.grab().toImage(), path, format);
   }
   window.show();
   return app.exec();

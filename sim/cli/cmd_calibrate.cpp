@@ -12,6 +12,7 @@
 #include "number_options.hpp"
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/terminal_text.hpp"
 #include "pipescope/sim/calibration.hpp"
 #include "pipescope/traces/trace_arguments.hpp"
 #include "pipescope/traces/torch_profiler.hpp"
@@ -29,18 +30,18 @@ namespace {
 void say_what_the_traces_lack(const std::vector<sim::MeasuredTrace>& traces, bool profiler_overhead_taken_out) {
   if (traces.size() == 1) {
     if (traces[0].trace.meta.extra.contains("torch_profiler"))
-      std::cerr << "calibrate: note: one profiled step (" << traces[0].source
+      std::cerr << "calibrate: note: one profiled step (" << printable(traces[0].source)
                 << "): costs are one sample each (calibrate reads every ProfilerStep#N of a torch.profiler run, "
                    "or the one --step names)\n";
     else
-      std::cerr << "calibrate: note: one traced step (" << traces[0].source
+      std::cerr << "calibrate: note: one traced step (" << printable(traces[0].source)
                 << "): costs are one sample each; pprun --trace traces every step after the first by default "
                    "(--trace-steps K), and calibrate reads them all\n";
   }
   for (const sim::MeasuredTrace& t : traces) {
     const traces::RunDescription& run = t.trace.meta.run;
     if (run.bind_cores == false && run.device.value_or("cpu") == "cpu" && run.pipeline_ranks.value_or(1) > 1) {
-      std::cerr << "calibrate: note: " << t.source
+      std::cerr << "calibrate: note: " << printable(t.source)
                 << ": the ranks shared every core (pprun --no-bind-cores, or fewer cores than ranks): their "
                    "costs include time lost to each other\n";
       break;
@@ -172,13 +173,13 @@ int run_calibrate(const std::vector<std::string>& args) {
   std::vector<sim::MeasuredTrace> traces;
   for (auto& input : traces::read_trace_arguments(with_traced_steps(inputs), torch_options, notes))
     traces.push_back({std::move(input.trace), std::move(input.name)});
-  for (const auto& note : notes) std::cerr << "note: " << note << "\n";
+  for (const auto& note : notes) std::cerr << "note: " << printable(note) << "\n";
   const sim::Calibration calibration = sim::calibrate(traces, calibration_options);
   if (!quiet) say_what_the_traces_lack(traces, !calibration_options.unprofiled_step_s.empty());
   const std::string report = sim::calibration_report(calibration);
   sim::write_profile(calibration.profile, output);
   if (!report_path.empty()) write_file_atomic(report_path, report);
-  if (!quiet) std::cout << report << "wrote " << output << "\n";
+  if (!quiet) std::cout << printable_lines(report) << "wrote " << printable(output) << "\n";
   return 0;
 }
 

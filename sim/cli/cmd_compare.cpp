@@ -11,6 +11,7 @@
 
 #include "command.hpp"
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/terminal_text.hpp"
 #include "pipescope/traces/compare.hpp"
 #include "pipescope/traces/trace_arguments.hpp"
 #include "pipescope/traces/trace_io.hpp"
@@ -75,7 +76,7 @@ void print_table(const traces::Comparison& c, const traces::Trace& predicted, st
     out << fmt::format("\ntime by operation (summed over the iteration):\n{:<6}{:<12}{:>8}{:>8}{:>14}{:>14}{:>14}\n", "rank",
                        "name", "n pred", "n meas", "pred ms", "meas ms", "pred-meas ms");
     for (const auto& t : c.operation_times)
-      out << fmt::format("{:<6}{:<12}{:>8}{:>8}{:>14.3f}{:>14.3f}{:>+14.3f}\n", t.rank, t.name, t.predicted_count,
+      out << fmt::format("{:<6}{:<12}{:>8}{:>8}{:>14.3f}{:>14.3f}{:>+14.3f}\n", t.rank, printable(t.name), t.predicted_count,
                          t.measured_count, t.predicted_total_us * 1e-3, t.measured_total_us * 1e-3,
                          t.difference_us() * 1e-3);
   }
@@ -86,7 +87,7 @@ void print_table(const traces::Comparison& c, const traces::Trace& predicted, st
                      "stage", "mb", "pred dur us", "meas dur us", "pred-meas us", "error");
   for (const auto& op : c.top_differences) {
     const auto& e = predicted.events[op.predicted_index];
-    out << fmt::format("{:<6}{:<12}{:>6}{:>6}{:>14.2f}{:>14.2f}{:>+14.2f}{:>10}\n", e.rank, e.name,
+    out << fmt::format("{:<6}{:<12}{:>6}{:>6}{:>14.2f}{:>14.2f}{:>+14.2f}{:>10}\n", e.rank, printable(e.name),
                        e.stage < 0 ? std::string("-") : std::to_string(e.stage),
                        e.micro_batch < 0 ? std::string("-") : std::to_string(e.micro_batch), op.predicted_dur_us,
                        op.measured_dur_us, op.difference_us(), percent(op.duration_error()));
@@ -137,13 +138,13 @@ int run_compare(const std::vector<std::string>& args) {
   std::vector<traces::NamedTrace> measured_inputs = traces::read_trace_arguments(measured_paths, torch_options, notes);
   if (measured_inputs.size() != 1)
     throw UsageError("compare: MEASURED is one trace file or the torch.profiler files of one run, not several traces");
-  for (const auto& note : notes) std::cerr << "note: " << note << "\n";
+  for (const auto& note : notes) std::cerr << "note: " << printable(note) << "\n";
   const traces::Trace measured = std::move(measured_inputs.front().trace);
   const std::string measured_path = measured_inputs.front().name;
   traces::check_same_rank_count(predicted, measured, predicted_path, measured_path);
   const traces::Comparison comparison = traces::compare_traces(predicted, measured, static_cast<std::size_t>(top));
   if (json) {
-    std::cout << traces::comparison_to_json(comparison, predicted, measured).dump() << "\n";
+    std::cout << printable_json(traces::comparison_to_json(comparison, predicted, measured).dump()) << "\n";
   } else {
     print_table(comparison, predicted, std::cout);
   }

@@ -19,6 +19,7 @@
 #include "megatron_options.hpp"
 #include "number_options.hpp"
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/terminal_text.hpp"
 #include "pipescope/core/registry.hpp"
 #include "pipescope/sim/pipeline_layout.hpp"
 #include "pipescope/sim/planner.hpp"
@@ -412,7 +413,7 @@ int run_plan(const std::vector<std::string>& args) {
                         {"folded", result.folded},
                         {"refusals", result.refusals},
                         {"configurations", std::move(rows)}};
-    std::cout << j.dump(2) << "\n";
+    std::cout << printable_json(j.dump(2)) << "\n";
   } else if (format == "csv") {
     // The columns before tensor_parallel keep their places for the readers written before it.
     std::cout << "rank,schedule,pipeline,data_parallel,chunks,micro_batch_size,num_micro_batches,recompute,zero1,"
@@ -438,10 +439,10 @@ int run_plan(const std::vector<std::string>& args) {
                                   : sim::format_bytes(result.limit_bytes);
     if (use_profile)
       std::cout << fmt::format("{} measured on {} process(es) (profile {}), global batch {}, memory limit {} per process\n",
-                               model_name, gpus, profile_path, global_batch, limit);
+                               printable(model_name), gpus, printable(profile_path), global_batch, limit);
     else
       std::cout << fmt::format("{} on {} x {} ({} per node), global batch {}, memory limit {} per GPU{}\n",
-                               request.model.name, gpus, request.device.name, gpus_per_node, global_batch, limit,
+                               printable(request.model.name), gpus, request.device.name, gpus_per_node, global_batch, limit,
                                steady_state ? "; steady state of back-to-back iterations" : "");
     std::cout << fmt::format("{} configurations: {} simulated, {} fit, {} dropped for memory, {} refused",
                              result.considered, result.simulated, result.rows.size() + result.folded,

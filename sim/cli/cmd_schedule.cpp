@@ -2,11 +2,16 @@
 // Generates (or reads, with file:PATH) a schedule, validates it, and writes it in one of the
 // three forms. An invalid schedule is never written.
 #include <boost/program_options.hpp>
+#include <cctype>
+#include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "command.hpp"
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/option_conflicts.hpp"
+#include "pipescope/core/terminal_text.hpp"
 #include "pipescope/core/schedule_io.hpp"
 #include "pipescope/core/validator.hpp"
 #include "schedule_options.hpp"
@@ -23,6 +28,21 @@ Format parse_format(const std::string& text) {
   if (text == "torch-csv") return Format::TorchCsv;
   if (text == "text") return Format::Text;
   throw UsageError("--format: unknown format '" + text + "' (json, torch-csv, text)");
+}
+
+// The format an output's name asks for (s.json, s.csv, s.txt), or nothing for a name without an
+// extension (/dev/stdout, a FIFO). Another extension is refused unless --format says the format
+// (`format_given`), so that s.yaml never silently holds the text grid.
+std::optional<Format> format_of_name(const std::string& path, bool format_given) {
+  std::string extension = std::filesystem::path(path).extension().string();
+  for (char& c : extension) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (extension.empty()) return std::nullopt;
+  if (extension == ".json") return Format::Json;
+  if (extension == ".csv") return Format::TorchCsv;
+  if (extension == ".txt" || extension == ".text") return Format::Text;
+  if (format_given) return std::nullopt;
+  throw UsageError("-o " + path + ": a schedule is written as .json, .csv (torch) or .txt; give --format for another "
+                   "extension");
 }
 
 std::string render(const Schedule& schedule, Format format) {
@@ -44,7 +64,8 @@ int run_schedule(const std::vector<std::string>& args) {
   schedule_options.add_to(options);
   options.add_options()
       ("format", po::value(&format_text)->default_value(format_text),
-       "output form: json, torch-csv or text (the step x rank grid)")
+       "output form: json, torch-csv or text (the step x rank grid); with -o, the file's extension decides "
+       "(.json, .csv, .txt)")
       ("output,o", po::value(&output), "write to FILE (atomically) instead of stdout")
       ("blocking-sends", po::bool_switch(&blocking_sends), "validate under DeepSpeed's rendezvous rule too");
   po::positional_options_description positional;
@@ -57,13 +78,24 @@ int run_schedule(const std::vector<std::string>& args) {
   }
   po::notify(vm);
   if (schedule_options.name.empty()) throw UsageError("missing schedule NAME (see ppsim schedule --help)");
-  const Format format = parse_format(format_text);
+  // The output's name decides the format unless --format is given, and must not contradict it:
+  // s.csv holds a torch CSV, never the text grid under that name.
+  Format format = parse_format(format_text);
+  if (!output.empty()) {
+    const std::optional<Format> named = format_of_name(output, !vm["format"].defaulted());
+    if (named && vm["format"].defaulted()) format = *named;
+    else if (named && *named != format)
+      throw UsageError(contradiction("--format", format_text, "the output name " + output,
+                                     *named == Format::Json ? "the extension of a JSON schedule"
+                                     : *named == Format::TorchCsv ? "the extension of a torch CSV"
+                                                                  : "the extension of the text grid"));
+  }
 
   const Schedule schedule = schedule_options.make(vm);
   validate(schedule, ValidationOptions{.blocking_sends = blocking_sends});
   const std::string text = render(schedule, format);
   if (output.empty())
-    std::cout << text;
+    std::cout << (format == Format::Json ? printable_json(text) : printable_lines(text));
   else
     write_file_atomic(output, text);
   return 0;

@@ -13,6 +13,7 @@
 #include "number_options.hpp"
 #include "schedule_options.hpp"
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/terminal_text.hpp"
 #include "pipescope/core/registry.hpp"
 #include "pipescope/core/size_limits.hpp"
 #include "pipescope/sim/calibration.hpp"
@@ -253,6 +254,12 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
   const std::int64_t f_mem = sim::parse_bytes(s.f_mem, "--f-mem", true);
   const std::int64_t b_mem = sim::parse_bytes(s.b_mem, "--b-mem", true);
   const std::int64_t w_mem = sim::parse_bytes(s.w_mem, "--w-mem", true);
+  // Memory a forward keeps can only be 0 or more, and what W frees (what B kept for it) 0 or
+  // less: other signs make a rank hold less than nothing, shown as peaks of 0 B.
+  if (f_mem < 0)
+    throw UsageError(fmt::format("--f-mem {}: F keeps its activations (allocates): give 0 or more", s.f_mem));
+  if (w_mem > 0)
+    throw UsageError(fmt::format("--w-mem {}: W frees what B kept for it: give 0 or less", s.w_mem));
   if (f_mem + b_mem + w_mem != 0)
     throw UsageError(fmt::format("--f-mem + --b-mem + --w-mem must be 0 (got {} + {} + {})", f_mem, b_mem, w_mem));
   source.description = "explicit";
@@ -264,8 +271,9 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
 }
 
 void print_table(const sim::Summary& summary, const CostSource& source, const std::optional<sim::PredictionInterval>& interval) {
-  std::cout << fmt::format("schedule {}: {} ranks, {} stages, {} micro-batches (costs: {})\n", summary.schedule,
-                           summary.num_ranks, summary.num_stages, summary.num_micro_batches, source.description);
+  // The schedule's and the model's names come from files: shown escaped (terminal_text.hpp).
+  std::cout << fmt::format("schedule {}: {} ranks, {} stages, {} micro-batches (costs: {})\n", printable(summary.schedule),
+                           summary.num_ranks, summary.num_stages, summary.num_micro_batches, printable(source.description));
   std::cout << fmt::format("  iteration time   {}{}\n", sim::format_seconds(summary.iteration_time_s),
                            summary.steady_state_iterations > 0 ? " (steady state of back-to-back iterations)" : "");
   if (interval) {
@@ -394,7 +402,7 @@ int run_simulate(const std::vector<std::string>& args) {
       j["max_mem_bytes"] = source.memory_limit_bytes;
       j["fits_memory"] = result.summary.max_peak_memory_bytes() <= source.memory_limit_bytes;
     }
-    std::cout << j.dump() << "\n";
+    std::cout << printable_json(j.dump()) << "\n";
   } else {
     print_table(result.summary, source, interval);
   }

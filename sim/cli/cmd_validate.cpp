@@ -5,6 +5,7 @@
 
 #include "command.hpp"
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/terminal_text.hpp"
 #include "pipescope/core/schedule_io.hpp"
 #include "pipescope/core/validator.hpp"
 
@@ -35,10 +36,10 @@ int run_validate(const std::vector<std::string>& args) {
 
   const Schedule schedule = read_schedule_file(path);
   if (auto problem = find_problem(schedule, ValidationOptions{.blocking_sends = blocking_sends})) {
-    std::cerr << "ppsim: error: " << path << ": " << problem->message << "\n";
+    std::cerr << "ppsim: error: " << printable(path + ": " + problem->message) << "\n";
     return 2;
   }
-  std::cout << path << ": valid: " << schedule.num_ranks << " ranks, " << schedule.num_stages << " stages, "
+  std::cout << printable(path) << ": valid: " << schedule.num_ranks << " ranks, " << schedule.num_stages << " stages, "
             << schedule.num_micro_batches << " micro-batches, " << schedule.instruction_count()
             << " instructions" << (blocking_sends ? " (blocking sends)" : "") << "\n";
   return 0;

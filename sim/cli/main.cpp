@@ -13,6 +13,7 @@
 #include "heap_setup.hpp"
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/terminal_text.hpp"
 #include "pipescope/traces/trace.hpp"
 
 namespace {
@@ -44,30 +45,30 @@ int run_ppsim(const std::vector<std::string>& args) {
   const auto& all = cli::commands();
   auto it = std::find_if(all.begin(), all.end(), [&](const cli::Command& c) { return c.name == args[0]; });
   if (it == all.end()) {
-    std::cerr << "ppsim: error: unknown command '" << args[0] << "' (see ppsim --help)\n";
+    std::cerr << "ppsim: error: unknown command '" << printable(args[0]) << "' (see ppsim --help)\n";
     return 2;
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   try {
     return it->run(rest);
   } catch (const UsageError& e) {
-    std::cerr << "ppsim: error: " << e.what() << "\n";
+    std::cerr << "ppsim: error: " << printable(e.what()) << "\n";
     return 2;
   } catch (const boost::program_options::error& e) {
-    std::cerr << "ppsim: error: " << e.what() << "\n";
+    std::cerr << "ppsim: error: " << printable(e.what()) << "\n";
     return 2;
   } catch (const ScheduleError& e) {
-    std::cerr << "ppsim: error: " << e.what() << "\n";
+    std::cerr << "ppsim: error: " << printable(e.what()) << "\n";
     return 2;
   } catch (const traces::TraceError& e) {
-    std::cerr << "ppsim: error: " << e.what() << "\n";
+    std::cerr << "ppsim: error: " << printable(e.what()) << "\n";
     return 2;
   } catch (const std::bad_alloc&) {
     // The size checks refuse what cannot fit before allocating; this is the last line of defence.
     std::cerr << "ppsim: error: out of memory: the sizes asked for do not fit in this machine's memory\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "ppsim: error: " << e.what() << "\n";
+    std::cerr << "ppsim: error: " << printable(e.what()) << "\n";
     return 1;
   }
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/option_conflicts.hpp"
 
 namespace po = boost::program_options;
 
@@ -43,23 +44,16 @@ Schedule ScheduleOptions::make(const po::variables_map& vm) {
 
 void check_flags_agree_with_file(const Schedule& schedule, std::string_view schedule_name, const ScheduleParams& params,
                                  const po::variables_map& vm) {
-  if (!schedule_name.starts_with("file:")) return;
-  const std::string path(schedule_name.substr(5));
   auto given = [&](const char* option) { return vm.count(option) && !vm[option].defaulted(); };
-  auto refuse = [&](const char* option, int value, const std::string& file_has) {
-    throw UsageError(fmt::format("--{} {} contradicts the schedule file {}, which has {} (leave --{} out)", option, value,
-                                 path, file_has, option));
-  };
-  if (given("stages") && params.num_ranks != schedule.num_ranks)
-    refuse("stages", params.num_ranks, fmt::format("{} ranks", schedule.num_ranks));
-  if (given("micro-batches") && params.num_micro_batches != schedule.num_micro_batches)
-    refuse("micro-batches", params.num_micro_batches, fmt::format("{} micro-batches", schedule.num_micro_batches));
-  if (given("chunks") && static_cast<long long>(params.chunks) * schedule.num_ranks != schedule.num_stages)
-    refuse("chunks", params.chunks, fmt::format("{} stages on {} ranks", schedule.num_stages, schedule.num_ranks));
-  if (vm.count("microbatch-group-size-per-vp-stage"))
+  GivenScheduleSizes sizes;
+  if (given("stages")) sizes.stages = params.num_ranks;
+  if (given("micro-batches")) sizes.micro_batches = params.num_micro_batches;
+  if (given("chunks")) sizes.chunks = params.chunks;
+  check_sizes_agree_with_file(schedule, schedule_name, sizes);
+  if (schedule_name.starts_with("file:") && vm.count("microbatch-group-size-per-vp-stage"))
     throw UsageError(fmt::format("--microbatch-group-size-per-vp-stage {} cannot be honoured by the schedule file {}, "
                                  "which fixes its own order (leave it out)",
-                                 params.microbatch_group_size, path));
+                                 params.microbatch_group_size, schedule_name.substr(5)));
 }
 
 std::string schedule_list_text() {

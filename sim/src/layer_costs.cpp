@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <array>
 
+#include <fmt/format.h>
+
 #include "layer_shape.hpp"
+#include "pipescope/core/errors.hpp"
 
 namespace pipescope::sim {
 
@@ -104,7 +107,16 @@ HeadTimes head_times(const ModelSpec& model, const DeviceSpec& device, const Par
   return out;
 }
 
+std::int64_t memory_figure_bytes(double bytes, std::string_view figure, const ModelSpec& model, const ParallelConfig& parallel) {
+  if (bytes >= 0 && bytes <= 0x1p60) return static_cast<std::int64_t>(bytes);
+  throw UsageError(fmt::format("--model {} with --micro-batch-size {} (seq {}, hidden {}, {} heads, tensor-parallel {}): {} "
+                               "come to {:.3g} bytes, beyond the limit of 2^60 bytes (1 EiB)",
+                               model.name, parallel.micro_batch_size, model.seq, model.hidden, model.heads,
+                               parallel.tensor_parallel, figure, bytes));
+}
+
 LayerMemory layer_memory(const ModelSpec& model, const ParallelConfig& parallel) {
+  constexpr std::string_view kActivations = "one layer's activations";
   const LayerShape l(model, parallel);
   // Korthikanti et al. 2022, section 4.1, per term, for the rank's tokens. Replicated by tensor
   // parallelism: the two layer norms' inputs (4 sbh), the inputs of QKV and of the MLP (2 sbh
@@ -123,20 +135,20 @@ LayerMemory layer_memory(const ModelSpec& model, const ParallelConfig& parallel)
   const double core = l.flash ? 4 * l.heads * l.tokens : (l.dropout ? 5 : 2) * l.heads * l.local_seq() * l.s * l.b;
   const double without_recomputation = replicated / l.replicated_split + (split + core) / l.t;
   LayerMemory out;
-  out.weight_stash_bytes = static_cast<std::int64_t>(32.0 * l.tokens * l.h / l.t);
+  out.weight_stash_bytes = memory_figure_bytes(32.0 * l.tokens * l.h / l.t, "one layer's weight-gradient inputs", model, parallel);
   switch (parallel.recomputation) {
-    case Recomputation::none: out.held_bytes = static_cast<std::int64_t>(without_recomputation); break;
+    case Recomputation::none: out.held_bytes = memory_figure_bytes(without_recomputation, kActivations, model, parallel); break;
     case Recomputation::selective:
       if (l.flash) {
-        out.held_bytes = static_cast<std::int64_t>(without_recomputation);
+        out.held_bytes = memory_figure_bytes(without_recomputation, kActivations, model, parallel);
         break;
       }
-      out.held_bytes = static_cast<std::int64_t>(replicated / l.replicated_split + split / l.t);
-      out.rebuilt_bytes = static_cast<std::int64_t>(core / l.t);
+      out.held_bytes = memory_figure_bytes(replicated / l.replicated_split + split / l.t, kActivations, model, parallel);
+      out.rebuilt_bytes = memory_figure_bytes(core / l.t, kActivations, model, parallel);
       break;
     case Recomputation::full:
-      out.held_bytes = static_cast<std::int64_t>(2.0 * l.tokens * l.h / l.replicated_split);
-      out.rebuilt_bytes = static_cast<std::int64_t>(without_recomputation);
+      out.held_bytes = memory_figure_bytes(2.0 * l.tokens * l.h / l.replicated_split, kActivations, model, parallel);
+      out.rebuilt_bytes = memory_figure_bytes(without_recomputation, kActivations, model, parallel);
       break;
   }
   return out;

@@ -17,8 +17,10 @@ LayerFigures layer_figures(const ModelSpec& model, int micro_batch_size) {
   out.f_flops = matrix_flops + 4.0 * s * s * b * h;
   out.b_flops = matrix_flops + 8.0 * s * s * b * h;
   out.w_flops = matrix_flops;
-  out.activation_bytes = static_cast<std::int64_t>(s * b * (34.0 * h + 5.0 * a * s));
-  out.weight_stash_bytes = static_cast<std::int64_t>(32.0 * s * b * h);
+  ParallelConfig sizes;
+  sizes.micro_batch_size = micro_batch_size;
+  out.activation_bytes = memory_figure_bytes(s * b * (34.0 * h + 5.0 * a * s), "one layer's activations", model, sizes);
+  out.weight_stash_bytes = memory_figure_bytes(32.0 * s * b * h, "one layer's weight-gradient inputs", model, sizes);
   return out;
 }
 
@@ -163,8 +165,8 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
       held += 4.0 * s * b * vocab_on_rank;  // fp32 logits for the loss
       stash += 2.0 * s * b * h;
     }
-    c.f_mem_bytes = static_cast<std::int64_t>(held);
-    c.w_mem_bytes = -static_cast<std::int64_t>(stash);
+    c.f_mem_bytes = memory_figure_bytes(held, "a stage's activations of one micro-batch", model, parallel);
+    c.w_mem_bytes = -memory_figure_bytes(stash, "a stage's weight-gradient inputs of one micro-batch", model, parallel);
     c.b_mem_bytes = -c.f_mem_bytes - c.w_mem_bytes;
 
     // 16-bit weights and gradients, plus fp32 master weights, momentum and variance (and fp32
@@ -174,10 +176,10 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
     // one layer at a time, charged throughout (a stage of only the embedding or head rebuilds none).
     const std::int64_t matrix_parameters = static_cast<std::int64_t>(layers[st]) * layer_matrix_parameters;
     const double fp8_copy_bytes = fp8 && !parallel.fp8_param_gather ? 2.0 * static_cast<double>(matrix_parameters) : 0.0;
-    c.static_bytes =
-        static_cast<std::int64_t>(static_cast<double>(parameters) * (4.0 + optimizer_bytes_per_parameter) + fp8_copy_bytes) +
-        (layers[st] > 0 ? layer_bytes.rebuilt_bytes : 0);
-    c.activation_bytes = static_cast<std::int64_t>(hidden_state_bytes);
+    c.static_bytes = memory_figure_bytes(static_cast<double>(parameters) * (4.0 + optimizer_bytes_per_parameter) + fp8_copy_bytes +
+                                             static_cast<double>(layers[st] > 0 ? layer_bytes.rebuilt_bytes : 0),
+                                         "a stage's weights and optimizer state", model, parallel);
+    c.activation_bytes = memory_figure_bytes(hidden_state_bytes, "a stage's output", model, parallel);
     // 16-bit gradients: all-reduced, or reduce-scattered by the distributed optimizer, which then
     // all-gathers the updated 16-bit parameters (FP8 ones under --fp8-param-gather).
     const std::int64_t gradient_bytes = parameters * 2;

@@ -2,13 +2,18 @@
 #include "pipescope/sim/model.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <filesystem>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/input_file.hpp"
+#include "pipescope/core/json_limits.hpp"
+#include "pipescope/core/nearest_name.hpp"
 
 namespace pipescope::sim {
 
@@ -115,6 +120,13 @@ std::vector<ModelSpec> presets() {
   return {gpt13, gpt7, llama70, llama3_8, llama3_70, llama3_405, gpt3};
 }
 
+// Every integer field of a model file is at most this: 2^28 is far beyond any model's width,
+// depth, sequence or vocabulary, and keeps the derived widths (4 x hidden) within int.
+constexpr std::int64_t kMaxModelField = std::int64_t{1} << 28;
+// Parameters of a whole model, at most: 2^50 (about 10^15, a thousand times the largest models),
+// so that bytes of weights, gradients and optimizer state stay far inside 64 bits.
+constexpr std::int64_t kMaxParameters = std::int64_t{1} << 50;
+
 void check_model(const ModelSpec& m, const std::string& source) {
   auto positive = [&](int v, const char* field) {
     if (v < 1) throw UsageError(source + ": model field '" + field + "' must be a positive integer");
@@ -128,6 +140,32 @@ void check_model(const ModelSpec& m, const std::string& source) {
   if (m.kv_heads < 0 || m.kv_heads > m.heads || (m.kv_heads > 0 && m.heads % m.kv_heads != 0))
     throw UsageError(source + ": kv_heads must divide heads");
   if (m.ffn_hidden < 0) throw UsageError(source + ": ffn_hidden must be >= 0");
+  // The count in double, whose rounding is far below the bound: every field is at most 2^28, so
+  // no product overflows here, and a total within the bound keeps the int64 counts exact.
+  const double h = m.hidden, kv = h * m.kv_heads_or_heads() / m.heads;
+  const double ffn = m.ffn_hidden > 0 ? m.ffn_hidden : 4 * h;
+  const double layer = 2 * h * h + 2 * h * kv + (m.gated_mlp ? 3 : 2) * h * ffn + 4 * h + 3 * h + 2 * kv + ffn;
+  const double total = m.layers * layer + 2.0 * m.vocab * h + 2 * h;
+  if (total > static_cast<double>(kMaxParameters))
+    throw UsageError(fmt::format("{}: layers {} x hidden {} (ffn_hidden {}, vocab {}) give {:.3g} parameters, beyond the "
+                                 "limit of 2^50 (about 1.1e15)",
+                                 source, m.layers, m.hidden, ffn, m.vocab, total));
+}
+
+// The fields of a model file (SPEC.md section 6).
+const std::vector<std::string>& known_model_fields() {
+  static const std::vector<std::string> fields = {"name", "layers", "hidden", "heads", "seq", "vocab", "kv_heads",
+                                                  "ffn_hidden", "gated_mlp", "tied_embeddings", "flash_attention"};
+  return fields;
+}
+
+// Megatron's mixture-of-experts fields, which SPEC names for model files but this simulator does
+// not model: refused, never read as a dense model.
+bool is_mixture_of_experts_field(const std::string& key) {
+  static const std::vector<std::string> fields = {"num_experts", "top_k", "moe_ffn_hidden", "shared_experts",
+                                                  "shared_expert_ffn_hidden", "moe_layer_freq", "first_k_dense_layers",
+                                                  "capacity_factor"};
+  return std::find(fields.begin(), fields.end(), key) != fields.end();
 }
 
 }  // namespace
@@ -139,6 +177,8 @@ std::vector<std::string> model_preset_names() {
 }
 
 ModelSpec parse_model_json(const std::string& text, const std::string& source) {
+  if (auto problem = json_depth_problem(text)) throw UsageError(source + ": not a JSON model file: " + *problem);
+  if (auto problem = json_duplicate_key_problem(text)) throw UsageError(source + ": " + *problem);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -146,6 +186,19 @@ ModelSpec parse_model_json(const std::string& text, const std::string& source) {
     throw UsageError(source + ": not a JSON model file: " + e.what());
   }
   if (!j.is_object()) throw UsageError(source + ": a model file holds one JSON object");
+  // A field a model file does not have is a slip, not a default: `kv_head` read as absent would
+  // plan a model with as many key/value heads as heads.
+  for (const auto& [key, value] : j.items()) {
+    const auto& known = known_model_fields();
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    if (is_mixture_of_experts_field(key))
+      throw UsageError(fmt::format("{}: model field '{}': mixture-of-experts models are not simulated by this ppsim", source,
+                                   key));
+    const auto nearest = nearest_name(key, known);
+    throw UsageError(fmt::format("{}: unknown model field '{}'{} (known: {})", source, key,
+                                 nearest ? fmt::format(": did you mean '{}'?", *nearest) : std::string(),
+                                 fmt::join(known, ", ")));
+  }
   ModelSpec m;
   m.name = std::filesystem::path(source).stem().string();
   auto get_int = [&](const char* field, int& out, bool required) {
@@ -153,8 +206,12 @@ ModelSpec parse_model_json(const std::string& text, const std::string& source) {
       if (required) throw UsageError(source + ": model field '" + field + "' is missing");
       return;
     }
-    if (!j[field].is_number_integer()) throw UsageError(source + ": model field '" + field + "' must be an integer");
-    out = j[field].get<int>();
+    const nlohmann::json& v = j[field];
+    if (!v.is_number_integer()) throw UsageError(source + ": model field '" + field + "' must be an integer");
+    const auto value = json_integer_in(v, INT_MIN, kMaxModelField);
+    if (!value)
+      throw UsageError(fmt::format("{}: model field '{}' is {}, above the limit {} (2^28)", source, field, v.dump(), kMaxModelField));
+    out = static_cast<int>(*value);
   };
   auto get_bool = [&](const char* field, bool& out) {
     if (!j.contains(field)) return;

@@ -226,6 +226,9 @@ std::vector<LayoutOptions> layout_choices(const PlanRequest& request, int layers
 std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
   if (request.num_gpus < 1) throw UsageError("--gpus must be at least 1");
   if (request.global_batch < 1) throw UsageError("--global-batch must be at least 1");
+  // 0 is "up to the number of layers"; a negative size is a mistake, never "no limit".
+  if (request.max_pipeline < 0)
+    throw UsageError(fmt::format("--max-pipeline {}: must be 0 (up to the number of layers) or a pipeline size", request.max_pipeline));
   check_profile_request(request);
   std::vector<PlanCandidate> out;
   const int layers = layer_count(request);
@@ -243,8 +246,9 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
       if (fixed_pipeline > 0 && pp != fixed_pipeline) continue;
       const int dp = gpus / pp;
       for (int mbs : request.micro_batch_sizes) {
-        if (mbs < 1 || request.global_batch % (dp * mbs) != 0) continue;
-        const int m = request.global_batch / (dp * mbs);
+        const std::int64_t samples_per_micro_batch = static_cast<std::int64_t>(dp) * mbs;
+        if (mbs < 1 || request.global_batch % samples_per_micro_batch != 0) continue;
+        const int m = static_cast<int>(request.global_batch / samples_per_micro_batch);
         for (const std::string& schedule : request.schedules) {
           for (int chunks : chunk_choices(request, schedule)) {
             if (pp * chunks > layers) continue;

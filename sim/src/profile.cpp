@@ -1,22 +1,34 @@
 #include "pipescope/sim/profile.hpp"
 
+#include <climits>
 #include <cmath>
+
+#include <fmt/format.h>
 #include <set>
 
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/input_file.hpp"
+#include "pipescope/core/json_limits.hpp"
 
 namespace pipescope::sim {
 namespace {
 
 using nlohmann::json;
 
-double get_seconds(const json& object, const char* field, const std::string& where) {
+// Bounds on a profile's figures: a time beyond 1e6 s (about 11.6 days) for one operation, or
+// bytes beyond 2^60 (1 EiB), is a broken file, not a measurement.
+constexpr double kMaxProfileValue = 1e6;
+constexpr std::int64_t kMaxProfileBytes = std::int64_t{1} << 60;
+
+double get_seconds(const json& object, const char* field, const std::string& where, double limit = kMaxProfileValue) {
   if (!object.contains(field)) throw UsageError(where + "." + field + ": missing");
   const json& v = object[field];
   if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
     throw UsageError(where + "." + field + ": must be a number >= 0");
+  // Times: the same bound as a trace's durations (traces/trace_limits.hpp), 1e6 s, about 11.6 days.
+  if (v.get<double>() > limit)
+    throw UsageError(fmt::format("{}.{}: {:g} is beyond the limit of {:g}", where, field, v.get<double>(), limit));
   return v.get<double>();
 }
 
@@ -24,7 +36,9 @@ std::int64_t get_bytes(const json& object, const char* field, const std::string&
   if (!object.contains(field)) throw UsageError(where + "." + field + ": missing");
   const json& v = object[field];
   if (!v.is_number_integer()) throw UsageError(where + "." + field + ": must be an integer number of bytes");
-  const auto bytes = v.get<std::int64_t>();
+  const auto value = json_integer_in(v, -kMaxProfileBytes, kMaxProfileBytes);
+  if (!value) throw UsageError(fmt::format("{}.{}: {} is beyond the limit of 2^60 bytes either way", where, field, v.dump()));
+  const std::int64_t bytes = *value;
   if (!may_be_negative && bytes < 0) throw UsageError(where + "." + field + ": must be >= 0");
   return bytes;
 }
@@ -36,8 +50,9 @@ double get_optional_seconds(const json& object, const char* field, const std::st
 int get_count(const json& object, const char* field, const std::string& where, int fallback) {
   if (!object.contains(field)) return fallback;
   const json& v = object[field];
-  if (!v.is_number_integer() || v.get<std::int64_t>() < 1) throw UsageError(where + "." + field + ": must be an integer >= 1");
-  return v.get<int>();
+  const auto count = json_integer_in(v, 1, INT_MAX);
+  if (!count) throw UsageError(fmt::format("{}.{}: must be an integer from 1 to {}", where, field, INT_MAX));
+  return static_cast<int>(*count);
 }
 
 
@@ -73,6 +88,8 @@ BackwardSplitEstimate parse_split_estimate(const json& profile, const std::strin
 }  // namespace
 
 Profile parse_profile(std::string_view text, const std::string& source) {
+  if (auto problem = json_depth_problem(text)) throw UsageError(source + ": not JSON: " + *problem);
+  if (auto problem = json_duplicate_key_problem(text)) throw UsageError(source + ": " + *problem);
   json j;
   try {
     j = json::parse(text);
@@ -88,7 +105,8 @@ Profile parse_profile(std::string_view text, const std::string& source) {
   if (!j.contains("transfer") || !j["transfer"].is_object()) throw UsageError(source + ": transfer: missing object");
   const std::string transfer_where = source + ": transfer";
   p.transfer.latency_s = get_seconds(j["transfer"], "latency_s", transfer_where);
-  p.transfer.bandwidth_bytes_per_s = get_seconds(j["transfer"], "bandwidth_bytes_per_s", transfer_where);
+  // 2^60 bytes a second at most (an exbibyte a second: no link comes near).
+  p.transfer.bandwidth_bytes_per_s = get_seconds(j["transfer"], "bandwidth_bytes_per_s", transfer_where, 0x1p60);
   if (!(p.transfer.bandwidth_bytes_per_s > 0)) throw UsageError(transfer_where + ".bandwidth_bytes_per_s: must be > 0");
   if (!j.contains("stages") || !j["stages"].is_array() || j["stages"].empty())
     throw UsageError(source + ": stages: must be a non-empty array");
@@ -98,8 +116,8 @@ Profile parse_profile(std::string_view text, const std::string& source) {
     const json& s = stages[i];
     if (!s.is_object()) throw UsageError(where + ": must be an object");
     StageProfile sp;
-    if (s.contains("stage") && !s["stage"].is_number_integer()) throw UsageError(where + ".stage: must be an integer");
-    sp.stage = s.contains("stage") ? s["stage"].get<int>() : static_cast<int>(i);
+    if (s.contains("stage") && !json_integer_in(s["stage"], 0, INT_MAX)) throw UsageError(where + ".stage: must be an integer");
+    sp.stage = s.contains("stage") ? static_cast<int>(s["stage"].get<std::int64_t>()) : static_cast<int>(i);
     if (sp.stage != static_cast<int>(i)) throw UsageError(where + ".stage: expected " + std::to_string(i));
     sp.f_s = get_seconds(s, "f_s", where);
     sp.b_s = get_seconds(s, "b_s", where);

@@ -153,7 +153,12 @@ class Engine {
 void Engine::change_memory(std::int32_t rank, std::int64_t delta, double at_s) {
   if (delta == 0) return;
   RankState& r = ranks_[rank];
-  r.memory_bytes += delta;
+  // Checked: figures near the limit of their options (2^60 bytes) held by many micro-batches at
+  // once would wrap to a small or negative peak.
+  if (__builtin_add_overflow(r.memory_bytes, delta, &r.memory_bytes))
+    throw UsageError(fmt::format("rank {}: the memory it holds passes 2^63 bytes: the memory figures are too large for "
+                                 "this many micro-batches in flight",
+                                 rank));
   r.peak_bytes = std::max(r.peak_bytes, r.memory_bytes);
   if (options_.build_trace) rank_memory_[rank].push_back({rank, at_s * 1e6, r.memory_bytes});
 }
@@ -587,7 +592,11 @@ SimResult Engine::run() {
   weight_pass_s_.assign(static_cast<std::size_t>(s_.num_stages), 0.0);
 
   ranks_.assign(static_cast<std::size_t>(s_.num_ranks), RankState{});
-  for (int s = 0; s < s_.num_stages; ++s) ranks_[s_.stage_to_rank[s]].memory_bytes += stage_[s].static_bytes;
+  for (int s = 0; s < s_.num_stages; ++s) {
+    std::int64_t& held = ranks_[s_.stage_to_rank[s]].memory_bytes;
+    if (__builtin_add_overflow(held, stage_[s].static_bytes, &held))
+      throw UsageError(fmt::format("rank {}: its stages' static memory passes 2^63 bytes", s_.stage_to_rank[s]));
+  }
   for (std::int32_t rank = 0; rank < s_.num_ranks; ++rank) {
     ranks_[rank].pc = s_.rank_begin[rank];
     ranks_[rank].peak_bytes = ranks_[rank].memory_bytes;

@@ -33,7 +33,11 @@ std::int64_t parse_bytes(std::string_view text, std::string_view option, bool al
   else if (unit == "tib") scale = 1024.0 * 1024 * 1024 * 1024;
   else throw refuse();
   const double bytes = number * scale;
-  if (!std::isfinite(bytes) || std::fabs(bytes) > 9.0e18 || (!allow_negative && bytes < 0)) throw refuse();
+  if (!std::isfinite(bytes) || (!allow_negative && bytes < 0)) throw refuse();
+  // 2^60 bytes (1 EiB) either way: no device holds more, and sums of a few such figures stay
+  // inside 64 bits.
+  if (std::fabs(bytes) > 0x1p60)
+    throw UsageError(std::string(option) + ": '" + s + "' is beyond the limit of 2^60 bytes (1 EiB)");
   return static_cast<std::int64_t>(std::llround(bytes));
 }
 

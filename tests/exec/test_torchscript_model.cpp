@@ -28,7 +28,8 @@
 //   weighted submodule called on both sides of a split, a split point first called inside an if,
 //   an int crossing a split point, a split point's weights read before it, split points out of
 //   order, a non-Tensor forward argument, a wrong number of example inputs, and a file that is
-//   not TorchScript (the message says which PyTorch to save with).
+//   not TorchScript (the message says which PyTorch to save with); a FIFO as the model file is
+//   refused at once as not a regular file.
 #include <ATen/CPUGeneratorImpl.h>
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -40,6 +41,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pipescope/exec/torchscript_model.hpp"
@@ -451,4 +453,13 @@ TEST_CASE("models that cannot be split are refused with the reason") {
       CHECK_THAT(e.what(), Contains(fmt::format("save it with torch {}.{} or older", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR)));
     }
   }
+}
+
+TEST_CASE("a FIFO given as the model file is refused, not waited on") {
+  // Opening a FIFO for reading would block until a writer came; the model file is opened
+  // without blocking, and only a regular file is read.
+  TempFile fifo("fifo");
+  REQUIRE(::mkfifo(fifo.path.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(load_torchscript_model(fifo.path, options_for({"block1"}, {example_batch()})),
+                    Contains("TorchScript model '" + fifo.path + "': cannot open the file: a FIFO (named pipe), not a regular file"));
 }

@@ -55,7 +55,7 @@ void settle(QWidget& window) {
 QRect in_window(const QWidget* widget, const QWidget& window) { return QRect(widget->mapTo(&window, QPoint(0, 0)), widget->size()); }
 
 // Whether column `column` of `table` is wholly inside its viewport.
-bool column_in_view(const QTableWidget& table, int column) {
+bool column_in_view(const QTableView& table, int column) {
   const QHeaderView* header = table.horizontalHeader();
   const int left = header->sectionViewportPosition(column);
   return left >= 0 && left + header->sectionSize(column) <= table.viewport()->width();

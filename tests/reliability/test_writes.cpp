@@ -13,7 +13,10 @@
 // - a write cut short (a file size limit, `ulimit -f`, standing in for a full disk): exit 1, one
 //   line, the old file byte for byte as it was and nothing beside it, for `ppsim schedule -o`,
 //   `ppsim simulate --trace` and `ppview --screenshot` (the screenshot used to be truncated);
-// - `pprun --trace/--metrics` to symlinks: links kept, targets written.
+// - `pprun --trace/--metrics` to symlinks: links kept, targets written;
+// - issue 34: `ppview --screenshot x.jpg` writes a JPEG (it wrote PNG bytes), an unknown image
+//   extension is refused; `ppsim schedule -o s.json` writes JSON (it wrote the text grid), a
+//   --format that contradicts the name is refused, another extension (s.yaml) needs --format.
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -178,7 +181,42 @@ TEST_CASE("a screenshot cut short leaves the old one as it was", "[reliability][
   REQUIRE(run_cli(PPVIEW_PATH, dir, "--demo --size 800x600 --screenshot old.png", 30, "QT_QPA_PLATFORM=offscreen").status == 0);
   REQUIRE(read_text(dir / "old.png").substr(1, 3) == "PNG");
 }
+
+TEST_CASE("a screenshot's format is its name's, or it is refused", "[reliability][writes]") {
+  const fs::path dir = case_dir("writes-screenshot-format");
+  REQUIRE(run_cli(PPVIEW_PATH, dir, "--demo --size 800x600 --screenshot shot.jpg", 30, "QT_QPA_PLATFORM=offscreen").status == 0);
+  CHECK(read_text(dir / "shot.jpg").substr(0, 3) == "\xFF\xD8\xFF");  // JPEG's start of image
+  const CliRun unknown = run_cli(PPVIEW_PATH, dir, "--demo --size 800x600 --screenshot shot.xyz", 30, "QT_QPA_PLATFORM=offscreen");
+  INFO(unknown.err);
+  CHECK(unknown.status == 2);
+  CHECK(unknown.one_error_line("ppview"));
+  CHECK(contains(unknown.err, "--screenshot shot.xyz: the file name must end in an image format this ppview writes"));
+  CHECK_FALSE(fs::exists(dir / "shot.xyz"));
+}
 #endif
+
+TEST_CASE("a schedule's output format is its name's; a --format that contradicts it is refused", "[reliability][writes]") {
+  const fs::path dir = case_dir("writes-schedule-format");
+  REQUIRE(run_cli(PPSIM_PATH, dir, "schedule 1f1b --stages 2 --micro-batches 4 -o s.json").status == 0);
+  CHECK(contains(read_text(dir / "s.json"), "\"format\": \"pipescope.schedule/1\""));
+  REQUIRE(run_cli(PPSIM_PATH, dir, "schedule 1f1b --stages 2 --micro-batches 4 -o s.csv").status == 0);
+  CHECK(read_text(dir / "s.csv").substr(0, 3) == "0F0");
+  const CliRun contradicting = run_cli(PPSIM_PATH, dir, "schedule 1f1b --stages 2 --micro-batches 4 --format text -o t.json");
+  INFO(contradicting.err);
+  CHECK(contradicting.status == 2);
+  CHECK(contradicting.one_error_line("ppsim"));
+  CHECK(contains(contradicting.err, "--format text contradicts the output name t.json, which has the extension of a JSON schedule"));
+  CHECK_FALSE(fs::exists(dir / "t.json"));
+  // Another extension needs --format, which then decides.
+  const CliRun unknown = run_cli(PPSIM_PATH, dir, "schedule 1f1b --stages 2 --micro-batches 4 -o s.yaml");
+  INFO(unknown.err);
+  CHECK(unknown.status == 2);
+  CHECK(unknown.one_error_line("ppsim"));
+  CHECK(contains(unknown.err, "-o s.yaml: a schedule is written as .json, .csv (torch) or .txt; give --format"));
+  CHECK_FALSE(fs::exists(dir / "s.yaml"));
+  REQUIRE(run_cli(PPSIM_PATH, dir, "schedule 1f1b --stages 2 --micro-batches 4 --format json -o s.schedule").status == 0);
+  CHECK(contains(read_text(dir / "s.schedule"), "\"format\": \"pipescope.schedule/1\""));
+}
 
 #ifdef PPRUN_PATH
 TEST_CASE("pprun's trace and metrics through symlinks keep the links", "[reliability][writes]") {

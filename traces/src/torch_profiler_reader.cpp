@@ -7,19 +7,22 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <zlib.h>
 
-#include "gzip.hpp"
 #include "pipescope/core/instruction.hpp"
+#include "pipescope/core/terminal_text.hpp"
+#include "pipescope/traces/trace_limits.hpp"
+#include "torch_profiler_files.hpp"
 #include "pipescope/traces/trace_io.hpp"
 
 namespace pipescope::traces {
@@ -32,50 +35,6 @@ constexpr std::string_view kActionPrefix = "PP:";
 constexpr std::string_view kStepPrefix = "ProfilerStep#";
 // The operators torch's autograd engine records while it runs a backward.
 constexpr std::string_view kBackwardOperatorPrefix = "autograd::engine::evaluate_function";
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw TraceError(path + ": cannot open the file");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw TraceError(path + ": cannot read the file");
-  return detail::looks_gzipped(bytes) ? detail::gunzip(bytes, path) : bytes;
-}
-
-// The first `limit` bytes of a gzip stream's content (fewer when it is shorter or broken):
-// enough to recognise a header without inflating a large file.
-std::string gunzip_prefix(std::string_view compressed, std::size_t limit) {
-  z_stream stream{};
-  if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK) return {};
-  std::string out(limit, '\0');
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
-  stream.avail_in = static_cast<uInt>(compressed.size());
-  stream.next_out = reinterpret_cast<Bytef*>(out.data());
-  stream.avail_out = static_cast<uInt>(out.size());
-  inflate(&stream, Z_SYNC_FLUSH);
-  out.resize(out.size() - stream.avail_out);
-  inflateEnd(&stream);
-  return out;
-}
-
-// torch writes `"schemaVersion": 1` first, then its header (device properties, which grow with
-// the GPUs, and the distributed info) before the events; pipescope's own traces and other
-// Chrome traces have no schemaVersion.
-constexpr std::size_t kHeaderBytes = 1 << 16;
-
-bool has_torch_header(std::string_view text) {
-  const std::string_view head = text.substr(0, kHeaderBytes);
-  return text.substr(0, 512).find("\"schemaVersion\"") != std::string_view::npos &&
-         (head.find("\"distributedInfo\"") != std::string_view::npos ||
-          head.find("\"traceEvents\"") != std::string_view::npos);
-}
-
-bool is_trace_file_name(const fs::path& p) {
-  const std::string name = p.filename().string();
-  auto ends_with = [&](std::string_view suffix) {
-    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  return ends_with(".json") || ends_with(".json.gz");
-}
 
 // One PP: action span as torch recorded it, and what it becomes.
 struct Action {
@@ -94,8 +53,25 @@ struct Action {
   bool launched_kernels() const { return kernel_end_us >= kernel_start_us; }
 };
 
+// Every action type torch 2.15 writes in a PP: span (SPEC.md section 4).
+bool is_torch_action_type(std::string_view type) {
+  static constexpr std::string_view kTypes[] = {"F",      "I",        "W",           "B",           "SEND_F",
+                                                "RECV_F", "SEND_B",   "RECV_B",      "REDUCE_GRAD", "UNSHARD",
+                                                "RESHARD", "WAIT_SEND_F", "WAIT_SEND_B", "WAIT_REDUCE_GRAD", "OVERLAP_F_B"};
+  return std::find(std::begin(kTypes), std::end(kTypes), type) != std::end(kTypes);
+}
+
+// A stage or micro-batch number as written: digits only, within int.
+std::optional<int> action_number(std::string_view digits) {
+  int value = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (digits.empty() || error != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return value;
+}
+
 // "0F1", "2RECV_B0", "0UNSHARD", "1WAIT_SEND_F3", "(0F7;7B3)OVERLAP_F_B": stage, type and
-// micro-batch; core's parse_action where it knows the type, the plain split elsewhere.
+// micro-batch; core's parse_action where it knows the type, the plain split elsewhere. Nothing
+// for a type torch does not write or numbers that are not numbers.
 std::optional<Action> parse_pp_action(std::string_view text) {
   Action a;
   if (!text.empty() && text.front() == '(') {
@@ -103,6 +79,7 @@ std::optional<Action> parse_pp_action(std::string_view text) {
     if (close == std::string_view::npos) return std::nullopt;
     a.type = std::string(text.substr(close + 1));
     a.parts = std::string(text.substr(1, close - 1));
+    if (a.type != "OVERLAP_F_B") return std::nullopt;
     return a;
   }
   try {
@@ -115,14 +92,44 @@ std::optional<Action> parse_pp_action(std::string_view text) {
   }
   std::size_t i = 0;
   while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-  if (i == 0) return std::nullopt;
   std::size_t j = text.size();
   while (j > i && std::isdigit(static_cast<unsigned char>(text[j - 1]))) --j;
-  if (j == i) return std::nullopt;
-  a.stage = std::stoi(std::string(text.substr(0, i)));
+  const auto stage = action_number(text.substr(0, i));
+  if (!stage || j == i || !is_torch_action_type(text.substr(i, j - i))) return std::nullopt;
+  a.stage = *stage;
   a.type = std::string(text.substr(i, j - i));
-  if (j < text.size()) a.micro_batch = std::stoi(std::string(text.substr(j)));
+  if (j < text.size()) {
+    const auto micro_batch = action_number(text.substr(j));
+    if (!micro_batch) return std::nullopt;
+    a.micro_batch = *micro_batch;
+  }
   return a;
+}
+
+// A string field of an event, or "" when it is absent or not a string (load_rank_file checked
+// the fields the reader needs).
+std::string_view text_field(const json& e, const char* key) {
+  const auto it = e.find(key);
+  return it != e.end() && it->is_string() ? std::string_view(it->get_ref<const std::string&>()) : std::string_view();
+}
+
+// An integer or string id as text ("7", "stream 7"); "0" when absent.
+std::string id_text(const json& e, const char* key) {
+  const auto it = e.find(key);
+  if (it == e.end() || it->is_null()) return "0";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+// N of a "ProfilerStep#N" span, or nothing (another span, or N not a number).
+std::optional<int> step_number(std::string_view name) {
+  if (!name.starts_with(kStepPrefix)) return std::nullopt;
+  return action_number(name.substr(kStepPrefix.size()));
+}
+
+// A [memory] sample's device: the host's (Device Type 0, or none said) or a GPU's.
+bool is_host_memory(const json& args) {
+  const auto it = args.find("Device Type");
+  return it == args.end() || !it->is_number() || it->get<double>() == 0;
 }
 
 int lane_of(const std::string& type) {
@@ -146,21 +153,25 @@ std::int64_t element_size(const std::string& dtype) {
   return it == sizes.end() ? -1 : it->second;
 }
 
-// The bytes of a gloo/NCCL call from its recorded shapes (record_shapes=True), or -1.
+// The bytes of a gloo/NCCL call from its recorded shapes (record_shapes=True), or -1 (also
+// for shapes that are not lists of integers, or a size beyond trace_limits.hpp's bound).
 std::int64_t bytes_of(const json& args) {
   const auto dims = args.find("Input Dims");
   const auto types = args.find("Input type");
   if (dims == args.end() || types == args.end() || !dims->is_array() || !types->is_array()) return -1;
-  std::int64_t total = 0;
+  double total = 0;
   for (std::size_t i = 0; i < dims->size() && i < types->size(); ++i) {
     if (!(*types)[i].is_string() || !(*dims)[i].is_array()) continue;
     const std::int64_t size = element_size((*types)[i].get<std::string>());
     if (size < 0) return -1;
-    std::int64_t count = 1;
-    for (const auto& d : (*dims)[i]) count *= d.get<std::int64_t>();
-    total += count * size;
+    double count = 1;
+    for (const auto& d : (*dims)[i]) {
+      if (!d.is_number_integer() || d.get<std::int64_t>() < 0) return -1;
+      count *= static_cast<double>(d.get<std::int64_t>());
+    }
+    total += count * static_cast<double>(size);
   }
-  return total > 0 ? total : -1;
+  return total > 0 && !bytes_problem(total) ? static_cast<std::int64_t>(total) : -1;
 }
 
 bool is_transport_call(std::string_view name) {
@@ -169,40 +180,11 @@ bool is_transport_call(std::string_view name) {
 
 bool is_gpu_activity(std::string_view cat) { return cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset"; }
 
-// A file's header and the rank it holds.
-struct RankFile {
-  std::string path;
-  json doc;
-  int rank = 0;
-  int world_size = 1;
-  std::string host;
-  double first_us = std::numeric_limits<double>::infinity(), last_us = -std::numeric_limits<double>::infinity();
-};
+using detail::RankFile;
 
-RankFile load_rank_file(const std::string& path) {
-  RankFile f;
-  f.path = path;
-  const std::string text = read_text(path);
-  if (!has_torch_header(text)) throw TraceError(path + ": not a torch.profiler trace (no schemaVersion header)");
-  try {
-    f.doc = json::parse(text);
-  } catch (const json::exception& e) {
-    throw TraceError(fmt::format("{}: not valid JSON: {}", path, e.what()));
-  }
-  if (!f.doc.is_object() || !f.doc.contains("traceEvents") || !f.doc["traceEvents"].is_array())
-    throw TraceError(path + ": traceEvents: missing or not an array");
-  if (const auto info = f.doc.find("distributedInfo"); info != f.doc.end() && info->is_object()) {
-    f.rank = info->value("rank", 0);
-    f.world_size = info->value("world_size", 1);
-  }
-  f.host = f.doc.value("host_name", "");
-  for (const auto& e : f.doc["traceEvents"])
-    if (e.value("ph", "") == "X" && e.contains("ts") && e["ts"].is_number()) {
-      f.first_us = std::min(f.first_us, e["ts"].get<double>());
-      f.last_us = std::max(f.last_us, e["ts"].get<double>());
-    }
-  return f;
-}
+// The N of every step of a file, in order: its ProfilerStep#N spans, or the repetitions of its
+// program (defined after RankReader, which finds them).
+std::vector<int> profiled_steps(const RankFile& file);
 
 // A torch run without a profiler schedule marks no steps, but every rank runs its program once
 // per step: the smallest period P whose repetition is the whole sequence of PP: action names,
@@ -222,8 +204,10 @@ std::size_t program_period(const std::vector<const json*>& actions) {
 // One rank's file turned into events (times still the file's own).
 class RankReader {
  public:
-  RankReader(const RankFile& file, const TorchReadOptions& options, std::vector<std::string>& notes)
-      : file_(file), options_(options), notes_(notes) {}
+  // `first`: the run's first rank file, whose last step the others read when no step is given
+  // (a rank that lacks it is refused: the files are not one profiled window).
+  RankReader(const RankFile& file, const RankFile& first, const TorchReadOptions& options, std::vector<std::string>& notes)
+      : file_(file), first_(first), options_(options), notes_(notes) {}
 
   // The step's window and the actions in it; the stage map needs every rank's actions
   // before the events are made.
@@ -235,7 +219,7 @@ class RankReader {
       if (name.rfind(kActionPrefix, 0) != 0 || !in_step(*e)) continue;
       auto action = parse_pp_action(std::string_view(name).substr(kActionPrefix.size()));
       if (!action) {
-        notes_.push_back(fmt::format("{}: '{}' is not an action torch writes; kept as an operator", file_.path, name));
+        notes_.push_back(fmt::format("{}: '{}' is not an action torch writes; kept as an operator", file_.path, printable(name)));
         continue;
       }
       action->start_us = (*e)["ts"].get<double>();
@@ -280,9 +264,13 @@ class RankReader {
     return true;
   }
 
-  void add_stages(std::map<int, int>& stage_rank) const {
-    for (const auto& a : actions_)
-      if (a.stage >= 0 && lane_of(a.type) == static_cast<int>(Lane::Compute)) stage_rank.emplace(a.stage, file_.rank);
+  // The rank of each stage that computes here, and the micro-batches each stage's forwards ran.
+  void add_stages(std::map<int, int>& stage_rank, std::map<int, std::set<int>>& forwards) const {
+    for (const auto& a : actions_) {
+      if (a.stage < 0 || lane_of(a.type) != static_cast<int>(Lane::Compute)) continue;
+      stage_rank.emplace(a.stage, file_.rank);
+      if (a.type == "F" && a.micro_batch >= 0) forwards[a.stage].insert(a.micro_batch);
+    }
   }
 
   void emit(const std::map<int, int>& stage_rank, Trace& out, std::vector<std::pair<std::size_t, std::string>>& args) {
@@ -353,9 +341,9 @@ class RankReader {
   void find_process() {
     std::map<std::int64_t, std::size_t> cpu_ops_by_pid;
     for (const auto& e : file_.doc["traceEvents"]) {
-      if (!e.is_object() || e.value("ph", "") != "X" || !e.contains("pid") || !e["pid"].is_number_integer()) continue;
+      if (!e.is_object() || text_field(e, "ph") != "X" || !e.contains("pid") || !e["pid"].is_number_integer()) continue;
       if (!e.contains("ts") || !e.contains("dur") || !e.contains("name")) continue;
-      const std::string cat = e.value("cat", "");
+      const std::string cat(text_field(e, "cat"));
       if (is_gpu_activity(cat)) {
         kernels_.push_back(&e);
       } else if (cat == "cuda_runtime" || cat == "cuda_driver") {
@@ -373,10 +361,16 @@ class RankReader {
 
   void choose_step() {
     const std::map<int, TimeRange> steps = step_windows();
+    // Without --step every rank reads the first rank's last step: each its own last would mix
+    // steps (a rank that recorded one more) into one "iteration".
+    const std::vector<int> first_steps = &first_ == &file_ ? std::vector<int>() : profiled_steps(first_);
     if (steps.empty()) {
       if (options_.step)
         throw TraceError(fmt::format("{}: --step {}: the trace marks no steps (no ProfilerStep#N spans: torch marks "
                                      "them only when the profiler has a schedule)", file_.path, *options_.step));
+      if (!first_steps.empty())
+        throw TraceError(fmt::format("{} marks no steps (no ProfilerStep#N spans), {} does: not one profiled window",
+                                     file_.path, first_.path));
       notes_.push_back(file_.path + ": no ProfilerStep#N spans (profile with a schedule to mark steps): "
                                     "the whole trace is read as one step");
       window_ = {-std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
@@ -389,11 +383,17 @@ class RankReader {
           steps.size());
       if (std::find(notes_.begin(), notes_.end(), note) == notes_.end()) notes_.push_back(note);
     }
-    const int chosen = options_.step.value_or(steps.rbegin()->first);
+    if (&first_ != &file_ && !options_.step && first_steps.empty())
+      throw TraceError(fmt::format("{} marks steps (ProfilerStep#N spans), {} does not: not one profiled window", file_.path,
+                                   first_.path));
+    const int chosen = options_.step ? *options_.step : first_steps.empty() ? steps.rbegin()->first : first_steps.back();
     const auto it = steps.find(chosen);
     if (it == steps.end()) {
       std::string present;
       for (const auto& [n, _] : steps) present += (present.empty() ? "" : ", ") + std::to_string(n);
+      if (!options_.step)
+        throw TraceError(fmt::format("{}: no ProfilerStep#{}, the last step of {} (steps there: {}): not one profiled window",
+                                     file_.path, chosen, first_.path, present));
       throw TraceError(fmt::format("{}: --step {}: no ProfilerStep#{} (steps there: {})", file_.path, chosen, chosen, present));
     }
     step_ = chosen;
@@ -407,7 +407,7 @@ class RankReader {
       const std::string name = (*e)["name"].get<std::string>();
       if (name.rfind(kStepPrefix, 0) != 0) continue;
       const double ts = (*e)["ts"].get<double>();
-      steps[std::atoi(name.c_str() + kStepPrefix.size())] = {ts, ts + (*e)["dur"].get<double>()};
+      if (const auto step = step_number(name)) steps[*step] = {ts, ts + (*e)["dur"].get<double>()};
     }
     if (!steps.empty()) return steps;
     std::vector<const json*> actions;
@@ -532,7 +532,7 @@ class RankReader {
       ev.category = "compute";
       ev.ts_us = (*e)["ts"].get<double>();
       ev.dur_us = (*e)["dur"].get<double>();
-      ev.micro_batch = std::atoi(name.c_str() + (forward ? 8 : 9));
+      ev.micro_batch = action_number(std::string_view(name).substr(forward ? 8 : 9)).value_or(-1);
       out.events.push_back(std::move(ev));
       any = true;
     }
@@ -566,12 +566,12 @@ class RankReader {
       }
       out.events.push_back(std::move(ev));
     }
-    std::map<std::pair<std::int64_t, std::int64_t>, int> lane_of_stream;
+    std::map<std::pair<std::int64_t, std::string>, int> lane_of_stream;
     for (std::size_t i = 0; i < kernels_.size(); ++i) {
       const json& k = *kernels_[i];
       // A GPU runs behind its host: an action's kernels may end after the step's CPU span.
       if (kernel_action_[i] < 0 && !in_step(k)) continue;
-      const auto key = std::make_pair(k["pid"].get<std::int64_t>(), k.value("tid", std::int64_t{0}));
+      const auto key = std::make_pair(k["pid"].get<std::int64_t>(), id_text(k, "tid"));
       const auto [it, added] = lane_of_stream.emplace(key, kOperatorsLane + 1 + static_cast<int>(lane_of_stream.size()));
       if (added) stream_lanes_.emplace_back(it->second, fmt::format("GPU {} stream {}", key.first, key.second));
       TraceEvent ev;
@@ -595,10 +595,10 @@ class RankReader {
   void emit_memory(Trace& out) {
     std::vector<std::pair<double, std::int64_t>> cpu, gpu;
     for (const auto& e : file_.doc["traceEvents"]) {
-      if (!e.is_object() || e.value("name", "") != "[memory]" || !e.contains("args") || !e.contains("ts")) continue;
+      if (!e.is_object() || text_field(e, "name") != "[memory]" || !e.contains("args") || !e.contains("ts")) continue;
       const json& a = e["args"];
       if (!a.contains("Total Allocated") || !a["Total Allocated"].is_number()) continue;
-      (a.value("Device Type", 0) == 0 ? cpu : gpu).push_back({e["ts"].get<double>(), a["Total Allocated"].get<std::int64_t>()});
+      (is_host_memory(a) ? cpu : gpu).push_back({e["ts"].get<double>(), a["Total Allocated"].get<std::int64_t>()});
     }
     auto& chosen = gpu.empty() ? cpu : gpu;
     std::stable_sort(chosen.begin(), chosen.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -620,6 +620,7 @@ class RankReader {
  private:
   std::vector<std::pair<int, std::string>> stream_lanes_;
   const RankFile& file_;
+  const RankFile& first_;
   const TorchReadOptions& options_;
   std::vector<std::string>& notes_;
   std::int64_t pid_ = 0;
@@ -631,78 +632,60 @@ class RankReader {
   bool steps_repeated_ = false;  // the steps are the repetitions of the program, not ProfilerStep#N
 };
 
-// Files of one run: one world size, distinct ranks, and (on one host) overlapping profiles.
-void check_one_run(const std::vector<RankFile>& files) {
-  std::map<int, const RankFile*> by_rank;
-  for (const auto& f : files) {
-    if (f.world_size != files.front().world_size)
-      throw TraceError(fmt::format("{} and {} are not of one run: world size {} and {}", files.front().path, f.path,
-                                   files.front().world_size, f.world_size));
-    if (f.rank < 0 || f.rank >= f.world_size)
-      throw TraceError(fmt::format("{}: distributedInfo.rank {} is outside the world size {}", f.path, f.rank, f.world_size));
-    const auto [it, added] = by_rank.emplace(f.rank, &f);
-    if (!added) throw TraceError(fmt::format("{} and {} both hold rank {}", it->second->path, f.path, f.rank));
-    const RankFile& first = files.front();
-    if (&f != &first && f.host == first.host && (f.last_us < first.first_us || first.last_us < f.first_us))
-      throw TraceError(fmt::format("{} and {} are not of one run: recorded at different times on host {}", first.path,
-                                   f.path, f.host));
-  }
-}
-
-}  // namespace
-
-bool is_torch_profiler_input(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    for (const auto& entry : fs::directory_iterator(path, ec))
-      if (entry.is_regular_file() && is_trace_file_name(entry.path()) && is_torch_profiler_input(entry.path().string()))
-        return true;
-    return false;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::string head(kHeaderBytes, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<std::size_t>(in.gcount()));
-  return has_torch_header(detail::looks_gzipped(head) ? gunzip_prefix(head, kHeaderBytes) : head);
-}
-
-std::vector<std::string> torch_profiler_files(const std::vector<std::string>& paths) {
-  std::vector<std::string> files;
-  for (const auto& path : paths) {
-    std::error_code ec;
-    if (!fs::is_directory(path, ec)) {
-      files.push_back(path);
-      continue;
-    }
-    std::vector<std::string> inside;
-    for (const auto& entry : fs::directory_iterator(path, ec))
-      if (entry.is_regular_file() && is_trace_file_name(entry.path()) && is_torch_profiler_input(entry.path().string()))
-        inside.push_back(entry.path().string());
-    if (inside.empty()) throw TraceError(path + ": no torch.profiler trace files (.json or .json.gz) in the folder");
-    std::sort(inside.begin(), inside.end());
-    files.insert(files.end(), inside.begin(), inside.end());
-  }
-  return files;
-}
-
-namespace {
-
-std::vector<RankFile> load_run_files(const std::vector<std::string>& paths) {
-  const std::vector<std::string> file_paths = torch_profiler_files(paths);
-  if (file_paths.empty()) throw TraceError("no torch.profiler trace files given");
-  std::vector<RankFile> files;
-  for (const auto& p : file_paths) files.push_back(load_rank_file(p));
-  check_one_run(files);
-  std::sort(files.begin(), files.end(), [](const RankFile& a, const RankFile& b) { return a.rank < b.rank; });
-  return files;
-}
-
-// The N of every step of a file, in order: its ProfilerStep#N spans, or the repetitions of its
-// program.
 std::vector<int> profiled_steps(const RankFile& file) {
   std::vector<std::string> ignored;
-  return RankReader(file, TorchReadOptions{}, ignored).step_numbers();
+  return RankReader(file, file, TorchReadOptions{}, ignored).step_numbers();
+}
+
+
+// The path of rank `rank`'s file, for messages.
+const std::string& path_of_rank(const std::vector<RankFile>& files, int rank) {
+  for (const auto& f : files)
+    if (f.rank == rank) return f.path;
+  return files.front().path;
+}
+
+// What `numbers` (ascending, from 0) leaves out below its largest: "4 to 98", or "" when none.
+std::string gap_in(const std::set<int>& numbers) {
+  int expected = 0;
+  for (const int n : numbers) {
+    if (n < 0) continue;
+    if (n != expected) return n - 1 == expected ? std::to_string(expected) : fmt::format("{} to {}", expected, n - 1);
+    ++expected;
+  }
+  return "";
+}
+
+// Stages are numbered 0..S-1 and every stage forwards micro-batches 0..M-1 in a step, so a
+// number past a gap belongs to no run: a corrupt or foreign span that would make a stage or a
+// micro-batch of its own in every figure. Refused when the files can show the gap is real
+// (every rank's file given; for micro-batches, a step marked too). With ranks missing, their
+// files may hold the gap: a stage is named in a note only when it lies beyond what the world
+// can hold (as many stages per rank as the files show), a micro-batch always.
+void check_numbering(const std::vector<RankFile>& files, const std::map<int, int>& stage_rank,
+                     const std::map<int, std::set<int>>& forwards, bool steps_marked, std::vector<std::string>& notes) {
+  const bool every_rank = static_cast<int>(files.size()) >= files.front().world_size;
+  std::set<int> stages;
+  std::map<int, int> stages_of_rank;
+  for (const auto& [stage, rank] : stage_rank) stages.insert(stage), ++stages_of_rank[rank];
+  if (const std::string gap = gap_in(stages); !gap.empty()) {
+    const int last = *stages.rbegin();
+    int per_rank = 1;
+    for (const auto& [rank, count] : stages_of_rank) per_rank = std::max(per_rank, count);
+    const std::string what = fmt::format("{}: PP: spans of stage {}, but no file has stage {}: not a stage of this run",
+                                         path_of_rank(files, stage_rank.at(last)), last, gap);
+    if (every_rank) throw TraceError(what);
+    if (static_cast<std::int64_t>(last) >= static_cast<std::int64_t>(files.front().world_size) * per_rank)
+      notes.push_back(fmt::format("{} (its {} ranks hold {} stages each)", what, files.front().world_size, per_rank));
+  }
+  for (const auto& [stage, micro_batches] : forwards) {
+    const std::string gap = gap_in(micro_batches);
+    if (gap.empty()) continue;
+    const std::string what = fmt::format("{}: stage {} forwards micro-batch {}, but not micro-batch {}: not a micro-batch of this run",
+                                         path_of_rank(files, stage_rank.at(stage)), stage, *micro_batches.rbegin(), gap);
+    if (steps_marked && every_rank) throw TraceError(what);
+    notes.push_back(what + (steps_marked ? " (or a rank's file is missing)" : " (or the profile started inside a step)"));
+  }
 }
 
 TorchRun read_run(const std::vector<RankFile>& files, const TorchReadOptions& options) {
@@ -710,11 +693,13 @@ TorchRun read_run(const std::vector<RankFile>& files, const TorchReadOptions& op
   std::vector<RankReader> readers;
   readers.reserve(files.size());
   std::map<int, int> stage_rank;
+  std::map<int, std::set<int>> forwards;
   for (const auto& f : files) {
-    readers.emplace_back(f, options, run.notes);
+    readers.emplace_back(f, files.front(), options, run.notes);
     readers.back().read_actions();
-    readers.back().add_stages(stage_rank);
+    readers.back().add_stages(stage_rank, forwards);
   }
+  check_numbering(files, stage_rank, forwards, readers.front().step().has_value(), run.notes);
   Trace& t = run.trace;
   std::vector<std::pair<std::size_t, std::string>> args;
   for (auto& r : readers) r.emit(stage_rank, t, args);
@@ -789,11 +774,11 @@ TorchRun read_run(const std::vector<RankFile>& files, const TorchReadOptions& op
 }  // namespace
 
 TorchRun read_torch_profiler_run(const std::vector<std::string>& paths, const TorchReadOptions& options) {
-  return read_run(load_run_files(paths), options);
+  return read_run(detail::load_run_files(paths), options);
 }
 
 std::vector<TorchRun> read_torch_profiler_steps(const std::vector<std::string>& paths, const TorchReadOptions& options) {
-  const std::vector<RankFile> files = load_run_files(paths);
+  const std::vector<RankFile> files = detail::load_run_files(paths);
   std::vector<TorchRun> runs;
   const std::vector<int> steps = options.every_step && !options.step ? profiled_steps(files.front()) : std::vector<int>{};
   if (steps.size() < 2) {

@@ -8,10 +8,12 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <unistd.h>
 #include <cstring>
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 
@@ -26,7 +28,9 @@
 #include "run_description_json.hpp"
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/input_file.hpp"
+#include "pipescope/core/json_limits.hpp"
 #include "pipescope/traces/trace_io.hpp"
+#include "pipescope/traces/trace_limits.hpp"
 
 namespace pipescope::traces {
 namespace {
@@ -52,38 +56,63 @@ struct RawId {
   }
 };
 
-// Interns raw ids into small indices in order of first appearance.
+// Interns raw ids into small indices in order of first appearance. A table of a few ids (a
+// process's threads) is searched in place; hash maps are built only past kLinearIds, so that a
+// trace of a million processes does not cost a million hash maps.
 class IdTable {
  public:
   int intern(const RawId& id) {
+    if (!id.is_text && have_last_ && id.number == last_number_) return last_index_;
+    int index = find(id);
+    if (index < 0) {
+      index = static_cast<int>(ids_.size());
+      ids_.push_back(id);
+      if (ids_.size() > kLinearIds) index_id(ids_.size() - 1);
+    }
     if (!id.is_text) {
-      if (have_last_ && id.number == last_number_) return last_index_;
-      auto [it, inserted] = numbers_.try_emplace(id.number, static_cast<int>(ids_.size()));
-      if (inserted) ids_.push_back(id);
       have_last_ = true;
       last_number_ = id.number;
-      last_index_ = it->second;
-      return it->second;
+      last_index_ = index;
     }
-    auto [it, inserted] = texts_.try_emplace(id.text, static_cast<int>(ids_.size()));
-    if (inserted) ids_.push_back(id);
-    return it->second;
+    return index;
   }
   const std::vector<RawId>& ids() const { return ids_; }
   // The index of an id seen before, or -1.
   int find(const RawId& id) const {
-    if (!id.is_text) {
-      auto it = numbers_.find(id.number);
-      return it == numbers_.end() ? -1 : it->second;
+    if (ids_.size() <= kLinearIds) {
+      for (std::size_t i = 0; i < ids_.size(); ++i)
+        if (ids_[i].is_text == id.is_text && (id.is_text ? ids_[i].text == id.text : ids_[i].number == id.number))
+          return static_cast<int>(i);
+      return -1;
     }
-    auto it = texts_.find(id.text);
-    return it == texts_.end() ? -1 : it->second;
+    if (!id.is_text) {
+      auto it = maps_->numbers.find(id.number);
+      return it == maps_->numbers.end() ? -1 : it->second;
+    }
+    auto it = maps_->texts.find(id.text);
+    return it == maps_->texts.end() ? -1 : it->second;
   }
 
  private:
+  static constexpr std::size_t kLinearIds = 8;
+
+  struct Maps {
+    std::unordered_map<std::int64_t, int> numbers;
+    std::unordered_map<std::string, int> texts;
+  };
+
+  // Puts ids_[i] (and, when the table has just outgrown its linear search, all before it) in the maps.
+  void index_id(std::size_t i) {
+    if (!maps_) maps_ = std::make_unique<Maps>();
+    const std::size_t first = ids_.size() == kLinearIds + 1 ? 0 : i;
+    for (std::size_t k = first; k <= i; ++k) {
+      if (ids_[k].is_text) maps_->texts.emplace(ids_[k].text, static_cast<int>(k));
+      else maps_->numbers.emplace(ids_[k].number, static_cast<int>(k));
+    }
+  }
+
   std::vector<RawId> ids_;
-  std::unordered_map<std::int64_t, int> numbers_;
-  std::unordered_map<std::string, int> texts_;
+  std::unique_ptr<Maps> maps_;  // past kLinearIds ids only: most tables (a process's threads) never need one
   bool have_last_ = false;
   std::int64_t last_number_ = 0;
   int last_index_ = 0;
@@ -295,7 +324,7 @@ class TraceSax : public json::json_sax_t {
   bool binary(binary_t&) override { return true; }
 
   bool start_object(std::size_t) override {
-    ++depth_;
+    if (++depth_ > kMaxJsonDepth) depth_error();
     if (in_other_data_depth()) {
       other_.start_container(json::object());
       return true;
@@ -354,7 +383,7 @@ class TraceSax : public json::json_sax_t {
     return true;
   }
   bool start_array(std::size_t) override {
-    ++depth_;
+    if (++depth_ > kMaxJsonDepth) depth_error();
     if (in_other_data_depth()) { other_.start_container(json::array()); return true; }
     if (in_arg_value()) { arg_builder_.start_container(json::array()); return true; }
     if (skipping()) return true;
@@ -517,6 +546,7 @@ class TraceSax : public json::json_sax_t {
       case Field::ArgMicroBatch: need_integer(); event_.micro_batch = integer; break;
       case Field::ArgPeerRank: need_integer(); event_.peer_rank = integer; break;
       case Field::ArgBytes:
+        if (auto problem = bytes_problem(value, true)) event_error("field 'bytes' " + *problem);
         event_.bytes = is_integer ? integer : static_cast<std::int64_t>(value);
         if (!event_.first_numeric_arg) event_.first_numeric_arg = value;
         event_.numeric_args.emplace_back(arg_key_, value);
@@ -537,6 +567,12 @@ class TraceSax : public json::json_sax_t {
     throw TraceError(fmt::format("{}: traceEvents[{}]{}: field '{}' must be {}", source_, event_index_,
                                  event_.name.empty() ? "" : fmt::format(" (\"{}\")", event_.name),
                                  field_name(field_), expected_type(field_)));
+  }
+  // Containers nested beyond the readers' limit (json_limits.hpp): built into an arg's JSON, they
+  // would exhaust the stack of the recursive code that prints and copies it.
+  [[noreturn]] void depth_error() const {
+    if (in_event()) event_error(json_depth_refusal());
+    throw TraceError(fmt::format("{}: {}{}", source_, in_other_data() ? "otherData: " : "", json_depth_refusal()));
   }
   [[noreturn]] void event_error(const std::string& what) const {
     throw TraceError(fmt::format("{}: traceEvents[{}]{}: {}", source_, event_index_,
@@ -604,13 +640,14 @@ void TraceSax::finish_event() {
       phase != 't' && phase != 'i' && phase != 'I')
     return;  // object snapshots, samples, async events ...: not part of a timeline of lanes
   if (!e.ts) event_error("field 'ts' is missing");
+  if (auto problem = timestamp_problem(*e.ts)) event_error("field 'ts' " + *problem);
   if (!e.pid) e.pid = RawId{false, 0, {}};
   if (!e.tid) e.tid = RawId{false, 0, {}};
   const int pid_index = pids_.intern(*e.pid);
   switch (phase) {
     case 'X': {
       if (!e.dur) event_error("field 'dur' is missing");
-      if (*e.dur < 0) event_error(fmt::format("field 'dur' is negative ({})", *e.dur));
+      if (auto problem = duration_problem(*e.dur)) event_error("field 'dur' " + *problem);
       TraceEvent out;
       out.rank = pid_index;
       out.lane = lane_index(pid_index, *e.tid);
@@ -670,6 +707,7 @@ void TraceSax::finish_event() {
       }
       std::optional<double> value = e.bytes >= 0 ? std::optional<double>(static_cast<double>(e.bytes)) : e.first_numeric_arg;
       if (!value) event_error("a memory counter without a numeric value in args");
+      if (auto problem = bytes_problem(*value, true)) event_error("the memory counter's value " + *problem);
       trace_.memory.push_back({pid_index, *e.ts, static_cast<std::int64_t>(*value)});
       return;
     }
@@ -836,11 +874,12 @@ Trace TraceSax::finish() {
   }
 
   // The earliest event of any rank is at 0 (SPEC.md section 5).
-  double earliest = std::numeric_limits<double>::infinity();
-  for (const auto& e : trace_.events) earliest = std::min(earliest, e.ts_us);
-  for (const auto& m : trace_.memory) earliest = std::min(earliest, m.ts_us);
-  for (const auto& c : trace_.counters) earliest = std::min(earliest, c.ts_us);
-  for (const auto& i : trace_.instants) earliest = std::min(earliest, i.ts_us);
+  double earliest = std::numeric_limits<double>::infinity(), latest = -earliest;
+  for (const auto& e : trace_.events) earliest = std::min(earliest, e.ts_us), latest = std::max(latest, e.ts_us + e.dur_us);
+  for (const auto& m : trace_.memory) earliest = std::min(earliest, m.ts_us), latest = std::max(latest, m.ts_us);
+  for (const auto& c : trace_.counters) earliest = std::min(earliest, c.ts_us), latest = std::max(latest, c.ts_us);
+  for (const auto& i : trace_.instants) earliest = std::min(earliest, i.ts_us), latest = std::max(latest, i.ts_us);
+  if (auto problem = span_problem(earliest, latest)) throw TraceError(source_ + ": " + *problem);
   if (std::isfinite(earliest) && earliest != 0) {
     for (auto& e : trace_.events) e.ts_us -= earliest;
     for (auto& m : trace_.memory) m.ts_us -= earliest;
@@ -876,8 +915,9 @@ ondemand::field& checked_ref(simdjson::simdjson_result<ondemand::field>& result)
   return result.value_unsafe();
 }
 
-// simdjson refuses deeper documents itself; this bounds the recursion of consume/to_json.
-constexpr int kMaxDepth = 1000;
+// simdjson refuses deeper documents itself; this bounds the recursion of consume/to_json, and
+// a deeper file goes to the reference parser, which names the event.
+constexpr int kMaxDepth = kMaxJsonDepth - 2;  // at most as deep as the reference parser allows
 
 void consume(ondemand::value value, int depth) {
   if (depth > kMaxDepth) throw UseReferenceParser{};
@@ -977,6 +1017,7 @@ void read_args(ondemand::value value, PendingEvent& e) {
       case Field::ArgBytes: {
         ondemand::number number = checked(v.get_number());
         const double d = number.as_double();
+        if (bytes_problem(d, true)) throw UseReferenceParser{};  // which names the event
         e.bytes = number.is_int64() ? number.get_int64() : static_cast<std::int64_t>(d);
         if (!e.first_numeric_arg) e.first_numeric_arg = d;
         e.numeric_args.emplace_back(std::string(key), d);
@@ -1117,8 +1158,15 @@ Trace parse_text(std::string_view json_text, [[maybe_unused]] bool text_is_padde
 
 std::string read_padded(const std::string& path) {
   if (auto problem = input_file_problem(path, "a trace file")) throw TraceError(*problem);
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (!file) throw TraceError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  // Opened without blocking: a FIFO put in the file's place after the check is refused too.
+  std::string open_problem;
+  const int fd = open_regular_file(path, open_problem);
+  if (fd < 0) throw TraceError(fmt::format("{}: cannot open: {}", path, open_problem));
+  std::FILE* file = ::fdopen(fd, "rb");
+  if (!file) {
+    ::close(fd);
+    throw TraceError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  }
   // Read straight into the string (one copy, not two through a chunk buffer); whatever a
   // growing file has beyond the size seen first is read on in chunks.
   std::string bytes;

@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/input_file.hpp"
 
 namespace pipescope::exec {
 
@@ -38,7 +39,13 @@ std::vector<std::string> files_under(const fs::path& folder, const std::string& 
   if (error) throw UsageError(fmt::format("option {} {}: cannot list the folder: {}", option, folder.string(), error.message()));
   for (; it != end; it.increment(error)) {
     if (error) throw UsageError(fmt::format("option {} {}: cannot list the folder: {}", option, folder.string(), error.message()));
-    if (it->is_regular_file(error)) files.push_back(it->path().string());
+    if (it->is_regular_file(error)) {
+      files.push_back(it->path().string());
+    } else if (!it->is_directory(error)) {
+      // Skipped, a FIFO or a device would change the text trained on without a word.
+      const std::string kind = non_regular_kind(it->path().string()).value_or("a broken link");
+      throw UsageError(fmt::format("option {} {}: {} is {}, not a regular file", option, folder.string(), it->path().string(), kind));
+    }
   }
   std::sort(files.begin(), files.end());
   if (files.empty()) throw UsageError(fmt::format("option {} {}: the folder holds no files", option, folder.string()));
@@ -54,12 +61,14 @@ TextCorpus TextCorpus::open(const std::string& path, const std::string& option) 
   corpus.paths_ = fs::is_directory(path, error) ? files_under(path, option) : std::vector<std::string>{path};
   for (const std::string& file : corpus.paths_) {
     auto fail = [&](const std::string& why) { return UsageError(fmt::format("option {}: file {}: {}", option, file, why)); };
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw fail(fmt::format("cannot open it: {}", std::strerror(errno)));
+    // Never a blocking open: a FIFO given as --data would wait for a writer forever.
+    std::string problem;
+    const int fd = open_regular_file(file, problem);
+    if (fd < 0) throw fail(problem.find("not a regular file") != std::string::npos ? "is " + problem : "cannot open it: " + problem);
     struct stat info {};
-    if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    if (::fstat(fd, &info) != 0) {
       ::close(fd);
-      throw fail("is not a regular file");
+      throw fail(fmt::format("cannot read it: {}", std::strerror(errno)));
     }
     if (info.st_size == 0) {
       ::close(fd);

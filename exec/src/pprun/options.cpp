@@ -19,6 +19,7 @@
 #include "data/text_corpus.hpp"
 #include "launcher.hpp"
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/option_conflicts.hpp"
 
 namespace pipescope::exec {
 namespace {
@@ -226,6 +227,7 @@ RunOptions parse_run_options(const std::vector<std::string>& args) {
       throw UsageError(fmt::format("option {} takes no value", name));
     }
     def->apply(options, value);
+    options.given.insert(name);
   }
   if (options.vocab == 0) options.vocab = uses_synthetic_data(options) ? 128 : kByteVocabularySize;
   return options;
@@ -284,6 +286,17 @@ void check_run_options(const RunOptions& o) {
   if (o.trace_steps > std::max(o.steps, 1))
     throw UsageError(fmt::format("option --trace-steps: {} is more than the {} step(s) of the run (--steps)", o.trace_steps, o.steps));
   check_output_paths(o);
+}
+
+void check_options_agree_with_environment(const RunOptions& o, const WorkerEnvironment& env) {
+  if (!o.was_given("--nproc-per-node")) return;
+  const bool local = env.local_world_size > 0;
+  const int workers = local ? env.local_world_size : env.world_size;
+  if (o.nproc_per_node == workers) return;
+  throw UsageError(contradiction(
+      "--nproc-per-node", std::to_string(o.nproc_per_node), "the environment",
+      fmt::format("{}={}: with RANK set, pprun is one worker of a torchrun-style job; unset RANK to start {} workers",
+                  local ? "LOCAL_WORLD_SIZE" : "WORLD_SIZE", workers, o.nproc_per_node)));
 }
 
 int traced_step_count(const RunOptions& options) {

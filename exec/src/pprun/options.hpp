@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,11 @@ struct RunOptions {
   bool quiet = false;
   bool show_help = false;
   bool show_version = false;
+  // The options the command line gave (their names, "--micro-batches"): a value that only
+  // restates a default is still the user's, and must agree with a schedule file or the
+  // environment (pipescope/core/option_conflicts.hpp).
+  std::set<std::string> given;
+  bool was_given(const std::string& option) const { return given.count(option) > 0; }
 };
 
 // Parses argv[1..]; throws UsageError naming the option for unknown options and bad values.
@@ -82,6 +88,13 @@ int traced_step_count(const RunOptions& options);
 // `trace_path` itself, an earlier one to its name with ".step<N>" before the extension
 // (t.json -> t.step7.json), so that the last step keeps the path a single trace has.
 std::string traced_step_path(const std::string& trace_path, int step, int last_step);
+
+struct WorkerEnvironment;
+// Under torchrun-style variables (RANK set) pprun is one worker of a job the environment sizes:
+// a given --nproc-per-node that differs from its LOCAL_WORLD_SIZE (or, without one, from
+// WORLD_SIZE) is refused, naming both (pipescope/core/option_conflicts.hpp); the environment is
+// never silently preferred.
+void check_options_agree_with_environment(const RunOptions& options, const WorkerEnvironment& env);
 
 // Checks that do not need the model or the schedule (ranges, combinations, and that every output
 // path can be written: a file path not a folder, in a folder that exists and takes new files);

@@ -18,7 +18,9 @@
 
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/option_conflicts.hpp"
 #include "pipescope/core/registry.hpp"
+#include "pipescope/core/terminal_text.hpp"
 #include "pipescope/core/validator.hpp"
 #include "pipescope/exec/checkpoint.hpp"
 #include "pipescope/exec/device.hpp"
@@ -32,6 +34,7 @@
 #include "pprun/stolen_time.hpp"
 #include "pprun/thread_cpu_time.hpp"
 #include "threads.hpp"
+#include "transport_errors.hpp"
 
 namespace pipescope::exec {
 namespace {
@@ -317,7 +320,7 @@ class Worker {
     check_resumable(plan_, *manifest);
     const CheckpointChoice choice = engine.load_checkpoint(o.checkpoint_dir, *manifest);
     if (env_.rank == 0 && !choice.damaged.empty())
-      std::fprintf(stderr, "pprun: warning: %s\n", fallback_notice(o.checkpoint_dir, choice).c_str());
+      std::fprintf(stderr, "pprun: warning: %s\n", printable(fallback_notice(o.checkpoint_dir, choice)).c_str());
     if (choice.loaded.step >= o.steps) throw UsageError(nothing_to_do(o, choice.loaded.step));
   }
 
@@ -544,6 +547,10 @@ RunPlan make_run_plan(const RunOptions& options, int world_size) {
   params.chunks_given = options.chunks_given;
   params.microbatch_group_size = options.microbatch_group_size;
   plan.schedule = make_schedule(options.schedule, params);
+  GivenScheduleSizes given;
+  if (options.was_given("--micro-batches")) given.micro_batches = options.micro_batches;
+  if (options.was_given("--chunks")) given.chunks = options.chunks;
+  check_sizes_agree_with_file(plan.schedule, options.schedule, given);
   if (plan.schedule.num_ranks != plan.pipeline_ranks)
     throw UsageError(fmt::format("schedule '{}' has {} pipeline ranks, but the run has {} (world size {} / --dp {})",
                                  options.schedule, plan.schedule.num_ranks, plan.pipeline_ranks, world_size,
@@ -587,6 +594,7 @@ int run_worker(const RunPlan& plan, const WorkerEnvironment& env) {
   // A peer that died closes its sockets; writing to one must be an error this rank reports
   // (naming the step and the peer), not a SIGPIPE that kills it silently.
   std::signal(SIGPIPE, SIG_IGN);
+  keep_library_logs_quiet();  // this rank's one error line says what failed, not c10d's log
   try {
     install_counting_cpu_allocator();
     retain_freed_cpu_memory();
@@ -595,17 +603,17 @@ int run_worker(const RunPlan& plan, const WorkerEnvironment& env) {
     return 0;
   } catch (const RuntimeError& e) {
     report_failure_to_launcher(env.rank);
-    std::fprintf(stderr, "pprun: error: %s\n", e.what());
+    std::fprintf(stderr, "pprun: error: %s\n", printable(e.what()).c_str());
   } catch (const UsageError& e) {
     // Bad input found only here (a checkpoint that does not fit): usage status.
     report_failure_to_launcher(env.rank);
-    std::fprintf(stderr, "pprun: error: rank %d: %s\n", env.rank, e.what());
+    std::fprintf(stderr, "pprun: error: rank %d: %s\n", env.rank, printable(e.what()).c_str());
     return 2;
   } catch (const std::exception& e) {
     report_failure_to_launcher(env.rank);
     std::string message = e.what();
     if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
-    std::fprintf(stderr, "pprun: error: rank %d: %s\n", env.rank, message.c_str());
+    std::fprintf(stderr, "pprun: error: rank %d: %s\n", env.rank, printable(message).c_str());
   }
   return 1;
 }

@@ -115,6 +115,7 @@ std::size_t RowTally::first_wide(const Row& row, std::size_t first, std::size_t 
 }
 
 std::vector<Row> stack_overlaps(const Row& row, double tolerance_us) {
+  if (row.blocks.size() < 2) return {};  // nothing to overlap (most rows of a very wide trace)
   std::vector<double> free_from;  // per sub-row: the end of its last block
   std::vector<std::size_t> assigned(row.blocks.size(), 0);
   for (std::size_t i = 0; i < row.blocks.size(); ++i) {

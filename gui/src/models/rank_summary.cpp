@@ -32,8 +32,7 @@ struct RankTimes {
 RankTimes rank_times(const TimelineModel& model, int series, int rank) {
   std::vector<std::pair<double, double>> busy, communication;
   const bool pipeline = model.has_pipeline(series);
-  for (const Row& row : model.rows()) {
-    if (row.rank != rank || row.series != series) continue;
+  for (const Row& row : model.rank_rows(rank, series)) {
     const bool busy_lane = pipeline ? traces::counts_as_busy(row.lane) : true;
     const bool transfer_lane = pipeline && (row.lane == static_cast<int>(traces::Lane::Send) ||
                                             row.lane == static_cast<int>(traces::Lane::Recv) ||

@@ -66,6 +66,12 @@ namespace {
 // Summaries hold about this many blocks per row (a few per pixel of a wide window).
 constexpr std::size_t kSummaryBlocks = 4096;
 
+// Counter tracks by rank, for equal_range.
+struct TrackRankOrder {
+  bool operator()(const CounterTrack& track, int rank) const { return track.rank < rank; }
+  bool operator()(int rank, const CounterTrack& track) const { return rank < track.rank; }
+};
+
 void add_summary(Row& row, double summary_us) {
   auto summary = std::make_shared<Row>();
   summary->rank = row.rank;
@@ -142,23 +148,27 @@ void TimelineModel::set_traces(Trace first, std::optional<Trace> second) {
   has_pipeline_.clear();
   for (const auto& t : traces_) has_pipeline_.push_back(is_pipeline(*t));
 
-  // Which lanes each rank uses, in any series.
-  std::vector<std::vector<char>> used(rank_count_);
+  // Which lanes each rank uses, in any series, in flat tables (no allocation per rank: a trace
+  // may have a million ranks): lane_base_[r] .. lane_base_[r + 1] are rank r's lane slots.
+  lane_base_.assign(static_cast<std::size_t>(rank_count_) + 1, 0);
   for (const auto& t : traces_)
-    for (const auto& e : t->events) {
-      auto& lanes = used[e.rank];
-      if (static_cast<int>(lanes.size()) <= e.lane) lanes.resize(e.lane + 1, 0);
-      lanes[e.lane] = 1;
-    }
+    for (const auto& e : t->events)
+      lane_base_[static_cast<std::size_t>(e.rank) + 1] = std::max(lane_base_[static_cast<std::size_t>(e.rank) + 1], e.lane + 1);
+  for (int r = 0; r < rank_count_; ++r) lane_base_[r + 1] += lane_base_[r];
+  std::vector<char> used(static_cast<std::size_t>(lane_base_.back()), 0);
+  for (const auto& t : traces_)
+    for (const auto& e : t->events) used[static_cast<std::size_t>(lane_base_[e.rank] + e.lane)] = 1;
 
   rows_.clear();
-  row_index_.assign(rank_count_, std::vector<std::vector<int>>(series));
+  row_slot_.assign(static_cast<std::size_t>(lane_base_.back()) * series, -1);
+  first_row_.clear();
+  first_row_.reserve(static_cast<std::size_t>(rank_count_) * series + 1);
   for (int r = 0; r < rank_count_; ++r)
     for (int s = 0; s < series; ++s) {
-      row_index_[r][s].assign(used[r].size(), -1);
-      for (int lane = 0; lane < static_cast<int>(used[r].size()); ++lane) {
-        if (!used[r][lane]) continue;
-        row_index_[r][s][lane] = static_cast<int>(rows_.size());
+      first_row_.push_back(rows_.size());
+      for (int lane = 0; lane < lane_base_[r + 1] - lane_base_[r]; ++lane) {
+        if (!used[static_cast<std::size_t>(lane_base_[r] + lane)]) continue;
+        row_slot_[row_slot(r, s, lane)] = static_cast<int>(rows_.size());
         Row row;
         row.rank = r;
         row.series = s;
@@ -166,10 +176,11 @@ void TimelineModel::set_traces(Trace first, std::optional<Trace> second) {
         rows_.push_back(std::move(row));
       }
     }
+  first_row_.push_back(rows_.size());
   // Count first, so each row is allocated once at its final size.
   std::vector<std::size_t> row_sizes(rows_.size(), 0);
   for (int s = 0; s < series; ++s)
-    for (const TraceEvent& e : traces_[s]->events) ++row_sizes[row_index_[e.rank][s][e.lane]];
+    for (const TraceEvent& e : traces_[s]->events) ++row_sizes[static_cast<std::size_t>(row_slot_[row_slot(e.rank, s, e.lane)])];
   for (std::size_t r = 0; r < rows_.size(); ++r) rows_[r].blocks.reserve(row_sizes[r]);
   for (int s = 0; s < series; ++s) {
     const auto& events = traces_[s]->events;
@@ -181,7 +192,8 @@ void TimelineModel::set_traces(Trace first, std::optional<Trace> second) {
         last_name = e.name;
         last_kind = kind_of(last_name);
       }
-      rows_[row_index_[e.rank][s][e.lane]].blocks.push_back({e.ts_us, e.end_us(), static_cast<std::uint32_t>(i), last_kind});
+      rows_[static_cast<std::size_t>(row_slot_[row_slot(e.rank, s, e.lane)])].blocks.push_back(
+          {e.ts_us, e.end_us(), static_cast<std::uint32_t>(i), last_kind});
     }
   }
   for (auto& row : rows_) {
@@ -219,6 +231,7 @@ void TimelineModel::set_traces(Trace first, std::optional<Trace> second) {
     peak_memory_.emplace_back(rank_count_, 0);
     memory_pyramid_.emplace_back(rank_count_);
     for (int r = 0; r < rank_count_; ++r) {
+      if (memory_[s][r].empty()) continue;  // most ranks of a wide plain trace: nothing to allocate
       auto& pyramid = memory_pyramid_[s][r];
       const std::size_t blocks = memory_[s][r].size() / kMemoryBlock;  // whole blocks only
       pyramid.assign(1, std::vector<std::int64_t>(blocks, std::numeric_limits<std::int64_t>::min()));
@@ -289,11 +302,29 @@ std::string TimelineModel::series_name(int series) const {
   return series == 0 ? "predicted" : "measured";
 }
 
+std::size_t TimelineModel::row_slot(int rank, int series, int lane) const {
+  const int lanes = lane_base_[rank + 1] - lane_base_[rank];
+  return static_cast<std::size_t>(lane_base_[rank]) * static_cast<std::size_t>(series_count()) +
+         static_cast<std::size_t>(series) * static_cast<std::size_t>(lanes) + static_cast<std::size_t>(lane);
+}
+
 const Row* TimelineModel::row(int rank, int series, int lane) const {
   if (rank < 0 || rank >= rank_count_ || series < 0 || series >= series_count()) return nullptr;
-  const auto& lanes = row_index_[rank][series];
-  if (lane < 0 || lane >= static_cast<int>(lanes.size()) || lanes[lane] < 0) return nullptr;
-  return &rows_[lanes[lane]];
+  if (lane < 0 || lane >= lane_base_[rank + 1] - lane_base_[rank]) return nullptr;
+  const int index = row_slot_[row_slot(rank, series, lane)];
+  return index < 0 ? nullptr : &rows_[static_cast<std::size_t>(index)];
+}
+
+std::span<const Row> TimelineModel::rank_rows(int rank, int series) const {
+  if (rank < 0 || rank >= rank_count_ || series < 0 || series >= series_count()) return {};
+  const std::size_t slot = static_cast<std::size_t>(rank) * static_cast<std::size_t>(series_count()) + static_cast<std::size_t>(series);
+  return std::span<const Row>(rows_.data() + first_row_[slot], first_row_[slot + 1] - first_row_[slot]);
+}
+
+std::span<const CounterTrack> TimelineModel::rank_counter_tracks(int series, int rank) const {
+  const auto& tracks = counter_tracks_.at(series);
+  const auto [first, last] = std::equal_range(tracks.begin(), tracks.end(), rank, TrackRankOrder{});
+  return std::span<const CounterTrack>(tracks.data() + (first - tracks.begin()), static_cast<std::size_t>(last - first));
 }
 
 std::string TimelineModel::lane_name(int rank, int lane) const {

@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <future>
 #include <new>
 
@@ -44,6 +45,9 @@
 
 namespace pipescope::gui {
 namespace {
+
+// Ranks listed one by one in the summary; past this, the least and the most of each figure.
+constexpr int kSummaryRankRows = 1024;
 
 constexpr int kMaxRecent = 8;
 // Recent entries show their paths, elided in the middle to this width (the full text is the
@@ -362,26 +366,65 @@ void MainWindow::refresh_summary() {
       summary_->setItem(row, 3, item);
     }
   };
+  // A row per rank up to kSummaryRankRows ranks; past that (a million ranks) the least and the
+  // most of the figure, each naming its rank: the per-rank detail is the Ranks table's.
+  auto add_per_rank = [&](const QString& what, int ranks, const std::function<double(int)>& key,
+                          const std::function<void(int, const QString&)>& add_rank) {
+    if (ranks <= kSummaryRankRows) {
+      for (int r = 0; r < ranks; ++r) add_rank(r, QString("rank %1 %2").arg(r).arg(what));
+      return;
+    }
+    int least = -1, most = -1;
+    for (int r = 0; r < ranks; ++r) {
+      const double v = key(r);
+      if (std::isnan(v)) continue;
+      if (least < 0 || v < key(least)) least = r;
+      if (most < 0 || v > key(most)) most = r;
+    }
+    if (least < 0) return;
+    add_rank(least, QString("%1, least: rank %2 of %3").arg(what).arg(least).arg(ranks));
+    add_rank(most, QString("%1, most: rank %2 of %3").arg(what).arg(most).arg(ranks));
+  };
   if (pair) {
     const auto& c = *model_->comparison();
+    const int compared = static_cast<int>(c.ranks.size());
     add("iteration time", duration_text(c.iteration_time_predicted_s * 1e6), duration_text(c.iteration_time_measured_s * 1e6),
         percent(c.iteration_time_error));
     add("bubble (mean)", share(c.bubble_fraction_predicted), share(c.bubble_fraction_measured),
         percent(c.bubble_fraction_predicted - c.bubble_fraction_measured) + " pts");
     add("op duration MAPE", "", "", share(c.op_duration_mape));
     add("matched / unmatched", QString::number(c.matched.size()), QString("%1 / %2").arg(c.unmatched_predicted).arg(c.unmatched_measured));
-    for (const auto& r : c.ranks)
-      add(QString("rank %1 bubble").arg(r.rank), share(r.bubble_fraction_predicted), share(r.bubble_fraction_measured),
-          percent(r.bubble_fraction_predicted - r.bubble_fraction_measured) + " pts");
-    for (const auto& r : c.ranks)
-      add(QString("rank %1 peak memory").arg(r.rank), mib(r.peak_memory_predicted_bytes), mib(r.peak_memory_measured_bytes),
-          percent(r.peak_memory_error));
+    add_per_rank(
+        "bubble", compared, [&](int i) { return c.ranks[static_cast<std::size_t>(i)].bubble_fraction_measured; },
+        [&](int i, const QString& label) {
+          const auto& r = c.ranks[static_cast<std::size_t>(i)];
+          add(label, share(r.bubble_fraction_predicted), share(r.bubble_fraction_measured),
+              percent(r.bubble_fraction_predicted - r.bubble_fraction_measured) + " pts");
+        });
+    add_per_rank(
+        "peak memory", compared,
+        [&](int i) { return static_cast<double>(c.ranks[static_cast<std::size_t>(i)].peak_memory_measured_bytes); },
+        [&](int i, const QString& label) {
+          const auto& r = c.ranks[static_cast<std::size_t>(i)];
+          add(label, mib(r.peak_memory_predicted_bytes), mib(r.peak_memory_measured_bytes), percent(r.peak_memory_error));
+        });
     // Time the host took from a rank's cores during the measured step (steal on a virtual
     // machine): above a few percent, the measurement is slower for reasons outside the run.
-    for (const auto& r : c.ranks)
-      if (std::isfinite(r.stolen_fraction_measured))
-        add(QString("rank %1 stolen by the host").arg(r.rank), "", share(r.stolen_fraction_measured),
-            r.stolen_fraction_measured > traces::kDisturbedStolenFraction ? "disturbed" : "");
+    const bool any_stolen =
+        std::any_of(c.ranks.begin(), c.ranks.end(), [](const auto& r) { return std::isfinite(r.stolen_fraction_measured); });
+    if (any_stolen)
+      add_per_rank(
+          "stolen by the host", compared,
+          [&](int i) {
+            const double f = c.ranks[static_cast<std::size_t>(i)].stolen_fraction_measured;
+            return std::isfinite(f) ? f : std::nan("");
+          },
+          [&](int i, const QString& label) {
+            const auto& r = c.ranks[static_cast<std::size_t>(i)];
+            if (!std::isfinite(r.stolen_fraction_measured)) return;
+            add(label, "", share(r.stolen_fraction_measured),
+                r.stolen_fraction_measured > traces::kDisturbedStolenFraction ? "disturbed" : "");
+          });
     // What a receive costs when its data was sent before it (the transport's own work) and
     // what a message took when the receive waited for it: where a communication model is off.
     // A mean is NaN where a side has no such receive: the cell stays empty.
@@ -397,9 +440,16 @@ void MainWindow::refresh_summary() {
   } else if (model_->has_pipeline(0)) {
     const auto& t = model_->trace(0);
     add("iteration time", duration_text(traces::iteration_time_us(t)));
-    for (int r = 0; r < model_->rank_count(); ++r) add(QString("rank %1 bubble").arg(r), share(model_->bubble_fraction(0, r)));
-    for (int r = 0; r < model_->rank_count(); ++r)
-      if (!model_->memory(0, r).empty()) add(QString("rank %1 peak memory").arg(r), mib(model_->peak_memory_bytes(0, r)));
+    const int ranks = model_->rank_count();
+    add_per_rank(
+        "bubble", ranks, [&](int r) { return model_->bubble_fraction(0, r); },
+        [&](int r, const QString& label) { add(label, share(model_->bubble_fraction(0, r))); });
+    add_per_rank(
+        "peak memory", ranks,
+        [&](int r) { return model_->memory(0, r).empty() ? std::nan("") : static_cast<double>(model_->peak_memory_bytes(0, r)); },
+        [&](int r, const QString& label) {
+          if (!model_->memory(0, r).empty()) add(label, mib(model_->peak_memory_bytes(0, r)));
+        });
   } else {
     // A plain Chrome or profiler trace has no pipeline: no iteration, no bubble.
     const auto& t = model_->trace(0);
@@ -407,9 +457,17 @@ void MainWindow::refresh_summary() {
     add("slices", QString::number(t.events.size()));
     if (!t.instants.empty()) add("instant events", QString::number(t.instants.size()));
     if (!t.counters.empty()) add("counter samples", QString::number(t.counters.size()));
-    for (int r = 0; r < model_->rank_count(); ++r)
-      if (!model_->memory(0, r).empty())
-        add(QString::fromStdString(model_->rank_name(r)) + " peak memory", mib(model_->peak_memory_bytes(0, r)));
+    const int ranks = model_->rank_count();
+    add_per_rank(
+        "peak memory", ranks,
+        [&](int r) { return model_->memory(0, r).empty() ? std::nan("") : static_cast<double>(model_->peak_memory_bytes(0, r)); },
+        [&](int r, const QString& label) {
+          if (model_->memory(0, r).empty()) return;
+          // A plain trace names its processes: the name, not "rank N", leads the row.
+          add(ranks <= kSummaryRankRows ? QString::fromStdString(model_->rank_name(r)) + " peak memory"
+                                        : QString::fromStdString(model_->rank_name(r)) + " " + label,
+              mib(model_->peak_memory_bytes(0, r)));
+        });
   }
 }
 

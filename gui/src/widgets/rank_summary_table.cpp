@@ -1,31 +1,18 @@
 #include "rank_summary_table.hpp"
 
+#include <QAbstractTableModel>
+#include <QFont>
 #include <QHeaderView>
 #include <QScrollBar>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "pipescope/gui/time_ticks.hpp"
 
 namespace pipescope::gui {
 namespace {
-
-// A cell shown as text and sorted by its number (NaN sorts first).
-class NumberItem : public QTableWidgetItem {
- public:
-  NumberItem(const QString& text, double value) : QTableWidgetItem(text), value_(value) {
-    setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-  }
-  bool operator<(const QTableWidgetItem& other) const override {
-    const auto* number = dynamic_cast<const NumberItem*>(&other);
-    if (!number) return QTableWidgetItem::operator<(other);
-    if (std::isnan(value_)) return !std::isnan(number->value_);
-    return !std::isnan(number->value_) && value_ < number->value_;
-  }
-
- private:
-  double value_;
-};
 
 QString duration_or_na(double us) { return std::isfinite(us) ? QString::fromStdString(format_duration_us(us)) : QString("n/a"); }
 
@@ -34,10 +21,125 @@ QString signed_percent(double fraction) {
   return QString("%1%2%").arg(fraction >= 0 ? "+" : "").arg(fraction * 100, 0, 'f', 1);
 }
 
+// Cells sort by their number; NaN sorts first.
+bool number_less(double a, double b) {
+  if (std::isnan(a)) return !std::isnan(b);
+  return !std::isnan(b) && a < b;
+}
+
 }  // namespace
 
-RankSummaryTable::RankSummaryTable(QWidget* parent) : QTableWidget(parent) {
+// The rows of the table: the ranks' summaries in the order shown (a permutation, sorted on
+// request), each cell formatted when the view asks for it.
+class RankSummaryModel : public QAbstractTableModel {
+ public:
+  using QAbstractTableModel::QAbstractTableModel;
+
+  void set_ranks(std::vector<RankSummary> ranks, bool with_prediction) {
+    beginResetModel();
+    ranks_ = std::move(ranks);
+    with_prediction_ = with_prediction;
+    order_.resize(ranks_.size());
+    std::iota(order_.begin(), order_.end(), std::size_t{0});
+    endResetModel();
+  }
+  const std::vector<RankSummary>& ranks() const { return ranks_; }
+  bool with_prediction() const { return with_prediction_; }
+
+  int rowCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : static_cast<int>(ranks_.size()); }
+  int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : with_prediction_ ? 7 : 4; }
+
+  QVariant data(const QModelIndex& index, int role) const override {
+    if (!index.isValid() || index.row() >= rowCount()) return {};
+    const RankSummary& r = ranks_[order_[static_cast<std::size_t>(index.row())]];
+    const int column = index.column();
+    if (column == 0) {
+      const QString name = QString::fromStdString(r.name);
+      switch (role) {
+        case Qt::DisplayRole: return r.bottleneck ? name + "  (bottleneck)" : name;
+        case Qt::ToolTipRole: return r.bottleneck ? QString("the busiest rank: the others wait for it") : name;
+        case Qt::TextAlignmentRole: return static_cast<int>(Qt::AlignLeft | Qt::AlignVCenter);
+        case Qt::FontRole: {
+          if (!r.bottleneck) return {};
+          QFont bold;
+          bold.setBold(true);
+          return bold;
+        }
+        default: return {};
+      }
+    }
+    if (role == Qt::TextAlignmentRole) return static_cast<int>(Qt::AlignRight | Qt::AlignVCenter);
+    if (role != Qt::DisplayRole) return {};
+    return column == 6 ? signed_percent(r.error) : duration_or_na(value(r, column));
+  }
+
+  QVariant headerData(int section, Qt::Orientation orientation, int role) const override {
+    if (orientation != Qt::Horizontal || section < 0 || section >= columnCount()) return {};
+    static const char* const kHeaders[] = {"rank", "busy", "idle", "comm.", "pred. busy", "meas. busy", "error"};
+    // Short headers, whole words in the tooltips: the error column must fit a narrow window.
+    const QString shown = with_prediction_ ? "measured" : "the trace";
+    switch (role) {
+      case Qt::DisplayRole: return QString(kHeaders[section]);
+      case Qt::ToolTipRole:
+        switch (section) {
+          case 1: return "time the rank computed (" + shown + "); the busiest rank is the bottleneck";
+          case 2: return "the iteration less the busy time (" + shown + ")";
+          case 3: return "communication: time in sends, receives and collectives (" + shown + ")";
+          case 4: return QString("predicted busy time");
+          case 5: return QString("measured busy time");
+          case 6:
+            return QString("(predicted - measured) / measured busy time, as ppsim compare states it: negative where the run "
+                           "took longer than predicted");
+          default: return {};
+        }
+      default: return {};
+    }
+  }
+
+  void sort(int column, Qt::SortOrder order) override {
+    if (column < 0 || column >= columnCount()) return;
+    emit layoutAboutToBeChanged({}, QAbstractItemModel::VerticalSortHint);
+    const QModelIndexList before = persistentIndexList();
+    std::vector<std::size_t> rank_at_before;
+    for (const QModelIndex& i : before) rank_at_before.push_back(order_[static_cast<std::size_t>(i.row())]);
+    auto less = [&](std::size_t a, std::size_t b) { return number_less(value(ranks_[a], column), value(ranks_[b], column)); };
+    if (order == Qt::AscendingOrder)
+      std::stable_sort(order_.begin(), order_.end(), less);
+    else
+      std::stable_sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) { return less(b, a); });
+    // Selections and the current cell follow their rank.
+    std::vector<std::size_t> row_of(order_.size());
+    for (std::size_t row = 0; row < order_.size(); ++row) row_of[order_[row]] = row;
+    QModelIndexList after;
+    for (std::size_t k = 0; k < static_cast<std::size_t>(before.size()); ++k)
+      after << index(static_cast<int>(row_of[rank_at_before[k]]), before[static_cast<int>(k)].column());
+    changePersistentIndexList(before, after);
+    emit layoutChanged({}, QAbstractItemModel::VerticalSortHint);
+  }
+
+ private:
+  // The number a cell sorts by: the rank for its name, else the figure shown.
+  static double value(const RankSummary& r, int column) {
+    switch (column) {
+      case 0: return r.rank;
+      case 1: return r.busy_us;
+      case 2: return r.idle_us;
+      case 3: return r.communication_us;
+      case 4: return r.predicted_busy_us;
+      case 5: return r.measured_busy_us;
+      case 6: return r.error;
+      default: return std::nan("");
+    }
+  }
+
+  std::vector<RankSummary> ranks_;
+  std::vector<std::size_t> order_;  // row -> index into ranks_
+  bool with_prediction_ = false;
+};
+
+RankSummaryTable::RankSummaryTable(QWidget* parent) : QTableView(parent), model_(new RankSummaryModel(this)) {
   setObjectName("rank_summary_table");
+  setModel(model_);
   verticalHeader()->hide();
   setEditTriggers(QAbstractItemView::NoEditTriggers);
   setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -49,59 +151,42 @@ RankSummaryTable::RankSummaryTable(QWidget* parent) : QTableWidget(parent) {
   setSortingEnabled(true);
 }
 
-int RankSummaryTable::error_column() const { return with_prediction_ ? 6 : -1; }
+const std::vector<RankSummary>& RankSummaryTable::ranks() const { return model_->ranks(); }
+bool RankSummaryTable::with_prediction() const { return model_->with_prediction(); }
+int RankSummaryTable::error_column() const { return with_prediction() ? 6 : -1; }
+std::string RankSummaryTable::csv() const { return rank_summary_csv(ranks(), with_prediction()); }
+int RankSummaryTable::rowCount() const { return model_->rowCount(); }
+int RankSummaryTable::columnCount() const { return model_->columnCount(); }
 
 void RankSummaryTable::show_model(const TimelineModel* model) {
   setSortingEnabled(false);  // rows are filled in rank order, then sorted as the user last asked
-  setRowCount(0);
-  ranks_ = model ? rank_summaries(*model) : std::vector<RankSummary>{};
-  with_prediction_ = model && model->series_count() == 2;
-  // Short headers, whole words in the tooltips: the error column must fit a narrow window.
-  QStringList headers{"rank", "busy", "idle", "comm."};
-  if (with_prediction_) headers << "pred. busy" << "meas. busy" << "error";
-  setColumnCount(static_cast<int>(headers.size()));
-  setHorizontalHeaderLabels(headers);
-  horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
-  const QString shown = with_prediction_ ? "measured" : "the trace";
-  horizontalHeaderItem(1)->setToolTip("time the rank computed (" + shown + "); the busiest rank is the bottleneck");
-  horizontalHeaderItem(2)->setToolTip("the iteration less the busy time (" + shown + ")");
-  horizontalHeaderItem(3)->setToolTip("communication: time in sends, receives and collectives (" + shown + ")");
-  if (with_prediction_) {
-    horizontalHeaderItem(4)->setToolTip("predicted busy time");
-    horizontalHeaderItem(5)->setToolTip("measured busy time");
-  }
-  if (with_prediction_)
-    horizontalHeaderItem(6)->setToolTip("(predicted - measured) / measured busy time, as ppsim compare states it: "
-                                        "negative where the run took longer than predicted");
-  setRowCount(static_cast<int>(ranks_.size()));
-  for (int row = 0; row < static_cast<int>(ranks_.size()); ++row) {
-    const RankSummary& r = ranks_[static_cast<std::size_t>(row)];
-    QString name = QString::fromStdString(r.name);
-    auto* rank = new NumberItem(r.bottleneck ? name + "  (bottleneck)" : name, r.rank);
-    rank->setTextAlignment(Qt::AlignLeft | Qt::AlignVCenter);
-    rank->setToolTip(rank->text());
-    if (r.bottleneck) {
-      QFont bold = font();
-      bold.setBold(true);
-      rank->setFont(bold);
-      rank->setToolTip("the busiest rank: the others wait for it");
-    }
-    setItem(row, 0, rank);
-    setItem(row, 1, new NumberItem(duration_or_na(r.busy_us), r.busy_us));
-    setItem(row, 2, new NumberItem(duration_or_na(r.idle_us), r.idle_us));
-    setItem(row, 3, new NumberItem(duration_or_na(r.communication_us), r.communication_us));
-    if (with_prediction_) {
-      setItem(row, 4, new NumberItem(duration_or_na(r.predicted_busy_us), r.predicted_busy_us));
-      setItem(row, 5, new NumberItem(duration_or_na(r.measured_busy_us), r.measured_busy_us));
-      setItem(row, 6, new NumberItem(signed_percent(r.error), r.error));
-    }
-  }
+  model_->set_ranks(model ? rank_summaries(*model) : std::vector<RankSummary>{}, model && model->series_count() == 2);
+  if (model_->columnCount() > 0) horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
   setSortingEnabled(true);
 }
 
+std::unique_ptr<QTableWidgetItem> RankSummaryTable::item(int row, int column) const {
+  const QModelIndex index = model_->index(row, column);
+  if (!index.isValid()) return nullptr;
+  auto cell = std::make_unique<QTableWidgetItem>(index.data(Qt::DisplayRole).toString());
+  cell->setToolTip(index.data(Qt::ToolTipRole).toString());
+  cell->setTextAlignment(Qt::Alignment(index.data(Qt::TextAlignmentRole).toInt()));
+  if (const QVariant font = index.data(Qt::FontRole); font.isValid()) cell->setFont(font.value<QFont>());
+  return cell;
+}
+
+std::unique_ptr<QTableWidgetItem> RankSummaryTable::horizontalHeaderItem(int column) const {
+  if (column < 0 || column >= columnCount()) return nullptr;
+  auto header = std::make_unique<QTableWidgetItem>(model_->headerData(column, Qt::Horizontal, Qt::DisplayRole).toString());
+  header->setToolTip(model_->headerData(column, Qt::Horizontal, Qt::ToolTipRole).toString());
+  return header;
+}
+
 int RankSummaryTable::content_height() const {
+  // Rows are of one height: a million ranks cost one multiplication, not a million calls.
+  const int rows = rowCount();
   int height = horizontalHeader()->height() + 2 * frameWidth();
-  for (int row = 0; row < rowCount(); ++row) height += rowHeight(row);
+  if (rows > 0) height += static_cast<int>(std::min<long long>(static_cast<long long>(rows) * rowHeight(0), 1 << 24));
   if (horizontalScrollBar()->isVisible()) height += horizontalScrollBar()->height();
   return height;
 }

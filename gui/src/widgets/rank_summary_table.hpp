@@ -1,10 +1,14 @@
 // The per-rank table beside the timeline (rank_summary.hpp): one row per rank with its busy,
 // idle and communication time, the prediction against the measurement with the CLI's error,
-// and the bottleneck rank flagged. Sortable by every column, by value (not by text).
+// and the bottleneck rank flagged. Sortable by every column, by value (not by text). A view
+// over a model that formats each cell when it is shown: a million ranks are a million entries
+// of RankSummary, not seven million widget items.
 #pragma once
 
-#include <QTableWidget>
+#include <QTableView>
+#include <QTableWidgetItem>
 
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -12,7 +16,9 @@
 
 namespace pipescope::gui {
 
-class RankSummaryTable : public QTableWidget {
+class RankSummaryModel;
+
+class RankSummaryTable : public QTableView {
   Q_OBJECT
 
  public:
@@ -20,18 +26,25 @@ class RankSummaryTable : public QTableWidget {
 
   // Fills the table from the model (empty without one).
   void show_model(const TimelineModel* model);
-  const std::vector<RankSummary>& ranks() const { return ranks_; }
-  bool with_prediction() const { return with_prediction_; }
+  const std::vector<RankSummary>& ranks() const;
+  bool with_prediction() const;
   // The column of the error, or -1 when the table shows one trace.
   int error_column() const;
   // The table as CSV (rank_summary_csv), in rank order whatever the sorting.
-  std::string csv() const { return rank_summary_csv(ranks_, with_prediction_); }
+  std::string csv() const;
   // The height that shows every row without scrolling (header and frame included).
   int content_height() const;
 
+  // The table as a QTableWidget reads (what the window's tests read): the rows and columns
+  // shown, and a copy of a cell or of a column's header as an item (text, alignment, tooltip,
+  // font), in the order the table is sorted.
+  int rowCount() const;
+  int columnCount() const;
+  std::unique_ptr<QTableWidgetItem> item(int row, int column) const;
+  std::unique_ptr<QTableWidgetItem> horizontalHeaderItem(int column) const;
+
  private:
-  std::vector<RankSummary> ranks_;
-  bool with_prediction_ = false;
+  RankSummaryModel* model_;
 };
 
 }  // namespace pipescope::gui

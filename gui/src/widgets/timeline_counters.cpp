@@ -31,8 +31,8 @@ void TimelineWidget::paint_counters(QPainter& p, const RankLayout& rank) const {
   p.setFont(small);
   int label_y = area.top() + 2;
   for (int s = 0; s < model_->series_count(); ++s) {
-    for (const CounterTrack& track : model_->counter_tracks(s)) {
-      if (track.rank != rank.rank || track.samples.empty()) continue;
+    for (const CounterTrack& track : model_->rank_counter_tracks(s, rank.rank)) {
+      if (track.samples.empty()) continue;
       const double range = track.max_value - track.min_value;
       auto to_y = [&](double value) { return bottom - (range > 0 ? (value - track.min_value) / range : 0.5) * usable; };
       // Only the samples in view, and the one held when the view starts: a step holds its

@@ -68,8 +68,7 @@ const TimelineWidget::CompactRow& TimelineWidget::compact_row(int rank, int seri
     // The rank's work: compute and collectives. Sends and receives stay out: a receive waiting
     // for its data would paint an idle rank as busy communicating (unless that is all it has).
     std::vector<const Row*> lanes, transfers;
-    for (const Row& row : model_->rows()) {
-      if (row.rank != rank || row.series != series) continue;
+    for (const Row& row : model_->rank_rows(rank, series)) {
       const bool transfer = row.lane == static_cast<int>(traces::Lane::Send) || row.lane == static_cast<int>(traces::Lane::Recv);
       (transfer ? transfers : lanes).push_back(&row);
     }

@@ -161,11 +161,24 @@ int TimelineWidget::content_top() const { return kOverviewHeight + kRulerHeight;
 int TimelineWidget::content_bottom() const { return height() - legend_height(); }
 int TimelineWidget::scroll_offset() const { return scroll_->value(); }
 
+int TimelineWidget::lane_layout_index(int rank, int series, int lane) const {
+  if (!model_ || rank < 0 || rank >= model_->rank_count() || series < 0 || series >= model_->series_count() || lane < 0)
+    return -1;
+  const std::size_t slot = static_cast<std::size_t>(rank) * static_cast<std::size_t>(model_->series_count()) + static_cast<std::size_t>(series);
+  if (slot + 1 >= first_lane_.size()) return -1;
+  const auto first = lanes_.begin() + first_lane_[slot], last = lanes_.begin() + first_lane_[slot + 1];
+  if (first == last) return -1;
+  if (first->lane < 0) {
+    // A collapsed rank: every lane of it is found in its compact row (arrows, the path).
+    const auto rows = model_->rank_rows(rank, series);
+    return !rows.empty() && lane <= rows.back().lane ? static_cast<int>(first - lanes_.begin()) : -1;
+  }
+  const auto it = std::lower_bound(first, last, lane, [](const LaneLayout& l, int wanted) { return l.lane < wanted; });
+  return it != last && it->lane == lane ? static_cast<int>(it - lanes_.begin()) : -1;
+}
+
 QRect TimelineWidget::lane_rect(int rank, int series, int lane) const {
-  if (rank < 0 || rank >= static_cast<int>(lane_index_.size()) || series < 0 ||
-      series >= static_cast<int>(lane_index_[rank].size()) || lane < 0 || lane >= static_cast<int>(lane_index_[rank][series].size()))
-    return {};
-  const int index = lane_index_[rank][series][lane];
+  const int index = lane_layout_index(rank, series, lane);
   if (index < 0) return {};
   const LaneLayout& l = lanes_[index];
   return QRect(header_width(), content_top() + l.y - scroll_offset(), time_area_width(), l.height);
@@ -214,9 +227,9 @@ void TimelineWidget::relayout() {
       y += kRankHeaderHeight;
       for (int s = 0; s < model_->series_count(); ++s) {
         bool any = false;
-        for (const Row& row : model_->rows()) {
+        for (const Row& row : model_->rank_rows(r, s)) {
           // Lanes a series never uses stay hidden (the other series may use them).
-          if (row.rank != r || row.series != s || row.blocks.empty()) continue;
+          if (row.blocks.empty()) continue;
           const int sub_rows = lane_sub_rows(r, s, row.lane);
           const int height = sub_rows <= 1 ? kLaneHeight : std::min(kMaxLaneHeight, 2 + sub_rows * kSubRowHeight);
           lanes_.push_back({r, s, row.lane, y, height});
@@ -233,7 +246,7 @@ void TimelineWidget::relayout() {
       }
       bool has_counters = false;
       for (int s = 0; s < model_->series_count(); ++s)
-        for (const CounterTrack& track : model_->counter_tracks(s)) has_counters |= track.rank == r;
+        has_counters |= !model_->rank_counter_tracks(s, r).empty();
       if (has_counters) {
         rank.counter_y = y;
         y += kCounterHeight;
@@ -243,20 +256,16 @@ void TimelineWidget::relayout() {
     }
   }
   content_height_ = y;
-  lane_index_.clear();
-  if (model_) lane_index_.assign(model_->rank_count(), std::vector<std::vector<int>>(model_->series_count()));
-  for (std::size_t i = 0; i < lanes_.size(); ++i) {
-    auto& by_lane = lane_index_[lanes_[i].rank][lanes_[i].series];
-    if (lanes_[i].lane < 0) {
-      // A collapsed rank: every lane of it is found in its compact row (arrows, the path).
-      int lanes = 0;
-      for (const Row& row : model_->rows())
-        if (row.rank == lanes_[i].rank && row.series == lanes_[i].series) lanes = std::max(lanes, row.lane + 1);
-      by_lane.assign(static_cast<std::size_t>(lanes), static_cast<int>(i));
-      continue;
-    }
-    if (static_cast<int>(by_lane.size()) <= lanes_[i].lane) by_lane.resize(lanes_[i].lane + 1, -1);
-    by_lane[lanes_[i].lane] = static_cast<int>(i);
+  // lanes_ are in rank, then series order: each (rank, series) starts where the previous ends.
+  first_lane_.clear();
+  if (model_) {
+    const std::size_t slot_count = static_cast<std::size_t>(model_->rank_count()) * static_cast<std::size_t>(model_->series_count());
+    first_lane_.assign(slot_count + 1, static_cast<int>(lanes_.size()));
+    for (std::size_t i = lanes_.size(); i-- > 0;)
+      first_lane_[static_cast<std::size_t>(lanes_[i].rank) * static_cast<std::size_t>(model_->series_count()) +
+                  static_cast<std::size_t>(lanes_[i].series)] = static_cast<int>(i);
+    // A (rank, series) without lanes starts where the next one does.
+    for (std::size_t k = slot_count; k-- > 0;) first_lane_[k] = std::min(first_lane_[k], first_lane_[k + 1]);
   }
   const int visible = std::max(0, content_bottom() - content_top());
   scroll_->setGeometry(width() - kScrollWidth, content_top(), kScrollWidth, visible);

@@ -171,7 +171,10 @@ class TimelineWidget : public QWidget {
   std::shared_ptr<const TimelineModel> model_;
   ViewState view_;
   std::vector<LaneLayout> lanes_;
-  std::vector<std::vector<std::vector<int>>> lane_index_;  // [rank][series][lane] -> lanes_ index or -1
+  // lanes_ of (rank, series) are lanes_[first_lane_[rank * series_count + series] ..] up to the
+  // next entry, in lane order (one entry of lane -1 for a collapsed rank): flat, no allocation per rank.
+  std::vector<int> first_lane_;
+  int lane_layout_index(int rank, int series, int lane) const;  // lanes_ index, or -1
   std::vector<RankLayout> ranks_;
   std::vector<char> collapsed_;  // per rank
   std::vector<PaintedLane> painted_;  // parallel to the model's rows

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,9 @@ class TimelineModel {
   // appear, and each used lane appears for every series (so predicted sits above measured).
   const std::vector<Row>& rows() const { return rows_; }
   const Row* row(int rank, int series, int lane) const;
+  // The rows of one rank and series, lanes in order (a slice of rows()): what a rank's layout
+  // and its table row read, without a scan of every rank's rows (a million ranks).
+  std::span<const Row> rank_rows(int rank, int series) const;
   std::string lane_name(int rank, int lane) const;
   std::string rank_name(int rank) const;
 
@@ -172,6 +176,8 @@ class TimelineModel {
   std::optional<ReceiveWait> receive_wait(int series, std::size_t receive_event) const;
   const std::vector<traces::InstantEvent>& instants(int series) const { return instants_.at(series); }  // time-sorted
   const std::vector<CounterTrack>& counter_tracks(int series) const { return counter_tracks_.at(series); }
+  // The counter tracks of one rank (counter_tracks is ordered by rank).
+  std::span<const CounterTrack> rank_counter_tracks(int series, int rank) const;
 
   // Busy share of [0, end_us] per bin of the first series' compute lanes, for the overview.
   std::vector<float> overview_density(int series, int bins) const;
@@ -182,7 +188,12 @@ class TimelineModel {
 
   std::vector<std::shared_ptr<const traces::Trace>> traces_;
   std::vector<Row> rows_;
-  std::vector<std::vector<std::vector<int>>> row_index_;  // [rank][series][lane] -> rows_ index or -1
+  // Rank r's lanes are slots lane_base_[r] .. lane_base_[r + 1]; row_slot_[row_slot(r, s, lane)]
+  // is the rows_ index of (r, s, lane), or -1. Flat: no allocation per rank.
+  std::vector<int> lane_base_;
+  std::vector<int> row_slot_;
+  std::size_t row_slot(int rank, int series, int lane) const;
+  std::vector<std::size_t> first_row_;  // [rank * series_count + series]: its first row in rows_; one more at the end
   std::vector<std::vector<std::vector<traces::MemorySample>>> memory_;  // [series][rank]
   std::vector<std::vector<double>> bubbles_;                            // [series][rank]
   std::vector<double> iteration_us_;

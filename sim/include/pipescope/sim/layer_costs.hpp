@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string_view>
 
 #include "pipescope/sim/model.hpp"
 
@@ -104,6 +105,12 @@ struct LayerMemory {
   std::int64_t weight_stash_bytes = 0;  // from B until W: Zero Bubble's 32 sbh, divided by T
 };
 LayerMemory layer_memory(const ModelSpec& model, const ParallelConfig& parallel);
+
+// A memory figure of the first-principles model, computed in double, as whole bytes. Refused
+// beyond 2^60 bytes (1 EiB: a model and micro-batch no device holds), naming the figure and the
+// sizes it comes from: a plain conversion would wrap it to a small or negative figure that
+// "fits" in memory.
+std::int64_t memory_figure_bytes(double bytes, std::string_view figure, const ModelSpec& model, const ParallelConfig& parallel);
 
 // Parameters of one layer on one tensor-parallel rank: the matrices and the column-parallel
 // biases divided by T, the layer norms and the row-parallel biases whole.

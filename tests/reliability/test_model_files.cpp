@@ -1,0 +1,94 @@
+// Issue 34, model files and the sizes made from them: integers beyond 32 bits, misspelt fields,
+// sizes whose memory overflows 64 bits, options below their range. Scenario and expected (ppsim
+// as a user runs it; each refusal one line naming the field or option, exit 2):
+// - `hidden` 2^32 + 4096 and `layers` 2^32 + 1: refused naming the field and the limit 2^28
+//   (before: read as 4096, and as 1 layer: "the model has 1 layers, too few for 4 stages");
+// - `kv_head` and `ffn_hiden`: refused, naming the field and the known one meant (before: ignored,
+//   the defaults planned); Megatron's mixture-of-experts fields: refused as not simulated; a field
+//   given twice: refused (before: the last one taken);
+// - a model whose parameters pass 2^50: refused naming its sizes (before: counts wrapped, "optimizer
+//   time got -166.56");
+// - --micro-batch-size 2000000000 on llama-70b and gpt-1.3b: refused naming the option and the
+//   figure past 2^60 bytes (before: the activations wrapped to a peak that "fits");
+// - --f-mem -2 (with --b-mem 1 --w-mem 1): refused (before: peaks of 0 B); --w-mem 1 likewise;
+//   --max-pipeline -1: refused (before: read as no limit); --f-mem 2^62: refused naming the limit.
+#include <catch2/catch.hpp>
+
+#include "hostile_files.hpp"
+#include "reliability_support.hpp"
+
+using namespace reliability;
+
+namespace {
+
+const std::string kModelFileRun = "simulate --model m.json --gpu h100 --stages 4 --micro-batches 8 --json";
+
+std::string model_file_with(const std::string& fields) {
+  return "{\"layers\": 24, \"hidden\": 2048, \"heads\": 16, \"seq\": 2048, \"vocab\": 50257" + fields + "}";
+}
+
+// A model-size refusal: ppsim's one line, nothing simulated.
+void check_model_refused(const CliRun& run, const std::vector<std::string>& parts) {
+  check_refused(run, "ppsim", parts);
+  CHECK(run.out.empty());
+}
+
+}  // namespace
+
+TEST_CASE("model-file integers beyond the limit are refused, not cut to 32 bits", "[reliability][models]") {
+  const auto dir = case_dir("models-wide-integers");
+  write_text(dir / "m.json", "{\"layers\": 24, \"hidden\": 4294971392, \"heads\": 16, \"seq\": 2048, \"vocab\": 50257}");
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"m.json: model field 'hidden' is 4294971392, above the limit 268435456 (2^28)"});
+  write_text(dir / "m.json", "{\"layers\": 4294967297, \"hidden\": 2048, \"heads\": 16, \"seq\": 2048, \"vocab\": 50257}");
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"m.json: model field 'layers' is 4294967297"});
+  write_text(dir / "m.json", "{\"layers\": 24, \"hidden\": 2048, \"heads\": 16, \"seq\": 2147483647, \"vocab\": 50257}");
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"model field 'seq' is 2147483647"});
+}
+
+TEST_CASE("a misspelt model field is refused with the field it meant", "[reliability][models]") {
+  const auto dir = case_dir("models-misspelt");
+  write_text(dir / "m.json", model_file_with(", \"kv_head\": 4"));
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"unknown model field 'kv_head': did you mean 'kv_heads'?"});
+  write_text(dir / "m.json", model_file_with(", \"ffn_hiden\": 8192"));
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"unknown model field 'ffn_hiden': did you mean 'ffn_hidden'?"});
+  write_text(dir / "m.json", model_file_with(", \"num_experts\": 8"));
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"model field 'num_experts': mixture-of-experts models are not simulated"});
+  write_text(dir / "m.json", model_file_with(", \"kv_heads\": 4, \"ffn_hidden\": 8192"));
+  const CliRun fine = run_cli(PPSIM_PATH, dir, kModelFileRun, 20);
+  INFO(fine.err);
+  CHECK(fine.status == 0);
+}
+
+TEST_CASE("a model field given twice is refused, not the last one taken", "[reliability][models]") {
+  const auto dir = case_dir("models-duplicate-key");
+  write_text(dir / "m.json", model_file_with(", \"hidden\": 4096"));
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"m.json: key 'hidden' appears twice in one object"});
+}
+
+TEST_CASE("a model of more than 2^50 parameters is refused naming its sizes", "[reliability][models]") {
+  const auto dir = case_dir("models-too-many-parameters");
+  write_text(dir / "m.json", "{\"layers\": 268435456, \"hidden\": 268435456, \"heads\": 16, \"seq\": 2048, \"vocab\": 50257}");
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"layers 268435456 x hidden 268435456", "beyond the limit of 2^50"});
+}
+
+TEST_CASE("a micro-batch whose memory passes 2^60 bytes is refused, not wrapped", "[reliability][models]") {
+  const auto dir = case_dir("models-memory-overflow");
+  for (const char* model : {"llama-70b", "gpt-1.3b"}) {
+    INFO(model);
+    check_model_refused(run_cli(PPSIM_PATH, dir,
+                          std::string("simulate --model ") + model +
+                              " --gpu h100 --stages 4 --micro-batches 8 --micro-batch-size 2000000000",
+                          20),
+                  {"--micro-batch-size 2000000000", "beyond the limit of 2^60 bytes"});
+  }
+}
+
+TEST_CASE("memory and size options out of their range are refused", "[reliability][models]") {
+  const auto dir = case_dir("models-options");
+  const std::string run = "simulate --schedule 1f1b --stages 2 --micro-batches 4 ";
+  check_model_refused(run_cli(PPSIM_PATH, dir, run + "--f-mem -2 --b-mem 1 --w-mem 1", 20), {"--f-mem -2", "give 0 or more"});
+  check_model_refused(run_cli(PPSIM_PATH, dir, run + "--f-mem 0 --b-mem -1 --w-mem 1", 20), {"--w-mem 1", "give 0 or less"});
+  check_model_refused(run_cli(PPSIM_PATH, dir, run + "--f-mem 4611686018427387904 --b-mem 0 --w-mem -4611686018427387904", 20),
+                {"--f-mem", "beyond the limit of 2^60 bytes"});
+  check_model_refused(run_cli(PPSIM_PATH, dir, "plan --max-pipeline -1 -q", 20), {"--max-pipeline -1"});
+}

@@ -1,0 +1,38 @@
+// The files of a torch.profiler run, found, read and checked before any event is made of them
+// (torch_profiler_reader.cpp makes the events): which files of a folder are traces, each
+// file's header (rank, world size, host), and every event the reader will use held to the
+// rules of pipescope's own traces (types, bounds: trace_limits.hpp). Private to the traces library.
+#pragma once
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace pipescope::traces::detail {
+
+// A file's header, the rank it holds and its events (as checked by load_rank_file).
+struct RankFile {
+  std::string path;
+  nlohmann::json doc;
+  int rank = 0;
+  int world_size = 1;
+  bool has_distributed_info = false;  // the header names the rank (a run with a process group)
+  std::string host;
+  double first_us = std::numeric_limits<double>::infinity(), last_us = -std::numeric_limits<double>::infinity();
+};
+
+// Reads and checks one file: a regular file, gzip or not, JSON (a UTF-8 byte order mark is
+// skipped) nested no deeper than kMaxJsonDepth, torch's header, and every complete ("X") event
+// with a string name, numeric times within trace_limits.hpp's bounds and a non-negative
+// duration, every `[memory]` sample's bytes likewise. Throws TraceError naming the file, the
+// event (traceEvents[i] and its name) and the field.
+RankFile load_rank_file(const std::string& path);
+
+// The rank files of one run (files as given, folders expanded), loaded, checked to be one run
+// (one world size, distinct ranks, ranks named when there are several files, overlapping
+// recordings on one host) and sorted by rank.
+std::vector<RankFile> load_run_files(const std::vector<std::string>& paths);
+
+}  // namespace pipescope::traces::detail
