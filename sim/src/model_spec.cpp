@@ -155,7 +155,8 @@ void check_model(const ModelSpec& m, const std::string& source) {
 // The fields of a model file (SPEC.md section 6).
 const std::vector<std::string>& known_model_fields() {
   static const std::vector<std::string> fields = {"name", "layers", "hidden", "heads", "seq", "vocab", "kv_heads",
-                                                  "ffn_hidden", "gated_mlp", "tied_embeddings", "flash_attention"};
+                                                  "ffn_hidden", "gated_mlp", "tied_embeddings", "flash_attention",
+                                                  "dropout", "biases"};
   return fields;
 }
 
