@@ -40,7 +40,21 @@ void MegatronOptions::add_to(po::options_description& options, bool with_optimiz
        "count the loss as a layer in the even split (the last stage holds one layer fewer)")
       ("pipeline-model-parallel-layout", po::value(&layout),
        "Megatron's layout string: E embedding, t a decoder layer, L loss, | between stages (virtual stages in "
-       "rank order), (...)*N repeats, e.g. 'Et*3|(t*4|)*6t*3L' (default: the even split)");
+       "rank order), (...)*N repeats, e.g. 'Et*3|(t*4|)*6t*3L' (default: the even split)")
+      ("expert-parallel", po::value(&expert_parallel)->default_value(expert_parallel),
+       "a MoE model's routed experts split over E GPUs of each stage, tokens dispatched and combined by "
+       "all-to-all (EP x expert TP divides tensor x context x data parallel)")
+      ("expert-model-parallel-size", po::value<int>()->notifier([this](int e) { expert_parallel = e; }),
+       "the same as --expert-parallel")
+      ("expert-tensor-parallel", po::value(&expert_tensor_parallel)->default_value(expert_tensor_parallel),
+       "each routed expert split over T GPUs of a node (0: the tensor-parallel size, Megatron's default)")
+      ("expert-tensor-parallel-size", po::value<int>()->notifier([this](int t) { expert_tensor_parallel = t; }),
+       "the same as --expert-tensor-parallel")
+      ("moe-imbalance", po::value(&moe_imbalance)->default_value(moe_imbalance),
+       "the busiest expert-parallel rank's routed tokens over the mean (>= 1): it gates the experts' compute and "
+       "the all-to-all, and dropless memory is sized for it")
+      ("moe-fp8-dispatch", po::bool_switch(&moe_fp8_dispatch),
+       "the dispatch all-to-all in FP8 (DeepSeek-V3's; the combine stays BF16)");
   if (with_optimizer)
     group.add_options()
         ("use-distributed-optimizer", po::bool_switch(&distributed_optimizer),
@@ -82,6 +96,10 @@ void MegatronOptions::apply(sim::ParallelConfig& parallel) const {
   parallel.tp_comm_overlap = tp_comm_overlap;
   parallel.bucket_parameters = sim::parse_bytes(ddp_bucket_size, "--ddp-bucket-size");
   parallel.layout = layout_options(*this);
+  parallel.expert_parallel = expert_parallel;
+  parallel.expert_tensor_parallel = expert_tensor_parallel;
+  parallel.moe_imbalance = moe_imbalance;
+  parallel.fp8_dispatch = moe_fp8_dispatch;
 }
 
 std::vector<std::string> MegatronOptions::given(const po::variables_map& vm) const {
@@ -89,7 +107,8 @@ std::vector<std::string> MegatronOptions::given(const po::variables_map& vm) con
   for (const char* name : {"cp-comm-type", "attention-backend", "fp8-format", "fp8-param-gather", "overlap-param-gather", "ddp-bucket-size",
                            "tp-comm-overlap", "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers",
                            "account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split",
-                           "pipeline-model-parallel-layout"}) {
+                           "pipeline-model-parallel-layout", "expert-parallel", "expert-model-parallel-size",
+                           "expert-tensor-parallel", "expert-tensor-parallel-size", "moe-imbalance", "moe-fp8-dispatch"}) {
     if (!vm.count(name) || vm[name].defaulted()) continue;
     // A bool_switch not given is "defaulted"; one given false cannot be.
     names.push_back(std::string("--") + name);

@@ -27,6 +27,11 @@ struct MegatronOptions {
   std::optional<int> first_stage_layers, last_stage_layers;
   bool account_for_embedding = false, account_for_loss = false;
   std::string layout;
+  // Mixture of experts (with a MoE model): expert parallelism and its routing.
+  int expert_parallel = 1;
+  int expert_tensor_parallel = 0;  // 0: the tensor-parallel size
+  double moe_imbalance = 1;
+  bool moe_fp8_dispatch = false;
 
   // `with_optimizer`: also --use-distributed-optimizer / --zero1 (ppsim plan has its own default).
   void add_to(boost::program_options::options_description& options, bool with_optimizer);
