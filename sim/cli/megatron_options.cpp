@@ -41,14 +41,15 @@ void MegatronOptions::add_to(po::options_description& options, bool with_optimiz
       ("pipeline-model-parallel-layout", po::value(&layout),
        "Megatron's layout string: E embedding, t a decoder layer, L loss, | between stages (virtual stages in "
        "rank order), (...)*N repeats, e.g. 'Et*3|(t*4|)*6t*3L' (default: the even split)")
-      ("expert-parallel", po::value(&expert_parallel)->default_value(expert_parallel),
+      // No default_value on the two names of one size: a defaulted name would overwrite the other.
+      ("expert-parallel", po::value<int>()->notifier([this](int e) { expert_parallel = e; }),
        "a MoE model's routed experts split over E GPUs of each stage, tokens dispatched and combined by "
-       "all-to-all (EP x expert TP divides tensor x context x data parallel)")
-      ("expert-model-parallel-size", po::value<int>()->notifier([this](int e) { expert_parallel = e; }),
+       "all-to-all (EP x expert TP divides tensor x context x data parallel; default 1)")
+      ("expert-model-parallel-size", po::value<int>()->notifier([this](int e) { expert_model_parallel_size = e; }),
        "the same as --expert-parallel")
-      ("expert-tensor-parallel", po::value(&expert_tensor_parallel)->default_value(expert_tensor_parallel),
-       "each routed expert split over T GPUs of a node (0: the tensor-parallel size, Megatron's default)")
-      ("expert-tensor-parallel-size", po::value<int>()->notifier([this](int t) { expert_tensor_parallel = t; }),
+      ("expert-tensor-parallel", po::value<int>()->notifier([this](int t) { expert_tensor_parallel = t; }),
+       "each routed expert split over T GPUs of a node (default: the tensor-parallel size, as Megatron's)")
+      ("expert-tensor-parallel-size", po::value<int>()->notifier([this](int t) { expert_tensor_parallel_size = t; }),
        "the same as --expert-tensor-parallel")
       ("moe-imbalance", po::value(&moe_imbalance)->default_value(moe_imbalance),
        "the busiest expert-parallel rank's routed tokens over the mean (>= 1): it gates the experts' compute and "
@@ -81,6 +82,19 @@ sim::LayoutOptions layout_options(const MegatronOptions& o) {
   return layout;
 }
 
+namespace {
+
+// A size given under pipescope's name, Megatron's, or both alike.
+std::optional<int> one_size(std::optional<int> ours, const char* our_name, std::optional<int> megatrons,
+                            const char* megatron_name) {
+  if (ours && megatrons && *ours != *megatrons)
+    throw UsageError(std::string(our_name) + " " + std::to_string(*ours) + " and " + megatron_name + " " +
+                     std::to_string(*megatrons) + " name one size: give one");
+  return ours ? ours : megatrons;
+}
+
+}  // namespace
+
 void MegatronOptions::apply(sim::ParallelConfig& parallel) const {
   if (cp_comm_type == "p2p") parallel.context_parallel_comm = sim::ContextParallelComm::p2p;
   else if (cp_comm_type == "all_gather") parallel.context_parallel_comm = sim::ContextParallelComm::all_gather;
@@ -96,8 +110,11 @@ void MegatronOptions::apply(sim::ParallelConfig& parallel) const {
   parallel.tp_comm_overlap = tp_comm_overlap;
   parallel.bucket_parameters = sim::parse_bytes(ddp_bucket_size, "--ddp-bucket-size");
   parallel.layout = layout_options(*this);
-  parallel.expert_parallel = expert_parallel;
-  parallel.expert_tensor_parallel = expert_tensor_parallel;
+  parallel.expert_parallel = one_size(expert_parallel, "--expert-parallel", expert_model_parallel_size,
+                                      "--expert-model-parallel-size").value_or(1);
+  parallel.expert_tensor_parallel = one_size(expert_tensor_parallel, "--expert-tensor-parallel",
+                                             expert_tensor_parallel_size, "--expert-tensor-parallel-size")
+                                        .value_or(0);
   parallel.moe_imbalance = moe_imbalance;
   parallel.fp8_dispatch = moe_fp8_dispatch;
 }

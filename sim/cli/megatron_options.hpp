@@ -28,8 +28,9 @@ struct MegatronOptions {
   bool account_for_embedding = false, account_for_loss = false;
   std::string layout;
   // Mixture of experts (with a MoE model): expert parallelism and its routing.
-  int expert_parallel = 1;
-  int expert_tensor_parallel = 0;  // 0: the tensor-parallel size
+  // Each size under pipescope's name and Megatron's: both given must agree.
+  std::optional<int> expert_parallel, expert_model_parallel_size;  // absent: 1
+  std::optional<int> expert_tensor_parallel, expert_tensor_parallel_size;  // absent: the tensor-parallel size
   double moe_imbalance = 1;
   bool moe_fp8_dispatch = false;
 

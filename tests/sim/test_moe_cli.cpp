@@ -3,8 +3,8 @@
 //   "ep 8 etp 1"; --json adds parameters (46.7B) and active_parameters (12.9B); Megatron's names
 //   --expert-model-parallel-size and --expert-tensor-parallel-size give the same prediction.
 // - Bad input exits 2 with one line naming the option: EP not dividing the experts, EP not
-//   dividing the stage's GPUs, expert options on a dense model, and top_k above the experts of a
-//   model file.
+//   dividing the stage's GPUs, expert options on a dense model, TP without SP on a MoE model, a
+//   size given under both its names with two values, and top_k above the experts of a model file.
 #include <catch2/catch.hpp>
 #include <sys/wait.h>
 
@@ -55,6 +55,8 @@ TEST_CASE("ppsim simulate refuses expert parallelism Megatron would refuse, nami
       {"--model gpt-7b --expert-parallel 2", "--expert-parallel 2: gpt-7b has no experts (a dense model)"},
       {"--model gpt-7b --moe-imbalance 2", "--moe-imbalance: gpt-7b has no experts"},
       {kMixtral + "--tensor-parallel 2", "--tensor-parallel 2: a MoE model needs --sequence-parallel"},
+      {kMixtral + "--expert-parallel 8 --expert-model-parallel-size 4",
+       "--expert-parallel 8 and --expert-model-parallel-size 4 name one size: give one"},
   };
   for (const auto& c : cases) {
     const ppsim_test::PpsimRun run = moe_simulate(c.args);
