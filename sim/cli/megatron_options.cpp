@@ -1,6 +1,10 @@
 #include "megatron_options.hpp"
 
+#include <nlohmann/json.hpp>
+
+#include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/input_file.hpp"
 #include "pipescope/sim/units.hpp"
 
 namespace po = boost::program_options;
@@ -54,6 +58,9 @@ void MegatronOptions::add_to(po::options_description& options, bool with_optimiz
       ("moe-imbalance", po::value(&moe_imbalance)->default_value(moe_imbalance),
        "the busiest expert-parallel rank's routed tokens over the mean (>= 1): it gates the experts' compute and "
        "the all-to-all, and dropless memory is sized for it")
+      ("moe-routing", po::value(&moe_routing),
+       "a measured routing: a JSON file of the tokens each expert took, [n0, n1, ...] or {\"expert_tokens\": "
+       "[...]}; the busiest EP rank's share over the mean replaces --moe-imbalance")
       ("moe-fp8-dispatch", po::bool_switch(&moe_fp8_dispatch),
        "the dispatch all-to-all in FP8 (DeepSeek-V3's; the combine stays BF16)");
   if (with_optimizer)
@@ -83,6 +90,26 @@ sim::LayoutOptions layout_options(const MegatronOptions& o) {
 }
 
 namespace {
+
+// --moe-routing's file: tokens per expert, as a list or under "expert_tokens".
+std::vector<double> read_expert_tokens(const std::string& path) {
+  if (auto problem = input_file_problem(path, "a routing histogram (JSON)")) throw UsageError("--moe-routing: " + *problem);
+  const std::string where = "--moe-routing " + path + ": ";
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw UsageError(where + "not JSON: " + e.what());
+  }
+  if (j.is_object() && j.contains("expert_tokens")) j = j["expert_tokens"];
+  if (!j.is_array() || j.empty()) throw UsageError(where + "expected a list of tokens per expert");
+  std::vector<double> tokens;
+  for (const nlohmann::json& n : j) {
+    if (!n.is_number() || n.get<double>() < 0) throw UsageError(where + "each expert's tokens must be a number >= 0");
+    tokens.push_back(n.get<double>());
+  }
+  return tokens;
+}
 
 // A size given under pipescope's name, Megatron's, or both alike.
 std::optional<int> one_size(std::optional<int> ours, const char* our_name, std::optional<int> megatrons,
@@ -116,6 +143,10 @@ void MegatronOptions::apply(sim::ParallelConfig& parallel) const {
                                              expert_tensor_parallel_size, "--expert-tensor-parallel-size")
                                         .value_or(0);
   parallel.moe_imbalance = moe_imbalance;
+  if (!moe_routing.empty()) {
+    if (moe_imbalance != 1) throw UsageError("--moe-routing and --moe-imbalance both give the imbalance: give one");
+    parallel.expert_tokens = read_expert_tokens(moe_routing);
+  }
   parallel.fp8_dispatch = moe_fp8_dispatch;
 }
 
@@ -125,7 +156,8 @@ std::vector<std::string> MegatronOptions::given(const po::variables_map& vm) con
                            "tp-comm-overlap", "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers",
                            "account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split",
                            "pipeline-model-parallel-layout", "expert-parallel", "expert-model-parallel-size",
-                           "expert-tensor-parallel", "expert-tensor-parallel-size", "moe-imbalance", "moe-fp8-dispatch"}) {
+                           "expert-tensor-parallel", "expert-tensor-parallel-size", "moe-imbalance", "moe-routing",
+                           "moe-fp8-dispatch"}) {
     if (!vm.count(name) || vm[name].defaulted()) continue;
     // A bool_switch not given is "defaulted"; one given false cannot be.
     names.push_back(std::string("--") + name);

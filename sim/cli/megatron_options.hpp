@@ -32,6 +32,7 @@ struct MegatronOptions {
   std::optional<int> expert_parallel, expert_model_parallel_size;  // absent: 1
   std::optional<int> expert_tensor_parallel, expert_tensor_parallel_size;  // absent: the tensor-parallel size
   double moe_imbalance = 1;
+  std::string moe_routing;  // a JSON file of tokens per expert (empty: --moe-imbalance)
   bool moe_fp8_dispatch = false;
 
   // `with_optimizer`: also --use-distributed-optimizer / --zero1 (ppsim plan has its own default).

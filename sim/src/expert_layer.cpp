@@ -25,9 +25,30 @@ double dispatched_rows(const ModelSpec& model, const ParallelConfig& parallel) {
   return routed_tokens_on_rank(model, parallel) * model.top_k * expert_load_factor(model, parallel);
 }
 
+// The busiest EP rank's tokens over the mean from a measured histogram, each expert first capped
+// at capacity (capacity factor x the mean expert's tokens) when the model drops tokens.
+double measured_load_factor(const ModelSpec& model, const ParallelConfig& parallel) {
+  const std::vector<double>& tokens = parallel.expert_tokens;
+  double total = 0;
+  for (double t : tokens) total += t;
+  if (total <= 0) return 1;
+  const double capacity =
+      model.capacity_factor > 0 ? model.capacity_factor * total / static_cast<double>(tokens.size()) : total;
+  const int ep = std::max(parallel.expert_parallel, 1);
+  const std::size_t per_rank = tokens.size() / static_cast<std::size_t>(ep);
+  double busiest = 0;
+  for (int rank = 0; rank < ep; ++rank) {
+    double sum = 0;
+    for (std::size_t e = rank * per_rank; e < (rank + 1) * per_rank; ++e) sum += std::min(tokens[e], capacity);
+    busiest = std::max(busiest, sum);
+  }
+  return std::max(1.0, busiest / (total / ep));
+}
+
 }  // namespace
 
 double expert_load_factor(const ModelSpec& model, const ParallelConfig& parallel) {
+  if (!parallel.expert_tokens.empty()) return measured_load_factor(model, parallel);
   const double imbalance = std::max(parallel.moe_imbalance, 1.0);
   return model.capacity_factor > 0 ? std::min(imbalance, std::max(model.capacity_factor, 1.0)) : imbalance;
 }

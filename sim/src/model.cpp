@@ -120,6 +120,7 @@ std::optional<std::string> expert_parallel_problem(const ModelSpec& model, const
     if (parallel.expert_tensor_parallel != 0) return "--expert-tensor-parallel " + std::to_string(etp) + dense;
     if (parallel.moe_imbalance != 1) return "--moe-imbalance" + dense;
     if (parallel.fp8_dispatch) return "--moe-fp8-dispatch" + dense;
+    if (!parallel.expert_tokens.empty()) return "--moe-routing" + dense;
     return std::nullopt;
   }
   if (ep < 1) return std::string("--expert-parallel must be at least 1");
@@ -142,6 +143,9 @@ std::optional<std::string> expert_parallel_problem(const ModelSpec& model, const
   if (parallel.tensor_parallel > 1 && !parallel.sequence_parallel)
     return "--tensor-parallel " + std::to_string(parallel.tensor_parallel) +
            ": a MoE model needs --sequence-parallel with tensor parallelism, as Megatron requires";
+  if (!parallel.expert_tokens.empty() && parallel.expert_tokens.size() != static_cast<std::size_t>(model.num_experts))
+    return "--moe-routing: " + std::to_string(parallel.expert_tokens.size()) + " expert counts for the " +
+           std::to_string(model.num_experts) + " experts of " + model.name;
   if (!(parallel.moe_imbalance >= 1))
     return std::string("--moe-imbalance must be at least 1 (the busiest expert's tokens over the mean)");
   return std::nullopt;

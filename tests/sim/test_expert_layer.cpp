@@ -118,3 +118,22 @@ TEST_CASE("expert parallelism that Megatron would refuse is named in one line") 
         "--expert-parallel 2: gpt-7b has no experts (a dense model)");
   CHECK_THROWS_AS(derive_costs(m, device_preset("h100"), Topology{}, mixtral_layout(3)), UsageError);
 }
+
+// A measured routing of 16 tokens over 8 experts, [4, 1, 1, 1, 1, 1, 1, 6]: EP ranks hold
+// consecutive experts, so EP 2 sees 7 and 9 of a mean 8 (1.125), EP 4 sees 5, 2, 2, 7 of a mean 4
+// (1.75), EP 8 the busiest expert's 6 of a mean 2 (3); a capacity factor of 2 caps each expert at
+// 4 tokens, so EP 8's busiest takes 4 (2).
+TEST_CASE("a measured routing histogram gives each EP size its own load factor") {
+  ModelSpec m = resolve_model("mixtral-8x7b");
+  ParallelConfig p = mixtral_layout(2);
+  p.expert_tokens = {4, 1, 1, 1, 1, 1, 1, 6};
+  CHECK(expert_load_factor(m, p) == Approx(1.125));
+  p.expert_parallel = 4;
+  CHECK(expert_load_factor(m, p) == Approx(1.75));
+  p.expert_parallel = 8;
+  CHECK(expert_load_factor(m, p) == Approx(3));
+  m.capacity_factor = 2;
+  CHECK(expert_load_factor(m, p) == Approx(2));
+  p.expert_tokens.pop_back();
+  CHECK(expert_parallel_problem(m, p, 8).value_or("") == "--moe-routing: 7 expert counts for the 8 experts of mixtral-8x7b");
+}

@@ -76,6 +76,25 @@ TEST_CASE("ppsim simulate refuses expert parallelism Megatron would refuse, nami
   CHECK(top_k.err.find("top_k 9 is more than the 8 experts (num_experts)") != std::string::npos);
 }
 
+// --moe-routing reads tokens per expert; the busiest EP rank's share slows the step as
+// --moe-imbalance of the same factor does (here 6 of a mean 2 over EP 8: 3).
+TEST_CASE("ppsim simulate takes a measured routing histogram", "[cli]") {
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("pipescope-moe-routing-" + std::to_string(::getpid()) + ".json");
+  std::ofstream(file) << R"({"expert_tokens": [4, 1, 1, 1, 1, 1, 1, 6]})";
+  const ppsim_test::PpsimRun measured = moe_simulate(kMixtral + "--expert-parallel 8 --json --moe-routing " + file.string());
+  const ppsim_test::PpsimRun factor = moe_simulate(kMixtral + "--expert-parallel 8 --json --moe-imbalance 3");
+  const ppsim_test::PpsimRun both = moe_simulate(kMixtral + "--moe-imbalance 3 --moe-routing " + file.string());
+  std::filesystem::remove(file);
+  INFO(measured.err);
+  REQUIRE(measured.status == 0);
+  REQUIRE(factor.status == 0);
+  CHECK(nlohmann::json::parse(measured.out).at("iteration_time_s").get<double>() ==
+        Approx(nlohmann::json::parse(factor.out).at("iteration_time_s").get<double>()));
+  CHECK(both.status == 2);
+  CHECK(both.err.find("--moe-routing and --moe-imbalance both give the imbalance: give one") != std::string::npos);
+}
+
 // ppsim plan searches expert-parallel sizes: Mixtral 8x7B on 16 GPUs, T 1, pipelines 1, 2 and 4
 // (data parallel 16, 8, 4) x EP 1, 3 and 8 = 9 configurations; EP 3 (not dividing 8 experts)
 // three times and EP 8 over 4 data-parallel GPUs once are refused, with two distinct reasons.

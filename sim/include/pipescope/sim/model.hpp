@@ -196,6 +196,10 @@ struct ParallelConfig {
   // The busiest expert-parallel rank's routed tokens over the mean (--moe-imbalance): it gates the
   // layer's expert compute and its all-to-all, and dropless memory is sized for it.
   double moe_imbalance = 1;
+  // A measured routing (--moe-routing): the tokens each expert took, in expert order. Given, the
+  // load factor is the busiest EP rank's sum (each holding consecutive experts) over the mean,
+  // for whatever EP the run uses; empty: moe_imbalance.
+  std::vector<double> expert_tokens;
   bool fp8_dispatch = false;  // the dispatch all-to-all in FP8 (DeepSeek-V3's; combine stays BF16)
 
   // The group gradients are reduced over: data parallelism with the context-parallel ranks.
