@@ -234,6 +234,9 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
   const int max_pipeline = request.max_pipeline > 0 ? request.max_pipeline : layers;
   const std::vector<int> expert_parallel_sizes =
       request.expert_parallel_sizes.empty() ? std::vector<int>{request.options.expert_parallel} : request.expert_parallel_sizes;
+  const std::vector<int> expert_tensor_parallel_sizes = request.expert_tensor_parallel_sizes.empty()
+                                                            ? std::vector<int>{request.options.expert_tensor_parallel}
+                                                            : request.expert_tensor_parallel_sizes;
   for (int tp : request.tensor_parallel_sizes) {
    for (int cp : request.context_parallel_sizes) {
     if (tp < 1 || cp < 1 || request.num_gpus % (static_cast<std::int64_t>(tp) * cp) != 0) continue;  // no layout
@@ -255,6 +258,7 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
               for (bool sp : sequence_parallel) {
                for (Fp8Format precision : request.precisions) {
                for (int ep : expert_parallel_sizes) {
+               for (int etp : expert_tensor_parallel_sizes) {
                 PlanCandidate c;
                 c.schedule = schedule;
                 c.parallel = request.options;
@@ -276,8 +280,10 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
                 c.parallel.overlap_grad_reduce = request.overlap_grad_reduce;
                 c.parallel.async_tensor_parallel_backward = request.async_tensor_parallel_backward;
                 c.parallel.expert_parallel = ep;
+                c.parallel.expert_tensor_parallel = etp;
                 c.num_micro_batches = m;
                 out.push_back(c);
+               }
                }
                }
               }

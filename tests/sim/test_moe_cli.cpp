@@ -114,3 +114,24 @@ TEST_CASE("ppsim plan searches expert parallelism and refuses what Megatron woul
   for (const nlohmann::json& row : plan.at("configurations")) searched.insert(row.at("expert_parallel").get<int>());
   CHECK_FALSE(searched.count(3));
 }
+
+// ppsim plan searches the experts' tensor parallelism too: Mixtral 8x7B on 16 GPUs, T 2 with
+// sequence parallelism, pipelines 1, 2 and 4 (T x d = 16, 8, 4 GPUs a stage), EP 4 x expert TP
+// 1, 2 and 16 = 9 configurations; expert TP 16 (above a node) three times and EP 4 x expert TP 2
+// = 8 over a stage of 4 GPUs once are refused.
+TEST_CASE("ppsim plan searches expert tensor parallelism", "[cli]") {
+  const ppsim_test::PpsimRun run = ppsim_test::run_ppsim(
+      "plan --model mixtral-8x7b --gpus 16 --global-batch 32 --schedules 1f1b --micro-batch-sizes 1 "
+      "--tensor-parallel-sizes 2 --sequence-parallel on --context-parallel-sizes 1 --recompute full --max-pipeline 4 "
+      "--expert-parallel-sizes 4 --expert-tensor-parallel-sizes 1,2,16 --top 0 --quiet --format json");
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  const nlohmann::json plan = nlohmann::json::parse(run.out);
+  CHECK(plan.at("considered") == 9);
+  CHECK(plan.at("refused") == 4);
+  REQUIRE(plan.at("refusals").size() == 2);
+  CHECK(plan.at("refusals").at(1).get<std::string>() == "--expert-tensor-parallel 16: more than the 8 GPUs of a node");
+  std::set<int> searched;
+  for (const nlohmann::json& row : plan.at("configurations")) searched.insert(row.at("expert_tensor_parallel").get<int>());
+  CHECK_FALSE(searched.count(16));
+}

@@ -9,6 +9,8 @@
 //   the input embedding (a lookup, no products); the check allows 2.5%.
 // - Which layers are MoE: DeepSeek-V3's first 3 of 61 dense, 58 MoE; moe_layer_freq 2 after one
 //   dense layer of 6: layers 1, 3, 5.
+// - FLOPs (the planner's MFU): a Mixtral layer's forward is 2 s P + 4 s^2 h with P its active
+//   matrices: attention 2h^2 + 2h kv, the router 8h and two experts of 3hf.
 // - Model files: Megatron's and Hugging Face's names are read like pipescope's; top_k above the
 //   experts and MoE fields without experts are refused naming the field.
 #include <catch2/catch.hpp>
@@ -99,4 +101,13 @@ TEST_CASE("MoE model files read Megatron's names and refuse what cannot route") 
   CHECK(refusal(R"("num_experts": 8)") == "bad.json: top_k must be at least 1 with num_experts");
   CHECK(refusal(R"("num_experts": 8, "top_k": 2, "first_k_dense_layers": 4)") ==
         "bad.json: first_k_dense_layers must leave at least one MoE layer");
+}
+
+TEST_CASE("a MoE layer's FLOPs count the experts a token meets") {
+  const ModelSpec m = resolve_model("mixtral-8x7b");
+  const double s = 4096, h = 4096, kv = 1024, f = 14336;
+  const double active = 2 * h * h + 2 * h * kv + 8 * h + 2 * 3 * h * f;
+  const LayerFigures figures = layer_figures(m, 1);
+  CHECK(figures.f_flops == Approx(2 * s * active + 4 * s * s * h));
+  CHECK(figures.w_flops == Approx(2 * s * active));
 }
