@@ -290,6 +290,15 @@ ModelSpec parse_model_json(const std::string& text, const std::string& source) {
   get_int_named({"moe_ffn_hidden", "moe_ffn_hidden_size"}, m.moe_ffn_hidden);
   get_int_named({"shared_experts"}, m.shared_experts);
   get_int_named({"shared_expert_ffn_hidden"}, m.shared_expert_ffn_hidden);
+  // Megatron's --moe-shared-expert-intermediate-size is all shared experts' width together.
+  int shared_total = 0;
+  get_int_named({"moe_shared_expert_intermediate_size"}, shared_total);
+  if (shared_total > 0) {
+    if (m.shared_experts == 0) m.shared_experts = 1;
+    if (shared_total % m.shared_experts != 0)
+      throw UsageError(source + ": moe_shared_expert_intermediate_size must divide by shared_experts");
+    m.shared_expert_ffn_hidden = shared_total / m.shared_experts;
+  }
   get_int_named({"moe_layer_freq"}, m.moe_layer_freq);
   get_int_named({"first_k_dense_layers", "first_k_dense_replace"}, m.first_k_dense_layers);
   for (const char* name : {"capacity_factor", "moe_expert_capacity_factor"}) {

@@ -88,6 +88,12 @@ TEST_CASE("MoE model files read Megatron's names and refuse what cannot route") 
   CHECK(m.capacity_factor == 1.25);
   CHECK(m.moe_layers() == 3);
 
+  // Megatron's moe_shared_expert_intermediate_size is the shared experts' width together.
+  const ModelSpec shared = parse_model_json("{" + base + R"(, "num_experts": 8, "top_k": 2,
+      "shared_experts": 2, "moe_shared_expert_intermediate_size": 4096})", "shared.json");
+  CHECK(shared.shared_expert_ffn_hidden == 2048);
+  CHECK(shared.shared_expert_width() == 4096);
+
   auto refusal = [&](const std::string& fields) {
     try {
       parse_model_json("{" + base + ", " + fields + "}", "bad.json");
