@@ -106,12 +106,13 @@ struct ModelSpec {
   std::int64_t active_parameters() const;
 };
 
-// Presets: gpt-1.3b, gpt-7b, llama-70b, llama-3-8b, llama-3-70b, llama-3-405b, gpt3-175b
-// (sources in docs/MODEL.md).
+// Presets: gpt-1.3b, gpt-7b, llama-70b, llama-3-8b, llama-3-70b, llama-3-405b, gpt3-175b, and
+// the mixtures of experts mixtral-8x7b, mixtral-8x22b, qwen3-235b-a22b, deepseek-v3 (sources in
+// docs/MODEL.md).
 std::vector<std::string> model_preset_names();
 // A preset name, or a path to a JSON model file {"name", "layers", "hidden", "heads", "seq",
 // "vocab", optional "kv_heads", "ffn_hidden", "gated_mlp", "tied_embeddings", "flash_attention", "dropout",
-// "biases"}. Throws
+// "biases", "head_dim", MLA's and MoE's fields in Megatron's names (docs/MODEL.md)}. Throws
 // UsageError naming the preset list or the file and field.
 ModelSpec resolve_model(const std::string& name_or_path);
 ModelSpec parse_model_json(const std::string& text, const std::string& source);
