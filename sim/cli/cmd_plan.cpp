@@ -138,12 +138,21 @@ std::string layout_text(const sim::PlanRequest& request, const sim::PlanCandidat
   return sim::megatron_layout_of_split(request.model.layers, c.parallel.pipeline, c.parallel.chunks).describe();
 }
 
+// The table's expert-parallel cell: E, or E/T_e where the experts' tensor parallelism is not the
+// row's own.
+std::string expert_cell(const sim::ParallelConfig& parallel) {
+  const std::string ep = std::to_string(parallel.expert_parallel);
+  return parallel.expert_tp() == parallel.tensor_parallel ? ep : ep + "/" + std::to_string(parallel.expert_tp());
+}
+
 nlohmann::json row_json(std::size_t rank, const sim::PlanRow& r, const std::string& layout) {
   const sim::PlanCandidate& c = r.candidate;
   return {{"rank", rank},
           {"schedule", c.schedule},
           {"tensor_parallel", c.parallel.tensor_parallel},
           {"context_parallel", c.parallel.context_parallel},
+          {"expert_parallel", c.parallel.expert_parallel},
+          {"expert_tensor_parallel", c.parallel.expert_tp()},
           {"fp8_format", c.parallel.fp8 == sim::Fp8Format::none ? nlohmann::json(nullptr)
                                                                 : nlohmann::json(sim::fp8_format_name(c.parallel.fp8))},
           {"layout", layout},
@@ -216,6 +225,8 @@ int run_plan(const std::vector<std::string>& args) {
   std::string schedules = "gpipe,1f1b,interleaved-1f1b,zb-h1,zb-h2,zbv", micro_batch_sizes = "1,2,4,8";
   std::string chunk_options = "2,4", recompute = "none,selective,full", inter_bandwidth = "50GB", intra_bandwidth = "0";
   std::string tensor_parallel_sizes = "1,2,4,8", sequence_parallel = "both", context_parallel_sizes = "1,2,4,8";
+  std::string expert_parallel_sizes;  // empty: --expert-parallel alone
+  std::string expert_tensor_parallel_sizes;  // empty: --expert-tensor-parallel alone
   MegatronOptions megatron;
   bool verbose = false;
   int gpus = 64, gpus_per_node = 8, global_batch = 512, top = 10, max_pipeline = 0, microbatch_group_size = 0;
@@ -250,6 +261,12 @@ int run_plan(const std::vector<std::string>& args) {
        "sequence parallelism where tensor-parallel > 1: both, on, off")
       ("context-parallel-sizes", po::value(&context_parallel_sizes)->default_value(context_parallel_sizes),
        "comma-separated context-parallel sizes (each splitting the sequence in 2C chunks; with --profile: 1)")
+      ("expert-parallel-sizes", po::value(&expert_parallel_sizes),
+       "comma-separated expert-parallel sizes of a MoE model (each dividing the experts and, with the expert TP "
+       "size, tensor x context x data parallel; default: --expert-parallel)")
+      ("expert-tensor-parallel-sizes", po::value(&expert_tensor_parallel_sizes),
+       "comma-separated expert tensor-parallel sizes of a MoE model (each within a node, dividing the experts' "
+       "FFN; default: --expert-tensor-parallel, else each row's tensor-parallel size)")
       ("search-layouts", po::bool_switch(&search_layouts),
        "also try Megatron's uneven layouts for each pipeline x chunks: the embedding and the loss counted as layers, "
        "and the first and last rank one layer per chunk lighter (default: the even split, or the layout options given)")
@@ -353,6 +370,10 @@ int run_plan(const std::vector<std::string>& args) {
                                      "parallelism",
                                      cp, profile_path));
   megatron.apply(request.options);
+  if (!expert_parallel_sizes.empty())
+    request.expert_parallel_sizes = int_list(expert_parallel_sizes, "--expert-parallel-sizes");
+  if (!expert_tensor_parallel_sizes.empty())
+    request.expert_tensor_parallel_sizes = int_list(expert_tensor_parallel_sizes, "--expert-tensor-parallel-sizes");
   // What no configuration of the search could honour is an error, not a refusal of every row.
   sim::check_layout_options(request.options.layout);
   if (search_layouts && !request.options.layout.is_default())
@@ -418,11 +439,12 @@ int run_plan(const std::vector<std::string>& args) {
     // The columns before tensor_parallel keep their places for the readers written before it.
     std::cout << "rank,schedule,pipeline,data_parallel,chunks,micro_batch_size,num_micro_batches,recompute,zero1,"
                  "iteration_time_s,throughput_samples_per_s,tokens_per_s,mfu,bubble_fraction,peak_memory_bytes,"
-                 "tensor_parallel,sequence_parallel,recompute_granularity,context_parallel,fp8_format,layout,equivalents\n";
+                 "tensor_parallel,sequence_parallel,recompute_granularity,context_parallel,fp8_format,layout,equivalents,"
+                 "expert_parallel,expert_tensor_parallel\n";
     for (std::size_t i = 0; i < shown; ++i) {
       const auto& r = result.rows[i];
       const auto& c = r.candidate;
-      std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g},{},{},{},{},{},{},\"{}\",\"{}\"\n",
+      std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g},{},{},{},{},{},{},\"{}\",\"{}\",{},{}\n",
                                i + 1, c.schedule, c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks,
                                c.parallel.micro_batch_size, c.num_micro_batches,
                                c.parallel.recomputation != sim::Recomputation::none ? 1 : 0, c.parallel.zero1 ? 1 : 0,
@@ -431,7 +453,8 @@ int run_plan(const std::vector<std::string>& args) {
                                c.parallel.sequence_parallel ? 1 : 0, sim::recomputation_name(c.parallel.recomputation),
                                c.parallel.context_parallel,
                                c.parallel.fp8 == sim::Fp8Format::none ? "" : sim::fp8_format_name(c.parallel.fp8),
-                               layout_text(request, c), fmt::join(r.equivalents, "; "));
+                               layout_text(request, c), fmt::join(r.equivalents, "; "), c.parallel.expert_parallel,
+                               c.parallel.expert_tp());
     }
   } else {
     const std::string limit = result.limit_bytes == std::numeric_limits<std::int64_t>::max()
@@ -455,17 +478,20 @@ int run_plan(const std::vector<std::string>& args) {
     const auto layout_cell = [&](const sim::LayoutOptions& layout) {
       return search_layouts ? fmt::format("{:<16}  ", layout_short(layout)) : std::string();
     };
-    std::cout << fmt::format("{:>4}  {:<17} {:>2} {:>2} {:>2} {:>3} {:>4} {:>2} {:>4} {:>5} {:>6} {:>4}  {:>11} {:>10} {:>6} {:>7} {:>11}  {}{}\n",
-                             "#", "schedule", "tp", "sp", "cp", "pp", "dp", "v", "mbs", "m", "recomp", "fp8",
+    // An expert-parallel column for a MoE model (dense models' tables keep their columns).
+    const bool moe = !use_profile && request.model.is_moe();
+    const auto ep_cell = [&](const std::string& text) { return moe ? fmt::format(" {:>3}", text) : std::string(); };
+    std::cout << fmt::format("{:>4}  {:<17} {:>2} {:>2} {:>2}{} {:>3} {:>4} {:>2} {:>4} {:>5} {:>6} {:>4}  {:>11} {:>10} {:>6} {:>7} {:>11}  {}{}\n",
+                             "#", "schedule", "tp", "sp", "cp", ep_cell("ep"), "pp", "dp", "v", "mbs", "m", "recomp", "fp8",
                              "iteration", "samples/s", "MFU", "bubble", "peak mem",
                              search_layouts ? fmt::format("{:<16}  ", "layout") : std::string(), "same run as");
     for (std::size_t i = 0; i < shown; ++i) {
       const auto& r = result.rows[i];
       const auto& c = r.candidate;
       std::string line = fmt::format(
-          "{:>4}  {:<17} {:>2} {:>2} {:>2} {:>3} {:>4} {:>2} {:>4} {:>5} {:>6} {:>4}  {:>11} {:>10.2f} {:>5.1f}% {:>6.2f}% {:>11}  {}{}",
+          "{:>4}  {:<17} {:>2} {:>2} {:>2}{} {:>3} {:>4} {:>2} {:>4} {:>5} {:>6} {:>4}  {:>11} {:>10.2f} {:>5.1f}% {:>6.2f}% {:>11}  {}{}",
           i + 1, c.schedule, c.parallel.tensor_parallel, c.parallel.sequence_parallel ? "sp" : "-",
-          c.parallel.context_parallel, c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks,
+          c.parallel.context_parallel, ep_cell(expert_cell(c.parallel)), c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks,
           c.parallel.micro_batch_size, c.num_micro_batches, recomputation_short(c.parallel.recomputation),
           precision_short(c.parallel.fp8), sim::format_seconds(r.iteration_time_s), r.throughput_samples_per_s,
           100 * r.mfu, 100 * r.bubble_fraction, sim::format_bytes(r.peak_memory_bytes), layout_cell(c.parallel.layout),

@@ -40,6 +40,8 @@ struct CostSource {
   sim::CostModel costs;
   sim::Topology topology;
   std::int64_t memory_limit_bytes = 0;  // 0: none
+  // With --model: the model's parameters, and those a token meets (MoE: top_k experts).
+  std::optional<std::int64_t> parameters, active_parameters;
 };
 
 struct SimulateOptions {
@@ -86,8 +88,8 @@ void add_options(po::options_description& o, SimulateOptions& s) {
   po::options_description model("costs from a model, a device and a topology (first principles)");
   model.add_options()
       ("model", po::value(&s.model),
-       "gpt-1.3b, gpt-7b, gpt3-175b, llama-70b, llama-3-8b, llama-3-70b, llama-3-405b, or a JSON model file "
-       "(default: none, explicit costs)")
+       "gpt-1.3b, gpt-7b, gpt3-175b, llama-70b, llama-3-8b, llama-3-70b, llama-3-405b, mixtral-8x7b, mixtral-8x22b, "
+       "qwen3-235b-a22b, deepseek-v3, or a JSON model file (default: none, explicit costs)")
       ("gpu", po::value(&s.gpu)->default_value(s.gpu), "device: h100, h200, b200, a100")
       ("efficiency", po::value(&s.efficiency)->default_value(s.efficiency),
        "a constant fraction of peak FLOP/s for every operation (0: each priced by its shape, docs/MODEL.md)")
@@ -238,10 +240,13 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
     parallel.overlap_grad_reduce = s.overlap_grad_reduce;
     parallel.async_tensor_parallel_backward = !s.no_async_tp;
     s.megatron.apply(parallel);
-    source.description = fmt::format("{} on {} x {} ({} per node; tp {}{}{}, recomputation {}{})", model.name,
+    source.description = fmt::format("{} on {} x {} ({} per node; tp {}{}{}{}, recomputation {}{})", model.name,
                                      parallel.gpus(), device.name, s.gpus_per_node, s.tensor_parallel,
                                      s.sequence_parallel ? " with sp" : "",
                                      s.context_parallel > 1 ? fmt::format(", cp {}", s.context_parallel) : "",
+                                     model.is_moe() ? fmt::format(", ep {} etp {}", parallel.expert_parallel,
+                                                                  parallel.expert_tp())
+                                                    : "",
                                      sim::recomputation_name(parallel.recomputation),
                                      parallel.fp8 != sim::Fp8Format::none
                                          ? fmt::format(", fp8 {}", sim::fp8_format_name(parallel.fp8))
@@ -249,6 +254,8 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
     source.costs = sim::derive_costs(model, device, topology, parallel);
     source.topology = sim::with_parallel_layout(topology, parallel);
     source.memory_limit_bytes = max_mem > 0 ? max_mem : device.memory_bytes;
+    source.parameters = model.total_parameters();
+    source.active_parameters = model.active_parameters();
     return source;
   }
   const std::int64_t f_mem = sim::parse_bytes(s.f_mem, "--f-mem", true);
@@ -402,6 +409,8 @@ int run_simulate(const std::vector<std::string>& args) {
       j["max_mem_bytes"] = source.memory_limit_bytes;
       j["fits_memory"] = result.summary.max_peak_memory_bytes() <= source.memory_limit_bytes;
     }
+    if (source.parameters) j["parameters"] = *source.parameters;
+    if (source.active_parameters) j["active_parameters"] = *source.active_parameters;
     std::cout << printable_json(j.dump()) << "\n";
   } else {
     print_table(result.summary, source, interval);

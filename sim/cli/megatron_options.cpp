@@ -1,6 +1,10 @@
 #include "megatron_options.hpp"
 
+#include <nlohmann/json.hpp>
+
+#include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
+#include "pipescope/core/input_file.hpp"
 #include "pipescope/sim/units.hpp"
 
 namespace po = boost::program_options;
@@ -40,7 +44,25 @@ void MegatronOptions::add_to(po::options_description& options, bool with_optimiz
        "count the loss as a layer in the even split (the last stage holds one layer fewer)")
       ("pipeline-model-parallel-layout", po::value(&layout),
        "Megatron's layout string: E embedding, t a decoder layer, L loss, | between stages (virtual stages in "
-       "rank order), (...)*N repeats, e.g. 'Et*3|(t*4|)*6t*3L' (default: the even split)");
+       "rank order), (...)*N repeats, e.g. 'Et*3|(t*4|)*6t*3L' (default: the even split)")
+      // No default_value on the two names of one size: a defaulted name would overwrite the other.
+      ("expert-parallel", po::value<int>()->notifier([this](int e) { expert_parallel = e; }),
+       "a MoE model's routed experts split over E GPUs of each stage, tokens dispatched and combined by "
+       "all-to-all (EP x expert TP divides tensor x context x data parallel; default 1)")
+      ("expert-model-parallel-size", po::value<int>()->notifier([this](int e) { expert_model_parallel_size = e; }),
+       "the same as --expert-parallel")
+      ("expert-tensor-parallel", po::value<int>()->notifier([this](int t) { expert_tensor_parallel = t; }),
+       "each routed expert split over T GPUs of a node (default: the tensor-parallel size, as Megatron's)")
+      ("expert-tensor-parallel-size", po::value<int>()->notifier([this](int t) { expert_tensor_parallel_size = t; }),
+       "the same as --expert-tensor-parallel")
+      ("moe-imbalance", po::value(&moe_imbalance)->default_value(moe_imbalance),
+       "the busiest expert-parallel rank's routed tokens over the mean (>= 1): it gates the experts' compute and "
+       "the all-to-all, and dropless memory is sized for it")
+      ("moe-routing", po::value(&moe_routing),
+       "a measured routing: a JSON file of the tokens each expert took, [n0, n1, ...] or {\"expert_tokens\": "
+       "[...]}; the busiest EP rank's share over the mean replaces --moe-imbalance")
+      ("moe-fp8-dispatch", po::bool_switch(&moe_fp8_dispatch),
+       "the dispatch all-to-all in FP8 (DeepSeek-V3's; the combine stays BF16)");
   if (with_optimizer)
     group.add_options()
         ("use-distributed-optimizer", po::bool_switch(&distributed_optimizer),
@@ -67,6 +89,39 @@ sim::LayoutOptions layout_options(const MegatronOptions& o) {
   return layout;
 }
 
+namespace {
+
+// --moe-routing's file: tokens per expert, as a list or under "expert_tokens".
+std::vector<double> read_expert_tokens(const std::string& path) {
+  if (auto problem = input_file_problem(path, "a routing histogram (JSON)")) throw UsageError("--moe-routing: " + *problem);
+  const std::string where = "--moe-routing " + path + ": ";
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw UsageError(where + "not JSON: " + e.what());
+  }
+  if (j.is_object() && j.contains("expert_tokens")) j = j["expert_tokens"];
+  if (!j.is_array() || j.empty()) throw UsageError(where + "expected a list of tokens per expert");
+  std::vector<double> tokens;
+  for (const nlohmann::json& n : j) {
+    if (!n.is_number() || n.get<double>() < 0) throw UsageError(where + "each expert's tokens must be a number >= 0");
+    tokens.push_back(n.get<double>());
+  }
+  return tokens;
+}
+
+// A size given under pipescope's name, Megatron's, or both alike.
+std::optional<int> one_size(std::optional<int> ours, const char* our_name, std::optional<int> megatrons,
+                            const char* megatron_name) {
+  if (ours && megatrons && *ours != *megatrons)
+    throw UsageError(std::string(our_name) + " " + std::to_string(*ours) + " and " + megatron_name + " " +
+                     std::to_string(*megatrons) + " name one size: give one");
+  return ours ? ours : megatrons;
+}
+
+}  // namespace
+
 void MegatronOptions::apply(sim::ParallelConfig& parallel) const {
   if (cp_comm_type == "p2p") parallel.context_parallel_comm = sim::ContextParallelComm::p2p;
   else if (cp_comm_type == "all_gather") parallel.context_parallel_comm = sim::ContextParallelComm::all_gather;
@@ -82,6 +137,17 @@ void MegatronOptions::apply(sim::ParallelConfig& parallel) const {
   parallel.tp_comm_overlap = tp_comm_overlap;
   parallel.bucket_parameters = sim::parse_bytes(ddp_bucket_size, "--ddp-bucket-size");
   parallel.layout = layout_options(*this);
+  parallel.expert_parallel = one_size(expert_parallel, "--expert-parallel", expert_model_parallel_size,
+                                      "--expert-model-parallel-size").value_or(1);
+  parallel.expert_tensor_parallel = one_size(expert_tensor_parallel, "--expert-tensor-parallel",
+                                             expert_tensor_parallel_size, "--expert-tensor-parallel-size")
+                                        .value_or(0);
+  parallel.moe_imbalance = moe_imbalance;
+  if (!moe_routing.empty()) {
+    if (moe_imbalance != 1) throw UsageError("--moe-routing and --moe-imbalance both give the imbalance: give one");
+    parallel.expert_tokens = read_expert_tokens(moe_routing);
+  }
+  parallel.fp8_dispatch = moe_fp8_dispatch;
 }
 
 std::vector<std::string> MegatronOptions::given(const po::variables_map& vm) const {
@@ -89,7 +155,9 @@ std::vector<std::string> MegatronOptions::given(const po::variables_map& vm) con
   for (const char* name : {"cp-comm-type", "attention-backend", "fp8-format", "fp8-param-gather", "overlap-param-gather", "ddp-bucket-size",
                            "tp-comm-overlap", "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers",
                            "account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split",
-                           "pipeline-model-parallel-layout"}) {
+                           "pipeline-model-parallel-layout", "expert-parallel", "expert-model-parallel-size",
+                           "expert-tensor-parallel", "expert-tensor-parallel-size", "moe-imbalance", "moe-routing",
+                           "moe-fp8-dispatch"}) {
     if (!vm.count(name) || vm[name].defaulted()) continue;
     // A bool_switch not given is "defaulted"; one given false cannot be.
     names.push_back(std::string("--") + name);

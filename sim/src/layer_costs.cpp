@@ -131,7 +131,8 @@ LayerMemory layer_memory(const ModelSpec& model, const ParallelConfig& parallel)
   const double fp8_saved = l.fp8 ? 1.0 : 0.0;
   const double replicated = (8 + (l.dropout ? 2 : 0) - 2 * fp8_saved) * l.tokens * l.h;
   const double split =
-      (4 * l.h + 4 * l.kv_width + (l.gated ? 6 : 4) * l.ffn - fp8_saved * (l.h + l.ffn)) * l.tokens;
+      (4 * l.attention_width + 4 * l.kv_width + (l.gated ? 6 : 4) * l.ffn - fp8_saved * (l.attention_width + l.ffn)) *
+      l.tokens;
   const double core = l.flash ? 4 * l.heads * l.tokens : (l.dropout ? 5 : 2) * l.heads * l.local_seq() * l.s * l.b;
   const double without_recomputation = replicated / l.replicated_split + (split + core) / l.t;
   LayerMemory out;

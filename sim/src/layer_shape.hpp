@@ -11,6 +11,10 @@ namespace pipescope::sim::detail {
 
 struct LayerShape {
   double s = 0, b = 0, h = 0, heads = 0, kv_width = 0, ffn = 0;
+  // Of the attention: the queries' (and the output projection's input) width, heads x head width
+  // (h but for Qwen3-like heads and MLA); the projections' outputs before the core (MLA: its
+  // matrices' parameters over h, which gives their FLOPs); the core's head width.
+  double attention_width = 0, attention_input_outputs = 0, core_head_dim = 0;
   double t = 1;                 // tensor-parallel size
   double c = 1;                 // context-parallel size
   double tokens = 0;            // the rank's tokens: s x b / C
@@ -24,6 +28,9 @@ struct LayerShape {
         heads(model.heads),
         kv_width(static_cast<double>(model.kv_width())),
         ffn(model.ffn_or_default()),
+        attention_width(static_cast<double>(model.attention_width())),
+        attention_input_outputs(static_cast<double>(model.attention_input_parameters()) / model.hidden),
+        core_head_dim(model.attention_core_head_dim()),
         t(parallel.tensor_parallel),
         c(parallel.context_parallel),
         tokens(static_cast<double>(model.seq) * parallel.micro_batch_size / parallel.context_parallel),
@@ -32,7 +39,7 @@ struct LayerShape {
         dropout(model.has_dropout()),
         flash(model.flash_attention),
         fp8(parallel.fp8 != Fp8Format::none) {}
-  double head_dim() const { return h / heads; }
+  double head_dim() const { return core_head_dim; }
   double heads_on_rank() const { return heads / t; }
   double local_seq() const { return s / c; }  // the rank's queries of one sequence
 };
@@ -46,8 +53,8 @@ struct Linear {
 // divided by T), the attention output and the MLP's second matrix row-parallel (inputs divided).
 // In this order: QKV, the attention output, the MLP's first, its second.
 inline std::array<Linear, 4> linears_on_rank(const LayerShape& l) {
-  return {{{l.h, (l.h + 2 * l.kv_width) / l.t},
-           {l.h / l.t, l.h},
+  return {{{l.h, l.attention_input_outputs / l.t},
+           {l.attention_width / l.t, l.h},
            {l.h, (l.gated ? 2 : 1) * l.ffn / l.t},
            {l.ffn / l.t, l.h}}};
 }
@@ -63,6 +70,7 @@ inline LinearTimes linear_times(const LayerShape& l, const DeviceSpec& device) {
   const std::array<Linear, 4> linears = linears_on_rank(l);
   LinearTimes out;
   for (std::size_t i = 0; i < linears.size(); ++i) {
+    if (linears[i].inputs <= 0 || linears[i].outputs <= 0) continue;  // a MoE layer's absent MLP
     out.forward_s[i] = gemm_time_s({l.tokens, linears[i].outputs, linears[i].inputs}, device, precision);
     out.input_gradient_s[i] = gemm_time_s({l.tokens, linears[i].inputs, linears[i].outputs}, device, precision);
     out.weight_gradient_s[i] = gemm_time_s({linears[i].inputs, linears[i].outputs, l.tokens}, device, precision);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "pipescope/core/errors.hpp"
+#include "pipescope/sim/expert_layer.hpp"
 #include "pipescope/sim/layer_costs.hpp"
 
 namespace pipescope::sim {
@@ -12,10 +13,22 @@ LayerFigures layer_figures(const ModelSpec& model, int micro_batch_size) {
   const double b = micro_batch_size;
   const double h = model.hidden;
   const double a = model.heads;
-  const double matrix_flops = 2.0 * s * b * static_cast<double>(model.layer_matrix_parameters());
+  double matrix_parameters = static_cast<double>(model.layer_matrix_parameters());
+  double core_width = h;
+  if (model.is_moe()) {
+    // The mean layer of a MoE model, by the parameters a token meets: the dense layers, and the
+    // MoE layers' dense part with the router and top_k experts.
+    const ModelSpec part = model.moe_layer_dense_part();
+    const double moe_layer = static_cast<double>(part.layer_matrix_parameters() + model.router_parameters() +
+                                                 std::int64_t{model.top_k} * model.expert_parameters());
+    const double moe = model.moe_layers();
+    matrix_parameters = ((model.layers - moe) * matrix_parameters + moe * moe_layer) / model.layers;
+    core_width = model.heads * model.attention_core_head_dim();
+  }
+  const double matrix_flops = 2.0 * s * b * matrix_parameters;
   LayerFigures out;
-  out.f_flops = matrix_flops + 4.0 * s * s * b * h;
-  out.b_flops = matrix_flops + 8.0 * s * s * b * h;
+  out.f_flops = matrix_flops + 4.0 * s * s * b * core_width;
+  out.b_flops = matrix_flops + 8.0 * s * s * b * core_width;
   out.w_flops = matrix_flops;
   ParallelConfig sizes;
   sizes.micro_batch_size = micro_batch_size;
@@ -99,6 +112,106 @@ std::optional<std::string> tensor_parallel_problem(const ModelSpec& model, const
   return std::nullopt;
 }
 
+std::optional<std::string> expert_parallel_problem(const ModelSpec& model, const ParallelConfig& parallel,
+                                                   int gpus_per_node) {
+  const int ep = parallel.expert_parallel;
+  const int etp = parallel.expert_tp();
+  if (!model.is_moe()) {
+    const std::string dense = ": " + model.name + " has no experts (a dense model)";
+    if (ep != 1) return "--expert-parallel " + std::to_string(ep) + dense;
+    if (parallel.expert_tensor_parallel != 0) return "--expert-tensor-parallel " + std::to_string(etp) + dense;
+    if (parallel.moe_imbalance != 1) return "--moe-imbalance" + dense;
+    if (parallel.fp8_dispatch) return "--moe-fp8-dispatch" + dense;
+    if (!parallel.expert_tokens.empty()) return "--moe-routing" + dense;
+    return std::nullopt;
+  }
+  if (ep < 1) return std::string("--expert-parallel must be at least 1");
+  if (etp < 1) return std::string("--expert-tensor-parallel must be at least 1");
+  if (model.num_experts % ep != 0)
+    return "--expert-parallel " + std::to_string(ep) + ": does not divide the " + std::to_string(model.num_experts) +
+           " experts of " + model.name;
+  if (etp > gpus_per_node)
+    return "--expert-tensor-parallel " + std::to_string(etp) + ": more than the " + std::to_string(gpus_per_node) +
+           " GPUs of a node";
+  if (model.moe_ffn_or_default() % etp != 0)
+    return "--expert-tensor-parallel " + std::to_string(etp) + ": does not divide the experts' " +
+           std::to_string(model.moe_ffn_or_default()) + " FFN columns";
+  const std::int64_t stage_gpus =
+      static_cast<std::int64_t>(parallel.tensor_parallel) * parallel.context_parallel * parallel.data_parallel;
+  if (stage_gpus % (static_cast<std::int64_t>(ep) * etp) != 0)
+    return "--expert-parallel " + std::to_string(ep) + ": EP x expert TP = " + std::to_string(ep * etp) +
+           " does not divide the " + std::to_string(stage_gpus) +
+           " GPUs of a pipeline stage (tensor x context x data parallel), as Megatron requires";
+  if (parallel.tensor_parallel > 1 && !parallel.sequence_parallel)
+    return "--tensor-parallel " + std::to_string(parallel.tensor_parallel) +
+           ": a MoE model needs --sequence-parallel with tensor parallelism, as Megatron requires";
+  if (!parallel.expert_tokens.empty() && parallel.expert_tokens.size() != static_cast<std::size_t>(model.num_experts))
+    return "--moe-routing: " + std::to_string(parallel.expert_tokens.size()) + " expert counts for the " +
+           std::to_string(model.num_experts) + " experts of " + model.name;
+  if (!(parallel.moe_imbalance >= 1))
+    return std::string("--moe-imbalance must be at least 1 (the busiest expert's tokens over the mean)");
+  return std::nullopt;
+}
+
+namespace {
+
+// What one kind of layer (dense, or MoE) costs on the rank: derive_costs sums the stage's layers
+// of each kind.
+struct LayerKindCosts {
+  LayerTimes times;
+  LayerMemory memory;
+  std::int64_t parameters = 0;          // sharded over data x context parallelism
+  std::int64_t matrix_parameters = 0;   // the linear layers' weights (FP8 copies), experts' included
+  std::int64_t expert_parameters = 0;   // sharded over the expert data-parallel group
+};
+
+LayerKindCosts dense_layer_costs(const ModelSpec& model, const DeviceSpec& device, const LayerLinks& links,
+                                 const ParallelConfig& parallel) {
+  LayerKindCosts kind;
+  kind.times = layer_times(model, device, links, parallel);
+  kind.memory = layer_memory(model, parallel);
+  kind.parameters = layer_parameters_on_rank(model, parallel.tensor_parallel);
+  kind.matrix_parameters = layer_matrix_parameters_on_rank(model, parallel.tensor_parallel);
+  return kind;
+}
+
+// A MoE layer: its dense part (attention, shared experts) as a layer, the router replicated, the
+// routed experts (expert_layer.hpp) added to its times, activations and parameters.
+LayerKindCosts moe_layer_costs(const ModelSpec& model, const DeviceSpec& device, const LayerLinks& links,
+                               const ExpertLinks& expert_links, const ParallelConfig& parallel) {
+  if (!model.is_moe()) return {};
+  LayerKindCosts kind = dense_layer_costs(model.moe_layer_dense_part(), device, links, parallel);
+  const ExpertTimes experts = expert_times(model, device, expert_links, parallel);
+  kind.times.f_s += experts.f_s;
+  kind.times.b_s += experts.b_s;
+  kind.times.w_s += experts.w_s;
+  const std::int64_t expert_bytes = expert_activation_bytes(model, parallel);
+  switch (parallel.recomputation) {
+    case Recomputation::full:
+      // Only the layer's input is kept; the experts run again with the rest of the forward.
+      kind.times.recompute_s += experts.f_s;
+      kind.memory.rebuilt_bytes += expert_bytes;
+      break;
+    case Recomputation::none:
+    case Recomputation::selective: kind.memory.held_bytes += expert_bytes; break;
+  }
+  kind.parameters += model.router_parameters();
+  kind.expert_parameters = expert_parameters_on_rank(model, parallel);
+  kind.matrix_parameters += kind.expert_parameters;
+  return kind;
+}
+
+// Layers of each kind on each stage: stages hold consecutive layers in stage order.
+std::vector<int> moe_layers_per_stage(const ModelSpec& model, const std::vector<int>& layers) {
+  std::vector<int> moe(layers.size(), 0);
+  int next = 0;
+  for (std::size_t st = 0; st < layers.size(); ++st)
+    for (int i = 0; i < layers[st]; ++i) moe[st] += model.is_moe_layer(next++) ? 1 : 0;
+  return moe;
+}
+
+}  // namespace
+
 CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const Topology& topology_in,
                        const ParallelConfig& parallel) {
   if (parallel.pipeline < 1 || parallel.chunks < 1 || parallel.data_parallel < 1 || parallel.micro_batch_size < 1)
@@ -106,18 +219,27 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
   if (auto problem = tensor_parallel_problem(model, parallel, topology_in.gpus_per_node)) throw UsageError(*problem);
   if (auto problem = context_parallel_problem(model, parallel)) throw UsageError(*problem);
   if (auto problem = precision_problem(device, parallel)) throw UsageError(*problem);
+  if (auto problem = expert_parallel_problem(model, parallel, topology_in.gpus_per_node)) throw UsageError(*problem);
   check_option_pairs(parallel);
   const Topology topology = with_parallel_layout(topology_in, parallel);
   const int num_stages = parallel.pipeline * parallel.chunks;
   const std::vector<int> layers = stage_layers(model, parallel);
   const int tp = parallel.tensor_parallel;
   // Tensor parallelism stays inside a node: its collectives run on NVLink.
-  const LayerTimes layer =
-      layer_times(model, device, LayerLinks{topology.intra_node, context_parallel_link(topology, parallel)}, parallel);
-  const LayerMemory layer_bytes = layer_memory(model, parallel);
+  const LayerLinks links{topology.intra_node, context_parallel_link(topology, parallel)};
+  const LayerKindCosts dense = dense_layer_costs(model, device, links, parallel);
+  const LayerKindCosts moe = moe_layer_costs(
+      model, device, links, ExpertLinks{topology.intra_node, topology.inter_node, topology.gpus_per_node}, parallel);
+  const LayerTimes& layer = dense.times;
+  const LayerMemory& layer_bytes = dense.memory;
+  const std::vector<int> moe_layers = moe_layers_per_stage(model, layers);
   const HeadTimes head = head_times(model, device, parallel);
-  const std::int64_t layer_parameters = layer_parameters_on_rank(model, tp);
-  const std::int64_t layer_matrix_parameters = layer_matrix_parameters_on_rank(model, tp);
+  // The routed experts' gradients are reduced, and their optimizer state sharded, over the
+  // expert data-parallel group: members EP x ETP apart (Megatron's "tp-ep-dp-pp" expert order).
+  Topology expert_topology = topology;
+  expert_topology.data_parallel = parallel.expert_data_parallel();
+  expert_topology.data_parallel_stride = parallel.expert_parallel * parallel.expert_tp();
+  const int expert_shards = parallel.zero1 ? parallel.expert_data_parallel() : 1;
   const std::int64_t embedding_parameters = model.embedding_parameters() / tp;  // vocabulary-parallel
   // The rank's tokens of a micro-batch: context parallelism splits each sequence.
   const double s = static_cast<double>(model.seq) / parallel.context_parallel;
@@ -140,27 +262,33 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
   for (int st = 0; st < num_stages; ++st) {
     const bool first = st == 0;
     const bool last = st == num_stages - 1;
-    const double n = layers[st];
-    std::int64_t parameters = static_cast<std::int64_t>(layers[st]) * layer_parameters;
+    const double n = layers[st] - moe_layers[st];  // dense layers
+    const double n_moe = moe_layers[st];
+    const std::int64_t expert_parameters = moe_layers[st] * moe.expert_parameters;
+    std::int64_t parameters = static_cast<std::int64_t>(layers[st] - moe_layers[st]) * dense.parameters +
+                              moe_layers[st] * moe.parameters;
     if (first) parameters += embedding_parameters;
     if (last && !(first && model.tied_embeddings)) parameters += embedding_parameters + 2 * model.hidden;
 
     StageCost c;
-    c.tensor_parallel_f_s = n * layer.tp_f_s;
-    c.tensor_parallel_b_s = n * (layer.tp_b_s + layer.recompute_tp_s);
+    const LayerTimes& m = moe.times;
+    c.tensor_parallel_f_s = n * layer.tp_f_s + n_moe * m.tp_f_s;
+    c.tensor_parallel_b_s = n * (layer.tp_b_s + layer.recompute_tp_s) + n_moe * (m.tp_b_s + m.recompute_tp_s);
     // The backward first runs again what recomputation dropped.
-    c.f_s = n * layer.f_s + c.tensor_parallel_f_s;
-    c.b_s = n * (layer.b_s + layer.recompute_s) + c.tensor_parallel_b_s;
-    c.w_s = n * layer.w_s;
+    c.f_s = n * layer.f_s + n_moe * m.f_s + c.tensor_parallel_f_s;
+    c.b_s = n * (layer.b_s + layer.recompute_s) + n_moe * (m.b_s + m.recompute_s) + c.tensor_parallel_b_s;
+    c.w_s = n * layer.w_s + n_moe * m.w_s;
     if (last) {
       c.f_s += head.f_s;
       c.b_s += head.b_s;
       c.w_s += head.w_s;
     }
-    if (layer.tp_b_hidden_s > 0) c.full_backward_s = c.b_s + c.w_s - n * layer.tp_b_hidden_s;
+    const double hidden_tp_s = n * layer.tp_b_hidden_s + n_moe * m.tp_b_hidden_s;
+    if (layer.tp_b_hidden_s > 0 || m.tp_b_hidden_s > 0) c.full_backward_s = c.b_s + c.w_s - hidden_tp_s;
 
-    double held = n * static_cast<double>(layer_bytes.held_bytes);
-    double stash = n * static_cast<double>(layer_bytes.weight_stash_bytes);
+    double held = n * static_cast<double>(layer_bytes.held_bytes) + n_moe * static_cast<double>(moe.memory.held_bytes);
+    double stash = n * static_cast<double>(layer_bytes.weight_stash_bytes) +
+                   n_moe * static_cast<double>(moe.memory.weight_stash_bytes);
     if (last) {
       held += 4.0 * s * b * vocab_on_rank;  // fp32 logits for the loss
       stash += 2.0 * s * b * h;
@@ -174,10 +302,14 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
     // Under FP8 Transformer Engine keeps an FP8 copy of each linear weight and of its transpose
     // beside the 16-bit one; with --fp8-param-gather those two replace it. Recomputation rebuilds
     // one layer at a time, charged throughout (a stage of only the embedding or head rebuilds none).
-    const std::int64_t matrix_parameters = static_cast<std::int64_t>(layers[st]) * layer_matrix_parameters;
+    const std::int64_t matrix_parameters = static_cast<std::int64_t>(layers[st] - moe_layers[st]) * dense.matrix_parameters +
+                                           moe_layers[st] * moe.matrix_parameters;
     const double fp8_copy_bytes = fp8 && !parallel.fp8_param_gather ? 2.0 * static_cast<double>(matrix_parameters) : 0.0;
-    c.static_bytes = memory_figure_bytes(static_cast<double>(parameters) * (4.0 + optimizer_bytes_per_parameter) + fp8_copy_bytes +
-                                             static_cast<double>(layers[st] > 0 ? layer_bytes.rebuilt_bytes : 0),
+    const std::int64_t rebuilt_bytes = std::max(layers[st] > moe_layers[st] ? layer_bytes.rebuilt_bytes : 0,
+                                                moe_layers[st] > 0 ? moe.memory.rebuilt_bytes : 0);
+    c.static_bytes = memory_figure_bytes(static_cast<double>(parameters) * (4.0 + optimizer_bytes_per_parameter) +
+                                             static_cast<double>(expert_parameters) * (4.0 + 16.0 / expert_shards) +
+                                             fp8_copy_bytes + static_cast<double>(rebuilt_bytes),
                                          "a stage's weights and optimizer state", model, parallel);
     c.activation_bytes = memory_figure_bytes(hidden_state_bytes, "a stage's output", model, parallel);
     // 16-bit gradients: all-reduced, or reduce-scattered by the distributed optimizer, which then
@@ -185,6 +317,9 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
     const std::int64_t gradient_bytes = parameters * 2;
     c.reduce_grads_s = parallel.zero1 ? data_parallel_reduce_scatter_s(gradient_bytes, topology)
                                       : data_parallel_all_reduce_s(gradient_bytes, topology);
+    if (expert_parameters > 0)
+      c.reduce_grads_s += parallel.zero1 ? data_parallel_reduce_scatter_s(expert_parameters * 2, expert_topology)
+                                         : data_parallel_all_reduce_s(expert_parameters * 2, expert_topology);
     const std::int64_t bucket_count =
         parallel.bucket_parameters > 0 ? std::max<std::int64_t>(1, (parameters + parallel.bucket_parameters - 1) /
                                                                         parallel.bucket_parameters)
@@ -195,15 +330,19 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
       c.reduce_grads_buckets = static_cast<int>(std::min<std::int64_t>(bucket_count, 1 << 20));
       if (first) c.reduce_grads_last_s = c.reduce_grads_s * static_cast<double>(embedding_parameters) / parameters;
     }
-    c.optimizer_s = static_cast<double>(parameters) / shards * 32.0 / device.memory_bandwidth_bytes_per_s;
+    c.optimizer_s = (static_cast<double>(parameters) / shards + static_cast<double>(expert_parameters) / expert_shards) *
+                    32.0 / device.memory_bandwidth_bytes_per_s;
     // Delayed scaling casts each linear weight to FP8 (and transposes it) once an iteration.
     if (fp8 && !parallel.fp8_param_gather)
       c.optimizer_s += memory_bound_time_s(4.0 * static_cast<double>(matrix_parameters), device);
     if (parallel.zero1) {
       const double parameter_bytes = parallel.fp8_param_gather
-                                         ? static_cast<double>(matrix_parameters) + 2.0 * (parameters - matrix_parameters)
+                                         ? static_cast<double>(matrix_parameters - expert_parameters) +
+                                               2.0 * (parameters - (matrix_parameters - expert_parameters))
                                          : 2.0 * static_cast<double>(parameters);
-      const double gather_s = data_parallel_all_gather_s(static_cast<std::int64_t>(parameter_bytes), topology);
+      double gather_s = data_parallel_all_gather_s(static_cast<std::int64_t>(parameter_bytes), topology);
+      if (expert_parameters > 0)
+        gather_s += data_parallel_all_gather_s((parallel.fp8_param_gather ? 1 : 2) * expert_parameters, expert_topology);
       // Beside the next forward, bucket by bucket, each chunk's before its first forward needs
       // it: the first chunk waits for its first bucket, later chunks' gathers run behind the
       // earlier chunks' forwards. Without the overlap the gather follows the step.

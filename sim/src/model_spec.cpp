@@ -14,6 +14,7 @@
 #include "pipescope/core/input_file.hpp"
 #include "pipescope/core/json_limits.hpp"
 #include "pipescope/core/nearest_name.hpp"
+#include "moe_presets.hpp"
 
 namespace pipescope::sim {
 
@@ -36,19 +37,70 @@ std::string_view fp8_format_name(Fp8Format format) {
 }
 
 std::int64_t ModelSpec::kv_width() const {
-  return static_cast<std::int64_t>(hidden) * kv_heads_or_heads() / std::max(heads, 1);
+  // MLA's per-head keys (qk + rope) and values (v) taken at their mean width.
+  if (multi_latent_attention()) return static_cast<std::int64_t>(heads) * (qk_head_dim + qk_pos_emb_head_dim + v_head_dim) / 2;
+  return static_cast<std::int64_t>(kv_heads_or_heads()) * head_dim_or_default();
+}
+
+std::int64_t ModelSpec::attention_width() const {
+  return static_cast<std::int64_t>(heads) * (multi_latent_attention() ? v_head_dim : head_dim_or_default());
+}
+
+std::int64_t ModelSpec::attention_input_parameters() const {
+  const std::int64_t h = hidden;
+  if (!multi_latent_attention()) return h * (attention_width() + 2 * kv_width());
+  // DeepSeek-V3's MLA: the query down (h x q_lora) and up (q_lora x heads (qk + rope)), or one
+  // projection without q_lora; the key/value down (h x (kv_lora + rope)), shared by the heads'
+  // RoPE key, and up (kv_lora x heads (qk + v)).
+  const std::int64_t a = heads;
+  const std::int64_t query_width = a * (qk_head_dim + qk_pos_emb_head_dim);
+  const std::int64_t query = q_lora_rank > 0 ? h * q_lora_rank + std::int64_t{q_lora_rank} * query_width : h * query_width;
+  const std::int64_t key_value =
+      h * (kv_lora_rank + qk_pos_emb_head_dim) + std::int64_t{kv_lora_rank} * a * (qk_head_dim + v_head_dim);
+  return query + key_value;
+}
+
+std::int64_t ModelSpec::attention_output_parameters() const { return attention_width() * hidden; }
+
+double ModelSpec::attention_core_head_dim() const {
+  if (!multi_latent_attention()) return head_dim_or_default();
+  return 0.5 * (qk_head_dim + qk_pos_emb_head_dim + v_head_dim);
+}
+
+bool ModelSpec::is_moe_layer(int index) const {
+  if (!is_moe() || index < first_k_dense_layers) return false;
+  return (index - first_k_dense_layers) % std::max(moe_layer_freq, 1) == 0;
+}
+
+int ModelSpec::moe_layers() const {
+  int count = 0;
+  for (int i = 0; i < layers; ++i) count += is_moe_layer(i) ? 1 : 0;
+  return count;
+}
+
+std::int64_t ModelSpec::expert_parameters() const {
+  return (gated_mlp ? 3 : 2) * static_cast<std::int64_t>(hidden) * moe_ffn_or_default();
+}
+
+ModelSpec ModelSpec::moe_layer_dense_part() const {
+  ModelSpec part = *this;
+  part.num_experts = 0;
+  part.ffn_hidden = shared_expert_width();
+  part.without_mlp = shared_expert_width() == 0;
+  return part;
 }
 
 std::int64_t ModelSpec::layer_matrix_parameters() const {
   const std::int64_t h = hidden;
-  const std::int64_t attention = 2 * h * h + 2 * h * kv_width();  // Q and O, K and V
+  const std::int64_t attention = attention_input_parameters() + attention_output_parameters();
   const std::int64_t mlp = (gated_mlp ? 3 : 2) * h * ffn_or_default();
   return attention + mlp;
 }
 
 std::int64_t ModelSpec::layer_parameters() const {
   const std::int64_t h = hidden;
-  const std::int64_t norms = 4 * h;
+  // Two layer norms; MLA normalises its two latents too.
+  const std::int64_t norms = 4 * h + (multi_latent_attention() ? q_lora_rank + kv_lora_rank : 0);
   // GPT keeps biases on every matrix; gated (LLaMA-style) models have none.
   const std::int64_t biases = has_biases() ? 3 * h + 2 * kv_width() + ffn_or_default() : 0;
   return layer_matrix_parameters() + norms + biases;
@@ -56,10 +108,23 @@ std::int64_t ModelSpec::layer_parameters() const {
 
 std::int64_t ModelSpec::embedding_parameters() const { return static_cast<std::int64_t>(vocab) * hidden; }
 
-std::int64_t ModelSpec::total_parameters() const {
-  return static_cast<std::int64_t>(layers) * layer_parameters() + embedding_parameters() * (tied_embeddings ? 1 : 2) +
-         2 * static_cast<std::int64_t>(hidden);
+namespace {
+
+// Every layer's parameters with `experts_per_moe_layer` routed experts counted in each MoE layer.
+std::int64_t parameters_with_experts(const ModelSpec& m, int experts_per_moe_layer) {
+  const std::int64_t moe = m.moe_layers();
+  const std::int64_t dense = m.layers - moe;
+  const std::int64_t moe_layer = m.is_moe() ? m.moe_layer_dense_part().layer_parameters() + m.router_parameters() +
+                                                  experts_per_moe_layer * m.expert_parameters()
+                                            : 0;
+  return dense * m.layer_parameters() + moe * moe_layer + m.embedding_parameters() * (m.tied_embeddings ? 1 : 2) +
+         2 * static_cast<std::int64_t>(m.hidden);
 }
+
+}  // namespace
+
+std::int64_t ModelSpec::total_parameters() const { return parameters_with_experts(*this, num_experts); }
+std::int64_t ModelSpec::active_parameters() const { return parameters_with_experts(*this, top_k); }
 
 namespace {
 
@@ -117,7 +182,32 @@ std::vector<ModelSpec> presets() {
   gpt3.layers = 96;
   gpt3.hidden = 12288;
   gpt3.heads = 96;
-  return {gpt13, gpt7, llama70, llama3_8, llama3_70, llama3_405, gpt3};
+  std::vector<ModelSpec> all{gpt13, gpt7, llama70, llama3_8, llama3_70, llama3_405, gpt3};
+  for (ModelSpec& moe : detail::moe_presets()) all.push_back(std::move(moe));
+  return all;
+}
+
+// The mixture-of-experts fields, each refused by its name: on a dense model (no num_experts),
+// or not describing a routing Megatron can run.
+void check_experts(const ModelSpec& m, const std::string& source) {
+  const bool moe_field = m.top_k != 0 || m.moe_ffn_hidden != 0 || m.shared_experts != 0 ||
+                         m.shared_expert_ffn_hidden != 0 || m.moe_layer_freq != 1 || m.first_k_dense_layers != 0 ||
+                         m.capacity_factor != 0;
+  if (m.num_experts < 0) throw UsageError(source + ": num_experts must be >= 0");
+  if (m.num_experts == 0) {
+    if (moe_field) throw UsageError(source + ": MoE fields (top_k, moe_ffn_hidden, ...) need num_experts");
+    return;
+  }
+  if (m.top_k < 1) throw UsageError(source + ": top_k must be at least 1 with num_experts");
+  if (m.top_k > m.num_experts)
+    throw UsageError(source + ": top_k " + std::to_string(m.top_k) + " is more than the " +
+                     std::to_string(m.num_experts) + " experts (num_experts)");
+  if (m.moe_ffn_hidden < 0 || m.shared_experts < 0 || m.shared_expert_ffn_hidden < 0)
+    throw UsageError(source + ": moe_ffn_hidden, shared_experts and shared_expert_ffn_hidden must be >= 0");
+  if (m.moe_layer_freq < 1) throw UsageError(source + ": moe_layer_freq must be at least 1");
+  if (m.first_k_dense_layers < 0 || m.first_k_dense_layers >= m.layers)
+    throw UsageError(source + ": first_k_dense_layers must leave at least one MoE layer");
+  if (m.capacity_factor < 0) throw UsageError(source + ": capacity_factor must be > 0 (absent: dropless)");
 }
 
 // Every integer field of a model file is at most this: 2^28 is far beyond any model's width,
@@ -140,11 +230,18 @@ void check_model(const ModelSpec& m, const std::string& source) {
   if (m.kv_heads < 0 || m.kv_heads > m.heads || (m.kv_heads > 0 && m.heads % m.kv_heads != 0))
     throw UsageError(source + ": kv_heads must divide heads");
   if (m.ffn_hidden < 0) throw UsageError(source + ": ffn_hidden must be >= 0");
+  if (m.head_dim < 0) throw UsageError(source + ": head_dim must be >= 0");
+  if (m.multi_latent_attention() && (m.qk_head_dim < 1 || m.v_head_dim < 1 || m.qk_pos_emb_head_dim < 0 || m.q_lora_rank < 0))
+    throw UsageError(source + ": kv_lora_rank (multi-latent attention) needs positive qk_head_dim and v_head_dim");
+  check_experts(m, source);
   // The count in double, whose rounding is far below the bound: every field is at most 2^28, so
   // no product overflows here, and a total within the bound keeps the int64 counts exact.
   const double h = m.hidden, kv = h * m.kv_heads_or_heads() / m.heads;
   const double ffn = m.ffn_hidden > 0 ? m.ffn_hidden : 4 * h;
-  const double layer = 2 * h * h + 2 * h * kv + (m.gated_mlp ? 3 : 2) * h * ffn + 4 * h + 3 * h + 2 * kv + ffn;
+  const double experts_width = static_cast<double>(m.num_experts) * (m.moe_ffn_hidden > 0 ? m.moe_ffn_hidden : ffn) +
+                               static_cast<double>(m.shared_expert_ffn_hidden);
+  const double layer = 2 * h * h + 2 * h * kv + (m.gated_mlp ? 3 : 2) * h * std::max(ffn, experts_width) + 4 * h + 3 * h +
+                       2 * kv + ffn;
   const double total = m.layers * layer + 2.0 * m.vocab * h + 2 * h;
   if (total > static_cast<double>(kMaxParameters))
     throw UsageError(fmt::format("{}: layers {} x hidden {} (ffn_hidden {}, vocab {}) give {:.3g} parameters, beyond the "
@@ -156,17 +253,19 @@ void check_model(const ModelSpec& m, const std::string& source) {
 const std::vector<std::string>& known_model_fields() {
   static const std::vector<std::string> fields = {"name", "layers", "hidden", "heads", "seq", "vocab", "kv_heads",
                                                   "ffn_hidden", "gated_mlp", "tied_embeddings", "flash_attention",
-                                                  "dropout", "biases"};
+                                                  "dropout", "biases",
+                                                  // attention's own widths, multi-head latent attention (DeepSeek)
+                                                  "head_dim", "kv_channels", "q_lora_rank", "kv_lora_rank", "qk_head_dim",
+                                                  "qk_nope_head_dim", "qk_pos_emb_head_dim", "qk_rope_head_dim", "v_head_dim",
+                                                  // mixture of experts, SPEC's names and Megatron's / Hugging Face's
+                                                  "num_experts", "num_moe_experts", "top_k", "moe_router_topk",
+                                                  "moe_ffn_hidden", "moe_ffn_hidden_size", "shared_experts",
+                                                  "shared_expert_ffn_hidden", "moe_shared_expert_intermediate_size",
+                                                  "moe_layer_freq", "first_k_dense_layers", "first_k_dense_replace",
+                                                  "capacity_factor", "moe_expert_capacity_factor"};
   return fields;
 }
 
-// Megatron's mixture-of-experts fields, which SPEC names for model files but this simulator does
-// not model: refused, never read as a dense model.
-bool is_mixture_of_experts_field(const std::string& key) {
-  static const std::vector<std::string> fields = {"num_experts", "top_k", "moe_ffn_hidden", "shared_experts",
-                                                  "shared_expert_ffn_hidden", "moe_layer_freq", "first_k_dense_layers",
-                                                  "capacity_factor"};
-  return std::find(fields.begin(), fields.end(), key) != fields.end();
 }
 
 }  // namespace
@@ -192,9 +291,6 @@ ModelSpec parse_model_json(const std::string& text, const std::string& source) {
   for (const auto& [key, value] : j.items()) {
     const auto& known = known_model_fields();
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
-    if (is_mixture_of_experts_field(key))
-      throw UsageError(fmt::format("{}: model field '{}': mixture-of-experts models are not simulated by this ppsim", source,
-                                   key));
     const auto nearest = nearest_name(key, known);
     throw UsageError(fmt::format("{}: unknown model field '{}'{} (known: {})", source, key,
                                  nearest ? fmt::format(": did you mean '{}'?", *nearest) : std::string(),
@@ -239,6 +335,37 @@ ModelSpec parse_model_json(const std::string& text, const std::string& source) {
     get_bool(field, value);
     out = value;
   };
+  // Megatron's and Hugging Face's names are taken beside pipescope's (SPEC section 6).
+  auto get_int_named = [&](std::initializer_list<const char*> names, int& out) {
+    for (const char* name : names) get_int(name, out, false);
+  };
+  get_int_named({"head_dim", "kv_channels"}, m.head_dim);
+  get_int_named({"q_lora_rank"}, m.q_lora_rank);
+  get_int_named({"kv_lora_rank"}, m.kv_lora_rank);
+  get_int_named({"qk_head_dim", "qk_nope_head_dim"}, m.qk_head_dim);
+  get_int_named({"qk_pos_emb_head_dim", "qk_rope_head_dim"}, m.qk_pos_emb_head_dim);
+  get_int_named({"v_head_dim"}, m.v_head_dim);
+  get_int_named({"num_experts", "num_moe_experts"}, m.num_experts);
+  get_int_named({"top_k", "moe_router_topk"}, m.top_k);
+  get_int_named({"moe_ffn_hidden", "moe_ffn_hidden_size"}, m.moe_ffn_hidden);
+  get_int_named({"shared_experts"}, m.shared_experts);
+  get_int_named({"shared_expert_ffn_hidden"}, m.shared_expert_ffn_hidden);
+  // Megatron's --moe-shared-expert-intermediate-size is all shared experts' width together.
+  int shared_total = 0;
+  get_int_named({"moe_shared_expert_intermediate_size"}, shared_total);
+  if (shared_total > 0) {
+    if (m.shared_experts == 0) m.shared_experts = 1;
+    if (shared_total % m.shared_experts != 0)
+      throw UsageError(source + ": moe_shared_expert_intermediate_size must divide by shared_experts");
+    m.shared_expert_ffn_hidden = shared_total / m.shared_experts;
+  }
+  get_int_named({"moe_layer_freq"}, m.moe_layer_freq);
+  get_int_named({"first_k_dense_layers", "first_k_dense_replace"}, m.first_k_dense_layers);
+  for (const char* name : {"capacity_factor", "moe_expert_capacity_factor"}) {
+    if (!j.contains(name)) continue;
+    if (!j[name].is_number()) throw UsageError(source + ": model field '" + name + "' must be a number");
+    m.capacity_factor = j[name].get<double>();
+  }
   get_optional_bool("dropout", m.dropout);
   get_optional_bool("biases", m.biases);
   check_model(m, source);

@@ -235,6 +235,11 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
   // A profile fixes the pipeline size: other sizes change the data-parallel size it measured.
   const int fixed_pipeline = request.profile ? profile_pipeline_ranks(*request.profile) : 0;
   const int max_pipeline = request.max_pipeline > 0 ? request.max_pipeline : layers;
+  const std::vector<int> expert_parallel_sizes =
+      request.expert_parallel_sizes.empty() ? std::vector<int>{request.options.expert_parallel} : request.expert_parallel_sizes;
+  const std::vector<int> expert_tensor_parallel_sizes = request.expert_tensor_parallel_sizes.empty()
+                                                            ? std::vector<int>{request.options.expert_tensor_parallel}
+                                                            : request.expert_tensor_parallel_sizes;
   for (int tp : request.tensor_parallel_sizes) {
    for (int cp : request.context_parallel_sizes) {
     if (tp < 1 || cp < 1 || request.num_gpus % (static_cast<std::int64_t>(tp) * cp) != 0) continue;  // no layout
@@ -256,6 +261,8 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
             for (Recomputation recomputation : request.recomputations) {
               for (bool sp : sequence_parallel) {
                for (Fp8Format precision : request.precisions) {
+               for (int ep : expert_parallel_sizes) {
+               for (int etp : expert_tensor_parallel_sizes) {
                 PlanCandidate c;
                 c.schedule = schedule;
                 c.parallel = request.options;
@@ -276,8 +283,12 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
                 c.parallel.tp_comm_overlap = sp && request.options.tp_comm_overlap;
                 c.parallel.overlap_grad_reduce = request.overlap_grad_reduce;
                 c.parallel.async_tensor_parallel_backward = request.async_tensor_parallel_backward;
+                c.parallel.expert_parallel = ep;
+                c.parallel.expert_tensor_parallel = etp;
                 c.num_micro_batches = m;
                 out.push_back(c);
+               }
+               }
                }
               }
             }
@@ -386,6 +397,10 @@ PlanResult plan(const PlanRequest& request, const std::function<void(std::size_t
       if (!problem) {
         problem = precision_problem(request.device, c.parallel);
         cause = "the device's precision";
+      }
+      if (!problem) {
+        problem = expert_parallel_problem(request.model, c.parallel, request.topology.gpus_per_node);
+        cause = "expert parallelism";
       }
       if (problem) {
         ++result.refused;

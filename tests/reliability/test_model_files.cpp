@@ -52,7 +52,9 @@ TEST_CASE("a misspelt model field is refused with the field it meant", "[reliabi
   write_text(dir / "m.json", model_file_with(", \"ffn_hiden\": 8192"));
   check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"unknown model field 'ffn_hiden': did you mean 'ffn_hidden'?"});
   write_text(dir / "m.json", model_file_with(", \"num_experts\": 8"));
-  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"model field 'num_experts': mixture-of-experts models are not simulated"});
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"top_k must be at least 1 with num_experts"});
+  write_text(dir / "m.json", model_file_with(", \"num_expert\": 8, \"top_k\": 2"));
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"unknown model field 'num_expert': did you mean 'num_experts'?"});
   write_text(dir / "m.json", model_file_with(", \"kv_heads\": 4, \"ffn_hidden\": 8192"));
   const CliRun fine = run_cli(PPSIM_PATH, dir, kModelFileRun, 20);
   INFO(fine.err);

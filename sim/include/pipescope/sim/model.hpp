@@ -4,6 +4,7 @@
 // Megatron's memory accounting (reference/ANCHORS.md, docs/MODEL.md).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -36,11 +37,61 @@ struct ModelSpec {
   // model files say so for models such as Nemotron-4 (squared ReLU, neither).
   std::optional<bool> dropout;
   std::optional<bool> biases;
+  // Width of one attention head (Megatron's kv_channels); 0: hidden / heads. Qwen3's 64 heads of
+  // 128 on a hidden of 4096 need it.
+  int head_dim = 0;
+  // Multi-head latent attention (DeepSeek-V2/V3; Megatron's MLATransformerConfig names): queries
+  // through a low-rank q_lora_rank (0: a full query projection), keys and values through one
+  // kv_lora_rank latent; each head's query/key of qk_head_dim + qk_pos_emb_head_dim (RoPE part),
+  // its value of v_head_dim. 0 kv_lora_rank: ordinary attention.
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int qk_head_dim = 0;
+  int qk_pos_emb_head_dim = 0;
+  int v_head_dim = 0;
+  // Mixture of experts (Megatron's names; docs/MODEL.md "Mixture of experts"). 0 experts: dense.
+  int num_experts = 0;
+  int top_k = 0;                 // experts each token is routed to (--moe-router-topk)
+  int moe_ffn_hidden = 0;        // one routed expert's FFN width (0: ffn_hidden)
+  int shared_experts = 0;        // experts every token goes through
+  int shared_expert_ffn_hidden = 0;  // one shared expert's width (0: moe_ffn_hidden)
+  int moe_layer_freq = 1;        // every moe_layer_freq-th layer (after the dense ones) is MoE
+  int first_k_dense_layers = 0;  // the first layers keep a dense MLP (DeepSeek's first_k_dense_replace)
+  double capacity_factor = 0;    // tokens an expert takes, over the mean; 0: dropless
+  // A MoE layer's dense part (attention and shared experts) with no shared expert has no MLP.
+  bool without_mlp = false;
 
   int kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
-  int ffn_or_default() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
-  // Width of the K and V projections: hidden * kv_heads / heads.
+  int ffn_or_default() const { return without_mlp ? 0 : ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  int head_dim_or_default() const { return head_dim > 0 ? head_dim : hidden / std::max(heads, 1); }
+  bool multi_latent_attention() const { return kv_lora_rank > 0; }
+  // Width of the K and V projections: kv_heads x the head width (hidden * kv_heads / heads).
   std::int64_t kv_width() const;
+  // Width of the queries and of the attention output's input: heads x the head width (MLA: the
+  // value heads' width).
+  std::int64_t attention_width() const;
+  // Parameters of the projections before the attention core (QKV; MLA's down and up projections
+  // and their norms) and of the output projection.
+  std::int64_t attention_input_parameters() const;
+  std::int64_t attention_output_parameters() const;
+  // The head width the attention core's two products run at (MLA: the mean of the query/key and
+  // the value widths, which gives its FLOPs).
+  double attention_core_head_dim() const;
+
+  bool is_moe() const { return num_experts > 0; }
+  // Layer `index` (0-based) has routed experts: past the first dense ones, every moe_layer_freq-th.
+  bool is_moe_layer(int index) const;
+  int moe_layers() const;
+  int moe_ffn_or_default() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : ffn_or_default(); }
+  int shared_expert_width() const {  // all shared experts together
+    return shared_experts * (shared_expert_ffn_hidden > 0 ? shared_expert_ffn_hidden : moe_ffn_or_default());
+  }
+  // One routed expert's matrices (2 or 3 h x moe_ffn), the router's (experts x h).
+  std::int64_t expert_parameters() const;
+  std::int64_t router_parameters() const { return static_cast<std::int64_t>(num_experts) * hidden; }
+  // A MoE layer without its routed experts: attention, norms, router aside, the shared experts
+  // as its MLP (none: no MLP). What tensor parallelism splits as in a dense layer.
+  ModelSpec moe_layer_dense_part() const;
   // GPT-style models train with dropout; gated (LLaMA-style) ones without, as they keep no
   // biases either: their activations have no dropout masks.
   bool has_dropout() const { return dropout.value_or(!gated_mlp); }
@@ -50,14 +101,18 @@ struct ModelSpec {
   std::int64_t layer_parameters() const;   // with biases and layer norms
   std::int64_t embedding_parameters() const;  // vocab * hidden
   std::int64_t total_parameters() const;
+  // Parameters a token meets: the routed experts counted top_k times instead of num_experts
+  // (both embeddings counted, as Mixtral's 12.9B does). total_parameters() for a dense model.
+  std::int64_t active_parameters() const;
 };
 
-// Presets: gpt-1.3b, gpt-7b, llama-70b, llama-3-8b, llama-3-70b, llama-3-405b, gpt3-175b
-// (sources in docs/MODEL.md).
+// Presets: gpt-1.3b, gpt-7b, llama-70b, llama-3-8b, llama-3-70b, llama-3-405b, gpt3-175b, and
+// the mixtures of experts mixtral-8x7b, mixtral-8x22b, qwen3-235b-a22b, deepseek-v3 (sources in
+// docs/MODEL.md).
 std::vector<std::string> model_preset_names();
 // A preset name, or a path to a JSON model file {"name", "layers", "hidden", "heads", "seq",
 // "vocab", optional "kv_heads", "ffn_hidden", "gated_mlp", "tied_embeddings", "flash_attention", "dropout",
-// "biases"}. Throws
+// "biases", "head_dim", MLA's and MoE's fields in Megatron's names (docs/MODEL.md)}. Throws
 // UsageError naming the preset list or the file and field.
 ModelSpec resolve_model(const std::string& name_or_path);
 ModelSpec parse_model_json(const std::string& text, const std::string& source);
@@ -133,9 +188,28 @@ struct ParallelConfig {
   // linear layers' weights.
   bool fp8_param_gather = false;
   LayoutOptions layout;  // which layers each stage holds (pipeline_layout.hpp)
+  // Expert parallelism (--expert-model-parallel-size): a MoE layer's routed experts split over
+  // this many GPUs, tokens dispatched to them and combined back by all-to-all. Megatron's expert
+  // layout "tp-ep-dp-pp": expert tensor parallelism innermost, then EP, then the expert
+  // data-parallel group; EP x ETP divides T x C x d (the dense layers' GPUs of a stage).
+  int expert_parallel = 1;
+  int expert_tensor_parallel = 0;  // --expert-tensor-parallel-size; 0: the tensor-parallel size
+  // The busiest expert-parallel rank's routed tokens over the mean (--moe-imbalance): it gates the
+  // layer's expert compute and its all-to-all, and dropless memory is sized for it.
+  double moe_imbalance = 1;
+  // A measured routing (--moe-routing): the tokens each expert took, in expert order. Given, the
+  // load factor is the busiest EP rank's sum (each holding consecutive experts) over the mean,
+  // for whatever EP the run uses; empty: moe_imbalance.
+  std::vector<double> expert_tokens;
+  bool fp8_dispatch = false;  // the dispatch all-to-all in FP8 (DeepSeek-V3's; combine stays BF16)
 
   // The group gradients are reduced over: data parallelism with the context-parallel ranks.
   int gradient_group() const { return data_parallel * context_parallel; }
+  int expert_tp() const { return expert_tensor_parallel > 0 ? expert_tensor_parallel : tensor_parallel; }
+  // The group the routed experts' gradients are reduced (and their optimizer state sharded) over.
+  int expert_data_parallel() const {
+    return std::max(1, tensor_parallel * context_parallel * data_parallel / std::max(1, expert_parallel * expert_tp()));
+  }
   std::int64_t gpus() const {
     return static_cast<std::int64_t>(pipeline) * tensor_parallel * context_parallel * data_parallel;
   }
@@ -150,6 +224,13 @@ std::optional<std::string> tensor_parallel_problem(const ModelSpec& model, const
 // Why context parallelism `C` cannot split `model`'s sequences (C below 1, 2C not dividing the
 // sequence: each rank holds two of 2C equal chunks), naming the option; nothing when it can.
 std::optional<std::string> context_parallel_problem(const ModelSpec& model, const ParallelConfig& parallel);
+
+// Why `parallel`'s expert parallelism cannot run `model` (naming the option, as Megatron refuses
+// it): MoE options on a dense model, EP not dividing the experts, EP x ETP not dividing the
+// stage's T x C x d GPUs, ETP above a node or not dividing the experts' FFN, tensor parallelism
+// without sequence parallelism on a MoE model, an imbalance below 1; nothing when it can.
+std::optional<std::string> expert_parallel_problem(const ModelSpec& model, const ParallelConfig& parallel,
+                                                   int gpus_per_node);
 
 // Why `device` cannot run `parallel`'s precision (FP8 on a device without FP8 tensor cores).
 std::optional<std::string> precision_problem(const DeviceSpec& device, const ParallelConfig& parallel);

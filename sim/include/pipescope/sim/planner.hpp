@@ -42,6 +42,13 @@ struct PlanRequest {
   // Context-parallel sizes C: each must split the sequence in 2C equal chunks
   // (context_parallel_problem); the others are refused with that reason.
   std::vector<int> context_parallel_sizes{1};
+  // Expert-parallel sizes E of a MoE model: each must divide the experts and, with the expert TP
+  // size, the stage's T x C x d GPUs (expert_parallel_problem); the others are refused with that
+  // reason. Empty: options.expert_parallel alone.
+  std::vector<int> expert_parallel_sizes;
+  // Expert tensor-parallel sizes (within a node, dividing the experts' FFN); empty:
+  // options.expert_tensor_parallel alone (0: each row's tensor-parallel size).
+  std::vector<int> expert_tensor_parallel_sizes;
   // Precisions tried: BF16 (Fp8Format::none) and/or an FP8 format.
   std::vector<Fp8Format> precisions{Fp8Format::none};
   // What every configuration takes beyond the searched sizes: the Megatron options of

@@ -1,0 +1,58 @@
+// The routed experts of one MoE layer on one rank, as Megatron-Core runs them with expert
+// parallelism: the router, the token dispatch and combine (all-to-all over the EP group), the
+// experts' grouped products and what they keep for the backward. The layer's dense part
+// (attention, shared experts) is an ordinary layer (layer_costs.hpp, ModelSpec::moe_layer_dense_part);
+// derive_costs adds the two. Formulas: docs/MODEL.md, "Mixture of experts".
+#pragma once
+
+#include <cstdint>
+
+#include "pipescope/sim/model.hpp"
+
+namespace pipescope::sim {
+
+// The tokens the busiest rank's experts take, over the mean: --moe-imbalance, capped by the
+// capacity factor when experts drop what exceeds it.
+double expert_load_factor(const ModelSpec& model, const ParallelConfig& parallel);
+
+// Rows (token copies) the rank's local experts take in one micro-batch: its tokens (s b / C, split
+// by T under the sequence parallelism MoE needs with T > 1), top_k copies each, gathered over the
+// expert-tensor-parallel group, times the load factor.
+double expert_rows_on_rank(const ModelSpec& model, const ParallelConfig& parallel);
+
+// Seconds of the routed part of one MoE layer on the busiest rank.
+struct ExpertTimes {
+  double f_s = 0;  // router, permutation, the experts' products, dispatch and combine
+  double b_s = 0;  // their input gradients and the all-to-alls' reverse
+  double w_s = 0;  // the experts' and the router's weight gradients
+  // Of f_s and b_s: the dispatch and combine all-to-all (and expert TP's all-gather and
+  // reduce-scatter), exposed: nothing hides them until the schedules overlap them.
+  double all_to_all_f_s = 0;
+  double all_to_all_b_s = 0;
+};
+
+// The links of the expert-parallel group: NVLink among the members on one node, the network
+// (one adapter per GPU) to the others.
+struct ExpertLinks {
+  LinkSpec intra_node;
+  LinkSpec inter_node;
+  int gpus_per_node = 8;
+};
+ExpertTimes expert_times(const ModelSpec& model, const DeviceSpec& device, const ExpertLinks& links,
+                         const ParallelConfig& parallel);
+
+// One all-to-all in which each of `group` members sends `bytes_per_rank` spread evenly over the
+// group (its own share stays), `members_per_node` of them on each node: the in-node shares on
+// NVLink and the rest on the rank's adapter, at once.
+double all_to_all_s(double bytes_per_rank, int group, int members_per_node, const ExpertLinks& links);
+
+// Bytes the routed part of one MoE layer keeps from F until B on the rank (the router's
+// probabilities, the permuted tokens, the experts' hidden activations, their outputs for the
+// combine's backward), sized for the load factor.
+std::int64_t expert_activation_bytes(const ModelSpec& model, const ParallelConfig& parallel);
+
+// Parameters of the routed experts of one MoE layer on one rank: num_experts / EP experts, each
+// split over expert tensor parallelism. The router (replicated) is counted with the dense part.
+std::int64_t expert_parameters_on_rank(const ModelSpec& model, const ParallelConfig& parallel);
+
+}  // namespace pipescope::sim
