@@ -266,8 +266,6 @@ const std::vector<std::string>& known_model_fields() {
   return fields;
 }
 
-}
-
 }  // namespace
 
 std::vector<std::string> model_preset_names() {
