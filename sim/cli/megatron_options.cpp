@@ -98,7 +98,7 @@ std::vector<double> read_expert_tokens(const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number beyond double
     throw UsageError(where + "not JSON: " + e.what());
   }
   if (j.is_object() && j.contains("expert_tokens")) j = j["expert_tokens"];

@@ -280,7 +280,7 @@ ModelSpec parse_model_json(const std::string& text, const std::string& source) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number beyond double
     throw UsageError(source + ": not a JSON model file: " + e.what());
   }
   if (!j.is_object()) throw UsageError(source + ": a model file holds one JSON object");

@@ -93,7 +93,7 @@ Profile parse_profile(std::string_view text, const std::string& source) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond double
     throw UsageError(source + ": not JSON: " + e.what());
   }
   if (!j.is_object()) throw UsageError(source + ": a profile is one JSON object");

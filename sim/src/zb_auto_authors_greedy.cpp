@@ -35,7 +35,7 @@ class AuthorsGreedy {
  public:
   AuthorsGreedy(const ZbAutoRequest& request, const std::vector<std::int64_t>& rank_limit_bytes,
                 const ZbAuthorsGreedyFlags& flags)
-      : req_(request), flags_(flags) {
+      : flags_(flags) {
     S_ = request.params.num_ranks;
     m_ = request.params.num_micro_batches;
     for (int s = 0; s < S_; ++s) {
@@ -195,7 +195,6 @@ class AuthorsGreedy {
     return true;
   }
 
-  const ZbAutoRequest& req_;
   ZbAuthorsGreedyFlags flags_;
   int S_ = 0, m_ = 0;
   std::vector<double> comm_after_s_;  // the transfer from stage s to s + 1, and back

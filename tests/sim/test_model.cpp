@@ -153,6 +153,9 @@ TEST_CASE("a model file is read and bad fields are named") {
                     Catch::Contains("m.json") && Catch::Contains("vocab"));
   CHECK_THROWS_WITH(parse_model_json(R"({"layers": "4", "hidden": 256, "heads": 4, "seq": 128, "vocab": 9})", "m.json"),
                     Catch::Contains("layers"));
+  // A number beyond double is nlohmann's out_of_range, not its parse_error: still "not JSON".
+  CHECK_THROWS_AS(parse_model_json(R"({"layers": 26E8435456, "hidden": 256, "heads": 4, "seq": 128, "vocab": 9})", "m.json"),
+                  UsageError);
 }
 
 // A measured stage of 4 layers (pprun's mlp: 1 MB per hidden-state tensor) that held 9 MB per
