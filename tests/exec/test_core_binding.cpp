@@ -17,6 +17,8 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
@@ -104,7 +106,14 @@ TEST_CASE("binding worker: second half of the cores", "[.]") {
     changed.notify_all();
   }
   late.join();
-  CHECK(thread_cores(late_tid).empty());  // ended
+  // join returns once the thread has cleared its id, which the kernel does before the task is
+  // gone: for a moment after, the ended thread may still answer. Wait for it, a bounded time.
+  bool gone = false;
+  for (int tries = 0; tries < 500 && !gone; ++tries) {
+    gone = thread_cores(late_tid).empty();
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(gone);  // ended
 }
 
 TEST_CASE("bind_to_core_share binds every thread of the process") {
@@ -114,7 +123,18 @@ TEST_CASE("bind_to_core_share binds every thread of the process") {
   }
   // In a child: the binding would otherwise stay on this test process.
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const int status = std::system(("'" + self + "' 'binding worker: second half of the cores' > /dev/null").c_str());
+  const std::filesystem::path log =
+      std::filesystem::temp_directory_path() / ("core-binding-worker-" + std::to_string(getpid()) + ".log");
+  const int status =
+      std::system(("'" + self + "' 'binding worker: second half of the cores' > '" + log.string() + "' 2>&1").c_str());
+  std::string output;
+  if (std::FILE* file = std::fopen(log.c_str(), "r")) {
+    char buffer[4096];
+    for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, file)) > 0;) output.append(buffer, n);
+    std::fclose(file);
+  }
+  std::filesystem::remove(log);
+  INFO("the worker printed:\n" << output);
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
 }
