@@ -14,7 +14,8 @@
 # $BUILD/fuzz-corpus/ (the seed corpus in the repository is never modified); to keep the
 # interesting ones, minimise them into the seeds with
 #   $BUILD/tests/fuzz/fuzz_schedule_json -merge=1 tests/fuzz/corpus/json $BUILD/fuzz-corpus/json
-# Environment: BUILD (default build-fuzz), JOBS (default 2), CXX (default clang++).
+# Environment: BUILD (default build-fuzz; a tree configured with PIPESCOPE_WITH_FUZZERS=ON, such as
+# build/sanitize, is reused as it is), JOBS (default 2), CXX (default clang++).
 set -euo pipefail
 
 seconds="${1:-10}"
@@ -28,12 +29,18 @@ if ! command -v "$cxx" >/dev/null; then
   exit 2
 fi
 
-# -O1 with line tables: what libFuzzer's and ASan's documentation advise (exact reports with file
-# and line), at about half the compile time of -O2 -g; the sanitizers' own cost dominates a run.
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DPIPESCOPE_WITH_PYTHON=OFF \
-  -DPIPESCOPE_WITH_FUZZERS=ON -DPIPESCOPE_WITH_TESTS=OFF -DPIPESCOPE_WITH_BENCH=OFF \
-  -DPIPESCOPE_WITH_EXEC=OFF -DPIPESCOPE_WITH_GUI=OFF >/dev/null
+# A tree configured with the fuzzers already (the sanitize preset, as CI builds it: one clang
+# build serves the sanitizer tests and the fuzzers) is used as it is; otherwise one is made.
+if grep -qs '^PIPESCOPE_WITH_FUZZERS:BOOL=ON' "$build/CMakeCache.txt"; then
+  echo "run-fuzzers: using the fuzzer targets of $build"
+else
+  # -O1 with line tables: what libFuzzer's and ASan's documentation advise (exact reports with
+  # file and line), at about half the compile time of -O2 -g; the sanitizers' own cost dominates.
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DPIPESCOPE_WITH_PYTHON=OFF \
+    -DPIPESCOPE_WITH_FUZZERS=ON -DPIPESCOPE_WITH_TESTS=OFF -DPIPESCOPE_WITH_BENCH=OFF \
+    -DPIPESCOPE_WITH_EXEC=OFF -DPIPESCOPE_WITH_GUI=OFF >/dev/null
+fi
 cmake --build "$build" -j "$jobs" --target fuzz_schedule_json fuzz_torch_csv fuzz_trace fuzz_torch_profiler fuzz_model_file
 
 status=0
