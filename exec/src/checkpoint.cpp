@@ -19,6 +19,7 @@
 #include "error_text.hpp"
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
+#include "pipescope/exec/expert_parallel.hpp"
 
 namespace pipescope::exec {
 namespace {
@@ -263,11 +264,28 @@ CheckpointPosition load_by_layer(const std::string& dir, const CheckpointRecord&
       throw UsageError(fmt::format("checkpoint {} step {}: holds AdamW state; this run's optimizer of stage {} is not AdamW", dir,
                                    checkpoint.position.step, s));
     for (const auto& p : stage_parameters) {
-      RankFile& file = file_of(source_of(p.layer));
-      torch::serialize::InputArchive parameters, states, state;
+      torch::serialize::InputArchive states, state;
       at::Tensor value;
-      if (!file.archive.try_read("parameters", parameters) || !parameters.try_read(archive_key(p.name), value))
-        throw UsageError(fmt::format("{}: holds no parameter {} (layer {})", file.path, p.name, p.layer));
+      auto holds = [&](RankFile& candidate) {
+        torch::serialize::InputArchive parameters;
+        return candidate.archive.try_read("parameters", parameters) && parameters.try_read(archive_key(p.name), value);
+      };
+      RankFile* found = &file_of(source_of(p.layer));
+      if (!holds(*found) && is_expert_parameter(p.name)) {
+        // Experts are stored by expert id on the replicas that held them (expert parallelism):
+        // another expert-parallel size finds each one in the file of its replica.
+        found = nullptr;
+        for (int d = 0; d < there.data_parallel && !found; ++d) {
+          RankFile& candidate = file_of(d * there.pipeline_ranks() + there.rank_of_layer(p.layer));
+          if (holds(candidate)) found = &candidate;
+        }
+        if (!found)
+          throw UsageError(fmt::format("checkpoint {} step {}: no replica's file holds the expert parameter {} (layer {})", dir,
+                                       checkpoint.position.step, p.name, p.layer));
+      } else if (!value.defined()) {
+        throw UsageError(fmt::format("{}: holds no parameter {} (layer {})", found->path, p.name, p.layer));
+      }
+      RankFile& file = *found;
       copy_into_parameter(p, value, file.path);
       if (!there.optimizer_state_by_layer) continue;
       if (file.archive.try_read("adamw", states) && states.try_read(archive_key(p.name), state))

@@ -1,4 +1,4 @@
-// The built-in models (mlp, tiny-gpt), their synthetic data and the stage module that holds a
+// The built-in models (mlp, tiny-gpt; tiny-moe is moe/moe_model.cpp's), their synthetic data and the stage module that holds a
 // contiguous range of their layers.
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
@@ -15,10 +15,17 @@
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/exec/model.hpp"
+#include "language_model_layers.hpp"
+#include "moe/moe_model.hpp"
 #include "splitmix64.hpp"
 
 namespace pipescope::exec {
 namespace {
+
+using language_model::attention_heads;
+using language_model::FinalNorm;
+using language_model::TiedHead;
+using language_model::TokenEmbedding;
 
 std::uint64_t key_index(const std::string& key) {
   std::uint64_t h = 1469598103934665603ull;  // FNV-1a: a stable, platform-independent hash
@@ -54,22 +61,6 @@ class LinearHead : public Layer {
   torch::nn::Linear fc_;
 };
 
-class TokenEmbedding : public Layer {
- public:
-  TokenEmbedding(int vocab, int hidden, int seq_len)
-      : weight_(register_parameter("weight", at::empty({vocab, hidden}))),
-        position_(register_module("position", torch::nn::Embedding(seq_len, hidden))) {}
-  TensorList forward_layers(const TensorList& in) override {
-    const at::Tensor& tokens = in[0];
-    auto positions = at::arange(tokens.size(1), at::TensorOptions().dtype(at::kLong).device(tokens.device()));
-    return {at::embedding(weight_, tokens) + position_->forward(positions)};
-  }
-
- private:
-  at::Tensor weight_;
-  torch::nn::Embedding position_;
-};
-
 class TransformerBlock : public Layer {
  public:
   TransformerBlock(int hidden, int heads)
@@ -83,15 +74,7 @@ class TransformerBlock : public Layer {
 
   TensorList forward_layers(const TensorList& in) override {
     const at::Tensor& x = in[0];
-    const auto batch = x.size(0), seq = x.size(1), hidden = x.size(2), head_dim = hidden / heads_;
-    auto qkv = qkv_->forward(ln1_->forward(x)).chunk(3, -1);
-    auto split_heads = [&](const at::Tensor& t) { return t.reshape({batch, seq, heads_, head_dim}).transpose(1, 2); };
-    auto q = split_heads(qkv[0]), k = split_heads(qkv[1]), v = split_heads(qkv[2]);
-    auto scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_dim)));
-    auto causal = at::ones({seq, seq}, at::TensorOptions().dtype(at::kBool).device(x.device())).tril();
-    scores = scores.masked_fill(causal.logical_not(), -std::numeric_limits<float>::infinity());
-    auto attended = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({batch, seq, hidden});
-    auto h = x + proj_->forward(attended);
+    auto h = x + language_model::causal_self_attention(ln1_->forward(x), qkv_, proj_, heads_);
     return {h + fc2_->forward(at::gelu(fc1_->forward(ln2_->forward(h))))};
   }
 
@@ -102,31 +85,6 @@ class TransformerBlock : public Layer {
   torch::nn::LayerNorm ln2_;
   torch::nn::Linear fc1_, fc2_;
 };
-
-class FinalNorm : public Layer {
- public:
-  explicit FinalNorm(int hidden) : ln_(register_module("ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})))) {}
-  TensorList forward_layers(const TensorList& in) override { return {ln_->forward(in[0])}; }
-
- private:
-  torch::nn::LayerNorm ln_;
-};
-
-// The language-model head: logits against the (tied) token embedding.
-class TiedHead : public Layer {
- public:
-  TiedHead(int vocab, int hidden) : weight_(register_parameter("weight", at::empty({vocab, hidden}))) {}
-  TensorList forward_layers(const TensorList& in) override { return {at::matmul(in[0], weight_.t())}; }
-
- private:
-  at::Tensor weight_;
-};
-
-int attention_heads(int hidden) {
-  for (int heads : {4, 2})
-    if (hidden % heads == 0 && hidden / heads >= 8) return heads;
-  return 1;
-}
 
 std::int64_t linear_parameters(std::int64_t in, std::int64_t out) { return in * out + out; }
 
@@ -200,8 +158,10 @@ ModelSpec make_model_spec(const ModelConfig& config) {
     spec = mlp_spec(config);
   else if (config.name == "tiny-gpt")
     spec = tiny_gpt_spec(config);
+  else if (config.name == "tiny-moe")
+    spec = tiny_moe_spec(config);
   else
-    throw UsageError(fmt::format("option --model: unknown model '{}' (known: mlp, tiny-gpt)", config.name));
+    throw UsageError(fmt::format("option --model: unknown model '{}' (known: mlp, tiny-gpt, tiny-moe)", config.name));
   spec.config = config;
   return spec;
 }

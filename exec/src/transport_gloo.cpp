@@ -73,6 +73,14 @@ class GlooTransport : public Transport {
     return run(fmt::format("all-gather over group '{}'", name_), keep, [&] { return group_->allgather(outputs, inputs); });
   }
 
+  std::unique_ptr<PendingTransfer> all_to_all(at::Tensor output, at::Tensor input, const std::vector<std::int64_t>& output_splits,
+                                              const std::vector<std::int64_t>& input_splits) override {
+    std::vector<std::int64_t> out_splits = output_splits, in_splits = input_splits;
+    std::vector<at::Tensor> keep{input, output};
+    return run(fmt::format("all-to-all over group '{}'", name_), keep,
+               [&] { return group_->alltoall_base(output, input, out_splits, in_splits); });
+  }
+
   std::unique_ptr<Transport> subgroup(const std::vector<int>& ranks, const std::string& name) override {
     std::vector<int> world_members;
     int my_index = -1;

@@ -47,6 +47,7 @@ const std::string kTorchModel =
 
 using pprun_test::PprunRun;
 using pprun_test::run_pprun;
+using pprun_test::work_dir;
 
 std::string torch_csv(const std::string& file) {
   return (fs::path(PIPESCOPE_SOURCE_DIR) / "tests" / "golden" / "torch" / "schedules" / file).string();

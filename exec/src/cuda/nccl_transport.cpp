@@ -215,6 +215,38 @@ class NcclTransport final : public Transport {
     });
   }
 
+  // ProcessGroupNCCL's alltoall_base: one grouped send and receive per peer (this rank too).
+  std::unique_ptr<PendingTransfer> all_to_all(at::Tensor output, at::Tensor input, const std::vector<std::int64_t>& output_splits,
+                                              const std::vector<std::int64_t>& input_splits) override {
+    const std::string what = fmt::format("all-to-all over group '{}'", group_->name());
+    const auto peers = static_cast<std::size_t>(size());
+    if (output_splits.size() != peers || input_splits.size() != peers)
+      throw TransportError(fmt::format("{}: {} output and {} input split sizes for {} ranks", what, output_splits.size(),
+                                       input_splits.size(), peers));
+    at::Tensor in = on_device(input, what);
+    at::Tensor out = device_buffer(output, what);
+    const std::int64_t rows = input.dim() > 0 ? input.size(0) : 0;
+    const std::int64_t row_elements = rows > 0 ? input.numel() / rows : (output.dim() > 0 && output.size(0) > 0 ? output.numel() / output.size(0) : 0);
+    const std::size_t row_bytes = static_cast<std::size_t>(row_elements) * in.element_size();
+    return issue(what, kCollective, {input, output, in, out}, out, host_side(output), true, [&](ncclComm_t comm, cudaStream_t stream) {
+      const ncclDataType_t type = nccl_type(in.scalar_type(), what);
+      auto* send_base = static_cast<char*>(in.data_ptr());
+      auto* receive_base = static_cast<char*>(out.data_ptr());
+      std::size_t send_offset = 0, receive_offset = 0;
+      for (std::size_t p = 0; p < peers; ++p) {
+        const auto send_rows = static_cast<std::size_t>(input_splits[p]), receive_rows = static_cast<std::size_t>(output_splits[p]);
+        if (send_rows > 0)
+          PIPESCOPE_CHECKED_CALL(ncclSend(send_base + send_offset * row_bytes, send_rows * static_cast<std::size_t>(row_elements), type,
+                                          static_cast<int>(p), comm, stream));
+        if (receive_rows > 0)
+          PIPESCOPE_CHECKED_CALL(ncclRecv(receive_base + receive_offset * row_bytes,
+                                          receive_rows * static_cast<std::size_t>(row_elements), type, static_cast<int>(p), comm, stream));
+        send_offset += send_rows;
+        receive_offset += receive_rows;
+      }
+    });
+  }
+
   std::unique_ptr<Transport> subgroup(const std::vector<int>& ranks, const std::string& name) override {
     int my_index = -1;
     std::vector<int> world_members;

@@ -87,9 +87,17 @@ std::vector<OptionDef> option_defs() {
                     if (o.microbatch_group_size < 1)
                       throw UsageError(fmt::format("option --microbatch-group-size-per-vp-stage: {} is below the minimum 1", v));
                   }});
-  add_string("--model", &RunOptions::model, "tiny-gpt|mlp", "built-in model (mlp reads vectors: synthetic data only)");
-  add_int("--layers", &RunOptions::layers, "hidden layers (mlp) or transformer blocks (tiny-gpt)");
+  add_string("--model", &RunOptions::model, "tiny-gpt|tiny-moe|mlp",
+             "built-in model (mlp reads vectors: synthetic data only; tiny-moe: a mixture of experts)");
+  add_int("--layers", &RunOptions::layers, "hidden layers (mlp) or transformer blocks (tiny-gpt, tiny-moe)");
   add_int("--hidden", &RunOptions::hidden, "hidden size");
+  add_int("--experts", &RunOptions::experts, "experts per MoE block (tiny-moe)");
+  add_int("--top-k", &RunOptions::top_k, "experts each token is routed to (tiny-moe)");
+  add_int("--moe-ffn-hidden", &RunOptions::moe_ffn_hidden, "FFN width of each expert (tiny-moe)");
+  add_int("--shared-expert-ffn-hidden", &RunOptions::shared_expert_ffn_hidden,
+          "FFN width of the shared expert every token goes through, 0 for none (tiny-moe)");
+  add_int("--expert-parallel", &RunOptions::expert_parallel,
+          "ranks sharing each block's experts, inside the data-parallel group (divides --dp and --experts; tiny-moe)");
   add_int("--seq-len", &RunOptions::seq_len, "sequence length (tiny-gpt)");
   defs.push_back({"--vocab", "N",
                   "vocabulary size (tiny-gpt) or classes (mlp) (default: the data's, 256 byte tokens for text, 128 for synthetic)",
@@ -239,6 +247,40 @@ bool uses_synthetic_data(const RunOptions& o) {
 
 std::string text_data_path(const RunOptions& o) { return o.data.empty() ? default_corpus_path() : o.data; }
 
+namespace {
+
+// The mixture-of-experts sizes: only tiny-moe has experts, and E must divide both the
+// data-parallel size (the expert-parallel group is part of it, as Megatron places it) and the
+// experts.
+void check_moe_options(const RunOptions& o) {
+  static const std::vector<std::string> moe_options = {"--experts", "--top-k", "--moe-ffn-hidden", "--shared-expert-ffn-hidden",
+                                                       "--expert-parallel"};
+  if (o.model != "tiny-moe") {
+    for (const auto& option : moe_options)
+      if (o.was_given(option))
+        throw UsageError(fmt::format("option {}: only --model tiny-moe has experts (this run has --model {})", option, o.model));
+    return;
+  }
+  auto at_least = [](const char* name, long long value, long long minimum) {
+    if (value < minimum) throw UsageError(fmt::format("option {}: {} is below the minimum {}", name, value, minimum));
+  };
+  at_least("--experts", o.experts, 1);
+  at_least("--top-k", o.top_k, 1);
+  at_least("--moe-ffn-hidden", o.moe_ffn_hidden, 1);
+  at_least("--shared-expert-ffn-hidden", o.shared_expert_ffn_hidden, 0);
+  at_least("--expert-parallel", o.expert_parallel, 1);
+  if (o.top_k > o.experts)
+    throw UsageError(fmt::format("option --top-k {}: more than the {} expert(s) of --experts", o.top_k, o.experts));
+  if (o.experts % o.expert_parallel != 0)
+    throw UsageError(fmt::format("option --expert-parallel {}: does not divide --experts {}", o.expert_parallel, o.experts));
+  if (o.data_parallel % o.expert_parallel != 0)
+    throw UsageError(fmt::format("option --expert-parallel {}: does not divide the data-parallel size --dp {} (the expert-parallel "
+                                 "group is part of the data-parallel one)",
+                                 o.expert_parallel, o.data_parallel));
+}
+
+}  // namespace
+
 void check_run_options(const RunOptions& o) {
   auto at_least = [](const char* name, long long value, long long minimum) {
     if (value < minimum) throw UsageError(fmt::format("option {}: {} is below the minimum {}", name, value, minimum));
@@ -258,8 +300,9 @@ void check_run_options(const RunOptions& o) {
   at_least("--recompute-layers", o.recompute_layers, 0);
   if (o.timeout.count() <= 0) throw UsageError(fmt::format("option --timeout: {:g} must be positive", seconds(o.timeout)));
   if (!(o.learning_rate > 0)) throw UsageError(fmt::format("option --lr: {:g} must be positive", o.learning_rate));
-  if (o.model != "mlp" && o.model != "tiny-gpt")
-    throw UsageError(fmt::format("option --model: unknown model '{}' (known: mlp, tiny-gpt)", o.model));
+  if (o.model != "mlp" && o.model != "tiny-gpt" && o.model != "tiny-moe")
+    throw UsageError(fmt::format("option --model: unknown model '{}' (known: mlp, tiny-gpt, tiny-moe)", o.model));
+  check_moe_options(o);
   if (o.device != "cpu" && o.device != "cuda")
     throw UsageError(fmt::format("option --device: unknown device '{}' (known: cpu, cuda)", o.device));
   if (o.dtype != "fp32" && o.dtype != "bf16" && o.dtype != "fp16")

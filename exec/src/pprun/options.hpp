@@ -45,6 +45,13 @@ struct RunOptions {
   int checkpoint_every = 0;  // 0: only at the end of the run (when --checkpoint-dir is given)
   bool resume = false;
   int data_parallel = 1;
+  // tiny-moe (ModelConfig's): experts per block, experts per token, FFN widths (the shared
+  // expert's 0: none), and --expert-parallel E, the replicas sharing a block's experts.
+  int experts = 4;
+  int top_k = 2;
+  int moe_ffn_hidden = 128;
+  int shared_expert_ffn_hidden = 0;
+  int expert_parallel = 1;
   double learning_rate = 1e-3;
   std::string partition_method = "parameters";
   std::string device = "cpu";  // cpu (Gloo) | cuda (NCCL; GPU LOCAL_RANK of the node)

@@ -48,6 +48,11 @@ ModelConfig model_config(const RunOptions& o) {
   c.vocab = o.vocab;
   c.micro_batch_size = o.micro_batch_size;
   c.seed = o.seed;
+  c.experts = o.experts;
+  c.top_k = o.top_k;
+  c.moe_ffn_hidden = o.moe_ffn_hidden;
+  c.shared_expert_ffn_hidden = o.shared_expert_ffn_hidden;
+  c.expert_parallel = o.expert_parallel;
   return c;
 }
 
@@ -101,11 +106,14 @@ std::vector<double> per_rank(const std::vector<double>& gathered, int world_size
   return values;
 }
 
-nlohmann::json events_to_json(const StepResult& r, const std::vector<PipelineRuntime::BackwardSplitTiming>& probe) {
+nlohmann::json events_to_json(const StepResult& r, const std::vector<PipelineRuntime::BackwardSplitTiming>& probe,
+                              const std::vector<std::pair<std::size_t, std::string>>& args) {
   nlohmann::json events = nlohmann::json::array();
   for (const auto& e : r.events)
     events.push_back({e.rank, e.lane, e.name, e.category, e.ts_us + r.origin_us, e.dur_us, e.stage, e.micro_batch,
                       e.peer_rank, e.bytes});
+  nlohmann::json event_args = nlohmann::json::array();
+  for (const auto& [index, text] : args) event_args.push_back({index, text});
   nlohmann::json memory = nlohmann::json::array();
   for (const auto& m : r.memory) memory.push_back({m.rank, m.ts_us + r.origin_us, m.bytes});
   nlohmann::json split = nlohmann::json::array();
@@ -115,10 +123,13 @@ nlohmann::json events_to_json(const StepResult& r, const std::vector<PipelineRun
       entry["inner"] = {{"full_us", t.inner.full_us}, {"input_us", t.inner.input_us}, {"weight_us", t.inner.weight_us}};
     split.push_back(std::move(entry));
   }
-  return {{"events", events}, {"memory", memory}, {"backward_split_probe", split}};
+  return {{"events", events}, {"memory", memory}, {"backward_split_probe", split}, {"args", event_args}};
 }
 
 void append_events(traces::Trace& trace, const nlohmann::json& j) {
+  const std::size_t first = trace.events.size();
+  if (j.contains("args"))
+    for (const auto& a : j.at("args")) trace.args.push_back({first + a[0].get<std::size_t>(), a[1].get<std::string>()});
   for (const auto& e : j.at("events")) {
     traces::TraceEvent ev;
     ev.rank = e[0];
@@ -178,6 +189,30 @@ std::string metrics_before(const std::string& path, int step) {
   return kept;
 }
 
+// The all-to-all exchanges of a step's MoE layers as events on the Collective lane (after the
+// step's own events), each with its peers, the rows per peer and the routing histogram in args.
+void append_all_to_all_events(StepResult& result, std::vector<std::pair<std::size_t, std::string>>& args, int world_rank,
+                              const std::vector<AllToAllRecord>& records) {
+  for (const auto& r : records) {
+    traces::TraceEvent e;
+    e.rank = world_rank;
+    e.lane = static_cast<int>(traces::Lane::Collective);
+    e.name = r.name;
+    e.category = "collective";
+    e.ts_us = r.start_us - result.origin_us;
+    e.dur_us = std::max(0.0, r.end_us - r.start_us);
+    e.bytes = r.bytes_sent;
+    args.emplace_back(result.events.size(), nlohmann::json{{"layer", r.layer},
+                                                           {"peers", r.peers},
+                                                           {"rows_sent", r.rows_sent},
+                                                           {"rows_received", r.rows_received},
+                                                           {"bytes_received", r.bytes_received},
+                                                           {"tokens_per_expert", r.tokens_per_expert}}
+                                                 .dump());
+    result.events.push_back(std::move(e));
+  }
+}
+
 // A traced step, kept until the last step is done.
 struct TracedStep {
   int step;
@@ -187,6 +222,7 @@ struct TracedStep {
   StepResult result;
   std::vector<PipelineRuntime::BackwardSplitTiming> probe;
   std::string path;
+  std::vector<std::pair<std::size_t, std::string>> args;  // of result.events (the all-to-all ones)
 };
 
 class Worker {
@@ -208,6 +244,7 @@ class Worker {
     store_ = world.store;
 
     if (!uses_synthetic_data(o)) text_.emplace(open_text_data(o));
+    connect_expert_parallel();
     PipelineEngine engine(PipelineModule(plan_.model), plan_.schedule, *world_, engine_options(device));
     // Said while the engine and the world still hold their connections: the ranks this failure
     // stops notice only once they close, so the launcher hears from this rank first.
@@ -243,8 +280,10 @@ class Worker {
       if (traced) barrier();
       stolen.start();
       const auto transport_cpu_before = threads_cpu_seconds(transport_threads_);
+      if (expert_parallel_) expert_parallel_->take_records();  // an evaluation's, before this step
       const auto started = std::chrono::steady_clock::now();
       const StepResult& result = text_ ? train_on_text(engine) : engine.train_synthetic_batch();
+      const std::vector<AllToAllRecord> all_to_all = expert_parallel_ ? expert_parallel_->take_records() : std::vector<AllToAllRecord>{};
 
       std::vector<double> mine(kNumStatFields);
       mine[kLossSum] = result.loss_sum;
@@ -270,7 +309,8 @@ class Worker {
         if (step == last_step) probe = engine.runtime().probe_backward_split(kBackwardSplitProbeRepetitions);
         traced_steps.push_back({step, iteration_time_s, stolen_time_s, per_rank(gathered, env_.world_size, kTransportCpuS),
                                 result, std::move(probe),
-                                traced_step_path(o.trace_path, step, last_step)});
+                                traced_step_path(o.trace_path, step, last_step), {}});
+        append_all_to_all_events(traced_steps.back().result, traced_steps.back().args, env_.rank, all_to_all);
       }
       if (env_.rank == 0) {
         double loss_sum = 0, loss_count = 0;
@@ -368,6 +408,18 @@ class Worker {
 
   std::chrono::milliseconds timeout() const { return plan_.options.timeout; }
 
+  // MoE models: the expert-parallel groups, on every rank before the engine builds its own
+  // groups, and the auxiliary loss's share of the step's gradient (the runtime scales each
+  // micro-batch's loss by 1 / (M x D)).
+  void connect_expert_parallel() {
+    expert_parallel_ = plan_.model.expert_parallel;
+    if (!expert_parallel_) return;
+    const int pipeline_ranks = plan_.pipeline_ranks;
+    expert_parallel_->connect(*world_, env_.rank / pipeline_ranks, plan_.options.data_parallel, env_.rank % pipeline_ranks,
+                              pipeline_ranks, timeout());
+    expert_parallel_->set_aux_gradient_scale(1.0 / (static_cast<double>(plan_.schedule.num_micro_batches) * plan_.options.data_parallel));
+  }
+
   // The engine pprun drives: the command line's training settings (recomputation included),
   // the rest the engine's defaults (AdamW with weight decay 0.01, no clipping).
   EngineOptions engine_options(std::shared_ptr<ComputeDevice> device) const {
@@ -385,8 +437,8 @@ class Worker {
   }
 
   // This rank's part of a trace: events_to_json and the cores its threads may run on.
-  nlohmann::json rank_trace_json(const StepResult& result, const std::vector<PipelineRuntime::BackwardSplitTiming>& probe) const {
-    nlohmann::json j = events_to_json(result, probe);
+  nlohmann::json rank_trace_json(const TracedStep& traced) const {
+    nlohmann::json j = events_to_json(traced.result, traced.probe, traced.args);
     j["cores"] = core_list(allowed_cores());
     std::vector<int> transport_cores;  // the union over the transport's threads
     for (pid_t tid : transport_threads_) std::ranges::copy(thread_cores(tid), std::back_inserter(transport_cores));
@@ -399,11 +451,10 @@ class Worker {
   // Every rank hands its events to rank 0 through the store; rank 0 writes one file with the
   // earliest event of any rank at 0.
   void write_trace(const TracedStep& traced) {
-    const StepResult& result = traced.result;
     const int step = traced.step;
     const std::string prefix = fmt::format("trace/{}/", step);
     if (env_.rank != 0) {
-      store_->set(prefix + std::to_string(env_.rank), rank_trace_json(result, traced.probe).dump());
+      store_->set(prefix + std::to_string(env_.rank), rank_trace_json(traced).dump());
       return;
     }
     traces::Trace trace;
@@ -448,8 +499,21 @@ class Worker {
       cores.push_back(j.value("cores", ""));
       transport_cores.push_back(j.value("transport_cores", ""));
     };
-    append_rank(rank_trace_json(result, traced.probe));
+    append_rank(rank_trace_json(traced));
     for (int r = 1; r < env_.world_size; ++r) append_rank(nlohmann::json::parse(store_->get(prefix + std::to_string(r))));
+    // The all-to-all events' args (peers, rows per peer, the routing histogram) are in
+    // trace.args; the trace writer puts only the typed fields in an event's args, so they are
+    // also listed in otherData under "all_to_all", each with its event's index and name.
+    if (!trace.args.empty()) {
+      nlohmann::json listed = nlohmann::json::array();
+      for (const auto& a : trace.args) {
+        nlohmann::json entry = nlohmann::json::parse(a.json);
+        entry["event"] = a.event;
+        entry["name"] = trace.events.at(a.event).name;
+        listed.push_back(std::move(entry));
+      }
+      trace.meta.extra["all_to_all"] = std::move(listed);
+    }
     run.cores_per_rank = cores;
     run.transport_cores_per_rank = transport_cores;
     run.bind_cores = bound_cores_;
@@ -481,6 +545,7 @@ class Worker {
   std::shared_ptr<KeyValueStore> store_;
   std::vector<pid_t> transport_threads_;  // started by the transport: they move data between ranks
   bool bound_cores_ = false;              // this rank runs on its share of the cores (binds_cores)
+  std::shared_ptr<ExpertParallel> expert_parallel_;  // MoE models only
   std::optional<TextBatches> text_;       // the text data; empty for synthetic data
 };
 
@@ -583,11 +648,20 @@ RunPlan make_run_plan(const RunOptions& options, int world_size) {
 
 nlohmann::json run_identity(const RunPlan& plan) {
   const RunOptions& o = plan.options;
-  return {{"model", o.model},         {"layers", o.layers},         {"hidden", o.hidden},
+  nlohmann::json identity = {{"model", o.model},         {"layers", o.layers},         {"hidden", o.hidden},
           {"seq_len", o.seq_len},     {"vocab", o.vocab},           {"micro_batch_size", o.micro_batch_size},
           {"seed", o.seed},           {"schedule", plan.schedule.name}, {"micro_batches", plan.schedule.num_micro_batches},
           {"stages", plan.schedule.num_stages}, {"world_size", plan.world_size}, {"data_parallel", o.data_parallel},
           {"partition", plan.partition.bounds}, {"data", plan.data_identity}};
+  // The experts' sizes must match on resume; --expert-parallel need not (experts are stored by
+  // id), so it is not part of the identity.
+  if (o.model == "tiny-moe") {
+    identity["experts"] = o.experts;
+    identity["top_k"] = o.top_k;
+    identity["moe_ffn_hidden"] = o.moe_ffn_hidden;
+    identity["shared_expert_ffn_hidden"] = o.shared_expert_ffn_hidden;
+  }
+  return identity;
 }
 
 int run_worker(const RunPlan& plan, const WorkerEnvironment& env) {

@@ -119,22 +119,33 @@ void Collectives::reduce_grads(StageState& st) {
     if (!every_stage_complete()) return;  // deferred: a later reduction or the end of the step runs it
     reduce_tied_weights();
   }
-  if (dp_group_) {
-    auto params = st.module->parameter_tensors();
-    if (!params.empty()) {
-      // One all-reduce of the stage's gradients flattened together.
-      TensorList grads;
-      for (auto& p : params) grads.push_back(p.grad().reshape({-1}));
-      at::Tensor flat = at::cat(grads);
-      dp_group_->all_reduce_sum(flat)->wait(ctx_.options.timeout);
-      std::int64_t offset = 0;
-      for (auto& p : params) {
-        p.mutable_grad() = flat.slice(0, offset, offset + p.numel()).view(p.sizes()).clone();
-        offset += p.numel();
-      }
-    }
+  const ExpertParallel* expert_parallel = ctx_.model.expert_parallel.get();
+  if (expert_parallel && expert_parallel->distributed()) {
+    // Experts held by part of the replicas: their gradients (already summed over the tokens of
+    // the whole expert-parallel group) are summed over the replicas holding the same experts;
+    // the dense ones over every replica, as below.
+    TensorList dense, experts;
+    for (const auto& p : st.module->parameters()) (is_expert_parameter(p.name) ? experts : dense).push_back(p.tensor);
+    all_reduce_gradients(dense, dp_group_.get());
+    all_reduce_gradients(experts, expert_parallel->expert_data_parallel());
+  } else {
+    all_reduce_gradients(st.module->parameter_tensors(), dp_group_.get());
   }
   st.grads_reduced = true;
+}
+
+// One all-reduce of the gradients flattened together.
+void Collectives::all_reduce_gradients(TensorList params, Transport* group) {
+  if (!group || params.empty()) return;
+  TensorList grads;
+  for (const auto& p : params) grads.push_back(p.grad().reshape({-1}));
+  at::Tensor flat = at::cat(grads);
+  group->all_reduce_sum(flat)->wait(ctx_.options.timeout);
+  std::int64_t offset = 0;
+  for (auto& p : params) {
+    p.mutable_grad() = flat.slice(0, offset, offset + p.numel()).view(p.sizes()).clone();
+    offset += p.numel();
+  }
 }
 
 // Clipping by the global norm: the gradients of every stage on every pipeline rank of this

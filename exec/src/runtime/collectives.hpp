@@ -53,6 +53,8 @@ class Collectives {
   // The tied-weight sums over the stages (and ranks) sharing them; every stage here is final.
   void reduce_tied_weights();
   void unscale_gradients();
+  // Sums the gradients of `params` over `group` (nothing without one).
+  void all_reduce_gradients(TensorList params, Transport* group);
   void clip_gradients();
 
   RankContext& ctx_;

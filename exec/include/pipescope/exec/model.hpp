@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "pipescope/core/partitioner.hpp"
+#include "pipescope/exec/expert_parallel.hpp"
 
 namespace pipescope::exec {
 
@@ -80,13 +81,22 @@ struct SkipEdge {
 };
 
 struct ModelConfig {
-  std::string name = "mlp";          // mlp | tiny-gpt
+  std::string name = "mlp";          // mlp | tiny-gpt | tiny-moe
   int layers = 4;
   int hidden = 64;
   int seq_len = 16;
   int vocab = 128;
   int micro_batch_size = 8;
   std::uint64_t seed = 1234;
+  // tiny-moe: experts per MoE block, the experts each token goes to, each expert's (and the
+  // shared expert's, 0: none) FFN width, the weight of the auxiliary load-balancing loss, and E,
+  // the ranks sharing a block's experts (expert_parallel.hpp).
+  int experts = 4;
+  int top_k = 2;
+  int moe_ffn_hidden = 128;
+  int shared_expert_ffn_hidden = 0;
+  double aux_loss_coefficient = 0.01;
+  int expert_parallel = 1;
 };
 
 struct MicroBatch {
@@ -106,6 +116,9 @@ struct ModelSpec {
   // dtypes in a small header message first (DeepSpeed's dynamic shapes). With declared static
   // shapes, a stage whose output does not match them fails naming the stage and the tensor.
   bool dynamic_shapes = false;
+  // MoE models: the expert parallelism their MoE layers share (connected by the caller once the
+  // world is up); null for dense models.
+  std::shared_ptr<ExpertParallel> expert_parallel;
 
   std::vector<LayerInfo> layer_infos() const;  // for the core's partitioner
   // The skip connections in stash order; throws UsageError naming the layer and the name when

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -43,6 +44,14 @@ class Transport {
   virtual std::unique_ptr<PendingTransfer> all_reduce_sum(at::Tensor tensor) = 0;
   // `output` holds size() * input.numel() elements: rank r's input lands at r * numel.
   virtual std::unique_ptr<PendingTransfer> all_gather(at::Tensor input, at::Tensor output) = 0;
+
+  // All-to-all with per-rank split sizes (MoE dispatch and combine, dropless): rows
+  // [sum(input_splits[0..r)), + input_splits[r]) of `input` go to rank r, and rank r's rows for
+  // this rank land at the same place of `output` by `output_splits`. Both are contiguous with
+  // the same row shape; a split is counted in rows (first dimension). Backends without it throw
+  // TransportError naming themselves.
+  virtual std::unique_ptr<PendingTransfer> all_to_all(at::Tensor output, at::Tensor input, const std::vector<std::int64_t>& output_splits,
+                                                      const std::vector<std::int64_t>& input_splits);
 
   // A transport over `ranks` (ascending ranks of this group; this rank among them). Every
   // member must call it with the same ranks and name, in the same order as the other groups.

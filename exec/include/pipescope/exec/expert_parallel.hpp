@@ -1,0 +1,94 @@
+// Expert parallelism for mixture-of-experts layers (Megatron's placement): the E ranks of an
+// expert-parallel group are E consecutive replicas of one pipeline rank (E divides the
+// data-parallel size), each holding experts/E of every MoE layer's experts; tokens travel to
+// their experts and back by all-to-all (dropless, per-rank split sizes). Expert gradients are
+// summed over the expert data-parallel group (the replicas holding the same experts), the dense
+// ones over the whole data-parallel group as before.
+//
+// A model's MoE layers share one ExpertParallel (ModelSpec::expert_parallel): it is made with the
+// model spec, before any transport exists, and connected once the world is up (connect), before
+// the runtime builds the stages. Unconnected, or with E = 1, every expert is local and no
+// all-to-all runs.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "pipescope/exec/transport.hpp"
+
+namespace pipescope::exec {
+
+// One all-to-all of a MoE layer, for the measured trace: a dispatch or a combine, in the
+// forward (F) or in the backward (B): ALL_TO_ALL_DISPATCH_F, ALL_TO_ALL_COMBINE_F,
+// ALL_TO_ALL_DISPATCH_B (the dispatch's backward, a combine's data flow), ALL_TO_ALL_COMBINE_B.
+struct AllToAllRecord {
+  std::string name;
+  double start_us = 0;  // the steady clock, as the runtime's events (runtime/clock.hpp)
+  double end_us = 0;
+  std::int64_t bytes_sent = 0;
+  std::int64_t bytes_received = 0;
+  std::vector<int> peers;                       // world ranks of the group, in group order
+  std::vector<std::int64_t> rows_sent;          // per peer (tokens, one row each)
+  std::vector<std::int64_t> rows_received;      // per peer
+  std::vector<std::int64_t> tokens_per_expert;  // the routing histogram of this rank's tokens (all experts)
+  std::string layer;                            // the MoE layer's name ("blocks.2")
+};
+
+class ExpertParallel {
+ public:
+  // `size`: E, the ranks that share a layer's experts. `experts`: per MoE layer.
+  ExpertParallel(int size, int experts);
+
+  int size() const { return size_; }
+  int experts() const { return experts_; }
+  int experts_per_rank() const { return experts_ / size_; }
+  // This rank's place in its group (0 until connected), and its experts [first, first + per rank).
+  int rank() const { return rank_; }
+  int first_expert() const { return rank_ * experts_per_rank(); }
+  bool distributed() const { return group_ != nullptr; }
+
+  // Builds the groups for the process at (replica, pipe_rank) of a num_replicas x pipeline_ranks
+  // grid (world rank = replica x pipeline_ranks + pipe_rank): the expert-parallel group (E
+  // consecutive replicas), then the expert data-parallel one (replicas with the same experts).
+  // Every rank calls it at the same point, before the runtime. Throws UsageError when E does not
+  // divide the replicas.
+  void connect(Transport& world, int replica, int num_replicas, int pipe_rank, int pipeline_ranks,
+               std::chrono::milliseconds timeout);
+  Transport* group() const { return group_.get(); }
+  // Null when no other replica holds the same experts.
+  Transport* expert_data_parallel() const { return expert_data_parallel_.get(); }
+  const std::vector<int>& group_world_ranks() const { return group_world_ranks_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // What the auxiliary load-balancing loss's gradient is multiplied by: the runtime scales each
+  // micro-batch's loss by 1 / (micro-batches x replicas), and the auxiliary loss is part of it.
+  void set_aux_gradient_scale(double scale) { aux_gradient_scale_ = scale; }
+  double aux_gradient_scale() const { return aux_gradient_scale_; }
+
+  void record(AllToAllRecord record);
+  // The records since the last call, oldest first.
+  std::vector<AllToAllRecord> take_records();
+
+ private:
+  int size_;
+  int experts_;
+  int rank_ = 0;
+  std::unique_ptr<Transport> group_;
+  std::unique_ptr<Transport> expert_data_parallel_;
+  std::vector<int> group_world_ranks_;
+  std::chrono::milliseconds timeout_{60000};
+  double aux_gradient_scale_ = 1.0;
+  std::mutex mutex_;
+  std::vector<AllToAllRecord> records_;
+};
+
+// Whether a parameter (StageModule's model-wide name, "layer3.expert5.fc1.weight") belongs to an
+// expert of a MoE layer: those are reduced over the expert data-parallel group and stored in
+// checkpoints by expert id.
+bool is_expert_parameter(const std::string& name);
+
+}  // namespace pipescope::exec

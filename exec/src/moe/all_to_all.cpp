@@ -1,0 +1,108 @@
+// The differentiable all-to-all and the auxiliary-loss hook of MoE layers (all_to_all.hpp).
+#include "moe/all_to_all.hpp"
+
+#include <fmt/format.h>
+#include <torch/autograd.h>
+
+#include <cstdint>
+#include <numeric>
+
+#include "runtime/clock.hpp"
+
+namespace pipescope::exec::moe {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+std::int64_t row_bytes_of(const at::Tensor& t) {
+  std::int64_t row = t.element_size();
+  for (std::int64_t d = 1; d < t.dim(); ++d) row *= t.size(d);
+  return row;
+}
+
+// One exchange, timed and recorded.
+at::Tensor exchange_rows(ExpertParallel& ep, const at::Tensor& given, const std::vector<std::int64_t>& output_splits,
+                         const std::vector<std::int64_t>& input_splits, const std::string& name,
+                         const std::vector<std::int64_t>& histogram, const std::string& layer) {
+  at::Tensor input = given.contiguous();
+  auto sizes = input.sizes().vec();
+  sizes.at(0) = std::accumulate(output_splits.begin(), output_splits.end(), std::int64_t{0});
+  at::Tensor output = at::empty(sizes, input.options());
+  AllToAllRecord record;
+  record.name = name;
+  record.layer = layer;
+  record.start_us = runtime::now_us();
+  ep.group()->all_to_all(output, input, output_splits, input_splits)->wait(ep.timeout());
+  record.end_us = runtime::now_us();
+  const std::int64_t row = row_bytes_of(input);
+  record.rows_sent = input_splits;
+  record.rows_received = output_splits;
+  for (auto r : input_splits) record.bytes_sent += r * row;
+  for (auto r : output_splits) record.bytes_received += r * row;
+  record.peers = ep.group_world_ranks();
+  record.tokens_per_expert = histogram;
+  ep.record(std::move(record));
+  return output;
+}
+
+class AllToAllFunction : public torch::autograd::Function<AllToAllFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, std::vector<std::int64_t> output_splits,
+                            std::vector<std::int64_t> input_splits, ExpertParallel* ep, AllToAllNames names,
+                            std::vector<std::int64_t> histogram, std::string layer) {
+    at::Tensor output = exchange_rows(*ep, input, output_splits, input_splits, names.forward, histogram, layer);
+    ctx->saved_data["output_splits"] = output_splits;
+    ctx->saved_data["input_splits"] = input_splits;
+    ctx->saved_data["expert_parallel"] = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(ep));
+    ctx->saved_data["backward_name"] = names.backward;
+    ctx->saved_data["histogram"] = histogram;
+    ctx->saved_data["layer"] = layer;
+    return output;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto* ep = reinterpret_cast<ExpertParallel*>(static_cast<std::intptr_t>(ctx->saved_data["expert_parallel"].toInt()));
+    // The way back: what arrived goes back where it came from.
+    at::Tensor grad = exchange_rows(*ep, grads.at(0), ctx->saved_data["input_splits"].toIntVector(),
+                                    ctx->saved_data["output_splits"].toIntVector(), ctx->saved_data["backward_name"].toStringRef(),
+                                    ctx->saved_data["histogram"].toIntVector(), ctx->saved_data["layer"].toStringRef());
+    return {grad, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+class AuxLossFunction : public torch::autograd::Function<AuxLossFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& hidden, const at::Tensor& aux_loss, double aux_gradient) {
+    ctx->saved_data["aux_gradient"] = aux_gradient;
+    ctx->save_for_backward({aux_loss});
+    return hidden.clone();
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor aux_loss = ctx->get_saved_variables().at(0);
+    return {grads.at(0), at::full_like(aux_loss, ctx->saved_data["aux_gradient"].toDouble()), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor all_to_all(const at::Tensor& input, const std::vector<std::int64_t>& output_splits,
+                      const std::vector<std::int64_t>& input_splits, ExpertParallel& expert_parallel, const AllToAllNames& names,
+                      const std::vector<std::int64_t>& tokens_per_expert, const std::string& layer) {
+  return AllToAllFunction::apply(input, output_splits, input_splits, &expert_parallel, names, tokens_per_expert, layer);
+}
+
+at::Tensor exchange_counts(const at::Tensor& counts, ExpertParallel& ep) {
+  const std::vector<std::int64_t> equal(static_cast<std::size_t>(ep.size()), ep.experts_per_rank());
+  at::Tensor input = counts.contiguous();
+  at::Tensor output = at::empty_like(input);
+  ep.group()->all_to_all(output, input, equal, equal)->wait(ep.timeout());
+  return output;
+}
+
+at::Tensor attach_aux_loss(const at::Tensor& hidden, const at::Tensor& aux_loss, double aux_gradient) {
+  return AuxLossFunction::apply(hidden, aux_loss, aux_gradient);
+}
+
+}  // namespace pipescope::exec::moe

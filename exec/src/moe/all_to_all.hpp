@@ -1,0 +1,35 @@
+// The differentiable all-to-all of a MoE layer: the forward sends rows by `input_splits` and
+// receives them by `output_splits` over the expert-parallel group; the backward sends the
+// gradients back the other way. Each exchange is recorded (ExpertParallel::record) for the
+// measured trace under its forward or backward name.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipescope/exec/expert_parallel.hpp"
+
+namespace pipescope::exec::moe {
+
+struct AllToAllNames {
+  std::string forward;   // ALL_TO_ALL_DISPATCH_F or ALL_TO_ALL_COMBINE_F
+  std::string backward;  // ALL_TO_ALL_DISPATCH_B or ALL_TO_ALL_COMBINE_B
+};
+
+// `tokens_per_expert`: the routing histogram of this rank's tokens, kept in the records.
+at::Tensor all_to_all(const at::Tensor& input, const std::vector<std::int64_t>& output_splits,
+                      const std::vector<std::int64_t>& input_splits, ExpertParallel& expert_parallel, const AllToAllNames& names,
+                      const std::vector<std::int64_t>& tokens_per_expert, const std::string& layer);
+
+// The same without autograd or a record: the routing counts each rank sends ahead of the tokens.
+at::Tensor exchange_counts(const at::Tensor& counts, ExpertParallel& expert_parallel);
+
+// `hidden` unchanged in the forward; in the backward, `aux_loss` (a scalar) gets the gradient
+// `aux_gradient` besides: how an auxiliary loss computed mid-model joins the backward
+// (Megatron's MoEAuxLossAutoScaler).
+at::Tensor attach_aux_loss(const at::Tensor& hidden, const at::Tensor& aux_loss, double aux_gradient);
+
+}  // namespace pipescope::exec::moe
