@@ -192,6 +192,7 @@ TEST_CASE("the memory pyramid gives the exact maximum of any sample range", "[mo
   trace.meta.num_ranks = 1;
   TraceEvent e;
   e.name = "F";
+  e.kind = event_kind_from_name(e.name);  // as a reader would parse it
   e.dur_us = 1;
   trace.events.push_back(e);
   for (int i = 0; i < 1000; ++i) trace.memory.push_back({0, static_cast<double>(i), static_cast<std::int64_t>(i) * 7919 % 1009});
@@ -271,6 +272,7 @@ TEST_CASE("the viewer's bubble is traces/bubble.hpp's: loads busy, the optimizer
     e.rank = rank;
     e.lane = static_cast<int>(lane);
     e.name = name;
+    e.kind = event_kind_from_name(e.name);  // as a reader would parse it
     e.stage = rank;
     e.micro_batch = 0;
     e.ts_us = start;

@@ -35,6 +35,7 @@ TraceEvent op(const std::string& name, double ts_us, double dur_us, int micro_ba
   e.rank = rank;
   e.lane = lane;
   e.name = name;
+  e.kind = event_kind_from_name(e.name);  // as a reader would parse it
   e.category = "compute";
   e.ts_us = ts_us;
   e.dur_us = dur_us;
