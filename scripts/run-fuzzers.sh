@@ -2,9 +2,10 @@
 # Builds pipescope's libFuzzer targets (tests/fuzz) with clang, AddressSanitizer and
 # UndefinedBehaviorSanitizer in their own build directory, and runs each target for SECONDS
 # (default 10) starting from the seed corpus in tests/fuzz/corpus/{json,csv,trace,torch,model}:
-# schedules as JSON and torch CSV, traces, torch.profiler runs, model files. Exits non-zero
-# when a target crashes, leaks, trips a sanitizer or times out; the input that did it is left
-# in $BUILD/fuzz-artifacts/ and the command to replay it is printed.
+# schedules as JSON and torch CSV, traces (read, and read by both parsers, which must agree),
+# torch.profiler runs, model files. Exits non-zero when a target crashes, leaks, trips a
+# sanitizer or times out; the input that did it is left in $BUILD/fuzz-artifacts/ and the
+# command to replay it is printed.
 #
 #   scripts/run-fuzzers.sh            # ~10 s per target, as CI runs it
 #   scripts/run-fuzzers.sh 3600       # an hour per target
@@ -41,25 +42,27 @@ else
     -DPIPESCOPE_WITH_FUZZERS=ON -DPIPESCOPE_WITH_TESTS=OFF -DPIPESCOPE_WITH_BENCH=OFF \
     -DPIPESCOPE_WITH_EXEC=OFF -DPIPESCOPE_WITH_GUI=OFF >/dev/null
 fi
-cmake --build "$build" -j "$jobs" --target fuzz_schedule_json fuzz_torch_csv fuzz_trace fuzz_torch_profiler fuzz_model_file
+cmake --build "$build" -j "$jobs" --target fuzz_schedule_json fuzz_torch_csv fuzz_trace fuzz_trace_parsers fuzz_torch_profiler fuzz_model_file
 
 status=0
-for kind in json csv trace torch model; do
+for kind in json csv trace trace-parsers torch model; do
   case "$kind" in
     json) target=fuzz_schedule_json ;;
     csv) target=fuzz_torch_csv ;;
     trace) target=fuzz_trace ;;
+    trace-parsers) target=fuzz_trace_parsers ;;
     torch) target=fuzz_torch_profiler ;;
     model) target=fuzz_model_file ;;
   esac
   corpus="$build/fuzz-corpus/$kind"
   artifacts="$build/fuzz-artifacts/$kind/"
+  seeds="$root/tests/fuzz/corpus/${kind%-parsers}"  # trace-parsers starts from the trace seeds
   mkdir -p "$corpus" "$artifacts"
   echo "run-fuzzers: $target for ${seconds}s"
   # The first corpus directory collects new inputs; the seeds are read only.
   if ! "$build/tests/fuzz/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
       -max_len=16384 -print_final_stats=1 -artifact_prefix="$artifacts" \
-      "$corpus" "$root/tests/fuzz/corpus/$kind" 2>"$build/fuzz-$kind.log"; then
+      "$corpus" "$seeds" 2>"$build/fuzz-$kind.log"; then
     status=1
     echo "run-fuzzers: $target FAILED; last lines of $build/fuzz-$kind.log:" >&2
     tail -n 40 "$build/fuzz-$kind.log" >&2

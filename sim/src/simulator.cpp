@@ -169,6 +169,7 @@ void Engine::add_event(std::int32_t rank, traces::Lane lane, const CompiledInstr
   e.rank = rank;
   e.lane = static_cast<int>(lane);
   e.name = std::string(op_action_type(ci.op));
+  e.kind = traces::event_kind_of(ci.op);
   e.category = category;
   e.ts_us = start * 1e6;
   e.dur_us = (end - start) * 1e6;
@@ -199,6 +200,8 @@ void Engine::add_tensor_parallel_event(std::int32_t rank, const CompiledInstruct
   add_event(rank, traces::Lane::Collective, ci, pass_end - collectives_s, pass_end, "collective");
   lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + static_cast<int>(traces::Lane::Collective)].back().name =
       forward ? "TP_F" : "TP_B";
+  lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + static_cast<int>(traces::Lane::Collective)].back().kind =
+      forward ? traces::EventKind::TensorParallelForward : traces::EventKind::TensorParallelBackward;
 }
 
 void Engine::run_rank(std::int32_t rank, double now) {

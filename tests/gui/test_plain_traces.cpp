@@ -76,7 +76,7 @@ TEST_CASE("pipeline traces are pipelines and keep their kind colours", "[plain]"
   model.set_traces(make_1f1b_trace(SyntheticPipeline{}));
   REQUIRE(model.has_pipeline(0));
   const auto& events = model.trace(0).events;
-  for (std::size_t i = 0; i < events.size(); ++i) REQUIRE(model.event_rgb(0, i) == kind_rgb(kind_of(events[i].name)));
+  for (std::size_t i = 0; i < events.size(); ++i) REQUIRE(model.event_rgb(0, i) == kind_rgb(kind_of(events[i].kind)));
   // 1F1B on one lane never overlaps itself.
   for (const Row& row : model.rows()) REQUIRE(row.depth_count == 1);
 }

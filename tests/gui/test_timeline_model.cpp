@@ -192,6 +192,7 @@ TEST_CASE("the memory pyramid gives the exact maximum of any sample range", "[mo
   trace.meta.num_ranks = 1;
   TraceEvent e;
   e.name = "F";
+  e.kind = event_kind_from_name(e.name);  // as a reader would parse it
   e.dur_us = 1;
   trace.events.push_back(e);
   for (int i = 0; i < 1000; ++i) trace.memory.push_back({0, static_cast<double>(i), static_cast<std::int64_t>(i) * 7919 % 1009});
@@ -271,6 +272,7 @@ TEST_CASE("the viewer's bubble is traces/bubble.hpp's: loads busy, the optimizer
     e.rank = rank;
     e.lane = static_cast<int>(lane);
     e.name = name;
+    e.kind = event_kind_from_name(e.name);  // as a reader would parse it
     e.stage = rank;
     e.micro_batch = 0;
     e.ts_us = start;
@@ -295,11 +297,26 @@ TEST_CASE("the viewer's bubble is traces/bubble.hpp's: loads busy, the optimizer
 
 TEST_CASE("TP_F and TP_B, a pass's tensor-parallel collectives, have a kind, a colour and a label of their own") {
   using pipescope::gui::Kind;
-  CHECK(pipescope::gui::kind_of("TP_F") == Kind::TensorParallel);
-  CHECK(pipescope::gui::kind_of("TP_B") == Kind::TensorParallel);
-  CHECK(pipescope::gui::kind_of("SEND_F") == Kind::Communication);
+  CHECK(pipescope::gui::kind_of(event_kind_from_name("TP_F")) == Kind::TensorParallel);
+  CHECK(pipescope::gui::kind_of(event_kind_from_name("TP_B")) == Kind::TensorParallel);
+  CHECK(pipescope::gui::kind_of(event_kind_from_name("SEND_F")) == Kind::Communication);
   CHECK(pipescope::gui::kind_label(Kind::TensorParallel) == "tensor-parallel collective");
   for (const Kind other : {Kind::Forward, Kind::Backward, Kind::BackwardInput, Kind::BackwardWeight, Kind::Communication,
                            Kind::Optimizer, Kind::Other})
     CHECK(pipescope::gui::kind_rgb(Kind::TensorParallel) != pipescope::gui::kind_rgb(other));
+}
+
+// The all-to-all of mixture-of-experts layers (dispatch and combine, forward and backward) is
+// communication, coloured as sends and receives; LOAD, torch's waits and plain names are Other.
+TEST_CASE("the MoE all-to-all kinds are coloured as communication") {
+  using pipescope::gui::Kind;
+  for (const char* name : {"ALL_TO_ALL_DISPATCH_F", "ALL_TO_ALL_COMBINE_F", "ALL_TO_ALL_DISPATCH_B", "ALL_TO_ALL_COMBINE_B"}) {
+    INFO(name);
+    CHECK(pipescope::gui::kind_of(event_kind_from_name(name)) == Kind::Communication);
+  }
+  CHECK(pipescope::gui::kind_of(EventKind::Load) == Kind::Other);
+  CHECK(pipescope::gui::kind_of(EventKind::WaitSendGrad) == Kind::Other);
+  CHECK(pipescope::gui::kind_of(event_kind_from_name("aten::mm")) == Kind::Other);
+  CHECK(pipescope::gui::kind_of(EventKind::ReduceTied) == Kind::Optimizer);
+  CHECK(pipescope::gui::kind_of(EventKind::BackwardInput) == Kind::BackwardInput);
 }

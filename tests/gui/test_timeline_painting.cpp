@@ -35,6 +35,7 @@ TraceEvent op(const std::string& name, double ts_us, double dur_us, int micro_ba
   e.rank = rank;
   e.lane = lane;
   e.name = name;
+  e.kind = event_kind_from_name(e.name);  // as a reader would parse it
   e.category = "compute";
   e.ts_us = ts_us;
   e.dur_us = dur_us;
@@ -84,7 +85,7 @@ TEST_CASE("a big operation keeps its colour next to a tiny one at every zoom", "
   };
   for (const Pair pair : {Pair{"LOAD", 0, "F"}, Pair{"I", 0.14, "W"}, Pair{"LOAD", 0, "B"}, Pair{"W", 0.14, "I"},
                           Pair{"LOAD", 0, "OPTIMIZER"}, Pair{"I", 0.14, "SEND_F"}, Pair{"I", 0.14, "LOAD"}}) {
-    const Kind big = kind_of(pair.big), tiny = kind_of(pair.tiny);
+    const Kind big = kind_of(event_kind_from_name(pair.big)), tiny = kind_of(event_kind_from_name(pair.tiny));
     Trace trace;
     constexpr int kPairs = 400;
     constexpr double kBigUs = 20, kGapUs = 5;

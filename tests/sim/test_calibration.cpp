@@ -70,6 +70,7 @@ struct RankWriter {
     e.rank = rank;
     e.lane = static_cast<int>(lane);
     e.name = name;
+    e.kind = traces::event_kind_from_name(e.name);  // as a reader would parse it
     e.ts_us = now_us;
     e.dur_us = dur_us;
     e.stage = stage;
@@ -89,6 +90,7 @@ struct RankWriter {
     e.rank = rank;
     e.lane = static_cast<int>(Lane::Send);
     e.name = name;
+    e.kind = traces::event_kind_from_name(e.name);  // as a reader would parse it
     e.ts_us = now_us;
     e.dur_us = transfer_us;
     e.stage = stage;

@@ -21,6 +21,7 @@ void add(Trace& t, int rank, Lane lane, const std::string& name, double start, d
   e.rank = rank;
   e.lane = static_cast<int>(lane);
   e.name = name;
+  e.kind = event_kind_from_name(e.name);  // as a reader would parse it
   e.stage = rank;
   e.micro_batch = name == "OPTIMIZER" ? -1 : 0;
   e.ts_us = start;

@@ -23,6 +23,7 @@ void add(Trace& t, int rank, int lane, const std::string& name, int mb, double s
   e.rank = rank;
   e.lane = lane;
   e.name = name;
+  e.kind = event_kind_from_name(e.name);  // as a reader would parse it
   e.stage = name == "OPTIMIZER" ? -1 : rank;
   e.micro_batch = mb;
   e.ts_us = start;

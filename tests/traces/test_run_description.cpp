@@ -48,6 +48,7 @@ Trace described_trace() {
   t.meta.extra["cost_model"] = "uniform";
   TraceEvent e;
   e.name = "F";
+  e.kind = event_kind_from_name(e.name);  // as a reader would parse it
   e.dur_us = 10;
   e.stage = 0;
   t.events.push_back(e);

@@ -23,6 +23,7 @@ void add(Trace& t, int rank, Lane lane, const std::string& name, int stage, int 
   e.rank = rank;
   e.lane = static_cast<int>(lane);
   e.name = name;
+  e.kind = event_kind_from_name(e.name);  // as a reader would parse it
   e.stage = stage;
   e.micro_batch = mb;
   e.ts_us = start;

@@ -31,6 +31,7 @@ Trace two_rank_trace() {
     e.rank = rank;
     e.lane = lane;
     e.name = std::move(name);
+    e.kind = event_kind_from_name(e.name);  // as a reader would parse it
     e.ts_us = ts;
     e.dur_us = dur;
     e.stage = stage;
@@ -47,7 +48,7 @@ Trace two_rank_trace() {
   add(0, 0, "B", 3300, 1600.25, 0, 0);
   t.memory = {{0, 0, 0}, {0, 812.5, 1073741824}, {0, 4900.25, 0}, {1, 852.625, 2147483648LL}};
   t.flows = {{0, 1, 812.5, 1, 2, 852.625}};
-  for (auto& e : t.events) e.category = default_category(e.name);
+  for (auto& e : t.events) e.category = default_category(e.kind);
   return t;
 }
 

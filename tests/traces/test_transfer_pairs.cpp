@@ -22,6 +22,7 @@ TraceEvent transfer(const std::string& name, int rank, int peer, int stage, int 
   e.rank = rank;
   e.lane = name.rfind("SEND_", 0) == 0 ? 1 : 2;
   e.name = name;
+  e.kind = event_kind_from_name(e.name);  // as a reader would parse it
   e.ts_us = ts_us;
   e.dur_us = dur_us;
   e.stage = stage;

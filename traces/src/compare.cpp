@@ -128,6 +128,70 @@ void check_same_rank_count(const Trace& predicted, const Trace& measured, std::s
                                  predicted_name, p, measured_name, m));
 }
 
+namespace {
+
+// Time per (rank, operation name) in both traces. Both lists are ordered by (rank, name): a merge.
+void compare_operation_times(const Trace& predicted, const Trace& measured, Comparison& c) {
+  const auto predicted_times = time_by_operation(predicted);
+  const auto measured_times = time_by_operation(measured);
+  for (std::size_t a = 0, b = 0; a < predicted_times.size() || b < measured_times.size();) {
+    const OperationTime* p = a < predicted_times.size() ? &predicted_times[a] : nullptr;
+    const OperationTime* m = b < measured_times.size() ? &measured_times[b] : nullptr;
+    const bool take_p = p && (!m || std::tie(p->rank, p->name) <= std::tie(m->rank, m->name));
+    const bool take_m = m && (!p || std::tie(m->rank, m->name) <= std::tie(p->rank, p->name));
+    const OperationTime& first = take_p ? *p : *m;
+    OperationTimeComparison t{first.rank, first.name};
+    if (take_p) {
+      t.predicted_count = p->count;
+      t.predicted_total_us = p->total_us;
+      ++a;
+    }
+    if (take_m) {
+      t.measured_count = m->count;
+      t.measured_total_us = m->total_us;
+      ++b;
+    }
+    c.operation_times.push_back(std::move(t));
+  }
+}
+
+// Per-rank figures from one pass over each trace: a rank-by-rank scan of every event would be
+// ranks x events.
+void compare_ranks(const Trace& predicted, const Trace& measured, double predicted_us, double measured_us, Comparison& c) {
+  const int ranks = std::max(predicted.rank_count(), measured.rank_count());
+  const std::vector<double> busy_predicted_us = busy_time_us_by_rank(predicted, ranks);
+  const std::vector<double> busy_measured_us = busy_time_us_by_rank(measured, ranks);
+  const std::vector<std::int64_t> peak_predicted = peak_memory_by_rank(predicted, ranks);
+  const std::vector<std::int64_t> peak_measured = peak_memory_by_rank(measured, ranks);
+  c.ranks.reserve(static_cast<std::size_t>(ranks));
+  double sum_predicted = 0, sum_measured = 0;
+  c.stolen_fraction_measured = ranks > 0 ? 0.0 : std::numeric_limits<double>::quiet_NaN();
+  for (int r = 0; r < ranks; ++r) {
+    RankComparison rc;
+    rc.rank = r;
+    rc.bubble_fraction_predicted = bubble_fraction_of(busy_predicted_us[r], predicted_us);
+    rc.bubble_fraction_measured = bubble_fraction_of(busy_measured_us[r], measured_us);
+    rc.peak_memory_predicted_bytes = peak_predicted[r];
+    rc.peak_memory_measured_bytes = peak_measured[r];
+    rc.peak_memory_error = signed_error(static_cast<double>(rc.peak_memory_predicted_bytes),
+                                        static_cast<double>(rc.peak_memory_measured_bytes));
+    rc.stolen_fraction_measured = stolen_time_fraction(measured, r);
+    // NaN (a rank that does not say) makes the whole unknown: max() would drop it.
+    c.stolen_fraction_measured = std::isnan(rc.stolen_fraction_measured)
+                                     ? rc.stolen_fraction_measured
+                                     : std::max(c.stolen_fraction_measured, rc.stolen_fraction_measured);
+    sum_predicted += rc.bubble_fraction_predicted;
+    sum_measured += rc.bubble_fraction_measured;
+    c.ranks.push_back(rc);
+  }
+  if (ranks > 0) {
+    c.bubble_fraction_predicted = sum_predicted / ranks;
+    c.bubble_fraction_measured = sum_measured / ranks;
+  }
+}
+
+}  // namespace
+
 Comparison compare_traces(const Trace& predicted, const Trace& measured, std::size_t top) {
   Comparison c;
   const double predicted_us = iteration_time_us(predicted);
@@ -182,63 +246,10 @@ Comparison compare_traces(const Trace& predicted, const Trace& measured, std::si
   });
   if (c.top_differences.size() > top) c.top_differences.resize(top);
 
-  // Both lists are ordered by (rank, name): a merge.
-  const auto predicted_times = time_by_operation(predicted);
-  const auto measured_times = time_by_operation(measured);
-  for (std::size_t a = 0, b = 0; a < predicted_times.size() || b < measured_times.size();) {
-    const OperationTime* p = a < predicted_times.size() ? &predicted_times[a] : nullptr;
-    const OperationTime* m = b < measured_times.size() ? &measured_times[b] : nullptr;
-    const bool take_p = p && (!m || std::tie(p->rank, p->name) <= std::tie(m->rank, m->name));
-    const bool take_m = m && (!p || std::tie(m->rank, m->name) <= std::tie(p->rank, p->name));
-    const OperationTime& first = take_p ? *p : *m;
-    OperationTimeComparison t{first.rank, first.name};
-    if (take_p) {
-      t.predicted_count = p->count;
-      t.predicted_total_us = p->total_us;
-      ++a;
-    }
-    if (take_m) {
-      t.measured_count = m->count;
-      t.measured_total_us = m->total_us;
-      ++b;
-    }
-    c.operation_times.push_back(std::move(t));
-  }
+  compare_operation_times(predicted, measured, c);
   c.receives_predicted = receive_costs(predicted);
   c.receives_measured = receive_costs(measured);
-
-  // Per-rank figures from one pass over each trace: a rank-by-rank scan of every event would be
-  // ranks x events.
-  const int ranks = std::max(predicted.rank_count(), measured.rank_count());
-  const std::vector<double> busy_predicted_us = busy_time_us_by_rank(predicted, ranks);
-  const std::vector<double> busy_measured_us = busy_time_us_by_rank(measured, ranks);
-  const std::vector<std::int64_t> peak_predicted = peak_memory_by_rank(predicted, ranks);
-  const std::vector<std::int64_t> peak_measured = peak_memory_by_rank(measured, ranks);
-  c.ranks.reserve(static_cast<std::size_t>(ranks));
-  double sum_predicted = 0, sum_measured = 0;
-  c.stolen_fraction_measured = ranks > 0 ? 0.0 : std::numeric_limits<double>::quiet_NaN();
-  for (int r = 0; r < ranks; ++r) {
-    RankComparison rc;
-    rc.rank = r;
-    rc.bubble_fraction_predicted = bubble_fraction_of(busy_predicted_us[r], predicted_us);
-    rc.bubble_fraction_measured = bubble_fraction_of(busy_measured_us[r], measured_us);
-    rc.peak_memory_predicted_bytes = peak_predicted[r];
-    rc.peak_memory_measured_bytes = peak_measured[r];
-    rc.peak_memory_error = signed_error(static_cast<double>(rc.peak_memory_predicted_bytes),
-                                        static_cast<double>(rc.peak_memory_measured_bytes));
-    rc.stolen_fraction_measured = stolen_time_fraction(measured, r);
-    // NaN (a rank that does not say) makes the whole unknown: max() would drop it.
-    c.stolen_fraction_measured = std::isnan(rc.stolen_fraction_measured)
-                                     ? rc.stolen_fraction_measured
-                                     : std::max(c.stolen_fraction_measured, rc.stolen_fraction_measured);
-    sum_predicted += rc.bubble_fraction_predicted;
-    sum_measured += rc.bubble_fraction_measured;
-    c.ranks.push_back(rc);
-  }
-  if (ranks > 0) {
-    c.bubble_fraction_predicted = sum_predicted / ranks;
-    c.bubble_fraction_measured = sum_measured / ranks;
-  }
+  compare_ranks(predicted, measured, predicted_us, measured_us, c);
   return c;
 }
 

@@ -68,12 +68,13 @@ Trace make_1f1b_trace(const SyntheticPipeline& pp) {
   std::vector<double> free_at(p, 0);
   std::vector<std::int64_t> held(p, 0);
 
-  auto add = [&](int rank, int lane, const char* name, double start, double dur, int mb, int peer, std::int64_t bytes) {
+  auto add = [&](int rank, EventKind kind, double start, double dur, int mb, int peer, std::int64_t bytes) {
     TraceEvent e;
     e.rank = rank;
-    e.lane = lane;
-    e.name = name;
-    e.category = lane == 0 ? "compute" : lane == 3 ? "collective" : "p2p";
+    e.lane = static_cast<int>(event_kind_lane(kind));
+    e.name = std::string(event_kind_name(kind));
+    e.kind = kind;
+    e.category = std::string(event_kind_category(kind));
     e.ts_us = start;
     e.dur_us = dur;
     e.stage = rank;
@@ -82,10 +83,10 @@ Trace make_1f1b_trace(const SyntheticPipeline& pp) {
     e.bytes = bytes;
     t.events.push_back(std::move(e));
   };
-  auto transfer = [&](int from, int to, const char* send, const char* recv, double start, int mb) {
+  auto transfer = [&](int from, int to, EventKind send, EventKind recv, double start, int mb) {
     const double dur = scaled(pp.transfer_us, from);
-    add(from, 1, send, start, dur, mb, to, pp.transfer_bytes);
-    add(to, 2, recv, start, dur, mb, from, pp.transfer_bytes);
+    add(from, send, start, dur, mb, to, pp.transfer_bytes);
+    add(to, recv, start, dur, mb, from, pp.transfer_bytes);
     t.flows.push_back({from, 1, start, to, 2, start + dur});
     return start + dur;
   };
@@ -103,12 +104,12 @@ Trace make_1f1b_trace(const SyntheticPipeline& pp) {
         if (ready < 0) break;
         const double start = std::max(free_at[r], ready);
         const double dur = scaled(op.forward ? pp.forward_us : pp.backward_us, r);
-        add(r, 0, op.forward ? "F" : "B", start, dur, op.micro_batch, -1, -1);
+        add(r, op.forward ? EventKind::Forward : EventKind::Backward, start, dur, op.micro_batch, -1, -1);
         free_at[r] = start + dur;
         held[r] += op.forward ? pp.activation_bytes : -pp.activation_bytes;
         t.memory.push_back({r, free_at[r], held[r]});
-        if (op.forward && r + 1 < p) input_ready[r + 1][op.micro_batch] = transfer(r, r + 1, "SEND_F", "RECV_F", free_at[r], op.micro_batch);
-        if (!op.forward && r > 0) grad_ready[r - 1][op.micro_batch] = transfer(r, r - 1, "SEND_B", "RECV_B", free_at[r], op.micro_batch);
+        if (op.forward && r + 1 < p) input_ready[r + 1][op.micro_batch] = transfer(r, r + 1, EventKind::SendActivation, EventKind::RecvActivation, free_at[r], op.micro_batch);
+        if (!op.forward && r > 0) grad_ready[r - 1][op.micro_batch] = transfer(r, r - 1, EventKind::SendGrad, EventKind::RecvGrad, free_at[r], op.micro_batch);
         ++next[r];
         ++done;
         progressed = true;
@@ -118,7 +119,7 @@ Trace make_1f1b_trace(const SyntheticPipeline& pp) {
   }
   double end = 0;
   for (int r = 0; r < p; ++r) end = std::max(end, free_at[r]);
-  for (int r = 0; r < p; ++r) add(r, 3, "OPTIMIZER", end, scaled(pp.optimizer_us, r), -1, -1, -1);
+  for (int r = 0; r < p; ++r) add(r, EventKind::Optimizer, end, scaled(pp.optimizer_us, r), -1, -1, -1);
   for (int r = 0; r < p; ++r) t.memory.insert(t.memory.begin() + r, MemorySample{r, 0, 0});
   return t;
 }

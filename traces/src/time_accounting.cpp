@@ -16,13 +16,15 @@ double mean_or_nan(double total, std::size_t count) {
 // A transfer as both ends name it: sender, receiver, direction, micro-batch, receiving stage.
 struct TransferKey {
   int from_rank, to_rank;
-  char direction;
+  char direction;  // 'F' activations, 'B' gradients (direction_of)
   int micro_batch, to_stage;
   bool operator==(const TransferKey& o) const {
     return from_rank == o.from_rank && to_rank == o.to_rank && direction == o.direction &&
            micro_batch == o.micro_batch && to_stage == o.to_stage;
   }
 };
+
+char direction_of(EventKind transfer) { return carries_activation(transfer) ? 'F' : 'B'; }
 
 struct TransferKeyHash {
   std::size_t operator()(const TransferKey& k) const {
@@ -109,8 +111,6 @@ class PostTimes {
   std::unordered_map<TransferKey, double, TransferKeyHash> sparse_;
 };
 
-bool is_send(const TraceEvent& e) { return e.name == "SEND_F" || e.name == "SEND_B"; }
-bool is_receive(const TraceEvent& e) { return e.name == "RECV_F" || e.name == "RECV_B"; }
 
 }  // namespace
 
@@ -160,17 +160,17 @@ ReceiveCosts receive_costs(const Trace& trace) {
   // of several iterations) keeps the first post: the k-th receive then matches nothing later.
   PostTimes posted(trace.events.size());
   for (const TraceEvent& e : trace.events) {
-    if (!is_send(e) || e.peer_rank < 0 || e.stage < 0) continue;
-    const char direction = e.name.back();
-    const int to_stage = direction == 'F' ? e.stage + 1 : e.stage - 1;
+    if (!is_send(e.kind) || e.peer_rank < 0 || e.stage < 0) continue;
+    const char direction = direction_of(e.kind);
+    const int to_stage = carries_activation(e.kind) ? e.stage + 1 : e.stage - 1;
     posted.add(TransferKey{e.rank, e.peer_rank, direction, e.micro_batch, to_stage}, e.ts_us);
   }
   ReceiveCosts costs;
   for (const TraceEvent& e : trace.events) {
-    if (!is_receive(e)) continue;
+    if (!is_receive(e.kind)) continue;
     const double posted_us =
         e.peer_rank < 0 ? std::numeric_limits<double>::quiet_NaN()
-                        : posted.find(TransferKey{e.peer_rank, e.rank, e.name.back(), e.micro_batch, e.stage});
+                        : posted.find(TransferKey{e.peer_rank, e.rank, direction_of(e.kind), e.micro_batch, e.stage});
     if (std::isnan(posted_us)) {
       ++costs.unmatched;
     } else if (posted_us <= e.ts_us) {

@@ -252,6 +252,60 @@ std::vector<RankFile> load_run_files(const std::vector<std::string>& paths) {
   return files;
 }
 
+namespace {
+
+// The path of rank `rank`'s file, for messages.
+const std::string& path_of_rank(const std::vector<RankFile>& files, int rank) {
+  for (const auto& f : files)
+    if (f.rank == rank) return f.path;
+  return files.front().path;
+}
+
+// What `numbers` (ascending, from 0) leaves out below its largest: "4 to 98", or "" when none.
+std::string gap_in(const std::set<int>& numbers) {
+  int expected = 0;
+  for (const int n : numbers) {
+    if (n < 0) continue;
+    if (n != expected) return n - 1 == expected ? std::to_string(expected) : fmt::format("{} to {}", expected, n - 1);
+    ++expected;
+  }
+  return "";
+}
+
+}  // namespace
+
+// Stages are numbered 0..S-1 and every stage forwards micro-batches 0..M-1 in a step, so a
+// number past a gap belongs to no run: a corrupt or foreign span that would make a stage or a
+// micro-batch of its own in every figure. Refused when the files can show the gap is real
+// (every rank's file given; for micro-batches, a step marked too). With ranks missing, their
+// files may hold the gap: a stage is named in a note only when it lies beyond what the world
+// can hold (as many stages per rank as the files show), a micro-batch always.
+void check_numbering(const std::vector<RankFile>& files, const std::map<int, int>& stage_rank,
+                     const std::map<int, std::set<int>>& forwards, bool steps_marked, std::vector<std::string>& notes) {
+  const bool every_rank = static_cast<int>(files.size()) >= files.front().world_size;
+  std::set<int> stages;
+  std::map<int, int> stages_of_rank;
+  for (const auto& [stage, rank] : stage_rank) stages.insert(stage), ++stages_of_rank[rank];
+  if (const std::string gap = gap_in(stages); !gap.empty()) {
+    const int last = *stages.rbegin();
+    int per_rank = 1;
+    for (const auto& [rank, count] : stages_of_rank) per_rank = std::max(per_rank, count);
+    const std::string what = fmt::format("{}: PP: spans of stage {}, but no file has stage {}: not a stage of this run",
+                                         path_of_rank(files, stage_rank.at(last)), last, gap);
+    if (every_rank) throw TraceError(what);
+    if (static_cast<std::int64_t>(last) >= static_cast<std::int64_t>(files.front().world_size) * per_rank)
+      notes.push_back(fmt::format("{} (its {} ranks hold {} stages each)", what, files.front().world_size, per_rank));
+  }
+  for (const auto& [stage, micro_batches] : forwards) {
+    const std::string gap = gap_in(micro_batches);
+    if (gap.empty()) continue;
+    const std::string what = fmt::format("{}: stage {} forwards micro-batch {}, but not micro-batch {}: not a micro-batch of this run",
+                                         path_of_rank(files, stage_rank.at(stage)), stage, *micro_batches.rbegin(), gap);
+    if (steps_marked && every_rank) throw TraceError(what);
+    notes.push_back(what + (steps_marked ? " (or a rank's file is missing)" : " (or the profile started inside a step)"));
+  }
+}
+
 }  // namespace detail
 
 bool is_torch_profiler_input(const std::string& path) {

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <limits>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,5 +36,11 @@ RankFile load_rank_file(const std::string& path);
 // (one world size, distinct ranks, ranks named when there are several files, overlapping
 // recordings on one host) and sorted by rank.
 std::vector<RankFile> load_run_files(const std::vector<std::string>& paths);
+
+// Stages are numbered 0..S-1 and every stage forwards micro-batches 0..M-1 in a step: refuses
+// (or notes, where a missing rank file may hold the gap) numbers past a gap. `stage_rank`: the
+// rank of each stage seen; `forwards`: the micro-batches each stage forwarded.
+void check_numbering(const std::vector<RankFile>& files, const std::map<int, int>& stage_rank,
+                     const std::map<int, std::set<int>>& forwards, bool steps_marked, std::vector<std::string>& notes);
 
 }  // namespace pipescope::traces::detail

@@ -6,12 +6,9 @@
 #include "pipescope/traces/torch_profiler.hpp"
 
 #include <algorithm>
-#include <cctype>
-#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <limits>
 #include <map>
 #include <set>
@@ -22,6 +19,7 @@
 #include "pipescope/core/instruction.hpp"
 #include "pipescope/core/terminal_text.hpp"
 #include "pipescope/traces/trace_limits.hpp"
+#include "torch_profiler_actions.hpp"
 #include "torch_profiler_files.hpp"
 #include "pipescope/traces/trace_io.hpp"
 
@@ -31,175 +29,27 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-constexpr std::string_view kActionPrefix = "PP:";
-constexpr std::string_view kStepPrefix = "ProfilerStep#";
-// The operators torch's autograd engine records while it runs a backward.
-constexpr std::string_view kBackwardOperatorPrefix = "autograd::engine::evaluate_function";
-
-// One PP: action span as torch recorded it, and what it becomes.
-struct Action {
-  std::string type;      // "F", "RECV_B", "UNSHARD", ...
-  std::string parts;     // OVERLAP_F_B: "0F7;7B3", the two actions it runs
-  int stage = -1;
-  int micro_batch = -1;
-  double start_us = 0;   // the CPU span
-  double end_us = 0;
-  double transport_end_us = -1;  // the end of its gloo/NCCL operation (receives)
-  bool arrival_measured = false;  // receives: the compute needing the data waited for it
-  double data_ready_us = -1;      // compute: when the last receive it waited for ended
-  std::int64_t bytes = -1;
-  double kernel_start_us = std::numeric_limits<double>::infinity();
-  double kernel_end_us = -std::numeric_limits<double>::infinity();
-  bool launched_kernels() const { return kernel_end_us >= kernel_start_us; }
-};
-
-// Every action type torch 2.15 writes in a PP: span (SPEC.md section 4).
-bool is_torch_action_type(std::string_view type) {
-  static constexpr std::string_view kTypes[] = {"F",      "I",        "W",           "B",           "SEND_F",
-                                                "RECV_F", "SEND_B",   "RECV_B",      "REDUCE_GRAD", "UNSHARD",
-                                                "RESHARD", "WAIT_SEND_F", "WAIT_SEND_B", "WAIT_REDUCE_GRAD", "OVERLAP_F_B"};
-  return std::find(std::begin(kTypes), std::end(kTypes), type) != std::end(kTypes);
-}
-
-// A stage or micro-batch number as written: digits only, within int.
-std::optional<int> action_number(std::string_view digits) {
-  int value = 0;
-  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (digits.empty() || error != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
-  return value;
-}
-
-// "0F1", "2RECV_B0", "0UNSHARD", "1WAIT_SEND_F3", "(0F7;7B3)OVERLAP_F_B": stage, type and
-// micro-batch; core's parse_action where it knows the type, the plain split elsewhere. Nothing
-// for a type torch does not write or numbers that are not numbers.
-std::optional<Action> parse_pp_action(std::string_view text) {
-  Action a;
-  if (!text.empty() && text.front() == '(') {
-    const auto close = text.find(')');
-    if (close == std::string_view::npos) return std::nullopt;
-    a.type = std::string(text.substr(close + 1));
-    a.parts = std::string(text.substr(1, close - 1));
-    if (a.type != "OVERLAP_F_B") return std::nullopt;
-    return a;
-  }
-  try {
-    const Instruction instr = parse_action(text);
-    a.type = std::string(op_action_type(instr.op));
-    a.stage = instr.stage;
-    a.micro_batch = instr.micro_batch;
-    return a;
-  } catch (const std::exception&) {
-  }
-  std::size_t i = 0;
-  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-  std::size_t j = text.size();
-  while (j > i && std::isdigit(static_cast<unsigned char>(text[j - 1]))) --j;
-  const auto stage = action_number(text.substr(0, i));
-  if (!stage || j == i || !is_torch_action_type(text.substr(i, j - i))) return std::nullopt;
-  a.stage = *stage;
-  a.type = std::string(text.substr(i, j - i));
-  if (j < text.size()) {
-    const auto micro_batch = action_number(text.substr(j));
-    if (!micro_batch) return std::nullopt;
-    a.micro_batch = *micro_batch;
-  }
-  return a;
-}
-
-// A string field of an event, or "" when it is absent or not a string (load_rank_file checked
-// the fields the reader needs).
-std::string_view text_field(const json& e, const char* key) {
-  const auto it = e.find(key);
-  return it != e.end() && it->is_string() ? std::string_view(it->get_ref<const std::string&>()) : std::string_view();
-}
-
-// An integer or string id as text ("7", "stream 7"); "0" when absent.
-std::string id_text(const json& e, const char* key) {
-  const auto it = e.find(key);
-  if (it == e.end() || it->is_null()) return "0";
-  return it->is_string() ? it->get<std::string>() : it->dump();
-}
-
-// N of a "ProfilerStep#N" span, or nothing (another span, or N not a number).
-std::optional<int> step_number(std::string_view name) {
-  if (!name.starts_with(kStepPrefix)) return std::nullopt;
-  return action_number(name.substr(kStepPrefix.size()));
-}
-
-// A [memory] sample's device: the host's (Device Type 0, or none said) or a GPU's.
-bool is_host_memory(const json& args) {
-  const auto it = args.find("Device Type");
-  return it == args.end() || !it->is_number() || it->get<double>() == 0;
-}
-
-int lane_of(const std::string& type) {
-  if (type.rfind("SEND_", 0) == 0) return static_cast<int>(Lane::Send);
-  if (type.rfind("RECV_", 0) == 0) return static_cast<int>(Lane::Recv);
-  if (type == "REDUCE_GRAD") return static_cast<int>(Lane::Collective);
-  return static_cast<int>(Lane::Compute);
-}
-
-std::string category_of(const std::string& type) {
-  if (type == "UNSHARD" || type == "RESHARD") return "sharding";
-  if (type.rfind("WAIT_", 0) == 0) return "wait";
-  return default_category(type);
-}
-
-std::int64_t element_size(const std::string& dtype) {
-  static const std::map<std::string, std::int64_t> sizes = {
-      {"float", 4}, {"double", 8}, {"c10::Half", 2}, {"c10::BFloat16", 2}, {"long int", 8}, {"int", 4},
-      {"short int", 2}, {"signed char", 1}, {"unsigned char", 1}, {"bool", 1}};
-  const auto it = sizes.find(dtype);
-  return it == sizes.end() ? -1 : it->second;
-}
-
-// The bytes of a gloo/NCCL call from its recorded shapes (record_shapes=True), or -1 (also
-// for shapes that are not lists of integers, or a size beyond trace_limits.hpp's bound).
-std::int64_t bytes_of(const json& args) {
-  const auto dims = args.find("Input Dims");
-  const auto types = args.find("Input type");
-  if (dims == args.end() || types == args.end() || !dims->is_array() || !types->is_array()) return -1;
-  double total = 0;
-  for (std::size_t i = 0; i < dims->size() && i < types->size(); ++i) {
-    if (!(*types)[i].is_string() || !(*dims)[i].is_array()) continue;
-    const std::int64_t size = element_size((*types)[i].get<std::string>());
-    if (size < 0) return -1;
-    double count = 1;
-    for (const auto& d : (*dims)[i]) {
-      if (!d.is_number_integer() || d.get<std::int64_t>() < 0) return -1;
-      count *= static_cast<double>(d.get<std::int64_t>());
-    }
-    total += count * static_cast<double>(size);
-  }
-  return total > 0 && !bytes_problem(total) ? static_cast<std::int64_t>(total) : -1;
-}
-
-bool is_transport_call(std::string_view name) {
-  return name.rfind("gloo:", 0) == 0 || name.rfind("nccl:", 0) == 0 || name.rfind("c10d::", 0) == 0;
-}
-
-bool is_gpu_activity(std::string_view cat) { return cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset"; }
-
+using detail::Action;
 using detail::RankFile;
+using detail::action_number;
+using detail::bytes_of;
+using detail::check_numbering;
+using detail::id_text;
+using detail::is_gpu_activity;
+using detail::is_host_memory;
+using detail::is_transport_call;
+using detail::kActionPrefix;
+using detail::kBackwardOperatorPrefix;
+using detail::kStepPrefix;
+using detail::lane_of;
+using detail::parse_pp_action;
+using detail::program_period;
+using detail::step_number;
+using detail::text_field;
 
 // The N of every step of a file, in order: its ProfilerStep#N spans, or the repetitions of its
 // program (defined after RankReader, which finds them).
 std::vector<int> profiled_steps(const RankFile& file);
-
-// A torch run without a profiler schedule marks no steps, but every rank runs its program once
-// per step: the smallest period P whose repetition is the whole sequence of PP: action names,
-// at least twice, is one step's program. 0 when there is none (one step, or no actions).
-std::size_t program_period(const std::vector<const json*>& actions) {
-  const std::size_t n = actions.size();
-  auto name = [&](std::size_t i) -> const std::string& { return (*actions[i])["name"].get_ref<const std::string&>(); };
-  for (std::size_t period = 1; 2 * period <= n; ++period) {
-    if (n % period != 0) continue;
-    bool repeats = true;
-    for (std::size_t i = period; i < n && repeats; ++i) repeats = name(i) == name(i - period);
-    if (repeats) return period;
-  }
-  return 0;
-}
 
 // One rank's file turned into events (times still the file's own).
 class RankReader {
@@ -243,7 +93,8 @@ class RankReader {
     if (semicolon == std::string::npos) return false;
     auto forward = parse_pp_action(std::string_view(overlap.parts).substr(0, semicolon));
     auto backward = parse_pp_action(std::string_view(overlap.parts).substr(semicolon + 1));
-    if (!forward || !backward || forward->type != "F" || (backward->type != "B" && backward->type != "I")) return false;
+    if (!forward || !backward || forward->kind != EventKind::Forward ||
+        (backward->kind != EventKind::Backward && backward->kind != EventKind::BackwardInput)) return false;
     double split_us = overlap.end_us;
     for (const json* e : spans_) {
       const double ts = (*e)["ts"].get<double>();
@@ -267,9 +118,9 @@ class RankReader {
   // The rank of each stage that computes here, and the micro-batches each stage's forwards ran.
   void add_stages(std::map<int, int>& stage_rank, std::map<int, std::set<int>>& forwards) const {
     for (const auto& a : actions_) {
-      if (a.stage < 0 || lane_of(a.type) != static_cast<int>(Lane::Compute)) continue;
+      if (a.stage < 0 || lane_of(a.kind) != static_cast<int>(Lane::Compute)) continue;
       stage_rank.emplace(a.stage, file_.rank);
-      if (a.type == "F" && a.micro_batch >= 0) forwards[a.stage].insert(a.micro_batch);
+      if (a.kind == EventKind::Forward && a.micro_batch >= 0) forwards[a.stage].insert(a.micro_batch);
     }
   }
 
@@ -278,9 +129,10 @@ class RankReader {
     for (const auto& a : actions_) {
       TraceEvent ev;
       ev.rank = file_.rank;
-      ev.lane = lane_of(a.type);
-      ev.name = a.type;
-      ev.category = category_of(a.type);
+      ev.lane = lane_of(a.kind);
+      ev.name = std::string(event_kind_name(a.kind));
+      ev.kind = a.kind;
+      ev.category = std::string(event_kind_category(a.kind));
       ev.stage = a.stage;
       ev.micro_batch = a.micro_batch;
       ev.ts_us = a.start_us;
@@ -304,7 +156,7 @@ class RankReader {
         args.emplace_back(out.events.size(), json{{kReceivePostArg, a.end_us - a.start_us}}.dump());
       if (ev.lane == static_cast<int>(Lane::Send) || ev.lane == static_cast<int>(Lane::Recv)) {
         ev.bytes = a.bytes;
-        const bool activation = a.type.back() == 'F';
+        const bool activation = carries_activation(a.kind);
         const bool send = ev.lane == static_cast<int>(Lane::Send);
         const int peer_stage = a.stage + ((activation == send) ? 1 : -1);
         if (const auto it = stage_rank.find(peer_stage); it != stage_rank.end()) ev.peer_rank = it->second;
@@ -450,7 +302,7 @@ class RankReader {
       const std::string name = (*e)["name"].get<std::string>();
       if (!is_transport_call(name)) continue;
       Action* a = action_at((*e)["ts"].get<double>());
-      if (!a || (lane_of(a->type) != static_cast<int>(Lane::Send) && lane_of(a->type) != static_cast<int>(Lane::Recv))) continue;
+      if (!a || !is_transfer(a->kind)) continue;
       a->transport_end_us = std::max(a->transport_end_us, (*e)["ts"].get<double>() + (*e)["dur"].get<double>());
       if (a->bytes < 0 && e->contains("args")) a->bytes = bytes_of((*e)["args"]);
     }
@@ -466,17 +318,18 @@ class RankReader {
     std::vector<std::pair<Action*, double>> waits;  // receive, its wait's length
     for (std::size_t i = 0; i < actions_.size(); ++i) {
       Action& recv = actions_[i];
-      if (lane_of(recv.type) != static_cast<int>(Lane::Recv)) continue;
+      if (!is_receive(recv.kind)) continue;
       if (recv.launched_kernels()) {
         recv.arrival_measured = true;
         recv.transport_end_us = std::max(recv.transport_end_us, recv.kernel_end_us);
         continue;
       }
       if (recv.transport_end_us < 0) continue;
-      const bool activation = recv.type.back() == 'F';
+      const bool activation = carries_activation(recv.kind);
       for (std::size_t j = i + 1; j < actions_.size(); ++j) {
         Action& c = actions_[j];
-        const bool consumes = activation ? c.type == "F" : (c.type == "B" || c.type == "I");
+        const bool consumes =
+            activation ? c.kind == EventKind::Forward : (c.kind == EventKind::Backward || c.kind == EventKind::BackwardInput);
         if (!consumes || c.stage != recv.stage || c.micro_batch != recv.micro_batch) continue;
         waits.push_back({&recv, recv.transport_end_us - c.start_us});
         // torch waits for the data first thing in the action (_wait_batch_p2p), inside its span:
@@ -637,56 +490,6 @@ std::vector<int> profiled_steps(const RankFile& file) {
   return RankReader(file, file, TorchReadOptions{}, ignored).step_numbers();
 }
 
-
-// The path of rank `rank`'s file, for messages.
-const std::string& path_of_rank(const std::vector<RankFile>& files, int rank) {
-  for (const auto& f : files)
-    if (f.rank == rank) return f.path;
-  return files.front().path;
-}
-
-// What `numbers` (ascending, from 0) leaves out below its largest: "4 to 98", or "" when none.
-std::string gap_in(const std::set<int>& numbers) {
-  int expected = 0;
-  for (const int n : numbers) {
-    if (n < 0) continue;
-    if (n != expected) return n - 1 == expected ? std::to_string(expected) : fmt::format("{} to {}", expected, n - 1);
-    ++expected;
-  }
-  return "";
-}
-
-// Stages are numbered 0..S-1 and every stage forwards micro-batches 0..M-1 in a step, so a
-// number past a gap belongs to no run: a corrupt or foreign span that would make a stage or a
-// micro-batch of its own in every figure. Refused when the files can show the gap is real
-// (every rank's file given; for micro-batches, a step marked too). With ranks missing, their
-// files may hold the gap: a stage is named in a note only when it lies beyond what the world
-// can hold (as many stages per rank as the files show), a micro-batch always.
-void check_numbering(const std::vector<RankFile>& files, const std::map<int, int>& stage_rank,
-                     const std::map<int, std::set<int>>& forwards, bool steps_marked, std::vector<std::string>& notes) {
-  const bool every_rank = static_cast<int>(files.size()) >= files.front().world_size;
-  std::set<int> stages;
-  std::map<int, int> stages_of_rank;
-  for (const auto& [stage, rank] : stage_rank) stages.insert(stage), ++stages_of_rank[rank];
-  if (const std::string gap = gap_in(stages); !gap.empty()) {
-    const int last = *stages.rbegin();
-    int per_rank = 1;
-    for (const auto& [rank, count] : stages_of_rank) per_rank = std::max(per_rank, count);
-    const std::string what = fmt::format("{}: PP: spans of stage {}, but no file has stage {}: not a stage of this run",
-                                         path_of_rank(files, stage_rank.at(last)), last, gap);
-    if (every_rank) throw TraceError(what);
-    if (static_cast<std::int64_t>(last) >= static_cast<std::int64_t>(files.front().world_size) * per_rank)
-      notes.push_back(fmt::format("{} (its {} ranks hold {} stages each)", what, files.front().world_size, per_rank));
-  }
-  for (const auto& [stage, micro_batches] : forwards) {
-    const std::string gap = gap_in(micro_batches);
-    if (gap.empty()) continue;
-    const std::string what = fmt::format("{}: stage {} forwards micro-batch {}, but not micro-batch {}: not a micro-batch of this run",
-                                         path_of_rank(files, stage_rank.at(stage)), stage, *micro_batches.rbegin(), gap);
-    if (steps_marked && every_rank) throw TraceError(what);
-    notes.push_back(what + (steps_marked ? " (or a rank's file is missing)" : " (or the profile started inside a step)"));
-  }
-}
 
 TorchRun read_run(const std::vector<RankFile>& files, const TorchReadOptions& options) {
   TorchRun run;

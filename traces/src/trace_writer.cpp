@@ -47,14 +47,13 @@ std::string default_lane_name(int lane) {
   }
 }
 
-std::string default_category(std::string_view name) {
-  if (name == "F" || name == "B" || name == "I" || name == "W" || name == "LOAD") return "compute";
-  if (name.rfind("SEND_", 0) == 0 || name.rfind("RECV_", 0) == 0) return "p2p";
-  if (name.rfind("REDUCE_", 0) == 0 || name == "OPTIMIZER") return "collective";
-  return "other";
-}
+std::string default_category(EventKind kind) { return std::string(event_kind_category(kind)); }
 
-std::string to_trace_json(const Trace& trace) {
+namespace {
+
+// The shift that puts the earliest written time at 0; refuses times that are not finite and
+// negative durations.
+double time_shift(const Trace& trace) {
   double earliest = std::numeric_limits<double>::infinity();
   for (std::size_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& e = trace.events[i];
@@ -71,14 +70,12 @@ std::string to_trace_json(const Trace& trace) {
     check_finite(trace.flows[i].from_ts_us, "start of flow", i);
     check_finite(trace.flows[i].to_ts_us, "end of flow", i);
   }
-  const double shift = std::isfinite(earliest) ? earliest : 0.0;
+  return std::isfinite(earliest) ? earliest : 0.0;
+}
 
-  fmt::memory_buffer out;
-  out.reserve(256 + trace.events.size() * 150 + trace.memory.size() * 80);
+// otherData: the known fields first, then whatever else the producer kept.
+void append_other_data(fmt::memory_buffer& out, const TraceMeta& meta) {
   auto put = [&out](std::string_view s) { out.append(s); };
-
-  // otherData: the known fields first, then whatever else the producer kept.
-  const TraceMeta& meta = trace.meta;
   put("{\"displayTimeUnit\": \"ns\",\n\"otherData\": {\"format\": ");
   append_json_string(out, meta.format.empty() ? "pipescope.trace/1" : meta.format);
   put(", \"source\": ");
@@ -97,41 +94,56 @@ std::string to_trace_json(const Trace& trace) {
     put(it.value().dump());
   }
   put("},\n\"traceEvents\": [\n");
+}
 
-  // Metadata: one process per rank, one thread per lane that is used (all four for ranks
-  // without lane names, so Perfetto shows the same rows for every rank).
+// The elements of traceEvents, one after the other with commas between them.
+class EventList {
+ public:
+  explicit EventList(fmt::memory_buffer& out) : out_(out) {}
+  // The buffer, ready for the next element.
+  fmt::memory_buffer& next() {
+    if (!first_) out_.append(std::string_view(",\n"));
+    first_ = false;
+    return out_;
+  }
+
+ private:
+  fmt::memory_buffer& out_;
+  bool first_ = true;
+};
+
+// Metadata: one process per rank, one thread per lane that is used (all four for ranks
+// without lane names, so Perfetto shows the same rows for every rank).
+void append_metadata(EventList& list, const Trace& trace) {
   const int ranks = trace.rank_count();
   std::vector<int> lanes_used(ranks, 0);
   for (const auto& e : trace.events) lanes_used[e.rank] = std::max(lanes_used[e.rank], e.lane + 1);
-  bool first = true;
-  auto next = [&] {
-    if (!first) put(",\n");
-    first = false;
-  };
   for (int r = 0; r < ranks; ++r) {
-    next();
+    fmt::memory_buffer& out = list.next();
     fmt::format_to(std::back_inserter(out), "{{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": {}, \"args\": {{\"name\": ", r);
     append_json_string(out, r < static_cast<int>(trace.rank_names.size()) && !trace.rank_names[r].empty()
                                 ? trace.rank_names[r] : "rank " + std::to_string(r));
-    put("}}");
+    out.append(std::string_view("}}"));
     const bool has_names = r < static_cast<int>(trace.lane_names.size());
     const int lanes = std::max(lanes_used[r], has_names ? static_cast<int>(trace.lane_names[r].size()) : kNumLanes);
     for (int lane = 0; lane < lanes; ++lane) {
-      next();
+      list.next();
       fmt::format_to(std::back_inserter(out),
                      "{{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": {}, \"tid\": {}, \"args\": {{\"name\": ", r, lane);
       const bool named = has_names && lane < static_cast<int>(trace.lane_names[r].size()) && !trace.lane_names[r][lane].empty();
       append_json_string(out, named ? trace.lane_names[r][lane] : default_lane_name(lane));
-      put("}}");
+      out.append(std::string_view("}}"));
     }
   }
+}
 
+void append_events(EventList& list, const Trace& trace, double shift) {
   for (const auto& e : trace.events) {
-    next();
-    put("{\"ph\": \"X\", \"name\": ");
+    fmt::memory_buffer& out = list.next();
+    out.append(std::string_view("{\"ph\": \"X\", \"name\": "));
     append_json_string(out, e.name);
-    put(", \"cat\": ");
-    append_json_string(out, e.category.empty() ? default_category(e.name) : e.category);
+    out.append(std::string_view(", \"cat\": "));
+    append_json_string(out, e.category.empty() ? default_category(e.kind) : e.category);
     fmt::format_to(std::back_inserter(out), ", \"pid\": {}, \"tid\": {}, \"ts\": {}, \"dur\": {}, \"args\": {{", e.rank, e.lane,
                    e.ts_us - shift, e.dur_us);
     bool first_arg = true;
@@ -144,28 +156,40 @@ std::string to_trace_json(const Trace& trace) {
     arg("micro_batch", e.micro_batch);
     arg("peer_rank", e.peer_rank);
     arg("bytes", e.bytes);
-    put("}}");
+    out.append(std::string_view("}}"));
   }
+}
 
+void append_memory_and_flows(EventList& list, const Trace& trace, double shift) {
   for (const auto& m : trace.memory) {
-    next();
-    fmt::format_to(std::back_inserter(out), "{{\"ph\": \"C\", \"name\": \"memory\", \"pid\": {}, \"ts\": {}, \"args\": {{\"bytes\": {}}}}}",
-                   m.rank, m.ts_us - shift, m.bytes);
+    fmt::format_to(std::back_inserter(list.next()),
+                   "{{\"ph\": \"C\", \"name\": \"memory\", \"pid\": {}, \"ts\": {}, \"args\": {{\"bytes\": {}}}}}", m.rank,
+                   m.ts_us - shift, m.bytes);
   }
-
   // Flow events bind to the enclosing slice ("s") and the slice that starts there ("f", bp e).
   for (std::size_t i = 0; i < trace.flows.size(); ++i) {
     const Flow& f = trace.flows[i];
-    next();
-    fmt::format_to(std::back_inserter(out),
+    fmt::format_to(std::back_inserter(list.next()),
                    "{{\"ph\": \"s\", \"name\": \"transfer\", \"cat\": \"flow\", \"id\": {}, \"pid\": {}, \"tid\": {}, \"ts\": {}}}", i,
                    f.from_rank, f.from_lane, f.from_ts_us - shift);
-    next();
-    fmt::format_to(std::back_inserter(out),
+    fmt::format_to(std::back_inserter(list.next()),
                    "{{\"ph\": \"f\", \"bp\": \"e\", \"name\": \"transfer\", \"cat\": \"flow\", \"id\": {}, \"pid\": {}, \"tid\": {}, \"ts\": {}}}",
                    i, f.to_rank, f.to_lane, f.to_ts_us - shift);
   }
-  put("\n]}\n");
+}
+
+}  // namespace
+
+std::string to_trace_json(const Trace& trace) {
+  const double shift = time_shift(trace);
+  fmt::memory_buffer out;
+  out.reserve(256 + trace.events.size() * 150 + trace.memory.size() * 80);
+  append_other_data(out, trace.meta);
+  EventList list(out);
+  append_metadata(list, trace);
+  append_events(list, trace, shift);
+  append_memory_and_flows(list, trace, shift);
+  out.append(std::string_view("\n]}\n"));
   return fmt::to_string(out);
 }
 

@@ -1,7 +1,6 @@
 #include "pipescope/traces/transfer_pairs.hpp"
 
 #include <algorithm>
-#include <string_view>
 #include <tuple>
 
 namespace pipescope::traces {
@@ -11,18 +10,14 @@ namespace {
 struct TransferEnd {
   int from_rank = 0;
   int to_rank = 0;
-  std::string_view direction;  // what follows SEND_ / RECV_: "F", "B", ...
+  bool activation = false;  // activations (forward) or gradients (backward)
   int micro_batch = -1;
   int to_stage = -1;  // the receiving stage; -1 when unknown
   double ts_us = 0;
   std::size_t event = 0;
-  auto strict_key() const { return std::tie(from_rank, to_rank, direction, micro_batch, to_stage); }
-  auto loose_key() const { return std::tie(from_rank, to_rank, direction, micro_batch); }
+  auto strict_key() const { return std::tie(from_rank, to_rank, activation, micro_batch, to_stage); }
+  auto loose_key() const { return std::tie(from_rank, to_rank, activation, micro_batch); }
 };
-
-constexpr std::string_view kSend = "SEND_", kReceive = "RECV_";
-
-bool starts_with(const std::string& name, std::string_view prefix) { return name.compare(0, prefix.size(), prefix) == 0; }
 
 // Pairs ends of equal keys in time order; the ends left unpaired stay in `sends`/`receives`.
 template <class Key>
@@ -56,12 +51,12 @@ std::vector<TransferPair> pair_transfers(const Trace& trace) {
   for (std::size_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& e = trace.events[i];
     if (e.peer_rank < 0) continue;
-    if (starts_with(e.name, kSend)) {
-      const std::string_view direction = std::string_view(e.name).substr(kSend.size());
-      const int to_stage = e.stage < 0 ? -1 : direction == "F" ? e.stage + 1 : direction == "B" ? e.stage - 1 : -1;
-      sends.push_back({e.rank, e.peer_rank, direction, e.micro_batch, to_stage, e.ts_us, i});
-    } else if (starts_with(e.name, kReceive)) {
-      receives.push_back({e.peer_rank, e.rank, std::string_view(e.name).substr(kReceive.size()), e.micro_batch, e.stage, e.ts_us, i});
+    const bool activation = carries_activation(e.kind);
+    if (is_send(e.kind)) {
+      const int to_stage = e.stage < 0 ? -1 : activation ? e.stage + 1 : e.stage - 1;
+      sends.push_back({e.rank, e.peer_rank, activation, e.micro_batch, to_stage, e.ts_us, i});
+    } else if (is_receive(e.kind)) {
+      receives.push_back({e.peer_rank, e.rank, activation, e.micro_batch, e.stage, e.ts_us, i});
     }
   }
   std::vector<TransferPair> pairs;

@@ -135,6 +135,7 @@ void append_events(traces::Trace& trace, const nlohmann::json& j) {
     ev.rank = e[0];
     ev.lane = e[1];
     ev.name = e[2];
+    ev.kind = traces::event_kind_from_name(ev.name);
     ev.category = e[3];
     ev.ts_us = e[4];
     ev.dur_us = e[5];

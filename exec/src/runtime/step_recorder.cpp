@@ -20,6 +20,7 @@ std::size_t StepRecorder::begin_event(traces::Lane lane, const Instruction& inst
   e.rank = world_rank_;
   e.lane = static_cast<int>(lane);
   e.name = std::string(op_action_type(instr.op));
+  e.kind = traces::event_kind_of(instr.op);
   e.category = lane == traces::Lane::Compute ? "compute" : lane == traces::Lane::Collective ? "collective" : "p2p";
   e.ts_us = now_us() - result_.origin_us;
   e.stage = instr.stage;

@@ -5,14 +5,35 @@
 
 namespace pipescope::gui {
 
-Kind kind_of(std::string_view name) {
-  if (name == "F") return Kind::Forward;
-  if (name == "B") return Kind::Backward;
-  if (name == "I") return Kind::BackwardInput;
-  if (name == "W") return Kind::BackwardWeight;
-  if (name.rfind("SEND_", 0) == 0 || name.rfind("RECV_", 0) == 0) return Kind::Communication;
-  if (name == "OPTIMIZER" || name.rfind("REDUCE_", 0) == 0) return Kind::Optimizer;
-  if (name.rfind("TP_", 0) == 0) return Kind::TensorParallel;
+Kind kind_of(traces::EventKind kind) {
+  using traces::EventKind;
+  switch (kind) {
+    case EventKind::Forward: return Kind::Forward;
+    case EventKind::Backward: return Kind::Backward;
+    case EventKind::BackwardInput: return Kind::BackwardInput;
+    case EventKind::BackwardWeight: return Kind::BackwardWeight;
+    case EventKind::SendActivation:
+    case EventKind::RecvActivation:
+    case EventKind::SendGrad:
+    case EventKind::RecvGrad:
+    case EventKind::AllToAllDispatchForward:
+    case EventKind::AllToAllCombineForward:
+    case EventKind::AllToAllDispatchBackward:
+    case EventKind::AllToAllCombineBackward: return Kind::Communication;
+    case EventKind::ReduceGrad:
+    case EventKind::ReduceTied:
+    case EventKind::Optimizer: return Kind::Optimizer;
+    case EventKind::TensorParallelForward:
+    case EventKind::TensorParallelBackward: return Kind::TensorParallel;
+    case EventKind::Other:
+    case EventKind::Load:
+    case EventKind::WaitSendActivation:
+    case EventKind::WaitSendGrad:
+    case EventKind::WaitReduceGrad:
+    case EventKind::Unshard:
+    case EventKind::Reshard:
+    case EventKind::OverlapForwardBackward: return Kind::Other;
+  }
   return Kind::Other;
 }
 

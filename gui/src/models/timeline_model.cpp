@@ -184,16 +184,10 @@ void TimelineModel::set_traces(Trace first, std::optional<Trace> second) {
   for (std::size_t r = 0; r < rows_.size(); ++r) rows_[r].blocks.reserve(row_sizes[r]);
   for (int s = 0; s < series; ++s) {
     const auto& events = traces_[s]->events;
-    std::string_view last_name;
-    Kind last_kind = Kind::Other;
     for (std::size_t i = 0; i < events.size(); ++i) {
       const TraceEvent& e = events[i];
-      if (i == 0 || e.name != last_name) {
-        last_name = e.name;
-        last_kind = kind_of(last_name);
-      }
       rows_[static_cast<std::size_t>(row_slot_[row_slot(e.rank, s, e.lane)])].blocks.push_back(
-          {e.ts_us, e.end_us(), static_cast<std::uint32_t>(i), last_kind});
+          {e.ts_us, e.end_us(), static_cast<std::uint32_t>(i), kind_of(e.kind)});
     }
   }
   for (auto& row : rows_) {
@@ -403,7 +397,7 @@ void TimelineModel::fill_plain_trace_data() {
 std::uint32_t TimelineModel::event_rgb(int series, std::size_t event) const {
   const auto& colours = name_rgb_.at(series);
   if (event < colours.size()) return colours[event];
-  return kind_rgb(kind_of(trace(series).events.at(event).name));
+  return kind_rgb(kind_of(trace(series).events.at(event).kind));
 }
 
 std::optional<std::size_t> TimelineModel::transfer_partner(int series, std::size_t event) const {
@@ -414,7 +408,7 @@ std::optional<std::size_t> TimelineModel::transfer_partner(int series, std::size
 
 std::optional<ReceiveWait> TimelineModel::receive_wait(int series, std::size_t receive_event) const {
   const auto& events = trace(series).events;
-  if (receive_event >= events.size() || events[receive_event].name.rfind("RECV_", 0) != 0) return std::nullopt;
+  if (receive_event >= events.size() || !traces::is_receive(events[receive_event].kind)) return std::nullopt;
   const auto send = transfer_partner(series, receive_event);
   if (!send) return std::nullopt;
   const TraceEvent& r = events[receive_event];

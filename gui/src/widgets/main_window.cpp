@@ -510,7 +510,7 @@ void MainWindow::show_event_details(int series, std::size_t index) {
   const auto& e = t.events[index];
   auto html = [](const std::string& text) { return QString::fromStdString(text).toHtmlEscaped(); };
   // A plain trace's blocks are named, not kinds: its category says what it is.
-  const std::string_view kind = kind_label(kind_of(e.name));
+  const std::string_view kind = kind_label(kind_of(e.kind));
   const QString what = model_->has_pipeline(series) ? QString::fromUtf8(kind.data(), static_cast<int>(kind.size()))
                                                     : (e.category.empty() ? QString("slice") : html(e.category));
   QString text = QString("<b>%1</b> (%2) &mdash; %3, %4, %5 lane<br>")

@@ -564,7 +564,7 @@ void TimelineWidget::paint_critical_path(QPainter& p) const {
 QString TimelineWidget::tooltip_text(int series, std::size_t index) const {
   const auto& e = model_->trace(series).events[index];
   QString text = QString::fromStdString(e.name) + "  (" +
-                 QString::fromUtf8(kind_label(kind_of(e.name)).data(), static_cast<int>(kind_label(kind_of(e.name)).size())) + ")";
+                 QString::fromUtf8(kind_label(kind_of(e.kind)).data(), static_cast<int>(kind_label(kind_of(e.kind)).size())) + ")";
   text += "\n" + QString::fromStdString(model_->series_name(series)) + ", " + QString::fromStdString(model_->rank_name(e.rank)) +
           ", " + QString::fromStdString(model_->lane_name(e.rank, e.lane));
   if (e.stage >= 0) text += "\nstage " + QString::number(e.stage);

@@ -44,14 +44,21 @@ int stage_count(const traces::Trace& trace) {
 
 namespace {
 
+using traces::EventKind;
 using traces::Lane;
 using traces::TraceEvent;
 
 // The operations timed event by event (optimizer steps and tied reductions: collect_collective_waits).
-std::optional<Timed> timed_of(const std::string& name) {
-  for (const Timed t : {Timed::F, Timed::B, Timed::I, Timed::W, Timed::Load, Timed::ReduceGrad})
-    if (name == action_name(t)) return t;
-  return std::nullopt;
+std::optional<Timed> timed_of(EventKind kind) {
+  switch (kind) {
+    case EventKind::Forward: return Timed::F;
+    case EventKind::Backward: return Timed::B;
+    case EventKind::BackwardInput: return Timed::I;
+    case EventKind::BackwardWeight: return Timed::W;
+    case EventKind::Load: return Timed::Load;
+    case EventKind::ReduceGrad: return Timed::ReduceGrad;
+    default: return std::nullopt;
+  }
 }
 
 bool on_main_thread(const TraceEvent& e) {
@@ -85,7 +92,7 @@ class MemoryTimeline {
 
 
 // The stage that sent the data a receive takes (the default peers of SPEC.md section 3).
-int sender_stage_of_receive(const TraceEvent& e) { return e.name == "RECV_F" ? e.stage - 1 : e.stage + 1; }
+int sender_stage_of_receive(const TraceEvent& e) { return carries_activation(e.kind) ? e.stage - 1 : e.stage + 1; }
 
 // The events of a rank's program thread in program order.
 std::vector<const TraceEvent*> main_thread_events(const traces::Trace& trace, int rank) {
@@ -142,7 +149,7 @@ void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
       // isend), whatever comes next.
       if (torch) {
         out.times_s[{e.stage, Timed::Send}].push_back(sample);
-        if (e.name == "SEND_F" && e.bytes > 0) out.activation_bytes[e.stage].push_back(e.bytes);
+        if (e.kind == EventKind::SendActivation && e.bytes > 0) out.activation_bytes[e.stage].push_back(e.bytes);
         continue;
       }
       // A send occupies the program from the end of the instruction before it (its packing
@@ -154,7 +161,7 @@ void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
       const bool previous_tells = i > 0 && main[i - 1]->lane != static_cast<int>(Lane::Send);
       if (next_tells && previous_tells)
         out.send_spans[e.stage].push_back({(next_start_us - main[i - 1]->end_us()) * 1e-6, &mt.source, rank, e.micro_batch});
-      if (e.name == "SEND_F" && e.bytes > 0) out.activation_bytes[e.stage].push_back(e.bytes);
+      if (e.kind == EventKind::SendActivation && e.bytes > 0) out.activation_bytes[e.stage].push_back(e.bytes);
       continue;
     }
     // The program's own time between this instruction and the next (a send next has its
@@ -164,20 +171,28 @@ void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
     if (e.stage < 0) continue;
     // Optimizer steps and tied reductions: collect_collective_waits (the first of a rank may
     // wait for the others).
-    if (const auto timed = timed_of(e.name)) out.times_s[{e.stage, *timed}].push_back(sample);
+    if (const auto timed = timed_of(e.kind)) out.times_s[{e.stage, *timed}].push_back(sample);
     if (memory.empty()) continue;
     // pprun samples the counter after each instruction, so an op's samples lie between its
     // start and the next instruction's start.
     const std::int64_t delta = memory.before(next_start_us) - memory.before(e.ts_us);
     const std::pair<int, int> key{e.stage, e.micro_batch};
-    if (e.name == "LOAD" || e.name == "RECV_F" || e.name == "F") {
-      forward_delta[key] += delta;
-    } else if (e.name == "RECV_B" || e.name == "B" || e.name == "I" || e.name == "W") {
-      backward_delta[key] += delta;
-      if (e.name == "RECV_B" || e.name == "I") input_delta[key] += delta;
-      if (e.name == "B" || e.name == "W") backward_order[e.stage].push_back({e.ts_us, e.micro_batch});
-    } else if (e.name == "OPTIMIZER") {
-      optimizer_delta[e.stage].push_back(delta);
+    switch (e.kind) {
+      case EventKind::Load:
+      case EventKind::RecvActivation:
+      case EventKind::Forward: forward_delta[key] += delta; break;
+      case EventKind::RecvGrad:
+      case EventKind::BackwardInput:
+        backward_delta[key] += delta;
+        input_delta[key] += delta;
+        break;
+      case EventKind::Backward:
+      case EventKind::BackwardWeight:
+        backward_delta[key] += delta;
+        backward_order[e.stage].push_back({e.ts_us, e.micro_batch});
+        break;
+      case EventKind::Optimizer: optimizer_delta[e.stage].push_back(delta); break;
+      default: break;
     }
   }
 
@@ -230,10 +245,10 @@ void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
 // Both readings of the durations are kept (Timed::OptimizerSynced, ...Unsynced);
 // estimate_collective_waits takes the one that all traces together support.
 void collect_collective_waits(const MeasuredTrace& mt, Collective collective, int num_stages, Collected& out) {
-  const std::string name = action_name(collective);
+  const EventKind kind = collective == Collective::Optimizer ? EventKind::Optimizer : EventKind::ReduceTied;
   std::map<int, std::vector<const TraceEvent*>> by_rank;
   for (const auto& e : mt.trace.events) {
-    if (e.name != name || e.stage < 0) continue;
+    if (e.kind != kind || e.stage < 0) continue;
     if (collective == Collective::ReduceTied && e.stage != 0 && e.stage != num_stages - 1) continue;  // holds no tied weights
     by_rank[e.rank].push_back(&e);
   }
@@ -285,12 +300,13 @@ double torch_receive_post_us(const traces::Trace& trace, const TraceEvent& recv)
 
 void collect_transfers(const MeasuredTrace& mt, Collected& out) {
   // Sends and receives between two stages pair up in order (SPEC.md section 3).
-  std::map<std::tuple<std::string, int, int>, std::vector<const TraceEvent*>> sends, recvs;
+  // Keyed by (activations or gradients, sending stage, micro-batch).
+  std::map<std::tuple<bool, int, int>, std::vector<const TraceEvent*>> sends, recvs;
   for (const auto& e : mt.trace.events) {
-    if (e.name == "SEND_F" || e.name == "SEND_B")
-      sends[{e.name.substr(5), e.stage, e.micro_batch}].push_back(&e);
-    else if (e.name == "RECV_F" || e.name == "RECV_B")
-      recvs[{e.name.substr(5), sender_stage_of_receive(e), e.micro_batch}].push_back(&e);
+    if (is_send(e.kind))
+      sends[{carries_activation(e.kind), e.stage, e.micro_batch}].push_back(&e);
+    else if (is_receive(e.kind))
+      recvs[{carries_activation(e.kind), sender_stage_of_receive(e), e.micro_batch}].push_back(&e);
   }
   for (auto& [key, sent] : sends) {
     auto it = recvs.find(key);

@@ -5,14 +5,18 @@
 #include <cstdint>
 #include <string_view>
 
+#include "pipescope/traces/event_kind.hpp"
+
 namespace pipescope::gui {
 
 enum class Kind { Forward, Backward, BackwardInput, BackwardWeight, Communication, Optimizer, TensorParallel, Other };
 inline constexpr int kKindCount = 8;
 
-// F, B, I, W, SEND_*/RECV_*, REDUCE_* and OPTIMIZER, TP_* (a pass's tensor-parallel collectives,
-// predicted by ppsim simulate --tensor-parallel); LOAD and names of plain traces are Other.
-Kind kind_of(std::string_view event_name);
+// The colour group of an event's kind: F, B, I, W; sends, receives and the all-to-all of MoE
+// layers (communication); REDUCE_GRAD, REDUCE_TIED and OPTIMIZER; TP_F and TP_B (a pass's
+// tensor-parallel collectives, predicted by ppsim simulate --tensor-parallel); LOAD, torch's
+// waits and sharding and the names of plain traces are Other.
+Kind kind_of(traces::EventKind kind);
 std::string_view kind_label(Kind kind);  // "F forward", ...
 std::uint32_t kind_rgb(Kind kind);
 

@@ -11,13 +11,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipescope/traces/event_kind.hpp"
 #include "pipescope/traces/run_description.hpp"
 
 namespace pipescope::traces {
-
-// Lanes of a rank (the Chrome trace `tid`).
-enum class Lane : int { Compute = 0, Send = 1, Recv = 2, Collective = 3 };
-inline constexpr int kNumLanes = 4;
 
 struct TimeRange {
   double start_us = 0;
@@ -26,12 +23,15 @@ struct TimeRange {
   bool contains(double t_us) const { return t_us >= start_us && t_us < end_us; }
 };
 
-// One complete ("X") event. `name` is the action kind: F, B, I, W, SEND_F, RECV_F, SEND_B,
-// RECV_B, REDUCE_GRAD, REDUCE_TIED, OPTIMIZER, LOAD (or any name, for plain Chrome traces).
+// One complete ("X") event. `name` is what the file says (F, B, I, W, SEND_F, RECV_F, SEND_B,
+// RECV_B, REDUCE_GRAD, REDUCE_TIED, OPTIMIZER, LOAD, or any name, for plain Chrome traces);
+// `kind` is that name parsed once (event_kind.hpp), by the reader or whoever makes the event:
+// code asks the kind, never the name.
 struct TraceEvent {
   int rank = 0;            // pid
   int lane = 0;            // tid
   std::string name;
+  EventKind kind = EventKind::Other;
   std::string category;    // "compute", "p2p", "collective", ...
   double ts_us = 0;        // start, microseconds from the start of the iteration
   double dur_us = 0;

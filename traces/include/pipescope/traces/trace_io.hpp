@@ -33,7 +33,8 @@ void write_trace(const Trace& trace, const std::string& path);
 // The conventional lane names: compute, send, receive, collectives.
 std::string default_lane_name(int lane);
 
-// The category written for an event without one: compute, p2p, collective or other.
-std::string default_category(std::string_view name);
+// The category written for an event without one: compute, p2p, collective, wait, sharding
+// or other (event_kind_category).
+std::string default_category(EventKind kind);
 
 }  // namespace pipescope::traces
