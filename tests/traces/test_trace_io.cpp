@@ -118,6 +118,20 @@ TEST_CASE("a trace survives to_trace_json and parse_trace unchanged", "[trace_io
   REQUIRE(back.lane_names.at(1).at(2) == "receive");
 }
 
+TEST_CASE("an event's further args are written beside its typed ones and read back", "[trace_io]") {
+  Trace original = two_rank_trace();
+  REQUIRE(original.events.size() >= 2);
+  original.args.push_back({1, R"({"layer": 3, "peers": [0, 1], "tokens_per_expert": [5, 7]})"});
+  const std::string json = to_trace_json(original);
+  const Trace back = parse_trace(json, "memory");
+  REQUIRE(back.args.size() == 1);
+  CHECK(back.args[0].event == 1);
+  CHECK(nlohmann::json::parse(back.args[0].json) == nlohmann::json::parse(original.args[0].json));
+  CHECK(back.events[1].stage == original.events[1].stage);  // the typed ones stay typed
+  // Written again, the same text: nothing is lost or doubled on a round trip.
+  CHECK(to_trace_json(back) == json);
+}
+
 TEST_CASE("write_trace and read_trace round-trip plain and gzip files", "[trace_io]") {
   const Trace original = two_rank_trace();
   for (const std::string name : {"round.json", "round.json.gz"}) {

@@ -1,6 +1,7 @@
 // The trace writer: Chrome Trace Event JSON written directly with fmt (a JSON document of a
 // million events would cost seconds and gigabytes).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 
@@ -137,8 +138,28 @@ void append_metadata(EventList& list, const Trace& trace) {
   }
 }
 
+// The members of an EventArgs object ("{...}" less its braces), or empty when it has none.
+std::string_view object_members(std::string_view json) {
+  const auto open = json.find('{');
+  const auto close = json.rfind('}');
+  if (open == std::string_view::npos || close == std::string_view::npos || close <= open) return {};
+  std::string_view inner = json.substr(open + 1, close - open - 1);
+  while (!inner.empty() && std::isspace(static_cast<unsigned char>(inner.front()))) inner.remove_prefix(1);
+  while (!inner.empty() && std::isspace(static_cast<unsigned char>(inner.back()))) inner.remove_suffix(1);
+  return inner;
+}
+
 void append_events(EventList& list, const Trace& trace, double shift) {
-  for (const auto& e : trace.events) {
+  // The args the typed fields do not hold (a plain trace's own, pprun's all-to-all details) go
+  // back beside them, so that what was read is written again.
+  std::vector<std::string_view> other_args;
+  if (!trace.args.empty()) {
+    other_args.resize(trace.events.size());
+    for (const auto& a : trace.args)
+      if (a.event < other_args.size()) other_args[a.event] = object_members(a.json);
+  }
+  for (std::size_t i = 0; i < trace.events.size(); ++i) {
+    const TraceEvent& e = trace.events[i];
     fmt::memory_buffer& out = list.next();
     out.append(std::string_view("{\"ph\": \"X\", \"name\": "));
     append_json_string(out, e.name);
@@ -156,6 +177,10 @@ void append_events(EventList& list, const Trace& trace, double shift) {
     arg("micro_batch", e.micro_batch);
     arg("peer_rank", e.peer_rank);
     arg("bytes", e.bytes);
+    if (!other_args.empty() && !other_args[i].empty()) {
+      if (!first_arg) out.append(std::string_view(", "));
+      out.append(other_args[i]);
+    }
     out.append(std::string_view("}}"));
   }
 }

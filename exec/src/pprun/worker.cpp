@@ -199,6 +199,7 @@ void append_all_to_all_events(StepResult& result, std::vector<std::pair<std::siz
     e.rank = world_rank;
     e.lane = static_cast<int>(traces::Lane::Collective);
     e.name = r.name;
+    e.kind = traces::event_kind_from_name(e.name);
     e.category = "collective";
     e.ts_us = r.start_us - result.origin_us;
     e.dur_us = std::max(0.0, r.end_us - r.start_us);
@@ -502,19 +503,6 @@ class Worker {
     };
     append_rank(rank_trace_json(traced));
     for (int r = 1; r < env_.world_size; ++r) append_rank(nlohmann::json::parse(store_->get(prefix + std::to_string(r))));
-    // The all-to-all events' args (peers, rows per peer, the routing histogram) are in
-    // trace.args; the trace writer puts only the typed fields in an event's args, so they are
-    // also listed in otherData under "all_to_all", each with its event's index and name.
-    if (!trace.args.empty()) {
-      nlohmann::json listed = nlohmann::json::array();
-      for (const auto& a : trace.args) {
-        nlohmann::json entry = nlohmann::json::parse(a.json);
-        entry["event"] = a.event;
-        entry["name"] = trace.events.at(a.event).name;
-        listed.push_back(std::move(entry));
-      }
-      trace.meta.extra["all_to_all"] = std::move(listed);
-    }
     run.cores_per_rank = cores;
     run.transport_cores_per_rank = transport_cores;
     run.bind_cores = bound_cores_;
