@@ -53,7 +53,7 @@ struct SimulateOptions {
   int gpus_per_node = 8, data_parallel = 1, micro_batch_size = 1, tensor_parallel = 1, context_parallel = 1,
       max_mem_micro_batches = 0;
   bool recompute = false, sequence_parallel = false, overlap_grad_reduce = false, no_link_sharing = false,
-       steady_state = false, no_async_tp = false, json = false, quiet = false;
+       steady_state = false, no_async_tp = false, json = false, quiet = false, overlap_moe_comm = false;
   MegatronOptions megatron;
   std::string recompute_granularity;  // empty: --recompute decides (full or none)
   double efficiency = 0;  // 0: the device preset's
@@ -113,6 +113,10 @@ void add_options(po::options_description& o, SimulateOptions& s) {
       ("overlap-grad-reduce", po::bool_switch(&s.overlap_grad_reduce),
        "reduce gradients in buckets during the last backward, as Megatron's --overlap-grad-reduce and torch DDP "
        "do (default: after the backward)")
+      ("overlap-moe-expert-parallel-comm", po::bool_switch(&s.overlap_moe_comm),
+       "interleaved-1f1b runs each steady-state forward with the next backward as one step whose "
+       "micro-batches' expert all-to-all hides behind each other's compute, as Megatron's option does "
+       "(dualpipev overlaps its F&B steps without it; default off)")
       ("gpus-per-node", po::value(&s.gpus_per_node)->default_value(s.gpus_per_node), "GPUs per node")
       ("intra-bandwidth", po::value(&s.intra_bandwidth)->default_value(s.intra_bandwidth), "bytes/s per direction inside a node (0: the device's NVLink)")
       ("intra-latency", po::value(&s.intra_latency_s)->default_value(s.intra_latency_s, "2e-6"), "seconds per transfer inside a node")
@@ -192,6 +196,19 @@ void check_model_only_options(const SimulateOptions& s, const po::variables_map&
     throw UsageError("--recompute-granularity selective needs --model: not with " + source);
   if (s.overlap_grad_reduce) throw UsageError("--overlap-grad-reduce needs --model: not with " + source);
   if (s.no_async_tp) throw UsageError("--no-async-tensor-model-parallel-allreduce needs --model: not with " + source);
+  if (s.overlap_moe_comm) throw UsageError("--overlap-moe-expert-parallel-comm needs --model: not with " + source);
+}
+
+// Megatron overlaps the expert all-to-all of its interleaved schedule's steady-state pairs (it
+// requires a virtual pipeline for it); a dense model has none to overlap. Plain 1F1B's pairs
+// would wait a round trip down the pipeline for the backward's input before each forward.
+void check_moe_overlap_option(const SimulateOptions& s, const sim::ModelSpec& model) {
+  if (!s.overlap_moe_comm) return;
+  if (!model.is_moe())
+    throw UsageError("--overlap-moe-expert-parallel-comm: " + model.name + " has no experts (a dense model)");
+  if (s.schedule != "interleaved-1f1b")
+    throw UsageError("--overlap-moe-expert-parallel-comm: for interleaved-1f1b (Megatron requires a virtual pipeline for "
+                     "it), not --schedule " + s.schedule + " (dualpipev overlaps its F&B steps without it)");
 }
 
 // `chunks`: the stages per rank the costs are derived for (the schedule's, which a generator
@@ -218,6 +235,7 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
   }
   if (use_model) {
     const sim::ModelSpec model = sim::resolve_model(s.model);
+    check_moe_overlap_option(s, model);
     sim::DeviceSpec device = sim::device_preset(s.gpu);
     if (s.efficiency > 0) device.efficiency = s.efficiency;
     if (s.gpus_per_node < 1) throw UsageError("--gpus-per-node must be at least 1");
@@ -252,6 +270,7 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
                                          ? fmt::format(", fp8 {}", sim::fp8_format_name(parallel.fp8))
                                          : "");
     source.costs = sim::derive_costs(model, device, topology, parallel);
+    source.costs.overlap_moe_all_to_all = s.overlap_moe_comm;
     source.topology = sim::with_parallel_layout(topology, parallel);
     source.memory_limit_bytes = max_mem > 0 ? max_mem : device.memory_bytes;
     source.parameters = model.total_parameters();
@@ -277,7 +296,8 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
   return source;
 }
 
-void print_table(const sim::Summary& summary, const CostSource& source, const std::optional<sim::PredictionInterval>& interval) {
+void print_table(const sim::Summary& summary, const sim::AllToAllTotals& all_to_all, const CostSource& source,
+                 const std::optional<sim::PredictionInterval>& interval) {
   // The schedule's and the model's names come from files: shown escaped (terminal_text.hpp).
   std::cout << fmt::format("schedule {}: {} ranks, {} stages, {} micro-batches (costs: {})\n", printable(summary.schedule),
                            summary.num_ranks, summary.num_stages, summary.num_micro_batches, printable(source.description));
@@ -291,6 +311,12 @@ void print_table(const sim::Summary& summary, const CostSource& source, const st
   }
   std::cout << fmt::format("  bubble fraction  {:.2f} %\n", 100 * summary.bubble_fraction);
   std::cout << fmt::format("  throughput       {:.6g} samples/s\n", summary.throughput_samples_per_s);
+  // The experts' all-to-all, per rank on average: how much of it overlapped F&B steps hid.
+  if (all_to_all.total_s > 0 && summary.num_ranks > 0)
+    std::cout << fmt::format("  all-to-all       {} a rank, {} of it hidden behind compute ({:.1f} %, {} overlapped F&B steps)\n",
+                             sim::format_seconds(all_to_all.total_s / summary.num_ranks),
+                             sim::format_seconds(all_to_all.hidden_s / summary.num_ranks),
+                             100 * all_to_all.hidden_s / all_to_all.total_s, all_to_all.overlapped_pairs);
   if (source.memory_limit_bytes > 0)
     std::cout << fmt::format("  memory limit     {} per rank: {}\n", sim::format_bytes(source.memory_limit_bytes),
                              summary.max_peak_memory_bytes() <= source.memory_limit_bytes ? "fits" : "EXCEEDED");
@@ -409,11 +435,15 @@ int run_simulate(const std::vector<std::string>& args) {
       j["max_mem_bytes"] = source.memory_limit_bytes;
       j["fits_memory"] = result.summary.max_peak_memory_bytes() <= source.memory_limit_bytes;
     }
+    if (result.all_to_all.total_s > 0 && result.summary.num_ranks > 0) {  // per rank, as the table's line
+      j["all_to_all_per_rank_s"] = result.all_to_all.total_s / result.summary.num_ranks;
+      j["all_to_all_hidden_per_rank_s"] = result.all_to_all.hidden_s / result.summary.num_ranks;
+    }
     if (source.parameters) j["parameters"] = *source.parameters;
     if (source.active_parameters) j["active_parameters"] = *source.active_parameters;
     std::cout << printable_json(j.dump()) << "\n";
   } else {
-    print_table(result.summary, source, interval);
+    print_table(result.summary, result.all_to_all, source, interval);
   }
   return 0;
 }

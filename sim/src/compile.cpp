@@ -220,6 +220,7 @@ class ProgramCompiler {
     ci.op = instr.op;
     ci.stage = s;
     ci.micro_batch = mb;
+    ci.overlaps_next_backward = instr.overlaps_next_backward && instr.op == Op::ForwardPass;
     if (is_p2p_op(instr.op)) {
       const int peer = resolved_peer_stage(instr);
       if (peer < 0 || peer >= num_stages_)

@@ -70,6 +70,17 @@ void CostModel::check(int num_stages) const {
     check_time(s.tensor_parallel_b_s, "tensor-parallel backward collectives time", id);
     if (s.tensor_parallel_f_s > s.f_s || s.tensor_parallel_b_s > s.b_s)
       throw UsageError("stage " + std::to_string(id) + ": tensor-parallel collectives longer than the pass that runs them");
+    const ExpertAllToAll& a2a = s.all_to_all;
+    check_time(a2a.dispatch_f_s, "all-to-all dispatch time", id);
+    check_time(a2a.combine_f_s, "all-to-all combine time", id);
+    check_time(a2a.dispatch_b_s, "all-to-all dispatch gradient time", id);
+    check_time(a2a.combine_b_s, "all-to-all combine gradient time", id);
+    if (a2a.forward_s() + s.tensor_parallel_f_s > s.f_s || a2a.backward_s() + s.tensor_parallel_b_s > s.b_s)
+      throw UsageError("stage " + std::to_string(id) + ": all-to-all and tensor-parallel collectives longer than the pass that runs them");
+    if (a2a.moe_layers < 0 || a2a.group_size < 1 || a2a.dispatch_bytes < 0 || a2a.combine_bytes < 0 ||
+        (a2a.any() && a2a.moe_layers == 0))
+      throw UsageError("stage " + std::to_string(id) + ": all-to-all: MoE layers, group size and bytes must be >= 0 "
+                       "(group >= 1), with at least one MoE layer when it takes time");
     if (s.grad_buffer_bytes < 0) throw UsageError("stage " + std::to_string(id) + ": gradient buffer must be >= 0");
     if (s.f_mem_bytes + s.b_mem_bytes + s.w_mem_bytes != 0)
       throw UsageError("stage " + std::to_string(id) + ": f, b and w memory must sum to 0 (got " +

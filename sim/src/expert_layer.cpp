@@ -108,9 +108,17 @@ ExpertTimes expert_times(const ModelSpec& model, const DeviceSpec& device, const
   const double bf16_bytes = 2.0 * copies * l.h;
   const double dispatch_bytes = (parallel.fp8_dispatch ? 1.0 : 2.0) * copies * l.h;
   const double etp_s = etp > 1 ? 2 * ring_all_gather_s(bf16_bytes * etp, static_cast<int>(etp), links.intra_node) : 0.0;
-  out.all_to_all_f_s = all_to_all_s(dispatch_bytes, ep, members_per_node, links) +
-                       all_to_all_s(bf16_bytes, ep, members_per_node, links) + etp_s;
-  out.all_to_all_b_s = 2 * all_to_all_s(bf16_bytes, ep, members_per_node, links) + etp_s;
+  // Expert TP's all-gather follows the dispatch and its reduce-scatter precedes the combine:
+  // each counts with its all-to-all.
+  const double bf16_all_to_all_s = all_to_all_s(bf16_bytes, ep, members_per_node, links);
+  out.dispatch_f_s = all_to_all_s(dispatch_bytes, ep, members_per_node, links) + etp_s / 2;
+  out.combine_f_s = bf16_all_to_all_s + etp_s / 2;
+  out.dispatch_b_s = bf16_all_to_all_s + etp_s / 2;
+  out.combine_b_s = bf16_all_to_all_s + etp_s / 2;
+  out.dispatch_bytes = ep > 1 ? dispatch_bytes : 0.0;
+  out.combine_bytes = ep > 1 ? bf16_bytes : 0.0;
+  out.all_to_all_f_s = out.dispatch_f_s + out.combine_f_s;
+  out.all_to_all_b_s = out.dispatch_b_s + out.combine_b_s;
   out.f_s += out.all_to_all_f_s;
   out.b_s += out.all_to_all_b_s;
   return out;

@@ -163,6 +163,7 @@ struct LayerKindCosts {
   std::int64_t parameters = 0;          // sharded over data x context parallelism
   std::int64_t matrix_parameters = 0;   // the linear layers' weights (FP8 copies), experts' included
   std::int64_t expert_parameters = 0;   // sharded over the expert data-parallel group
+  ExpertTimes experts;                  // of a MoE layer: its all-to-all, apart
 };
 
 LayerKindCosts dense_layer_costs(const ModelSpec& model, const DeviceSpec& device, const LayerLinks& links,
@@ -182,6 +183,7 @@ LayerKindCosts moe_layer_costs(const ModelSpec& model, const DeviceSpec& device,
   if (!model.is_moe()) return {};
   LayerKindCosts kind = dense_layer_costs(model.moe_layer_dense_part(), device, links, parallel);
   const ExpertTimes experts = expert_times(model, device, expert_links, parallel);
+  kind.experts = experts;
   kind.times.f_s += experts.f_s;
   kind.times.b_s += experts.b_s;
   kind.times.w_s += experts.w_s;
@@ -283,6 +285,18 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
       c.b_s += head.b_s;
       c.w_s += head.w_s;
     }
+    // The experts' all-to-all inside those passes, apart, for the schedules that overlap it.
+    // Full recomputation runs the forward's dispatch and combine again in the backward.
+    const ExpertTimes& e = moe.experts;
+    const double recomputed = parallel.recomputation == Recomputation::full ? 1.0 : 0.0;
+    c.all_to_all.moe_layers = moe_layers[st];
+    c.all_to_all.group_size = std::max(parallel.expert_parallel, 1);
+    c.all_to_all.dispatch_f_s = n_moe * e.dispatch_f_s;
+    c.all_to_all.combine_f_s = n_moe * e.combine_f_s;
+    c.all_to_all.dispatch_b_s = n_moe * (e.dispatch_b_s + recomputed * e.dispatch_f_s);
+    c.all_to_all.combine_b_s = n_moe * (e.combine_b_s + recomputed * e.combine_f_s);
+    c.all_to_all.dispatch_bytes = static_cast<std::int64_t>(e.dispatch_bytes);
+    c.all_to_all.combine_bytes = static_cast<std::int64_t>(e.combine_bytes);
     const double hidden_tp_s = n * layer.tp_b_hidden_s + n_moe * m.tp_b_hidden_s;
     if (layer.tp_b_hidden_s > 0 || m.tp_b_hidden_s > 0) c.full_backward_s = c.b_s + c.w_s - hidden_tp_s;
 

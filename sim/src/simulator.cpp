@@ -64,6 +64,9 @@ struct RankState {
   std::array<bool, 2> reached_barrier{};
   std::array<bool, 2> passed_barrier{};
   std::array<double, 2> barrier_arrival_s{};
+  // An overlapped F&B step under way: its backward's instruction, and when the step ends.
+  std::int32_t pair_backward_pc = -1;
+  double pair_end_s = 0;
 };
 
 // An instruction every member rank must reach before any goes on (an all-reduce).
@@ -101,6 +104,12 @@ class Engine {
   void change_memory(std::int32_t rank, std::int64_t delta, double at_s);
   void add_send_event(std::int32_t transfer, double end_s);
   void add_tensor_parallel_event(std::int32_t rank, const CompiledInstruction& ci, const StageCost& cost, double start);
+  void find_overlapped_steps();
+  bool begin_overlapped_step(std::int32_t rank, const CompiledInstruction& forward, double& now, double& duration);
+  double backward_duration_s(const CompiledInstruction& ci) const;
+  void account_lone_all_to_all(std::int32_t rank, const CompiledInstruction& ci, double start);
+  void add_all_to_all_events(std::int32_t rank, const CompiledInstruction& forward, const CompiledInstruction* backward,
+                             const OverlappedStep& step, double start);
   void note_weight_pass(std::int32_t stage, double start_s, double duration_s) {
     weight_pass_start_s_[static_cast<std::size_t>(stage)] = start_s;
     weight_pass_s_[static_cast<std::size_t>(stage)] = duration_s;
@@ -130,6 +139,12 @@ class Engine {
   // BackwardWeight), which an overlapped gradient reduction runs beside.
   std::vector<double> weight_pass_start_s_, weight_pass_s_;
   std::vector<RankState> ranks_;
+  // Per instruction: for a ForwardPass that starts an overlapped F&B step, its backward's index
+  // and the transfer bringing that backward's input (-1: none); empty when nothing overlaps.
+  std::vector<std::int32_t> pair_backward_;
+  std::vector<std::int32_t> pair_input_transfer_;
+  bool any_all_to_all_ = false;
+  AllToAllTotals all_to_all_;
   std::vector<LinkState> links_;
   std::vector<double> arrival_s_;    // per transfer; kUnknown until it arrives
   std::vector<double> posted_s_;     // per transfer; only the trace reads it
@@ -204,6 +219,115 @@ void Engine::add_tensor_parallel_event(std::int32_t rank, const CompiledInstruct
       forward ? traces::EventKind::TensorParallelForward : traces::EventKind::TensorParallelBackward;
 }
 
+// Which forwards start an overlapped F&B step: those the generator marked (DualPipeV), and
+// under Megatron's --overlap-moe-expert-parallel-comm every forward whose rank next runs the
+// full backward of another micro-batch (1F1B's and interleaved 1F1B's steady state). Only
+// where either pass has an all-to-all to hide: a dense model's passes run as they always did.
+void Engine::find_overlapped_steps() {
+  for (const StageCost& c : stage_) any_all_to_all_ = any_all_to_all_ || c.all_to_all.any();
+  if (!any_all_to_all_) return;
+  const std::size_t n = s_.instructions.size();
+  pair_backward_.assign(n, -1);
+  pair_input_transfer_.assign(n, -1);
+  for (std::int32_t rank = 0; rank < s_.num_ranks; ++rank) {
+    const std::int32_t end = s_.rank_begin[rank + 1];
+    for (std::int32_t i = s_.rank_begin[rank]; i < end; ++i) {
+      const CompiledInstruction& f = s_.instructions[i];
+      if (f.op != Op::ForwardPass) continue;
+      std::int32_t j = i + 1;
+      while (j < end && !is_compute_op(s_.instructions[j].op)) ++j;
+      if (j == end) continue;
+      const CompiledInstruction& b = s_.instructions[j];
+      const bool marked = f.overlaps_next_backward && (b.op == Op::BackwardPass || b.op == Op::BackwardInput);
+      const bool megatron = costs_.overlap_moe_all_to_all && b.op == Op::BackwardPass && b.micro_batch != f.micro_batch;
+      if (!(marked || megatron)) continue;
+      if (!stage_[f.stage].all_to_all.any() && !stage_[b.stage].all_to_all.any()) continue;
+      pair_backward_[i] = j;
+      // The backward's input: its receive between the two (SPEC semantics) or its own (torch's).
+      if (s_.receives_post_only) {
+        pair_input_transfer_[i] = b.transfer;
+      } else {
+        for (std::int32_t k = j - 1; k > i; --k) {
+          const CompiledInstruction& recv = s_.instructions[k];
+          if (recv.op == Op::RecvGrad && recv.stage == b.stage && recv.micro_batch == b.micro_batch) {
+            pair_input_transfer_[i] = recv.transfer;
+            break;
+          }
+        }
+      }
+    }
+  }
+}
+
+double Engine::backward_duration_s(const CompiledInstruction& ci) const {
+  const StageCost& c = stage_[ci.stage];
+  if (ci.op == Op::BackwardInput) return c.b_s;
+  return c.backward_pass_s() - effects_[ci.stage].weight_gradient_saving_s(ci.micro_batch);
+}
+
+// An overlapped step starts once both passes' inputs are there, as DualPipe and Megatron
+// receive both before it: false while the backward's is not known yet (the rank waits for
+// it). Otherwise `now` moves to the step's start, `duration` becomes the forward's part and
+// the rank remembers when the step ends, which its backward runs up to.
+bool Engine::begin_overlapped_step(std::int32_t rank, const CompiledInstruction& forward, double& now,
+                                   double& duration) {
+  RankState& r = ranks_[rank];
+  const std::int32_t transfer = pair_input_transfer_[r.pc];
+  if (transfer >= 0) {
+    if (arrival_s_[transfer] == kUnknown) {
+      r.clock_s = now;
+      receiver_waiting_[transfer] |= kReceiverWaits;
+      return false;
+    }
+    now = std::max(now, arrival_s_[transfer]);
+  }
+  const CompiledInstruction& backward = s_.instructions[pair_backward_[r.pc]];
+  const StageCost& fc = stage_[forward.stage];
+  const StageCost& bc = stage_[backward.stage];
+  const double backward_s = backward_duration_s(backward);
+  const OverlappedStep step = overlapped_step(fc.f_s - fc.all_to_all.forward_s(), fc.all_to_all,
+                                              backward_s - bc.all_to_all.backward_s(), bc.all_to_all);
+  duration = step.forward_end_s;
+  r.pair_backward_pc = pair_backward_[r.pc];
+  r.pair_end_s = now + step.length_s();
+  all_to_all_.total_s += fc.all_to_all.forward_s() + bc.all_to_all.backward_s();
+  all_to_all_.hidden_s += std::max(0.0, fc.f_s + backward_s - step.length_s());
+  ++all_to_all_.overlapped_pairs;
+  if (options_.build_trace) add_all_to_all_events(rank, forward, &backward, step, now);
+  return true;
+}
+
+// A pass run alone: its all-to-all holds it up, all of it exposed; the trace shows where.
+void Engine::account_lone_all_to_all(std::int32_t rank, const CompiledInstruction& ci, double start) {
+  const StageCost& c = stage_[ci.stage];
+  if (!c.all_to_all.any()) return;
+  const bool forward = ci.op == Op::ForwardPass;
+  all_to_all_.total_s += forward ? c.all_to_all.forward_s() : c.all_to_all.backward_s();
+  if (!options_.build_trace) return;
+  if (forward) {
+    add_all_to_all_events(rank, ci, nullptr, overlapped_step(c.f_s - c.all_to_all.forward_s(), c.all_to_all, 0, {}), start);
+  } else {
+    const double compute_s = backward_duration_s(ci) - c.all_to_all.backward_s();
+    add_all_to_all_events(rank, ci, &ci, overlapped_step(0, {}, compute_s, c.all_to_all), start);
+  }
+}
+
+// The all-to-all pieces of a step (or of a pass alone: `backward` then names the pass itself
+// when it is a backward) as events on the collectives lane, with the bytes each rank sends.
+void Engine::add_all_to_all_events(std::int32_t rank, const CompiledInstruction& forward,
+                                   const CompiledInstruction* backward, const OverlappedStep& step, double start) {
+  for (const AllToAllPiece& piece : step.pieces) {
+    const CompiledInstruction& pass = piece.backward_pass && backward ? *backward : forward;
+    const ExpertAllToAll& a2a = stage_[pass.stage].all_to_all;
+    add_event(rank, traces::Lane::Collective, pass, start + piece.start_s, start + piece.end_s, "collective");
+    traces::TraceEvent& e =
+        lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + static_cast<int>(traces::Lane::Collective)].back();
+    e.name = all_to_all_event_name(piece.kind);
+    // The dispatch's reverse carries BF16 gradients even when the dispatch sent FP8.
+    e.bytes = piece.kind == AllToAllPiece::Kind::DispatchF ? a2a.dispatch_bytes : a2a.combine_bytes;
+  }
+}
+
 void Engine::run_rank(std::int32_t rank, double now) {
   RankState& r = ranks_[rank];
   const std::int32_t end_pc = s_.rank_begin[rank + 1];
@@ -215,16 +339,46 @@ void Engine::run_rank(std::int32_t rank, double now) {
     const StageRuntimeEffects& effects = effects_[ci.stage];
     double duration = 0;
     traces::Lane lane = traces::Lane::Compute;
+    // An overlapped F&B step waits for the backward's input too, before the forward's own.
+    const bool starts_step = ci.op == Op::ForwardPass && !pair_backward_.empty() && pair_backward_[r.pc] >= 0;
+    if (starts_step && ci.transfer >= 0 && pair_input_transfer_[r.pc] >= 0 &&
+        arrival_s_[pair_input_transfer_[r.pc]] == kUnknown) {
+      r.clock_s = now;
+      receiver_waiting_[pair_input_transfer_[r.pc]] |= kReceiverWaits;
+      return;
+    }
     // Torch's semantics: a compute waits here for the data its posted receive brings.
     if (ci.transfer >= 0 && is_compute_op(ci.op) && !wait_for_data(rank, ci, now)) return;
+    const bool ends_step = r.pair_backward_pc == r.pc;
     switch (ci.op) {
-      case Op::ForwardPass: duration = cost.f_s; break;
+      case Op::ForwardPass:
+        duration = cost.f_s;
+        if (starts_step) {
+          if (!begin_overlapped_step(rank, ci, now, duration)) return;
+        } else if (any_all_to_all_) {
+          account_lone_all_to_all(rank, ci, now);
+        }
+        break;
       // Micro-batch 0's weight gradient becomes the gradient sum: nothing to add it to.
       case Op::BackwardPass:
         duration = cost.backward_pass_s() - effects.weight_gradient_saving_s(ci.micro_batch);
+        if (ends_step) {
+          duration = std::max(0.0, r.pair_end_s - now);
+          r.pair_backward_pc = -1;
+        } else if (any_all_to_all_) {
+          account_lone_all_to_all(rank, ci, now);
+        }
         note_weight_pass(ci.stage, now, duration);
         break;
-      case Op::BackwardInput: duration = cost.b_s; break;
+      case Op::BackwardInput:
+        duration = cost.b_s;
+        if (ends_step) {
+          duration = std::max(0.0, r.pair_end_s - now);
+          r.pair_backward_pc = -1;
+        } else if (any_all_to_all_) {
+          account_lone_all_to_all(rank, ci, now);
+        }
+        break;
       case Op::BackwardWeight:
         duration = cost.w_s - effects.weight_gradient_saving_s(ci.micro_batch);
         note_weight_pass(ci.stage, now, duration);
@@ -591,6 +745,7 @@ SimResult Engine::run() {
   effects_.resize(static_cast<std::size_t>(s_.num_stages));
   for (int s = 0; s < s_.num_stages; ++s) effects_[s] = costs_.runtime.stage(s);
   grad_buffer_held_.assign(static_cast<std::size_t>(s_.num_stages), 0);
+  find_overlapped_steps();
   weight_pass_start_s_.assign(static_cast<std::size_t>(s_.num_stages), 0.0);
   weight_pass_s_.assign(static_cast<std::size_t>(s_.num_stages), 0.0);
 
@@ -681,6 +836,7 @@ SimResult Engine::run() {
   }
 
   SimResult result;
+  result.all_to_all = all_to_all_;
   Summary& summary = result.summary;
   summary.schedule = s_.name;
   summary.num_ranks = s_.num_ranks;
@@ -720,7 +876,12 @@ SimResult Engine::run() {
       auto& bucket = lane_events_[b];
       // Shared links can finish transfers out of the order they were posted in, and sends
       // that end at their receive are recorded in the order of the receives.
-      if ((links_mode_ || costs_.runtime.send_ends_at_receive) && b % traces::kNumLanes == static_cast<std::size_t>(traces::Lane::Send))
+      // An overlapped step's all-to-all runs past its forward's tensor-parallel collectives.
+      const std::size_t lane = b % traces::kNumLanes;
+      const bool sends_unordered = (links_mode_ || costs_.runtime.send_ends_at_receive) &&
+                                   lane == static_cast<std::size_t>(traces::Lane::Send);
+      const bool collectives_unordered = any_all_to_all_ && lane == static_cast<std::size_t>(traces::Lane::Collective);
+      if (sends_unordered || collectives_unordered)
         std::stable_sort(bucket.begin(), bucket.end(),
                          [](const traces::TraceEvent& x, const traces::TraceEvent& y) { return x.ts_us < y.ts_us; });
       std::move(bucket.begin(), bucket.end(), std::back_inserter(trace_.events));

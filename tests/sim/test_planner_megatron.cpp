@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <fmt/format.h>
 
 #include "pipescope/sim/pipeline_layout.hpp"
 #include "pipescope/sim/planner.hpp"

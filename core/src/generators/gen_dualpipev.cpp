@@ -60,6 +60,7 @@ ComputeOrder dualpipev_order(const ScheduleParams& params) {
     };
     auto overlapped = [&](int forward_stage, int backward_stage) {
       forward(forward_stage);
+      ops.back().overlaps_next_backward = true;
       full_backward(backward_stage);
     };
 

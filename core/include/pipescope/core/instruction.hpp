@@ -56,8 +56,18 @@ struct Instruction {
   int micro_batch = kNone;  // required on per-micro-batch ops
   int buffer = kNone;       // DeepSpeed buffer id, optional
   int peer_stage = kNone;   // other end of a send/receive; kNone means the default neighbour
+  // On a ForwardPass: it and the next backward compute of its rank form one overlapped step
+  // (DualPipe's "F&B", torch's OVERLAP_F_B), in which one micro-batch's communication (the
+  // experts' all-to-all) runs while the other's compute does. Set by the generators that design
+  // such steps (dualpipev); the simulator reads it. No file format holds it, and it is not
+  // part of what the instruction does: equality ignores it, so a schedule written and read
+  // back equals the generated one.
+  bool overlaps_next_backward = false;
 
-  friend bool operator==(const Instruction&, const Instruction&) = default;
+  friend bool operator==(const Instruction& a, const Instruction& b) {
+    return a.op == b.op && a.stage == b.stage && a.micro_batch == b.micro_batch && a.buffer == b.buffer &&
+           a.peer_stage == b.peer_stage;
+  }
 };
 
 // The op's name as SPEC.md writes it ("ForwardPass") and back.

@@ -9,6 +9,35 @@
 
 namespace pipescope::sim {
 
+// The experts' token dispatch and combine (all-to-all over the expert-parallel group) of one
+// micro-batch's pass through a stage, summed over its MoE layers. Part of f_s and b_s: a pass
+// run alone takes its compute and these one after the other, as a pass did before they were
+// separate (every reader that does not overlap them, the planner's bounds and the zero-bubble
+// schedulers among them, sees the same pass times). The simulator runs them on the rank's
+// expert-parallel communication, apart from its compute, so that an overlapped F&B step
+// (Instruction::overlaps_next_backward, CostModel::overlap_moe_all_to_all) hides one
+// micro-batch's all-to-all behind the other's compute.
+struct ExpertAllToAll {
+  double dispatch_f_s = 0;  // tokens to their experts (and expert TP's all-gather)
+  double combine_f_s = 0;   // the experts' outputs back (and expert TP's reduce-scatter)
+  double dispatch_b_s = 0;  // the dispatch's reverse: token gradients back to their rank
+  double combine_b_s = 0;   // the combine's reverse: output gradients to the experts
+  // One MoE layer's dispatch and combine: the bytes a rank sends, and the group (EP ranks).
+  std::int64_t dispatch_bytes = 0;
+  std::int64_t combine_bytes = 0;
+  int group_size = 1;
+  // The stage's MoE layers: a pass splits into this many equal slices, each its layer's
+  // compute before the dispatch, the dispatch, the experts, the combine (the backward in
+  // reverse). Per layer, because that is the finest grain at which DualPipe interleaves two
+  // micro-batches' work (DeepSeek-V3 report, 3.2.1), and the grain at which the first and last
+  // slice's communication cannot hide.
+  int moe_layers = 0;
+
+  double forward_s() const { return dispatch_f_s + combine_f_s; }
+  double backward_s() const { return dispatch_b_s + combine_b_s; }
+  bool any() const { return forward_s() + backward_s() > 0; }
+};
+
 struct StageCost {
   double f_s = 1.0;  // ForwardPass
   double b_s = 1.0;  // BackwardInput (a full BackwardPass takes b_s + w_s)
@@ -39,6 +68,7 @@ struct StageCost {
   // pass's end. 0 buckets: the whole reduction runs after the backward.
   int reduce_grads_buckets = 0;
   double reduce_grads_last_s = 0;
+  ExpertAllToAll all_to_all;  // inside f_s and b_s; none for a dense model
 
   double backward_pass_s() const { return full_backward_s > 0 ? full_backward_s : b_s + w_s; }
   bool reduce_grads_overlapped() const { return reduce_grads_buckets > 0 && reduce_grads_s > 0; }
@@ -48,6 +78,32 @@ struct StageCost {
 // from `pass_start_s` for `pass_s`; the buckets' reductions run one after another, each once
 // its gradients are final.
 double overlapped_reduce_grads_end_s(const StageCost& c, double pass_start_s, double pass_s);
+
+// One overlapped F&B step of a forward and a backward of two micro-batches on one rank: their
+// slices (ExpertAllToAll::moe_layers each; compute split evenly between a slice's two compute
+// parts) go to two resources, compute and the expert-parallel link, each piece as soon as its
+// pass's previous piece is done and its resource is free, the backward's first on a tie.
+// `forward_compute_s` and `backward_compute_s` are the passes' times without their all-to-all.
+// A pass alone (the other's times zero) takes its compute plus its all-to-all; together they
+// take about max(compute F + B, all-to-all F + B) plus what the first and last slices cannot
+// hide. Each all-to-all piece is reported with its place in time, for the trace.
+struct AllToAllPiece {
+  enum class Kind { DispatchF, CombineF, DispatchB, CombineB };
+  Kind kind = Kind::DispatchF;
+  bool backward_pass = false;  // the pair's backward's piece (else its forward's)
+  double start_s = 0;          // from the step's start
+  double end_s = 0;
+};
+struct OverlappedStep {
+  double forward_end_s = 0;   // from the step's start
+  double backward_end_s = 0;  // the step's length when the backward ends last
+  std::vector<AllToAllPiece> pieces;
+  double length_s() const { return forward_end_s > backward_end_s ? forward_end_s : backward_end_s; }
+};
+OverlappedStep overlapped_step(double forward_compute_s, const ExpertAllToAll& forward, double backward_compute_s,
+                               const ExpertAllToAll& backward);
+// The trace name of a piece: ALL_TO_ALL_DISPATCH_F, ALL_TO_ALL_COMBINE_F, ...
+const char* all_to_all_event_name(AllToAllPiece::Kind kind);
 
 enum class TransferModel {
   FixedDelay,  // every transfer arrives c_s after it is posted (SPEC.md section 6 base model)
@@ -115,6 +171,11 @@ struct CostModel {
   int micro_batch_size = 1;  // samples per micro-batch, for throughput
   int data_parallel = 1;     // replicas, for throughput
   RuntimeEffects runtime;    // none by default
+  // Megatron's --overlap-moe-expert-parallel-comm: a forward followed on its rank by the full
+  // backward of another micro-batch (interleaved 1F1B's steady state; `ppsim simulate` allows it
+  // there only, as Megatron requires a virtual pipeline) runs as one overlapped F&B step.
+  // DualPipeV's pairs overlap without it: its generator marks them.
+  bool overlap_moe_all_to_all = false;
 
   const StageCost& stage(int s) const { return stages.size() == 1 ? stages.front() : stages[static_cast<std::size_t>(s)]; }
 

@@ -26,9 +26,17 @@ struct ExpertTimes {
   double b_s = 0;  // their input gradients and the all-to-alls' reverse
   double w_s = 0;  // the experts' and the router's weight gradients
   // Of f_s and b_s: the dispatch and combine all-to-all (and expert TP's all-gather and
-  // reduce-scatter), exposed: nothing hides them until the schedules overlap them.
+  // reduce-scatter), exposed when a pass runs alone; an overlapped F&B step hides them
+  // (costs.hpp, ExpertAllToAll). all_to_all_f_s = dispatch_f_s + combine_f_s, and likewise b.
   double all_to_all_f_s = 0;
   double all_to_all_b_s = 0;
+  double dispatch_f_s = 0;
+  double combine_f_s = 0;
+  double dispatch_b_s = 0;  // the dispatch's reverse
+  double combine_b_s = 0;   // the combine's reverse
+  // What the rank sends in one dispatch and in one combine (the busiest rank's token copies).
+  double dispatch_bytes = 0;
+  double combine_bytes = 0;
 };
 
 // The links of the expert-parallel group: NVLink among the members on one node, the network

@@ -27,8 +27,13 @@ struct CompiledInstruction {
   // Send and receive: the transfer they take part in. Under torch's semantics also a compute:
   // the received transfer whose data it waits for; and a WaitSend*: its send's transfer.
   std::int32_t transfer = -1;
+  // Instruction::overlaps_next_backward: a ForwardPass whose pair with the rank's next backward
+  // is one overlapped step. A hint, like the instruction's: equality ignores it.
+  bool overlaps_next_backward = false;
 
-  friend bool operator==(const CompiledInstruction&, const CompiledInstruction&) = default;
+  friend bool operator==(const CompiledInstruction& a, const CompiledInstruction& b) {
+    return a.op == b.op && a.stage == b.stage && a.micro_batch == b.micro_batch && a.transfer == b.transfer;
+  }
 };
 
 // One point-to-point transfer: a send matched with its receive.
@@ -92,8 +97,18 @@ struct SimOptions {
   bool share_links = true;   // concurrent transfers on a link share its bandwidth
 };
 
+// The experts' all-to-all (StageCost::all_to_all) over one iteration, summed over the ranks:
+// what it takes on the wire, and how much of that ran while the rank computed another
+// micro-batch (overlapped F&B steps) instead of holding its pass up.
+struct AllToAllTotals {
+  double total_s = 0;
+  double hidden_s = 0;
+  int overlapped_pairs = 0;  // F&B steps run overlapped
+};
+
 struct SimResult {
   Summary summary;
+  AllToAllTotals all_to_all;
   traces::Trace trace;  // source "predicted"; empty events when build_trace is false
 };
 
