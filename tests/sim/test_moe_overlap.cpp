@@ -226,6 +226,7 @@ TEST_CASE("the predicted trace shows the all-to-all on the collectives lane, bes
     if (e.name.rfind("ALL_TO_ALL_", 0) != 0) continue;
     names.insert(e.name);
     CHECK(e.lane == static_cast<int>(traces::Lane::Collective));
+    CHECK(traces::is_all_to_all(e.kind));
     CHECK(e.category == "collective");
     CHECK(e.bytes > 0);
     CHECK(e.dur_us > 0);
