@@ -17,7 +17,7 @@
 // each rank waits for every rank's, clipping by the global norm), "reduce_tied_sync" (true:
 // the tied-gradient all-reduce of the first and last stage's ranks waits for both), "send_ends_at_receive"
 // (true: a send's event lasts until its receive completed); costs.hpp says what they do.
-// What the executor said about the run and what the calibration read (RunRecord below: the
+// What the executor said about the run and what the calibration read (members of Profile: the
 // model's "layers", "stage_bounds", "partition_method", "model", the record "calibration", and
 // "inner_backward_split") are typed fields too, read and written only by profile.cpp. Unknown
 // fields, and a known one of a shape this version does not read, are kept in `extra` and
