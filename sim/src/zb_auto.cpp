@@ -257,7 +257,7 @@ std::vector<ZbAuthorsVCosts> authors_v_inputs(const ZbAutoRequest& request, cons
   const int p = request.params.num_ranks;
   auto median = [&](auto field) {
     std::vector<decltype(field(request.costs.stage(0)))> values;
-    values.reserve(static_cast<std::size_t>(2 * p));
+    values.reserve(2 * static_cast<std::size_t>(p));
     for (int s = 0; s < 2 * p; ++s) values.push_back(field(request.costs.stage(s)));
     std::nth_element(values.begin(), values.begin() + p, values.end());
     return values[static_cast<std::size_t>(p)];

@@ -162,10 +162,11 @@ Profile profile_for_stages(const Profile& profile, int num_stages, const std::st
   } else {
     const int group = measured / num_stages;
     for (int v = 0; v < num_stages; ++v) {
-      StageProfile s = profile.stages[static_cast<std::size_t>(v * group)];
+      const std::size_t first = static_cast<std::size_t>(v) * static_cast<std::size_t>(group);
+      StageProfile s = profile.stages[first];
       s.stage = v;
       for (int k = 1; k < group; ++k) {
-        const StageProfile& m = profile.stages[static_cast<std::size_t>(v * group + k)];
+        const StageProfile& m = profile.stages[first + static_cast<std::size_t>(k)];
         s.f_s += m.f_s;
         s.b_s += m.b_s;
         s.w_s += m.w_s;
