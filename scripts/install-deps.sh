@@ -37,6 +37,7 @@ if [ $tools_only = 0 ]; then
   packages+=(
     libbenchmark-dev  # bench/
     clang libclang-rt-14-dev  # the libFuzzer targets (scripts/run-fuzzers.sh)
+    clang-format-14 clang-tidy-14  # scripts/lint-changed.sh, on the C++ files a change touches
     # ctest runs python/tests with Debian's pytest; python3-venv and python3-pathspec are for
     # the wheel that scripts/test-python.sh builds.
     python3-pytest python3-venv python3-pathspec

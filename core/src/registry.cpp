@@ -41,7 +41,8 @@ std::vector<Boundary> boundaries_of(const std::vector<GeneratorInfo>& entries, c
   for (const auto& e : entries)
     if (e.name.starts_with(prefix))
       if (const auto first = parse_release(std::string_view(e.name).substr(prefix.size()))) out.push_back({*first, &e});
-  std::sort(out.begin(), out.end(), [](const Boundary& a, const Boundary& b) { return a.first_release < b.first_release; });
+  std::sort(out.begin(), out.end(),
+            [](const Boundary& a, const Boundary& b) { return a.first_release < b.first_release; });
   return out;
 }
 
@@ -57,8 +58,7 @@ ScheduleRegistry& ScheduleRegistry::instance() {
 }
 
 void ScheduleRegistry::add(GeneratorInfo info) {
-  auto it = std::find_if(entries_.begin(), entries_.end(),
-                         [&](const GeneratorInfo& e) { return e.name == info.name; });
+  auto it = std::find_if(entries_.begin(), entries_.end(), [&](const GeneratorInfo& e) { return e.name == info.name; });
   if (it != entries_.end())
     *it = std::move(info);
   else
@@ -88,6 +88,11 @@ const GeneratorInfo* ScheduleRegistry::find(std::string_view name) const {
   for (const Boundary& b : boundaries_of(entries_, family->family))
     if (b.first_release <= *wanted) found = b.entry;
   return found;
+}
+
+const ScheduleTraits* ScheduleRegistry::traits(std::string_view name) const {
+  const GeneratorInfo* info = find(name);
+  return info ? &info->traits : nullptr;
 }
 
 std::string ScheduleRegistry::why_unknown(std::string_view name) const {
@@ -126,7 +131,7 @@ const GeneratorInfo& checked_generator(std::string_view name, const SchedulePara
   if (params.chunks < 1) throw ScheduleError(info->name + ": --chunks must be at least 1");
   if (params.microbatch_group_size < 0)
     throw ScheduleError(info->name + ": --microbatch-group-size-per-vp-stage must be at least 1");
-  if (params.microbatch_group_size != 0 && !info->takes_microbatch_group_size)
+  if (params.microbatch_group_size != 0 && !info->traits.takes_microbatch_group_size)
     throw ScheduleError(info->name + ": --microbatch-group-size-per-vp-stage " +
                         std::to_string(params.microbatch_group_size) +
                         " cannot be honoured: only Megatron's interleaved schedule (interleaved-1f1b) groups "

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "cluster_options.hpp"
 #include "command.hpp"
 #include "megatron_options.hpp"
 #include "number_options.hpp"
@@ -49,27 +50,27 @@ struct SimulateOptions {
   ScheduleParams params;
   double f_cost = 1, b_cost = 1, w_cost = 1, c_cost = 0;
   std::string f_mem = "2", b_mem = "-1", w_mem = "-1", static_mem = "0", max_mem = "0";
-  std::string model, gpu = "h100", profile, trace;
-  int gpus_per_node = 8, data_parallel = 1, micro_batch_size = 1, tensor_parallel = 1, context_parallel = 1,
-      max_mem_micro_batches = 0;
-  bool recompute = false, sequence_parallel = false, overlap_grad_reduce = false, no_link_sharing = false,
-       steady_state = false, no_async_tp = false, json = false, quiet = false, overlap_moe_comm = false;
+  std::string model, profile, trace;
+  int data_parallel = 1, micro_batch_size = 1, tensor_parallel = 1, context_parallel = 1, max_mem_micro_batches = 0;
+  bool recompute = false, sequence_parallel = false, no_link_sharing = false, steady_state = false, json = false,
+       quiet = false, overlap_moe_comm = false;
+  ClusterOptions cluster;
   MegatronOptions megatron;
   std::string recompute_granularity;  // empty: --recompute decides (full or none)
-  double efficiency = 0;  // 0: the device preset's
-  std::string intra_bandwidth = "0", inter_bandwidth = "50GB";
-  double intra_latency_s = 2e-6, inter_latency_s = 5e-6;
 };
 
 void add_options(po::options_description& o, SimulateOptions& s) {
   po::options_description schedule("schedule");
+  // clang-format off
   schedule.add_options()
       ("schedule", po::value(&s.schedule)->default_value(s.schedule), "schedule NAME or file:PATH (see ppsim schedule --help)")
       ("stages", po::value(&s.params.num_ranks)->default_value(s.params.num_ranks), "P, pipeline ranks")
       ("micro-batches", po::value(&s.params.num_micro_batches)->default_value(s.params.num_micro_batches), "M, micro-batches per iteration")
       ("chunks", po::value(&s.params.chunks)->default_value(s.params.chunks), "V, stages per rank (P*V stages)");
+  // clang-format on
   add_microbatch_group_size_option(schedule, s.params);
   po::options_description costs("explicit costs (uniform stages; seconds and bytes per micro-batch per stage)");
+  // clang-format off
   costs.add_options()
       ("f-cost", po::value(&s.f_cost)->default_value(s.f_cost), "forward time F")
       ("b-cost", po::value(&s.b_cost)->default_value(s.b_cost), "backward-for-input time B (a full backward is B + W)")
@@ -85,14 +86,17 @@ void add_options(po::options_description& o, SimulateOptions& s) {
       ("max-mem-micro-batches", po::value(&s.max_mem_micro_batches),
        "N: zb-auto's limit per rank in micro-batches: its static memory plus N times the largest activations one "
        "micro-batch leaves on a rank (the Zero Bubble paper's ZB-1p is N = P, ZB-2p N = 2P; default: none)");
+  // clang-format on
   po::options_description model("costs from a model, a device and a topology (first principles)");
+  // clang-format off
   model.add_options()
       ("model", po::value(&s.model),
        "gpt-1.3b, gpt-7b, gpt3-175b, llama-70b, llama-3-8b, llama-3-70b, llama-3-405b, mixtral-8x7b, mixtral-8x22b, "
-       "qwen3-235b-a22b, deepseek-v3, or a JSON model file (default: none, explicit costs)")
-      ("gpu", po::value(&s.gpu)->default_value(s.gpu), "device: h100, h200, b200, a100")
-      ("efficiency", po::value(&s.efficiency)->default_value(s.efficiency),
-       "a constant fraction of peak FLOP/s for every operation (0: each priced by its shape, docs/MODEL.md)")
+       "qwen3-235b-a22b, deepseek-v3, or a JSON model file (default: none, explicit costs)");
+  // clang-format on
+  s.cluster.add_device_to(model, ClusterHelp::simulate);
+  // clang-format off
+  model.add_options()
       ("tensor-parallel", po::value(&s.tensor_parallel)->default_value(s.tensor_parallel),
        "T, Megatron tensor parallelism: GPUs of one node per pipeline stage")
       ("sequence-parallel", po::bool_switch(&s.sequence_parallel), "Megatron sequence parallelism, with T > 1 (default off)")
@@ -107,25 +111,23 @@ void add_options(po::options_description& o, SimulateOptions& s) {
       ("recompute", po::bool_switch(&s.recompute),
        "full activation recomputation, with --model or with the --profile of a run without it (default off; "
        "--recompute-granularity full)")
-      ("no-async-tensor-model-parallel-allreduce", po::bool_switch(&s.no_async_tp),
-       "the backward's tensor-parallel collectives wait on the compute stream, as in Megatron before 2022 "
-       "(default: each column-parallel linear's runs beside its weight gradient)")
-      ("overlap-grad-reduce", po::bool_switch(&s.overlap_grad_reduce),
-       "reduce gradients in buckets during the last backward, as Megatron's --overlap-grad-reduce and torch DDP "
-       "do (default: after the backward)")
       ("overlap-moe-expert-parallel-comm", po::bool_switch(&s.overlap_moe_comm),
        "interleaved-1f1b runs each steady-state forward with the next backward as one step whose "
        "micro-batches' expert all-to-all hides behind each other's compute, as Megatron's option does "
-       "(dualpipev overlaps its F&B steps without it; default off)")
-      ("gpus-per-node", po::value(&s.gpus_per_node)->default_value(s.gpus_per_node), "GPUs per node")
-      ("intra-bandwidth", po::value(&s.intra_bandwidth)->default_value(s.intra_bandwidth), "bytes/s per direction inside a node (0: the device's NVLink)")
-      ("intra-latency", po::value(&s.intra_latency_s)->default_value(s.intra_latency_s, "2e-6"), "seconds per transfer inside a node")
-      ("inter-bandwidth", po::value(&s.inter_bandwidth)->default_value(s.inter_bandwidth), "bytes/s per direction between nodes")
-      ("inter-latency", po::value(&s.inter_latency_s)->default_value(s.inter_latency_s, "5e-6"), "seconds per transfer between nodes")
+       "(dualpipev overlaps its F&B steps without it; default off)");
+  // clang-format on
+  s.cluster.add_runtime_to(model);
+  s.cluster.add_links_to(model, ClusterHelp::simulate);
+  // clang-format off
+  model.add_options()
       ("no-link-sharing", po::bool_switch(&s.no_link_sharing), "transfers do not share link bandwidth (default: they do)");
+  // clang-format on
   po::options_description measured("measured costs");
+  // clang-format off
   measured.add_options()("profile", po::value(&s.profile), "costs measured by pprun (pipescope.profile/1 JSON; default: none)");
+  // clang-format on
   po::options_description output("output");
+  // clang-format off
   output.add_options()
       ("json", po::bool_switch(&s.json), "print the SPEC.md section 6 JSON object instead of a table")
       ("steady-state", po::bool_switch(&s.steady_state),
@@ -134,6 +136,7 @@ void add_options(po::options_description& o, SimulateOptions& s) {
       ("trace", po::value(&s.trace), "write the predicted trace (Chrome trace JSON; .gz compresses) to FILE")
       ("quiet,q", po::bool_switch(&s.quiet), "no progress output")
       ("help,h", "this text");
+  // clang-format on
   o.add(schedule).add(costs).add(model);
   s.megatron.add_to(o, true);
   o.add(measured).add(output);
@@ -146,14 +149,13 @@ void check_numbers(const SimulateOptions& s) {
   require_finite_at_least(s.b_cost, "--b-cost", 0);
   require_finite_at_least(s.w_cost, "--w-cost", 0);
   require_finite_at_least(s.c_cost, "--c-cost", 0);
-  require_efficiency(s.efficiency, "--efficiency");
-  require_finite_at_least(s.intra_latency_s, "--intra-latency", 0);
-  require_finite_at_least(s.inter_latency_s, "--inter-latency", 0);
+  s.cluster.check_numbers();
 }
 
 void check_zb_auto_options(const SimulateOptions& s, const po::variables_map& vm) {
   if (!given(vm, "max-mem-micro-batches")) return;
-  if (s.schedule != "zb-auto")
+  const ScheduleTraits* traits = sim::schedule_traits(s.schedule);
+  if (!traits || !traits->memory_limited)
     throw UsageError("--max-mem-micro-batches is zb-auto's limit: not with --schedule " + s.schedule);
   if (s.max_mem_micro_batches < 1)
     throw UsageError(fmt::format("--max-mem-micro-batches must be at least 1, got {}", s.max_mem_micro_batches));
@@ -164,7 +166,8 @@ std::string cost_options_text(const SimulateOptions& s, const po::variables_map&
   if (!s.profile.empty()) return "--profile " + s.profile;
   if (!s.model.empty()) return "--model " + s.model;
   std::string text;
-  const std::pair<const char*, double> costs[] = {{"f-cost", s.f_cost}, {"b-cost", s.b_cost}, {"w-cost", s.w_cost}, {"c-cost", s.c_cost}};
+  const std::pair<const char*, double> costs[] = {
+      {"f-cost", s.f_cost}, {"b-cost", s.b_cost}, {"w-cost", s.w_cost}, {"c-cost", s.c_cost}};
   for (const auto& [name, value] : costs)
     if (given(vm, name)) text += fmt::format("{}--{} {:g}", text.empty() ? "" : " ", name, value);
   return text.empty() ? std::string("the costs") : text;
@@ -175,7 +178,8 @@ sim::Recomputation recomputation_of(const SimulateOptions& s) {
   if (s.recompute_granularity.empty()) return s.recompute ? sim::Recomputation::full : sim::Recomputation::none;
   if (s.recompute_granularity == "full") return sim::Recomputation::full;
   if (s.recompute_granularity == "selective") {
-    if (s.recompute) throw UsageError("--recompute means full recomputation: give --recompute-granularity selective alone");
+    if (s.recompute)
+      throw UsageError("--recompute means full recomputation: give --recompute-granularity selective alone");
     return sim::Recomputation::selective;
   }
   throw UsageError("--recompute-granularity: '" + s.recompute_granularity + "' is neither full nor selective");
@@ -189,13 +193,15 @@ void check_model_only_options(const SimulateOptions& s, const po::variables_map&
   const std::string source = s.profile.empty() ? "explicit costs" : "--profile (it measured its own layout)";
   if (given(vm, "tensor-parallel")) throw UsageError("--tensor-parallel needs --model: not with " + source);
   if (given(vm, "context-parallel")) throw UsageError("--context-parallel needs --model: not with " + source);
-  for (const std::string& option : s.megatron.given(vm)) throw UsageError(option + " needs --model: not with " + source);
+  for (const std::string& option : s.megatron.given(vm))
+    throw UsageError(option + " needs --model: not with " + source);
 
   if (s.sequence_parallel) throw UsageError("--sequence-parallel needs --model: not with " + source);
   if (recomputation_of(s) == sim::Recomputation::selective)
     throw UsageError("--recompute-granularity selective needs --model: not with " + source);
-  if (s.overlap_grad_reduce) throw UsageError("--overlap-grad-reduce needs --model: not with " + source);
-  if (s.no_async_tp) throw UsageError("--no-async-tensor-model-parallel-allreduce needs --model: not with " + source);
+  if (s.cluster.overlap_grad_reduce) throw UsageError("--overlap-grad-reduce needs --model: not with " + source);
+  if (s.cluster.no_async_tp)
+    throw UsageError("--no-async-tensor-model-parallel-allreduce needs --model: not with " + source);
   if (s.overlap_moe_comm) throw UsageError("--overlap-moe-expert-parallel-comm needs --model: not with " + source);
 }
 
@@ -214,14 +220,16 @@ void check_moe_overlap_option(const SimulateOptions& s, const sim::ModelSpec& mo
 // `chunks`: the stages per rank the costs are derived for (the schedule's, which a generator
 // may choose itself when --chunks is not given).
 CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, int chunks) {
-  static const char* const explicit_options[] = {"f-cost", "b-cost", "w-cost", "c-cost", "f-mem", "b-mem", "w-mem", "static-mem"};
+  static const char* const explicit_options[] = {"f-cost", "b-cost", "w-cost", "c-cost",
+                                                 "f-mem",  "b-mem",  "w-mem",  "static-mem"};
   const bool use_model = !s.model.empty();
   const bool use_profile = !s.profile.empty();
   if (use_model && use_profile) throw UsageError("--model and --profile are two cost sources: give one");
   if (use_model || use_profile)
     for (const char* name : explicit_options)
       if (given(vm, name))
-        throw UsageError(std::string("--") + name + " cannot be combined with " + (use_model ? "--model" : "--profile"));
+        throw UsageError(std::string("--") + name + " cannot be combined with " +
+                         (use_model ? "--model" : "--profile"));
   const std::int64_t max_mem = sim::parse_bytes(s.max_mem, "--max-mem");
   CostSource source;
   if (use_profile) {
@@ -236,16 +244,8 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
   if (use_model) {
     const sim::ModelSpec model = sim::resolve_model(s.model);
     check_moe_overlap_option(s, model);
-    sim::DeviceSpec device = sim::device_preset(s.gpu);
-    if (s.efficiency > 0) device.efficiency = s.efficiency;
-    if (s.gpus_per_node < 1) throw UsageError("--gpus-per-node must be at least 1");
-    sim::Topology topology;
-    topology.gpus_per_node = s.gpus_per_node;
-    const std::int64_t intra = sim::parse_bytes(s.intra_bandwidth, "--intra-bandwidth");
-    topology.intra_node = {intra > 0 ? static_cast<double>(intra) : device.nvlink.bandwidth_bytes_per_s, s.intra_latency_s};
-    const std::int64_t inter = sim::parse_bytes(s.inter_bandwidth, "--inter-bandwidth");
-    if (inter <= 0) throw UsageError("--inter-bandwidth must be > 0");
-    topology.inter_node = {static_cast<double>(inter), s.inter_latency_s};
+    const sim::DeviceSpec device = s.cluster.device();
+    const sim::Topology topology = s.cluster.topology(device);
     sim::ParallelConfig parallel;
     parallel.pipeline = s.params.num_ranks;
     parallel.chunks = chunks;
@@ -255,20 +255,16 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
     parallel.context_parallel = s.context_parallel;
     parallel.sequence_parallel = s.sequence_parallel;
     parallel.recomputation = recomputation_of(s);
-    parallel.overlap_grad_reduce = s.overlap_grad_reduce;
-    parallel.async_tensor_parallel_backward = !s.no_async_tp;
+    parallel.overlap_grad_reduce = s.cluster.overlap_grad_reduce;
+    parallel.async_tensor_parallel_backward = !s.cluster.no_async_tp;
     s.megatron.apply(parallel);
-    source.description = fmt::format("{} on {} x {} ({} per node; tp {}{}{}{}, recomputation {}{})", model.name,
-                                     parallel.gpus(), device.name, s.gpus_per_node, s.tensor_parallel,
-                                     s.sequence_parallel ? " with sp" : "",
-                                     s.context_parallel > 1 ? fmt::format(", cp {}", s.context_parallel) : "",
-                                     model.is_moe() ? fmt::format(", ep {} etp {}", parallel.expert_parallel,
-                                                                  parallel.expert_tp())
-                                                    : "",
-                                     sim::recomputation_name(parallel.recomputation),
-                                     parallel.fp8 != sim::Fp8Format::none
-                                         ? fmt::format(", fp8 {}", sim::fp8_format_name(parallel.fp8))
-                                         : "");
+    source.description = fmt::format(
+        "{} on {} x {} ({} per node; tp {}{}{}{}, recomputation {}{})", model.name, parallel.gpus(), device.name,
+        s.cluster.gpus_per_node, s.tensor_parallel, s.sequence_parallel ? " with sp" : "",
+        s.context_parallel > 1 ? fmt::format(", cp {}", s.context_parallel) : "",
+        model.is_moe() ? fmt::format(", ep {} etp {}", parallel.expert_parallel, parallel.expert_tp()) : "",
+        sim::recomputation_name(parallel.recomputation),
+        parallel.fp8 != sim::Fp8Format::none ? fmt::format(", fp8 {}", sim::fp8_format_name(parallel.fp8)) : "");
     source.costs = sim::derive_costs(model, device, topology, parallel);
     source.costs.overlap_moe_all_to_all = s.overlap_moe_comm;
     source.topology = sim::with_parallel_layout(topology, parallel);
@@ -284,8 +280,7 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
   // less: other signs make a rank hold less than nothing, shown as peaks of 0 B.
   if (f_mem < 0)
     throw UsageError(fmt::format("--f-mem {}: F keeps its activations (allocates): give 0 or more", s.f_mem));
-  if (w_mem > 0)
-    throw UsageError(fmt::format("--w-mem {}: W frees what B kept for it: give 0 or less", s.w_mem));
+  if (w_mem > 0) throw UsageError(fmt::format("--w-mem {}: W frees what B kept for it: give 0 or less", s.w_mem));
   if (f_mem + b_mem + w_mem != 0)
     throw UsageError(fmt::format("--f-mem + --b-mem + --w-mem must be 0 (got {} + {} + {})", f_mem, b_mem, w_mem));
   source.description = "explicit";
@@ -299,8 +294,9 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
 void print_table(const sim::Summary& summary, const sim::AllToAllTotals& all_to_all, const CostSource& source,
                  const std::optional<sim::PredictionInterval>& interval) {
   // The schedule's and the model's names come from files: shown escaped (terminal_text.hpp).
-  std::cout << fmt::format("schedule {}: {} ranks, {} stages, {} micro-batches (costs: {})\n", printable(summary.schedule),
-                           summary.num_ranks, summary.num_stages, summary.num_micro_batches, printable(source.description));
+  std::cout << fmt::format("schedule {}: {} ranks, {} stages, {} micro-batches (costs: {})\n",
+                           printable(summary.schedule), summary.num_ranks, summary.num_stages,
+                           summary.num_micro_batches, printable(source.description));
   std::cout << fmt::format("  iteration time   {}{}\n", sim::format_seconds(summary.iteration_time_s),
                            summary.steady_state_iterations > 0 ? " (steady state of back-to-back iterations)" : "");
   if (interval) {
@@ -329,13 +325,12 @@ void print_table(const sim::Summary& summary, const sim::AllToAllTotals& all_to_
 // --recompute with --profile: each measured stage as it would run with every layer recomputed
 // (sim::recompute_measured_stage), its layer count from the run's partition in the profile.
 void recompute_profile_stages(const sim::Profile& profile, sim::CostModel& costs, const std::string& source) {
-  std::vector<int> bounds;
-  if (profile.extra.contains("stage_bounds") && profile.extra["stage_bounds"].is_array())
-    bounds = profile.extra["stage_bounds"].get<std::vector<int>>();
+  const std::vector<int> bounds = profile.stage_bounds.value_or(std::vector<int>{});
   if (bounds.size() != costs.stages.size() + 1)
-    throw UsageError(fmt::format("--recompute: the profile {} does not give the layers of each of the schedule's {} stages "
-                                 "(its stage_bounds: {} stages); simulate its own stage count",
-                                 source, costs.stages.size(), bounds.empty() ? 0 : bounds.size() - 1));
+    throw UsageError(
+        fmt::format("--recompute: the profile {} does not give the layers of each of the schedule's {} stages "
+                    "(its stage_bounds: {} stages); simulate its own stage count",
+                    source, costs.stages.size(), bounds.empty() ? 0 : bounds.size() - 1));
   for (std::size_t st = 0; st < costs.stages.size(); ++st)
     costs.stages[st] = sim::recompute_measured_stage(costs.stages[st], bounds[st + 1] - bounds[st], 1);
 }
@@ -344,7 +339,8 @@ void recompute_profile_stages(const sim::Profile& profile, sim::CostModel& costs
 // compiled straight from it, never built as a Schedule: on 1.5 M instructions that is half the
 // memory the process touches and a third of its time (docs/BENCHMARKS.md).
 sim::CompiledSchedule compiled_schedule(const SimulateOptions& s, const po::variables_map& vm) {
-  if (std::optional<ComputeOrder> order = make_compute_order(s.schedule, s.params)) return sim::compile(std::move(*order));
+  if (std::optional<ComputeOrder> order = make_compute_order(s.schedule, s.params))
+    return sim::compile(std::move(*order));
   Schedule schedule = make_schedule(s.schedule, s.params);
   check_flags_agree_with_file(schedule, s.schedule, s.params, vm);
   return sim::compile(schedule);
@@ -367,14 +363,17 @@ int run_simulate(const std::vector<std::string>& args) {
   check_model_only_options(s, vm);
   check_zb_auto_options(s, vm);
   CostSource source = cost_source(s, vm, s.params.chunks);
-  if (s.schedule == "zb-auto")
-    sim::register_zb_auto(source.costs, source.topology, sim::parse_bytes(s.max_mem, "--max-mem"), s.max_mem_micro_batches);
+  // A schedule searched from the costs is searched from these.
+  if (const ScheduleTraits* traits = sim::schedule_traits(s.schedule); traits && traits->cost_dependent)
+    sim::register_with_costs(s.schedule, source.costs, source.topology, sim::parse_bytes(s.max_mem, "--max-mem"),
+                             s.max_mem_micro_batches);
   const sim::CompiledSchedule compiled = compiled_schedule(s, vm);
   // interleaved-1f1b without --chunks runs 2 stages per rank: derive the model's costs for them.
   if (!s.model.empty() && compiled.num_ranks > 0 && compiled.num_stages != s.params.num_ranks * s.params.chunks)
     source = cost_source(s, vm, compiled.num_stages / compiled.num_ranks);
   if (s.steady_state && !s.trace.empty())
-    throw UsageError("--steady-state with --trace " + s.trace + ": a trace holds one isolated iteration; leave one out");
+    throw UsageError("--steady-state with --trace " + s.trace +
+                     ": a trace holds one isolated iteration; leave one out");
   if (s.steady_state)
     check_schedule_size("--steady-state: " + std::to_string(sim::kSteadyStateIterations) + " iterations of " +
                             std::to_string(compiled.instructions.size()) + " instructions",
@@ -382,22 +381,25 @@ int run_simulate(const std::vector<std::string>& args) {
                                                         sim::kSteadyStateIterations),
                                      0, 0});
   if (!s.trace.empty())
-    check_schedule_size("--trace " + s.trace + ": the predicted trace of " + std::to_string(compiled.instructions.size()) +
-                            " instructions",
+    check_schedule_size("--trace " + s.trace + ": the predicted trace of " +
+                            std::to_string(compiled.instructions.size()) + " instructions",
                         ScheduleSize{static_cast<std::int64_t>(compiled.instructions.size()), 0, 0},
                         kTraceBytesPerInstruction);
   if (source.profile) {
     // A profile measured on S stages predicts schedules of V*S stages (or S/k) of the same model.
     sim::check_profile_fits(*source.profile, compiled, s.profile);
-    source.costs = sim::cost_model_from_profile(sim::profile_for_stages(*source.profile, compiled.num_stages, s.profile));
-    if (recomputation_of(s) == sim::Recomputation::full) recompute_profile_stages(*source.profile, source.costs, s.profile);
+    source.costs =
+        sim::cost_model_from_profile(sim::profile_for_stages(*source.profile, compiled.num_stages, s.profile));
+    if (recomputation_of(s) == sim::Recomputation::full)
+      recompute_profile_stages(*source.profile, source.costs, s.profile);
   }
   sim::SimOptions sim_options;
   sim_options.build_trace = !s.trace.empty();
   sim_options.share_links = !s.no_link_sharing;
   if (s.steady_state && sim::synchronises_every_step(source.costs.runtime))
-    throw UsageError("--steady-state with --profile " + s.profile +
-                     ": its measured runtime synchronises the ranks at every optimizer step, so its iterations cannot overlap");
+    throw UsageError(
+        "--steady-state with --profile " + s.profile +
+        ": its measured runtime synchronises the ranks at every optimizer step, so its iterations cannot overlap");
   const sim::SimResult result = [&] {
     try {
       if (s.steady_state) {
@@ -417,13 +419,14 @@ int run_simulate(const std::vector<std::string>& args) {
     sim::SimOptions quick = sim_options;
     quick.build_trace = false;
     const auto simulate_profile = [&](const sim::Profile& moved) {
-      sim::CostModel costs = sim::cost_model_from_profile(sim::profile_for_stages(moved, compiled.num_stages, s.profile));
+      sim::CostModel costs =
+          sim::cost_model_from_profile(sim::profile_for_stages(moved, compiled.num_stages, s.profile));
       if (recomputation_of(s) == sim::Recomputation::full) recompute_profile_stages(moved, costs, s.profile);
       return s.steady_state ? sim::simulate_steady_state(compiled, costs, source.topology, quick).iteration_time_s
                             : sim::simulate(compiled, costs, source.topology, quick).summary.iteration_time_s;
     };
-    interval = sim::prediction_interval(*source.profile, sim::splits_backward(compiled), result.summary.iteration_time_s,
-                                        simulate_profile);
+    interval = sim::prediction_interval(*source.profile, sim::splits_backward(compiled),
+                                        result.summary.iteration_time_s, simulate_profile);
   }
   if (s.json) {
     nlohmann::json j = sim::to_json(result.summary);

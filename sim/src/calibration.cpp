@@ -20,7 +20,8 @@ using Traces = std::vector<std::reference_wrapper<const MeasuredTrace>>;
 
 // The traces whose every rank lost at most `max_fraction` of the step to the host (steal), and
 // a note for each one left out. Throws UsageError when none is left.
-Traces undisturbed_traces(const std::vector<MeasuredTrace>& traces, double max_fraction, std::vector<std::string>& notes) {
+Traces undisturbed_traces(const std::vector<MeasuredTrace>& traces, double max_fraction,
+                          std::vector<std::string>& notes) {
   Traces kept;
   std::string first_left_out;
   for (const MeasuredTrace& mt : traces) {
@@ -35,14 +36,16 @@ Traces undisturbed_traces(const std::vector<MeasuredTrace>& traces, double max_f
       kept.push_back(mt);
       continue;
     }
-    const std::string why = fmt::format("the host took {:.1f}% of rank {}'s step from its cores (steal)", worst * 100, worst_rank);
+    const std::string why =
+        fmt::format("the host took {:.1f}% of rank {}'s step from its cores (steal)", worst * 100, worst_rank);
     if (first_left_out.empty()) first_left_out = fmt::format("{}: {}", mt.source, why);
     notes.push_back(fmt::format("{}: left out: {}", mt.source, why));
   }
   if (kept.empty())
-    throw UsageError(fmt::format("every measured trace lost more than {:.1f}% of a rank's step to the host ({}{}): measure "
-                                 "again when the machine is quiet, or raise --max-stolen",
-                                 max_fraction * 100, first_left_out, traces.size() > 1 ? ", ..." : ""));
+    throw UsageError(
+        fmt::format("every measured trace lost more than {:.1f}% of a rank's step to the host ({}{}): measure "
+                    "again when the machine is quiet, or raise --max-stolen",
+                    max_fraction * 100, first_left_out, traces.size() > 1 ? ", ..." : ""));
   return kept;
 }
 
@@ -60,9 +63,10 @@ std::pair<int, int> collect_all(const Traces& traces, Collected& c) {
       num_ranks = ranks;
       first_source = mt.source;
     } else if (stages != num_stages || ranks != num_ranks) {
-      throw UsageError(fmt::format("{}: {} stages on {} ranks, but {} has {} stages on {} ranks: calibrate traces of one "
-                                   "stage layout together",
-                                   mt.source, stages, ranks, first_source, num_stages, num_ranks));
+      throw UsageError(
+          fmt::format("{}: {} stages on {} ranks, but {} has {} stages on {} ranks: calibrate traces of one "
+                      "stage layout together",
+                      mt.source, stages, ranks, first_source, num_stages, num_ranks));
     }
     calibration::collect_trace(mt, stages, c);
   }
@@ -76,31 +80,31 @@ void record_run(const Traces& traces, Profile& p) {
   const traces::RunDescription& first_run = traces.front().get().trace.meta.run;
   bool same_layout = first_run.layers && first_run.stage_bounds && first_run.partition_method;
   for (const MeasuredTrace& mt : traces)
-    same_layout = same_layout && mt.trace.meta.run.layers == first_run.layers && mt.trace.meta.run.stage_bounds == first_run.stage_bounds;
+    same_layout = same_layout && mt.trace.meta.run.layers == first_run.layers &&
+                  mt.trace.meta.run.stage_bounds == first_run.stage_bounds;
   if (same_layout) {
-    nlohmann::json layers = nlohmann::json::array();
-    for (const auto& l : *first_run.layers) layers.push_back({{"name", l.name}, {"type", l.type}, {"parameters", l.parameters}});
-    p.extra["layers"] = layers;
-    p.extra["stage_bounds"] = *first_run.stage_bounds;
-    p.extra["partition_method"] = *first_run.partition_method;
+    std::vector<ProfileLayer> layers;
+    for (const auto& l : *first_run.layers) layers.push_back({l.name, l.type, l.parameters});
+    p.layers = std::move(layers);
+    p.stage_bounds = *first_run.stage_bounds;
+    p.partition_method = *first_run.partition_method;
   }
-  if (first_run.model) p.extra["model"] = *first_run.model;
+  if (first_run.model) p.model = *first_run.model;
   if (first_run.micro_batch_size) p.micro_batch_size = std::max(1, *first_run.micro_batch_size);
 }
 
-// The profile's record of its inputs (extra "calibration").
-nlohmann::json calibration_info(const Traces& traces, std::size_t left_out, const Collected& c, int num_ranks,
-                                const Calibration& result, const CalibrationOptions& options) {
-  nlohmann::json info = nlohmann::json::object();
-  nlohmann::json sources = nlohmann::json::array();
-  for (const MeasuredTrace& mt : traces) sources.push_back(mt.source);
-  info["traces"] = sources;
-  if (left_out > 0) info["traces_left_out"] = left_out;
-  info["schedules"] = c.schedules;
-  info["micro_batches"] = c.micro_batch_counts;
-  info["num_ranks"] = num_ranks;
-  info["outliers"] = result.outliers.size();
-  info["duration_statistic"] = to_string(options.duration_statistic);
+// The profile's record of its inputs (Profile::calibration).
+CalibrationRecord calibration_info(const Traces& traces, std::size_t left_out, const Collected& c, int num_ranks,
+                                   const Calibration& result, const CalibrationOptions& options) {
+  CalibrationRecord info;
+  info.traces.emplace();
+  for (const MeasuredTrace& mt : traces) info.traces->push_back(mt.source);
+  if (left_out > 0) info.traces_left_out = static_cast<std::int64_t>(left_out);
+  info.schedules = std::vector<std::string>(c.schedules.begin(), c.schedules.end());
+  info.micro_batches = std::vector<int>(c.micro_batch_counts.begin(), c.micro_batch_counts.end());
+  info.num_ranks = num_ranks;
+  info.outliers = static_cast<std::int64_t>(result.outliers.size());
+  info.duration_statistic = std::string(to_string(options.duration_statistic));
   return info;
 }
 
@@ -111,8 +115,9 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
   // A prediction fitted back into the simulator would only learn the simulator's own costs.
   for (const MeasuredTrace& mt : given)
     if (mt.trace.meta.source == "predicted")
-      throw UsageError(mt.source + ": a predicted trace (source \"predicted\", from ppsim simulate): calibrate learns "
-                                   "from measured traces (pprun --trace)");
+      throw UsageError(mt.source +
+                       ": a predicted trace (source \"predicted\", from ppsim simulate): calibrate learns "
+                       "from measured traces (pprun --trace)");
   std::vector<std::string> left_out;
   const Traces traces = undisturbed_traces(given, options.max_stolen_fraction, left_out);
   Collected c;
@@ -128,9 +133,9 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
   });
   Estimation e{c, summary, result, num_stages, {}, true, {}, {}, torch_traces, &options};
   // The run's and the transport's estimators first: the stages' use what they learn.
-  for (const auto estimator : {calibration::estimate_transfers, calibration::estimate_program_time,
-                               calibration::estimate_send_completion, calibration::estimate_collective_waits,
-                               calibration::estimate_message_costs})
+  for (const auto estimator :
+       {calibration::estimate_transfers, calibration::estimate_program_time, calibration::estimate_send_completion,
+        calibration::estimate_collective_waits, calibration::estimate_message_costs})
     estimator(e);
   for (int s = 0; s < num_stages; ++s) {
     StageProfile sp;
@@ -142,7 +147,8 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
   calibration::estimate_backward_split(e);
   calibration::estimate_step_speed_spread(e);
   record_run(traces, p);
-  p.extra["calibration"] = calibration_info(traces, left_out.empty() ? 0 : given.size() - traces.size(), c, num_ranks, result, options);
+  p.calibration =
+      calibration_info(traces, left_out.empty() ? 0 : given.size() - traces.size(), c, num_ranks, result, options);
   result.notes.insert(result.notes.end(), left_out.begin(), left_out.end());
   if (!options.unprofiled_step_s.empty()) calibration::take_out_profiler_overhead(e, traces, options.unprofiled_step_s);
   return result;

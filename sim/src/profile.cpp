@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <optional>
 #include <set>
 
 #include "pipescope/core/atomic_file.hpp"
@@ -37,7 +38,8 @@ std::int64_t get_bytes(const json& object, const char* field, const std::string&
   const json& v = object[field];
   if (!v.is_number_integer()) throw UsageError(where + "." + field + ": must be an integer number of bytes");
   const auto value = json_integer_in(v, -kMaxProfileBytes, kMaxProfileBytes);
-  if (!value) throw UsageError(fmt::format("{}.{}: {} is beyond the limit of 2^60 bytes either way", where, field, v.dump()));
+  if (!value)
+    throw UsageError(fmt::format("{}.{}: {} is beyond the limit of 2^60 bytes either way", where, field, v.dump()));
   const std::int64_t bytes = *value;
   if (!may_be_negative && bytes < 0) throw UsageError(where + "." + field + ": must be >= 0");
   return bytes;
@@ -55,7 +57,6 @@ int get_count(const json& object, const char* field, const std::string& where, i
   return static_cast<int>(*count);
 }
 
-
 bool get_optional_flag(const json& object, const char* field, const std::string& where) {
   if (!object.contains(field)) return false;
   if (!object[field].is_boolean()) throw UsageError(where + "." + field + ": must be true or false");
@@ -70,19 +71,158 @@ BackwardSplitEstimate parse_split_estimate(const json& profile, const std::strin
   const json& e = profile["backward_split_estimate"];
   BackwardSplitEstimate estimate;
   estimate.input_share = get_seconds(e, "input_share", where);
-  if (!(estimate.input_share > 0 && estimate.input_share < 1)) throw UsageError(where + ".input_share: must be between 0 and 1");
+  if (!(estimate.input_share > 0 && estimate.input_share < 1))
+    throw UsageError(where + ".input_share: must be between 0 and 1");
   estimate.overhead = get_seconds(e, "overhead", where);
   estimate.input_share_uncertainty = get_optional_seconds(e, "input_share_uncertainty", where);
   estimate.overhead_uncertainty = get_optional_seconds(e, "overhead_uncertainty", where);
   if (e.contains("stages")) {
     if (!e["stages"].is_array()) throw UsageError(where + ".stages: must be an array of stages");
     for (const json& stage : e["stages"]) {
-      if (!stage.is_number_integer() || stage.get<int>() < 0) throw UsageError(where + ".stages: must be an array of stages");
+      if (!stage.is_number_integer() || stage.get<int>() < 0)
+        throw UsageError(where + ".stages: must be an array of stages");
       estimate.stages.push_back(stage.get<int>());
     }
   }
   if (e.contains("basis") && e["basis"].is_string()) estimate.basis = e["basis"].get<std::string>();
   return estimate;
+}
+
+// The run record's fields (Profile::layers .. inner_backward_split). Each reader returns
+// nothing for a value of another shape, which then stays in `extra` as an unknown field does:
+// profiles that older versions or other tools wrote keep reading, and write back unchanged.
+std::optional<std::int64_t> integer_of(const json& v, std::int64_t lo, std::int64_t hi) {
+  return v.is_number_integer() ? json_integer_in(v, lo, hi) : std::nullopt;
+}
+
+std::optional<std::vector<std::string>> strings_of(const json& v) {
+  if (!v.is_array()) return std::nullopt;
+  std::vector<std::string> out;
+  for (const json& item : v) {
+    if (!item.is_string()) return std::nullopt;
+    out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
+std::optional<std::vector<int>> ints_of(const json& v) {
+  if (!v.is_array()) return std::nullopt;
+  std::vector<int> out;
+  for (const json& item : v) {
+    const auto value = integer_of(item, INT_MIN, INT_MAX);
+    if (!value) return std::nullopt;
+    out.push_back(static_cast<int>(*value));
+  }
+  return out;
+}
+
+std::optional<std::string> string_of(const json& v) {
+  return v.is_string() ? std::optional<std::string>(v.get<std::string>()) : std::nullopt;
+}
+
+// [{"name": "embed", "type": "Embedding", "parameters": 1024}, ...]
+std::optional<std::vector<ProfileLayer>> layers_of(const json& v) {
+  if (!v.is_array()) return std::nullopt;
+  std::vector<ProfileLayer> out;
+  for (const json& l : v) {
+    if (!l.is_object() || l.size() != 3 || !l.contains("name") || !l["name"].is_string() || !l.contains("type") ||
+        !l["type"].is_string() || !l.contains("parameters"))
+      return std::nullopt;
+    const auto parameters = integer_of(l["parameters"], INT64_MIN, INT64_MAX);
+    if (!parameters) return std::nullopt;
+    out.push_back({l["name"].get<std::string>(), l["type"].get<std::string>(), *parameters});
+  }
+  return out;
+}
+
+// {"input": 0.375, "weight": 0.75}
+std::optional<InnerBackwardSplit> inner_split_of(const json& v) {
+  if (!v.is_object() || v.size() != 2 || !v.contains("input") || !v["input"].is_number() || !v.contains("weight") ||
+      !v["weight"].is_number())
+    return std::nullopt;
+  return InnerBackwardSplit{v["input"].get<double>(), v["weight"].get<double>()};
+}
+
+// Sets `field` from record[key] when it has the field's shape; true when it was taken.
+template <typename T, typename Reader>
+bool take(const json& value, std::optional<T>& field, Reader read) {
+  field = read(value);
+  return field.has_value();
+}
+
+// {"traces": [...], "schedules": [...], "micro_batches": [...], "num_ranks": 2, ...}
+std::optional<CalibrationRecord> calibration_record_of(const json& v) {
+  if (!v.is_object()) return std::nullopt;
+  CalibrationRecord r;
+  const auto int64 = [](const json& x) { return integer_of(x, INT64_MIN, INT64_MAX); };
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    const std::string& key = it.key();
+    const json& value = it.value();
+    bool taken = false;
+    if (key == "traces")
+      taken = take(value, r.traces, strings_of);
+    else if (key == "traces_left_out")
+      taken = take(value, r.traces_left_out, int64);
+    else if (key == "schedules")
+      taken = take(value, r.schedules, strings_of);
+    else if (key == "micro_batches")
+      taken = take(value, r.micro_batches, ints_of);
+    else if (key == "num_ranks")
+      taken = take(value, r.num_ranks, [](const json& x) -> std::optional<int> {
+        const auto n = integer_of(x, INT_MIN, INT_MAX);
+        return n ? std::optional<int>(static_cast<int>(*n)) : std::nullopt;
+      });
+    else if (key == "outliers")
+      taken = take(value, r.outliers, int64);
+    else if (key == "duration_statistic")
+      taken = take(value, r.duration_statistic, string_of);
+    else if (key == "profiler_overhead_factor")
+      taken = take(value, r.profiler_overhead_factor, [](const json& x) -> std::optional<double> {
+        return x.is_number_float() ? std::optional<double>(x.get<double>()) : std::nullopt;
+      });
+    if (!taken) r.extra[key] = value;
+  }
+  return r;
+}
+
+json calibration_record_json(const CalibrationRecord& r) {
+  json j = r.extra.is_object() ? r.extra : json::object();
+  if (r.traces) j["traces"] = *r.traces;
+  if (r.traces_left_out) j["traces_left_out"] = *r.traces_left_out;
+  if (r.schedules) j["schedules"] = *r.schedules;
+  if (r.micro_batches) j["micro_batches"] = *r.micro_batches;
+  if (r.num_ranks) j["num_ranks"] = *r.num_ranks;
+  if (r.outliers) j["outliers"] = *r.outliers;
+  if (r.duration_statistic) j["duration_statistic"] = *r.duration_statistic;
+  if (r.profiler_overhead_factor) j["profiler_overhead_factor"] = *r.profiler_overhead_factor;
+  return j;
+}
+
+// A top-level field of the run record taken into its typed member; false for any other key,
+// or a value of another shape (the caller keeps it in `extra`).
+bool take_run_record_field(const std::string& key, const json& value, Profile& p) {
+  if (key == "layers") return take(value, p.layers, layers_of);
+  if (key == "stage_bounds") return take(value, p.stage_bounds, ints_of);
+  if (key == "partition_method") return take(value, p.partition_method, string_of);
+  if (key == "model") return take(value, p.model, string_of);
+  if (key == "calibration") return take(value, p.calibration, calibration_record_of);
+  if (key == "inner_backward_split") return take(value, p.inner_backward_split, inner_split_of);
+  return false;
+}
+
+void write_run_record(const Profile& p, json& j) {
+  if (p.layers) {
+    json layers = json::array();
+    for (const ProfileLayer& l : *p.layers)
+      layers.push_back({{"name", l.name}, {"type", l.type}, {"parameters", l.parameters}});
+    j["layers"] = std::move(layers);
+  }
+  if (p.stage_bounds) j["stage_bounds"] = *p.stage_bounds;
+  if (p.partition_method) j["partition_method"] = *p.partition_method;
+  if (p.model) j["model"] = *p.model;
+  if (p.calibration) j["calibration"] = calibration_record_json(*p.calibration);
+  if (p.inner_backward_split)
+    j["inner_backward_split"] = {{"input", p.inner_backward_split->input}, {"weight", p.inner_backward_split->weight}};
 }
 
 }  // namespace
@@ -116,7 +256,8 @@ Profile parse_profile(std::string_view text, const std::string& source) {
     const json& s = stages[i];
     if (!s.is_object()) throw UsageError(where + ": must be an object");
     StageProfile sp;
-    if (s.contains("stage") && !json_integer_in(s["stage"], 0, INT_MAX)) throw UsageError(where + ".stage: must be an integer");
+    if (s.contains("stage") && !json_integer_in(s["stage"], 0, INT_MAX))
+      throw UsageError(where + ".stage: must be an integer");
     sp.stage = s.contains("stage") ? static_cast<int>(s["stage"].get<std::int64_t>()) : static_cast<int>(i);
     if (sp.stage != static_cast<int>(i)) throw UsageError(where + ".stage: expected " + std::to_string(i));
     sp.f_s = get_seconds(s, "f_s", where);
@@ -152,7 +293,8 @@ Profile parse_profile(std::string_view text, const std::string& source) {
     const std::string where = source + ": step_speed_spread";
     const json& spread = j["step_speed_spread"];
     if (!spread.is_object()) throw UsageError(where + ": must be an object");
-    p.step_speed_spread = StepSpeedSpread{get_seconds(spread, "relative_sd", where), get_count(spread, "steps", where, 1)};
+    p.step_speed_spread =
+        StepSpeedSpread{get_seconds(spread, "relative_sd", where), get_count(spread, "steps", where, 1)};
   }
   const std::string top_where = source + ": profile";  // "p.json: profile.optimizer_sync: ..."
   p.instruction_overhead_s = get_optional_seconds(j, "instruction_overhead_s", top_where);
@@ -160,11 +302,21 @@ Profile parse_profile(std::string_view text, const std::string& source) {
   p.optimizer_sync = get_optional_flag(j, "optimizer_sync", top_where);
   p.reduce_tied_sync = get_optional_flag(j, "reduce_tied_sync", top_where);
   p.send_ends_at_receive = get_optional_flag(j, "send_ends_at_receive", top_where);
-  static const std::set<std::string> known = {"format", "micro_batch_size", "data_parallel", "transfer", "stages",
-                                              "backward_split", "backward_split_estimate", "step_speed_spread", "instruction_overhead_s", "step_overhead_s", "optimizer_sync", "reduce_tied_sync",
+  static const std::set<std::string> known = {"format",
+                                              "micro_batch_size",
+                                              "data_parallel",
+                                              "transfer",
+                                              "stages",
+                                              "backward_split",
+                                              "backward_split_estimate",
+                                              "step_speed_spread",
+                                              "instruction_overhead_s",
+                                              "step_overhead_s",
+                                              "optimizer_sync",
+                                              "reduce_tied_sync",
                                               "send_ends_at_receive"};
   for (auto it = j.begin(); it != j.end(); ++it)
-    if (!known.count(it.key())) p.extra[it.key()] = it.value();
+    if (!known.count(it.key()) && !take_run_record_field(it.key(), it.value(), p)) p.extra[it.key()] = it.value();
   return p;
 }
 
@@ -208,7 +360,9 @@ std::string to_profile_json(const Profile& profile) {
                       {"grad_buffer_bytes", s.grad_buffer_bytes},
                       {"grad_accumulate_s", s.grad_accumulate_s}});
   j["stages"] = std::move(stages);
-  j["backward_split"] = profile.backward_split_measured ? "measured" : profile.backward_split_estimate ? "estimated" : "unmeasured";
+  j["backward_split"] = profile.backward_split_measured   ? "measured"
+                        : profile.backward_split_estimate ? "estimated"
+                                                          : "unmeasured";
   if (const auto& e = profile.backward_split_estimate)
     j["backward_split_estimate"] = {{"input_share", e->input_share},
                                     {"overhead", e->overhead},
@@ -223,10 +377,13 @@ std::string to_profile_json(const Profile& profile) {
   j["optimizer_sync"] = profile.optimizer_sync;
   j["reduce_tied_sync"] = profile.reduce_tied_sync;
   j["send_ends_at_receive"] = profile.send_ends_at_receive;
+  write_run_record(profile, j);
   return j.dump(2) + "\n";
 }
 
-void write_profile(const Profile& profile, const std::string& path) { write_file_atomic(path, to_profile_json(profile)); }
+void write_profile(const Profile& profile, const std::string& path) {
+  write_file_atomic(path, to_profile_json(profile));
+}
 
 CostModel cost_model_from_profile(const Profile& profile) {
   CostModel costs;

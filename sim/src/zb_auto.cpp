@@ -56,7 +56,8 @@ class Greedy {
       ranks_[placement_[s]].static_bytes += request.costs.stage(s).static_bytes;
     }
     for (int r = 0; r < p_; ++r)
-      ranks_[r].budget_bytes = rank_limit_bytes[r] == kNoLimit ? kNoLimit : rank_limit_bytes[r] - ranks_[r].static_bytes;
+      ranks_[r].budget_bytes =
+          rank_limit_bytes[r] == kNoLimit ? kNoLimit : rank_limit_bytes[r] - ranks_[r].static_bytes;
   }
 
   ComputeOrder build() {
@@ -186,8 +187,7 @@ class Greedy {
         rank.time_s = start + req_.costs.stage(ws).w_s;
         break;
       }
-      case Kind::None:
-        break;
+      case Kind::None: break;
     }
     return touched;
   }
@@ -257,6 +257,7 @@ std::vector<ZbAuthorsVCosts> authors_v_inputs(const ZbAutoRequest& request, cons
   const int p = request.params.num_ranks;
   auto median = [&](auto field) {
     std::vector<decltype(field(request.costs.stage(0)))> values;
+    values.reserve(2 * static_cast<std::size_t>(p));
     for (int s = 0; s < 2 * p; ++s) values.push_back(field(request.costs.stage(s)));
     std::nth_element(values.begin(), values.begin() + p, values.end());
     return values[static_cast<std::size_t>(p)];
@@ -295,7 +296,8 @@ enum class Tie {
 // The fastest candidate whose simulated peak stays under each rank's limit.
 class BestCandidate {
  public:
-  BestCandidate(const ZbAutoRequest& request, const std::vector<int>& placement, const std::vector<std::int64_t>& limits)
+  BestCandidate(const ZbAutoRequest& request, const std::vector<int>& placement,
+                const std::vector<std::int64_t>& limits)
       : request_(request), placement_(placement), limits_(limits) {
     options_.build_trace = false;
   }
@@ -349,14 +351,16 @@ std::int64_t default_zb_auto_limit(const ScheduleParams& params, const CostModel
   const std::vector<RankMemory> ranks = rank_memory(params, costs);
   std::int64_t limit = 0;
   for (const RankMemory& r : ranks)
-    limit = std::max(limit, r.static_bytes + (2 * static_cast<std::int64_t>(params.num_ranks) - 1) * r.largest_stage_f_bytes);
+    limit = std::max(limit,
+                     r.static_bytes + (2 * static_cast<std::int64_t>(params.num_ranks) - 1) * r.largest_stage_f_bytes);
   return limit;
 }
 
 std::vector<std::int64_t> zb_auto_rank_limits(const ZbAutoRequest& request) {
   const ScheduleParams& params = request.params;
   if (request.max_mem_bytes <= 0 && request.max_mem_micro_batches <= 0)
-    return std::vector<std::int64_t>(static_cast<std::size_t>(params.num_ranks), default_zb_auto_limit(params, request.costs));
+    return std::vector<std::int64_t>(static_cast<std::size_t>(params.num_ranks),
+                                     default_zb_auto_limit(params, request.costs));
   const std::vector<RankMemory> ranks = rank_memory(params, request.costs);
   std::int64_t largest = 0;
   for (const RankMemory& r : ranks) largest = std::max(largest, r.one_micro_batch_bytes);
@@ -446,21 +450,76 @@ Schedule zb_auto_schedule(const ZbAutoRequest& request) {
   return best.take(limit_description(request, limits));
 }
 
-void register_zb_auto(const CostModel& costs, const Topology& topology, std::int64_t max_mem_bytes,
-                      int max_mem_micro_batches) {
+namespace {
+
+struct CostDependentEntry {
+  std::string_view name;
+  std::string_view description;
+  Schedule (*make)(const ZbAutoRequest&);
+};
+
+// The cost-dependent schedules: one line each.
+constexpr CostDependentEntry kCostDependentSchedules[] = {
+    {"zb-auto",
+     "automatic zero bubble under a memory limit, from costs (default f=b=w=1, c=0, f_mem=2, b_mem=w_mem=-1, "
+     "limit: 2p-1 micro-batches of activations); 1 stage per rank, or V with --chunks 2",
+     zb_auto_schedule},
+};
+
+const CostDependentEntry* cost_dependent_entry(std::string_view name) {
+  for (const CostDependentEntry& entry : kCostDependentSchedules)
+    if (entry.name == name) return &entry;
+  return nullptr;
+}
+
+const ScheduleTraits& cost_dependent_traits() {
+  static const ScheduleTraits traits = [] {
+    ScheduleTraits t;
+    t.placement = StagePlacement::v;
+    t.chunks = {1, 2};
+    t.split_backward = true;
+    t.cost_dependent = true;
+    t.memory_limited = true;
+    return t;
+  }();
+  return traits;
+}
+
+}  // namespace
+
+Schedule make_cost_dependent_schedule(std::string_view name, const ZbAutoRequest& request) {
+  const CostDependentEntry* entry = cost_dependent_entry(name);
+  if (!entry) throw ScheduleError(std::string(name) + ": not a schedule searched from costs");
+  return entry->make(request);
+}
+
+const ScheduleTraits* schedule_traits(std::string_view name) {
+  if (const ScheduleTraits* traits = ScheduleRegistry::instance().traits(name)) return traits;
+  return cost_dependent_entry(name) ? &cost_dependent_traits() : nullptr;
+}
+
+void register_with_costs(std::string_view name, const CostModel& costs, const Topology& topology,
+                         std::int64_t max_mem_bytes, int max_mem_micro_batches) {
+  const CostDependentEntry* entry = cost_dependent_entry(name);
+  if (!entry) throw ScheduleError(std::string(name) + ": not a schedule searched from costs");
+  const auto make = entry->make;
   ScheduleRegistry::instance().add(
-      {"zb-auto",
-       "automatic zero bubble under a memory limit, from costs (default f=b=w=1, c=0, f_mem=2, b_mem=w_mem=-1, "
-       "limit: 2p-1 micro-batches of activations); 1 stage per rank, or V with --chunks 2",
-       [costs, topology, max_mem_bytes, max_mem_micro_batches](const ScheduleParams& params) {
+      {std::string(entry->name), std::string(entry->description),
+       [make, costs, topology, max_mem_bytes, max_mem_micro_batches](const ScheduleParams& params) {
          ZbAutoRequest request;
          request.params = params;
          request.costs = costs;
          request.topology = topology;
          request.max_mem_bytes = max_mem_bytes;
          request.max_mem_micro_batches = max_mem_micro_batches;
-         return zb_auto_schedule(request);
-       }});
+         return make(request);
+       },
+       nullptr, cost_dependent_traits()});
+}
+
+void register_zb_auto(const CostModel& costs, const Topology& topology, std::int64_t max_mem_bytes,
+                      int max_mem_micro_batches) {
+  register_with_costs("zb-auto", costs, topology, max_mem_bytes, max_mem_micro_batches);
 }
 
 void register_sim_schedules() { register_zb_auto(default_zb_auto_costs(), Topology{}, 0); }

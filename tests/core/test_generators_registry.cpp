@@ -137,8 +137,7 @@ TEST_CASE("every built-in schedule is valid or refused, over a grid", "[generato
 TEST_CASE("refusals name the schedule and the reason", "[generators]") {
   CHECK_THAT(refusal([] { make_schedule("data-parallel", params(2, 4)); }),
              Catch::Contains("data-parallel: ") && Catch::Contains("--stages must be 1"));
-  CHECK_THAT(refusal([] { make_schedule("deepspeed-train", params(2, 4, 2, true)); }),
-             Catch::Contains("--chunks 2"));
+  CHECK_THAT(refusal([] { make_schedule("deepspeed-train", params(2, 4, 2, true)); }), Catch::Contains("--chunks 2"));
   CHECK_THAT(refusal([] { make_schedule("zb-h1", params(2, 4, 2, true)); }), Catch::StartsWith("zb-h1: "));
 }
 
@@ -152,4 +151,46 @@ TEST_CASE("the large interleaved configuration lowers completely", "[generators]
   for (const Step& step : s.programs[17])
     for (const Instruction& instr : step) computes += is_compute(instr.op) ? 1 : 0;
   CHECK(computes == 8192u);
+}
+
+// Every registry entry's traits describe the schedule it builds, so that the tools may ask the
+// traits instead of the name: at p = 3, m = 12 and each chunk count the entry runs (2 and 3
+// where it takes any), the built schedule has that many stages per rank, the V placement
+// (rank r: stages r and 2p-1-r) exactly where the trait says V, and weight-gradient (W)
+// instructions exactly where the trait says split backward. Only interleaving takes a
+// micro-batch group size.
+TEST_CASE("every registered schedule's traits describe the schedule it builds", "[generators]") {
+  ScheduleRegistry registry;
+  register_builtin_generators(registry);
+  int checked = 0;
+  for (const GeneratorInfo& entry : registry.entries()) {
+    const ScheduleTraits& traits = entry.traits;
+    const std::vector<int> chunk_counts = traits.chunks.empty() ? std::vector<int>{2, 3} : traits.chunks;
+    CHECK_FALSE(traits.cost_dependent);  // core's own schedules depend on their shape only
+    for (int chunks : chunk_counts) {
+      INFO(entry.name << " chunks " << chunks);
+      const int ranks = entry.name == "data-parallel" ? 1 : 3;
+      Schedule s;
+      try {
+        s = entry.make(params(ranks, 12, chunks, chunks != 1));
+      } catch (const ScheduleError& e) {
+        FAIL(e.what());
+      }
+      CHECK(s.num_stages == ranks * chunks);
+      std::vector<int> placement;
+      placement.reserve(static_cast<std::size_t>(s.num_stages));
+      for (int st = 0; st < s.num_stages; ++st)
+        placement.push_back(traits.placement == StagePlacement::v && (st / ranks) % 2 == 1 ? ranks - 1 - st % ranks
+                                                                                           : st % ranks);
+      CHECK(s.stage_to_rank == placement);
+      bool weight_gradients = false;
+      for (const auto& program : s.programs)
+        for (const Step& step : program)
+          for (const Instruction& instr : step) weight_gradients = weight_gradients || instr.op == Op::BackwardWeight;
+      CHECK(weight_gradients == traits.split_backward);
+      ++checked;
+    }
+    CHECK(traits.takes_microbatch_group_size == entry.name.starts_with("interleaved-1f1b"));
+  }
+  CHECK(checked == 20);  // 16 entries; interleaved-1f1b's three and looped-bfs at 2 and 3 chunks
 }

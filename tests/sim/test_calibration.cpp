@@ -65,7 +65,8 @@ struct RankWriter {
     trace.memory.push_back({rank, now_us, memory_bytes});
     now_us += 1;
   }
-  traces::TraceEvent& op(const char* name, Lane lane, int stage, int micro_batch, double dur_us, std::int64_t delta = 0) {
+  traces::TraceEvent& op(const char* name, Lane lane, int stage, int micro_batch, double dur_us,
+                         std::int64_t delta = 0) {
     traces::TraceEvent e;
     e.rank = rank;
     e.lane = static_cast<int>(lane);
@@ -168,9 +169,8 @@ traces::Trace hand_made_trace(bool split, double stage0_forward_us = -1, double 
 }
 
 bool has_outlier(const Calibration& c, const std::string& quantity, double value) {
-  return std::any_of(c.outliers.begin(), c.outliers.end(), [&](const CalibrationOutlier& o) {
-    return o.quantity == quantity && o.value == Approx(value);
-  });
+  return std::any_of(c.outliers.begin(), c.outliers.end(),
+                     [&](const CalibrationOutlier& o) { return o.quantity == quantity && o.value == Approx(value); });
 }
 
 }  // namespace
@@ -184,8 +184,9 @@ TEST_CASE("calibration takes a message's send and receive costs from every stage
   CHECK(c.profile.stages[0].recv_s == Approx(5e-6));
   CHECK(c.profile.stages[1].recv_s == Approx(5e-6));
   CHECK(c.profile.stages[0].send_s == Approx(19e-6));
-  const auto pooled = std::find_if(c.quantities.begin(), c.quantities.end(),
-                                   [](const CalibratedQuantity& q) { return q.name == "receive of arrived data (all stages)"; });
+  const auto pooled = std::find_if(c.quantities.begin(), c.quantities.end(), [](const CalibratedQuantity& q) {
+    return q.name == "receive of arrived data (all stages)";
+  });
   REQUIRE(pooled != c.quantities.end());
   CHECK(pooled->samples == 5);
   CHECK(pooled->mean == Approx((4 * 5 + 15) / 5.0 * 1e-6));
@@ -265,11 +266,12 @@ TEST_CASE("calibration with the mean statistic takes outliers into durations, no
   CHECK(p.stages[1].f_s == Approx(200e-6));
   CHECK(p.stages[0].f_mem_bytes == 1100);
   CHECK(has_outlier(c, "stage 0 F", 400e-6));
-  CHECK(p.extra["calibration"]["duration_statistic"] == "mean");
+  REQUIRE(p.calibration);
+  CHECK(p.calibration->duration_statistic == "mean");
   const std::string report = calibration_report(c);
   CHECK_THAT(report, Catch::Contains("durations: mean of the samples"));
   CHECK_THAT(report, Catch::Contains("included in the means"));
-  CHECK(calibrate({{hand_made_trace(false), "gpipe.json"}}).profile.extra["calibration"]["duration_statistic"] == "median");
+  CHECK(calibrate({{hand_made_trace(false), "gpipe.json"}}).profile.calibration.value().duration_statistic == "median");
   CHECK_THROWS_WITH(parse_duration_statistic("average"), Catch::Contains("--statistic") && Catch::Contains("average"));
 }
 
@@ -285,8 +287,7 @@ TEST_CASE("calibration learns memory deltas, the gradient buffer and static memo
 }
 
 TEST_CASE("calibration pools several traces and takes the split from I and W events") {
-  const Calibration c =
-      calibrate({{hand_made_trace(false), "gpipe.json"}, {hand_made_trace(true, 110), "zb.json"}});
+  const Calibration c = calibrate({{hand_made_trace(false), "gpipe.json"}, {hand_made_trace(true, 110), "zb.json"}});
   const Profile& p = c.profile;
   CHECK(p.backward_split_measured);
   CHECK(p.stages[0].b_s == Approx(60e-6));
@@ -299,13 +300,14 @@ TEST_CASE("calibration pools several traces and takes the split from I and W eve
   // The input gradient holds the received gradient (+512 B) until W frees everything.
   CHECK(p.stages[0].b_mem_bytes == 512);
   CHECK(p.stages[0].w_mem_bytes == -1612);
-  CHECK(p.extra["calibration"]["traces"].size() == 2);
+  CHECK(p.calibration.value().traces.value().size() == 2);
 }
 
 TEST_CASE("calibration takes the split from the executor's probe") {
   traces::Trace t = hand_made_trace(false);
-  t.meta.run.backward_split_probe = {{0, {{100, 100, 100}, {40, 40, 40}, {70, 70, 70}}, {{{80, 80}, {30, 30}, {60, 60}}}},
-                                     {1, {{200}, {100}, {100}}, std::nullopt}};
+  t.meta.run.backward_split_probe = {
+      {0, {{100, 100, 100}, {40, 40, 40}, {70, 70, 70}}, {{{80, 80}, {30, 30}, {60, 60}}}},
+      {1, {{200}, {100}, {100}}, std::nullopt}};
   const Profile p = calibrate({{t, "probed.json"}}).profile;
   CHECK(p.backward_split_measured);
   CHECK(p.stages[0].b_s == Approx(150e-6 * 0.4));
@@ -313,9 +315,12 @@ TEST_CASE("calibration takes the split from the executor's probe") {
   CHECK(p.stages[0].full_backward_s == Approx(150e-6));
   CHECK(p.stages[1].b_s == Approx(150e-6));
   // The first stage's later layers, probed as an inner stage runs them: shares 30/80, 60/80.
-  REQUIRE(p.extra.contains(std::string(kInnerBackwardSplitField)));
-  CHECK(p.extra[std::string(kInnerBackwardSplitField)]["input"].get<double>() == Approx(0.375));
-  CHECK(p.extra[std::string(kInnerBackwardSplitField)]["weight"].get<double>() == Approx(0.75));
+  REQUIRE(p.inner_backward_split);
+  CHECK(p.inner_backward_split->input == Approx(0.375));
+  CHECK(p.inner_backward_split->weight == Approx(0.75));
+  // On disk under its own name (kInnerBackwardSplitField).
+  CHECK(nlohmann::json::parse(to_profile_json(p))[std::string(kInnerBackwardSplitField)]["input"].get<double>() ==
+        Approx(0.375));
 
   // A time that is not a number does not read (test_run_description.cpp); a negative one is refused here.
   (*t.meta.run.backward_split_probe)[0].inner = traces::BackwardSplitTimes{{80}, {-30}, {60}};
@@ -332,7 +337,9 @@ TEST_CASE("the probe's split is taken run by run: runs differ in speed") {
   for (double speed : {1.0, 2.0, 3.0}) {
     traces::Trace t = hand_made_trace(false);
     t.meta.run.backward_split_probe = {
-        {0, {{100 * speed, 10 * speed, 10 * speed}, {5 * speed, 5 * speed, 5 * speed}, {9 * speed, 9 * speed, 9 * speed}}, std::nullopt},
+        {0,
+         {{100 * speed, 10 * speed, 10 * speed}, {5 * speed, 5 * speed, 5 * speed}, {9 * speed, 9 * speed, 9 * speed}},
+         std::nullopt},
         {1, {{200}, {100}, {100}}, std::nullopt}};
     runs.push_back({t, fmt::format("run{}.json", speed)});
   }
@@ -356,7 +363,7 @@ TEST_CASE("a stage cut from a single measured stage splits as the probe of its l
   p.stages.push_back(sp);
   const Profile without = profile_for_stages(p, 2, "p.json");
   CHECK(without.stages[1].b_s == Approx(0.0).margin(1e-12));  // nothing says otherwise
-  p.extra[std::string(kInnerBackwardSplitField)] = {{"input", 0.5}, {"weight", 0.8}};
+  p.inner_backward_split = InnerBackwardSplit{0.5, 0.8};
   const Profile two = profile_for_stages(p, 2, "p.json");
   REQUIRE(two.stages.size() == 2);
   CHECK(two.stages[0].b_s == Approx(0.0).margin(1e-12));
@@ -372,10 +379,11 @@ TEST_CASE("calibration leaves out traces the host disturbed (steal)") {
   slow.meta.run.stolen_time_s = {0.1 * traces::event_span_us(slow) * 1e-6, 0.0};
   traces::Trace quiet = hand_made_trace(false);
   quiet.meta.run.stolen_time_s = {0.0, 0.0};
-  const Calibration c = calibrate({{slow, "slow.json"}, {quiet, "quiet.json"}, {hand_made_trace(false), "unsaid.json"}});
+  const Calibration c =
+      calibrate({{slow, "slow.json"}, {quiet, "quiet.json"}, {hand_made_trace(false), "unsaid.json"}});
   CHECK(c.profile.stages[0].f_s == Approx(101e-6));  // the two undisturbed traces' median
-  CHECK(c.profile.extra["calibration"]["traces"] == nlohmann::json::array({"quiet.json", "unsaid.json"}));
-  CHECK(c.profile.extra["calibration"]["traces_left_out"] == 1);
+  CHECK(c.profile.calibration.value().traces == std::vector<std::string>{"quiet.json", "unsaid.json"});
+  CHECK(c.profile.calibration.value().traces_left_out == 1);
   CHECK(std::any_of(c.notes.begin(), c.notes.end(), [](const std::string& n) {
     return n == "slow.json: left out: the host took 10.0% of rank 0's step from its cores (steal)";
   }));
@@ -383,10 +391,11 @@ TEST_CASE("calibration leaves out traces the host disturbed (steal)") {
   CalibrationOptions keep_all;
   keep_all.max_stolen_fraction = 1;
   CHECK(calibrate({{slow, "slow.json"}, {quiet, "quiet.json"}}, keep_all).profile.stages[0].f_s > 101e-6);
-  CHECK_THROWS_MATCHES(calibrate({{slow, "slow.json"}}), UsageError,
-                       Catch::Message("every measured trace lost more than 2.0% of a rank's step to the host (slow.json: the "
-                                      "host took 10.0% of rank 0's step from its cores (steal)): measure again when the "
-                                      "machine is quiet, or raise --max-stolen"));
+  CHECK_THROWS_MATCHES(
+      calibrate({{slow, "slow.json"}}), UsageError,
+      Catch::Message("every measured trace lost more than 2.0% of a rank's step to the host (slow.json: the "
+                     "host took 10.0% of rank 0's step from its cores (steal)): measure again when the "
+                     "machine is quiet, or raise --max-stolen"));
 }
 
 TEST_CASE("calibration reports the transport threads' CPU time per message") {
@@ -395,8 +404,9 @@ TEST_CASE("calibration reports the transport threads' CPU time per message") {
   traces::Trace t = hand_made_trace(false);
   t.meta.run.transport_cpu_s = {0.001, 0.002};
   const Calibration c = calibrate({{t, "gpipe.json"}});
-  const auto q = std::find_if(c.quantities.begin(), c.quantities.end(),
-                              [](const CalibratedQuantity& x) { return x.name == "transport threads' CPU per message"; });
+  const auto q = std::find_if(c.quantities.begin(), c.quantities.end(), [](const CalibratedQuantity& x) {
+    return x.name == "transport threads' CPU per message";
+  });
   REQUIRE(q != c.quantities.end());
   CHECK(q->samples == 2);
   CHECK(q->min == Approx(100e-6));
@@ -453,7 +463,8 @@ TEST_CASE("full backwards alone: the split is estimated, said, and kept in the p
   CHECK(p.stages[0].full_backward_s == Approx(150e-6));
   CHECK(p.stages[1].w_s == Approx(150e-6));
   CHECK(std::any_of(c.notes.begin(), c.notes.end(), [](const std::string& n) {
-    return n.find("backward split estimated, not measured, on stage(s) 0, 1: input 50% +- 10 points") != std::string::npos;
+    return n.find("backward split estimated, not measured, on stage(s) 0, 1: input 50% +- 10 points") !=
+           std::string::npos;
   }));
   CHECK_THAT(to_profile_json(p), Catch::Contains("\"backward_split\": \"estimated\""));
   CHECK(parse_profile(to_profile_json(p), "p.json") == p);
@@ -592,12 +603,10 @@ TEST_CASE("a profile with its model's layers fits other stage counts layer by la
     sp.load_s = 0.001;
     p.stages.push_back(sp);
   }
-  p.extra["layers"] = {{{"name", "l0"}, {"type", "Linear"}, {"parameters", 100}},
-                       {{"name", "l1"}, {"type", "Linear"}, {"parameters", 300}},
-                       {{"name", "l2"}, {"type", "Linear"}, {"parameters", 200}},
-                       {{"name", "l3"}, {"type", "Linear"}, {"parameters", 200}}};
-  p.extra["stage_bounds"] = {0, 2, 4};
-  p.extra["partition_method"] = "parameters";
+  p.layers = std::vector<ProfileLayer>{
+      {"l0", "Linear", 100}, {"l1", "Linear", 300}, {"l2", "Linear", 200}, {"l3", "Linear", 200}};
+  p.stage_bounds = std::vector<int>{0, 2, 4};
+  p.partition_method = "parameters";
   const Profile four = profile_for_stages(p, 4, "p.json");
   REQUIRE(four.stages.size() == 4);
   CHECK(four.stages[0].f_s == Approx(0.0005));
@@ -638,12 +647,10 @@ TEST_CASE("a stage cut from the measured first stage computes input gradients be
     CHECK(four.stages[3].w_s == Approx(0.004));
   };
   check(profile_for_stages(p, 4, "p.json"));
-  p.extra["layers"] = {{{"name", "l0"}, {"type", "Linear"}, {"parameters", 100}},
-                       {{"name", "l1"}, {"type", "Linear"}, {"parameters", 100}},
-                       {{"name", "l2"}, {"type", "Linear"}, {"parameters", 100}},
-                       {{"name", "l3"}, {"type", "Linear"}, {"parameters", 100}}};
-  p.extra["stage_bounds"] = {0, 2, 4};
-  p.extra["partition_method"] = "parameters";
+  p.layers = std::vector<ProfileLayer>{
+      {"l0", "Linear", 100}, {"l1", "Linear", 100}, {"l2", "Linear", 100}, {"l3", "Linear", 100}};
+  p.stage_bounds = std::vector<int>{0, 2, 4};
+  p.partition_method = "parameters";
   check(profile_for_stages(p, 4, "p.json"));
 }
 

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -124,8 +125,10 @@ TEST_CASE("keeping the best K prunes by lower bound without changing the top K")
     const auto& c = row.candidate;
     const CostModel costs = derive_costs(request.model, request.device, request.topology, c.parallel);
     const bool v = c.schedule == "zbv";
-    const auto placement = v ? pipescope::v_placement(c.parallel.pipeline) : pipescope::loop_placement(c.parallel.pipeline, c.parallel.chunks);
-    CHECK(iteration_time_lower_bound_s(costs, placement, c.parallel.pipeline, c.num_micro_batches) <= row.iteration_time_s);
+    const auto placement = v ? pipescope::v_placement(c.parallel.pipeline)
+                             : pipescope::loop_placement(c.parallel.pipeline, c.parallel.chunks);
+    CHECK(iteration_time_lower_bound_s(costs, placement, c.parallel.pipeline, c.num_micro_batches) <=
+          row.iteration_time_s);
     CHECK(c.parallel.overlap_grad_reduce == request.overlap_grad_reduce);
   }
 }
@@ -198,9 +201,9 @@ TEST_CASE("the planner searches with a calibrated profile and refuses what it ca
     CHECK(c.parallel.data_parallel == 1);
     CHECK(c.num_micro_batches == 8);
     const bool interleaved = c.schedule == "interleaved-1f1b";
-    const double direct = simulate(schedule(c.schedule.c_str(), 8, interleaved ? 2 : 1),
-                                   interleaved ? four_stages : two_stages, link)
-                              .summary.iteration_time_s;
+    const double direct =
+        simulate(schedule(c.schedule.c_str(), 8, interleaved ? 2 : 1), interleaved ? four_stages : two_stages, link)
+            .summary.iteration_time_s;
     CHECK(row.iteration_time_s == Approx(direct));
     CHECK(row.mfu == 0);
     time_of[c.schedule] = row.iteration_time_s;
@@ -265,4 +268,44 @@ TEST_CASE("planning the steady state of back-to-back iterations") {
   const PlanResult best = plan(request);
   REQUIRE(best.rows.size() >= 2);
   for (std::size_t i = 0; i < 2; ++i) CHECK(best.rows[i].iteration_time_s == steady.rows[i].iteration_time_s);
+}
+
+// The planner asks the registry's traits, never a schedule's name: zbv (V placement, 2 chunks)
+// and interleaved-1f1b (the request's chunk list, a micro-batch group size) registered again
+// under names the planner has never seen plan exactly as the originals: the same rows (chunks,
+// iteration time, peak memory) in the same order, at pipeline 2, 4 and 8 on 8 H100.
+TEST_CASE("the planner needs no schedule name: a renamed schedule plans as its original") {
+  ScheduleRegistry& registry = ScheduleRegistry::instance();
+  for (const std::string original : {"zbv", "interleaved-1f1b"}) {
+    GeneratorInfo copy = *registry.find(original);
+    copy.name = "renamed-" + original;
+    registry.add(copy);
+  }
+  PlanRequest request = small_request();
+  request.micro_batch_sizes = {1};
+  request.recomputations = {Recomputation::none};
+  request.tensor_parallel_sizes = {1};
+  request.interleave_chunks = {2, 4};
+  request.microbatch_group_size = 0;
+  for (const std::string original : {"zbv", "interleaved-1f1b"}) {
+    INFO(original);
+    request.schedules = {original};
+    const PlanResult expected = plan(request);
+    request.schedules = {"renamed-" + original};
+    const PlanResult got = plan(request);
+    REQUIRE(got.rows.size() == expected.rows.size());
+    REQUIRE(expected.rows.size() >= 2);
+    CHECK(got.refused == expected.refused);
+    for (std::size_t i = 0; i < got.rows.size(); ++i) {
+      CHECK(got.rows[i].candidate.schedule == "renamed-" + original);
+      CHECK(got.rows[i].candidate.parallel.pipeline == expected.rows[i].candidate.parallel.pipeline);
+      CHECK(got.rows[i].candidate.parallel.chunks == expected.rows[i].candidate.parallel.chunks);
+      CHECK(got.rows[i].iteration_time_s == expected.rows[i].iteration_time_s);
+      CHECK(got.rows[i].peak_memory_bytes == expected.rows[i].peak_memory_bytes);
+    }
+  }
+  std::set<int> interleaved_chunks;
+  request.schedules = {"renamed-interleaved-1f1b"};
+  for (const PlanRow& row : plan(request).rows) interleaved_chunks.insert(row.candidate.parallel.chunks);
+  CHECK(interleaved_chunks == std::set<int>{2, 4});
 }

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/sim/profile.hpp"
@@ -120,4 +121,56 @@ TEST_CASE("the runtime fields of a profile round-trip and reach the cost model")
   j["instruction_overhead_s"] = 0;
   j["step_overhead_s"] = "slow";
   CHECK_THROWS_WITH(parse_profile(j.dump(), "p.json"), Catch::Contains("p.json: profile.step_overhead_s"));
+}
+
+// What calibration records of the run (the model's layers, their split into stages, the model,
+// the calibration's inputs, the inner backward split) are typed fields: the two example
+// profiles that an earlier version of ppsim calibrate wrote read into them and leave nothing in
+// `extra`; written back, every top-level field but the stages (where this version adds
+// recv_contended_s and grad_accumulate_s) is the file's own, value and type, and what this
+// version writes reads and writes back byte for byte. A field this version does not know, or a
+// known one of another shape (a "model" that is not a string, a calibration record's unknown
+// key), stays as it was.
+TEST_CASE("a profile's run record is typed and written back byte for byte") {
+  for (const char* example : {"traces/examples/profile.json", "traces/examples/h100-tiny-gpt/profile.json"}) {
+    INFO(example);
+    const std::string path = (std::filesystem::path(PIPESCOPE_SOURCE_DIR) / example).string();
+    const Profile p = read_profile(path);
+    CHECK(p.extra.empty());
+    REQUIRE(p.layers);
+    REQUIRE(p.stage_bounds);
+    CHECK(p.stage_bounds->front() == 0);
+    CHECK(p.stage_bounds->back() == static_cast<int>(p.layers->size()));
+    CHECK(p.partition_method);
+    CHECK(p.model);
+    REQUIRE(p.calibration);
+    CHECK(p.calibration->duration_statistic == "mean");
+    CHECK(p.calibration->micro_batches == std::vector<int>{4});
+    CHECK(p.calibration->num_ranks == static_cast<int>(p.stages.size()));
+    CHECK(p.calibration->extra.empty());
+    CHECK(p.inner_backward_split);
+    std::ifstream in(path, std::ios::binary);
+    const nlohmann::json original = nlohmann::json::parse(in);
+    const std::string text = to_profile_json(p);
+    const nlohmann::json written = nlohmann::json::parse(text);
+    REQUIRE(written.size() == original.size());
+    for (auto it = original.begin(); it != original.end(); ++it) {
+      INFO(it.key());
+      if (it.key() != "stages") CHECK(written.at(it.key()).dump() == it.value().dump());
+    }
+    CHECK(to_profile_json(parse_profile(text, "written.json")) == text);
+  }
+
+  nlohmann::json j = nlohmann::json::parse(to_profile_json(two_stages()));
+  j["model"] = 42;
+  j["calibration"] = {{"num_ranks", 2}, {"duration_statistic", 7}, {"later_field", "kept"}};
+  const std::string text = j.dump(2) + "\n";
+  const Profile odd = parse_profile(text, "odd.json");
+  CHECK_FALSE(odd.model);
+  CHECK(odd.extra.at("model") == 42);
+  REQUIRE(odd.calibration);
+  CHECK(odd.calibration->num_ranks == 2);
+  CHECK_FALSE(odd.calibration->duration_statistic);
+  CHECK(odd.calibration->extra.size() == 2);
+  CHECK(to_profile_json(odd) == text);
 }

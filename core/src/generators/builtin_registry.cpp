@@ -6,9 +6,32 @@
 namespace pipescope {
 namespace {
 
-GeneratorInfo lowered(std::string name, std::string description, ComputeOrder (*make_order)(const ScheduleParams&)) {
+// Traits of the schedules that differ from one stage per rank with a full backward.
+ScheduleTraits split_backward() {
+  ScheduleTraits traits;
+  traits.split_backward = true;
+  return traits;
+}
+
+ScheduleTraits interleaving() {
+  ScheduleTraits traits;
+  traits.chunks = {};  // any count: --chunks V
+  return traits;
+}
+
+ScheduleTraits v_shape(bool split) {
+  ScheduleTraits traits;
+  traits.placement = StagePlacement::v;
+  traits.chunks = {2};
+  traits.split_backward = split;
+  return traits;
+}
+
+GeneratorInfo lowered(std::string name, std::string description, ComputeOrder (*make_order)(const ScheduleParams&),
+                      ScheduleTraits traits = {}) {
   return {std::move(name), std::move(description),
-          [make_order](const ScheduleParams& params) { return lower(make_order(params)); }, make_order};
+          [make_order](const ScheduleParams& params) { return lower(make_order(params)); }, make_order,
+          std::move(traits)};
 }
 
 }  // namespace
@@ -49,8 +72,7 @@ void register_builtin_generators(ScheduleRegistry& registry) {
                 inference("deepspeed-inference@0.5")});
   registry.add_release_family("deepspeed-train", "0.19.8");
   registry.add_release_family("deepspeed-inference", "0.19.8");
-  registry.add({"data-parallel",
-                "DeepSpeed DataParallelSchedule: gradient accumulation on one stage; --stages 1 only",
+  registry.add({"data-parallel", "DeepSpeed DataParallelSchedule: gradient accumulation on one stage; --stages 1 only",
                 data_parallel_schedule});
   // Megatron-Core's interleaved 1F1B as its releases run it; the plain name is the current
   // release's (tests/golden/megatron/README.md).
@@ -59,14 +81,16 @@ void register_builtin_generators(ScheduleRegistry& registry) {
   };
   const auto megatron = [](std::string name, std::string description, OrderGenerator make_order) {
     GeneratorInfo info{std::move(name), std::move(description),
-                       [make_order](const ScheduleParams& params) { return lower(make_order(params)); }, make_order};
-    info.takes_microbatch_group_size = true;
+                       [make_order](const ScheduleParams& params) { return lower(make_order(params)); }, make_order,
+                       interleaving()};
+    info.traits.takes_microbatch_group_size = true;
     return info;
   };
-  registry.add(megatron("interleaved-1f1b",
-                        "Megatron-Core interleaved 1F1B as released today (0.10.0 .. 0.19.2), --chunks V (default 2), "
-                        "--microbatch-group-size-per-vp-stage G in [p, m] (default p), m % G 0 or >= p (loop placement)",
-                        interleaved(kCurrentMegatronRelease, "interleaved-1f1b")));
+  registry.add(
+      megatron("interleaved-1f1b",
+               "Megatron-Core interleaved 1F1B as released today (0.10.0 .. 0.19.2), --chunks V (default 2), "
+               "--microbatch-group-size-per-vp-stage G in [p, m] (default p), m % G 0 or >= p (loop placement)",
+               interleaved(kCurrentMegatronRelease, "interleaved-1f1b")));
   registry.add(megatron("interleaved-1f1b@0.1",
                         "megatron-core 0.1.0 .. 0.9.x interleaved 1F1B (and the Megatron-LM of 2021): groups of p, "
                         "m % p == 0, every forward first when m == p (interleaved-1f1b@VERSION picks by release)",
@@ -78,17 +102,17 @@ void register_builtin_generators(ScheduleRegistry& registry) {
   registry.add_release_family("interleaved-1f1b", "0.19.2");
   registry.add(lowered("looped-bfs",
                        "breadth-first looping, torch ScheduleLoopedBFS, --chunks V (default 2) (loop placement)",
-                       looped_bfs_order));
+                       looped_bfs_order, interleaving()));
   registry.add(lowered("zb-h1",
                        "Zero Bubble H1: split backward, 1F1B's peak memory (rank r: p - r micro-batches of "
                        "activations, p from F to W) (1 stage per rank)",
-                       zb_h1_order));
+                       zb_h1_order, split_backward()));
   registry.add(lowered("zb-h2",
                        "Zero Bubble H2: split backward, about 2x activations, no bubble in the steady state "
                        "(1 stage per rank)",
-                       zb_h2_order));
-  registry.add(lowered("zbv", "Zero Bubble V: 2 chunks, split backward (V placement)", zbv_order));
-  registry.add(lowered("dualpipev", "DeepSeek DualPipeV; needs m >= 2p (V placement)", dualpipev_order));
+                       zb_h2_order, split_backward()));
+  registry.add(lowered("zbv", "Zero Bubble V: 2 chunks, split backward (V placement)", zbv_order, v_shape(true)));
+  registry.add(lowered("dualpipev", "DeepSeek DualPipeV; needs m >= 2p (V placement)", dualpipev_order, v_shape(true)));
 }
 
 }  // namespace pipescope

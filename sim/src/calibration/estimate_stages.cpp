@@ -28,7 +28,8 @@ void estimate_stage_compute(Estimation& e, StageProfile& sp) {
   // the later micro-batches, and micro-batch 0's saving apart.
   auto weight_time = [&](Timed what) {
     Samples later, first;
-    for (const Sample& sample : find_or_empty(c.times_s, s, what)) (sample.micro_batch == 0 ? first : later).push_back(sample);
+    for (const Sample& sample : find_or_empty(c.times_s, s, what))
+      (sample.micro_batch == 0 ? first : later).push_back(sample);
     if (later.empty() || first.empty()) return std::pair{time(what), 0.0};
     const std::string name = st + action_name(what);
     const double later_s = e.summary.estimate(name + " after micro-batch 0", "s", later);
@@ -39,7 +40,8 @@ void estimate_stage_compute(Estimation& e, StageProfile& sp) {
     throw UsageError(fmt::format("calibrate: stage {} has no forward (F) in any trace", s));
   sp.f_s = time(Timed::F);
   const bool has_full = !find_or_empty(c.times_s, s, Timed::B).empty();
-  const bool has_split = !find_or_empty(c.times_s, s, Timed::I).empty() && !find_or_empty(c.times_s, s, Timed::W).empty();
+  const bool has_split =
+      !find_or_empty(c.times_s, s, Timed::I).empty() && !find_or_empty(c.times_s, s, Timed::W).empty();
   if (!has_full && !has_split)
     throw UsageError(fmt::format("calibrate: stage {} has no backward (B, or I and W) in any trace", s));
   const auto [full_s, full_saving_s] = has_full ? weight_time(Timed::B) : std::pair{0.0, 0.0};
@@ -57,9 +59,10 @@ void estimate_stage_compute(Estimation& e, StageProfile& sp) {
     sp.b_s = full_s * input_share;
     sp.w_s = full_s * weight_share;
     sp.full_backward_s = full_s;
-    e.note(fmt::format("stage {}: backward split from the executor's probe ({} samples): input {:.1f}%, weight {:.1f}% of "
-                       "a full backward",
-                       s, probe->second.samples, 100 * input_share, 100 * weight_share));
+    e.note(
+        fmt::format("stage {}: backward split from the executor's probe ({} samples): input {:.1f}%, weight {:.1f}% of "
+                    "a full backward",
+                    s, probe->second.samples, 100 * input_share, 100 * weight_share));
   } else {
     sp.b_s = full_s;
     sp.w_s = 0;
@@ -84,7 +87,8 @@ void estimate_stage_memory(Estimation& e, StageProfile& sp) {
                                                   find_or_empty(c.memory_b, s, Footprint::Forward));
   sp.f_mem_bytes = round_bytes(forward_bytes);
   const Samples& input_side = find_or_empty(c.memory_b, s, Footprint::Input);
-  const bool has_split = !find_or_empty(c.times_s, s, Timed::I).empty() && !find_or_empty(c.times_s, s, Timed::W).empty();
+  const bool has_split =
+      !find_or_empty(c.times_s, s, Timed::I).empty() && !find_or_empty(c.times_s, s, Timed::W).empty();
   if (has_split && !input_side.empty()) {
     sp.b_mem_bytes = round_bytes(e.summary.estimate(st + "input-gradient memory (RECV_B + I)", "bytes", input_side));
   } else {
@@ -97,14 +101,17 @@ void estimate_stage_memory(Estimation& e, StageProfile& sp) {
   if (!backward_side.empty()) {
     const double measured = e.summary.estimate(st + "backward memory (RECV_B + B or I + W)", "bytes", backward_side);
     if (std::fabs(measured + forward_bytes) > 0.05 * std::max(1.0, std::fabs(forward_bytes)))
-      e.note(fmt::format("stage {}: a backward frees {} bytes, but its forward allocated {}: the profile frees what the "
-                         "forward allocated",
-                         s, -std::llround(measured), std::llround(forward_bytes)));
+      e.note(
+          fmt::format("stage {}: a backward frees {} bytes, but its forward allocated {}: the profile frees what the "
+                      "forward allocated",
+                      s, -std::llround(measured), std::llround(forward_bytes)));
   }
-  sp.grad_buffer_bytes = std::max<std::int64_t>(
-      0, round_bytes(e.summary.estimate(st + "gradient buffer", "bytes", find_or_empty(c.memory_b, s, Footprint::GradBuffer))));
-  sp.static_bytes = std::max<std::int64_t>(
-      0, round_bytes(e.summary.estimate(st + "memory at iteration start", "bytes", find_or_empty(c.memory_b, s, Footprint::Static))));
+  sp.grad_buffer_bytes =
+      std::max<std::int64_t>(0, round_bytes(e.summary.estimate(st + "gradient buffer", "bytes",
+                                                               find_or_empty(c.memory_b, s, Footprint::GradBuffer))));
+  sp.static_bytes =
+      std::max<std::int64_t>(0, round_bytes(e.summary.estimate(st + "memory at iteration start", "bytes",
+                                                               find_or_empty(c.memory_b, s, Footprint::Static))));
   if (auto it = c.activation_bytes.find(s); it != c.activation_bytes.end() && !it->second.empty()) {
     std::vector<double> sizes(it->second.begin(), it->second.end());
     sp.activation_bytes = round_bytes(median_of(sizes));
@@ -127,7 +134,8 @@ void estimate_split_of_full_backwards(Estimation& e) {
   estimate.stages = e.split_unmeasured;
   estimate.basis = fmt::format(
       "input share {}; overhead {}",
-      o.split_input_share ? "given (--split-input-share)" : "from equal FLOPs of the two gradients, Zero Bubble's Table 1",
+      o.split_input_share ? "given (--split-input-share)"
+                          : "from equal FLOPs of the two gradients, Zero Bubble's Table 1",
       o.split_overhead ? "given (--split-overhead)"
                        : (e.torch_traces ? "torch 2.15's I + W over B on bench/torch-accuracy" : "none assumed"));
   std::string stages;
@@ -139,12 +147,13 @@ void estimate_split_of_full_backwards(Estimation& e) {
     sp.w_s = full_s * (1 - estimate.input_share) * (1 + estimate.overhead);
     stages += (stages.empty() ? "" : ", ") + std::to_string(s);
   }
-  e.note(fmt::format("backward split estimated, not measured, on stage(s) {}: input {:.0f}% +- {:.0f} points of a full "
-                     "backward, I + W {:.0f}% +- {:.0f} points over B ({}); predictions of split-backward schedules say "
-                     "so and widen their interval by it. A trace of a split-backward schedule measures it "
-                     "(--no-split-estimate refuses such schedules instead)",
-                     stages, 100 * estimate.input_share, 100 * estimate.input_share_uncertainty, 100 * estimate.overhead,
-                     100 * estimate.overhead_uncertainty, estimate.basis));
+  e.note(
+      fmt::format("backward split estimated, not measured, on stage(s) {}: input {:.0f}% +- {:.0f} points of a full "
+                  "backward, I + W {:.0f}% +- {:.0f} points over B ({}); predictions of split-backward schedules say "
+                  "so and widen their interval by it. A trace of a split-backward schedule measures it "
+                  "(--no-split-estimate refuses such schedules instead)",
+                  stages, 100 * estimate.input_share, 100 * estimate.input_share_uncertainty, 100 * estimate.overhead,
+                  100 * estimate.overhead_uncertainty, estimate.basis));
   e.result.profile.backward_split_estimate = std::move(estimate);
 }
 
@@ -156,20 +165,23 @@ void estimate_split_of_full_backwards(Estimation& e) {
 void estimate_backward_split(Estimation& e) {
   Profile& p = e.result.profile;
   p.backward_split_measured = e.split_everywhere;
-  if (const auto inner = e.collected.inner_probe.find(0); inner != e.collected.inner_probe.end() && !inner->second.input.empty()) {
+  if (const auto inner = e.collected.inner_probe.find(0);
+      inner != e.collected.inner_probe.end() && !inner->second.input.empty()) {
     const double input_share = median_of(inner->second.input);
     const double weight_share = median_of(inner->second.weight);
-    p.extra[std::string(kInnerBackwardSplitField)] = {{"input", input_share}, {"weight", weight_share}};
-    e.note(fmt::format("stage 0's layers after its first, as an inner stage runs them ({} samples): input {:.1f}%, weight "
-                       "{:.1f}% of a full backward",
-                       inner->second.samples, 100 * input_share, 100 * weight_share));
+    p.inner_backward_split = InnerBackwardSplit{input_share, weight_share};
+    e.note(
+        fmt::format("stage 0's layers after its first, as an inner stage runs them ({} samples): input {:.1f}%, weight "
+                    "{:.1f}% of a full backward",
+                    inner->second.samples, 100 * input_share, 100 * weight_share));
   }
   if (!e.split_everywhere && e.options->split_estimate) {
     estimate_split_of_full_backwards(e);
   } else if (!e.split_everywhere) {
-    e.note("backward split unmeasured: the traces time only full backwards (B) and carry no split probe; schedules with "
-           "BackwardInput/BackwardWeight (zb-*, dualpipev) will be refused. Add a trace of a split-backward schedule "
-           "(pprun --schedule zb-h1 ...)");
+    e.note(
+        "backward split unmeasured: the traces time only full backwards (B) and carry no split probe; schedules with "
+        "BackwardInput/BackwardWeight (zb-*, dualpipev) will be refused. Add a trace of a split-backward schedule "
+        "(pprun --schedule zb-h1 ...)");
   }
   if (!e.full_backward_unmeasured.empty()) {
     std::string stages;

@@ -36,12 +36,14 @@ void take_out_profiler_overhead(Estimation& e, const std::vector<std::reference_
     ++run->steps;
   }
   if (runs.empty())
-    throw UsageError("--unprofiled-step-time: none of the traces is a step of torch.profiler (ProfilerStep#N spans): "
-                     "there is no profiled step to compare it with");
+    throw UsageError(
+        "--unprofiled-step-time: none of the traces is a step of torch.profiler (ProfilerStep#N spans): "
+        "there is no profiled step to compare it with");
   if (runs.size() != unprofiled_step_s.size())
-    throw UsageError(fmt::format("--unprofiled-step-time: {} time(s) given for {} profiled torch run(s): give one per run, "
-                                 "in the order of the runs, separated by commas",
-                                 unprofiled_step_s.size(), runs.size()));
+    throw UsageError(
+        fmt::format("--unprofiled-step-time: {} time(s) given for {} profiled torch run(s): give one per run, "
+                    "in the order of the runs, separated by commas",
+                    unprofiled_step_s.size(), runs.size()));
   double weighted = 0;
   int steps = 0;
   std::string each;
@@ -50,13 +52,14 @@ void take_out_profiler_overhead(Estimation& e, const std::vector<std::reference_
     const double factor = unprofiled_step_s[i] * 1e6 / profiled_us;
     weighted += factor * runs[i].steps;
     steps += runs[i].steps;
-    each += fmt::format("{}{}: {} profiled step(s) of {:.2f} ms on average, {:.2f} ms without the profiler", i ? "; " : "",
-                        runs[i].files.at(0).get<std::string>(), runs[i].steps, profiled_us * 1e-3,
+    each += fmt::format("{}{}: {} profiled step(s) of {:.2f} ms on average, {:.2f} ms without the profiler",
+                        i ? "; " : "", runs[i].files.at(0).get<std::string>(), runs[i].steps, profiled_us * 1e-3,
                         unprofiled_step_s[i] * 1e3);
     if (factor > 1)
-      e.note(fmt::format("{}: the step without the profiler was the slower one: the two measurements were disturbed "
-                         "(a busy machine?); its costs are scaled up as given",
-                         runs[i].files.at(0).get<std::string>()));
+      e.note(
+          fmt::format("{}: the step without the profiler was the slower one: the two measurements were disturbed "
+                      "(a busy machine?); its costs are scaled up as given",
+                      runs[i].files.at(0).get<std::string>()));
   }
   const double factor = weighted / steps;
   Profile& p = e.result.profile;
@@ -66,8 +69,10 @@ void take_out_profiler_overhead(Estimation& e, const std::vector<std::reference_
       *cost *= factor;
   p.instruction_overhead_s *= factor;
   p.step_overhead_s *= factor;
-  p.extra["calibration"]["profiler_overhead_factor"] = factor;
-  e.note(fmt::format("torch.profiler's own cost taken out ({}): the program's costs are scaled by {:.4f}", each, factor));
+  if (!p.calibration) p.calibration.emplace();
+  p.calibration->profiler_overhead_factor = factor;
+  e.note(
+      fmt::format("torch.profiler's own cost taken out ({}): the program's costs are scaled by {:.4f}", each, factor));
 }
 
 }  // namespace pipescope::sim::calibration

@@ -9,8 +9,8 @@ namespace pipescope::sim {
 namespace {
 
 std::string statistic_of(const Calibration& c) {
-  const auto& info = c.profile.extra.value("calibration", nlohmann::json::object());
-  return info.value("duration_statistic", std::string("median"));
+  const auto& info = c.profile.calibration;
+  return info && info->duration_statistic ? *info->duration_statistic : std::string("median");
 }
 
 }  // namespace
@@ -18,22 +18,29 @@ std::string statistic_of(const Calibration& c) {
 std::string calibration_report(const Calibration& c) {
   std::string out;
   const Profile& p = c.profile;
-  out += fmt::format("{:<7}{:>11}{:>11}{:>11}{:>11}{:>10}{:>10}{:>10}{:>10}{:>12}{:>12}{:>12}\n", "stage", "F us", "B us",
-                     "W us", "full us", "load us", "send us", "recv us", "optim us", "f mem B", "grad buf B",
-                     "static B");
+  out +=
+      fmt::format("{:<7}{:>11}{:>11}{:>11}{:>11}{:>10}{:>10}{:>10}{:>10}{:>12}{:>12}{:>12}\n", "stage", "F us", "B us",
+                  "W us", "full us", "load us", "send us", "recv us", "optim us", "f mem B", "grad buf B", "static B");
   for (const StageProfile& s : p.stages)
-    out += fmt::format("{:<7}{:>11.1f}{:>11.1f}{:>11.1f}{:>11.1f}{:>10.1f}{:>10.1f}{:>10.1f}{:>10.1f}{:>12}{:>12}{:>12}\n",
-                       s.stage, s.f_s * 1e6, s.b_s * 1e6, s.w_s * 1e6, s.full_backward_s * 1e6, s.load_s * 1e6,
-                       s.send_s * 1e6, s.recv_s * 1e6, s.optimizer_s * 1e6, s.f_mem_bytes, s.grad_buffer_bytes,
-                       s.static_bytes);
-  out += fmt::format("transfer: latency {:.1f} us, bandwidth {:.4g} B/s; backward split {}\n", p.transfer.latency_s * 1e6,
-                     p.transfer.bandwidth_bytes_per_s, p.backward_split_measured ? "measured" : p.backward_split_estimate ? "estimated" : "unmeasured");
-  out += fmt::format("program: {:.1f} us between instructions, {:.1f} us after the last; optimizer steps {}; tied reductions {}; sends drawn until {}\n",
-                     p.instruction_overhead_s * 1e6, p.step_overhead_s * 1e6, p.optimizer_sync ? "wait for every rank (global-norm clipping)" : "independent",
-                     p.reduce_tied_sync ? "wait for both ends" : "independent",
-                     p.send_ends_at_receive ? "their receive completes" : "their data arrives");
+    out += fmt::format(
+        "{:<7}{:>11.1f}{:>11.1f}{:>11.1f}{:>11.1f}{:>10.1f}{:>10.1f}{:>10.1f}{:>10.1f}{:>12}{:>12}{:>12}\n", s.stage,
+        s.f_s * 1e6, s.b_s * 1e6, s.w_s * 1e6, s.full_backward_s * 1e6, s.load_s * 1e6, s.send_s * 1e6, s.recv_s * 1e6,
+        s.optimizer_s * 1e6, s.f_mem_bytes, s.grad_buffer_bytes, s.static_bytes);
+  out += fmt::format("transfer: latency {:.1f} us, bandwidth {:.4g} B/s; backward split {}\n",
+                     p.transfer.latency_s * 1e6, p.transfer.bandwidth_bytes_per_s,
+                     p.backward_split_measured   ? "measured"
+                     : p.backward_split_estimate ? "estimated"
+                                                 : "unmeasured");
+  out += fmt::format(
+      "program: {:.1f} us between instructions, {:.1f} us after the last; optimizer steps {}; tied reductions {}; "
+      "sends drawn until {}\n",
+      p.instruction_overhead_s * 1e6, p.step_overhead_s * 1e6,
+      p.optimizer_sync ? "wait for every rank (global-norm clipping)" : "independent",
+      p.reduce_tied_sync ? "wait for both ends" : "independent",
+      p.send_ends_at_receive ? "their receive completes" : "their data arrives");
   out += fmt::format("durations: {} of the samples\n", statistic_of(c));
-  out += fmt::format("\n{:<44}{:>8}{:>14}{:>14}{:>14}{:>14}{:>14}\n", "quantity", "samples", "median", "mean", "MAD", "min", "max");
+  out += fmt::format("\n{:<44}{:>8}{:>14}{:>14}{:>14}{:>14}{:>14}\n", "quantity", "samples", "median", "mean", "MAD",
+                     "min", "max");
   for (const auto& q : c.quantities) {
     if (q.samples == 0) continue;
     const double scale = q.unit == "s" ? 1e6 : 1.0;
@@ -45,9 +52,11 @@ std::string calibration_report(const Calibration& c) {
   }
   if (!c.outliers.empty()) {
     out += fmt::format("\noutliers ({}; {}):\n", c.outliers.size(),
-                       statistic_of(c) == "mean" ? "durations: included in the means" : "reported only: the medians are robust to them");
+                       statistic_of(c) == "mean" ? "durations: included in the means"
+                                                 : "reported only: the medians are robust to them");
     for (const auto& o : c.outliers) {
-      const bool seconds = o.quantity.find("memory") == std::string::npos && o.quantity.find("buffer") == std::string::npos;
+      const bool seconds =
+          o.quantity.find("memory") == std::string::npos && o.quantity.find("buffer") == std::string::npos;
       out += fmt::format("  {}: {} rank {} micro-batch {}: {:.1f}{} (median {:.1f})\n", o.quantity, o.source, o.rank,
                          o.micro_batch, seconds ? o.value * 1e6 : o.value, seconds ? " us" : " B",
                          seconds ? o.median * 1e6 : o.median);

@@ -28,13 +28,7 @@ std::optional<std::pair<double, double>> split_of_inner_stages(const Profile& pr
   }
   if (full > 0) return std::make_pair(input / full, weight / full);
   // One measured stage: the probe of its later layers, if the executor made it.
-  const auto& extra = profile.extra;
-  if (extra.is_object() && extra.contains(kInnerBackwardSplitField)) {
-    const auto& split = extra[std::string(kInnerBackwardSplitField)];
-    if (split.is_object() && split.contains("input") && split["input"].is_number() && split.contains("weight") &&
-        split["weight"].is_number())
-      return std::make_pair(split["input"].get<double>(), split["weight"].get<double>());
-  }
+  if (const auto& split = profile.inner_backward_split) return std::make_pair(split->input, split->weight);
   return std::nullopt;
 }
 
@@ -45,21 +39,11 @@ std::optional<std::pair<double, double>> split_of_inner_stages(const Profile& pr
 // an equal share of the activation memory. Empty when the profile lacks the layers or they
 // cannot be split into `num_stages` stages.
 std::optional<Profile> profile_for_stages_by_layers(const Profile& profile, int num_stages) {
-  const auto& extra = profile.extra;
-  if (!extra.is_object() || !extra.contains("layers") || !extra.contains("stage_bounds") ||
-      !extra.contains("partition_method"))
-    return std::nullopt;
+  if (!profile.layers || !profile.stage_bounds || !profile.partition_method) return std::nullopt;
   std::vector<LayerInfo> layers;
-  std::vector<int> bounds;
-  std::string method;
-  try {
-    for (const auto& l : extra["layers"])
-      layers.push_back({l.at("name").get<std::string>(), l.at("type").get<std::string>(), l.at("parameters").get<std::int64_t>(), 1.0});
-    bounds = extra["stage_bounds"].get<std::vector<int>>();
-    method = extra["partition_method"].get<std::string>();
-  } catch (const nlohmann::json::exception&) {
-    return std::nullopt;
-  }
+  for (const ProfileLayer& l : *profile.layers) layers.push_back({l.name, l.type, l.parameters, 1.0});
+  const std::vector<int>& bounds = *profile.stage_bounds;
+  const std::string& method = *profile.partition_method;
   const int measured = static_cast<int>(profile.stages.size());
   if (static_cast<int>(bounds.size()) != measured + 1 || bounds.front() != 0 ||
       bounds.back() != static_cast<int>(layers.size()))
@@ -90,8 +74,9 @@ std::optional<Profile> profile_for_stages_by_layers(const Profile& profile, int 
       const int s = measured_stage_of[static_cast<std::size_t>(l)];
       const StageProfile& m = profile.stages[static_cast<std::size_t>(s)];
       const auto params = stage_parameters[static_cast<std::size_t>(s)];
-      const double by_parameters = params > 0 ? static_cast<double>(layers[static_cast<std::size_t>(l)].parameters) / static_cast<double>(params)
-                                              : 1.0 / stage_layers[static_cast<std::size_t>(s)];
+      const double by_parameters =
+          params > 0 ? static_cast<double>(layers[static_cast<std::size_t>(l)].parameters) / static_cast<double>(params)
+                     : 1.0 / stage_layers[static_cast<std::size_t>(s)];
       const double by_layers = 1.0 / stage_layers[static_cast<std::size_t>(s)];
       t.f_s += m.f_s * by_parameters;
       if (v > 0 && s == 0 && inner_split) {
@@ -113,7 +98,8 @@ std::optional<Profile> profile_for_stages_by_layers(const Profile& profile, int 
     }
     // What crosses the stage's end, and the per-transfer costs, are those of the measured
     // stage that holds its last layer.
-    const StageProfile& last = profile.stages[static_cast<std::size_t>(measured_stage_of[static_cast<std::size_t>(target.bounds[v + 1] - 1)])];
+    const StageProfile& last =
+        profile.stages[static_cast<std::size_t>(measured_stage_of[static_cast<std::size_t>(target.bounds[v + 1] - 1)])];
     t.activation_bytes = last.activation_bytes;
     t.send_s = last.send_s;
     t.recv_s = last.recv_s;
@@ -135,9 +121,10 @@ Profile profile_for_stages(const Profile& profile, int num_stages, const std::st
   const int measured = static_cast<int>(profile.stages.size());
   if (num_stages == measured) return profile;
   if (num_stages <= 0 || measured <= 0 || (num_stages % measured != 0 && measured % num_stages != 0))
-    throw UsageError(fmt::format("{}: the profile has {} stages; a schedule of {} stages needs a multiple or a divisor "
-                                 "of that",
-                                 source, measured, num_stages));
+    throw UsageError(
+        fmt::format("{}: the profile has {} stages; a schedule of {} stages needs a multiple or a divisor "
+                    "of that",
+                    source, measured, num_stages));
   Profile out = profile;
   out.stages.clear();
   if (auto by_layers = profile_for_stages_by_layers(profile, num_stages)) return *by_layers;
@@ -175,10 +162,11 @@ Profile profile_for_stages(const Profile& profile, int num_stages, const std::st
   } else {
     const int group = measured / num_stages;
     for (int v = 0; v < num_stages; ++v) {
-      StageProfile s = profile.stages[static_cast<std::size_t>(v * group)];
+      const std::size_t first = static_cast<std::size_t>(v) * static_cast<std::size_t>(group);
+      StageProfile s = profile.stages[first];
       s.stage = v;
       for (int k = 1; k < group; ++k) {
-        const StageProfile& m = profile.stages[static_cast<std::size_t>(v * group + k)];
+        const StageProfile& m = profile.stages[first + static_cast<std::size_t>(k)];
         s.f_s += m.f_s;
         s.b_s += m.b_s;
         s.w_s += m.w_s;

@@ -25,6 +25,31 @@ struct ScheduleParams {
   int microbatch_group_size = 0;
 };
 
+// How a schedule of two or more chunks puts its stages on ranks: loop (stage s on rank s mod p,
+// as interleaving does) or V (rank r holds stages r and 2p-1-r, the zero-bubble V shape).
+enum class StagePlacement { loop, v };
+
+// What a schedule is, for the tools that choose among schedules (the planner, ppsim's
+// commands): they ask these instead of comparing names, so that a new schedule is one
+// generator and one registry line. Every registry entry has them.
+struct ScheduleTraits {
+  StagePlacement placement = StagePlacement::loop;
+  // The chunk counts (stages per rank) it runs: {1} for one stage per rank, {2} for the V
+  // schedules; empty: any count the caller picks (interleaving: the planner tries its list).
+  std::vector<int> chunks = {1};
+  // Separate input (I) and weight (W) gradient instructions instead of one full backward.
+  bool split_backward = false;
+  // The order is searched from the costs and topology (zb-auto): built per cost model, never
+  // reused across costs, and built by the simulator (sim/zb_auto.hpp), which knows costs.
+  bool cost_dependent = false;
+  // Honours a memory limit (--max-mem, --max-mem-micro-batches) when it is built.
+  bool memory_limited = false;
+  // Whether it honours ScheduleParams::microbatch_group_size; the others refuse one given.
+  bool takes_microbatch_group_size = false;
+
+  friend bool operator==(const ScheduleTraits&, const ScheduleTraits&) = default;
+};
+
 using Generator = std::function<Schedule(const ScheduleParams&)>;
 using OrderGenerator = std::function<ComputeOrder(const ScheduleParams&)>;
 
@@ -35,8 +60,7 @@ struct GeneratorInfo {
   // Set for the schedules that are `lower` of a compute order (make is lower(make_order)):
   // lets a consumer lower the order itself, one rank at a time (lower_streamed).
   OrderGenerator make_order = nullptr;
-  // Whether it honours ScheduleParams::microbatch_group_size; the others refuse one given.
-  bool takes_microbatch_group_size = false;
+  ScheduleTraits traits = {};
 };
 
 class ScheduleRegistry {
@@ -54,6 +78,8 @@ class ScheduleRegistry {
   // The entry of that exact name, or the one a `FAMILY@VERSION` name resolves to; nullptr when
   // neither (why_unknown says why).
   const GeneratorInfo* find(std::string_view name) const;
+  // The traits of find(name); nullptr for an unknown name and for `file:PATH`.
+  const ScheduleTraits* traits(std::string_view name) const;
   // One line saying why find(name) has no entry: an unknown name (listing the known ones), a
   // version that is not one, or a release before the oldest or after the newest checked.
   std::string why_unknown(std::string_view name) const;

@@ -131,7 +131,7 @@ double median_of(std::vector<double> values);
 double median_absolute_deviation(const std::vector<double>& values);
 
 // The profile of S stages as costs of a schedule with `num_stages` stages (V chunks per rank
-// give V*S stages). When the profile knows the model's layers (extra "layers", "stage_bounds",
+// give V*S stages). When the profile knows the model's layers (Profile::layers, stage_bounds,
 // "partition_method", recorded by pprun), the new stages are split by the same method and each
 // layer takes from its measured stage a share of time, static memory and gradient buffer in
 // proportion to its parameters, and an equal share of activation memory. Otherwise, when

@@ -21,7 +21,7 @@ namespace pipescope::sim {
 struct PlanRequest {
   ModelSpec model;
   DeviceSpec device;
-  Topology topology;               // GPUs per node and links; the layout comes from each config
+  Topology topology;  // GPUs per node and links; the layout comes from each config
   int num_gpus = 64;
   int global_batch = 512;          // samples per iteration over all replicas
   std::int64_t max_mem_bytes = 0;  // per GPU; 0 means the device's memory
@@ -61,13 +61,13 @@ struct PlanRequest {
   // layer per chunk lighter than the others (--decoder-first/last-pipeline-num-layers). Only
   // where `options` names no layout of its own, and not with a profile.
   bool search_layouts = false;
-  bool zero1 = true;               // shard the optimizer state over the data-parallel group
-  bool overlap_grad_reduce = false;  // ParallelConfig::overlap_grad_reduce, for every configuration
+  bool zero1 = true;                           // shard the optimizer state over the data-parallel group
+  bool overlap_grad_reduce = false;            // ParallelConfig::overlap_grad_reduce, for every configuration
   bool async_tensor_parallel_backward = true;  // ParallelConfig's, for every configuration
   // Rank by the steady state of back-to-back iterations (steady_state.hpp), not one isolated
   // iteration; costs with a runtime that synchronises every optimizer step are refused.
   bool steady_state = false;
-  int max_pipeline = 0;            // 0: up to the number of layers
+  int max_pipeline = 0;  // 0: up to the number of layers
   // 0: simulate every configuration. K > 0: only the best K rows are wanted, so
   // configurations are simulated in the order of a lower bound on their iteration time (the
   // busiest rank's compute plus its reductions and optimizer step) and the search stops when
@@ -100,22 +100,22 @@ struct PlanRow {
   double iteration_time_s = 0;
   double throughput_samples_per_s = 0;
   double tokens_per_s = 0;
-  double mfu = 0;                  // model FLOPs / (GPUs x peak FLOP/s x time)
+  double mfu = 0;  // model FLOPs / (GPUs x peak FLOP/s x time)
   double bubble_fraction = 0;
   std::int64_t peak_memory_bytes = 0;  // on the rank that needs most
 };
 
 struct PlanResult {
-  std::vector<PlanRow> rows;   // fitting configurations, best throughput first
+  std::vector<PlanRow> rows;  // fitting configurations, best throughput first
   std::int64_t limit_bytes = 0;
-  int considered = 0;          // configurations enumerated
-  int simulated = 0;           // those that fit in memory (a rank's peak is found before simulating)
+  int considered = 0;  // configurations enumerated
+  int simulated = 0;   // those that fit in memory (a rank's peak is found before simulating)
   int dropped_for_memory = 0;
   // The schedule, the split or tensor parallelism could not honour the configuration; a
   // tensor-parallel size that does not divide the GPUs counts once (it has no layout).
   int refused = 0;
-  int pruned = 0;              // not simulated: their lower bound cannot reach the best keep_best
-  int folded = 0;              // rows folded into an equal one (PlanRow::equivalents)
+  int pruned = 0;                     // not simulated: their lower bound cannot reach the best keep_best
+  int folded = 0;                     // rows folded into an equal one (PlanRow::equivalents)
   std::vector<std::string> refusals;  // why configurations were refused, one line per distinct reason
   // The refusals counted by what refused them ("the schedule", "tensor parallelism", ...), for
   // one summary line.
@@ -126,14 +126,14 @@ struct PlanResult {
 std::string refusal_summary(const PlanResult& result);
 
 // Pipeline ranks of the run a profile was measured on: the calibration's record
-// (extra.calibration.num_ranks) or, without it, one rank per measured stage.
+// (Profile::calibration, num_ranks) or, without it, one rank per measured stage.
 int profile_pipeline_ranks(const Profile& profile);
 // Processes of that run: pipeline ranks x data-parallel replicas.
 int plan_profile_world_size(const Profile& profile);
 // The micro-batch count of the calibrated run (the first, when several were calibrated
 // together); 0 when the profile does not record it.
 int profile_measured_micro_batches(const Profile& profile);
-// The model the profile measured (extra "model", recorded by ppsim calibrate), or "profiled model".
+// The model the profile measured (Profile::model, recorded by ppsim calibrate), or "profiled model".
 std::string profile_model_name(const Profile& profile);
 
 // Throws UsageError, naming the profile and the option, when `request` asks the profile for

@@ -17,9 +17,11 @@
 // each rank waits for every rank's, clipping by the global norm), "reduce_tied_sync" (true:
 // the tied-gradient all-reduce of the first and last stage's ranks waits for both), "send_ends_at_receive"
 // (true: a send's event lasts until its receive completed); costs.hpp says what they do.
-// Unknown fields are kept in `extra` and written back; calibration puts there what the
-// executor said about the run (the model's "layers", "stage_bounds", "partition_method",
-// "model") and "inner_backward_split" (calibration.hpp), which profile_for_stages reads.
+// What the executor said about the run and what the calibration read (members of Profile: the
+// model's "layers", "stage_bounds", "partition_method", "model", the record "calibration", and
+// "inner_backward_split") are typed fields too, read and written only by profile.cpp. Unknown
+// fields, and a known one of a shape this version does not read, are kept in `extra` and
+// written back as they were.
 #pragma once
 
 #include <cstdint>
@@ -49,7 +51,7 @@ struct StageProfile {
   double reduce_grads_s = 0;
   double load_s = 0;
   double reduce_tied_s = 0;
-  double full_backward_s = 0;  // 0: b_s + w_s
+  double full_backward_s = 0;   // 0: b_s + w_s
   double send_s = 0;            // StageRuntimeEffects::send_s
   double recv_s = 0;            // StageRuntimeEffects::recv_s
   double recv_contended_s = 0;  // StageRuntimeEffects::recv_contended_s; recv_s where a profile does not say
@@ -65,12 +67,12 @@ struct StageProfile {
 // uncertainties are the half-widths of the ranges the estimate may be off by; a prediction
 // that uses the split is simulated at both ends of them (prediction_interval.hpp).
 struct BackwardSplitEstimate {
-  double input_share = 0.5;              // of a full backward's work, the input gradient's
-  double overhead = 0;                   // what I + W cost beyond B, as a fraction of B
+  double input_share = 0.5;  // of a full backward's work, the input gradient's
+  double overhead = 0;       // what I + W cost beyond B, as a fraction of B
   double input_share_uncertainty = 0.1;
   double overhead_uncertainty = 0.1;
-  std::vector<int> stages;               // the measured stages whose split is estimated
-  std::string basis;                     // where input_share and overhead came from, for messages
+  std::vector<int> stages;  // the measured stages whose split is estimated
+  std::string basis;        // where input_share and overhead came from, for messages
 
   friend bool operator==(const BackwardSplitEstimate&, const BackwardSplitEstimate&) = default;
 };
@@ -83,6 +85,41 @@ struct StepSpeedSpread {
   int steps = 0;  // traced steps it was measured over
 
   friend bool operator==(const StepSpeedSpread&, const StepSpeedSpread&) = default;
+};
+
+// A layer of the measured model as the executor reported it (traces' RunDescription::layers).
+struct ProfileLayer {
+  std::string name;
+  std::string type;
+  std::int64_t parameters = 0;
+
+  friend bool operator==(const ProfileLayer&, const ProfileLayer&) = default;
+};
+
+// What `ppsim calibrate` recorded of its inputs (top level "calibration"); each field absent
+// from a file stays absent when it is written back. `extra`: the record's other fields.
+struct CalibrationRecord {
+  std::optional<std::vector<std::string>> traces;     // the measured traces, as given
+  std::optional<std::int64_t> traces_left_out;        // disturbed traces left out (written when > 0)
+  std::optional<std::vector<std::string>> schedules;  // the schedules they ran
+  std::optional<std::vector<int>> micro_batches;      // their micro-batch counts, ascending
+  std::optional<int> num_ranks;                       // pipeline ranks of the measured run
+  std::optional<std::int64_t> outliers;               // samples reported as outliers
+  std::optional<std::string> duration_statistic;      // "median" or "mean"
+  std::optional<double> profiler_overhead_factor;     // --unprofiled-step-time's scale of the costs
+  nlohmann::json extra = nlohmann::json::object();
+
+  friend bool operator==(const CalibrationRecord&, const CalibrationRecord&) = default;
+};
+
+// How a stage cut from the first one, behind another stage, splits its backward: the shares
+// of a full backward the executor's probe measured for the first stage's later layers
+// (calibration.hpp, kInnerBackwardSplitField).
+struct InnerBackwardSplit {
+  double input = 0;
+  double weight = 0;
+
+  friend bool operator==(const InnerBackwardSplit&, const InnerBackwardSplit&) = default;
 };
 
 struct Profile {
@@ -100,18 +137,29 @@ struct Profile {
   // Set when the split of a full backward was estimated (backward_split_measured is false).
   std::optional<BackwardSplitEstimate> backward_split_estimate;
   std::optional<StepSpeedSpread> step_speed_spread;
+  // What the executor said about the run (calibration's record_run): the model's layers, the
+  // measured stages' bounds (stage s holds layers [stage_bounds[s], stage_bounds[s + 1])) and
+  // the method that partitioned them; they let profile_for_stages split the layers again.
+  std::optional<std::vector<ProfileLayer>> layers;
+  std::optional<std::vector<int>> stage_bounds;
+  std::optional<std::string> partition_method;
+  std::optional<std::string> model;  // the model's name
+  std::optional<CalibrationRecord> calibration;
+  std::optional<InnerBackwardSplit> inner_backward_split;
+  // Fields this version does not know (or not in that shape), written back as they were.
   nlohmann::json extra = nlohmann::json::object();
 
   friend bool operator==(const Profile& a, const Profile& b) {
     return a.micro_batch_size == b.micro_batch_size && a.data_parallel == b.data_parallel &&
            a.backward_split_measured == b.backward_split_measured &&
            a.instruction_overhead_s == b.instruction_overhead_s && a.step_overhead_s == b.step_overhead_s &&
-           a.optimizer_sync == b.optimizer_sync &&
-           a.reduce_tied_sync == b.reduce_tied_sync &&
-           a.send_ends_at_receive == b.send_ends_at_receive &&
-           a.backward_split_estimate == b.backward_split_estimate && a.step_speed_spread == b.step_speed_spread &&
+           a.optimizer_sync == b.optimizer_sync && a.reduce_tied_sync == b.reduce_tied_sync &&
+           a.send_ends_at_receive == b.send_ends_at_receive && a.backward_split_estimate == b.backward_split_estimate &&
+           a.step_speed_spread == b.step_speed_spread &&
            a.transfer.bandwidth_bytes_per_s == b.transfer.bandwidth_bytes_per_s &&
-           a.transfer.latency_s == b.transfer.latency_s && a.stages == b.stages && a.extra == b.extra;
+           a.transfer.latency_s == b.transfer.latency_s && a.stages == b.stages && a.layers == b.layers &&
+           a.stage_bounds == b.stage_bounds && a.partition_method == b.partition_method && a.model == b.model &&
+           a.calibration == b.calibration && a.inner_backward_split == b.inner_backward_split && a.extra == b.extra;
   }
 };
 

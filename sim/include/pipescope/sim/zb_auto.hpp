@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "pipescope/core/passes.hpp"
@@ -18,7 +19,7 @@
 namespace pipescope::sim {
 
 struct ZbAutoRequest {
-  ScheduleParams params;        // num_ranks, num_micro_batches, chunks 1 (one stage per rank) or 2 (V)
+  ScheduleParams params;  // num_ranks, num_micro_batches, chunks 1 (one stage per rank) or 2 (V)
   CostModel costs;
   Topology topology;
   std::int64_t max_mem_bytes = 0;  // per rank, everything it holds
@@ -83,8 +84,19 @@ enum class ZbAuthorsVPattern { v_half, v_min };
 ComputeOrder zb_authors_v_pattern_order(ZbAuthorsVPattern kind, int num_ranks, int num_micro_batches,
                                         const ZbAuthorsVCosts& costs);
 
-// Registers "zb-auto" in ScheduleRegistry::instance() with these costs and limits (replacing a
-// previous registration); `register_sim_schedules` uses the default costs.
+// The schedules whose order is searched from the costs (ScheduleTraits::cost_dependent): core
+// knows no costs, so the simulator builds them, each from one function of its table
+// (zb_auto.cpp; zb-auto is the one today). Throws ScheduleError for a name not in the table.
+Schedule make_cost_dependent_schedule(std::string_view name, const ZbAutoRequest& request);
+// The traits of NAME: the registry's, or, for a cost-dependent schedule not registered yet, its
+// table's; nullptr for a name neither knows.
+const ScheduleTraits* schedule_traits(std::string_view name);
+
+// Registers the cost-dependent schedule NAME in ScheduleRegistry::instance() with these costs and
+// limits (replacing a previous registration), so that make_schedule(NAME) builds it for them.
+void register_with_costs(std::string_view name, const CostModel& costs, const Topology& topology,
+                         std::int64_t max_mem_bytes, int max_mem_micro_batches = 0);
+// register_with_costs("zb-auto", ...); `register_sim_schedules` uses the default costs.
 void register_zb_auto(const CostModel& costs, const Topology& topology, std::int64_t max_mem_bytes,
                       int max_mem_micro_batches = 0);
 void register_sim_schedules();
