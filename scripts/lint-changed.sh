@@ -5,18 +5,24 @@
 # the merge base with origin/main (the working tree included); where there is no merge base (a
 # clean clone of one branch) or nothing differs, the files of the last commit.
 #
-#   scripts/lint-changed.sh [BUILD]   # BUILD: where to configure the compile commands (build/lint)
+#   scripts/lint-changed.sh [--last-commit] [BUILD]   # BUILD: where the compile commands go (build/lint)
+#
+# --last-commit (what CI runs: a clean clone's origin may be anything) checks the files the last
+# commit changed against its first parent, and nothing for a merge commit (its branches' commits
+# were checked as they were made).
 #
 # clang-tidy needs each file's compile command: BUILD is configured without unity batches (a
 # unity build lists only its batches), which takes seconds and builds nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+last_commit=0
+if [ "${1:-}" = --last-commit ]; then last_commit=1; shift; fi
 build=${1:-build/lint}
 clang_format=${CLANG_FORMAT:-clang-format-14}
 clang_tidy=${CLANG_TIDY:-clang-tidy-14}
 
 files=()
-if base=$(git merge-base HEAD origin/main 2>/dev/null); then
+if [ $last_commit = 0 ] && base=$(git merge-base HEAD origin/main 2>/dev/null); then
   mapfile -t files < <(git diff --name-only --diff-filter=d "$base" -- '*.cpp' '*.hpp' '*.h')
 fi
 if [ ${#files[@]} -eq 0 ]; then
