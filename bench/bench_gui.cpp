@@ -113,7 +113,7 @@ const std::string& many_rank_file(int ranks, const std::string& source) {
       e.rank = r;
       e.lane = 0;
       e.name = "F";
-      e.kind = traces::event_kind_from_name(e.name);  // as a reader would parse it
+      e.kind = event_kind_from_name(e.name);  // as a reader would parse it
       e.ts_us = r;
       e.dur_us = source == "measured" ? 1.1 : 1.0;
       e.stage = r;
