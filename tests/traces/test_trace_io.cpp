@@ -158,7 +158,8 @@ TEST_CASE("the written file is the SPEC.md section 5 layout", "[trace_io]") {
   REQUIRE(events.size() == 22);
   REQUIRE(events[0] == nlohmann::json::parse(R"({"ph":"M","name":"process_name","pid":0,"args":{"name":"rank 0"}})"));
   const auto send = std::find_if(events.begin(), events.end(), [](const auto& e) { return e["name"] == "SEND_F"; });
-  REQUIRE(*send == nlohmann::json::parse(R"({"ph":"X","name":"SEND_F","cat":"p2p","pid":0,"tid":1,"ts":812.5,"dur":40.125,
+  REQUIRE(*send ==
+          nlohmann::json::parse(R"({"ph":"X","name":"SEND_F","cat":"p2p","pid":0,"tid":1,"ts":812.5,"dur":40.125,
       "args":{"stage":0,"micro_batch":0,"peer_rank":1,"bytes":4194304}})"));
   const auto counter = std::find_if(events.begin(), events.end(), [](const auto& e) { return e["ph"] == "C"; });
   REQUIRE((*counter)["args"]["bytes"] == 0);
@@ -173,7 +174,8 @@ TEST_CASE("times are shifted so that the earliest event is at 0", "[trace_io]") 
   require_same(two_rank_trace(), back);
 
   const Trace late = parse_trace(R"({"traceEvents":[{"ph":"X","name":"F","pid":0,"tid":0,"ts":1000,"dur":5},
-      {"ph":"X","name":"B","pid":0,"tid":0,"ts":1010,"dur":7}]})", "late");
+      {"ph":"X","name":"B","pid":0,"tid":0,"ts":1010,"dur":7}]})",
+                                 "late");
   REQUIRE(late.events[0].ts_us == 0);
   REQUIRE(late.events[1].ts_us == 10);
 }
@@ -225,18 +227,24 @@ TEST_CASE("broken traces are refused with the file and the place named", "[trace
   REQUIRE_THAT(error_of(R"({"traceEvents": {}})"), Contains("traceEvents must be an array"));
   REQUIRE_THAT(error_of(R"({"traceEvents": [{"ph":"X","name":"F","pid":0,"tid":0,"ts":"soon","dur":1}]})"),
                Contains("traceEvents[0]") && Contains("\"F\"") && Contains("'ts' must be a number"));
-  REQUIRE_THAT(error_of(R"({"traceEvents": [{"ph":"M"}, {"ph":"X","name":"F","pid":0,"tid":0,"ts":1,"dur":1,"args":{"stage":"zero"}}]})"),
-               Contains("traceEvents[1]") && Contains("'args.stage' must be an integer"));
-  REQUIRE_THAT(error_of(R"({"traceEvents": [{"ph":"X","name":"F","pid":0,"tid":0,"ts":1}]})"), Contains("'dur' is missing"));
-  REQUIRE_THAT(error_of(R"({"traceEvents": [{"ph":"X","name":"F","pid":0,"tid":0,"ts":1,"dur":-2}]})"), Contains("negative"));
+  REQUIRE_THAT(
+      error_of(
+          R"({"traceEvents": [{"ph":"M"}, {"ph":"X","name":"F","pid":0,"tid":0,"ts":1,"dur":1,"args":{"stage":"zero"}}]})"),
+      Contains("traceEvents[1]") && Contains("'args.stage' must be an integer"));
+  REQUIRE_THAT(error_of(R"({"traceEvents": [{"ph":"X","name":"F","pid":0,"tid":0,"ts":1}]})"),
+               Contains("'dur' is missing"));
+  REQUIRE_THAT(error_of(R"({"traceEvents": [{"ph":"X","name":"F","pid":0,"tid":0,"ts":1,"dur":-2}]})"),
+               Contains("negative"));
   REQUIRE_THAT(error_of(R"({"traceEvents": [{"ph":"X","name":"F","pid":0,"tid":0,"ts":1,"dur":2,"args":5}]})"),
                Contains("'args' must be an object"));
   REQUIRE_THAT(error_of(R"({"traceEvents": [17]})"), Contains("traceEvents[0]") && Contains("must be an object"));
   REQUIRE_THAT(error_of(R"({"otherData": {"format": "pipescope.trace/1"},
-      "traceEvents": [{"ph":"X","name":"F","pid":-1,"tid":0,"ts":1,"dur":2}]})"), Contains("pid -1 is not a rank"));
+      "traceEvents": [{"ph":"X","name":"F","pid":-1,"tid":0,"ts":1,"dur":2}]})"),
+               Contains("pid -1 is not a rank"));
   REQUIRE_THAT(error_of(R"({"otherData": {"format": "pipescope.trace/1", "num_ranks": "four"}, "traceEvents": []})"),
                Contains("otherData.num_ranks must be an integer"));
-  REQUIRE_THAT(error_of(R"({"traceEvents": [{"ph":"B","name":"F","pid":0,"tid":0,"ts":1}]})"), Contains("no end event"));
+  REQUIRE_THAT(error_of(R"({"traceEvents": [{"ph":"B","name":"F","pid":0,"tid":0,"ts":1}]})"),
+               Contains("no end event"));
 }
 
 TEST_CASE("JSON errors hidden where the reader looks at nothing are still refused", "[trace_io]") {
@@ -277,7 +285,8 @@ TEST_CASE("JSON errors hidden where the reader looks at nothing are still refuse
   REQUIRE(extras.events[0].stage == -1);
 }
 
-TEST_CASE("escaped keys and names, and integers written as floats, read as the reference parser reads them", "[trace_io]") {
+TEST_CASE("escaped keys and names, and integers written as floats, read as the reference parser reads them",
+          "[trace_io]") {
   // "n\u0061me" is the key "name"; pid 1.0 is the integer 1 (the fast reader hands both to
   // the reference parser); a name with an escaped quote keeps it.
   const Trace t = parse_trace(
@@ -306,7 +315,8 @@ TEST_CASE("read_trace names the file for missing, truncated gzip and broken file
 }
 
 TEST_CASE("an empty event list is a valid, empty trace", "[trace_io]") {
-  const Trace t = parse_trace(R"({"otherData": {"format": "pipescope.trace/1", "num_ranks": 3}, "traceEvents": []})", "e");
+  const Trace t =
+      parse_trace(R"({"otherData": {"format": "pipescope.trace/1", "num_ranks": 3}, "traceEvents": []})", "e");
   REQUIRE(t.events.empty());
   REQUIRE(t.rank_count() == 3);
   REQUIRE(t.end_us() == 0);
