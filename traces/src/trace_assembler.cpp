@@ -25,9 +25,10 @@ int meta_int(const json& other, const char* key, const std::string& source) {
   auto it = other.find(key);
   if (it == other.end() || it->is_null()) return 0;
   const bool fits = it->is_number_unsigned() ? it->get<std::uint64_t>() <= static_cast<std::uint64_t>(INT_MAX)
-                                              : it->is_number_integer() && it->get<std::int64_t>() >= INT_MIN &&
-                                                    it->get<std::int64_t>() <= INT_MAX;
-  if (!fits) throw TraceError(fmt::format("{}: otherData.{} must be an integer ({}..{})", source, key, INT_MIN, INT_MAX));
+                                             : it->is_number_integer() && it->get<std::int64_t>() >= INT_MIN &&
+                                                   it->get<std::int64_t>() <= INT_MAX;
+  if (!fits)
+    throw TraceError(fmt::format("{}: otherData.{} must be an integer ({}..{})", source, key, INT_MIN, INT_MAX));
   return it->get<int>();
 }
 
@@ -69,8 +70,8 @@ void TraceAssembler::add_event(PendingEvent& e) {
     ++event_index_;
     return;
   }
-  if (phase != 'X' && phase != 'B' && phase != 'E' && phase != 'C' && phase != 's' && phase != 'f' &&
-      phase != 't' && phase != 'i' && phase != 'I') {
+  if (phase != 'X' && phase != 'B' && phase != 'E' && phase != 'C' && phase != 's' && phase != 'f' && phase != 't' &&
+      phase != 'i' && phase != 'I') {
     ++event_index_;
     return;  // object snapshots, samples, async events ...: not part of a timeline of lanes
   }
@@ -81,7 +82,8 @@ void TraceAssembler::add_event(PendingEvent& e) {
   const int pid_index = pids_.intern(*e.pid);
   switch (phase) {
     case 'X': add_complete(e, pid_index); break;
-    case 'i': case 'I':
+    case 'i':
+    case 'I':
       // Its lane is found in finish(): a mark does not make a lane of its own.
       trace_.instants.push_back({pid_index, -1, *e.ts, std::move(e.name)});
       instant_tids_.push_back(std::move(*e.tid));
@@ -94,9 +96,8 @@ void TraceAssembler::add_event(PendingEvent& e) {
   ++event_index_;
 }
 
-void TraceAssembler::add_complete(PendingEvent& e, int pid_index) {
-  if (!e.dur) event_error(e, "field 'dur' is missing");
-  if (auto problem = duration_problem(*e.dur)) event_error(e, "field 'dur' " + *problem);
+// What a complete ("X") and a begin ("B") event share: all but the duration.
+TraceEvent TraceAssembler::slice_event(PendingEvent& e, int pid_index) {
   TraceEvent out;
   out.rank = pid_index;
   out.lane = lane_index(pid_index, *e.tid);
@@ -104,28 +105,26 @@ void TraceAssembler::add_complete(PendingEvent& e, int pid_index) {
   out.kind = event_kind_from_name(out.name);
   out.category = std::move(e.cat);
   out.ts_us = *e.ts;
-  out.dur_us = *e.dur;
   out.stage = static_cast<int>(e.stage);
   out.micro_batch = static_cast<int>(e.micro_batch);
   out.peer_rank = static_cast<int>(e.peer_rank);
   out.bytes = e.bytes;
+  return out;
+}
+
+void TraceAssembler::add_complete(PendingEvent& e, int pid_index) {
+  if (!e.dur) event_error(e, "field 'dur' is missing");
+  if (auto problem = duration_problem(*e.dur)) event_error(e, "field 'dur' " + *problem);
+  TraceEvent out = slice_event(e, pid_index);
+  out.dur_us = *e.dur;
   add_args(e.args_json());
   trace_.events.push_back(std::move(out));
 }
 
 void TraceAssembler::add_begin(PendingEvent& e, int pid_index) {
-  TraceEvent out;
-  out.rank = pid_index;
-  out.lane = lane_index(pid_index, *e.tid);
-  out.name = std::move(e.name);
-  out.kind = event_kind_from_name(out.name);
-  out.category = std::move(e.cat);
-  out.ts_us = *e.ts;
-  out.stage = static_cast<int>(e.stage);
-  out.micro_batch = static_cast<int>(e.micro_batch);
-  out.peer_rank = static_cast<int>(e.peer_rank);
-  out.bytes = e.bytes;
-  open_slices_[{out.rank, out.lane}].push_back({std::move(out), e.args_json()});
+  TraceEvent out = slice_event(e, pid_index);
+  auto& open = open_slices_[{out.rank, out.lane}];
+  open.push_back({std::move(out), e.args_json()});
 }
 
 void TraceAssembler::add_end(PendingEvent& e, int pid_index) {
@@ -147,10 +146,12 @@ void TraceAssembler::add_counter(PendingEvent& e, int pid_index) {
   if (e.name != "memory") {
     for (auto& [key, value] : e.numeric_args)
       trace_.counters.push_back(
-          {pid_index, e.numeric_args.size() == 1 || key == e.name || key == "value" ? e.name : e.name + "." + key, *e.ts, value});
+          {pid_index, e.numeric_args.size() == 1 || key == e.name || key == "value" ? e.name : e.name + "." + key,
+           *e.ts, value});
     return;
   }
-  std::optional<double> value = e.bytes >= 0 ? std::optional<double>(static_cast<double>(e.bytes)) : e.first_numeric_arg;
+  std::optional<double> value =
+      e.bytes >= 0 ? std::optional<double>(static_cast<double>(e.bytes)) : e.first_numeric_arg;
   if (!value) event_error(e, "a memory counter without a numeric value in args");
   if (auto problem = bytes_problem(*value, true)) event_error(e, "the memory counter's value " + *problem);
   trace_.memory.push_back({pid_index, *e.ts, static_cast<std::int64_t>(*value)});
@@ -180,7 +181,8 @@ void TraceAssembler::add_flow_end(const PendingEvent& e, char phase, int pid_ind
 Trace TraceAssembler::finish() {
   for (const auto& [key, slices] : open_slices_)
     if (!slices.empty())
-      throw TraceError(fmt::format("{}: begin event ('B') \"{}\" has no end event ('E')", source_, slices.back().event.name));
+      throw TraceError(
+          fmt::format("{}: begin event ('B') \"{}\" has no end event ('E')", source_, slices.back().event.name));
   const bool is_pipescope = take_meta();
   std::vector<int> rank_of;
   std::vector<std::vector<int>> lane_of;
@@ -204,11 +206,13 @@ bool TraceAssembler::take_meta() {
   meta.num_ranks = meta_int(other, "num_ranks", source_);
   // Readers keep tables per rank: a declared count is held to the cap on rank ids.
   if (meta.num_ranks < 0 || meta.num_ranks > kMaxRank)
-    throw TraceError(fmt::format("{}: otherData.num_ranks {} is out of range (0..{})", source_, meta.num_ranks, kMaxRank));
+    throw TraceError(
+        fmt::format("{}: otherData.num_ranks {} is out of range (0..{})", source_, meta.num_ranks, kMaxRank));
   meta.num_stages = meta_int(other, "num_stages", source_);
   meta.num_micro_batches = meta_int(other, "num_micro_batches", source_);
   meta.iteration = meta_int(other, "iteration", source_);
-  for (const char* known : {"format", "source", "schedule", "num_ranks", "num_stages", "num_micro_batches", "iteration"})
+  for (const char* known :
+       {"format", "source", "schedule", "num_ranks", "num_stages", "num_micro_batches", "iteration"})
     other.erase(known);
   meta.run = take_run_description(other, source_);
   meta.extra = std::move(other);
@@ -235,8 +239,9 @@ void TraceAssembler::map_ids_to_ranks_and_lanes(bool is_pipescope, std::vector<i
       for (std::size_t j = 0; j < tid_ids.size(); ++j) {
         const RawId& tid = tid_ids[j];
         if (tid.is_text || tid.number < 0 || tid.number >= kMaxLane)
-          throw TraceError(fmt::format("{}: rank {}: tid {} is not a lane (0 compute, 1 send, 2 receive, 3 collectives)",
-                                       source_, id.number, tid.is_text ? '"' + tid.text + '"' : std::to_string(tid.number)));
+          throw TraceError(
+              fmt::format("{}: rank {}: tid {} is not a lane (0 compute, 1 send, 2 receive, 3 collectives)", source_,
+                          id.number, tid.is_text ? '"' + tid.text + '"' : std::to_string(tid.number)));
         lane_of[i][j] = static_cast<int>(tid.number);
       }
     }
@@ -307,7 +312,8 @@ void TraceAssembler::name_ranks_and_lanes(bool is_pipescope, const std::vector<i
 // The earliest event of any rank is at 0 (SPEC.md section 5).
 void TraceAssembler::shift_to_zero() {
   double earliest = std::numeric_limits<double>::infinity(), latest = -earliest;
-  for (const auto& e : trace_.events) earliest = std::min(earliest, e.ts_us), latest = std::max(latest, e.ts_us + e.dur_us);
+  for (const auto& e : trace_.events)
+    earliest = std::min(earliest, e.ts_us), latest = std::max(latest, e.ts_us + e.dur_us);
   for (const auto& m : trace_.memory) earliest = std::min(earliest, m.ts_us), latest = std::max(latest, m.ts_us);
   for (const auto& c : trace_.counters) earliest = std::min(earliest, c.ts_us), latest = std::max(latest, c.ts_us);
   for (const auto& i : trace_.instants) earliest = std::min(earliest, i.ts_us), latest = std::max(latest, i.ts_us);

@@ -70,8 +70,10 @@ class IdTable {
     if (!maps_) maps_ = std::make_unique<Maps>();
     const std::size_t first = ids_.size() == kLinearIds + 1 ? 0 : i;
     for (std::size_t k = first; k <= i; ++k) {
-      if (ids_[k].is_text) maps_->texts.emplace(ids_[k].text, static_cast<int>(k));
-      else maps_->numbers.emplace(ids_[k].number, static_cast<int>(k));
+      if (ids_[k].is_text)
+        maps_->texts.emplace(ids_[k].text, static_cast<int>(k));
+      else
+        maps_->numbers.emplace(ids_[k].number, static_cast<int>(k));
     }
   }
 
@@ -114,6 +116,7 @@ class TraceAssembler {
   [[noreturn]] void event_error(const PendingEvent& e, const std::string& what) const {
     throw_event_error(source_, event_index_, e.name, what);
   }
+  TraceEvent slice_event(PendingEvent& e, int pid_index);
   void add_complete(PendingEvent& e, int pid_index);
   void add_begin(PendingEvent& e, int pid_index);
   void add_end(PendingEvent& e, int pid_index);
@@ -128,7 +131,8 @@ class TraceAssembler {
   // finish()'s steps, in order.
   bool take_meta();  // true for a pipescope trace
   void map_ids_to_ranks_and_lanes(bool is_pipescope, std::vector<int>& rank_of, std::vector<std::vector<int>>& lane_of);
-  void name_ranks_and_lanes(bool is_pipescope, const std::vector<int>& rank_of, const std::vector<std::vector<int>>& lane_of);
+  void name_ranks_and_lanes(bool is_pipescope, const std::vector<int>& rank_of,
+                            const std::vector<std::vector<int>>& lane_of);
   void shift_to_zero();
 
   std::string source_;
