@@ -9,13 +9,16 @@ namespace pipescope::sim {
 
 namespace {
 
-// FlashAttention-3 paper (Shah et al. 2024, arXiv:2407.08608), H100 80GB SXM5, BF16, head
-// dimension 128, at 512 ... 16k keys: causal forward (its Fig. "forward speed, causal") and
-// backward, FlashAttention-2 and cuDNN, TFLOP/s.
-constexpr AttentionCurve kH100FlashAttention2{{191e12, 260e12, 298e12, 319e12, 333e12, 335e12},
-                                              {214e12, 260e12, 291e12, 310e12, 318e12, 322e12}};
-constexpr AttentionCurve kH100Cudnn{{315e12, 410e12, 484e12, 518e12, 529e12, 539e12},
-                                    {305e12, 408e12, 465e12, 499e12, 518e12, 516e12}};
+// Measured on an H100 SXM (bench/kernels/measure_kernels.py, bench/kernels/results/h100.json;
+// torch 2.11 with CUDA 13.0 and cuDNN 9.19, docs/MODEL.md): causal, BF16, head dimension 128, 16
+// heads, 16k tokens per batch (the FlashAttention-3 paper's sweep, whose published figures are
+// within 10 % of these), at 512 ... 16k keys, FlashAttention-2 (torch's flash kernel) and cuDNN's
+// fused attention, forward and backward. The tails: fitted on the same run's kernels at the
+// published runs' own shapes (2.9 to 11.6 waves), not on any step time.
+constexpr AttentionCurve kH100FlashAttention2{
+    {174e12, 240e12, 274e12, 286e12, 309e12, 305e12}, {110e12, 161e12, 214e12, 257e12, 279e12, 310e12}, 2048, 1.7, 1.1};
+constexpr AttentionCurve kH100Cudnn{
+    {334e12, 442e12, 476e12, 517e12, 545e12, 564e12}, {169e12, 274e12, 360e12, 430e12, 475e12, 525e12}, 2048, 1.0, 0.9};
 
 AttentionCurve scaled(AttentionCurve curve, double factor) {
   for (double& v : curve.forward_flops_per_s) v *= factor;
@@ -23,24 +26,28 @@ AttentionCurve scaled(AttentionCurve curve, double factor) {
   return curve;
 }
 
-// The H100's figures (docs/MODEL.md): BF16 products, element-wise work and attention as measured
-// alone (an 8192^3 product at 798 TFLOP/s, ANCHORS.md; a device copy at ~3.0 TB/s; the curves
-// above), and two figures fitted end to end on Nemotron-4 15B's published H100 runs alone
-// (docs/VALIDATION.md, "fitted on"; every other published run held out): the sustained fraction
-// 0.77 of every lone figure, and the FP8 products' 0.72 of the FP8 peak (lone, about 0.81: the
-// rest is Transformer Engine's per-product scaling work, which the casts' bytes do not cover).
+// The H100's figures (docs/MODEL.md), measured on one (bench/kernels/): BF16 products as they run
+// held at the power limit (an 8192^3 product at 704 TFLOP/s held, 789 in a short burst; over the
+// published runs' 90 layer shapes, stream-K's flat roof matches them within -8 and +4 %),
+// element-wise work at 0.875 of the bandwidth (copies and activations: 2.9 to 3.05 TB/s), the
+// attention curves above; and two figures fitted end to end on Nemotron-4 15B's published H100
+// runs alone (docs/VALIDATION.md, "fitted on"; every other published H100 run held out): the
+// sustained fraction of every lone figure (a step's gaps between kernels), and the FP8 products'
+// fraction of the FP8 peak (held alone: 0.63; the rest is Transformer Engine's per-product scaling
+// work, which the casts' bytes do not cover).
 KernelFigures hopper_kernels() {
   KernelFigures k;
-  k.gemm_peak_fraction = 0.845;
-  k.memory_bandwidth_fraction = 0.9;
+  k.gemm_peak_fraction = 0.706;
+  k.memory_bandwidth_fraction = 0.875;
   k.multiprocessors = 132;
   k.tile_m = 128;
   k.tile_n = 256;
   k.tile_k_overhead = 128;
-  k.fp8_gemm_peak_fraction = 0.72;
+  k.stream_k = true;
+  k.fp8_gemm_peak_fraction = 0.60;
   k.flash_attention = kH100FlashAttention2;
   k.fused_attention = kH100Cudnn;
-  k.sustained_fraction = 0.77;
+  k.sustained_fraction = 0.88;
   return k;
 }
 
@@ -52,13 +59,16 @@ DeviceSpec device_preset(const std::string& name) {
   if (name == "h100" || name == "h200") {
     // H100 SXM: 132 SMs, 989 TFLOP/s dense BF16 and 1979 dense FP8, 3.35 TB/s HBM3, NVLink 4
     // (H100 datasheet). The H200 is the same chip with 141 GB of HBM3e at 4.8 TB/s (H200
-    // datasheet), so the same kernel figures.
+    // datasheet), so the same kernel figures (measured on one: products and attention within 2 %
+    // of the H100's, bench/kernels/results/h200.json) but its streaming kernels' share of the
+    // faster memory, 0.84 (copies at 4.0 to 4.15 TB/s).
     d.peak_flops_per_s = 989e12;
     d.peak_fp8_flops_per_s = 1979e12;
     d.memory_bytes = name == "h100" ? 80'000'000'000 : 141'000'000'000;
     d.memory_bandwidth_bytes_per_s = name == "h100" ? 3.35e12 : 4.8e12;
     d.nvlink = {450e9, 2e-6};
     d.kernels = hopper_kernels();
+    if (name == "h200") d.kernels.memory_bandwidth_fraction = 0.84;
     return d;
   }
   if (name == "b200") {
@@ -119,7 +129,8 @@ TileLayout tile_layout(const GemmShape& shape, const KernelFigures& kernels, dou
   const double output_tiles = std::ceil(shape.m / tile_m) * std::ceil(shape.n / tile_n) * shape.batch;
   double split = 1;
   if (output_tiles < kernels.multiprocessors)
-    split = std::max(1.0, std::min(std::floor(kernels.multiprocessors / output_tiles), std::floor(shape.k / kMinSplitK)));
+    split =
+        std::max(1.0, std::min(std::floor(kernels.multiprocessors / output_tiles), std::floor(shape.k / kMinSplitK)));
   const double useful = shape.m * shape.n * shape.batch / (tile_m * tile_n);
   return {output_tiles * split, useful * split, shape.k / split};
 }
@@ -127,7 +138,8 @@ TileLayout tile_layout(const GemmShape& shape, const KernelFigures& kernels, dou
 // Fraction of the multiprocessors' time spent on useful tiles: a partial tile on an edge takes
 // a whole tile's time, and the last wave leaves multiprocessors idle.
 double wave_efficiency(const TileLayout& layout, const KernelFigures& kernels) {
-  const double waves = std::ceil(layout.tiles / kernels.multiprocessors);
+  const double waves = kernels.stream_k ? std::max(1.0, layout.tiles / kernels.multiprocessors)
+                                        : std::ceil(layout.tiles / kernels.multiprocessors);
   return layout.useful / (waves * kernels.multiprocessors);
 }
 
@@ -146,8 +158,7 @@ double achieved_flops_per_s(const GemmShape& shape, const DeviceSpec& device, Ge
 double gemm_time_s(const GemmShape& shape, const DeviceSpec& device, GemmPrecision precision) {
   if (shape.m <= 0 || shape.n <= 0 || shape.k <= 0 || shape.batch <= 0) return 0.0;
   const bool fp8 = precision == GemmPrecision::fp8;
-  if (fp8 && !device.has_fp8())
-    throw UsageError("--fp8-format: the " + device.name + " has no FP8 tensor cores");
+  if (fp8 && !device.has_fp8()) throw UsageError("--fp8-format: the " + device.name + " has no FP8 tensor cores");
   const double peak_flops_per_s = fp8 ? device.peak_fp8_flops_per_s : device.peak_flops_per_s;
   if (!device.per_shape()) return shape.flops() / (peak_flops_per_s * device.efficiency);
   KernelFigures kernels = device.kernels;
@@ -163,7 +174,8 @@ double gemm_time_s(const GemmShape& shape, const DeviceSpec& device, GemmPrecisi
                         wave_efficiency(layout, kernels) * tile_saturation(layout, kernels);
     return shape.flops() / roof;
   };
-  const double best_compute_s = std::min(compute_s(kernels.tile_m, kernels.tile_n), compute_s(kernels.tile_n, kernels.tile_m));
+  const double best_compute_s =
+      std::min(compute_s(kernels.tile_m, kernels.tile_n), compute_s(kernels.tile_n, kernels.tile_m));
   return std::max(best_compute_s, memory_bound_time_s(fp8 ? shape.fp8_bytes() : shape.bytes(), device));
 }
 
@@ -173,8 +185,22 @@ double memory_bound_time_s(double bytes, const DeviceSpec& device) {
                   device.kernels.sustained_fraction);
 }
 
+namespace {
+
+// How much longer than the curve's a kernel of `blocks` blocks runs: (waves + tail) / waves,
+// relative to the curve's own (AttentionCurve).
+double tail_factor(const AttentionCurve& curve, bool backward, double blocks, int multiprocessors) {
+  if (blocks <= 0 || curve.reference_blocks <= 0) return 1.0;
+  const double tail = backward ? curve.backward_tail_waves : curve.forward_tail_waves;
+  const double waves = blocks / multiprocessors;
+  const double reference = curve.reference_blocks / multiprocessors;
+  return (waves + tail) / waves * reference / (reference + tail);
+}
+
+}  // namespace
+
 double attention_kernel_time_s(double flops, double keys, AttentionBackend backend, bool backward,
-                               const DeviceSpec& device) {
+                               const DeviceSpec& device, double blocks) {
   if (flops <= 0 || !device.per_shape()) return 0.0;
   const KernelFigures& k = device.kernels;
   const AttentionCurve* curve = nullptr;
@@ -194,7 +220,7 @@ double attention_kernel_time_s(double flops, double keys, AttentionBackend backe
   const std::size_t above = std::min<std::size_t>(below + 1, 5);
   const double weight = position - static_cast<double>(below);
   const double flops_per_s = points[below] * (1 - weight) + points[above] * weight;
-  return flops / (flops_per_s * k.sustained_fraction);
+  return flops / (flops_per_s * k.sustained_fraction) * tail_factor(*curve, backward, blocks, k.multiprocessors);
 }
 
 }  // namespace pipescope::sim

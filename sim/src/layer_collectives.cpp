@@ -3,6 +3,7 @@
 // overlap where asked, and context parallelism's key/value exchange beside the attention blocks.
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "layer_shape.hpp"
 #include "pipescope/sim/layer_costs.hpp"
@@ -74,7 +75,8 @@ TensorParallelPass tensor_parallel_forward(const ModelSpec& model, const DeviceS
   }
   // Each collective beside the product it feeds (QKV, the MLP's first) or follows.
   const LinearTimes products = detail::linear_times(l, device);
-  for (std::size_t i = 0; i < collectives.size(); ++i) out.exposed_s += overlapped_s(collectives[i], products.forward_s[i], tp);
+  for (std::size_t i = 0; i < collectives.size(); ++i)
+    out.exposed_s += overlapped_s(collectives[i], products.forward_s[i], tp);
   return out;
 }
 
@@ -109,7 +111,8 @@ TensorParallelPass tensor_parallel_backward(const ModelSpec& model, const Device
     // gradient.
     const double per_linear_s = (collectives[0] + collectives[1] + collectives[2] + collectives[3]) / 2;
     for (std::size_t i = 0; i < collectives.size(); ++i)
-      if (column_parallel(i)) out.hidden_behind_weight_gradients_s += std::min(per_linear_s, products.weight_gradient_s[i]);
+      if (column_parallel(i))
+        out.hidden_behind_weight_gradients_s += std::min(per_linear_s, products.weight_gradient_s[i]);
   }
   return out;
 }
@@ -126,10 +129,12 @@ double fused_attention_forward_flops(const LayerShape& l) {
 
 // A fused kernel's time from the device's measured curve, by the keys each of its blocks meets
 // (the sequence's, or under context parallelism a block's s/C); 0 without a curve.
-double measured_attention_s(const LayerShape& l, const DeviceSpec& device, const ParallelConfig& parallel, bool backward) {
+double measured_attention_s(const LayerShape& l, const DeviceSpec& device, const ParallelConfig& parallel,
+                            bool backward) {
   if (!l.flash) return 0.0;
   const double flops = fused_attention_forward_flops(l) * (backward ? 2.5 : 1.0);
-  return attention_kernel_time_s(flops, l.local_seq(), parallel.attention_backend, backward, device);
+  const double blocks = l.b * l.heads_on_rank() * std::ceil(l.local_seq() / 128);
+  return attention_kernel_time_s(flops, l.local_seq(), parallel.attention_backend, backward, device, blocks);
 }
 
 }  // namespace
@@ -158,8 +163,8 @@ double attention_core_backward_s(const ModelSpec& model, const DeviceSpec& devic
                    3 * gemm_time_s({l.local_seq(), l.head_dim(), l.s, batch}, device));
 }
 
-ContextParallelExchange context_parallel_exchange(const ModelSpec& model, const DeviceSpec& device, const LinkSpec& link,
-                                                  const ParallelConfig& parallel) {
+ContextParallelExchange context_parallel_exchange(const ModelSpec& model, const DeviceSpec& device,
+                                                  const LinkSpec& link, const ParallelConfig& parallel) {
   ContextParallelExchange out;
   const int cp = parallel.context_parallel;
   if (cp <= 1) return out;

@@ -18,9 +18,18 @@ namespace pipescope::sim {
 // meets (512, 1k, 2k, 4k, 8k and 16k): the causal forward and the backward, in FLOP/s counted
 // as FlashAttention's papers count them (a causal forward is half of 4 s^2 d per head; a
 // backward 2.5 forwards). Zero: not measured here (the core is then priced as products).
+//
+// The curve is measured with the GPU full of blocks (reference_blocks of 128 queries per head);
+// a kernel with few blocks ends on a tail where the last, longest causal blocks run while other
+// multiprocessors idle: its time is (waves + tail) / waves of the curve's, relative to the
+// reference's, waves being blocks over multiprocessors (bench/kernels/: 1 to 2 % error over the
+// published runs' shapes on an H100).
 struct AttentionCurve {
   std::array<double, 6> forward_flops_per_s{};
   std::array<double, 6> backward_flops_per_s{};
+  double reference_blocks = 0;  // 0: no tail correction
+  double forward_tail_waves = 0;
+  double backward_tail_waves = 0;
   bool known() const { return forward_flops_per_s[0] > 0; }
 };
 
@@ -38,15 +47,20 @@ enum class AttentionBackend : std::uint8_t { auto_select, flash, fused };
 // worth tile_k_overhead steps of k (size saturation), so small and ragged products run slower.
 struct KernelFigures {
   // Fraction of peak FLOP/s a tile reaches once running: set so that the model gives the
-  // measured FLOP/s of one large product (H100: 798 TFLOP/s for 8192^3, reference/ANCHORS.md).
+  // measured FLOP/s of products (H100: the median over the published runs' layer shapes, measured
+  // held at the power limit, bench/kernels/results/h100.json).
   double gemm_peak_fraction = 0.845;
-  // Fraction of the memory bandwidth a streaming kernel reaches (H100: ~3.0 of 3.35 TB/s for a
-  // device copy, ANCHORS.md).
+  // Fraction of the memory bandwidth a streaming kernel reaches (H100: copies and activations at
+  // 2.9 to 3.05 of 3.35 TB/s, measured likewise).
   double memory_bandwidth_fraction = 0.9;
   int multiprocessors = 132;
   int tile_m = 128;
   int tile_n = 256;
   double tile_k_overhead = 128;  // elements of k a tile's prologue and epilogue are worth
+  // Hopper's cuBLAS runs persistent stream-K kernels that share the last wave's work among all
+  // multiprocessors: no wave quantisation, only partial edge tiles (measured on an H100: products
+  // of 2.2 waves reach the same FLOP/s as those of 16, bench/kernels/results/).
+  bool stream_k = false;
   // The same fraction for FP8 products (operands of one byte, results of two) against the
   // device's FP8 peak; 0 where the device has no FP8 tensor cores. A tile's prologue and
   // epilogue take the same time as in BF16, so they are worth twice as many elements of k.
@@ -65,7 +79,7 @@ enum class GemmPrecision : std::uint8_t { bf16, fp8 };
 
 struct DeviceSpec {
   std::string name;
-  double peak_flops_per_s = 0;  // dense bf16, vendor figure
+  double peak_flops_per_s = 0;      // dense bf16, vendor figure
   double peak_fp8_flops_per_s = 0;  // dense FP8, vendor figure; 0: no FP8 tensor cores
   // 0: every operation is priced by its shape (the model of this file); > 0: every operation runs
   // at this constant fraction of peak FLOP/s and element-wise work is free (`--efficiency`).
@@ -105,10 +119,12 @@ double achieved_flops_per_s(const GemmShape& shape, const DeviceSpec& device,
                             GemmPrecision precision = GemmPrecision::bf16);
 
 // Seconds of a fused attention kernel doing `flops` (counted as above) with `keys` keys per
-// query, forward or backward; 0 when the device has no figures for `backend` (the caller prices
-// the core as products instead). `auto_select` takes cuDNN's figures where known.
+// query, forward or backward, in `blocks` blocks of 128 queries (micro-batch x heads x queries /
+// 128; 0: as many as the curve was measured with); 0 when the device has no figures for `backend`
+// (the caller prices the core as products instead). `auto_select` takes cuDNN's figures where
+// known.
 double attention_kernel_time_s(double flops, double keys, AttentionBackend backend, bool backward,
-                               const DeviceSpec& device);
+                               const DeviceSpec& device, double blocks = 0);
 
 // Seconds of element-wise work that reads and writes `bytes` (layer norms, activations,
 // softmax, dropout, residual adds): bytes over the achieved memory bandwidth; 0 with a constant
