@@ -19,7 +19,7 @@ from . import _core
 from .errors import Error, ScheduleError, TraceError, UsageError
 from .measured import Calibration, Comparison, Trace, TraceEvent, calibrate, compare, read_trace, read_traces
 from .planning import PlanRows, plan
-from .schedules import Schedule, schedule, schedule_names
+from .schedules import Schedule, schedule, schedule_names, schedule_traits
 from .simulation import RankResult, Result, simulate
 
 __version__: str = getattr(_core, "__version__", "0.1.0")
@@ -27,5 +27,5 @@ __version__: str = getattr(_core, "__version__", "0.1.0")
 __all__ = [
     "Calibration", "Comparison", "Error", "PlanRows", "RankResult", "Result", "Schedule", "ScheduleError", "Trace",
     "TraceError", "TraceEvent", "UsageError", "calibrate", "compare", "plan", "read_trace", "read_traces", "schedule",
-    "schedule_names", "simulate",
+    "schedule_names", "schedule_traits", "simulate",
 ]

@@ -174,7 +174,9 @@ def schedule(
     path = _file_of(name)
     if path is not None:
         return _read_file(path, stages, micro_batches, chunks)
-    if name != "zb-auto":
+    # A name neither knows gets its error from make_schedule below.
+    cost_dependent = bool((schedule_traits(name) or {}).get("cost_dependent"))
+    if not cost_dependent:
         for key, value in zb_auto_only.items():
             if value is not None:
                 raise UsageError(f"--{key.replace('_', '-')} is zb-auto's: not with schedule {name}")
@@ -183,8 +185,8 @@ def schedule(
     source_args = ["--schedule", name, "--stages", str(stages), "--micro-batches", str(micro_batches)]
     if chunks is not None:
         source_args += ["--chunks", str(chunks)]
-    if name == "zb-auto":
-        _set_zb_auto_costs(profile, given_costs, max_mem, max_mem_micro_batches)
+    if cost_dependent:
+        _set_costs(name, profile, given_costs, max_mem, max_mem_micro_batches)
         source_args = None  # its order depends on the costs: simulated from its file
     return Schedule(_core.make_schedule(name, stages, micro_batches, chunks), source_args=source_args)
 
@@ -212,8 +214,8 @@ def _read_file(path: str, stages: Optional[int], micro_batches: Optional[int], c
     return Schedule(core, path=os.path.abspath(path))
 
 
-def _set_zb_auto_costs(profile: Optional[object], costs: dict, max_mem: Union[int, str, None],
-                       max_mem_micro_batches: Optional[int]) -> None:
+def _set_costs(name: str, profile: Optional[object], costs: dict, max_mem: Union[int, str, None],
+               max_mem_micro_batches: Optional[int]) -> None:
     limit = _core.parse_bytes(str(max_mem if max_mem is not None else 0), "--max-mem", False)
     per_micro_batch = 0 if max_mem_micro_batches is None else max_mem_micro_batches
     if max_mem_micro_batches is not None and max_mem_micro_batches < 1:
@@ -223,7 +225,7 @@ def _set_zb_auto_costs(profile: Optional[object], costs: dict, max_mem: Union[in
             raise UsageError(f"--{next(iter(costs)).replace('_', '-')} cannot be combined with --profile")
         from .measured import profile_path  # a Calibration or a path
 
-        _core.use_profile_for_zb_auto(profile_path(profile), limit, per_micro_batch)
+        _core.use_profile_costs(name, profile_path(profile), limit, per_micro_batch)
         return
     value = {"f_cost": 1.0, "b_cost": 1.0, "w_cost": 1.0, "c_cost": 0.0, "f_mem": "2", "b_mem": "-1", "w_mem": "-1"}
     value.update(costs)
@@ -232,10 +234,19 @@ def _set_zb_auto_costs(profile: Optional[object], costs: dict, max_mem: Union[in
         if not (number >= 0 and number != float("inf")):
             raise UsageError(f"--{key.replace('_', '-')}: must be a finite number >= 0, not {number:g}")
     memory = [_core.parse_bytes(str(value[key]), "--" + key.replace("_", "-"), True) for key in ("f_mem", "b_mem", "w_mem")]
-    _core.use_uniform_costs_for_zb_auto(float(value["f_cost"]), float(value["b_cost"]), float(value["w_cost"]),
-                                        float(value["c_cost"]), *memory, limit, per_micro_batch)
+    _core.use_uniform_costs(name, float(value["f_cost"]), float(value["b_cost"]), float(value["w_cost"]),
+                            float(value["c_cost"]), *memory, limit, per_micro_batch)
 
 
 def schedule_names() -> list[str]:
     """Every schedule name ``schedule()`` knows (SPEC.md section 2; ``file:PATH`` besides)."""
     return list(_core.schedule_names())
+
+
+def schedule_traits(name: str) -> Optional[dict]:
+    """What the schedule ``name`` is, or None for a name pipescope does not know: ``placement``
+    (``"loop"`` or ``"v"``), ``chunks`` (the stages per rank it runs; empty: any), ``split_backward``
+    (separate input and weight gradients), ``cost_dependent`` (its order is searched from costs:
+    ``profile`` or the ``*_cost`` options apply), ``memory_limited`` (``max_mem`` applies) and
+    ``takes_microbatch_group_size``."""
+    return _core.schedule_traits(name)

@@ -50,23 +50,40 @@ Schedule make_named_schedule(const std::string& name, int stages, int micro_batc
   return make_schedule(name, params);
 }
 
-// zb-auto searches with the costs it is given; the simulate command sets them from its own
-// options each time, a Python caller through one of these two before making the schedule.
-void use_uniform_costs_for_zb_auto(double f_s, double b_s, double w_s, double c_s, std::int64_t f_bytes,
-                                   std::int64_t b_bytes, std::int64_t w_bytes, std::int64_t max_mem_bytes,
-                                   int max_mem_micro_batches) {
+// A cost-dependent schedule (ScheduleTraits::cost_dependent: zb-auto) searches with the costs it is
+// given; the simulate command sets them from its own options each time, a Python caller through
+// one of these two before making the schedule.
+void use_uniform_costs(const std::string& name, double f_s, double b_s, double w_s, double c_s, std::int64_t f_bytes,
+                       std::int64_t b_bytes, std::int64_t w_bytes, std::int64_t max_mem_bytes,
+                       int max_mem_micro_batches) {
   if (f_bytes + b_bytes + w_bytes != 0)
     throw UsageError("--f-mem + --b-mem + --w-mem must be 0 (got " + std::to_string(f_bytes) + " + " +
                      std::to_string(b_bytes) + " + " + std::to_string(w_bytes) + ")");
   sim::CostModel costs = sim::CostModel::uniform(f_s, b_s, w_s, c_s, f_bytes, b_bytes, w_bytes);
   costs.check(1);
-  sim::register_zb_auto(costs, sim::Topology{}, max_mem_bytes, max_mem_micro_batches);
+  sim::register_with_costs(name, costs, sim::Topology{}, max_mem_bytes, max_mem_micro_batches);
 }
 
-void use_profile_for_zb_auto(const std::string& profile_path, std::int64_t max_mem_bytes, int max_mem_micro_batches) {
+void use_profile_costs(const std::string& name, const std::string& profile_path, std::int64_t max_mem_bytes,
+                       int max_mem_micro_batches) {
   const sim::Profile profile = sim::read_profile(profile_path);
-  sim::register_zb_auto(sim::cost_model_from_profile(profile), sim::topology_from_profile(profile), max_mem_bytes,
-                        max_mem_micro_batches);
+  sim::register_with_costs(name, sim::cost_model_from_profile(profile), sim::topology_from_profile(profile),
+                           max_mem_bytes, max_mem_micro_batches);
+}
+
+// What a schedule is, so that Python asks instead of comparing names; None for a name neither the
+// registry nor the simulator's cost-dependent table knows.
+py::object traits_of(const std::string& name) {
+  const ScheduleTraits* traits = sim::schedule_traits(name);
+  if (!traits) return py::none();
+  py::dict out;
+  out["placement"] = traits->placement == StagePlacement::v ? "v" : "loop";
+  out["chunks"] = traits->chunks;
+  out["split_backward"] = traits->split_backward;
+  out["cost_dependent"] = traits->cost_dependent;
+  out["memory_limited"] = traits->memory_limited;
+  out["takes_microbatch_group_size"] = traits->takes_microbatch_group_size;
+  return out;
 }
 
 }  // namespace
@@ -81,14 +98,18 @@ void bind_schedule(py::module_& m) {
       .def_readonly("num_stages", &Schedule::num_stages)
       .def_readonly("num_micro_batches", &Schedule::num_micro_batches)
       .def_readonly("stage_to_rank", &Schedule::stage_to_rank)
-      .def_property_readonly("communication",
-                             [](const Schedule& s) { return s.communication == Communication::Torch ? "torch" : "pipescope"; })
+      .def_property_readonly(
+          "communication",
+          [](const Schedule& s) { return s.communication == Communication::Torch ? "torch" : "pipescope"; })
       .def_property_readonly("is_training", &Schedule::is_training)
       .def("instruction_count", &Schedule::instruction_count)
       .def("program", &program_actions, py::arg("rank"))
-      .def("validate",
-           [](const Schedule& s, bool blocking_sends) { validate(s, ValidationOptions{.blocking_sends = blocking_sends}); },
-           py::arg("blocking_sends") = false)
+      .def(
+          "validate",
+          [](const Schedule& s, bool blocking_sends) {
+            validate(s, ValidationOptions{.blocking_sends = blocking_sends});
+          },
+          py::arg("blocking_sends") = false)
       .def("to_json", [](const Schedule& s) { return to_schedule_json(s); })
       .def("to_torch_csv", [](const Schedule& s) { return to_torch_csv(s); })
       .def("to_text", [](const Schedule& s) { return to_text_grid(s); })
@@ -100,10 +121,11 @@ void bind_schedule(py::module_& m) {
   m.def("parse_torch_csv", &parse_torch_csv, py::arg("text"), py::arg("source"));
   m.def("read_schedule_file", &read_schedule_file, py::arg("path"));
   m.def("schedule_names", [] { return ScheduleRegistry::instance().names(); });
-  m.def("use_uniform_costs_for_zb_auto", &use_uniform_costs_for_zb_auto, py::arg("f_s"), py::arg("b_s"), py::arg("w_s"),
+  m.def("schedule_traits", &traits_of, py::arg("name"));
+  m.def("use_uniform_costs", &use_uniform_costs, py::arg("name"), py::arg("f_s"), py::arg("b_s"), py::arg("w_s"),
         py::arg("c_s"), py::arg("f_bytes"), py::arg("b_bytes"), py::arg("w_bytes"), py::arg("max_mem_bytes"),
         py::arg("max_mem_micro_batches"));
-  m.def("use_profile_for_zb_auto", &use_profile_for_zb_auto, py::arg("profile"), py::arg("max_mem_bytes"),
+  m.def("use_profile_costs", &use_profile_costs, py::arg("name"), py::arg("profile"), py::arg("max_mem_bytes"),
         py::arg("max_mem_micro_batches"));
   m.def("parse_bytes", &sim::parse_bytes, py::arg("text"), py::arg("option"), py::arg("allow_negative"));
 }

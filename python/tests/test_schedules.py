@@ -84,3 +84,19 @@ def test_every_section_2_name_is_known():
     names = ps.schedule_names()
     for name in ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "dualpipev", "zb-auto", "deepspeed-train"):
         assert name in names
+
+
+def test_traits_say_what_a_schedule_is_and_which_options_it_takes():
+    assert ps.schedule_traits("zbv") == {"placement": "v", "chunks": [2], "split_backward": True,
+                                         "cost_dependent": False, "memory_limited": False,
+                                         "takes_microbatch_group_size": False}
+    zb_auto = ps.schedule_traits("zb-auto")
+    assert zb_auto["cost_dependent"] and zb_auto["memory_limited"] and zb_auto["split_backward"]
+    assert ps.schedule_traits("interleaved-1f1b")["chunks"] == []
+    assert ps.schedule_traits("no-such-schedule") is None
+    # The cost options follow the traits, not the name: refused for a schedule that is not
+    # cost-dependent, taken by one that is.
+    with pytest.raises(ps.UsageError, match="--f-cost is zb-auto's: not with schedule zbv"):
+        ps.schedule("zbv", f_cost=2.0)
+    assert ps.schedule("zb-auto", stages=4, micro_batches=8, f_cost=1.0, b_cost=1.0, w_cost=1.0,
+                       max_mem_micro_batches=4).validate() is None
