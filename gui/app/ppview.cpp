@@ -22,6 +22,7 @@
 #include <new>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include "main_window.hpp"
 #include "pipescope/core/atomic_file.hpp"
@@ -103,12 +104,14 @@ int run_ppview(int argc, char** argv) {
                                "trace files (.json or .json.gz): one, or predicted then measured; the torch.profiler "
                                "files of one run (or their folder) are one trace",
                                "[TRACE ...]");
-  QCommandLineOption screenshot("screenshot",
-                                "render the window into FILE without a display and exit (its format from its name: .png, "
-                                ".jpg, .bmp, ...)",
-                                "FILE.png");
+  QCommandLineOption screenshot(
+      "screenshot",
+      "render the window into FILE without a display and exit (its format from its name: .png, "
+      ".jpg, .bmp, ...)",
+      "FILE.png");
   QCommandLineOption size("size", "window size for --screenshot (default: 1600x1000)", "WxH", "1600x1000");
-  QCommandLineOption no_difference("no-difference", "start without the difference view (measured blocks in kind colours)");
+  QCommandLineOption no_difference("no-difference",
+                                   "start without the difference view (measured blocks in kind colours)");
   QCommandLineOption arrows("arrows", "start with send-to-receive arrows shown");
   QCommandLineOption critical("critical-path", "start with the critical path highlighted");
   QCommandLineOption zoom("zoom", "start showing only [START_US, END_US], e.g. 0,2500", "START_US,END_US");
@@ -142,8 +145,8 @@ int run_ppview(int argc, char** argv) {
     if (!from_name) {
       QStringList known;
       for (const QByteArray& f : QImageWriter::supportedImageFormats()) known << QString::fromLatin1(f);
-      return fail("--screenshot " + parser.value(screenshot) + ": the file name must end in an image format this ppview writes (" +
-                  known.join(", ") + ")");
+      return fail("--screenshot " + parser.value(screenshot) +
+                  ": the file name must end in an image format this ppview writes (" + known.join(", ") + ")");
     }
     format = *from_name;
   }
@@ -178,22 +181,30 @@ int run_ppview(int argc, char** argv) {
     pipeline.slow_rank = 2;
     pipeline.slow_factor = 1.3;
     pipeline.source = "measured";
-    window.show_traces(std::move(predicted), pipescope::traces::make_1f1b_trace(pipeline), "demo: predicted vs measured");
+    window.show_traces(std::move(predicted), pipescope::traces::make_1f1b_trace(pipeline),
+                       "demo: predicted vs measured");
   }
-  if (!files.isEmpty()) {
-    if (parser.isSet(screenshot)) {
-      if (auto error = window.open_files(files)) return fail(*error);
-    } else {
-      window.open_files_interactively(files);
-    }
+  if (!files.isEmpty() && parser.isSet(screenshot)) {
+    if (auto error = window.open_files(files)) return fail(*error);
   }
+  std::optional<std::pair<double, double>> zoom_range;
   if (parser.isSet(zoom)) {
     const QStringList parts = parser.value(zoom).split(',');
     bool ok_a = false, ok_b = false;
-    const double a = parts.size() == 2 ? parts[0].toDouble(&ok_a) : 0, b = parts.size() == 2 ? parts[1].toDouble(&ok_b) : 0;
-    if (!ok_a || !ok_b || !(b > a)) return fail("--zoom: expected START_US,END_US with START_US < END_US, not '" + parser.value(zoom) + "'");
-    window.timeline()->zoom_to(a, b);
+    const double a = parts.size() == 2 ? parts[0].toDouble(&ok_a) : 0,
+                 b = parts.size() == 2 ? parts[1].toDouble(&ok_b) : 0;
+    if (!ok_a || !ok_b || !(b > a))
+      return fail("--zoom: expected START_US,END_US with START_US < END_US, not '" + parser.value(zoom) + "'");
+    zoom_range = std::make_pair(a, b);
   }
+  auto apply_zoom = [&window, zoom_range] {
+    if (zoom_range) window.timeline()->zoom_to(zoom_range->first, zoom_range->second);
+  };
+  // With a window, large files are read behind a progress bar: the zoom waits for them.
+  if (!files.isEmpty() && !parser.isSet(screenshot))
+    window.open_files_interactively(files, apply_zoom);
+  else
+    apply_zoom();
 
   if (parser.isSet(screenshot)) {
     window.show();
@@ -218,4 +229,6 @@ int run_ppview_within_memory(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return pipescope::finish_standard_output("ppview", run_ppview_within_memory(argc, argv)); }
+int main(int argc, char** argv) {
+  return pipescope::finish_standard_output("ppview", run_ppview_within_memory(argc, argv));
+}
