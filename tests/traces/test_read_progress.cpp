@@ -20,8 +20,7 @@ namespace {
 
 // A trace of some 8,000 events: the fast parser reports every 4,096.
 fs::path written_progress_trace(const std::string& name) {
-  const fs::path path =
-      fs::temp_directory_path() / ("pipescope_test_read_progress_" + std::to_string(::getpid()) + name);
+  fs::path path = fs::temp_directory_path() / ("pipescope_test_read_progress_" + std::to_string(::getpid()) + name);
   SyntheticPipeline pipeline;
   pipeline.num_micro_batches = 500;
   write_trace(make_1f1b_trace(pipeline), path.string());

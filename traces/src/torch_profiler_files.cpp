@@ -257,6 +257,7 @@ std::vector<RankFile> load_run_files(const std::vector<std::string>& paths, Read
   const std::vector<std::string> file_paths = torch_profiler_files(paths);
   if (file_paths.empty()) throw TraceError("no torch.profiler trace files given");
   std::vector<RankFile> files;
+  files.reserve(file_paths.size());
   for (const auto& p : file_paths) files.push_back(load_rank_file(p, progress));
   check_one_run(files);
   std::sort(files.begin(), files.end(), [](const RankFile& a, const RankFile& b) { return a.rank < b.rank; });

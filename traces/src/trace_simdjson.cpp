@@ -40,6 +40,13 @@ T checked(simdjson::simdjson_result<T>&& result) {
   return out;
 }
 
+// An element as a range-for over an array gives it: a copy (the type is trivially copyable)
+// read as above.
+template <class T>
+T checked(const simdjson::simdjson_result<T>& result) {
+  return checked(simdjson::simdjson_result<T>(result));
+}
+
 ondemand::field& checked_ref(simdjson::simdjson_result<ondemand::field>& result) {
   if (result.error() != simdjson::SUCCESS) throw UseReferenceParser{};
   return result.value_unsafe();
@@ -59,7 +66,7 @@ void consume(ondemand::value value, int depth) {
       }
       return;
     case ondemand::json_type::array:
-      for (auto element : checked(value.get_array())) consume(checked(std::move(element)), depth + 1);
+      for (auto element : checked(value.get_array())) consume(checked(element), depth + 1);
       return;
     case ondemand::json_type::number: checked(value.get_number()); return;
     case ondemand::json_type::string: checked(value.get_string()); return;
@@ -85,7 +92,7 @@ json to_json(ondemand::value value, int depth) {
     }
     case ondemand::json_type::array: {
       json out = json::array();
-      for (auto element : checked(value.get_array())) out.push_back(to_json(checked(std::move(element)), depth + 1));
+      for (auto element : checked(value.get_array())) out.push_back(to_json(checked(element), depth + 1));
       return out;
     }
     case ondemand::json_type::number: {
@@ -213,7 +220,7 @@ void read_events(ondemand::array events, TraceAssembler& assembler, const Progre
   PendingEvent e;
   std::size_t count = 0;
   for (auto element : events) {
-    ondemand::object object = checked(checked(std::move(element)).get_object());
+    ondemand::object object = checked(checked(element).get_object());
     read_event(object, e);
     assembler.add_event(e);
     if (++count % kEventsPerReport == 0) where.report();
