@@ -331,34 +331,31 @@ void MainWindow::set_critical_path(bool on) {
   timeline_->set_show_critical_path(on);
 }
 
-void MainWindow::refresh_summary() {
-  summary_->setRowCount(0);
-  if (!model_) return;
-  const bool pair = model_->series_count() == 2;
-  summary_->setColumnCount(pair ? 4 : 2);
-  summary_->setHorizontalHeaderLabels(pair ? QStringList{"", "predicted", "measured", "error"}
-                                           : QStringList{"", "value"});
-  if (pair)
-    summary_->horizontalHeaderItem(3)->setToolTip(
-        "(predicted - measured) / measured, as ppsim compare states it: negative where "
-        "the run took longer than predicted; bubbles in percentage points");
-  auto add = [&](const QString& what, const QString& a, const QString& b = {}, const QString& error = {}) {
-    const int row = summary_->rowCount();
-    summary_->insertRow(row);
+namespace {
+
+// The summary table's rows: a name and a value, or (a pair) predicted, measured and error.
+class SummaryRows {
+ public:
+  SummaryRows(QTableWidget* table, bool pair) : table_(table), pair_(pair) {}
+
+  void add(const QString& what, const QString& a, const QString& b = {}, const QString& error = {}) const {
+    const int row = table_->rowCount();
+    table_->insertRow(row);
     auto* name = new QTableWidgetItem(what);
     name->setToolTip(what);
-    summary_->setItem(row, 0, name);
-    summary_->setItem(row, 1, new QTableWidgetItem(a));
-    if (pair) {
-      summary_->setItem(row, 2, new QTableWidgetItem(b));
+    table_->setItem(row, 0, name);
+    table_->setItem(row, 1, new QTableWidgetItem(a));
+    if (pair_) {
+      table_->setItem(row, 2, new QTableWidgetItem(b));
       auto* item = new QTableWidgetItem(error);
-      summary_->setItem(row, 3, item);
+      table_->setItem(row, 3, item);
     }
-  };
+  }
+
   // A row per rank up to kSummaryRankRows ranks; past that (a million ranks) the least and the
   // most of the figure, each naming its rank: the per-rank detail is the Ranks table's.
-  auto add_per_rank = [&](const QString& what, int ranks, const std::function<double(int)>& key,
-                          const std::function<void(int, const QString&)>& add_rank) {
+  void add_per_rank(const QString& what, int ranks, const std::function<double(int)>& key,
+                    const std::function<void(int, const QString&)>& add_rank) const {
     if (ranks <= kSummaryRankRows) {
       for (int r = 0; r < ranks; ++r) add_rank(r, QString("rank %1 %2").arg(r).arg(what));
       return;
@@ -373,87 +370,111 @@ void MainWindow::refresh_summary() {
     if (least < 0) return;
     add_rank(least, QString("%1, least: rank %2 of %3").arg(what).arg(least).arg(ranks));
     add_rank(most, QString("%1, most: rank %2 of %3").arg(what).arg(most).arg(ranks));
+  }
+
+ private:
+  QTableWidget* table_;
+  bool pair_;
+};
+
+// A predicted and a measured trace: the comparison's figures, and where it is off.
+void add_comparison_rows(const SummaryRows& rows, const traces::Comparison& c) {
+  const int compared = static_cast<int>(c.ranks.size());
+  rows.add("iteration time", duration_text(c.iteration_time_predicted_s * 1e6),
+           duration_text(c.iteration_time_measured_s * 1e6), percent(c.iteration_time_error));
+  rows.add("bubble (mean)", share(c.bubble_fraction_predicted), share(c.bubble_fraction_measured),
+           percent(c.bubble_fraction_predicted - c.bubble_fraction_measured) + " pts");
+  rows.add("op duration MAPE", "", "", share(c.op_duration_mape));
+  rows.add("matched / unmatched", QString::number(c.matched.size()),
+           QString("%1 / %2").arg(c.unmatched_predicted).arg(c.unmatched_measured));
+  rows.add_per_rank(
+      "bubble", compared, [&](int i) { return c.ranks[static_cast<std::size_t>(i)].bubble_fraction_measured; },
+      [&](int i, const QString& label) {
+        const auto& r = c.ranks[static_cast<std::size_t>(i)];
+        rows.add(label, share(r.bubble_fraction_predicted), share(r.bubble_fraction_measured),
+                 percent(r.bubble_fraction_predicted - r.bubble_fraction_measured) + " pts");
+      });
+  rows.add_per_rank(
+      "peak memory", compared,
+      [&](int i) { return static_cast<double>(c.ranks[static_cast<std::size_t>(i)].peak_memory_measured_bytes); },
+      [&](int i, const QString& label) {
+        const auto& r = c.ranks[static_cast<std::size_t>(i)];
+        rows.add(label, mib(r.peak_memory_predicted_bytes), mib(r.peak_memory_measured_bytes),
+                 percent(r.peak_memory_error));
+      });
+  // Time the host took from a rank's cores during the measured step (steal on a virtual
+  // machine): above a few percent, the measurement is slower for reasons outside the run.
+  const bool any_stolen = std::any_of(c.ranks.begin(), c.ranks.end(),
+                                      [](const auto& r) { return std::isfinite(r.stolen_fraction_measured); });
+  if (any_stolen)
+    rows.add_per_rank(
+        "stolen by the host", compared,
+        [&](int i) {
+          const double f = c.ranks[static_cast<std::size_t>(i)].stolen_fraction_measured;
+          return std::isfinite(f) ? f : std::nan("");
+        },
+        [&](int i, const QString& label) {
+          const auto& r = c.ranks[static_cast<std::size_t>(i)];
+          if (!std::isfinite(r.stolen_fraction_measured)) return;
+          rows.add(label, "", share(r.stolen_fraction_measured),
+                   r.stolen_fraction_measured > traces::kDisturbedStolenFraction ? "disturbed" : "");
+        });
+  // What a receive costs when its data was sent before it (the transport's own work) and
+  // what a message took when the receive waited for it: where a communication model is off.
+  // A mean is NaN where a side has no such receive: the cell stays empty.
+  auto add_means = [&](const QString& what, double predicted_us, double measured_us) {
+    if (std::isnan(predicted_us) && std::isnan(measured_us)) return;
+    rows.add(what, std::isnan(predicted_us) ? QString() : duration_text(predicted_us),
+             std::isnan(measured_us) ? QString() : duration_text(measured_us),
+             std::isnan(predicted_us) || std::isnan(measured_us) ? QString()
+                                                                 : percent((predicted_us - measured_us) / measured_us));
   };
+  add_means("receive, data sent before (mean)", c.receives_predicted.ready_mean_us(),
+            c.receives_measured.ready_mean_us());
+  add_means("receive that waited, send to data (mean)", c.receives_predicted.waited_mean_us(),
+            c.receives_measured.waited_mean_us());
+}
+
+}  // namespace
+
+void MainWindow::refresh_summary() {
+  summary_->setRowCount(0);
+  if (!model_) return;
+  const bool pair = model_->series_count() == 2;
+  summary_->setColumnCount(pair ? 4 : 2);
+  summary_->setHorizontalHeaderLabels(pair ? QStringList{"", "predicted", "measured", "error"}
+                                           : QStringList{"", "value"});
+  if (pair)
+    summary_->horizontalHeaderItem(3)->setToolTip(
+        "(predicted - measured) / measured, as ppsim compare states it: negative where "
+        "the run took longer than predicted; bubbles in percentage points");
+  const SummaryRows rows(summary_, pair);
   if (pair) {
-    const auto& c = *model_->comparison();
-    const int compared = static_cast<int>(c.ranks.size());
-    add("iteration time", duration_text(c.iteration_time_predicted_s * 1e6),
-        duration_text(c.iteration_time_measured_s * 1e6), percent(c.iteration_time_error));
-    add("bubble (mean)", share(c.bubble_fraction_predicted), share(c.bubble_fraction_measured),
-        percent(c.bubble_fraction_predicted - c.bubble_fraction_measured) + " pts");
-    add("op duration MAPE", "", "", share(c.op_duration_mape));
-    add("matched / unmatched", QString::number(c.matched.size()),
-        QString("%1 / %2").arg(c.unmatched_predicted).arg(c.unmatched_measured));
-    add_per_rank(
-        "bubble", compared, [&](int i) { return c.ranks[static_cast<std::size_t>(i)].bubble_fraction_measured; },
-        [&](int i, const QString& label) {
-          const auto& r = c.ranks[static_cast<std::size_t>(i)];
-          add(label, share(r.bubble_fraction_predicted), share(r.bubble_fraction_measured),
-              percent(r.bubble_fraction_predicted - r.bubble_fraction_measured) + " pts");
-        });
-    add_per_rank(
-        "peak memory", compared,
-        [&](int i) { return static_cast<double>(c.ranks[static_cast<std::size_t>(i)].peak_memory_measured_bytes); },
-        [&](int i, const QString& label) {
-          const auto& r = c.ranks[static_cast<std::size_t>(i)];
-          add(label, mib(r.peak_memory_predicted_bytes), mib(r.peak_memory_measured_bytes),
-              percent(r.peak_memory_error));
-        });
-    // Time the host took from a rank's cores during the measured step (steal on a virtual
-    // machine): above a few percent, the measurement is slower for reasons outside the run.
-    const bool any_stolen = std::any_of(c.ranks.begin(), c.ranks.end(),
-                                        [](const auto& r) { return std::isfinite(r.stolen_fraction_measured); });
-    if (any_stolen)
-      add_per_rank(
-          "stolen by the host", compared,
-          [&](int i) {
-            const double f = c.ranks[static_cast<std::size_t>(i)].stolen_fraction_measured;
-            return std::isfinite(f) ? f : std::nan("");
-          },
-          [&](int i, const QString& label) {
-            const auto& r = c.ranks[static_cast<std::size_t>(i)];
-            if (!std::isfinite(r.stolen_fraction_measured)) return;
-            add(label, "", share(r.stolen_fraction_measured),
-                r.stolen_fraction_measured > traces::kDisturbedStolenFraction ? "disturbed" : "");
-          });
-    // What a receive costs when its data was sent before it (the transport's own work) and
-    // what a message took when the receive waited for it: where a communication model is off.
-    // A mean is NaN where a side has no such receive: the cell stays empty.
-    auto add_means = [&](const QString& what, double predicted_us, double measured_us) {
-      if (std::isnan(predicted_us) && std::isnan(measured_us)) return;
-      add(what, std::isnan(predicted_us) ? QString() : duration_text(predicted_us),
-          std::isnan(measured_us) ? QString() : duration_text(measured_us),
-          std::isnan(predicted_us) || std::isnan(measured_us) ? QString()
-                                                              : percent((predicted_us - measured_us) / measured_us));
-    };
-    add_means("receive, data sent before (mean)", c.receives_predicted.ready_mean_us(),
-              c.receives_measured.ready_mean_us());
-    add_means("receive that waited, send to data (mean)", c.receives_predicted.waited_mean_us(),
-              c.receives_measured.waited_mean_us());
+    add_comparison_rows(rows, *model_->comparison());
   } else if (model_->has_pipeline(0)) {
     const auto& t = model_->trace(0);
-    add("iteration time", duration_text(traces::iteration_time_us(t)));
+    rows.add("iteration time", duration_text(traces::iteration_time_us(t)));
     const int ranks = model_->rank_count();
-    add_per_rank(
+    rows.add_per_rank(
         "bubble", ranks, [&](int r) { return model_->bubble_fraction(0, r); },
-        [&](int r, const QString& label) { add(label, share(model_->bubble_fraction(0, r))); });
-    add_per_rank(
+        [&](int r, const QString& label) { rows.add(label, share(model_->bubble_fraction(0, r))); });
+    rows.add_per_rank(
         "peak memory", ranks,
         [&](int r) {
           return model_->memory(0, r).empty() ? std::nan("") : static_cast<double>(model_->peak_memory_bytes(0, r));
         },
         [&](int r, const QString& label) {
-          if (!model_->memory(0, r).empty()) add(label, mib(model_->peak_memory_bytes(0, r)));
+          if (!model_->memory(0, r).empty()) rows.add(label, mib(model_->peak_memory_bytes(0, r)));
         });
   } else {
     // A plain Chrome or profiler trace has no pipeline: no iteration, no bubble.
     const auto& t = model_->trace(0);
-    add("time span", duration_text(t.end_us()));
-    add("slices", QString::number(t.events.size()));
-    if (!t.instants.empty()) add("instant events", QString::number(t.instants.size()));
-    if (!t.counters.empty()) add("counter samples", QString::number(t.counters.size()));
+    rows.add("time span", duration_text(t.end_us()));
+    rows.add("slices", QString::number(t.events.size()));
+    if (!t.instants.empty()) rows.add("instant events", QString::number(t.instants.size()));
+    if (!t.counters.empty()) rows.add("counter samples", QString::number(t.counters.size()));
     const int ranks = model_->rank_count();
-    add_per_rank(
+    rows.add_per_rank(
         "peak memory", ranks,
         [&](int r) {
           return model_->memory(0, r).empty() ? std::nan("") : static_cast<double>(model_->peak_memory_bytes(0, r));
@@ -461,9 +482,9 @@ void MainWindow::refresh_summary() {
         [&](int r, const QString& label) {
           if (model_->memory(0, r).empty()) return;
           // A plain trace names its processes: the name, not "rank N", leads the row.
-          add(ranks <= kSummaryRankRows ? QString::fromStdString(model_->rank_name(r)) + " peak memory"
-                                        : QString::fromStdString(model_->rank_name(r)) + " " + label,
-              mib(model_->peak_memory_bytes(0, r)));
+          rows.add(ranks <= kSummaryRankRows ? QString::fromStdString(model_->rank_name(r)) + " peak memory"
+                                             : QString::fromStdString(model_->rank_name(r)) + " " + label,
+                   mib(model_->peak_memory_bytes(0, r)));
         });
   }
 }
