@@ -22,6 +22,7 @@
 #include <new>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include "main_window.hpp"
 #include "pipescope/core/atomic_file.hpp"
@@ -73,6 +74,31 @@ int write_screenshot(const QImage& image, const QString& path, const QByteArray&
   return 0;
 }
 
+// ppview's options past --help and --version.
+struct ViewerOptions {
+  QCommandLineOption screenshot{"screenshot",
+                                "render the window into FILE without a display and exit (its format from its name: "
+                                ".png, .jpg, .bmp, ...)",
+                                "FILE.png"};
+  QCommandLineOption size{"size", "window size for --screenshot (default: 1600x1000)", "WxH", "1600x1000"};
+  QCommandLineOption no_difference{"no-difference",
+                                   "start without the difference view (measured blocks in kind colours)"};
+  QCommandLineOption arrows{"arrows", "start with send-to-receive arrows shown"};
+  QCommandLineOption critical{"critical-path", "start with the critical path highlighted"};
+  QCommandLineOption zoom{"zoom", "start showing only [START_US, END_US], e.g. 0,2500", "START_US,END_US"};
+  QCommandLineOption step{"step", "torch.profiler traces: the ProfilerStep#N to show (default: the last)", "N"};
+  QCommandLineOption demo{"demo",
+                          "show a generated pair instead of files: a 1F1B prediction (4 ranks, 8 micro-batches) and "
+                          "a measurement with 15% jitter and rank 2 running 1.3x slower"};
+};
+
+int fail(const QString& message) {
+  std::cerr << "ppview: error: " << pipescope::printable(message.toStdString()) << "\n";
+  return 2;
+}
+
+int show_viewer(QApplication& app, const QCommandLineParser& parser, const ViewerOptions& o);
+
 int run_ppview(int argc, char** argv) {
   // Without a display (or when no window is wanted) render offscreen.
   const bool headless = shows_no_window(argc, argv);
@@ -103,25 +129,9 @@ int run_ppview(int argc, char** argv) {
                                "trace files (.json or .json.gz): one, or predicted then measured; the torch.profiler "
                                "files of one run (or their folder) are one trace",
                                "[TRACE ...]");
-  QCommandLineOption screenshot("screenshot",
-                                "render the window into FILE without a display and exit (its format from its name: .png, "
-                                ".jpg, .bmp, ...)",
-                                "FILE.png");
-  QCommandLineOption size("size", "window size for --screenshot (default: 1600x1000)", "WxH", "1600x1000");
-  QCommandLineOption no_difference("no-difference", "start without the difference view (measured blocks in kind colours)");
-  QCommandLineOption arrows("arrows", "start with send-to-receive arrows shown");
-  QCommandLineOption critical("critical-path", "start with the critical path highlighted");
-  QCommandLineOption zoom("zoom", "start showing only [START_US, END_US], e.g. 0,2500", "START_US,END_US");
-  QCommandLineOption step("step", "torch.profiler traces: the ProfilerStep#N to show (default: the last)", "N");
-  QCommandLineOption demo("demo",
-                          "show a generated pair instead of files: a 1F1B prediction (4 ranks, 8 micro-batches) and a "
-                          "measurement with 15% jitter and rank 2 running 1.3x slower");
-  parser.addOptions({screenshot, size, no_difference, arrows, critical, zoom, step, demo});
+  const ViewerOptions o;
+  parser.addOptions({o.screenshot, o.size, o.no_difference, o.arrows, o.critical, o.zoom, o.step, o.demo});
 
-  auto fail = [](const QString& message) {
-    std::cerr << "ppview: error: " << pipescope::printable(message.toStdString()) << "\n";
-    return 2;
-  };
   // parse() rather than process(): process() prints and exits by itself, past the check of
   // stdout and the one-line error format.
   if (!parser.parse(QApplication::arguments())) return fail(parser.errorText());
@@ -133,44 +143,49 @@ int run_ppview(int argc, char** argv) {
     std::cout << "ppview " << PIPESCOPE_VERSION << "\n";
     return 0;
   }
+  return show_viewer(app, parser, o);
+}
+
+// Past --help and --version: the window, its traces, and the screenshot or the event loop.
+int show_viewer(QApplication& app, const QCommandLineParser& parser, const ViewerOptions& o) {
   const QStringList files = parser.positionalArguments();
   // The format comes from the name, checked before anything is read: shot.jpg holds a JPEG,
   // never PNG bytes under another name.
   QByteArray format;
-  if (parser.isSet(screenshot)) {
-    const auto from_name = screenshot_format(parser.value(screenshot));
+  if (parser.isSet(o.screenshot)) {
+    const auto from_name = screenshot_format(parser.value(o.screenshot));
     if (!from_name) {
       QStringList known;
       for (const QByteArray& f : QImageWriter::supportedImageFormats()) known << QString::fromLatin1(f);
-      return fail("--screenshot " + parser.value(screenshot) + ": the file name must end in an image format this ppview writes (" +
-                  known.join(", ") + ")");
+      return fail("--screenshot " + parser.value(o.screenshot) +
+                  ": the file name must end in an image format this ppview writes (" + known.join(", ") + ")");
     }
     format = *from_name;
   }
   int width = 1600, height = 1000;
   {
-    const QStringList parts = parser.value(size).split('x');
+    const QStringList parts = parser.value(o.size).split('x');
     bool ok_w = false, ok_h = false;
     if (parts.size() == 2) {
       width = parts[0].toInt(&ok_w);
       height = parts[1].toInt(&ok_h);
     }
     if (!ok_w || !ok_h || width < 200 || height < 200 || width > 10000 || height > 10000)
-      return fail("--size: expected WxH between 200x200 and 10000x10000, not '" + parser.value(size) + "'");
+      return fail("--size: expected WxH between 200x200 and 10000x10000, not '" + parser.value(o.size) + "'");
   }
 
   pipescope::gui::MainWindow window;
   window.resize(width, height);
-  if (parser.isSet(step)) {
+  if (parser.isSet(o.step)) {
     bool ok = false;
-    const int n = parser.value(step).toInt(&ok);
-    if (!ok || n < 0) return fail("--step: expected a step number (0 or more), not '" + parser.value(step) + "'");
+    const int n = parser.value(o.step).toInt(&ok);
+    if (!ok || n < 0) return fail("--step: expected a step number (0 or more), not '" + parser.value(o.step) + "'");
     window.set_torch_step(n);
   }
-  window.set_difference(!parser.isSet(no_difference));
-  window.set_flows(parser.isSet(arrows));
-  window.set_critical_path(parser.isSet(critical));
-  if (parser.isSet(demo)) {
+  window.set_difference(!parser.isSet(o.no_difference));
+  window.set_flows(parser.isSet(o.arrows));
+  window.set_critical_path(parser.isSet(o.critical));
+  if (parser.isSet(o.demo)) {
     if (!files.isEmpty()) return fail("--demo shows generated traces; give either --demo or trace files");
     pipescope::traces::SyntheticPipeline pipeline;
     pipescope::traces::Trace predicted = pipescope::traces::make_1f1b_trace(pipeline);
@@ -178,27 +193,35 @@ int run_ppview(int argc, char** argv) {
     pipeline.slow_rank = 2;
     pipeline.slow_factor = 1.3;
     pipeline.source = "measured";
-    window.show_traces(std::move(predicted), pipescope::traces::make_1f1b_trace(pipeline), "demo: predicted vs measured");
+    window.show_traces(std::move(predicted), pipescope::traces::make_1f1b_trace(pipeline),
+                       "demo: predicted vs measured");
   }
-  if (!files.isEmpty()) {
-    if (parser.isSet(screenshot)) {
-      if (auto error = window.open_files(files)) return fail(*error);
-    } else {
-      window.open_files_interactively(files);
-    }
+  if (!files.isEmpty() && parser.isSet(o.screenshot)) {
+    if (auto error = window.open_files(files)) return fail(*error);
   }
-  if (parser.isSet(zoom)) {
-    const QStringList parts = parser.value(zoom).split(',');
+  std::optional<std::pair<double, double>> zoom_range;
+  if (parser.isSet(o.zoom)) {
+    const QStringList parts = parser.value(o.zoom).split(',');
     bool ok_a = false, ok_b = false;
-    const double a = parts.size() == 2 ? parts[0].toDouble(&ok_a) : 0, b = parts.size() == 2 ? parts[1].toDouble(&ok_b) : 0;
-    if (!ok_a || !ok_b || !(b > a)) return fail("--zoom: expected START_US,END_US with START_US < END_US, not '" + parser.value(zoom) + "'");
-    window.timeline()->zoom_to(a, b);
+    const double a = parts.size() == 2 ? parts[0].toDouble(&ok_a) : 0,
+                 b = parts.size() == 2 ? parts[1].toDouble(&ok_b) : 0;
+    if (!ok_a || !ok_b || !(b > a))
+      return fail("--zoom: expected START_US,END_US with START_US < END_US, not '" + parser.value(o.zoom) + "'");
+    zoom_range = std::make_pair(a, b);
   }
+  auto apply_zoom = [&window, zoom_range] {
+    if (zoom_range) window.timeline()->zoom_to(zoom_range->first, zoom_range->second);
+  };
+  // With a window, large files are read behind a progress bar: the zoom waits for them.
+  if (!files.isEmpty() && !parser.isSet(o.screenshot))
+    window.open_files_interactively(files, apply_zoom);
+  else
+    apply_zoom();
 
-  if (parser.isSet(screenshot)) {
+  if (parser.isSet(o.screenshot)) {
     window.show();
     QApplication::processEvents();
-    const QString path = parser.value(screenshot);
+    const QString path = parser.value(o.screenshot);
     return write_screenshot(window.grab().toImage(), path, format);
   }
   window.show();
@@ -218,4 +241,6 @@ int run_ppview_within_memory(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return pipescope::finish_standard_output("ppview", run_ppview_within_memory(argc, argv)); }
+int main(int argc, char** argv) {
+  return pipescope::finish_standard_output("ppview", run_ppview_within_memory(argc, argv));
+}

@@ -13,7 +13,9 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include "file_progress.hpp"
 #include "gzip.hpp"
+#include "torch_profiler_document.hpp"
 #include "pipescope/core/input_file.hpp"
 #include "pipescope/core/json_limits.hpp"
 #include "pipescope/core/terminal_text.hpp"
@@ -128,8 +130,9 @@ FileHead look_at(const std::string& path) {
 std::string event_place(const std::string& path, std::size_t index, const json& e) {
   const auto name = e.find("name");
   return fmt::format("{}: traceEvents[{}]{}", path, index,
-                     name != e.end() && name->is_string() ? fmt::format(" (\"{}\")", printable(name->get_ref<const std::string&>()))
-                                                           : std::string());
+                     name != e.end() && name->is_string()
+                         ? fmt::format(" (\"{}\")", printable(name->get_ref<const std::string&>()))
+                         : std::string());
 }
 
 // A number field of an event, checked: its type, and the bound `problem_of` holds it to.
@@ -160,7 +163,8 @@ void check_events(RankFile& f) {
     const std::string& phase = ph->get_ref<const std::string&>();
     if (phase == "X") {
       const auto name = e.find("name");
-      if (name == e.end() || !name->is_string()) throw TraceError(fmt::format("{}: field 'name' must be a string", place));
+      if (name == e.end() || !name->is_string())
+        throw TraceError(fmt::format("{}: field 'name' must be a string", place));
       if (!e.contains("ts")) throw TraceError(fmt::format("{}: field 'ts' is missing", place));
       if (!e.contains("dur")) throw TraceError(fmt::format("{}: field 'dur' is missing", place));
       const double ts = checked_number(e, "ts", place, timestamp_problem);
@@ -195,14 +199,16 @@ void check_one_run(const std::vector<RankFile>& files) {
   std::map<int, const RankFile*> by_rank;
   for (const auto& f : files) {
     if (files.size() > 1 && !f.has_distributed_info)
-      throw TraceError(fmt::format("{} has no distributedInfo (torch.profiler writes it for a run with a process group), "
-                                   "so its rank is unknown: give it alone, or the files of one distributed run",
-                                   f.path));
+      throw TraceError(
+          fmt::format("{} has no distributedInfo (torch.profiler writes it for a run with a process group), "
+                      "so its rank is unknown: give it alone, or the files of one distributed run",
+                      f.path));
     if (f.world_size != files.front().world_size)
       throw TraceError(fmt::format("{} and {} are not of one run: world size {} and {}", files.front().path, f.path,
                                    files.front().world_size, f.world_size));
     if (f.rank < 0 || f.rank >= f.world_size)
-      throw TraceError(fmt::format("{}: distributedInfo.rank {} is outside the world size {}", f.path, f.rank, f.world_size));
+      throw TraceError(
+          fmt::format("{}: distributedInfo.rank {} is outside the world size {}", f.path, f.rank, f.world_size));
     const auto [it, added] = by_rank.emplace(f.rank, &f);
     if (!added) throw TraceError(fmt::format("{} and {} both hold rank {}", it->second->path, f.path, f.rank));
     const RankFile& first = files.front();
@@ -214,19 +220,22 @@ void check_one_run(const std::vector<RankFile>& files) {
 
 }  // namespace
 
-RankFile load_rank_file(const std::string& path) {
+RankFile load_rank_file(const std::string& path, ReadProgress* progress) {
   RankFile f;
   f.path = path;
   std::string text = read_regular(path);
+  FileProgress file_progress(progress, text.size());
   if (looks_gzipped(text)) text = gunzip(text, path);
   text = without_byte_order_mark(std::move(text));
   if (!has_torch_header(text)) throw TraceError(path + ": not a torch.profiler trace (no schemaVersion header)");
   if (auto problem = json_depth_problem(text)) throw TraceError(path + ": " + *problem);
   try {
-    f.doc = json::parse(text);
+    file_progress.set_text_bytes(text.size());
+    f.doc = parse_torch_document(text, file_progress);
   } catch (const json::exception& e) {
     std::string why = e.what();
-    if (auto end = why.find("] "); why.rfind("[json.exception.", 0) == 0 && end != std::string::npos) why = why.substr(end + 2);
+    if (auto end = why.find("] "); why.rfind("[json.exception.", 0) == 0 && end != std::string::npos)
+      why = why.substr(end + 2);
     throw TraceError(fmt::format("{}: not valid JSON: {}", path, why));
   }
   if (!f.doc.is_object() || !f.doc.contains("traceEvents") || !f.doc["traceEvents"].is_array())
@@ -237,16 +246,19 @@ RankFile load_rank_file(const std::string& path) {
     f.rank = distributed_int(f, *info, "rank", 0);
     f.world_size = distributed_int(f, *info, "world_size", 1);
   }
-  if (const auto host = f.doc.find("host_name"); host != f.doc.end() && host->is_string()) f.host = host->get<std::string>();
+  if (const auto host = f.doc.find("host_name"); host != f.doc.end() && host->is_string())
+    f.host = host->get<std::string>();
   check_events(f);
+  file_progress.finish();
   return f;
 }
 
-std::vector<RankFile> load_run_files(const std::vector<std::string>& paths) {
+std::vector<RankFile> load_run_files(const std::vector<std::string>& paths, ReadProgress* progress) {
   const std::vector<std::string> file_paths = torch_profiler_files(paths);
   if (file_paths.empty()) throw TraceError("no torch.profiler trace files given");
   std::vector<RankFile> files;
-  for (const auto& p : file_paths) files.push_back(load_rank_file(p));
+  files.reserve(file_paths.size());
+  for (const auto& p : file_paths) files.push_back(load_rank_file(p, progress));
   check_one_run(files);
   std::sort(files.begin(), files.end(), [](const RankFile& a, const RankFile& b) { return a.rank < b.rank; });
   return files;
@@ -299,10 +311,12 @@ void check_numbering(const std::vector<RankFile>& files, const std::map<int, int
   for (const auto& [stage, micro_batches] : forwards) {
     const std::string gap = gap_in(micro_batches);
     if (gap.empty()) continue;
-    const std::string what = fmt::format("{}: stage {} forwards micro-batch {}, but not micro-batch {}: not a micro-batch of this run",
-                                         path_of_rank(files, stage_rank.at(stage)), stage, *micro_batches.rbegin(), gap);
+    const std::string what =
+        fmt::format("{}: stage {} forwards micro-batch {}, but not micro-batch {}: not a micro-batch of this run",
+                    path_of_rank(files, stage_rank.at(stage)), stage, *micro_batches.rbegin(), gap);
     if (steps_marked && every_rank) throw TraceError(what);
-    notes.push_back(what + (steps_marked ? " (or a rank's file is missing)" : " (or the profile started inside a step)"));
+    notes.push_back(what +
+                    (steps_marked ? " (or a rank's file is missing)" : " (or the profile started inside a step)"));
   }
 }
 
@@ -341,18 +355,20 @@ std::vector<std::string> torch_profiler_files(const std::vector<std::string>& pa
       }
       const detail::FileHead head = detail::look_at(file);
       if (head.unreadable) throw TraceError(fmt::format("{}: not a trace file: {}", file, *head.unreadable));
-      if (head.torch) inside.push_back(file);
+      if (head.torch)
+        inside.push_back(file);
       else if (detail::is_torch_file_name(entry.path()))
         throw TraceError(file + ": not a torch.profiler trace (no schemaVersion header)");
     }
     if (ec) throw TraceError(fmt::format("{}: cannot list the folder: {}", path, ec.message()));
     if (inside.empty())
-      throw TraceError(any_json ? fmt::format("{}: no torch.profiler trace in the folder (its .json files have no "
-                                              "schemaVersion header; give other traces by their file names)",
-                                              path)
-                                : fmt::format("{} is a directory, expected a trace file or the folder of a torch.profiler "
-                                              "run: it holds no .json or .json.gz file",
-                                              path));
+      throw TraceError(any_json
+                           ? fmt::format("{}: no torch.profiler trace in the folder (its .json files have no "
+                                         "schemaVersion header; give other traces by their file names)",
+                                         path)
+                           : fmt::format("{} is a directory, expected a trace file or the folder of a torch.profiler "
+                                         "run: it holds no .json or .json.gz file",
+                                         path));
     std::sort(inside.begin(), inside.end());
     files.insert(files.end(), inside.begin(), inside.end());
   }

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipescope/traces/read_progress.hpp"
+
 namespace pipescope::traces::detail {
 
 // A file's header, the rank it holds and its events (as checked by load_rank_file).
@@ -29,13 +31,16 @@ struct RankFile {
 // skipped) nested no deeper than kMaxJsonDepth, torch's header, and every complete ("X") event
 // with a string name, numeric times within trace_limits.hpp's bounds and a non-negative
 // duration, every `[memory]` sample's bytes likewise. Throws TraceError naming the file, the
-// event (traceEvents[i] and its name) and the field.
-RankFile load_rank_file(const std::string& path);
+// event (traceEvents[i] and its name) and the field. The document keeps of each event only
+// what the reader uses (its kind, name, category, ids, times and the few args read), so a
+// large trace does not take several times its size in memory. `progress` (may be null) hears
+// how far the reading is; ReadCancelled when it asks to stop.
+RankFile load_rank_file(const std::string& path, ReadProgress* progress = nullptr);
 
 // The rank files of one run (files as given, folders expanded), loaded, checked to be one run
 // (one world size, distinct ranks, ranks named when there are several files, overlapping
 // recordings on one host) and sorted by rank.
-std::vector<RankFile> load_run_files(const std::vector<std::string>& paths);
+std::vector<RankFile> load_run_files(const std::vector<std::string>& paths, ReadProgress* progress = nullptr);
 
 // Stages are numbered 0..S-1 and every stage forwards micro-batches 0..M-1 in a step: refuses
 // (or notes, where a missing rank file may hold the gap) numbers past a gap. `stage_rank`: the

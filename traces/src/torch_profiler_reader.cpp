@@ -30,7 +30,6 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 using detail::Action;
-using detail::RankFile;
 using detail::action_number;
 using detail::bytes_of;
 using detail::check_numbering;
@@ -44,6 +43,7 @@ using detail::kStepPrefix;
 using detail::lane_of;
 using detail::parse_pp_action;
 using detail::program_period;
+using detail::RankFile;
 using detail::step_number;
 using detail::text_field;
 
@@ -56,7 +56,8 @@ class RankReader {
  public:
   // `first`: the run's first rank file, whose last step the others read when no step is given
   // (a rank that lacks it is refused: the files are not one profiled window).
-  RankReader(const RankFile& file, const RankFile& first, const TorchReadOptions& options, std::vector<std::string>& notes)
+  RankReader(const RankFile& file, const RankFile& first, const TorchReadOptions& options,
+             std::vector<std::string>& notes)
       : file_(file), first_(first), options_(options), notes_(notes) {}
 
   // The step's window and the actions in it; the stage map needs every rank's actions
@@ -69,7 +70,8 @@ class RankReader {
       if (name.rfind(kActionPrefix, 0) != 0 || !in_step(*e)) continue;
       auto action = parse_pp_action(std::string_view(name).substr(kActionPrefix.size()));
       if (!action) {
-        notes_.push_back(fmt::format("{}: '{}' is not an action torch writes; kept as an operator", file_.path, printable(name)));
+        notes_.push_back(
+            fmt::format("{}: '{}' is not an action torch writes; kept as an operator", file_.path, printable(name)));
         continue;
       }
       action->start_us = (*e)["ts"].get<double>();
@@ -77,7 +79,8 @@ class RankReader {
       if (!action->parts.empty() && split_overlap(*action)) continue;
       actions_.push_back(*action);
     }
-    std::sort(actions_.begin(), actions_.end(), [](const Action& a, const Action& b) { return a.start_us < b.start_us; });
+    std::sort(actions_.begin(), actions_.end(),
+              [](const Action& a, const Action& b) { return a.start_us < b.start_us; });
     attach_transport_calls();
     attach_kernels();
     find_waiting_receives();
@@ -94,7 +97,8 @@ class RankReader {
     auto forward = parse_pp_action(std::string_view(overlap.parts).substr(0, semicolon));
     auto backward = parse_pp_action(std::string_view(overlap.parts).substr(semicolon + 1));
     if (!forward || !backward || forward->kind != EventKind::Forward ||
-        (backward->kind != EventKind::Backward && backward->kind != EventKind::BackwardInput)) return false;
+        (backward->kind != EventKind::Backward && backward->kind != EventKind::BackwardInput))
+      return false;
     double split_us = overlap.end_us;
     for (const json* e : spans_) {
       const double ts = (*e)["ts"].get<double>();
@@ -105,7 +109,8 @@ class RankReader {
     double forward_end_us = overlap.start_us;
     for (const json* e : spans_) {
       const double ts = (*e)["ts"].get<double>();
-      if (ts <= overlap.start_us || ts >= split_us || is_transport_call((*e)["name"].get_ref<const std::string&>())) continue;
+      if (ts <= overlap.start_us || ts >= split_us || is_transport_call((*e)["name"].get_ref<const std::string&>()))
+        continue;
       forward_end_us = std::max(forward_end_us, std::min(split_us, ts + (*e)["dur"].get<double>()));
     }
     forward->start_us = overlap.start_us, forward->end_us = forward_end_us;
@@ -172,9 +177,9 @@ class RankReader {
   // The ProfilerStep#N span's length and the CPU operators recorded in it (0 without steps).
   double step_duration_us() const { return step_ ? window_.end_us - window_.start_us : 0.0; }
   std::size_t step_operators() const {
-    return step_ ? static_cast<std::size_t>(std::count_if(spans_.begin(), spans_.end(), [&](const json* e) {
-                     return (*e)["cat"] == "cpu_op" && in_step(*e);
-                   }))
+    return step_ ? static_cast<std::size_t>(
+                       std::count_if(spans_.begin(), spans_.end(),
+                                     [&](const json* e) { return (*e)["cat"] == "cpu_op" && in_step(*e); }))
                  : 0;
   }
   // The GPU stream lanes (lane, name) that emit added.
@@ -205,9 +210,11 @@ class RankReader {
         spans_.push_back(&e);
       }
     }
-    if (cpu_ops_by_pid.empty()) throw TraceError(file_.path + ": no CPU operators: not a torch.profiler trace of a run");
-    pid_ = std::max_element(cpu_ops_by_pid.begin(), cpu_ops_by_pid.end(),
-                            [](const auto& a, const auto& b) { return a.second < b.second; })->first;
+    if (cpu_ops_by_pid.empty())
+      throw TraceError(file_.path + ": no CPU operators: not a torch.profiler trace of a run");
+    pid_ = std::max_element(cpu_ops_by_pid.begin(), cpu_ops_by_pid.end(), [](const auto& a, const auto& b) {
+             return a.second < b.second;
+           })->first;
     std::erase_if(spans_, [&](const json* e) { return (*e)["pid"].get<std::int64_t>() != pid_; });
   }
 
@@ -218,13 +225,16 @@ class RankReader {
     const std::vector<int> first_steps = &first_ == &file_ ? std::vector<int>() : profiled_steps(first_);
     if (steps.empty()) {
       if (options_.step)
-        throw TraceError(fmt::format("{}: --step {}: the trace marks no steps (no ProfilerStep#N spans: torch marks "
-                                     "them only when the profiler has a schedule)", file_.path, *options_.step));
+        throw TraceError(
+            fmt::format("{}: --step {}: the trace marks no steps (no ProfilerStep#N spans: torch marks "
+                        "them only when the profiler has a schedule)",
+                        file_.path, *options_.step));
       if (!first_steps.empty())
         throw TraceError(fmt::format("{} marks no steps (no ProfilerStep#N spans), {} does: not one profiled window",
                                      file_.path, first_.path));
-      notes_.push_back(file_.path + ": no ProfilerStep#N spans (profile with a schedule to mark steps): "
-                                    "the whole trace is read as one step");
+      notes_.push_back(file_.path +
+                       ": no ProfilerStep#N spans (profile with a schedule to mark steps): "
+                       "the whole trace is read as one step");
       window_ = {-std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
       return;
     }
@@ -236,17 +246,21 @@ class RankReader {
       if (std::find(notes_.begin(), notes_.end(), note) == notes_.end()) notes_.push_back(note);
     }
     if (&first_ != &file_ && !options_.step && first_steps.empty())
-      throw TraceError(fmt::format("{} marks steps (ProfilerStep#N spans), {} does not: not one profiled window", file_.path,
-                                   first_.path));
-    const int chosen = options_.step ? *options_.step : first_steps.empty() ? steps.rbegin()->first : first_steps.back();
+      throw TraceError(fmt::format("{} marks steps (ProfilerStep#N spans), {} does not: not one profiled window",
+                                   file_.path, first_.path));
+    const int chosen = options_.step         ? *options_.step
+                       : first_steps.empty() ? steps.rbegin()->first
+                                             : first_steps.back();
     const auto it = steps.find(chosen);
     if (it == steps.end()) {
       std::string present;
       for (const auto& [n, _] : steps) present += (present.empty() ? "" : ", ") + std::to_string(n);
       if (!options_.step)
-        throw TraceError(fmt::format("{}: no ProfilerStep#{}, the last step of {} (steps there: {}): not one profiled window",
-                                     file_.path, chosen, first_.path, present));
-      throw TraceError(fmt::format("{}: --step {}: no ProfilerStep#{} (steps there: {})", file_.path, chosen, chosen, present));
+        throw TraceError(
+            fmt::format("{}: no ProfilerStep#{}, the last step of {} (steps there: {}): not one profiled window",
+                        file_.path, chosen, first_.path, present));
+      throw TraceError(
+          fmt::format("{}: --step {}: no ProfilerStep#{} (steps there: {})", file_.path, chosen, chosen, present));
     }
     step_ = chosen;
     window_ = it->second;
@@ -273,7 +287,8 @@ class RankReader {
     // Step k runs from its first action to the next step's first; the last to the end of the
     // rank's last operator (the optimizer step after it included, as a ProfilerStep#N holds it).
     double trace_end_us = 0;
-    for (const json* e : spans_) trace_end_us = std::max(trace_end_us, (*e)["ts"].get<double>() + (*e)["dur"].get<double>());
+    for (const json* e : spans_)
+      trace_end_us = std::max(trace_end_us, (*e)["ts"].get<double>() + (*e)["dur"].get<double>());
     const std::size_t count = actions.size() / period;
     for (std::size_t k = 0; k < count; ++k)
       steps[static_cast<int>(k)] = {(*actions[k * period])["ts"].get<double>(),
@@ -328,8 +343,8 @@ class RankReader {
       const bool activation = carries_activation(recv.kind);
       for (std::size_t j = i + 1; j < actions_.size(); ++j) {
         Action& c = actions_[j];
-        const bool consumes =
-            activation ? c.kind == EventKind::Forward : (c.kind == EventKind::Backward || c.kind == EventKind::BackwardInput);
+        const bool consumes = activation ? c.kind == EventKind::Forward
+                                         : (c.kind == EventKind::Backward || c.kind == EventKind::BackwardInput);
         if (!consumes || c.stage != recv.stage || c.micro_batch != recv.micro_batch) continue;
         waits.push_back({&recv, recv.transport_end_us - c.start_us});
         // torch waits for the data first thing in the action (_wait_batch_p2p), inside its span:
@@ -339,9 +354,10 @@ class RankReader {
       }
     }
     if (waits.empty()) return;
-    const double quickest = std::max(0.0, std::min_element(waits.begin(), waits.end(), [](const auto& a, const auto& b) {
-                                            return a.second < b.second;
-                                          })->second);
+    const double quickest =
+        std::max(0.0, std::min_element(waits.begin(), waits.end(), [](const auto& a, const auto& b) {
+                        return a.second < b.second;
+                      })->second);
     for (auto& [recv, wait_us] : waits) recv->arrival_measured = wait_us > 2 * quickest;
   }
 
@@ -389,9 +405,10 @@ class RankReader {
       out.events.push_back(std::move(ev));
       any = true;
     }
-    notes_.push_back(fmt::format("{}: no PP: action spans{}: events have no stage; compare and calibrate need a "
-                                 "multi-stage schedule class (which records PP: spans)",
-                                 file_.path, any ? " (a single-stage schedule class: Forward i / Backward i only)" : ""));
+    notes_.push_back(
+        fmt::format("{}: no PP: action spans{}: events have no stage; compare and calibrate need a "
+                    "multi-stage schedule class (which records PP: spans)",
+                    file_.path, any ? " (a single-stage schedule class: Forward i / Backward i only)" : ""));
   }
 
   void emit_operators(Trace& out, std::vector<std::pair<std::size_t, std::string>>& args) {
@@ -425,7 +442,8 @@ class RankReader {
       // A GPU runs behind its host: an action's kernels may end after the step's CPU span.
       if (kernel_action_[i] < 0 && !in_step(k)) continue;
       const auto key = std::make_pair(k["pid"].get<std::int64_t>(), id_text(k, "tid"));
-      const auto [it, added] = lane_of_stream.emplace(key, kOperatorsLane + 1 + static_cast<int>(lane_of_stream.size()));
+      const auto [it, added] =
+          lane_of_stream.emplace(key, kOperatorsLane + 1 + static_cast<int>(lane_of_stream.size()));
       if (added) stream_lanes_.emplace_back(it->second, fmt::format("GPU {} stream {}", key.first, key.second));
       TraceEvent ev;
       ev.rank = file_.rank;
@@ -490,7 +508,6 @@ std::vector<int> profiled_steps(const RankFile& file) {
   return RankReader(file, file, TorchReadOptions{}, ignored).step_numbers();
 }
 
-
 TorchRun read_run(const std::vector<RankFile>& files, const TorchReadOptions& options) {
   TorchRun run;
   std::vector<RankReader> readers;
@@ -530,18 +547,21 @@ TorchRun read_run(const std::vector<RankFile>& files, const TorchReadOptions& op
   // Events in time order; the args follow their events.
   std::vector<std::size_t> order(t.events.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return t.events[a].ts_us < t.events[b].ts_us; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return t.events[a].ts_us < t.events[b].ts_us; });
   std::vector<std::size_t> new_index(order.size());
   std::vector<TraceEvent> sorted;
   sorted.reserve(order.size());
-  for (std::size_t i = 0; i < order.size(); ++i) new_index[order[i]] = i, sorted.push_back(std::move(t.events[order[i]]));
+  for (std::size_t i = 0; i < order.size(); ++i)
+    new_index[order[i]] = i, sorted.push_back(std::move(t.events[order[i]]));
   t.events = std::move(sorted);
   for (auto& [event, text] : args) t.args.push_back({new_index[event], std::move(text)});
   std::sort(t.args.begin(), t.args.end(), [](const EventArgs& a, const EventArgs& b) { return a.event < b.event; });
 
   int stages = 0, micro_batches = 0;
   for (const auto& e : t.events)
-    if (e.lane < kNumLanes) stages = std::max(stages, e.stage + 1), micro_batches = std::max(micro_batches, e.micro_batch + 1);
+    if (e.lane < kNumLanes)
+      stages = std::max(stages, e.stage + 1), micro_batches = std::max(micro_batches, e.micro_batch + 1);
   t.meta.source = "measured";
   t.meta.schedule = "torch.distributed.pipelining";
   t.meta.num_ranks = world;
@@ -550,10 +570,12 @@ TorchRun read_run(const std::vector<RankFile>& files, const TorchReadOptions& op
   t.meta.iteration = readers.front().step().value_or(0);
   json sources = json::array();
   for (const auto& f : files) sources.push_back(f.path);
-  t.meta.extra["torch_profiler"] = {{"files", sources}, {"step", readers.front().step() ? json(*readers.front().step()) : json()}};
+  t.meta.extra["torch_profiler"] = {{"files", sources},
+                                    {"step", readers.front().step() ? json(*readers.front().step()) : json()}};
   if (readers.front().step()) {
     double duration_us = 0, operators = 0;
-    for (const auto& r : readers) duration_us += r.step_duration_us(), operators += static_cast<double>(r.step_operators());
+    for (const auto& r : readers)
+      duration_us += r.step_duration_us(), operators += static_cast<double>(r.step_operators());
     t.meta.extra["torch_profiler"][kStepDurationKey] = duration_us / static_cast<double>(readers.size());
     t.meta.extra["torch_profiler"][kStepOperatorsKey] = operators / static_cast<double>(readers.size());
   }
@@ -577,13 +599,15 @@ TorchRun read_run(const std::vector<RankFile>& files, const TorchReadOptions& op
 }  // namespace
 
 TorchRun read_torch_profiler_run(const std::vector<std::string>& paths, const TorchReadOptions& options) {
-  return read_run(detail::load_run_files(paths), options);
+  return read_run(detail::load_run_files(paths, options.progress), options);
 }
 
-std::vector<TorchRun> read_torch_profiler_steps(const std::vector<std::string>& paths, const TorchReadOptions& options) {
-  const std::vector<RankFile> files = detail::load_run_files(paths);
+std::vector<TorchRun> read_torch_profiler_steps(const std::vector<std::string>& paths,
+                                                const TorchReadOptions& options) {
+  const std::vector<RankFile> files = detail::load_run_files(paths, options.progress);
   std::vector<TorchRun> runs;
-  const std::vector<int> steps = options.every_step && !options.step ? profiled_steps(files.front()) : std::vector<int>{};
+  const std::vector<int> steps =
+      options.every_step && !options.step ? profiled_steps(files.front()) : std::vector<int>{};
   if (steps.size() < 2) {
     runs.push_back(read_run(files, options));
     return runs;

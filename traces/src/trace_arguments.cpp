@@ -50,13 +50,14 @@ std::vector<NamedTrace> read_trace_arguments(const std::vector<std::string>& pat
       inputs.push_back({{path}, path});
     }
   }
-  const bool any_torch = std::any_of(inputs.begin(), inputs.end(), [](const Input& i) { return !i.torch_paths.empty(); });
+  const bool any_torch =
+      std::any_of(inputs.begin(), inputs.end(), [](const Input& i) { return !i.torch_paths.empty(); });
   if (!any_torch && options.step)
     throw TraceError("--step: picks a step of torch.profiler traces; none of the inputs is one");
   std::vector<NamedTrace> out;
   for (const auto& input : inputs) {
     if (input.torch_paths.empty()) {
-      out.push_back({read_trace(input.path), input.path});
+      out.push_back({read_trace(input.path, options.progress), input.path});
       continue;
     }
     std::vector<NamedTrace> steps = read_torch_run(input.torch_paths, options, notes);

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "file_progress.hpp"
 #include "gzip.hpp"
 #include "trace_assembler.hpp"
 #include "trace_sax.hpp"
@@ -30,15 +31,20 @@ void check_not_empty(std::string_view json_text, const std::string& source) {
     throw TraceError(source + ": the file is empty");
 }
 
-std::optional<Trace> parse_fast(std::string_view json_text, bool text_is_padded, const std::string& source) {
+std::optional<Trace> parse_fast(std::string_view json_text, bool text_is_padded, const std::string& source,
+                                detail::FileProgress* progress = nullptr) {
   detail::TraceAssembler assembler(source);
-  if (!detail::read_with_simdjson(json_text, text_is_padded, assembler)) return std::nullopt;
+  if (!detail::read_with_simdjson(json_text, text_is_padded, assembler, progress)) return std::nullopt;
   return assembler.finish();
 }
 
-Trace parse_text(std::string_view json_text, bool text_is_padded, const std::string& source) {
+// `progress`: the fast path reports as it reads; the reference parser (rare: files the fast
+// path is not sure of) only at its end.
+Trace parse_text(std::string_view json_text, bool text_is_padded, const std::string& source,
+                 detail::FileProgress* progress = nullptr) {
   check_not_empty(json_text, source);
-  if (auto fast = parse_fast(json_text, text_is_padded, source)) return std::move(*fast);
+  if (auto fast = parse_fast(json_text, text_is_padded, source, progress)) return std::move(*fast);
+  if (progress) progress->check_cancel();
   return detail::parse_with_sax(json_text, source);
 }
 
@@ -76,14 +82,22 @@ std::string read_padded(const std::string& path) {
 
 }  // namespace
 
-Trace parse_trace(std::string_view json_text, const std::string& source) { return parse_text(json_text, false, source); }
+Trace parse_trace(std::string_view json_text, const std::string& source) {
+  return parse_text(json_text, false, source);
+}
 
-Trace read_trace(const std::string& path) {
+Trace read_trace(const std::string& path) { return read_trace(path, nullptr); }
+
+Trace read_trace(const std::string& path, ReadProgress* progress) {
   std::string bytes = read_padded(path);
+  detail::FileProgress file_progress(progress, bytes.size());
   if (detail::looks_gzipped(bytes)) bytes = detail::gunzip(bytes, path);
   const std::size_t size = bytes.size();
+  file_progress.set_text_bytes(size);
   bytes.append(kPadding, ' ');
-  return parse_text(std::string_view(bytes.data(), size), true, path);
+  Trace trace = parse_text(std::string_view(bytes.data(), size), true, path, &file_progress);
+  file_progress.finish();
+  return trace;
 }
 
 Trace parse_trace_reference(std::string_view json_text, const std::string& source) {

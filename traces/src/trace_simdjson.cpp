@@ -40,6 +40,13 @@ T checked(simdjson::simdjson_result<T>&& result) {
   return out;
 }
 
+// An element as a range-for over an array gives it: a copy (the type is trivially copyable)
+// read as above.
+template <class T>
+T checked(const simdjson::simdjson_result<T>& result) {
+  return checked(simdjson::simdjson_result<T>(result));
+}
+
 ondemand::field& checked_ref(simdjson::simdjson_result<ondemand::field>& result) {
   if (result.error() != simdjson::SUCCESS) throw UseReferenceParser{};
   return result.value_unsafe();
@@ -59,7 +66,7 @@ void consume(ondemand::value value, int depth) {
       }
       return;
     case ondemand::json_type::array:
-      for (auto element : checked(value.get_array())) consume(checked(std::move(element)), depth + 1);
+      for (auto element : checked(value.get_array())) consume(checked(element), depth + 1);
       return;
     case ondemand::json_type::number: checked(value.get_number()); return;
     case ondemand::json_type::string: checked(value.get_string()); return;
@@ -85,7 +92,7 @@ json to_json(ondemand::value value, int depth) {
     }
     case ondemand::json_type::array: {
       json out = json::array();
-      for (auto element : checked(value.get_array())) out.push_back(to_json(checked(std::move(element)), depth + 1));
+      for (auto element : checked(value.get_array())) out.push_back(to_json(checked(element), depth + 1));
       return out;
     }
     case ondemand::json_type::number: {
@@ -123,7 +130,8 @@ std::string_view key_of(simdjson::simdjson_result<ondemand::field>& result) {
 }
 
 RawId id_of(ondemand::value value) {
-  if (checked(value.type()) == ondemand::json_type::string) return RawId{true, 0, std::string(checked(value.get_string()))};
+  if (checked(value.type()) == ondemand::json_type::string)
+    return RawId{true, 0, std::string(checked(value.get_string()))};
   return RawId{false, integer_of(value), {}};
 }
 
@@ -194,35 +202,54 @@ void read_event(ondemand::object object, PendingEvent& e) {
   }
 }
 
-void read_events(ondemand::array events, TraceAssembler& assembler) {
+// Where the reading is, told to `progress` every kEventsPerReport events.
+constexpr std::size_t kEventsPerReport = 1 << 12;
+
+struct ProgressOfText {
+  FileProgress* progress = nullptr;
+  ondemand::document* doc = nullptr;
+  const char* text = nullptr;
+  void report() const {
+    const char* at = nullptr;
+    if (progress && doc->current_location().get(at) == simdjson::SUCCESS)
+      progress->at(static_cast<std::uint64_t>(at - text));
+  }
+};
+
+void read_events(ondemand::array events, TraceAssembler& assembler, const ProgressOfText& where) {
   PendingEvent e;
+  std::size_t count = 0;
   for (auto element : events) {
-    ondemand::object object = checked(checked(std::move(element)).get_object());
+    ondemand::object object = checked(checked(element).get_object());
     read_event(object, e);
     assembler.add_event(e);
+    if (++count % kEventsPerReport == 0) where.report();
   }
 }
 
-bool read_with_simdjson_checked(std::string_view text, bool text_is_padded, TraceAssembler& assembler) {
+bool read_with_simdjson_checked(std::string_view text, bool text_is_padded, TraceAssembler& assembler,
+                                FileProgress* progress) {
   std::optional<simdjson::padded_string> copy;
   if (!text_is_padded) copy.emplace(text.data(), text.size());
   const simdjson::padded_string_view padded =
-      copy ? simdjson::padded_string_view(*copy) : simdjson::padded_string_view(text.data(), text.size(), text.size() + kPadding);
+      copy ? simdjson::padded_string_view(*copy)
+           : simdjson::padded_string_view(text.data(), text.size(), text.size() + kPadding);
   // Events take about 136 bytes each in memory and at least ~60 in the text: reserving for
   // the upper bound touches no memory, and saves moving a million events while growing.
   assembler.reserve_events(text.size() / 64);
   ondemand::parser parser;
   ondemand::document doc = checked(parser.iterate(padded));
+  const ProgressOfText where{progress, &doc, padded.data()};
   const ondemand::json_type root_type = checked(doc.type());
   if (root_type == ondemand::json_type::array) {
-    read_events(checked(doc.get_array()), assembler);
+    read_events(checked(doc.get_array()), assembler, where);
   } else if (root_type == ondemand::json_type::object) {
     bool saw_events = false;
     for (auto field : checked(doc.get_object())) {
       const std::string_view key = checked(field.unescaped_key());
       ondemand::value v = checked(field.value());
       if (key == "traceEvents") {
-        read_events(checked(v.get_array()), assembler);
+        read_events(checked(v.get_array()), assembler, where);
         saw_events = true;
       } else if (key == "otherData") {
         if (checked(v.type()) != ondemand::json_type::object) return false;
@@ -243,9 +270,9 @@ bool read_with_simdjson_checked(std::string_view text, bool text_is_padded, Trac
 
 }  // namespace
 
-bool read_with_simdjson(std::string_view text, bool text_is_padded, TraceAssembler& assembler) {
+bool read_with_simdjson(std::string_view text, bool text_is_padded, TraceAssembler& assembler, FileProgress* progress) {
   try {
-    return read_with_simdjson_checked(text, text_is_padded, assembler);
+    return read_with_simdjson_checked(text, text_is_padded, assembler, progress);
   } catch (const UseReferenceParser&) {
     return false;
   } catch (const simdjson::simdjson_error&) {
@@ -259,7 +286,7 @@ bool read_with_simdjson(std::string_view text, bool text_is_padded, TraceAssembl
 
 bool have_simdjson() { return true; }
 #else
-bool read_with_simdjson(std::string_view, bool, TraceAssembler&) { return false; }
+bool read_with_simdjson(std::string_view, bool, TraceAssembler&, FileProgress*) { return false; }
 bool have_simdjson() { return false; }
 #endif
 

@@ -31,17 +31,16 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <future>
-#include <new>
 
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/gui/kinds.hpp"
 #include "pipescope/gui/time_ticks.hpp"
 #include "pipescope/traces/compare.hpp"
-#include "pipescope/traces/trace_arguments.hpp"
 #include "pipescope/traces/trace_io.hpp"
 #include "rank_summary_table.hpp"
 #include "timeline_widget.hpp"
+#include "trace_inputs.hpp"
+#include "trace_loading.hpp"
 
 namespace pipescope::gui {
 namespace {
@@ -69,7 +68,9 @@ QString percent(double fraction) {
 
 QString share(double fraction) { return QString::number(fraction * 100, 'f', 1) + "%"; }
 
-QString mib(std::int64_t bytes) { return QString::number(static_cast<double>(bytes) / (1024.0 * 1024.0), 'f', 1) + " MiB"; }
+QString mib(std::int64_t bytes) {
+  return QString::number(static_cast<double>(bytes) / (1024.0 * 1024.0), 'f', 1) + " MiB";
+}
 
 QString duration_text(double us) { return QString::fromStdString(format_duration_us(us)); }
 
@@ -134,8 +135,10 @@ void MainWindow::build_docks() {
 
 void MainWindow::fit_docks() {
   const int most = std::max(120, height() / 3);
-  const int table_height = std::max(ranks_->content_height(), summary_->horizontalHeader()->height() + 2 * summary_->frameWidth() +
-                                                                   std::min(summary_->rowCount(), 4) * summary_->verticalHeader()->defaultSectionSize());
+  const int table_height =
+      std::max(ranks_->content_height(),
+               summary_->horizontalHeader()->height() + 2 * summary_->frameWidth() +
+                   std::min(summary_->rowCount(), 4) * summary_->verticalHeader()->defaultSectionSize());
   // The dock's title bar and tab bar come on top of the table.
   const int wanted = std::clamp(table_height + 48, 100, most);
   resizeDocks({ranks_dock_, details_dock_}, {wanted, wanted}, Qt::Vertical);
@@ -155,7 +158,8 @@ void MainWindow::build_actions() {
   export_svg->setObjectName("export_svg");
   export_svg->setEnabled(can_export_svg());
   if (!can_export_svg()) export_svg->setToolTip("this ppview was built without Qt Svg (Debian: qt6-svg-dev)");
-  QAction* export_csv = file->addAction("Export rank table as &CSV...", this, &MainWindow::export_rank_table_with_dialog);
+  QAction* export_csv =
+      file->addAction("Export rank table as &CSV...", this, &MainWindow::export_rank_table_with_dialog);
   export_csv->setObjectName("export_csv");
   file->addSeparator();
   file->addAction("&Quit", QKeySequence::Quit, qApp, &QApplication::quit);
@@ -170,13 +174,16 @@ void MainWindow::build_actions() {
   bar->addAction(all);
   bar->addAction(to_selection);
   bar->addSeparator();
-  difference_action_ = view->addAction("&Difference view", this, [this](bool on) { timeline_->set_show_difference(on); });
+  difference_action_ =
+      view->addAction("&Difference view", this, [this](bool on) { timeline_->set_show_difference(on); });
   difference_action_->setCheckable(true);
   difference_action_->setChecked(timeline_->show_difference());
-  difference_action_->setToolTip("Shade measured operations by how much longer (red) or shorter (blue) they ran than predicted");
+  difference_action_->setToolTip(
+      "Shade measured operations by how much longer (red) or shorter (blue) they ran than predicted");
   flows_action_ = view->addAction("Send/receive &arrows", this, [this](bool on) { timeline_->set_show_flows(on); });
   flows_action_->setCheckable(true);
-  critical_action_ = view->addAction("&Critical path", this, [this](bool on) { timeline_->set_show_critical_path(on); });
+  critical_action_ =
+      view->addAction("&Critical path", this, [this](bool on) { timeline_->set_show_critical_path(on); });
   critical_action_->setCheckable(true);
   bar->addAction(difference_action_);
   bar->addAction(flows_action_);
@@ -210,91 +217,61 @@ void MainWindow::build_actions() {
   connect(search_, &QLineEdit::returnPressed, this, &MainWindow::find_next);
   QAction* find = new QAction(this);
   find->setShortcut(QKeySequence::Find);
-  connect(find, &QAction::triggered, this, [this] { search_->setFocus(); search_->selectAll(); });
+  connect(find, &QAction::triggered, this, [this] {
+    search_->setFocus();
+    search_->selectAll();
+  });
   addAction(find);
 
   QMenu* help = menuBar()->addMenu("&Help");
-  help->addAction("&Keys and mouse", this, [this] { QMessageBox::information(this, "Keys and mouse", TimelineWidget::help_text()); });
-}
-
-// torch.profiler traces: the per-rank files of one run (or its folder) are one measured trace.
-std::optional<QString> MainWindow::open_torch_files(const QStringList& paths) {
-  std::vector<std::string> inputs;
-  for (const auto& p : paths) inputs.push_back(QFile::encodeName(p).toStdString());
-  traces::TorchReadOptions options;
-  options.step = torch_step_;
-  std::vector<std::string> notes;
-  std::vector<traces::NamedTrace> loaded;
-  try {
-    loaded = traces::read_trace_arguments(inputs, options, notes);
-  } catch (const std::bad_alloc&) {
-    return QString("%1: the trace does not fit in this machine's memory").arg(paths.join(", "));
-  } catch (const std::exception& e) {
-    return QString::fromStdString(e.what());
-  }
-  if (loaded.size() > 2)
-    return QString("ppview shows one trace, or a predicted and a measured trace (got %1 traces)").arg(loaded.size());
-  if (loaded.size() == 2 && loaded[0].trace.meta.source == "measured" && loaded[1].trace.meta.source == "predicted")
-    std::swap(loaded[0], loaded[1]);
-  if (loaded.size() == 2) {
-    try {
-      traces::check_same_rank_count(loaded[0].trace, loaded[1].trace, loaded[0].name, loaded[1].name);
-    } catch (const std::exception& e) {
-      return QString::fromStdString(e.what());
-    }
-  }
-  QStringList names;
-  for (const auto& l : loaded) names << QFileInfo(QString::fromStdString(l.name)).fileName();
-  std::optional<traces::Trace> measured;
-  if (loaded.size() == 2) measured = std::move(loaded[1].trace);
-  show_traces(std::move(loaded[0].trace), std::move(measured), names.join(" vs "));
-  QStringList said;
-  for (const auto& n : notes) said << QString::fromStdString(n);
-  if (!said.isEmpty()) statusBar()->showMessage(said.join("; "));
-  remember(paths);
-  return std::nullopt;
+  help->addAction("&Keys and mouse", this,
+                  [this] { QMessageBox::information(this, "Keys and mouse", TimelineWidget::help_text()); });
 }
 
 std::optional<QString> MainWindow::open_files(const QStringList& paths) {
-  if (paths.isEmpty()) return QString("no trace file given");
-  for (const auto& p : paths)
-    if (traces::is_torch_profiler_input(QFile::encodeName(p).toStdString())) return open_torch_files(paths);
-  if (torch_step_) return QString("--step: picks a step of torch.profiler traces; none of the inputs is one");
-  if (paths.size() > 2) return QString("ppview shows one trace, or a predicted and a measured trace (got %1 files)").arg(paths.size());
-  std::vector<traces::Trace> loaded;
-  try {
-    // The two files of a pair are read at the same time, the second on another thread.
-    std::future<traces::Trace> second;
-    if (paths.size() == 2)
-      second = std::async(std::launch::async, [path = paths[1].toStdString()] { return traces::read_trace(path); });
-    loaded.push_back(traces::read_trace(paths[0].toStdString()));
-    if (second.valid()) loaded.push_back(second.get());
-  } catch (const std::bad_alloc&) {
-    return QString("%1: the trace does not fit in this machine's memory").arg(paths.join(", "));
-  } catch (const std::exception& e) {
-    return QString::fromStdString(e.what());
-  }
-  QStringList names;
-  for (const auto& p : paths) names << QFileInfo(p).fileName();
-  QStringList ordered = paths;  // in the order of `loaded`
-  if (loaded.size() == 2 && loaded[0].meta.source == "measured" && loaded[1].meta.source == "predicted") {
-    std::swap(loaded[0], loaded[1]);
-    ordered.swapItemsAt(0, 1);
-  }
-  // A pair is one pipeline predicted and measured: rows are paired by rank.
-  if (loaded.size() == 2) {
-    try {
-      traces::check_same_rank_count(loaded[0], loaded[1], ordered[0].toStdString(), ordered[1].toStdString());
-    } catch (const std::exception& e) {
-      return QString::fromStdString(e.what());
-    }
-  }
-  std::optional<traces::Trace> measured;
-  if (loaded.size() == 2) measured = std::move(loaded[1]);
-  show_traces(std::move(loaded[0]), std::move(measured), names.join(" vs "));
-  remember(paths);
+  TraceInputs read = read_trace_inputs(paths, torch_step_, nullptr);
+  if (read.error) return read.error;
+  show_inputs(std::move(read), paths);
   return std::nullopt;
 }
+
+void MainWindow::show_inputs(TraceInputs read, const QStringList& paths) {
+  show_traces(std::move(read.first), std::move(read.second), read.title);
+  if (!read.notes.isEmpty()) statusBar()->showMessage(read.notes.join("; "));
+  remember(paths);
+}
+
+void MainWindow::open_files_in_background(const QStringList& paths, std::function<void()> then) {
+  // A new read replaces one still running (its dialog is modal, so only a program asks).
+  if (loading_) {
+    loading_->cancel();
+    loading_->deleteLater();
+  }
+  auto read = std::make_shared<TraceInputs>();
+  const std::optional<int> step = torch_step_;
+  const QString label =
+      QString("Reading %1")
+          .arg(paths.size() == 1 ? QFileInfo(paths.front()).fileName() : QString("%1 files").arg(paths.size()));
+  loading_ = new TraceLoading(
+      this, label, trace_input_bytes(paths),
+      [read, paths, step](traces::ReadProgress& progress) { *read = read_trace_inputs(paths, step, &progress); },
+      [this, read, paths, then = std::move(then)] {
+        if (read->cancelled) return;
+        if (read->error) {
+          QMessageBox::critical(this, "ppview: cannot open trace", *read->error);
+          return;
+        }
+        show_inputs(std::move(*read), paths);
+        if (then) then();
+      });
+  TraceLoading* started = loading_;
+  connect(started, &TraceLoading::ended, this, [this, started] {
+    if (loading_ == started) loading_ = nullptr;
+    started->deleteLater();
+  });
+}
+
+bool MainWindow::loading() const { return loading_ != nullptr; }
 
 void MainWindow::show_traces(traces::Trace predicted, std::optional<traces::Trace> measured, const QString& title) {
   auto model = std::make_shared<TimelineModel>();
@@ -308,14 +285,24 @@ void MainWindow::show_traces(traces::Trace predicted, std::optional<traces::Trac
   refresh_summary();
   ranks_->show_model(model_.get());
   // A pair's comparison is what one looks at first; a single trace of many ranks, its ranks.
-  if (model_->series_count() == 2) summary_dock_->raise();
-  else ranks_dock_->raise();
+  if (model_->series_count() == 2)
+    summary_dock_->raise();
+  else
+    ranks_dock_->raise();
   fit_docks();
   setWindowTitle(title + " - ppview");
 }
 
-void MainWindow::open_files_interactively(const QStringList& paths) {
-  if (auto error = open_files(paths)) QMessageBox::critical(this, "ppview: cannot open trace", *error);
+void MainWindow::open_files_interactively(const QStringList& paths, std::function<void()> then) {
+  if (trace_input_bytes(paths) >= background_read_bytes_) {
+    open_files_in_background(paths, std::move(then));
+    return;
+  }
+  if (auto error = open_files(paths)) {
+    QMessageBox::critical(this, "ppview: cannot open trace", *error);
+    return;
+  }
+  if (then) then();
 }
 
 void MainWindow::open_with_dialog() {
@@ -344,32 +331,31 @@ void MainWindow::set_critical_path(bool on) {
   timeline_->set_show_critical_path(on);
 }
 
-void MainWindow::refresh_summary() {
-  summary_->setRowCount(0);
-  if (!model_) return;
-  const bool pair = model_->series_count() == 2;
-  summary_->setColumnCount(pair ? 4 : 2);
-  summary_->setHorizontalHeaderLabels(pair ? QStringList{"", "predicted", "measured", "error"} : QStringList{"", "value"});
-  if (pair)
-    summary_->horizontalHeaderItem(3)->setToolTip("(predicted - measured) / measured, as ppsim compare states it: negative where "
-                                                  "the run took longer than predicted; bubbles in percentage points");
-  auto add = [&](const QString& what, const QString& a, const QString& b = {}, const QString& error = {}) {
-    const int row = summary_->rowCount();
-    summary_->insertRow(row);
+namespace {
+
+// The summary table's rows: a name and a value, or (a pair) predicted, measured and error.
+class SummaryRows {
+ public:
+  SummaryRows(QTableWidget* table, bool pair) : table_(table), pair_(pair) {}
+
+  void add(const QString& what, const QString& a, const QString& b = {}, const QString& error = {}) const {
+    const int row = table_->rowCount();
+    table_->insertRow(row);
     auto* name = new QTableWidgetItem(what);
     name->setToolTip(what);
-    summary_->setItem(row, 0, name);
-    summary_->setItem(row, 1, new QTableWidgetItem(a));
-    if (pair) {
-      summary_->setItem(row, 2, new QTableWidgetItem(b));
+    table_->setItem(row, 0, name);
+    table_->setItem(row, 1, new QTableWidgetItem(a));
+    if (pair_) {
+      table_->setItem(row, 2, new QTableWidgetItem(b));
       auto* item = new QTableWidgetItem(error);
-      summary_->setItem(row, 3, item);
+      table_->setItem(row, 3, item);
     }
-  };
+  }
+
   // A row per rank up to kSummaryRankRows ranks; past that (a million ranks) the least and the
   // most of the figure, each naming its rank: the per-rank detail is the Ranks table's.
-  auto add_per_rank = [&](const QString& what, int ranks, const std::function<double(int)>& key,
-                          const std::function<void(int, const QString&)>& add_rank) {
+  void add_per_rank(const QString& what, int ranks, const std::function<double(int)>& key,
+                    const std::function<void(int, const QString&)>& add_rank) const {
     if (ranks <= kSummaryRankRows) {
       for (int r = 0; r < ranks; ++r) add_rank(r, QString("rank %1 %2").arg(r).arg(what));
       return;
@@ -384,89 +370,121 @@ void MainWindow::refresh_summary() {
     if (least < 0) return;
     add_rank(least, QString("%1, least: rank %2 of %3").arg(what).arg(least).arg(ranks));
     add_rank(most, QString("%1, most: rank %2 of %3").arg(what).arg(most).arg(ranks));
+  }
+
+ private:
+  QTableWidget* table_;
+  bool pair_;
+};
+
+// A predicted and a measured trace: the comparison's figures, and where it is off.
+void add_comparison_rows(const SummaryRows& rows, const traces::Comparison& c) {
+  const int compared = static_cast<int>(c.ranks.size());
+  rows.add("iteration time", duration_text(c.iteration_time_predicted_s * 1e6),
+           duration_text(c.iteration_time_measured_s * 1e6), percent(c.iteration_time_error));
+  rows.add("bubble (mean)", share(c.bubble_fraction_predicted), share(c.bubble_fraction_measured),
+           percent(c.bubble_fraction_predicted - c.bubble_fraction_measured) + " pts");
+  rows.add("op duration MAPE", "", "", share(c.op_duration_mape));
+  rows.add("matched / unmatched", QString::number(c.matched.size()),
+           QString("%1 / %2").arg(c.unmatched_predicted).arg(c.unmatched_measured));
+  rows.add_per_rank(
+      "bubble", compared, [&](int i) { return c.ranks[static_cast<std::size_t>(i)].bubble_fraction_measured; },
+      [&](int i, const QString& label) {
+        const auto& r = c.ranks[static_cast<std::size_t>(i)];
+        rows.add(label, share(r.bubble_fraction_predicted), share(r.bubble_fraction_measured),
+                 percent(r.bubble_fraction_predicted - r.bubble_fraction_measured) + " pts");
+      });
+  rows.add_per_rank(
+      "peak memory", compared,
+      [&](int i) { return static_cast<double>(c.ranks[static_cast<std::size_t>(i)].peak_memory_measured_bytes); },
+      [&](int i, const QString& label) {
+        const auto& r = c.ranks[static_cast<std::size_t>(i)];
+        rows.add(label, mib(r.peak_memory_predicted_bytes), mib(r.peak_memory_measured_bytes),
+                 percent(r.peak_memory_error));
+      });
+  // Time the host took from a rank's cores during the measured step (steal on a virtual
+  // machine): above a few percent, the measurement is slower for reasons outside the run.
+  const bool any_stolen = std::any_of(c.ranks.begin(), c.ranks.end(),
+                                      [](const auto& r) { return std::isfinite(r.stolen_fraction_measured); });
+  if (any_stolen)
+    rows.add_per_rank(
+        "stolen by the host", compared,
+        [&](int i) {
+          const double f = c.ranks[static_cast<std::size_t>(i)].stolen_fraction_measured;
+          return std::isfinite(f) ? f : std::nan("");
+        },
+        [&](int i, const QString& label) {
+          const auto& r = c.ranks[static_cast<std::size_t>(i)];
+          if (!std::isfinite(r.stolen_fraction_measured)) return;
+          rows.add(label, "", share(r.stolen_fraction_measured),
+                   r.stolen_fraction_measured > traces::kDisturbedStolenFraction ? "disturbed" : "");
+        });
+  // What a receive costs when its data was sent before it (the transport's own work) and
+  // what a message took when the receive waited for it: where a communication model is off.
+  // A mean is NaN where a side has no such receive: the cell stays empty.
+  auto add_means = [&](const QString& what, double predicted_us, double measured_us) {
+    if (std::isnan(predicted_us) && std::isnan(measured_us)) return;
+    rows.add(what, std::isnan(predicted_us) ? QString() : duration_text(predicted_us),
+             std::isnan(measured_us) ? QString() : duration_text(measured_us),
+             std::isnan(predicted_us) || std::isnan(measured_us) ? QString()
+                                                                 : percent((predicted_us - measured_us) / measured_us));
   };
+  add_means("receive, data sent before (mean)", c.receives_predicted.ready_mean_us(),
+            c.receives_measured.ready_mean_us());
+  add_means("receive that waited, send to data (mean)", c.receives_predicted.waited_mean_us(),
+            c.receives_measured.waited_mean_us());
+}
+
+}  // namespace
+
+void MainWindow::refresh_summary() {
+  summary_->setRowCount(0);
+  if (!model_) return;
+  const bool pair = model_->series_count() == 2;
+  summary_->setColumnCount(pair ? 4 : 2);
+  summary_->setHorizontalHeaderLabels(pair ? QStringList{"", "predicted", "measured", "error"}
+                                           : QStringList{"", "value"});
+  if (pair)
+    summary_->horizontalHeaderItem(3)->setToolTip(
+        "(predicted - measured) / measured, as ppsim compare states it: negative where "
+        "the run took longer than predicted; bubbles in percentage points");
+  const SummaryRows rows(summary_, pair);
   if (pair) {
-    const auto& c = *model_->comparison();
-    const int compared = static_cast<int>(c.ranks.size());
-    add("iteration time", duration_text(c.iteration_time_predicted_s * 1e6), duration_text(c.iteration_time_measured_s * 1e6),
-        percent(c.iteration_time_error));
-    add("bubble (mean)", share(c.bubble_fraction_predicted), share(c.bubble_fraction_measured),
-        percent(c.bubble_fraction_predicted - c.bubble_fraction_measured) + " pts");
-    add("op duration MAPE", "", "", share(c.op_duration_mape));
-    add("matched / unmatched", QString::number(c.matched.size()), QString("%1 / %2").arg(c.unmatched_predicted).arg(c.unmatched_measured));
-    add_per_rank(
-        "bubble", compared, [&](int i) { return c.ranks[static_cast<std::size_t>(i)].bubble_fraction_measured; },
-        [&](int i, const QString& label) {
-          const auto& r = c.ranks[static_cast<std::size_t>(i)];
-          add(label, share(r.bubble_fraction_predicted), share(r.bubble_fraction_measured),
-              percent(r.bubble_fraction_predicted - r.bubble_fraction_measured) + " pts");
-        });
-    add_per_rank(
-        "peak memory", compared,
-        [&](int i) { return static_cast<double>(c.ranks[static_cast<std::size_t>(i)].peak_memory_measured_bytes); },
-        [&](int i, const QString& label) {
-          const auto& r = c.ranks[static_cast<std::size_t>(i)];
-          add(label, mib(r.peak_memory_predicted_bytes), mib(r.peak_memory_measured_bytes), percent(r.peak_memory_error));
-        });
-    // Time the host took from a rank's cores during the measured step (steal on a virtual
-    // machine): above a few percent, the measurement is slower for reasons outside the run.
-    const bool any_stolen =
-        std::any_of(c.ranks.begin(), c.ranks.end(), [](const auto& r) { return std::isfinite(r.stolen_fraction_measured); });
-    if (any_stolen)
-      add_per_rank(
-          "stolen by the host", compared,
-          [&](int i) {
-            const double f = c.ranks[static_cast<std::size_t>(i)].stolen_fraction_measured;
-            return std::isfinite(f) ? f : std::nan("");
-          },
-          [&](int i, const QString& label) {
-            const auto& r = c.ranks[static_cast<std::size_t>(i)];
-            if (!std::isfinite(r.stolen_fraction_measured)) return;
-            add(label, "", share(r.stolen_fraction_measured),
-                r.stolen_fraction_measured > traces::kDisturbedStolenFraction ? "disturbed" : "");
-          });
-    // What a receive costs when its data was sent before it (the transport's own work) and
-    // what a message took when the receive waited for it: where a communication model is off.
-    // A mean is NaN where a side has no such receive: the cell stays empty.
-    auto add_means = [&](const QString& what, double predicted_us, double measured_us) {
-      if (std::isnan(predicted_us) && std::isnan(measured_us)) return;
-      add(what, std::isnan(predicted_us) ? QString() : duration_text(predicted_us),
-          std::isnan(measured_us) ? QString() : duration_text(measured_us),
-          std::isnan(predicted_us) || std::isnan(measured_us) ? QString() : percent((predicted_us - measured_us) / measured_us));
-    };
-    add_means("receive, data sent before (mean)", c.receives_predicted.ready_mean_us(), c.receives_measured.ready_mean_us());
-    add_means("receive that waited, send to data (mean)", c.receives_predicted.waited_mean_us(),
-              c.receives_measured.waited_mean_us());
+    add_comparison_rows(rows, *model_->comparison());
   } else if (model_->has_pipeline(0)) {
     const auto& t = model_->trace(0);
-    add("iteration time", duration_text(traces::iteration_time_us(t)));
+    rows.add("iteration time", duration_text(traces::iteration_time_us(t)));
     const int ranks = model_->rank_count();
-    add_per_rank(
+    rows.add_per_rank(
         "bubble", ranks, [&](int r) { return model_->bubble_fraction(0, r); },
-        [&](int r, const QString& label) { add(label, share(model_->bubble_fraction(0, r))); });
-    add_per_rank(
+        [&](int r, const QString& label) { rows.add(label, share(model_->bubble_fraction(0, r))); });
+    rows.add_per_rank(
         "peak memory", ranks,
-        [&](int r) { return model_->memory(0, r).empty() ? std::nan("") : static_cast<double>(model_->peak_memory_bytes(0, r)); },
+        [&](int r) {
+          return model_->memory(0, r).empty() ? std::nan("") : static_cast<double>(model_->peak_memory_bytes(0, r));
+        },
         [&](int r, const QString& label) {
-          if (!model_->memory(0, r).empty()) add(label, mib(model_->peak_memory_bytes(0, r)));
+          if (!model_->memory(0, r).empty()) rows.add(label, mib(model_->peak_memory_bytes(0, r)));
         });
   } else {
     // A plain Chrome or profiler trace has no pipeline: no iteration, no bubble.
     const auto& t = model_->trace(0);
-    add("time span", duration_text(t.end_us()));
-    add("slices", QString::number(t.events.size()));
-    if (!t.instants.empty()) add("instant events", QString::number(t.instants.size()));
-    if (!t.counters.empty()) add("counter samples", QString::number(t.counters.size()));
+    rows.add("time span", duration_text(t.end_us()));
+    rows.add("slices", QString::number(t.events.size()));
+    if (!t.instants.empty()) rows.add("instant events", QString::number(t.instants.size()));
+    if (!t.counters.empty()) rows.add("counter samples", QString::number(t.counters.size()));
     const int ranks = model_->rank_count();
-    add_per_rank(
+    rows.add_per_rank(
         "peak memory", ranks,
-        [&](int r) { return model_->memory(0, r).empty() ? std::nan("") : static_cast<double>(model_->peak_memory_bytes(0, r)); },
+        [&](int r) {
+          return model_->memory(0, r).empty() ? std::nan("") : static_cast<double>(model_->peak_memory_bytes(0, r));
+        },
         [&](int r, const QString& label) {
           if (model_->memory(0, r).empty()) return;
           // A plain trace names its processes: the name, not "rank N", leads the row.
-          add(ranks <= kSummaryRankRows ? QString::fromStdString(model_->rank_name(r)) + " peak memory"
-                                        : QString::fromStdString(model_->rank_name(r)) + " " + label,
-              mib(model_->peak_memory_bytes(0, r)));
+          rows.add(ranks <= kSummaryRankRows ? QString::fromStdString(model_->rank_name(r)) + " peak memory"
+                                             : QString::fromStdString(model_->rank_name(r)) + " " + label,
+                   mib(model_->peak_memory_bytes(0, r)));
         });
   }
 }
@@ -518,7 +536,8 @@ void MainWindow::show_event_details(int series, std::size_t index) {
                           html(model_->lane_name(e.rank, e.lane)));
   if (e.stage >= 0) text += QString("stage %1").arg(e.stage);
   if (e.micro_batch >= 0) text += QString(", micro-batch %1").arg(e.micro_batch);
-  text += QString("<br>start %1, duration %2, end %3").arg(duration_text(e.ts_us), duration_text(e.dur_us), duration_text(e.end_us()));
+  text += QString("<br>start %1, duration %2, end %3")
+              .arg(duration_text(e.ts_us), duration_text(e.dur_us), duration_text(e.end_us()));
   if (e.bytes >= 0) text += QString("<br>%1 bytes (%2)").arg(e.bytes).arg(mib(e.bytes));
   if (e.peer_rank >= 0) text += QString(", peer rank %1").arg(e.peer_rank);
   if (!e.category.empty() && model_->has_pipeline(series)) text += "<br>category " + html(e.category);
@@ -527,18 +546,23 @@ void MainWindow::show_event_details(int series, std::size_t index) {
     const auto& send = t.events[wait->send_event];
     const QString peer = html(model_->rank_name(wait->peer_rank));
     if (wait->waited_for_send_us > 0)
-      text += QString("<br>waited <b>%1</b> for %2: its %3 (micro-batch %4) started %1 after this receive was posted; the data came %5 later")
+      text += QString(
+                  "<br>waited <b>%1</b> for %2: its %3 (micro-batch %4) started %1 after this receive was posted; the "
+                  "data came %5 later")
                   .arg(duration_text(wait->waited_for_send_us), peer, html(send.name))
                   .arg(send.micro_batch)
                   .arg(duration_text(wait->data_after_us));
     else
-      text += QString("<br>%1 sent it first (%2, micro-batch %3, %4 before this receive was posted); the data came %5 after the post")
+      text += QString(
+                  "<br>%1 sent it first (%2, micro-batch %3, %4 before this receive was posted); the data came %5 "
+                  "after the post")
                   .arg(peer, html(send.name))
                   .arg(send.micro_batch)
                   .arg(duration_text(e.ts_us - send.ts_us), duration_text(wait->data_after_us));
   } else if (auto receive = model_->transfer_partner(series, index)) {
     const auto& r = t.events[*receive];
-    text += QString("<br>received by %1 (%2), its data there at %3").arg(html(model_->rank_name(r.rank)), html(r.name), duration_text(r.end_us()));
+    text += QString("<br>received by %1 (%2), its data there at %3")
+                .arg(html(model_->rank_name(r.rank)), html(r.name), duration_text(r.end_us()));
   }
   if (model_->series_count() == 2) {
     if (series == 1) {
@@ -557,7 +581,8 @@ void MainWindow::show_event_details(int series, std::size_t index) {
     try {
       const auto parsed = nlohmann::json::parse(*args);
       for (const auto& [key, value] : parsed.items())
-        shown += QString("<br>&nbsp;&nbsp;%1: %2").arg(html(key), html(value.is_string() ? value.get<std::string>() : value.dump()));
+        shown += QString("<br>&nbsp;&nbsp;%1: %2")
+                     .arg(html(key), html(value.is_string() ? value.get<std::string>() : value.dump()));
     } catch (const nlohmann::json::exception&) {
       shown = "<br>" + html(*args);
     }
@@ -567,8 +592,9 @@ void MainWindow::show_event_details(int series, std::size_t index) {
 }
 
 void MainWindow::show_range_details(double start_us, double end_us) {
-  details_->setText(QString("<b>selection</b> %1 &ndash; %2: <b>%3</b><br>double-click inside it, or press Z, to zoom to it")
-                        .arg(duration_text(start_us), duration_text(end_us), duration_text(end_us - start_us)));
+  details_->setText(
+      QString("<b>selection</b> %1 &ndash; %2: <b>%3</b><br>double-click inside it, or press Z, to zoom to it")
+          .arg(duration_text(start_us), duration_text(end_us), duration_text(end_us - start_us)));
 }
 
 QStringList MainWindow::recent_files() const {
@@ -599,7 +625,8 @@ void MainWindow::refresh_recent_menu() {
     // the middle, where the folders are, and whole in the tooltip.
     const QString full = paths.join(" vs ");
     QString shown = metrics.elidedText(full, Qt::ElideMiddle, kRecentEntryWidthPx);
-    QAction* action = recent_menu_->addAction(shown.replace('&', "&&"), this, [this, paths] { open_files_interactively(paths); });
+    QAction* action =
+        recent_menu_->addAction(shown.replace('&', "&&"), this, [this, paths] { open_files_interactively(paths); });
     action->setToolTip(full);
   }
   recent_menu_->setEnabled(!recent.isEmpty());
@@ -670,7 +697,8 @@ void MainWindow::export_rank_table_with_dialog() {
 // Only local files can be opened: a dragged link or text is refused at the door.
 void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
   const QList<QUrl> urls = event->mimeData()->urls();
-  if (std::any_of(urls.begin(), urls.end(), [](const QUrl& url) { return url.isLocalFile(); })) event->acceptProposedAction();
+  if (std::any_of(urls.begin(), urls.end(), [](const QUrl& url) { return url.isLocalFile(); }))
+    event->acceptProposedAction();
 }
 
 void MainWindow::dropEvent(QDropEvent* event) {

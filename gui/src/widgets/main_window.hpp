@@ -9,11 +9,14 @@
 #include <QMainWindow>
 #include <QStringList>
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "pipescope/gui/timeline_model.hpp"
+#include "trace_inputs.hpp"
 
 class QAction;
 class QDockWidget;
@@ -26,6 +29,7 @@ namespace pipescope::gui {
 
 class RankSummaryTable;
 class TimelineWidget;
+class TraceLoading;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -43,8 +47,20 @@ class MainWindow : public QMainWindow {
   void set_torch_step(std::optional<int> step) { torch_step_ = step; }
   // Shows two traces already in memory (a predicted and a measured one), titled `title`.
   void show_traces(traces::Trace predicted, std::optional<traces::Trace> measured, const QString& title);
-  // Like open_files, and shows a dialog on error.
-  void open_files_interactively(const QStringList& paths);
+  // Like open_files, and shows a dialog on error; `then` runs once the traces are shown.
+  // Inputs of background_read_bytes() or more are read off the GUI thread
+  // (open_files_in_background), the others at once.
+  void open_files_interactively(const QStringList& paths, std::function<void()> then = {});
+  // Reads the files on a thread of its own behind a progress dialog (trace_loading.hpp, object
+  // name "loading_dialog") and shows them once read, then runs `then`; an error is shown in a
+  // dialog. Cancelling (the dialog's Cancel, Esc) leaves the window as it was.
+  void open_files_in_background(const QStringList& paths, std::function<void()> then = {});
+  // Whether a read started by open_files_in_background is still running.
+  bool loading() const;
+  // The size of the inputs, in bytes, from which open_files_interactively reads in the
+  // background (default 32 MiB: a smaller read takes well under a second).
+  std::uint64_t background_read_bytes() const { return background_read_bytes_; }
+  void set_background_read_bytes(std::uint64_t bytes) { background_read_bytes_ = bytes; }
   // File > Open: a file dialog (object name "open_traces_dialog") for one or two existing
   // traces, starting in the folder of the most recent one; accepting it opens them.
   void open_with_dialog();
@@ -81,8 +97,10 @@ class MainWindow : public QMainWindow {
   void dropEvent(QDropEvent* event) override;
 
  private:
-  std::optional<QString> open_torch_files(const QStringList& paths);
+  void show_inputs(TraceInputs read, const QStringList& paths);
   std::optional<int> torch_step_;
+  TraceLoading* loading_ = nullptr;  // the read in the background, if any (a child of the window)
+  std::uint64_t background_read_bytes_ = std::uint64_t{32} << 20;
   void build_actions();
   void build_docks();
   // Gives the docks the height their content needs, at most a third of the window: with one

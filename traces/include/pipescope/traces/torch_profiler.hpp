@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "pipescope/traces/read_progress.hpp"
 #include "pipescope/traces/trace.hpp"
 
 namespace pipescope::traces {
@@ -41,9 +42,12 @@ inline constexpr const char* kReceivePostArg = "post_us";
 inline constexpr const char* kDataWaitArg = "data_wait_us";
 
 struct TorchReadOptions {
-  std::optional<int> step;       // ProfilerStep#N to read; default: the last one
-  bool keep_operators = true;    // false: only the pipeline's actions (compare, calibrate)
-  bool every_step = false;       // without `step`: every ProfilerStep#N, one trace each (calibrate)
+  std::optional<int> step;     // ProfilerStep#N to read; default: the last one
+  bool keep_operators = true;  // false: only the pipeline's actions (compare, calibrate)
+  bool every_step = false;     // without `step`: every ProfilerStep#N, one trace each (calibrate)
+  // Hears how far the reading of the files is, and may cancel it (ppview's progress bar); the
+  // pipescope traces among read_trace_arguments' inputs report to it too. May be null.
+  ReadProgress* progress = nullptr;
 };
 
 // What a torch trace's meta.extra["torch_profiler"] says of its step besides the files

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "pipescope/traces/read_progress.hpp"
 #include "pipescope/traces/trace.hpp"
 
 namespace pipescope::traces {
@@ -14,6 +15,9 @@ namespace pipescope::traces {
 // name). Throws TraceError naming the file and the place (line and column, or the event) for
 // input that is not JSON, has wrong types, is truncated or empty.
 Trace read_trace(const std::string& path);
+// The same, reporting to `progress` (may be null) as it reads; throws ReadCancelled when
+// progress->cancel_requested is set.
+Trace read_trace(const std::string& path, ReadProgress* progress);
 
 // Parses trace JSON text; `source` names it in error messages (usually the file name).
 // Times are shifted so that the earliest event is at 0. A plain Chrome trace (no
