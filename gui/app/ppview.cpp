@@ -116,7 +116,8 @@ int run_ppview(int argc, char** argv) {
   QCommandLineOption demo("demo",
                           "show a generated pair instead of files: a 1F1B prediction (4 ranks, 8 micro-batches) and a "
                           "measurement with 15% jitter and rank 2 running 1.3x slower");
-  parser.addOptions({screenshot, size, no_difference, arrows, critical, zoom, step, demo});
+  QCommandLineOption raw_clocks("raw-clocks", "keep each rank's times as written (no alignment of the ranks' clocks)");
+  parser.addOptions({screenshot, size, no_difference, arrows, critical, zoom, step, demo, raw_clocks});
 
   auto fail = [](const QString& message) {
     std::cerr << "ppview: error: " << pipescope::printable(message.toStdString()) << "\n";
@@ -167,6 +168,7 @@ int run_ppview(int argc, char** argv) {
     if (!ok || n < 0) return fail("--step: expected a step number (0 or more), not '" + parser.value(step) + "'");
     window.set_torch_step(n);
   }
+  window.set_raw_clocks(parser.isSet(raw_clocks));
   window.set_difference(!parser.isSet(no_difference));
   window.set_flows(parser.isSet(arrows));
   window.set_critical_path(parser.isSet(critical));

@@ -37,6 +37,7 @@
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/gui/kinds.hpp"
 #include "pipescope/gui/time_ticks.hpp"
+#include "pipescope/traces/clock_alignment.hpp"
 #include "pipescope/traces/compare.hpp"
 #include "pipescope/traces/trace_arguments.hpp"
 #include "pipescope/traces/trace_io.hpp"
@@ -297,6 +298,12 @@ std::optional<QString> MainWindow::open_files(const QStringList& paths) {
 }
 
 void MainWindow::show_traces(traces::Trace predicted, std::optional<traces::Trace> measured, const QString& title) {
+  // Ranks on different clocks are put on one first (docs/EXPLAIN.md), unless --raw-clocks.
+  QStringList aligned;
+  for (traces::Trace* t : {&predicted, measured ? &*measured : nullptr})
+    if (t && !raw_clocks_ && t->meta.source != "predicted")
+      if (const auto a = traces::align_clocks(*t); a.applied)
+        aligned << QString::fromStdString(traces::describe_clock_alignment(a));
   auto model = std::make_shared<TimelineModel>();
   model->set_traces(std::move(predicted), std::move(measured));
   model_ = model;
@@ -308,6 +315,7 @@ void MainWindow::show_traces(traces::Trace predicted, std::optional<traces::Trac
   refresh_summary();
   ranks_->show_model(model_.get());
   // A pair's comparison is what one looks at first; a single trace of many ranks, its ranks.
+  if (!aligned.isEmpty()) statusBar()->showMessage(aligned.join("; "));
   if (model_->series_count() == 2) summary_dock_->raise();
   else ranks_dock_->raise();
   fit_docks();

@@ -41,6 +41,8 @@ class MainWindow : public QMainWindow {
   std::optional<QString> open_files(const QStringList& paths);
   // The ProfilerStep#N that torch.profiler traces open at (default: the last).
   void set_torch_step(std::optional<int> step) { torch_step_ = step; }
+  // Keep each rank's times as written instead of aligning the ranks' clocks (ppview --raw-clocks).
+  void set_raw_clocks(bool raw) { raw_clocks_ = raw; }
   // Shows two traces already in memory (a predicted and a measured one), titled `title`.
   void show_traces(traces::Trace predicted, std::optional<traces::Trace> measured, const QString& title);
   // Like open_files, and shows a dialog on error.
@@ -83,6 +85,7 @@ class MainWindow : public QMainWindow {
  private:
   std::optional<QString> open_torch_files(const QStringList& paths);
   std::optional<int> torch_step_;
+  bool raw_clocks_ = false;
   void build_actions();
   void build_docks();
   // Gives the docks the height their content needs, at most a third of the window: with one
