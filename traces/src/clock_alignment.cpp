@@ -197,10 +197,13 @@ std::vector<ClockBound> clock_bounds(const Trace& trace) {
   return bounds;
 }
 
-ClockAlignment estimate_clock_alignment(const Trace& trace) {
+bool transfers_bound_clocks(const Trace& trace) { return trace.meta.schedule != "torch.distributed.pipelining"; }
+
+ClockAlignment estimate_clock_alignment(const Trace& trace, bool force) {
   ClockAlignment alignment;
   const int ranks = trace.rank_count();
   alignment.offset_us.assign(static_cast<std::size_t>(std::max(ranks, 0)), 0.0);
+  if (!force && !transfers_bound_clocks(trace)) return alignment;
   alignment.bounds = clock_bounds(trace);
   for (const auto& b : alignment.bounds) {
     if (std::isfinite(b.lower_us)) alignment.worst_violation_us = std::max(alignment.worst_violation_us, b.lower_us);
@@ -215,8 +218,8 @@ ClockAlignment estimate_clock_alignment(const Trace& trace) {
   return alignment;
 }
 
-ClockAlignment align_clocks(Trace& trace) {
-  ClockAlignment alignment = estimate_clock_alignment(trace);
+ClockAlignment align_clocks(Trace& trace, bool force) {
+  ClockAlignment alignment = estimate_clock_alignment(trace, force);
   if (!alignment.applied) return alignment;
   // Keep the earliest event where it was, so that the step still starts where the file said.
   double before = kInfinityUs, after = kInfinityUs;

@@ -276,6 +276,18 @@ void find_culprit(const Graph& g, const ComputeTotals& totals, StepAttribution& 
   std::map<int, double> rank_excess;
   for (const auto& entry : x.compute_us) rank_excess[entry.first] += entry.second;
   for (const auto& entry : x.own_us) rank_excess[entry.first] += entry.second;
+  // A transfer is slow on the wire only if both ends could run: when one of them stalled on the
+  // path (a starved core also moves its data late), its excess is that rank's.
+  for (auto it = x.transfer.begin(); it != x.transfer.end();) {
+    const int from = it->first.first, to = it->first.second;
+    const double from_own = x.own_us[from], to_own = x.own_us[to];
+    if (std::max(from_own, to_own) <= kMinimumCulpritUs) {
+      ++it;
+      continue;
+    }
+    rank_excess[from_own > to_own ? from : to] += it->second.first;
+    it = x.transfer.erase(it);
+  }
   Culprit& c = a.culprit;
   const auto name = [&c](bool transfer, int rank, int to_rank, std::size_t event, double excess) {
     c.found = true;

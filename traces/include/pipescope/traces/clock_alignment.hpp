@@ -44,15 +44,21 @@ inline constexpr double kClockToleranceUs = 1.0;
 // replicas of one stage) and occurrence on each rank.
 std::vector<ClockBound> clock_bounds(const Trace& trace);
 
+// Whether the trace's transfers mark when the data was there. A torch.profiler trace's
+// SEND_/RECV_ spans are the posting of batched isend/irecv (on one host they "end" milliseconds
+// before their sends begin), so they bound nothing: its clocks are aligned only when asked
+// (`force`).
+bool transfers_bound_clocks(const Trace& trace);
+
 // The offsets that bring the trace's ranks onto one clock (rank 0's, or the lowest rank of each
 // group of ranks that exchanged nothing with rank 0), or all zeros when the times as written
-// keep every bound within kClockToleranceUs.
-ClockAlignment estimate_clock_alignment(const Trace& trace);
+// keep every bound within kClockToleranceUs, or when !transfers_bound_clocks and not `force`.
+ClockAlignment estimate_clock_alignment(const Trace& trace, bool force = false);
 
 // Adds the offsets to every time of each rank (events, flows, memory and counter samples,
 // instants) and records them in meta.extra["clock_offsets_us"] (an array, one per rank) when
 // applied. Returns the alignment.
-ClockAlignment align_clocks(Trace& trace);
+ClockAlignment align_clocks(Trace& trace, bool force = false);
 
 // One line for people: "clocks: ranks' offsets 0, +1520.0, -33.2 us (a receive ended 1.5 ms
 // before its send began)", or "clocks: consistent (no offsets)".
