@@ -269,6 +269,27 @@ PathExcess path_excess(const Graph& g, const ComputeTotals& totals, const StepAt
   return x;
 }
 
+// When the critical path shows no excess (its waits were receives posted after their sends,
+// whose time is nobody's for certain) but the other ranks waited on one rank beyond the
+// schedule's bubble, that rank is the one: named by how long the rank that waited most on it
+// waited beyond the bubble.
+bool name_most_waited_on(StepAttribution& a, double threshold_us) {
+  Culprit& c = a.culprit;
+  for (std::size_t culprit = 0; culprit < a.ranks.size(); ++culprit) {
+    double held = 0;
+    for (const auto& r : a.ranks)
+      if (r.rank != static_cast<int>(culprit))
+        held = std::max(held, std::min(r.waited_on_rank_us[culprit], r.waited_on_slow_rank_us));
+    if (held >= threshold_us && held > c.held_back_us) {
+      c.found = true;
+      c.rank = static_cast<int>(culprit);
+      c.held_back_us = c.stalled_us = held;
+    }
+  }
+  if (!c.found) return false;
+  return true;
+}
+
 // The largest excess on the critical path: a rank (its computes and stalls) or a link.
 void find_culprit(const Graph& g, const ComputeTotals& totals, StepAttribution& a) {
   const Trace& trace = *g.trace;
@@ -311,9 +332,12 @@ void find_culprit(const Graph& g, const ComputeTotals& totals, StepAttribution& 
   for (const auto& entry : x.transfer)
     if (entry.second.first > c.held_back_us)
       name(true, entry.first.first, entry.first.second, entry.second.second, entry.second.first);
-  if (c.held_back_us < std::max(kCulpritStepShare * a.step_us, kMinimumCulpritUs)) {
+  const double threshold_us = std::max(kCulpritStepShare * a.step_us, kMinimumCulpritUs);
+  if (c.held_back_us < threshold_us) {
     a.culprit = Culprit{};
-    return;
+    if (!name_most_waited_on(a, threshold_us)) return;
+    for (std::size_t i = 0; i < trace.events.size(); ++i)
+      if (trace.events[i].rank == c.rank) c.event = i;
   }
   if (!c.transfer && step_graph::is_compute(trace.events[c.event])) {
     const EventKind kind = trace.events[c.event].kind;
