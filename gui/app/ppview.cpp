@@ -90,6 +90,7 @@ struct ViewerOptions {
   QCommandLineOption demo{"demo",
                           "show a generated pair instead of files: a 1F1B prediction (4 ranks, 8 micro-batches) and "
                           "a measurement with 15% jitter and rank 2 running 1.3x slower"};
+  QCommandLineOption raw_clocks{"raw-clocks", "keep each rank's times as written (no alignment of the ranks' clocks)"};
 };
 
 int fail(const QString& message) {
@@ -130,7 +131,8 @@ int run_ppview(int argc, char** argv) {
                                "files of one run (or their folder) are one trace",
                                "[TRACE ...]");
   const ViewerOptions o;
-  parser.addOptions({o.screenshot, o.size, o.no_difference, o.arrows, o.critical, o.zoom, o.step, o.demo});
+  parser.addOptions(
+      {o.screenshot, o.size, o.no_difference, o.arrows, o.critical, o.zoom, o.step, o.demo, o.raw_clocks});
 
   // parse() rather than process(): process() prints and exits by itself, past the check of
   // stdout and the one-line error format.
@@ -182,6 +184,7 @@ int show_viewer(QApplication& app, const QCommandLineParser& parser, const Viewe
     if (!ok || n < 0) return fail("--step: expected a step number (0 or more), not '" + parser.value(o.step) + "'");
     window.set_torch_step(n);
   }
+  window.set_raw_clocks(parser.isSet(o.raw_clocks));
   window.set_difference(!parser.isSet(o.no_difference));
   window.set_flows(parser.isSet(o.arrows));
   window.set_critical_path(parser.isSet(o.critical));

@@ -4,6 +4,8 @@
 // it is the bottleneck; the others' errors are 0. Busy + idle is the measured iteration; the
 // communication of a rank is the union of its send and receive lanes (rank 0 has 8 sends and
 // 8 receives of 10 us). The CSV has a header and one line per rank.
+// The waits of a single measured trace are in test_step_attribution.cpp; here, that they reach
+// the summary.
 #include <catch2/catch.hpp>
 
 #include <sstream>
@@ -64,4 +66,26 @@ TEST_CASE("a single trace's summary has no prediction columns", "[rank_summary]"
   const std::string csv = rank_summary_csv(ranks, false);
   REQUIRE(csv.rfind("rank,name,busy_us,idle_us,communication_us,bottleneck\n", 0) == 0);
   REQUIRE(std::count(csv.begin(), csv.end(), '\n') == 5);
+}
+
+// One measured trace of the same pipeline with rank 2 three times slower: rank 2 held the step
+// back (the name `ppsim compare --explain` gives), and rank 3, which receives its activations,
+// waited on it most; with every rank equally fast nobody held the step back.
+TEST_CASE("the rank summary names whom each rank waited on and the rank that held the step back", "[rank_summary]") {
+  SyntheticPipeline pp;
+  pp.slow_rank = 2;
+  pp.slow_factor = 3;
+  pp.source = "measured";
+  TimelineModel model;
+  model.set_traces(make_1f1b_trace(pp));
+  const auto ranks = rank_summaries(model);
+  REQUIRE(ranks.size() == 4);
+  for (const auto& r : ranks) REQUIRE(r.held_step_back == (r.rank == 2));
+  REQUIRE(ranks[2].held_back_us > 0);
+  REQUIRE(ranks[3].waited_most_on == 2);
+  REQUIRE(ranks[3].waited_most_us > 0);
+
+  TimelineModel even;
+  even.set_traces(make_1f1b_trace(SyntheticPipeline{}));
+  for (const auto& r : rank_summaries(even)) REQUIRE_FALSE(r.held_step_back);
 }

@@ -9,6 +9,7 @@
 
 #include "pipescope/gui/kinds.hpp"
 #include "pipescope/traces/bubble.hpp"
+#include "pipescope/traces/step_attribution.hpp"
 
 namespace pipescope::gui {
 namespace {
@@ -39,7 +40,8 @@ RankTimes rank_times(const TimelineModel& model, int series, int rank) {
                                             row.lane == static_cast<int>(traces::Lane::Collective));
     for (const Block& b : row.blocks) {
       if (busy_lane) busy.emplace_back(b.start_us, b.end_us);
-      if (transfer_lane || (!pipeline && b.kind == Kind::Communication)) communication.emplace_back(b.start_us, b.end_us);
+      if (transfer_lane || (!pipeline && b.kind == Kind::Communication))
+        communication.emplace_back(b.start_us, b.end_us);
     }
   }
   RankTimes t;
@@ -48,6 +50,20 @@ RankTimes rank_times(const TimelineModel& model, int series, int rank) {
   const double span_us = pipeline ? model.iteration_us(series) : model.trace(series).end_us();
   t.idle_us = std::max(0.0, span_us - t.busy_us);
   return t;
+}
+
+// Whom each rank waited on, and the rank that held the step back (one pass over the trace).
+void add_waits(const traces::Trace& trace, std::vector<RankSummary>& ranks) {
+  const traces::StepAttribution attribution = traces::attribute_step(trace);
+  for (auto& s : ranks) {
+    if (s.rank < 0 || static_cast<std::size_t>(s.rank) >= attribution.ranks.size()) continue;
+    const traces::RankAttribution& a = attribution.ranks[static_cast<std::size_t>(s.rank)];
+    s.waited_most_on = a.waited_most_on;
+    if (a.waited_most_on >= 0) s.waited_most_us = a.waited_on_rank_us[static_cast<std::size_t>(a.waited_most_on)];
+    const traces::Culprit& c = attribution.culprit;
+    s.held_step_back = c.found && !c.transfer && c.rank == s.rank;
+    if (s.held_step_back) s.held_back_us = c.held_back_us;
+  }
 }
 
 std::string number(double value) { return std::isfinite(value) ? fmt::format("{:.6g}", value) : std::string(); }
@@ -86,9 +102,11 @@ std::vector<RankSummary> rank_summaries(const TimelineModel& model) {
     }
     ranks.push_back(std::move(s));
   }
-  auto busiest = std::max_element(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) { return a.busy_us < b.busy_us; });
+  auto busiest =
+      std::max_element(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) { return a.busy_us < b.busy_us; });
   // One rank waits for nobody: a bottleneck needs others.
   if (ranks.size() > 1 && busiest != ranks.end() && busiest->busy_us > 0) busiest->bottleneck = true;
+  if (ranks.size() > 1 && model.has_pipeline(shown)) add_waits(model.trace(shown), ranks);
   return ranks;
 }
 
@@ -97,8 +115,10 @@ std::string rank_summary_csv(const std::vector<RankSummary>& ranks, bool with_pr
   if (with_prediction) csv += ",predicted_busy_us,measured_busy_us,error";
   csv += ",bottleneck\n";
   for (const auto& r : ranks) {
-    csv += fmt::format("{},{},{},{},{}", r.rank, csv_field(r.name), number(r.busy_us), number(r.idle_us), number(r.communication_us));
-    if (with_prediction) csv += fmt::format(",{},{},{}", number(r.predicted_busy_us), number(r.measured_busy_us), number(r.error));
+    csv += fmt::format("{},{},{},{},{}", r.rank, csv_field(r.name), number(r.busy_us), number(r.idle_us),
+                       number(r.communication_us));
+    if (with_prediction)
+      csv += fmt::format(",{},{},{}", number(r.predicted_busy_us), number(r.measured_busy_us), number(r.error));
     csv += fmt::format(",{}\n", r.bottleneck ? 1 : 0);
   }
   return csv;

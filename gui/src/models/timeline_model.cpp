@@ -291,6 +291,9 @@ void TimelineModel::set_traces(Trace first, std::optional<Trace> second) {
 
 std::string TimelineModel::series_name(int series) const {
   const std::string& source = trace(series).meta.source;
+  // Two measured runs are run A and run B, not two "measured".
+  if (series_count() == 2 && trace(0).meta.source == "measured" && trace(1).meta.source == "measured")
+    return series == 0 ? "run A" : "run B";
   if (!source.empty()) return source;
   if (series_count() == 1) return "trace";
   return series == 0 ? "predicted" : "measured";

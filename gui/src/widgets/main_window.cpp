@@ -35,6 +35,7 @@
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/gui/kinds.hpp"
 #include "pipescope/gui/time_ticks.hpp"
+#include "pipescope/traces/clock_alignment.hpp"
 #include "pipescope/traces/compare.hpp"
 #include "pipescope/traces/trace_io.hpp"
 #include "rank_summary_table.hpp"
@@ -274,6 +275,12 @@ void MainWindow::open_files_in_background(const QStringList& paths, std::functio
 bool MainWindow::loading() const { return loading_ != nullptr; }
 
 void MainWindow::show_traces(traces::Trace predicted, std::optional<traces::Trace> measured, const QString& title) {
+  // Ranks on different clocks are put on one first (docs/EXPLAIN.md), unless --raw-clocks.
+  QStringList aligned;
+  for (traces::Trace* t : {&predicted, measured ? &*measured : nullptr})
+    if (t && !raw_clocks_ && t->meta.source != "predicted")
+      if (const auto a = traces::align_clocks(*t); a.applied)
+        aligned << QString::fromStdString(traces::describe_clock_alignment(a));
   auto model = std::make_shared<TimelineModel>();
   model->set_traces(std::move(predicted), std::move(measured));
   model_ = model;
@@ -285,6 +292,7 @@ void MainWindow::show_traces(traces::Trace predicted, std::optional<traces::Trac
   refresh_summary();
   ranks_->show_model(model_.get());
   // A pair's comparison is what one looks at first; a single trace of many ranks, its ranks.
+  if (!aligned.isEmpty()) statusBar()->showMessage(aligned.join("; "));
   if (model_->series_count() == 2)
     summary_dock_->raise();
   else

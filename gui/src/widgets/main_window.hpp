@@ -45,6 +45,8 @@ class MainWindow : public QMainWindow {
   std::optional<QString> open_files(const QStringList& paths);
   // The ProfilerStep#N that torch.profiler traces open at (default: the last).
   void set_torch_step(std::optional<int> step) { torch_step_ = step; }
+  // Keep each rank's times as written instead of aligning the ranks' clocks (ppview --raw-clocks).
+  void set_raw_clocks(bool raw) { raw_clocks_ = raw; }
   // Shows two traces already in memory (a predicted and a measured one), titled `title`.
   void show_traces(traces::Trace predicted, std::optional<traces::Trace> measured, const QString& title);
   // Like open_files, and shows a dialog on error; `then` runs once the traces are shown.
@@ -101,6 +103,7 @@ class MainWindow : public QMainWindow {
   std::optional<int> torch_step_;
   TraceLoading* loading_ = nullptr;  // the read in the background, if any (a child of the window)
   std::uint64_t background_read_bytes_ = std::uint64_t{32} << 20;
+  bool raw_clocks_ = false;
   void build_actions();
   void build_docks();
   // Gives the docks the height their content needs, at most a third of the window: with one

@@ -14,11 +14,33 @@
 namespace pipescope::gui {
 namespace {
 
-QString duration_or_na(double us) { return std::isfinite(us) ? QString::fromStdString(format_duration_us(us)) : QString("n/a"); }
+QString duration_or_na(double us) {
+  return std::isfinite(us) ? QString::fromStdString(format_duration_us(us)) : QString("n/a");
+}
 
 QString signed_percent(double fraction) {
   if (!std::isfinite(fraction)) return "n/a";
   return QString("%1%2%").arg(fraction >= 0 ? "+" : "").arg(fraction * 100, 0, 'f', 1);
+}
+
+// The waits column of a single trace (a pair has the prediction's columns there instead).
+constexpr int kWaitedOnColumn = 4;
+
+QString waited_on(const RankSummary& r) {
+  if (r.waited_most_on < 0) return "-";
+  return QString("rank %1 (%2)")
+      .arg(r.waited_most_on)
+      .arg(QString::fromStdString(format_duration_us(r.waited_most_us)));
+}
+
+QString name_tooltip(const RankSummary& r) {
+  QString tip = QString::fromStdString(r.name);
+  if (r.bottleneck) tip = "the busiest rank: the others wait for it";
+  if (r.held_step_back)
+    tip += QString("\nheld the step back by %1 (ppsim compare --explain)")
+               .arg(QString::fromStdString(format_duration_us(r.held_back_us)));
+  if (r.waited_most_on >= 0) tip += "\nwaited longest on " + waited_on(r);
+  return tip;
 }
 
 // Cells sort by their number; NaN sorts first.
@@ -46,8 +68,12 @@ class RankSummaryModel : public QAbstractTableModel {
   const std::vector<RankSummary>& ranks() const { return ranks_; }
   bool with_prediction() const { return with_prediction_; }
 
-  int rowCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : static_cast<int>(ranks_.size()); }
-  int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : with_prediction_ ? 7 : 4; }
+  int rowCount(const QModelIndex& parent = {}) const override {
+    return parent.isValid() ? 0 : static_cast<int>(ranks_.size());
+  }
+  int columnCount(const QModelIndex& parent = {}) const override {
+    return parent.isValid() ? 0 : with_prediction_ ? 7 : 5;
+  }
 
   QVariant data(const QModelIndex& index, int role) const override {
     if (!index.isValid() || index.row() >= rowCount()) return {};
@@ -56,11 +82,12 @@ class RankSummaryModel : public QAbstractTableModel {
     if (column == 0) {
       const QString name = QString::fromStdString(r.name);
       switch (role) {
-        case Qt::DisplayRole: return r.bottleneck ? name + "  (bottleneck)" : name;
-        case Qt::ToolTipRole: return r.bottleneck ? QString("the busiest rank: the others wait for it") : name;
+        case Qt::DisplayRole:
+          return r.bottleneck ? name + "  (bottleneck)" : r.held_step_back ? name + "  (held the step back)" : name;
+        case Qt::ToolTipRole: return name_tooltip(r);
         case Qt::TextAlignmentRole: return static_cast<int>(Qt::AlignLeft | Qt::AlignVCenter);
         case Qt::FontRole: {
-          if (!r.bottleneck) return {};
+          if (!r.bottleneck && !r.held_step_back) return {};
           QFont bold;
           bold.setBold(true);
           return bold;
@@ -70,26 +97,32 @@ class RankSummaryModel : public QAbstractTableModel {
     }
     if (role == Qt::TextAlignmentRole) return static_cast<int>(Qt::AlignRight | Qt::AlignVCenter);
     if (role != Qt::DisplayRole) return {};
+    if (!with_prediction_ && column == kWaitedOnColumn) return waited_on(r);
     return column == 6 ? signed_percent(r.error) : duration_or_na(value(r, column));
   }
 
   QVariant headerData(int section, Qt::Orientation orientation, int role) const override {
     if (orientation != Qt::Horizontal || section < 0 || section >= columnCount()) return {};
     static const char* const kHeaders[] = {"rank", "busy", "idle", "comm.", "pred. busy", "meas. busy", "error"};
+    const bool waits = !with_prediction_ && section == kWaitedOnColumn;
     // Short headers, whole words in the tooltips: the error column must fit a narrow window.
     const QString shown = with_prediction_ ? "measured" : "the trace";
     switch (role) {
-      case Qt::DisplayRole: return QString(kHeaders[section]);
+      case Qt::DisplayRole: return waits ? QString("waited on") : QString(kHeaders[section]);
       case Qt::ToolTipRole:
         switch (section) {
           case 1: return "time the rank computed (" + shown + "); the busiest rank is the bottleneck";
           case 2: return "the iteration less the busy time (" + shown + ")";
           case 3: return "communication: time in sends, receives and collectives (" + shown + ")";
-          case 4: return QString("predicted busy time");
+          case 4:
+            return waits
+                       ? QString("the rank this rank's waits led back to most, and how long (ppsim compare --explain)")
+                       : QString("predicted busy time");
           case 5: return QString("measured busy time");
           case 6:
-            return QString("(predicted - measured) / measured busy time, as ppsim compare states it: negative where the run "
-                           "took longer than predicted");
+            return QString(
+                "(predicted - measured) / measured busy time, as ppsim compare states it: negative where the run "
+                "took longer than predicted");
           default: return {};
         }
       default: return {};
@@ -102,7 +135,9 @@ class RankSummaryModel : public QAbstractTableModel {
     const QModelIndexList before = persistentIndexList();
     std::vector<std::size_t> rank_at_before;
     for (const QModelIndex& i : before) rank_at_before.push_back(order_[static_cast<std::size_t>(i.row())]);
-    auto less = [&](std::size_t a, std::size_t b) { return number_less(value(ranks_[a], column), value(ranks_[b], column)); };
+    auto less = [&](std::size_t a, std::size_t b) {
+      return number_less(value(ranks_[a], column), value(ranks_[b], column));
+    };
     if (order == Qt::AscendingOrder)
       std::stable_sort(order_.begin(), order_.end(), less);
     else
@@ -119,7 +154,8 @@ class RankSummaryModel : public QAbstractTableModel {
 
  private:
   // The number a cell sorts by: the rank for its name, else the figure shown.
-  static double value(const RankSummary& r, int column) {
+  double value(const RankSummary& r, int column) const {
+    if (!with_prediction_ && column == kWaitedOnColumn) return r.waited_most_on;
     switch (column) {
       case 0: return r.rank;
       case 1: return r.busy_us;
@@ -177,7 +213,8 @@ std::unique_ptr<QTableWidgetItem> RankSummaryTable::item(int row, int column) co
 
 std::unique_ptr<QTableWidgetItem> RankSummaryTable::horizontalHeaderItem(int column) const {
   if (column < 0 || column >= columnCount()) return nullptr;
-  auto header = std::make_unique<QTableWidgetItem>(model_->headerData(column, Qt::Horizontal, Qt::DisplayRole).toString());
+  auto header =
+      std::make_unique<QTableWidgetItem>(model_->headerData(column, Qt::Horizontal, Qt::DisplayRole).toString());
   header->setToolTip(model_->headerData(column, Qt::Horizontal, Qt::ToolTipRole).toString());
   return header;
 }
