@@ -25,7 +25,6 @@
 #include "pipescope/exec/checkpoint.hpp"
 #include "pipescope/exec/device.hpp"
 #include "pipescope/exec/engine.hpp"
-#include "pipescope/exec/memory.hpp"
 #include "pipescope/exec/transport.hpp"
 #include "pipescope/traces/trace_io.hpp"
 #include "data/default_corpus.hpp"
@@ -245,7 +244,8 @@ class Worker {
 
     if (!uses_synthetic_data(o)) text_.emplace(open_text_data(o));
     connect_expert_parallel();
-    PipelineEngine engine(PipelineModule(plan_.model), plan_.schedule, *world_, engine_options(device));
+    PipelineEngine engine(PipelineModule(plan_.model), plan_.schedule, plan_.partition, *world_,
+                          engine_options(device));
     // Said while the engine and the world still hold their connections: the ranks this failure
     // stops notice only once they close, so the launcher hears from this rank first.
     try {
@@ -421,14 +421,15 @@ class Worker {
         1.0 / (static_cast<double>(plan_.schedule.num_micro_batches) * plan_.options.data_parallel));
   }
 
-  // The engine pprun drives: the command line's training settings (recomputation included),
-  // the rest the engine's defaults (AdamW with weight decay 0.01, no clipping).
+  // The engine pprun drives, on the plan's schedule and partition (make_run_plan built both):
+  // the command line's training settings (recomputation included), the rest the engine's
+  // defaults (AdamW with weight decay 0.01, no clipping). The one place RunOptions become
+  // EngineOptions.
   EngineOptions engine_options(std::shared_ptr<ComputeDevice> device) const {
     const RunOptions& o = plan_.options;
     EngineOptions e;
     e.micro_batch_size = o.micro_batch_size;
     e.data_parallel = o.data_parallel;
-    e.partition = o.partition_method;  // splits as make_run_plan did: plan_.partition
     e.learning_rate = o.learning_rate;
     e.activation_checkpoint_interval = o.recompute_layers;
     e.timeout = o.timeout;
