@@ -133,6 +133,7 @@ Partition PipelineModule::split_at(const std::vector<std::string>& split_points)
     if (!seen.insert(index).second) throw UsageError(fmt::format("split point '{}' is given twice", name));
   }
   std::vector<std::string> ordered;
+  ordered.reserve(seen.size());
   for (int index : seen) ordered.push_back(spec_.layers[static_cast<std::size_t>(index)].name);
   try {
     return partition_at(spec_.layer_infos(), ordered);

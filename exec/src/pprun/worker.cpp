@@ -445,7 +445,7 @@ class Worker {
     std::vector<int> transport_cores;  // the union over the transport's threads
     for (pid_t tid : transport_threads_) std::ranges::copy(thread_cores(tid), std::back_inserter(transport_cores));
     std::ranges::sort(transport_cores);
-    transport_cores.erase(std::ranges::unique(transport_cores).begin(), transport_cores.end());
+    transport_cores.erase(std::unique(transport_cores.begin(), transport_cores.end()), transport_cores.end());
     record.transport_cores = core_list(transport_cores);
     return record;
   }
@@ -538,6 +538,7 @@ void check_recompute_layers(const RunPlan& plan) {
   const int n = plan.options.recompute_layers;
   if (n <= 1) return;
   std::vector<int> stage_layers;
+  stage_layers.reserve(static_cast<std::size_t>(plan.partition.num_stages()));
   for (int s = 0; s < plan.partition.num_stages(); ++s)
     stage_layers.push_back(plan.partition.bounds[s + 1] - plan.partition.bounds[s]);
   const int largest = *std::ranges::max_element(stage_layers);
