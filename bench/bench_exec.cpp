@@ -24,7 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipescope/core/registry.hpp"
-#include "pipescope/exec/fused_adamw.hpp"
+#include "fused_adamw.hpp"
 #include "pipescope/exec/runtime.hpp"
 #include "pprun/stolen_time.hpp"
 
@@ -109,7 +109,8 @@ void BM_PipelineSpeedup(benchmark::State& state) {
   const int m = static_cast<int>(state.range(0));
   const std::string model =
       "--model mlp --layers 8 --hidden 1024 --vocab 1024 --micro-batch-size 32 --steps 9 "
-      "--threads-per-rank 1 --micro-batches " + std::to_string(m);
+      "--threads-per-rank 1 --micro-batches " +
+      std::to_string(m);
   double one = 0, two = 0;
   for (auto _ : state) {
     one = median_iteration_time_s("--nproc-per-node 1 --schedule data-parallel " + model, "one");
@@ -135,7 +136,9 @@ void BM_LinearGemm(benchmark::State& state) {
                                                          : at::mm(g.t(), x);
     benchmark::DoNotOptimize(y.data_ptr());
   }
-  state.SetLabel(product == LinearProduct::Forward ? "x W^T (forward)" : product == LinearProduct::InputGrad ? "g W (input gradient)" : "g^T x (weight gradient)");
+  state.SetLabel(product == LinearProduct::Forward     ? "x W^T (forward)"
+                 : product == LinearProduct::InputGrad ? "g W (input gradient)"
+                                                       : "g^T x (weight gradient)");
 }
 BENCHMARK(BM_LinearGemm)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
 

@@ -1,8 +1,6 @@
 // The CPU compute device: the counting allocator's counters; the steady clock times instructions.
 #include "pipescope/exec/device.hpp"
 
-#include "pipescope/exec/memory.hpp"
-
 namespace pipescope::exec {
 namespace {
 

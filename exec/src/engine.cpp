@@ -9,13 +9,14 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "error_text.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/registry.hpp"
 #include "pipescope/core/validator.hpp"
-#include "pipescope/exec/memory.hpp"
+#include "pipescope/exec/device.hpp"
 
 namespace pipescope::exec {
 namespace {
@@ -53,10 +54,12 @@ PipelineModule::PipelineModule(ModelSpec spec) : spec_(std::move(spec)) {}
 PipelineModule& PipelineModule::add(LayerSpec spec) {
   if (spec.name.empty()) throw UsageError(fmt::format("layer {}: a layer needs a name", spec_.layers.size()));
   for (const auto& l : spec_.layers)
-    if (l.name == spec.name) throw UsageError(fmt::format("layer '{}' is added twice (layer names must be unique)", spec.name));
+    if (l.name == spec.name)
+      throw UsageError(fmt::format("layer '{}' is added twice (layer names must be unique)", spec.name));
   if (!spec.build) throw UsageError(fmt::format("layer '{}' has no factory", spec.name));
   if (!spec.tied_key.empty() && spec.tied_parameter.empty())
-    throw UsageError(fmt::format("layer '{}': tied key '{}' needs the name of the shared parameter", spec.name, spec.tied_key));
+    throw UsageError(
+        fmt::format("layer '{}': tied key '{}' needs the name of the shared parameter", spec.name, spec.tied_key));
   spec_.layers.push_back(std::move(spec));
   return *this;
 }
@@ -116,7 +119,8 @@ Partition PipelineModule::partition(int num_stages, const std::string& method) {
   try {
     return partition_layers(infos, num_stages, method);
   } catch (const std::exception& e) {
-    throw UsageError(fmt::format("partition '{}' of {} layers into {} stages: {}", method, infos.size(), num_stages, e.what()));
+    throw UsageError(
+        fmt::format("partition '{}' of {} layers into {} stages: {}", method, infos.size(), num_stages, e.what()));
   }
 }
 
@@ -124,10 +128,12 @@ Partition PipelineModule::split_at(const std::vector<std::string>& split_points)
   std::set<int> seen;
   for (const auto& name : split_points) {
     const int index = layer_index(name);
-    if (index == 0) throw UsageError(fmt::format("split point '{}' is the first layer: the first stage would be empty", name));
+    if (index == 0)
+      throw UsageError(fmt::format("split point '{}' is the first layer: the first stage would be empty", name));
     if (!seen.insert(index).second) throw UsageError(fmt::format("split point '{}' is given twice", name));
   }
   std::vector<std::string> ordered;
+  ordered.reserve(seen.size());
   for (int index : seen) ordered.push_back(spec_.layers[static_cast<std::size_t>(index)].name);
   try {
     return partition_at(spec_.layer_infos(), ordered);
@@ -136,8 +142,10 @@ Partition PipelineModule::split_at(const std::vector<std::string>& split_points)
   }
 }
 
-std::vector<double> measure_layer_costs(PipelineModule& module, const MicroBatch& sample, int repetitions, Transport* world) {
-  if (repetitions < 1) throw UsageError(fmt::format("measure_layer_costs: repetitions {} must be at least 1", repetitions));
+std::vector<double> measure_layer_costs(PipelineModule& module, const MicroBatch& sample, int repetitions,
+                                        Transport* world) {
+  if (repetitions < 1)
+    throw UsageError(fmt::format("measure_layer_costs: repetitions {} must be at least 1", repetitions));
   auto& layers = module.spec().layers;
   std::vector<double> costs(layers.size(), 0.0);
   auto generator = at::detail::getDefaultCPUGenerator();
@@ -196,8 +204,8 @@ Schedule forward_only(const Schedule& training) {
     for (auto& step : program)
       step.erase(std::remove_if(step.begin(), step.end(),
                                 [](const Instruction& i) {
-                                  return !(i.op == Op::LoadMicroBatch || i.op == Op::ForwardPass || i.op == Op::SendActivation ||
-                                           i.op == Op::RecvActivation);
+                                  return !(i.op == Op::LoadMicroBatch || i.op == Op::ForwardPass ||
+                                           i.op == Op::SendActivation || i.op == Op::RecvActivation);
                                 }),
                  step.end());
   return s;
@@ -225,9 +233,11 @@ Schedule schedule_by_name(const std::string& name, int pipeline_ranks, int micro
 
 }  // namespace
 
-PipelineEngine::PipelineEngine(PipelineModule module, const std::string& schedule, Transport& world, EngineOptions options)
+PipelineEngine::PipelineEngine(PipelineModule module, const std::string& schedule, Transport& world,
+                               EngineOptions options)
     : PipelineEngine(std::move(module),
-                     schedule_by_name(schedule, pipeline_ranks_of(world, options.data_parallel), options.micro_batches, options.chunks),
+                     schedule_by_name(schedule, pipeline_ranks_of(world, options.data_parallel), options.micro_batches,
+                                      options.chunks),
                      world, options) {
   schedule_by_name_ = true;
   schedule_name_ = schedule;
@@ -235,22 +245,71 @@ PipelineEngine::PipelineEngine(PipelineModule module, const std::string& schedul
 
 PipelineEngine::PipelineEngine(PipelineModule module, Schedule schedule, Transport& world, EngineOptions options)
     : module_(std::move(module)), schedule_(std::move(schedule)), world_(world), options_(std::move(options)) {
+  start(std::nullopt);
+}
+
+PipelineEngine::PipelineEngine(PipelineModule module, Schedule schedule, Partition partition, Transport& world,
+                               EngineOptions options)
+    : module_(std::move(module)), schedule_(std::move(schedule)), world_(world), options_(std::move(options)) {
+  start(std::move(partition));
+}
+
+// The one path every constructor takes: the schedule checked against the world, the model split
+// (unless the caller split it), skip routes, the grid position, then the runtime with the
+// runtime's part of the options as they are.
+void PipelineEngine::start(std::optional<Partition> given_partition) {
   if (options_.retain_freed_cpu_memory) retain_freed_cpu_memory();
   const int pipeline_ranks = pipeline_ranks_of(world_, options_.data_parallel);
   if (schedule_.num_ranks != pipeline_ranks)
-    throw UsageError(fmt::format("schedule '{}' is for {} pipeline ranks, but the world has {} rank(s) and data_parallel {}, so {}",
-                                 schedule_.name, schedule_.num_ranks, world_.size(), options_.data_parallel, pipeline_ranks));
+    throw UsageError(
+        fmt::format("schedule '{}' is for {} pipeline ranks, but the world has {} rank(s) and data_parallel {}, so {}",
+                    schedule_.name, schedule_.num_ranks, world_.size(), options_.data_parallel, pipeline_ranks));
   validate(schedule_);
   if (module_.num_layers() == 0) throw UsageError("the model has no layers");
   if (options_.loss) module_.spec().loss = options_.loss;
-  if (!module_.spec().loss) throw UsageError("the model has no loss function (PipelineModule::set_loss or EngineOptions::loss)");
+  if (!module_.spec().loss)
+    throw UsageError("the model has no loss function (PipelineModule::set_loss or EngineOptions::loss)");
 
+  split_into_stages(std::move(given_partition));
+  skip_routes_ = exec::skip_routes(module_.spec(), partition_, schedule_.stage_to_rank);
+  if (!skip_routes_.empty() && options_.activation_checkpoint_interval > 0)
+    throw UsageError(
+        fmt::format("activation checkpointing (every {} layers) cannot recompute layers that stash or pop skip tensors "
+                    "(skip '{}'); turn one of them off",
+                    options_.activation_checkpoint_interval, skip_routes_.front().name));
+  schedule_ = with_skip_transfers(schedule_, skip_routes_);
+
+  position_.pipeline_ranks = pipeline_ranks;
+  position_.num_replicas = options_.data_parallel;
+  position_.replica = world_.rank() / pipeline_ranks;
+  position_.pipe_rank = world_.rank() % pipeline_ranks;
+  check_compute_dtype(options_.dtype, options_.device ? options_.device->device() : at::Device(at::kCPU));
+  // fp16 needs loss scaling (GradScaler's); other dtypes take it when asked.
+  options_.loss_scaling = options_.loss_scaling || options_.dtype == at::kHalf;
+  check_same_dtype_everywhere();
+  runtime_ = std::make_unique<PipelineRuntime>(module_.spec(), schedule_, partition_, world_, position_,
+                                               static_cast<const RuntimeOptions&>(options_));
+  rebuild_eval_schedule();
+}
+
+// The caller's partition, or one by split points or by the partition method; either way one
+// non-empty range of layers per stage of the schedule, and the loss on the last.
+void PipelineEngine::split_into_stages(std::optional<Partition> given_partition) {
   const int num_stages = schedule_.num_stages;
-  if (!options_.split_points.empty()) {
+  if (given_partition) {
+    partition_ = std::move(*given_partition);
+    const bool fits = partition_.num_stages() == num_stages && partition_.bounds.front() == 0 &&
+                      partition_.bounds.back() == module_.num_layers();
+    if (!fits)
+      throw UsageError(fmt::format(
+          "the partition with bounds [{}] does not split the model's {} layers into schedule '{}''s {} stages",
+          fmt::join(partition_.bounds, ", "), module_.num_layers(), schedule_.name, num_stages));
+  } else if (!options_.split_points.empty()) {
     partition_ = module_.split_at(options_.split_points);
     if (partition_.num_stages() != num_stages)
       throw UsageError(fmt::format("split points [{}] make {} stages, but schedule '{}' has {} stages",
-                                   fmt::join(options_.split_points, ", "), partition_.num_stages(), schedule_.name, num_stages));
+                                   fmt::join(options_.split_points, ", "), partition_.num_stages(), schedule_.name,
+                                   num_stages));
   } else {
     partition_ = module_.partition(num_stages, options_.partition);
   }
@@ -260,42 +319,16 @@ PipelineEngine::PipelineEngine(PipelineModule module, Schedule schedule, Transpo
                                    module_.num_layers(), num_stages, s));
   if (options_.loss_stage >= 0 && options_.loss_stage != num_stages - 1) {
     const auto& layers = module_.spec().layers;
+    const auto bound = [this](int index) {
+      return static_cast<std::size_t>(partition_.bounds.at(static_cast<std::size_t>(index)));
+    };
     throw UsageError(fmt::format(
         "the loss function is given for stage {} (layers '{}' .. '{}'), but only the last stage, {}, can compute it: "
         "the output of stage {} still goes through layers '{}' .. '{}'",
-        options_.loss_stage, layers.at(static_cast<std::size_t>(partition_.bounds.at(static_cast<std::size_t>(options_.loss_stage)))).name,
-        layers.at(static_cast<std::size_t>(partition_.bounds.at(static_cast<std::size_t>(options_.loss_stage) + 1) - 1)).name,
-        num_stages - 1, options_.loss_stage, layers.at(static_cast<std::size_t>(partition_.bounds.at(static_cast<std::size_t>(options_.loss_stage) + 1))).name,
-        layers.back().name));
+        options_.loss_stage, layers.at(bound(options_.loss_stage)).name,
+        layers.at(bound(options_.loss_stage + 1) - 1).name, num_stages - 1, options_.loss_stage,
+        layers.at(bound(options_.loss_stage + 1)).name, layers.back().name));
   }
-
-  skip_routes_ = exec::skip_routes(module_.spec(), partition_, schedule_.stage_to_rank);
-  if (!skip_routes_.empty() && options_.activation_checkpoint_interval > 0)
-    throw UsageError(fmt::format("activation checkpointing (every {} layers) cannot recompute layers that stash or pop skip tensors "
-                                 "(skip '{}'); turn one of them off",
-                                 options_.activation_checkpoint_interval, skip_routes_.front().name));
-  schedule_ = with_skip_transfers(schedule_, skip_routes_);
-
-  position_.pipeline_ranks = pipeline_ranks;
-  position_.num_replicas = options_.data_parallel;
-  position_.replica = world_.rank() / pipeline_ranks;
-  position_.pipe_rank = world_.rank() % pipeline_ranks;
-  RuntimeOptions runtime_options;
-  runtime_options.timeout = options_.timeout;
-  runtime_options.learning_rate = options_.learning_rate;
-  runtime_options.weight_decay = options_.weight_decay;
-  runtime_options.device = options_.device;
-  runtime_options.optimizer = options_.optimizer;
-  runtime_options.activation_checkpoint_interval = options_.activation_checkpoint_interval;
-  runtime_options.max_grad_norm = options_.gradient_clipping;
-  runtime_options.shapes_per_micro_batch = options_.shapes_per_micro_batch;
-  check_compute_dtype(options_.dtype, options_.device ? options_.device->device() : at::Device(at::kCPU));
-  runtime_options.compute_dtype = options_.dtype;
-  runtime_options.loss_scaling = options_.dtype == at::kHalf;
-  runtime_options.loss_scale = options_.loss_scale;
-  check_same_dtype_everywhere();
-  runtime_ = std::make_unique<PipelineRuntime>(module_.spec(), schedule_, partition_, world_, position_, runtime_options);
-  rebuild_eval_schedule();
 }
 
 void PipelineEngine::check_same_dtype_everywhere() {
@@ -303,8 +336,9 @@ void PipelineEngine::check_same_dtype_everywhere() {
   for (int r = 0; r < world_.size(); ++r) {
     const auto theirs = static_cast<at::ScalarType>(static_cast<int>(dtypes[static_cast<std::size_t>(r)]));
     if (theirs != options_.dtype)
-      throw UsageError(fmt::format("dtype: rank {} computes in {}, rank {} in {}: every rank must be given the same dtype",
-                                   world_.rank(), compute_dtype_name(options_.dtype), r, compute_dtype_name(theirs)));
+      throw UsageError(
+          fmt::format("dtype: rank {} computes in {}, rank {} in {}: every rank must be given the same dtype",
+                      world_.rank(), compute_dtype_name(options_.dtype), r, compute_dtype_name(theirs)));
   }
 }
 
@@ -317,17 +351,19 @@ void PipelineEngine::rebuild_eval_schedule() {
     if (!eval_schedule_.is_training() && eval_schedule_.stage_to_rank == schedule_.stage_to_rank)
       eval_schedule_ = with_skip_transfers(eval_schedule_, skip_routes_);
     if (eval_schedule_.is_training())
-      throw UsageError(fmt::format("eval schedule '{}' has backwards: eval_batch runs forwards only", options_.eval_schedule));
+      throw UsageError(
+          fmt::format("eval schedule '{}' has backwards: eval_batch runs forwards only", options_.eval_schedule));
     if (eval_schedule_.stage_to_rank != schedule_.stage_to_rank)
       throw UsageError(fmt::format("eval schedule '{}' places stages on ranks [{}], the training schedule '{}' on [{}]",
-                                   options_.eval_schedule, fmt::join(eval_schedule_.stage_to_rank, ", "), schedule_.name,
-                                   fmt::join(schedule_.stage_to_rank, ", ")));
+                                   options_.eval_schedule, fmt::join(eval_schedule_.stage_to_rank, ", "),
+                                   schedule_.name, fmt::join(schedule_.stage_to_rank, ", ")));
     validate(eval_schedule_);
     return;
   }
   // DeepSpeed's InferenceSchedule where its placement (one stage per rank) is the training one.
   bool one_stage_per_rank = schedule_.num_stages == p;
-  for (int s = 0; one_stage_per_rank && s < schedule_.num_stages; ++s) one_stage_per_rank = schedule_.stage_to_rank[s] == s;
+  for (int s = 0; one_stage_per_rank && s < schedule_.num_stages; ++s)
+    one_stage_per_rank = schedule_.stage_to_rank[s] == s;
   if (one_stage_per_rank && p > 1) {
     try {
       eval_schedule_ = schedule_by_name("deepspeed-inference", p, schedule_.num_micro_batches, 1);
@@ -345,8 +381,9 @@ void PipelineEngine::rebuild_eval_schedule() {
 double PipelineEngine::train_batch(const MicroBatchSource& data) {
   if (!data) throw UsageError("train_batch: no data source (pass one or call set_data_loader)");
   if (!schedule_.is_training())
-    throw UsageError(fmt::format("schedule '{}' has no backward: train with a training schedule (eval_batch runs the forwards)",
-                                 schedule_.name));
+    throw UsageError(
+        fmt::format("schedule '{}' has no backward: train with a training schedule (eval_batch runs the forwards)",
+                    schedule_.name));
   StepRequest request;
   request.schedule = &schedule_;
   request.data = &data;
@@ -358,7 +395,8 @@ double PipelineEngine::train_batch(const MicroBatchSource& data) {
   try {
     world_.all_reduce_sum(sums)->wait(options_.timeout);
   } catch (const std::exception& e) {
-    throw RuntimeError(fmt::format("rank {}: step {}: loss exchange: {}", world_.rank(), global_steps_ - 1, first_line(e.what())));
+    throw RuntimeError(
+        fmt::format("rank {}: step {}: loss exchange: {}", world_.rank(), global_steps_ - 1, first_line(e.what())));
   }
   const double count = sums[1].item<double>();
   return count > 0 ? sums[0].item<double>() / count : 0.0;
@@ -381,7 +419,8 @@ EvalResult PipelineEngine::eval_batch(const MicroBatchSource& data, bool return_
   try {
     world_.all_reduce_sum(sums)->wait(options_.timeout);
   } catch (const std::exception& e) {
-    throw RuntimeError(fmt::format("rank {}: evaluation {}: loss exchange: {}", world_.rank(), eval_steps_ - 1, first_line(e.what())));
+    throw RuntimeError(
+        fmt::format("rank {}: evaluation {}: loss exchange: {}", world_.rank(), eval_steps_ - 1, first_line(e.what())));
   }
   EvalResult out;
   if (sums[1].item<double>() > 0) out.loss = sums[0].item<double>() / sums[1].item<double>();
@@ -391,12 +430,14 @@ EvalResult PipelineEngine::eval_batch(const MicroBatchSource& data, bool return_
 
 void PipelineEngine::set_micro_batches(int micro_batches) {
   if (!schedule_by_name_)
-    throw UsageError(fmt::format("set_micro_batches: schedule '{}' was given as a value; build the engine from a schedule name "
-                                 "to change its micro-batches",
-                                 schedule_.name));
+    throw UsageError(
+        fmt::format("set_micro_batches: schedule '{}' was given as a value; build the engine from a schedule name "
+                    "to change its micro-batches",
+                    schedule_.name));
   Schedule next = schedule_by_name(schedule_name_, position_.pipeline_ranks, micro_batches, options_.chunks);
   if (next.stage_to_rank != schedule_.stage_to_rank)
-    throw UsageError(fmt::format("set_micro_batches {}: schedule '{}' would place the stages differently", micro_batches, schedule_name_));
+    throw UsageError(fmt::format("set_micro_batches {}: schedule '{}' would place the stages differently",
+                                 micro_batches, schedule_name_));
   next = with_skip_transfers(next, skip_routes_);
   validate(next);
   schedule_ = std::move(next);
@@ -434,7 +475,8 @@ CheckpointLayout PipelineEngine::checkpoint_layout() {
   layout.stage_to_rank = schedule_.stage_to_rank;
   // Every rank builds its optimizers from the same factory: rank 0's answer is everyone's, but
   // a rank without parameters has none to ask, so the ranks agree on it.
-  const std::vector<double> by_layer = gather_doubles({optimizer_state_by_layer(*runtime_) ? 1.0 : 0.0}, "checkpoint layout");
+  const std::vector<double> by_layer =
+      gather_doubles({optimizer_state_by_layer(*runtime_) ? 1.0 : 0.0}, "checkpoint layout");
   layout.optimizer_state_by_layer = std::all_of(by_layer.begin(), by_layer.end(), [](double v) { return v != 0; });
   return layout;
 }
@@ -450,7 +492,8 @@ void PipelineEngine::save_checkpoint(const std::string& dir, const nlohmann::jso
       gather_doubles({static_cast<double>(mine.bytes), static_cast<double>(mine.crc32)}, "checkpoint files");
   saved.rank_files.emplace();
   for (int r = 0; r < world_.size(); ++r)
-    saved.rank_files->push_back({static_cast<std::int64_t>(records[2 * r]), static_cast<std::uint32_t>(records[2 * r + 1])});
+    saved.rank_files->push_back(
+        {static_cast<std::int64_t>(records[2 * r]), static_cast<std::uint32_t>(records[2 * r + 1])});
   // No rank goes on before the manifest names the checkpoint (a caller may read it next), and a
   // failed commit on rank 0 fails the call everywhere rather than leaving the others waiting.
   std::string commit_error;
@@ -462,7 +505,8 @@ void PipelineEngine::save_checkpoint(const std::string& dir, const nlohmann::jso
     }
   }
   const std::vector<double> failed = gather_doubles({commit_error.empty() ? 0.0 : 1.0}, "checkpoint commit");
-  if (!commit_error.empty()) throw RuntimeError(fmt::format("rank 0: checkpoint {}: {}", checkpoint_subdir(saved.position.step), commit_error));
+  if (!commit_error.empty())
+    throw RuntimeError(fmt::format("rank 0: checkpoint {}: {}", checkpoint_subdir(saved.position.step), commit_error));
   if (failed[0] != 0)
     throw RuntimeError(fmt::format("rank {}: checkpoint {}: rank 0 could not write the manifest", world_.rank(),
                                    checkpoint_subdir(saved.position.step)));
@@ -499,7 +543,8 @@ CheckpointChoice PipelineEngine::load_checkpoint(const std::string& dir, const M
     }
     // The folder is shared: the reason can be told here even when another rank found it.
     const auto reason = problem_of(listed[i], first_bad);
-    choice.damaged.push_back({listed[i].position.step, reason ? *reason : fmt::format("rank {} found its file damaged", first_bad)});
+    choice.damaged.push_back(
+        {listed[i].position.step, reason ? *reason : fmt::format("rank {} found its file damaged", first_bad)});
   }
   std::vector<std::string> reasons;
   for (const auto& d : choice.damaged) reasons.push_back(fmt::format("{}: {}", checkpoint_subdir(d.step), d.reason));
@@ -527,8 +572,8 @@ void PipelineEngine::set_train_batch_size(int samples) {
     throw UsageError("set_train_batch_size: EngineOptions::micro_batch_size is not set");
   const int per_step = options_.micro_batch_size * options_.data_parallel;
   if (samples <= 0 || samples % per_step != 0)
-    throw UsageError(fmt::format("set_train_batch_size {}: not a multiple of micro_batch_size {} x data_parallel {}", samples,
-                                 options_.micro_batch_size, options_.data_parallel));
+    throw UsageError(fmt::format("set_train_batch_size {}: not a multiple of micro_batch_size {} x data_parallel {}",
+                                 samples, options_.micro_batch_size, options_.data_parallel));
   set_micro_batches(samples / per_step);
 }
 

@@ -1,7 +1,7 @@
 // One pass per parameter of AdamW's update (see fused_adamw.hpp for why). The arithmetic is
 // AdamW's, in the same order per element: decoupled weight decay, the two moment averages, the
 // bias-corrected denominator, the step.
-#include "pipescope/exec/fused_adamw.hpp"
+#include "fused_adamw.hpp"
 
 #include "adamw_state_key.hpp"
 

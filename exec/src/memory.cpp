@@ -1,4 +1,4 @@
-#include "pipescope/exec/memory.hpp"
+#include "pipescope/exec/device.hpp"
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
@@ -35,7 +35,8 @@ struct CountedBlock {
   std::int64_t bytes;
 };
 std::mutex g_blocks_mutex;
-std::unordered_map<void*, CountedBlock>* g_blocks = new std::unordered_map<void*, CountedBlock>();  // never freed: outlives static tensors
+std::unordered_map<void*, CountedBlock>* g_blocks =
+    new std::unordered_map<void*, CountedBlock>();  // never freed: outlives static tensors
 
 void delete_counted(void* data) {
   CountedBlock block;

@@ -1,5 +1,5 @@
-// Compute dtypes by name and dynamic loss scaling (see precision.hpp).
-#include "pipescope/exec/precision.hpp"
+// Compute dtypes by name and dynamic loss scaling (see the precision part of runtime.hpp).
+#include "pipescope/exec/runtime.hpp"
 
 #include <fmt/format.h>
 
@@ -33,11 +33,12 @@ void check_compute_dtype(at::ScalarType dtype, at::Device device) {
 }
 
 DynamicLossScaler::DynamicLossScaler(LossScaleOptions options) : options_(options), scale_(options.initial_scale) {
-  if (!(options_.initial_scale > 0) || !(options_.growth_factor > 1) || !(options_.backoff_factor > 0 && options_.backoff_factor < 1) ||
-      options_.growth_interval < 1)
-    throw UsageError(fmt::format("loss scaling: initial scale {:g} must be positive, growth factor {:g} above 1, backoff factor {:g} "
-                                 "between 0 and 1 and growth interval {} at least 1",
-                                 options_.initial_scale, options_.growth_factor, options_.backoff_factor, options_.growth_interval));
+  if (!(options_.initial_scale > 0) || !(options_.growth_factor > 1) ||
+      !(options_.backoff_factor > 0 && options_.backoff_factor < 1) || options_.growth_interval < 1)
+    throw UsageError(fmt::format(
+        "loss scaling: initial scale {:g} must be positive, growth factor {:g} above 1, backoff factor {:g} "
+        "between 0 and 1 and growth interval {} at least 1",
+        options_.initial_scale, options_.growth_factor, options_.backoff_factor, options_.growth_interval));
 }
 
 bool DynamicLossScaler::update(bool found_inf) {

@@ -1,5 +1,5 @@
 // Routing skip tensors between stages and adding their direct transfers to a schedule.
-#include "pipescope/exec/skip_connections.hpp"
+#include "pipescope/exec/pipeline_module.hpp"
 
 #include <fmt/format.h>
 
@@ -21,7 +21,8 @@ int stage_of_layer(const Partition& partition, int layer) {
 
 }  // namespace
 
-std::vector<SkipRoute> skip_routes(const ModelSpec& model, const Partition& partition, const std::vector<int>& stage_to_rank) {
+std::vector<SkipRoute> skip_routes(const ModelSpec& model, const Partition& partition,
+                                   const std::vector<int>& stage_to_rank) {
   std::vector<SkipRoute> routes;
   for (const SkipEdge& edge : model.skip_edges()) {
     SkipRoute route;
@@ -32,11 +33,12 @@ std::vector<SkipRoute> skip_routes(const ModelSpec& model, const Partition& part
     route.to_stage = stage_of_layer(partition, edge.to_layer);
     if (route.from_stage < 0 || route.to_stage < 0 || route.from_stage >= static_cast<int>(stage_to_rank.size()) ||
         route.to_stage >= static_cast<int>(stage_to_rank.size()))
-      throw UsageError(fmt::format("skip tensor '{}' (layer {} to layer {}) lies outside the {} stages", edge.name, edge.from_layer,
-                                   edge.to_layer, stage_to_rank.size()));
+      throw UsageError(fmt::format("skip tensor '{}' (layer {} to layer {}) lies outside the {} stages", edge.name,
+                                   edge.from_layer, edge.to_layer, stage_to_rank.size()));
     if (route.from_stage == route.to_stage)
       route.carrier = SkipCarrier::SameStage;
-    else if (stage_to_rank[static_cast<std::size_t>(route.from_stage)] == stage_to_rank[static_cast<std::size_t>(route.to_stage)])
+    else if (stage_to_rank[static_cast<std::size_t>(route.from_stage)] ==
+             stage_to_rank[static_cast<std::size_t>(route.to_stage)])
       route.carrier = SkipCarrier::Memory;
     else if (route.to_stage == route.from_stage + 1)
       route.carrier = SkipCarrier::WithActivation;

@@ -9,6 +9,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "pipescope/core/errors.hpp"
 #include "pipescope/sim/simulator.hpp"
 #include "pipescope/traces/bubble.hpp"
+#include "link_model.hpp"
 #include "memory_rules.hpp"
 
 namespace pipescope::sim {
@@ -26,6 +28,13 @@ constexpr double kUnknown = std::numeric_limits<double>::infinity();
 // The core's is_compute, inlined for the event loop.
 constexpr bool is_compute_op(Op op) {
   return op == Op::ForwardPass || op == Op::BackwardPass || op == Op::BackwardInput || op == Op::BackwardWeight;
+}
+
+// What the program runs for a time on a lane (computes, loads, collectives, the optimizer); the
+// others are sends, receives and their waits.
+constexpr bool is_timed_op(Op op) {
+  return is_compute_op(op) || op == Op::LoadMicroBatch || op == Op::ReduceGrads || op == Op::ReduceTiedGrads ||
+         op == Op::OptimizerStep;
 }
 
 struct Event {
@@ -41,19 +50,11 @@ struct EventLater {
   }
 };
 
-struct LinkState {
-  double bandwidth_bytes_per_s = 1;
-  double latency_s = 0;
-  double last_update_s = 0;
-  std::uint32_t version = 0;
-  std::vector<std::int32_t> active;  // transfer ids moving bytes now
-};
-
 struct RankState {
   std::int32_t pc = 0;
-  double clock_s = 0;        // when the previous instruction finished
+  double clock_s = 0;  // when the previous instruction finished
   double busy_s = 0;
-  double compute_s = 0;               // F, B, I, W only
+  double compute_s = 0;  // F, B, I, W only
   double first_compute_s = -1;
   double last_compute_end_s = 0;
   std::int64_t memory_bytes = 0;
@@ -81,20 +82,30 @@ constexpr int kTiedBarrier = 1;
 
 class Engine {
  public:
-  Engine(const CompiledSchedule& schedule, const CostModel& costs, const Topology& topology,
-         const SimOptions& options)
+  Engine(const CompiledSchedule& schedule, const CostModel& costs, const Topology& topology, const SimOptions& options)
       : s_(schedule), costs_(costs), topology_(topology), options_(options) {}
 
   SimResult run();
 
  private:
+  void prepare_stages();
+  void prepare_transfers();
+  void prepare_trace();
+  void prepare_barriers();
+  Summary summarize() const;
+  traces::Trace assemble_trace(double iteration);
   void run_rank(std::int32_t rank, double now);
+  bool run_timed(std::int32_t rank, const CompiledInstruction& ci, bool starts_step, double& now);
+  bool timed_duration(std::int32_t rank, const CompiledInstruction& ci, bool starts_step, double& now, double& duration,
+                      traces::Lane& lane);
+  bool pass_barrier(std::int32_t rank, const CompiledInstruction& ci, double& now, double& event_start);
+  bool run_untimed(std::int32_t rank, const CompiledInstruction& ci, double& now);
+  bool receive(std::int32_t rank, const CompiledInstruction& ci, double& now);
   void post_transfer(std::int32_t transfer, double now);
   bool wait_for_data(std::int32_t rank, const CompiledInstruction& compute, double& now);
   void arrive(std::int32_t transfer, double arrival_s);
-  void advance_link(LinkState& link, double now);
-  void reschedule_link(std::int32_t link_id, double now);
-  void finish_link_event(std::int32_t link_id, double now);
+  void push_link_event(std::int32_t link_id);
+  void finish_link_event(const LinkEvent& event);
   void push(double time, std::int32_t id, std::uint32_t version = 0) {
     heap_.push_back({time, id, version});
     std::push_heap(heap_.begin(), heap_.end(), EventLater{});
@@ -130,11 +141,11 @@ class Engine {
   // pair of ranks, which would be ranks x ranks lists.
   std::vector<std::vector<std::int32_t>> undelivered_;
   std::vector<std::int32_t> reverse_link_;  // per link (a -> b): the link b -> a, -1 when none
-  std::vector<double> received_s_;                      // per transfer: its receive's end; kUnknown before
-  double now_s_ = 0;  // time of the event being handled
+  std::vector<double> received_s_;          // per transfer: its receive's end; kUnknown before
+  double now_s_ = 0;                        // time of the event being handled
   std::vector<StageCost> stage_;
   std::vector<StageRuntimeEffects> effects_;  // per stage
-  std::vector<char> grad_buffer_held_;  // per stage
+  std::vector<char> grad_buffer_held_;        // per stage
   // Per stage: start and length of its latest weight-gradient pass (BackwardPass or
   // BackwardWeight), which an overlapped gradient reduction runs beside.
   std::vector<double> weight_pass_start_s_, weight_pass_s_;
@@ -145,12 +156,11 @@ class Engine {
   std::vector<std::int32_t> pair_input_transfer_;
   bool any_all_to_all_ = false;
   AllToAllTotals all_to_all_;
-  std::vector<LinkState> links_;
-  std::vector<double> arrival_s_;    // per transfer; kUnknown until it arrives
-  std::vector<double> posted_s_;     // per transfer; only the trace reads it
-  std::vector<double> remaining_bytes_;
-  std::vector<double> total_bytes_;
-  std::vector<char> receiver_waiting_;  // per transfer: who waits for its arrival (bits below)
+  LinkModel links_;                         // Links mode only
+  std::vector<FinishedTransfer> finished_;  // what the link event being handled finished
+  std::vector<double> arrival_s_;           // per transfer; kUnknown until it arrives
+  std::vector<double> posted_s_;            // per transfer; only the trace reads it
+  std::vector<char> receiver_waiting_;      // per transfer: who waits for its arrival (bits below)
   static constexpr char kReceiverWaits = 1;
   static constexpr char kSenderWaits = 2;  // torch's WaitSend*
   // optimizer_sync: ranks with an OptimizerStep; reduce_tied_sync: ranks of the first and the
@@ -171,15 +181,16 @@ void Engine::change_memory(std::int32_t rank, std::int64_t delta, double at_s) {
   // Checked: figures near the limit of their options (2^60 bytes) held by many micro-batches at
   // once would wrap to a small or negative peak.
   if (__builtin_add_overflow(r.memory_bytes, delta, &r.memory_bytes))
-    throw UsageError(fmt::format("rank {}: the memory it holds passes 2^63 bytes: the memory figures are too large for "
-                                 "this many micro-batches in flight",
-                                 rank));
+    throw UsageError(
+        fmt::format("rank {}: the memory it holds passes 2^63 bytes: the memory figures are too large for "
+                    "this many micro-batches in flight",
+                    rank));
   r.peak_bytes = std::max(r.peak_bytes, r.memory_bytes);
   if (options_.build_trace) rank_memory_[rank].push_back({rank, at_s * 1e6, r.memory_bytes});
 }
 
-void Engine::add_event(std::int32_t rank, traces::Lane lane, const CompiledInstruction& ci, double start,
-                       double end, const char* category) {
+void Engine::add_event(std::int32_t rank, traces::Lane lane, const CompiledInstruction& ci, double start, double end,
+                       const char* category) {
   traces::TraceEvent e;
   e.rank = rank;
   e.lane = static_cast<int>(lane);
@@ -213,10 +224,12 @@ void Engine::add_tensor_parallel_event(std::int32_t rank, const CompiledInstruct
   if (collectives_s <= 0) return;
   const double pass_end = start + (forward ? cost.f_s : cost.b_s);
   add_event(rank, traces::Lane::Collective, ci, pass_end - collectives_s, pass_end, "collective");
-  lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + static_cast<int>(traces::Lane::Collective)].back().name =
-      forward ? "TP_F" : "TP_B";
-  lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + static_cast<int>(traces::Lane::Collective)].back().kind =
-      forward ? traces::EventKind::TensorParallelForward : traces::EventKind::TensorParallelBackward;
+  lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + static_cast<int>(traces::Lane::Collective)]
+      .back()
+      .name = forward ? "TP_F" : "TP_B";
+  lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + static_cast<int>(traces::Lane::Collective)]
+      .back()
+      .kind = forward ? traces::EventKind::TensorParallelForward : traces::EventKind::TensorParallelBackward;
 }
 
 // Which forwards start an overlapped F&B step: those the generator marked (DualPipeV), and
@@ -305,7 +318,8 @@ void Engine::account_lone_all_to_all(std::int32_t rank, const CompiledInstructio
   all_to_all_.total_s += forward ? c.all_to_all.forward_s() : c.all_to_all.backward_s();
   if (!options_.build_trace) return;
   if (forward) {
-    add_all_to_all_events(rank, ci, nullptr, overlapped_step(c.f_s - c.all_to_all.forward_s(), c.all_to_all, 0, {}), start);
+    add_all_to_all_events(rank, ci, nullptr, overlapped_step(c.f_s - c.all_to_all.forward_s(), c.all_to_all, 0, {}),
+                          start);
   } else {
     const double compute_s = backward_duration_s(ci) - c.all_to_all.backward_s();
     add_all_to_all_events(rank, ci, &ci, overlapped_step(0, {}, compute_s, c.all_to_all), start);
@@ -321,7 +335,8 @@ void Engine::add_all_to_all_events(std::int32_t rank, const CompiledInstruction&
     const ExpertAllToAll& a2a = stage_[pass.stage].all_to_all;
     add_event(rank, traces::Lane::Collective, pass, start + piece.start_s, start + piece.end_s, "collective");
     traces::TraceEvent& e =
-        lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + static_cast<int>(traces::Lane::Collective)].back();
+        lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + static_cast<int>(traces::Lane::Collective)]
+            .back();
     e.name = all_to_all_event_name(piece.kind);
     e.kind = traces::event_kind_from_name(e.name);
     // The dispatch's reverse carries BF16 gradients even when the dispatch sent FP8.
@@ -333,13 +348,8 @@ void Engine::run_rank(std::int32_t rank, double now) {
   RankState& r = ranks_[rank];
   const std::int32_t end_pc = s_.rank_begin[rank + 1];
   const CompiledInstruction* instructions = s_.instructions.data();
-  const double overhead_s = costs_.runtime.instruction_overhead_s;
   while (r.pc < end_pc) {
     const CompiledInstruction& ci = instructions[r.pc];
-    const StageCost& cost = stage_[ci.stage];
-    const StageRuntimeEffects& effects = effects_[ci.stage];
-    double duration = 0;
-    traces::Lane lane = traces::Lane::Compute;
     // An overlapped F&B step waits for the backward's input too, before the forward's own.
     const bool starts_step = ci.op == Op::ForwardPass && !pair_backward_.empty() && pair_backward_[r.pc] >= 0;
     if (starts_step && ci.transfer >= 0 && pair_input_transfer_[r.pc] >= 0 &&
@@ -350,191 +360,237 @@ void Engine::run_rank(std::int32_t rank, double now) {
     }
     // Torch's semantics: a compute waits here for the data its posted receive brings.
     if (ci.transfer >= 0 && is_compute_op(ci.op) && !wait_for_data(rank, ci, now)) return;
-    const bool ends_step = r.pair_backward_pc == r.pc;
-    switch (ci.op) {
-      case Op::ForwardPass:
-        duration = cost.f_s;
-        if (starts_step) {
-          if (!begin_overlapped_step(rank, ci, now, duration)) return;
-        } else if (any_all_to_all_) {
-          account_lone_all_to_all(rank, ci, now);
-        }
-        break;
-      // Micro-batch 0's weight gradient becomes the gradient sum: nothing to add it to.
-      case Op::BackwardPass:
-        duration = cost.backward_pass_s() - effects.weight_gradient_saving_s(ci.micro_batch);
-        if (ends_step) {
-          duration = std::max(0.0, r.pair_end_s - now);
-          r.pair_backward_pc = -1;
-        } else if (any_all_to_all_) {
-          account_lone_all_to_all(rank, ci, now);
-        }
-        note_weight_pass(ci.stage, now, duration);
-        break;
-      case Op::BackwardInput:
-        duration = cost.b_s;
-        if (ends_step) {
-          duration = std::max(0.0, r.pair_end_s - now);
-          r.pair_backward_pc = -1;
-        } else if (any_all_to_all_) {
-          account_lone_all_to_all(rank, ci, now);
-        }
-        break;
-      case Op::BackwardWeight:
-        duration = cost.w_s - effects.weight_gradient_saving_s(ci.micro_batch);
-        note_weight_pass(ci.stage, now, duration);
-        break;
-      case Op::LoadMicroBatch: duration = cost.load_s; break;
-      // Overlapped, only what outlasts the backward holds the program up.
-      case Op::ReduceGrads:
-        duration = cost.reduce_grads_overlapped()
-                       ? std::max(0.0, overlapped_reduce_grads_end_s(cost, weight_pass_start_s_[ci.stage],
-                                                                     weight_pass_s_[ci.stage]) - now)
-                       : cost.reduce_grads_s;
-        lane = traces::Lane::Collective;
-        break;
-      case Op::ReduceTiedGrads: duration = cost.reduce_tied_s; lane = traces::Lane::Collective; break;
-      case Op::OptimizerStep: duration = cost.optimizer_s; lane = traces::Lane::Collective; break;
-      case Op::SendActivation:
-      case Op::SendGrad:
-        // A shared link must see its transfers in time order: post only at the current time.
-        if (links_mode_ && now > now_s_) {
-          r.clock_s = now;
-          push(now, rank);
-          return;
-        }
-        post_transfer(ci.transfer, now);
-        if (contention_) {
-          const CompiledTransfer& t = s_.transfers[ci.transfer];
-          if (t.from_rank != t.to_rank) undelivered_[t.link].push_back(ci.transfer);
-        }
-        // Posting occupies the program (packing, handing over to the transport), not the link.
-        now += effects.send_s + overhead_s;
-        ++r.pc;
-        continue;
-      // Torch's wait for a send: until its data has arrived (a send with no WaitSend is waited
-      // at the end of the step, which its receive outlasts anyway).
-      case Op::WaitSendActivation:
-      case Op::WaitSendGrad:
-        if (ci.transfer >= 0) {
-          if (arrival_s_[ci.transfer] == kUnknown) {
-            r.clock_s = now;
-            receiver_waiting_[ci.transfer] |= kSenderWaits;
-            return;
-          }
-          now = std::max(now, arrival_s_[ci.transfer]);
-        }
-        ++r.pc;
-        continue;
-      // Collectives run synchronously here, so their wait has nothing left to wait for; and
-      // pipescope never shards parameters, so (un)sharding has no work.
-      case Op::WaitReduceGrads:
-      case Op::Unshard:
-      case Op::Reshard:
-        ++r.pc;
-        continue;
-      case Op::RecvActivation:
-      case Op::RecvGrad: {
-        if (s_.receives_post_only) {  // torch: posting costs the program its overhead only
-          now += overhead_s;
-          ++r.pc;
-          continue;
-        }
-        const double arrival = arrival_s_[ci.transfer];
-        if (arrival == kUnknown) {
-          r.clock_s = now;
-          r.recv_reached_s = now;
-          receiver_waiting_[ci.transfer] |= kReceiverWaits;
-          return;
-        }
-        // A receive that waited for its data ends when the data is there (the calibrated
-        // latency is measured that way); one whose data was there when it began costs its own
-        // work. Which of the two it was is a matter of times, not of the order in which the
-        // event loop met the send and the receive: a rank can reach a receive before the loop
-        // has posted its send, and still find the data there at that time.
-        const bool waited = r.recv_reached_s >= 0;
-        const double reached = waited ? r.recv_reached_s : now;
-        const bool data_there = arrival <= reached;
-        double own_work_s = effects.received_data_s(false);
-        if (data_there && contention_) {
-          const CompiledTransfer& t = s_.transfers[ci.transfer];
-          const std::int32_t back_link = reverse_link_[t.link];
-          const int contended = back_link < 0 ? 0 : own_message_undelivered(t.from_rank, back_link, reached);
-          if (contended < 0) {  // the peer has not got that far: ask again when the clock has
-            r.clock_s = now;
-            push(now, rank);
-            return;
-          }
-          own_work_s = effects.received_data_s(contended > 0);
-        }
-        r.recv_reached_s = -1;
-        const double done = data_there ? reached + own_work_s : std::max(now, arrival);
-        if (contention_) received_s_[ci.transfer] = done;
-        if (options_.build_trace) {
-          add_event(rank, traces::Lane::Recv, ci, reached, done, "p2p");
-          const CompiledTransfer& t = s_.transfers[ci.transfer];
-          traces::TraceEvent& e = lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + 2].back();
-          e.peer_rank = t.from_rank;
-          e.bytes = stage_[s_.instructions[t.send_index].stage].activation_bytes;
-          trace_.flows.push_back({t.from_rank, static_cast<int>(traces::Lane::Send), posted_s_[ci.transfer] * 1e6,
-                                  rank, static_cast<int>(traces::Lane::Recv), done * 1e6});
-          if (costs_.runtime.send_ends_at_receive) add_send_event(ci.transfer, done);
-        }
-        now = done + overhead_s;
-        ++r.pc;
-        continue;
-      }
-    }
-    // Clipping by the global norm: the first optimizer step of each rank waits for every
-    // rank's; the tied-gradient all-reduce waits for the other holders of the tied weights.
-    // The event starts when this rank got there, as a runtime records it.
-    double event_start = now;
-    int barrier_id = -1;
-    if (ci.op == Op::OptimizerStep && costs_.runtime.optimizer_sync) barrier_id = kOptimizerBarrier;
-    if (ci.op == Op::ReduceTiedGrads && costs_.runtime.reduce_tied_sync && tied_member_[rank]) barrier_id = kTiedBarrier;
-    if (barrier_id >= 0 && !r.passed_barrier[barrier_id]) {
-      Barrier& barrier = barriers_[barrier_id];
-      if (!r.reached_barrier[barrier_id]) {
-        r.reached_barrier[barrier_id] = true;
-        r.barrier_arrival_s[barrier_id] = now;
-        ++barrier.arrived;
-        barrier.time_s = std::max(barrier.time_s, now);
-      }
-      if (barrier.arrived < barrier.members) {
-        r.clock_s = now;
-        barrier.waiting.push_back(rank);
-        return;
-      }
-      for (std::int32_t waiting : barrier.waiting) push(std::max(barrier.time_s, ranks_[waiting].clock_s), waiting);
-      barrier.waiting.clear();
-      r.passed_barrier[barrier_id] = true;
-      event_start = r.barrier_arrival_s[barrier_id];
-      now = std::max(now, barrier.time_s);
-    }
-    const double end = now + duration;
-    // After any barrier wait: the rules flip the stage's gradient-buffer flag (memory_rules.hpp).
-    const MemoryChange memory = memory_change(ci.op, cost, grad_buffer_held_[ci.stage]);
-    if (memory.grad_buffer_bytes > 0) change_memory(rank, memory.grad_buffer_bytes, now);
-    const std::int64_t delta = memory.delta_bytes;
-    // Allocations count from the start of an op, frees from its end.
-    if (delta > 0) change_memory(rank, delta, now);
-    if (options_.build_trace) {
-      add_event(rank, lane, ci, event_start, end, lane == traces::Lane::Compute ? "compute" : "collective");
-      add_tensor_parallel_event(rank, ci, cost, now);
-    }
-    if (delta < 0) change_memory(rank, delta, end);
-    if (traces::counts_as_busy(lane)) r.busy_s += duration;
-    if (is_compute_op(ci.op)) {
-      if (r.first_compute_s < 0) r.first_compute_s = now;
-      r.last_compute_end_s = end;
-      r.compute_s += duration;
-    }
-    now = end + overhead_s;
+    const bool handled = is_timed_op(ci.op) ? run_timed(rank, ci, starts_step, now) : run_untimed(rank, ci, now);
+    if (!handled) return;
     ++r.pc;
   }
   // The program's time between instructions follows every instruction but the last.
-  r.clock_s = end_pc > s_.rank_begin[rank] ? now - overhead_s : now;
+  r.clock_s = end_pc > s_.rank_begin[rank] ? now - costs_.runtime.instruction_overhead_s : now;
   r.done = true;
+}
+
+// How long a timed instruction takes once it starts at `now`, and on which lane; false when an
+// overlapped step cannot start yet (the rank waits).
+bool Engine::timed_duration(std::int32_t rank, const CompiledInstruction& ci, bool starts_step, double& now,
+                            double& duration, traces::Lane& lane) {
+  RankState& r = ranks_[rank];
+  const StageCost& cost = stage_[ci.stage];
+  const StageRuntimeEffects& effects = effects_[ci.stage];
+  const bool ends_step = r.pair_backward_pc == r.pc;
+  switch (ci.op) {
+    case Op::ForwardPass:
+      duration = cost.f_s;
+      if (starts_step) {
+        if (!begin_overlapped_step(rank, ci, now, duration)) return false;
+      } else if (any_all_to_all_) {
+        account_lone_all_to_all(rank, ci, now);
+      }
+      break;
+    // Micro-batch 0's weight gradient becomes the gradient sum: nothing to add it to.
+    case Op::BackwardPass:
+      duration = cost.backward_pass_s() - effects.weight_gradient_saving_s(ci.micro_batch);
+      if (ends_step) {
+        duration = std::max(0.0, r.pair_end_s - now);
+        r.pair_backward_pc = -1;
+      } else if (any_all_to_all_) {
+        account_lone_all_to_all(rank, ci, now);
+      }
+      note_weight_pass(ci.stage, now, duration);
+      break;
+    case Op::BackwardInput:
+      duration = cost.b_s;
+      if (ends_step) {
+        duration = std::max(0.0, r.pair_end_s - now);
+        r.pair_backward_pc = -1;
+      } else if (any_all_to_all_) {
+        account_lone_all_to_all(rank, ci, now);
+      }
+      break;
+    case Op::BackwardWeight:
+      duration = cost.w_s - effects.weight_gradient_saving_s(ci.micro_batch);
+      note_weight_pass(ci.stage, now, duration);
+      break;
+    case Op::LoadMicroBatch: duration = cost.load_s; break;
+    // Overlapped, only what outlasts the backward holds the program up.
+    case Op::ReduceGrads:
+      duration = cost.reduce_grads_overlapped()
+                     ? std::max(0.0, overlapped_reduce_grads_end_s(cost, weight_pass_start_s_[ci.stage],
+                                                                   weight_pass_s_[ci.stage]) -
+                                         now)
+                     : cost.reduce_grads_s;
+      lane = traces::Lane::Collective;
+      break;
+    case Op::ReduceTiedGrads:
+      duration = cost.reduce_tied_s;
+      lane = traces::Lane::Collective;
+      break;
+    case Op::OptimizerStep:
+      duration = cost.optimizer_s;
+      lane = traces::Lane::Collective;
+      break;
+    default: break;  // the untimed ones: run_untimed
+  }
+  return true;
+}
+
+// A compute, a load or a collective: its duration, any barrier before it, then its memory, its
+// trace events and the rank's busy time. False when the rank waits (for an overlapped step's
+// input or at a barrier).
+bool Engine::run_timed(std::int32_t rank, const CompiledInstruction& ci, bool starts_step, double& now) {
+  RankState& r = ranks_[rank];
+  const StageCost& cost = stage_[ci.stage];
+  double duration = 0;
+  traces::Lane lane = traces::Lane::Compute;
+  if (!timed_duration(rank, ci, starts_step, now, duration, lane)) return false;
+  // The event starts when this rank got there, as a runtime records it.
+  double event_start = now;
+  if (!pass_barrier(rank, ci, now, event_start)) return false;
+  const double end = now + duration;
+  // After any barrier wait: the rules flip the stage's gradient-buffer flag (memory_rules.hpp).
+  const MemoryChange memory = memory_change(ci.op, cost, grad_buffer_held_[ci.stage]);
+  if (memory.grad_buffer_bytes > 0) change_memory(rank, memory.grad_buffer_bytes, now);
+  const std::int64_t delta = memory.delta_bytes;
+  // Allocations count from the start of an op, frees from its end.
+  if (delta > 0) change_memory(rank, delta, now);
+  if (options_.build_trace) {
+    add_event(rank, lane, ci, event_start, end, lane == traces::Lane::Compute ? "compute" : "collective");
+    add_tensor_parallel_event(rank, ci, cost, now);
+  }
+  if (delta < 0) change_memory(rank, delta, end);
+  if (traces::counts_as_busy(lane)) r.busy_s += duration;
+  if (is_compute_op(ci.op)) {
+    if (r.first_compute_s < 0) r.first_compute_s = now;
+    r.last_compute_end_s = end;
+    r.compute_s += duration;
+  }
+  now = end + costs_.runtime.instruction_overhead_s;
+  return true;
+}
+
+// Clipping by the global norm: the first optimizer step of each rank waits for every rank's;
+// the tied-gradient all-reduce waits for the other holders of the tied weights. False while
+// members are missing (the rank waits); otherwise `now` moves to the last arrival and
+// `event_start` to this rank's.
+bool Engine::pass_barrier(std::int32_t rank, const CompiledInstruction& ci, double& now, double& event_start) {
+  RankState& r = ranks_[rank];
+  int barrier_id = -1;
+  if (ci.op == Op::OptimizerStep && costs_.runtime.optimizer_sync) barrier_id = kOptimizerBarrier;
+  if (ci.op == Op::ReduceTiedGrads && costs_.runtime.reduce_tied_sync && tied_member_[rank]) barrier_id = kTiedBarrier;
+  if (barrier_id < 0 || r.passed_barrier[barrier_id]) return true;
+  Barrier& barrier = barriers_[barrier_id];
+  if (!r.reached_barrier[barrier_id]) {
+    r.reached_barrier[barrier_id] = true;
+    r.barrier_arrival_s[barrier_id] = now;
+    ++barrier.arrived;
+    barrier.time_s = std::max(barrier.time_s, now);
+  }
+  if (barrier.arrived < barrier.members) {
+    r.clock_s = now;
+    barrier.waiting.push_back(rank);
+    return false;
+  }
+  for (std::int32_t waiting : barrier.waiting) push(std::max(barrier.time_s, ranks_[waiting].clock_s), waiting);
+  barrier.waiting.clear();
+  r.passed_barrier[barrier_id] = true;
+  event_start = r.barrier_arrival_s[barrier_id];
+  now = std::max(now, barrier.time_s);
+  return true;
+}
+
+// Sends, receives and the waits and no-ops among them: they take the program's time (posting,
+// a receive's own work) but no lane's. False when the rank waits.
+bool Engine::run_untimed(std::int32_t rank, const CompiledInstruction& ci, double& now) {
+  RankState& r = ranks_[rank];
+  switch (ci.op) {
+    case Op::SendActivation:
+    case Op::SendGrad:
+      // A shared link must see its transfers in time order: post only at the current time.
+      if (links_mode_ && now > now_s_) {
+        r.clock_s = now;
+        push(now, rank);
+        return false;
+      }
+      post_transfer(ci.transfer, now);
+      if (contention_) {
+        const CompiledTransfer& t = s_.transfers[ci.transfer];
+        if (t.from_rank != t.to_rank) undelivered_[t.link].push_back(ci.transfer);
+      }
+      // Posting occupies the program (packing, handing over to the transport), not the link.
+      now += effects_[ci.stage].send_s + costs_.runtime.instruction_overhead_s;
+      return true;
+    // Torch's wait for a send: until its data has arrived (a send with no WaitSend is waited
+    // at the end of the step, which its receive outlasts anyway).
+    case Op::WaitSendActivation:
+    case Op::WaitSendGrad:
+      if (ci.transfer >= 0) {
+        if (arrival_s_[ci.transfer] == kUnknown) {
+          r.clock_s = now;
+          receiver_waiting_[ci.transfer] |= kSenderWaits;
+          return false;
+        }
+        now = std::max(now, arrival_s_[ci.transfer]);
+      }
+      return true;
+    case Op::RecvActivation:
+    case Op::RecvGrad: return receive(rank, ci, now);
+    // Collectives run synchronously here, so their wait has nothing left to wait for; and
+    // pipescope never shards parameters, so (un)sharding has no work.
+    default: return true;
+  }
+}
+
+// A receive under SPEC semantics. False while its data is not known yet, or while whether the
+// rank's own message contends depends on what the peer does first.
+bool Engine::receive(std::int32_t rank, const CompiledInstruction& ci, double& now) {
+  RankState& r = ranks_[rank];
+  const double overhead_s = costs_.runtime.instruction_overhead_s;
+  if (s_.receives_post_only) {  // torch: posting costs the program its overhead only
+    now += overhead_s;
+    return true;
+  }
+  const double arrival = arrival_s_[ci.transfer];
+  if (arrival == kUnknown) {
+    r.clock_s = now;
+    r.recv_reached_s = now;
+    receiver_waiting_[ci.transfer] |= kReceiverWaits;
+    return false;
+  }
+  // A receive that waited for its data ends when the data is there (the calibrated latency is
+  // measured that way); one whose data was there when it began costs its own work. Which of
+  // the two it was is a matter of times, not of the order in which the event loop met the send
+  // and the receive: a rank can reach a receive before the loop has posted its send, and still
+  // find the data there at that time.
+  const StageRuntimeEffects& effects = effects_[ci.stage];
+  const bool waited = r.recv_reached_s >= 0;
+  const double reached = waited ? r.recv_reached_s : now;
+  const bool data_there = arrival <= reached;
+  double own_work_s = effects.received_data_s(false);
+  if (data_there && contention_) {
+    const CompiledTransfer& t = s_.transfers[ci.transfer];
+    const std::int32_t back_link = reverse_link_[t.link];
+    const int contended = back_link < 0 ? 0 : own_message_undelivered(t.from_rank, back_link, reached);
+    if (contended < 0) {  // the peer has not got that far: ask again when the clock has
+      r.clock_s = now;
+      push(now, rank);
+      return false;
+    }
+    own_work_s = effects.received_data_s(contended > 0);
+  }
+  r.recv_reached_s = -1;
+  const double done = data_there ? reached + own_work_s : std::max(now, arrival);
+  if (contention_) received_s_[ci.transfer] = done;
+  if (options_.build_trace) {
+    add_event(rank, traces::Lane::Recv, ci, reached, done, "p2p");
+    const CompiledTransfer& t = s_.transfers[ci.transfer];
+    traces::TraceEvent& e = lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + 2].back();
+    e.peer_rank = t.from_rank;
+    e.bytes = stage_[s_.instructions[t.send_index].stage].activation_bytes;
+    trace_.flows.push_back({t.from_rank, static_cast<int>(traces::Lane::Send), posted_s_[ci.transfer] * 1e6, rank,
+                            static_cast<int>(traces::Lane::Recv), done * 1e6});
+    if (costs_.runtime.send_ends_at_receive) add_send_event(ci.transfer, done);
+  }
+  now = done + overhead_s;
+  return true;
 }
 
 // Torch's semantics: the compute waits for the data of its posted receive. False when the data
@@ -606,16 +662,10 @@ void Engine::post_transfer(std::int32_t transfer, double now) {
     arrive(transfer, now + costs_.c_s);
     return;
   }
-  LinkState& link = links_[t.link];
-  const double bytes = total_bytes_[transfer];
-  if (!options_.share_links || bytes <= 0) {
-    arrive(transfer, now + link.latency_s + bytes / link.bandwidth_bytes_per_s);
-    return;
-  }
-  advance_link(link, now);
-  remaining_bytes_[transfer] = bytes;
-  link.active.push_back(transfer);
-  reschedule_link(t.link, now);
+  if (const std::optional<double> arrival = links_.post(transfer, now))
+    arrive(transfer, *arrival);
+  else
+    push_link_event(t.link);
 }
 
 void Engine::arrive(std::int32_t transfer, double arrival_s) {
@@ -627,43 +677,18 @@ void Engine::arrive(std::int32_t transfer, double arrival_s) {
   receiver_waiting_[transfer] = 0;
 }
 
-void Engine::advance_link(LinkState& link, double now) {
-  if (!link.active.empty() && now > link.last_update_s) {
-    const double moved = (now - link.last_update_s) * link.bandwidth_bytes_per_s / link.active.size();
-    for (std::int32_t id : link.active) remaining_bytes_[id] -= moved;
-  }
-  link.last_update_s = now;
+// Events of the heap that name a link: ~link, so that they sort after the ranks' at one time.
+void Engine::push_link_event(std::int32_t link_id) {
+  if (const std::optional<LinkEvent> next = links_.next_event(link_id)) push(next->time_s, ~link_id, next->version);
 }
 
-void Engine::reschedule_link(std::int32_t link_id, double now) {
-  LinkState& link = links_[link_id];
-  ++link.version;
-  if (link.active.empty()) return;
-  double least = kUnknown;
-  for (std::int32_t id : link.active) least = std::min(least, remaining_bytes_[id]);
-  const double finish = now + std::max(least, 0.0) * link.active.size() / link.bandwidth_bytes_per_s;
-  push(finish, ~link_id, link.version);
-}
-
-void Engine::finish_link_event(std::int32_t link_id, double now) {
-  LinkState& link = links_[link_id];
-  advance_link(link, now);
-  // Every transfer within rounding of its end finishes now. Rounding includes what the link
-  // moves in a few units of the clock's precision, or a very fast link would never finish.
-  const double clock_resolution_bytes = link.bandwidth_bytes_per_s * std::max(1.0, now) * 1e-15;
-  auto finished = [&](std::int32_t id) {
-    return remaining_bytes_[id] <= total_bytes_[id] * 1e-9 + 1e-6 + clock_resolution_bytes;
-  };
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < link.active.size(); ++i) {
-    const std::int32_t id = link.active[i];
-    if (finished(id))
-      arrive(id, now + link.latency_s);
-    else
-      link.active[kept++] = id;
-  }
-  link.active.resize(kept);
-  reschedule_link(link_id, now);
+// The link's transfers done now arrive (in the order they were posted), then the link plans
+// its next finish.
+void Engine::finish_link_event(const LinkEvent& event) {
+  finished_.clear();
+  if (!links_.finish(event, finished_)) return;
+  for (const FinishedTransfer& done : finished_) arrive(done.transfer, done.arrival_s);
+  push_link_event(event.link);
 }
 
 // No clock of the simulation can pass the sum of every instruction's longest cost and every
@@ -714,20 +739,21 @@ void Engine::check_time_bound() const {
       bound_s += costs_.c_s;
       continue;
     }
-    const LinkState& link = links_[s_.transfers[t].link];
-    bound_s += link.latency_s + total_bytes_[t] / link.bandwidth_bytes_per_s;
+    bound_s += links_.unshared_time_s(static_cast<std::int32_t>(t));
   }
   if (!(bound_s <= kMaxSimulatedTimeS))
-    throw CostOverflowError(fmt::format("the costs add up to {:g} s over the {} instructions of one iteration, more than "
-                                        "the simulator's clock holds ({:g} s)",
-                                        bound_s, s_.instructions.size(), kMaxSimulatedTimeS));
+    throw CostOverflowError(
+        fmt::format("the costs add up to {:g} s over the {} instructions of one iteration, more than "
+                    "the simulator's clock holds ({:g} s)",
+                    bound_s, s_.instructions.size(), kMaxSimulatedTimeS));
 }
 
 void Engine::deadlock() const {
   for (std::int32_t rank = 0; rank < s_.num_ranks; ++rank) {
     const RankState& r = ranks_[rank];
     // A rank at a barrier waits for the stuck one, not for a send.
-    const bool at_barrier = (r.reached_barrier[0] && !r.passed_barrier[0]) || (r.reached_barrier[1] && !r.passed_barrier[1]);
+    const bool at_barrier =
+        (r.reached_barrier[0] && !r.passed_barrier[0]) || (r.reached_barrier[1] && !r.passed_barrier[1]);
     if (r.done || at_barrier) continue;
     const CompiledInstruction& ci = s_.instructions[r.pc];
     const Instruction instr{ci.op, ci.stage, ci.micro_batch};
@@ -739,6 +765,34 @@ void Engine::deadlock() const {
 }
 
 SimResult Engine::run() {
+  prepare_stages();
+  prepare_transfers();
+  if (options_.build_trace) prepare_trace();
+  check_time_bound();
+  prepare_barriers();
+  heap_.reserve(static_cast<std::size_t>(s_.num_ranks) + s_.links.size() + 16);
+  for (std::int32_t rank = 0; rank < s_.num_ranks; ++rank) push(0.0, rank);
+  while (!heap_.empty()) {
+    std::pop_heap(heap_.begin(), heap_.end(), EventLater{});
+    const Event event = heap_.back();
+    heap_.pop_back();
+    now_s_ = event.time;
+    if (event.id >= 0) {
+      run_rank(event.id, std::max(event.time, ranks_[event.id].clock_s));
+    } else {
+      finish_link_event({~event.id, event.time, event.version});
+    }
+  }
+
+  SimResult result;
+  result.all_to_all = all_to_all_;
+  result.summary = summarize();
+  if (options_.build_trace) result.trace = assemble_trace(result.summary.iteration_time_s);
+  return result;
+}
+
+// Per stage its costs and effects; per rank its static memory and first instruction.
+void Engine::prepare_stages() {
   costs_.check(s_.num_stages);
   links_mode_ = costs_.transfer_model == TransferModel::Links;
   stage_.resize(static_cast<std::size_t>(s_.num_stages));
@@ -760,7 +814,10 @@ SimResult Engine::run() {
     ranks_[rank].pc = s_.rank_begin[rank];
     ranks_[rank].peak_bytes = ranks_[rank].memory_bytes;
   }
+}
 
+// Per transfer its arrival (unknown yet) and waiters; the receive contention lists; the links.
+void Engine::prepare_transfers() {
   const std::size_t num_transfers = s_.transfers.size();
   for (int s = 0; s < s_.num_stages && !contention_; ++s) contention_ = effects_[s].receives_contend();
   if (contention_) {
@@ -769,43 +826,39 @@ SimResult Engine::run() {
     for (std::size_t l = 0; l < s_.links.size(); ++l) link_of.emplace(s_.links[l], static_cast<std::int32_t>(l));
     reverse_link_.assign(s_.links.size(), -1);
     for (std::size_t l = 0; l < s_.links.size(); ++l)
-      if (auto it = link_of.find({s_.links[l].second, s_.links[l].first}); it != link_of.end()) reverse_link_[l] = it->second;
+      if (auto it = link_of.find({s_.links[l].second, s_.links[l].first}); it != link_of.end())
+        reverse_link_[l] = it->second;
     received_s_.assign(num_transfers, kUnknown);
   }
   arrival_s_.assign(num_transfers, kUnknown);
   if (options_.build_trace) posted_s_.assign(num_transfers, 0.0);
   receiver_waiting_.assign(num_transfers, 0);
   if (links_mode_) {
-    remaining_bytes_.assign(num_transfers, 0.0);
-    total_bytes_.resize(num_transfers);
-    for (std::size_t t = 0; t < num_transfers; ++t)
-      total_bytes_[t] = static_cast<double>(stage_[s_.instructions[s_.transfers[t].send_index].stage].activation_bytes);
-    links_.resize(s_.links.size());
-    for (std::size_t l = 0; l < s_.links.size(); ++l) {
-      const LinkSpec& spec = topology_.link_between(s_.links[l].first, s_.links[l].second);
-      if (!(spec.bandwidth_bytes_per_s > 0)) throw UsageError("link bandwidth must be > 0");
-      links_[l].bandwidth_bytes_per_s = spec.bandwidth_bytes_per_s;
-      links_[l].latency_s = spec.latency_s;
-    }
+    std::vector<std::int64_t> activation_bytes;
+    activation_bytes.reserve(stage_.size());
+    for (const StageCost& c : stage_) activation_bytes.push_back(c.activation_bytes);
+    links_ = LinkModel::for_schedule(s_, activation_bytes, topology_, options_.share_links);
   }
+}
 
-  if (options_.build_trace) {
-    trace_.meta.source = "predicted";
-    trace_.meta.schedule = s_.name;
-    trace_.meta.num_ranks = s_.num_ranks;
-    trace_.meta.num_stages = s_.num_stages;
-    trace_.meta.num_micro_batches = s_.num_micro_batches;
-    lane_events_.resize(static_cast<std::size_t>(s_.num_ranks) * traces::kNumLanes);
-    rank_memory_.resize(static_cast<std::size_t>(s_.num_ranks));
-    for (int rank = 0; rank < s_.num_ranks; ++rank) {
-      trace_.rank_names.push_back("rank " + std::to_string(rank));
-      rank_memory_[rank].push_back({rank, 0.0, ranks_[rank].memory_bytes});
-      lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes].reserve(
-          static_cast<std::size_t>(s_.rank_begin[rank + 1] - s_.rank_begin[rank]) / 2);
-    }
+void Engine::prepare_trace() {
+  trace_.meta.source = "predicted";
+  trace_.meta.schedule = s_.name;
+  trace_.meta.num_ranks = s_.num_ranks;
+  trace_.meta.num_stages = s_.num_stages;
+  trace_.meta.num_micro_batches = s_.num_micro_batches;
+  lane_events_.resize(static_cast<std::size_t>(s_.num_ranks) * traces::kNumLanes);
+  rank_memory_.resize(static_cast<std::size_t>(s_.num_ranks));
+  for (int rank = 0; rank < s_.num_ranks; ++rank) {
+    trace_.rank_names.push_back("rank " + std::to_string(rank));
+    rank_memory_[rank].push_back({rank, 0.0, ranks_[rank].memory_bytes});
+    lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes].reserve(
+        static_cast<std::size_t>(s_.rank_begin[rank + 1] - s_.rank_begin[rank]) / 2);
   }
+}
 
-  check_time_bound();
+// Which ranks each barrier waits for.
+void Engine::prepare_barriers() {
   tied_member_.assign(static_cast<std::size_t>(s_.num_ranks), 0);
   for (std::int32_t rank = 0; rank < s_.num_ranks; ++rank) {
     // From the end, where the lowering puts them: a training program is read no further back
@@ -820,25 +873,11 @@ SimResult Engine::run() {
     if (costs_.runtime.optimizer_sync && steps) ++barriers_[kOptimizerBarrier].members;
     if (costs_.runtime.reduce_tied_sync && tied_member_[rank]) ++barriers_[kTiedBarrier].members;
   }
+}
 
-  heap_.reserve(static_cast<std::size_t>(s_.num_ranks) + s_.links.size() + 16);
-  for (std::int32_t rank = 0; rank < s_.num_ranks; ++rank) push(0.0, rank);
-  while (!heap_.empty()) {
-    std::pop_heap(heap_.begin(), heap_.end(), EventLater{});
-    const Event event = heap_.back();
-    heap_.pop_back();
-    now_s_ = event.time;
-    if (event.id >= 0) {
-      run_rank(event.id, std::max(event.time, ranks_[event.id].clock_s));
-    } else {
-      const std::int32_t link_id = ~event.id;
-      if (event.version == links_[link_id].version) finish_link_event(link_id, event.time);
-    }
-  }
-
-  SimResult result;
-  result.all_to_all = all_to_all_;
-  Summary& summary = result.summary;
+// Every rank done (else a deadlock), the iteration time, each rank's busy time, bubble, memory.
+Summary Engine::summarize() const {
+  Summary summary;
   summary.schedule = s_.name;
   summary.num_ranks = s_.num_ranks;
   summary.num_stages = s_.num_stages;
@@ -859,41 +898,45 @@ SimResult Engine::run() {
     rs.busy_s = r.busy_s;
     rs.bubble_fraction = traces::bubble_fraction_of(r.busy_s, iteration);
     rs.peak_memory_bytes = r.peak_bytes;
-    if (r.first_compute_s >= 0) rs.internal_idle_s = std::max(0.0, r.last_compute_end_s - r.first_compute_s - r.compute_s);
+    if (r.first_compute_s >= 0)
+      rs.internal_idle_s = std::max(0.0, r.last_compute_end_s - r.first_compute_s - r.compute_s);
     bubble_sum += rs.bubble_fraction;
     summary.ranks.push_back(rs);
   }
   summary.bubble_fraction = s_.num_ranks > 0 ? bubble_sum / s_.num_ranks : 0.0;
-  summary.throughput_samples_per_s =
-      iteration > 0 ? static_cast<double>(s_.num_micro_batches) * costs_.micro_batch_size * costs_.data_parallel / iteration
-                    : 0.0;
-  if (options_.build_trace) {
-    std::size_t total_events = 0, total_samples = 0;
-    for (const auto& bucket : lane_events_) total_events += bucket.size();
-    for (const auto& bucket : rank_memory_) total_samples += bucket.size();
-    trace_.events.reserve(total_events);
-    trace_.memory.reserve(total_samples);
-    for (std::size_t b = 0; b < lane_events_.size(); ++b) {
-      auto& bucket = lane_events_[b];
-      // Shared links can finish transfers out of the order they were posted in, and sends
-      // that end at their receive are recorded in the order of the receives.
-      // An overlapped step's all-to-all runs past its forward's tensor-parallel collectives.
-      const std::size_t lane = b % traces::kNumLanes;
-      const bool sends_unordered = (links_mode_ || costs_.runtime.send_ends_at_receive) &&
-                                   lane == static_cast<std::size_t>(traces::Lane::Send);
-      const bool collectives_unordered = any_all_to_all_ && lane == static_cast<std::size_t>(traces::Lane::Collective);
-      if (sends_unordered || collectives_unordered)
-        std::stable_sort(bucket.begin(), bucket.end(),
-                         [](const traces::TraceEvent& x, const traces::TraceEvent& y) { return x.ts_us < y.ts_us; });
-      std::move(bucket.begin(), bucket.end(), std::back_inserter(trace_.events));
-    }
-    for (auto& bucket : rank_memory_) trace_.memory.insert(trace_.memory.end(), bucket.begin(), bucket.end());
-    // The iteration outlasts the events by the step overhead; readers take it from here
-    // (traces::iteration_time_us), as from a measured trace.
-    if (costs_.runtime.step_overhead_s > 0) trace_.meta.run.step_time_s = iteration;
-    result.trace = std::move(trace_);
+  summary.throughput_samples_per_s = iteration > 0 ? static_cast<double>(s_.num_micro_batches) *
+                                                         costs_.micro_batch_size * costs_.data_parallel / iteration
+                                                   : 0.0;
+  return summary;
+}
+
+// The events of every (rank, lane) and the memory samples of every rank, each bucket already
+// in time order but for the few lanes noted, as one trace.
+traces::Trace Engine::assemble_trace(double iteration) {
+  std::size_t total_events = 0, total_samples = 0;
+  for (const auto& bucket : lane_events_) total_events += bucket.size();
+  for (const auto& bucket : rank_memory_) total_samples += bucket.size();
+  trace_.events.reserve(total_events);
+  trace_.memory.reserve(total_samples);
+  for (std::size_t b = 0; b < lane_events_.size(); ++b) {
+    auto& bucket = lane_events_[b];
+    // Shared links can finish transfers out of the order they were posted in, and sends
+    // that end at their receive are recorded in the order of the receives.
+    // An overlapped step's all-to-all runs past its forward's tensor-parallel collectives.
+    const std::size_t lane = b % traces::kNumLanes;
+    const bool sends_unordered =
+        (links_mode_ || costs_.runtime.send_ends_at_receive) && lane == static_cast<std::size_t>(traces::Lane::Send);
+    const bool collectives_unordered = any_all_to_all_ && lane == static_cast<std::size_t>(traces::Lane::Collective);
+    if (sends_unordered || collectives_unordered)
+      std::stable_sort(bucket.begin(), bucket.end(),
+                       [](const traces::TraceEvent& x, const traces::TraceEvent& y) { return x.ts_us < y.ts_us; });
+    std::move(bucket.begin(), bucket.end(), std::back_inserter(trace_.events));
   }
-  return result;
+  for (auto& bucket : rank_memory_) trace_.memory.insert(trace_.memory.end(), bucket.begin(), bucket.end());
+  // The iteration outlasts the events by the step overhead; readers take it from here
+  // (traces::iteration_time_us), as from a measured trace.
+  if (costs_.runtime.step_overhead_s > 0) trace_.meta.run.step_time_s = iteration;
+  return std::move(trace_);
 }
 
 }  // namespace

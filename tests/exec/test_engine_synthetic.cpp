@@ -5,6 +5,9 @@
 // checkpointed engine resumes at step 2, position 4, its third step's loss sum on the last
 // stage's rank is the uninterrupted run's, bit for bit, and the manifest carries the identity
 // given. Also make_world on a device that has no transport is refused naming the device.
+// pprun's front door: given the schedule and a partition built beforehand (an uneven split,
+// one layer then the rest), the engine keeps that split and trains on it; a partition for
+// another number of stages, or one that leaves layers out, is refused naming its bounds.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -13,6 +16,7 @@
 #include <string>
 
 #include "in_process_ranks.hpp"
+#include "pipescope/core/registry.hpp"
 #include "pipescope/exec/engine.hpp"
 #include "small_engine_models.hpp"
 
@@ -29,6 +33,7 @@ struct SyntheticRun {
   int resumed_at_step = -1;
   std::int64_t resumed_at_position = -1;
   nlohmann::json identity;  // the manifest's, as save_checkpoint was given it
+  std::vector<int> bounds;  // the engine's partition
 };
 
 using testing::small_mlp;
@@ -82,6 +87,36 @@ TEST_CASE("train_synthetic_batch steps the built-in data and checkpoints resume 
     CHECK(resumed[r].loss_sums == straight[r].loss_sums);
   }
   CHECK(straight[1].loss_sums[2] > 0);  // the last stage's rank has the loss
+}
+
+TEST_CASE("an engine given its schedule and partition keeps them and refuses a partition that does not fit",
+          "[engine]") {
+  ScheduleParams params;
+  params.num_ranks = 2;
+  params.num_micro_batches = 2;
+  const Schedule schedule = make_schedule("1f1b", params);
+  const int layers = static_cast<int>(small_mlp().layers.size());
+  REQUIRE(layers > 2);
+  const auto given = testing::run_in_process_ranks<SyntheticRun>(2, [&](int, Transport& world, SyntheticRun& run) {
+    PipelineEngine engine(PipelineModule(small_mlp()), schedule, Partition{{0, 1, layers}, {}, {}}, world,
+                          two_micro_batches());
+    run.bounds = engine.partition().bounds;
+    run.loss_sums.push_back(engine.train_synthetic_batch().loss_sum);
+  });
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    REQUIRE(given[r].error.empty());
+    CHECK(given[r].bounds == std::vector<int>{0, 1, layers});
+  }
+  CHECK(given[1].loss_sums.at(0) > 0);
+
+  for (const std::vector<int>& bounds : {std::vector<int>{0, layers}, std::vector<int>{0, 1, layers - 1}}) {
+    const auto refused = testing::run_in_process_ranks<SyntheticRun>(2, [&](int, Transport& world, SyntheticRun&) {
+      PipelineEngine engine(PipelineModule(small_mlp()), schedule, Partition{bounds, {}, {}}, world,
+                            two_micro_batches());
+    });
+    for (int r = 0; r < 2; ++r) CHECK_THAT(refused[r].error, Catch::Contains("the partition with bounds [0, "));
+  }
 }
 
 TEST_CASE("make_world refuses a device without a transport, naming it", "[engine]") {

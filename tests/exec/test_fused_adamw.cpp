@@ -17,7 +17,7 @@
 #include <type_traits>
 
 #include "adamw_state_key.hpp"
-#include "pipescope/exec/fused_adamw.hpp"
+#include "fused_adamw.hpp"
 
 using pipescope::exec::adamw_state_key;
 using pipescope::exec::FusedAdamW;

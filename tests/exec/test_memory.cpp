@@ -11,7 +11,7 @@
 #include <fstream>
 #include <vector>
 
-#include "pipescope/exec/memory.hpp"
+#include "pipescope/exec/device.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Training precision (EngineOptions::dtype, RuntimeOptions::compute_dtype / loss_scaling) on
+// Training precision (EngineOptions::dtype, RuntimeOptions::dtype / loss_scaling) on
 // in-process ranks over the fake transport.
 // Scenarios and what they expect:
 // - bf16 on 2 pipeline ranks (1F1B, 4 micro-batches) against bf16 in one process, for the mlp
@@ -28,8 +28,8 @@
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/registry.hpp"
 #include "pipescope/exec/engine.hpp"
-#include "pipescope/exec/fused_adamw.hpp"
-#include "pipescope/exec/memory.hpp"
+#include "fused_adamw.hpp"
+#include "pipescope/exec/device.hpp"
 #include "pprun/options.hpp"
 #include "runtime/wire_format.hpp"
 
@@ -62,8 +62,8 @@ ModelSpec small_gpt() {
 
 struct PrecisionRun {
   std::string error;
-  std::vector<StepResult> steps;                 // this rank's
-  std::map<std::string, at::Tensor> weights;     // by parameter name, after the last step
+  std::vector<StepResult> steps;              // this rank's
+  std::map<std::string, at::Tensor> weights;  // by parameter name, after the last step
 };
 
 EngineOptions options_in(at::ScalarType dtype, double learning_rate = 1e-3) {
@@ -81,7 +81,8 @@ void keep_weights(PipelineEngine& engine, PrecisionRun& run) {
     for (const auto& p : engine.runtime().stage_module(s).parameters()) run.weights[p.name] = p.tensor.detach().clone();
 }
 
-std::vector<PrecisionRun> train(const ModelSpec& model, int ranks, at::ScalarType dtype, int steps, double learning_rate = 1e-3) {
+std::vector<PrecisionRun> train(const ModelSpec& model, int ranks, at::ScalarType dtype, int steps,
+                                double learning_rate = 1e-3) {
   auto runs = testing::run_in_process_ranks<PrecisionRun>(ranks, [&](int, Transport& world, PrecisionRun& run) {
     // One process: the gradient-accumulation run (every micro-batch's forward and backward).
     const char* schedule = ranks == 1 ? "data-parallel" : "1f1b";
@@ -229,7 +230,8 @@ TEST_CASE("a bf16 checkpoint holds fp32 masters and resumes in fp32 and in bf16"
 
 TEST_CASE("ranks with different dtypes and fp16 on the CPU are refused", "[precision]") {
   auto runs = testing::run_in_process_ranks<PrecisionRun>(2, [](int rank, Transport& world, PrecisionRun&) {
-    PipelineEngine engine(PipelineModule(precision_mlp()), "1f1b", world, options_in(rank == 0 ? at::kFloat : at::kBFloat16));
+    PipelineEngine engine(PipelineModule(precision_mlp()), "1f1b", world,
+                          options_in(rank == 0 ? at::kFloat : at::kBFloat16));
   });
   for (const auto& r : runs) {
     CHECK_THAT(r.error, Catch::Contains("computes in") && Catch::Contains("every rank must be given the same dtype"));
@@ -251,7 +253,8 @@ TEST_CASE("a received shape header must carry the compute dtype", "[precision]")
   using runtime::dtype_mismatch;
   CHECK(dtype_mismatch({at::kBFloat16, at::kLong}, at::kBFloat16).empty());
   CHECK(dtype_mismatch({at::kFloat, at::kLong}, at::kFloat).empty());
-  CHECK_THAT(dtype_mismatch({at::kLong, at::kFloat}, at::kBFloat16), Catch::Contains("tensor 1 is Float") && Catch::Contains("BFloat16"));
+  CHECK_THAT(dtype_mismatch({at::kLong, at::kFloat}, at::kBFloat16),
+             Catch::Contains("tensor 1 is Float") && Catch::Contains("BFloat16"));
   CHECK_THAT(dtype_mismatch({at::kBFloat16}, at::kFloat), Catch::Contains("tensor 0 is BFloat16"));
   CHECK(runtime::wire_dtype(at::kFloat, at::kBFloat16) == at::kBFloat16);
   CHECK(runtime::wire_dtype(at::kLong, at::kBFloat16) == at::kLong);
@@ -271,7 +274,7 @@ TEST_CASE("a received shape header must carry the compute dtype", "[precision]")
     position.pipeline_ranks = 2;
     RuntimeOptions options;
     options.timeout = 5000ms;
-    options.compute_dtype = rank == 0 ? at::kFloat : at::kBFloat16;
+    options.dtype = rank == 0 ? at::kFloat : at::kBFloat16;
     PipelineRuntime runtime(undeclared, schedule, partition, world, position, options);
     runtime.run_step(0, 0);
   });
@@ -313,7 +316,7 @@ TEST_CASE("loss scaling in the runtime: exact with a power of two, a step skippe
       position.pipeline_ranks = 2;
       RuntimeOptions options;
       options.timeout = 20000ms;
-      options.compute_dtype = at::kBFloat16;
+      options.dtype = at::kBFloat16;
       options.loss_scaling = scaling;
       options.loss_scale.initial_scale = initial_scale;
       options.loss_scale.backoff_factor = backoff;
@@ -365,7 +368,9 @@ TEST_CASE("pprun --dtype: parsed, checked and in --help", "[precision][options]"
   RunOptions bf16 = parse_run_options({"--dtype", "bf16"});
   CHECK(bf16.dtype == "bf16");
   CHECK_NOTHROW(check_run_options(bf16));
-  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--dtype=fp8"})), "option --dtype: unknown dtype 'fp8' (known: fp32, bf16, fp16)");
-  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--dtype", "fp16"})), Catch::StartsWith("option --dtype fp16 needs --device cuda"));
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--dtype=fp8"})),
+                    "option --dtype: unknown dtype 'fp8' (known: fp32, bf16, fp16)");
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--dtype", "fp16"})),
+                    Catch::StartsWith("option --dtype fp16 needs --device cuda"));
   CHECK_THAT(run_options_help(), Catch::Contains("--dtype fp32|bf16|fp16") && Catch::Contains("(default fp32)"));
 }

@@ -10,7 +10,7 @@
 
 #include <thread>
 
-#include "pipescope/exec/memory.hpp"
+#include "pipescope/exec/device.hpp"
 #include "pipescope/exec/runtime.hpp"
 
 using namespace pipescope;
@@ -90,8 +90,8 @@ Schedule two_rank_schedule(bool split_backward) {
 }
 
 struct RunResult {
-  std::vector<double> losses;                   // per step
-  std::map<std::string, at::Tensor> weights;    // by parameter name, after the last step
+  std::vector<double> losses;                 // per step
+  std::map<std::string, at::Tensor> weights;  // by parameter name, after the last step
 };
 
 RunResult run_in_threads(const ModelSpec& model, const Schedule& schedule, const Partition& partition, int steps) {

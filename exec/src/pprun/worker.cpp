@@ -25,12 +25,13 @@
 #include "pipescope/exec/checkpoint.hpp"
 #include "pipescope/exec/device.hpp"
 #include "pipescope/exec/engine.hpp"
-#include "pipescope/exec/memory.hpp"
 #include "pipescope/exec/transport.hpp"
 #include "pipescope/traces/trace_io.hpp"
 #include "data/default_corpus.hpp"
 #include "data/text_batches.hpp"
 #include "pprun/core_binding.hpp"
+#include "pprun/metrics_row.hpp"
+#include "pprun/rank_trace_record.hpp"
 #include "pprun/stolen_time.hpp"
 #include "pprun/thread_cpu_time.hpp"
 #include "threads.hpp"
@@ -79,9 +80,10 @@ TextBatches open_text_data(const RunOptions& o) {
   const std::string path = text_data_path(o);
   std::error_code error;
   if (o.data.empty() && !std::filesystem::exists(path, error))
-    throw UsageError(fmt::format("no --data given and the default corpus is not at {} (the build copies it there, install "
-                                 "puts it in PREFIX/share/pipescope/corpus): give --data FILE|FOLDER, or --data synthetic",
-                                 path));
+    throw UsageError(
+        fmt::format("no --data given and the default corpus is not at {} (the build copies it there, install "
+                    "puts it in PREFIX/share/pipescope/corpus): give --data FILE|FOLDER, or --data synthetic",
+                    path));
   return TextBatches(TextCorpus::open(path), o.seq_len, o.micro_batch_size, o.seed, path);
 }
 
@@ -106,61 +108,39 @@ std::vector<double> per_rank(const std::vector<double>& gathered, int world_size
   return values;
 }
 
-nlohmann::json events_to_json(const StepResult& r, const std::vector<PipelineRuntime::BackwardSplitTiming>& probe,
-                              const std::vector<std::pair<std::size_t, std::string>>& args) {
-  nlohmann::json events = nlohmann::json::array();
-  for (const auto& e : r.events)
-    events.push_back({e.rank, e.lane, e.name, e.category, e.ts_us + r.origin_us, e.dur_us, e.stage, e.micro_batch,
-                      e.peer_rank, e.bytes});
-  nlohmann::json event_args = nlohmann::json::array();
-  for (const auto& [index, text] : args) event_args.push_back({index, text});
-  nlohmann::json memory = nlohmann::json::array();
-  for (const auto& m : r.memory) memory.push_back({m.rank, m.ts_us + r.origin_us, m.bytes});
-  nlohmann::json split = nlohmann::json::array();
+// A step's events and memory samples on the rank's own steady clock, with their args and the
+// backward split probe, as the rank hands them to rank 0.
+RankTraceRecord rank_trace_record(const StepResult& r, const std::vector<PipelineRuntime::BackwardSplitTiming>& probe,
+                                  const std::vector<std::pair<std::size_t, std::string>>& args) {
+  RankTraceRecord record;
+  record.events = r.events;
+  for (traces::TraceEvent& e : record.events) e.ts_us += r.origin_us;
+  for (const auto& [index, text] : args) record.args.push_back({index, text});
+  record.memory = r.memory;
+  for (traces::MemorySample& m : record.memory) m.ts_us += r.origin_us;
   for (const auto& t : probe) {
-    nlohmann::json entry = {{"stage", t.stage}, {"full_us", t.own.full_us}, {"input_us", t.own.input_us}, {"weight_us", t.own.weight_us}};
+    traces::BackwardSplitProbe entry{t.stage, {t.own.full_us, t.own.input_us, t.own.weight_us}, std::nullopt};
     if (!t.inner.full_us.empty())
-      entry["inner"] = {{"full_us", t.inner.full_us}, {"input_us", t.inner.input_us}, {"weight_us", t.inner.weight_us}};
-    split.push_back(std::move(entry));
+      entry.inner = traces::BackwardSplitTimes{t.inner.full_us, t.inner.input_us, t.inner.weight_us};
+    record.backward_split_probe.push_back(std::move(entry));
   }
-  return {{"events", events}, {"memory", memory}, {"backward_split_probe", split}, {"args", event_args}};
-}
-
-void append_events(traces::Trace& trace, const nlohmann::json& j) {
-  const std::size_t first = trace.events.size();
-  if (j.contains("args"))
-    for (const auto& a : j.at("args")) trace.args.push_back({first + a[0].get<std::size_t>(), a[1].get<std::string>()});
-  for (const auto& e : j.at("events")) {
-    traces::TraceEvent ev;
-    ev.rank = e[0];
-    ev.lane = e[1];
-    ev.name = e[2];
-    ev.kind = traces::event_kind_from_name(ev.name);
-    ev.category = e[3];
-    ev.ts_us = e[4];
-    ev.dur_us = e[5];
-    ev.stage = e[6];
-    ev.micro_batch = e[7];
-    ev.peer_rank = e[8];
-    ev.bytes = e[9];
-    trace.events.push_back(ev);
-  }
-  for (const auto& m : j.at("memory")) trace.memory.push_back({m[0].get<int>(), m[1].get<double>(), m[2].get<std::int64_t>()});
+  return record;
 }
 
 // Refuses a checkpoint written for another model or data; its layout may differ (the engine
 // re-splits it by layer), but the micro-batch size may not: the data position counts micro-batches.
 void check_resumable(const RunPlan& plan, const Manifest& manifest) {
-  static const std::vector<std::string> layout_keys = {"schedule", "micro_batches", "stages", "world_size", "data_parallel",
-                                                       "partition"};
+  static const std::vector<std::string> layout_keys = {"schedule",   "micro_batches", "stages",
+                                                       "world_size", "data_parallel", "partition"};
   if (const auto refusal = identity_refusal(plan.options.checkpoint_dir, manifest, run_identity(plan), layout_keys))
     throw UsageError(*refusal);
 }
 
 std::string nothing_to_do(const RunOptions& o, int checkpoint_step) {
-  return fmt::format("option --steps {}: the checkpoint in {} is at step {}; nothing to do (--steps is the total, "
-                     "not the steps to add)",
-                     o.steps, o.checkpoint_dir, checkpoint_step);
+  return fmt::format(
+      "option --steps {}: the checkpoint in {} is at step {}; nothing to do (--steps is the total, "
+      "not the steps to add)",
+      o.steps, o.checkpoint_dir, checkpoint_step);
 }
 
 // The rows of the metrics file at `path` for steps before `step` (none when there is no file);
@@ -180,10 +160,10 @@ std::string metrics_before(const std::string& path, int step) {
     if (line.empty()) continue;
     int row_step = -1;
     try {
-      row_step = nlohmann::json::parse(line).at("step").get<int>();
+      row_step = nlohmann::json::parse(line).get<MetricsRow>().step;
     } catch (const std::exception&) {
-      throw UsageError(fmt::format("option --metrics {}: line {} is not a metrics row; a resumed run appends to the file",
-                                   path, line_number));
+      throw UsageError(fmt::format(
+          "option --metrics {}: line {} is not a metrics row; a resumed run appends to the file", path, line_number));
     }
     if (row_step < step) kept += line + "\n";
   }
@@ -192,8 +172,8 @@ std::string metrics_before(const std::string& path, int step) {
 
 // The all-to-all exchanges of a step's MoE layers as events on the Collective lane (after the
 // step's own events), each with its peers, the rows per peer and the routing histogram in args.
-void append_all_to_all_events(StepResult& result, std::vector<std::pair<std::size_t, std::string>>& args, int world_rank,
-                              const std::vector<AllToAllRecord>& records) {
+void append_all_to_all_events(StepResult& result, std::vector<std::pair<std::size_t, std::string>>& args,
+                              int world_rank, const std::vector<AllToAllRecord>& records) {
   for (const auto& r : records) {
     traces::TraceEvent e;
     e.rank = world_rank;
@@ -210,15 +190,31 @@ void append_all_to_all_events(StepResult& result, std::vector<std::pair<std::siz
                                                            {"rows_received", r.rows_received},
                                                            {"bytes_received", r.bytes_received},
                                                            {"tokens_per_expert", r.tokens_per_expert}}
-                                                 .dump());
+                                                .dump());
     result.events.push_back(std::move(e));
   }
+}
+
+// Rank 0's metrics row of a step from every rank's gathered figures: the loss over every
+// replica's micro-batches, each rank's peak memory.
+MetricsRow metrics_row(int step, const std::vector<double>& gathered, int world_size, double iteration_time_s) {
+  MetricsRow row;
+  row.step = step;
+  double loss_sum = 0, loss_count = 0;
+  for (int r = 0; r < world_size; ++r) {
+    loss_sum += gathered[r * kNumStatFields + kLossSum];
+    loss_count += gathered[r * kNumStatFields + kLossCount];
+    row.peak_memory_bytes.push_back(static_cast<std::int64_t>(gathered[r * kNumStatFields + kPeakBytes]));
+  }
+  row.loss = loss_count > 0 ? loss_sum / loss_count : 0.0;
+  row.iteration_time_s = iteration_time_s;
+  return row;
 }
 
 // A traced step, kept until the last step is done.
 struct TracedStep {
   int step;
-  double iteration_time_s;  // this rank's wall time of the step (rank 0's is the metrics')
+  double iteration_time_s;              // this rank's wall time of the step (rank 0's is the metrics')
   std::vector<double> stolen_time_s;    // per rank (rank 0 gathers them); empty when unknown
   std::vector<double> transport_cpu_s;  // likewise
   StepResult result;
@@ -239,7 +235,8 @@ class Worker {
     if (bound_cores_) bind_to_core_share(env_.local_rank, local_world_size_for_binding(env_));
     const std::vector<pid_t> threads_before_transport = process_threads();
     // --device cuda: GPU LOCAL_RANK of this node (modulo the GPUs there), NCCL between ranks.
-    const std::shared_ptr<ComputeDevice> device = make_local_device(o.device == "cuda" ? at::kCUDA : at::kCPU, env_.local_rank);
+    const std::shared_ptr<ComputeDevice> device =
+        make_local_device(o.device == "cuda" ? at::kCUDA : at::kCPU, env_.local_rank);
     World world = make_world(device->device(), world_options(env_, o.timeout));
     std::ranges::set_difference(process_threads(), threads_before_transport, std::back_inserter(transport_threads_));
     world_ = std::move(world.transport);
@@ -247,7 +244,8 @@ class Worker {
 
     if (!uses_synthetic_data(o)) text_.emplace(open_text_data(o));
     connect_expert_parallel();
-    PipelineEngine engine(PipelineModule(plan_.model), plan_.schedule, *world_, engine_options(device));
+    PipelineEngine engine(PipelineModule(plan_.model), plan_.schedule, plan_.partition, *world_,
+                          engine_options(device));
     // Said while the engine and the world still hold their connections: the ranks this failure
     // stops notice only once they close, so the launcher hears from this rank first.
     try {
@@ -285,7 +283,8 @@ class Worker {
       if (expert_parallel_) expert_parallel_->take_records();  // an evaluation's, before this step
       const auto started = std::chrono::steady_clock::now();
       const StepResult& result = text_ ? train_on_text(engine) : engine.train_synthetic_batch();
-      const std::vector<AllToAllRecord> all_to_all = expert_parallel_ ? expert_parallel_->take_records() : std::vector<AllToAllRecord>{};
+      const std::vector<AllToAllRecord> all_to_all =
+          expert_parallel_ ? expert_parallel_->take_records() : std::vector<AllToAllRecord>{};
 
       std::vector<double> mine(kNumStatFields);
       mine[kLossSum] = result.loss_sum;
@@ -309,30 +308,27 @@ class Worker {
         // After the last timed step, on every rank at once: the backward's two halves timed apart.
         std::vector<PipelineRuntime::BackwardSplitTiming> probe;
         if (step == last_step) probe = engine.runtime().probe_backward_split(kBackwardSplitProbeRepetitions);
-        traced_steps.push_back({step, iteration_time_s, stolen_time_s, per_rank(gathered, env_.world_size, kTransportCpuS),
-                                result, std::move(probe),
-                                traced_step_path(o.trace_path, step, last_step), {}});
+        traced_steps.push_back({step,
+                                iteration_time_s,
+                                stolen_time_s,
+                                per_rank(gathered, env_.world_size, kTransportCpuS),
+                                result,
+                                std::move(probe),
+                                traced_step_path(o.trace_path, step, last_step),
+                                {}});
         append_all_to_all_events(traced_steps.back().result, traced_steps.back().args, env_.rank, all_to_all);
       }
       if (env_.rank == 0) {
-        double loss_sum = 0, loss_count = 0;
-        std::vector<std::int64_t> peaks;
-        for (int r = 0; r < env_.world_size; ++r) {
-          loss_sum += gathered[r * kNumStatFields + kLossSum];
-          loss_count += gathered[r * kNumStatFields + kLossCount];
-          peaks.push_back(static_cast<std::int64_t>(gathered[r * kNumStatFields + kPeakBytes]));
-        }
-        const double loss = loss_count > 0 ? loss_sum / loss_count : 0.0;
-        metrics += fmt::format("{{\"step\": {}, \"loss\": {:.17g}, \"iteration_time_s\": {:.9g}, \"peak_memory_bytes\": [{}]",
-                               step, loss, iteration_time_s, fmt::join(peaks, ", "));
-        // The peaks depend on it: a row of a recomputing run says so (absent: none).
-        if (o.recompute_layers > 0) metrics += fmt::format(", \"recompute_layers\": {}", o.recompute_layers);
-        if (!stolen_time_s.empty()) metrics += fmt::format(", \"stolen_time_s\": [{:.9g}]", fmt::join(stolen_time_s, ", "));
-        if (evaluate_now) metrics += fmt::format(", \"eval_loss\": {:.17g}", eval_loss);
-        metrics += "}\n";
+        MetricsRow row = metrics_row(step, gathered, env_.world_size, iteration_time_s);
+        const double loss = row.loss;
+        row.recompute_layers = o.recompute_layers;
+        row.stolen_time_s = stolen_time_s;
+        if (evaluate_now) row.eval_loss = eval_loss;
+        metrics += metrics_line(row);
         if (!o.metrics_path.empty()) write_file_atomic(o.metrics_path, metrics);
         if (progress)
-          std::fprintf(stderr, "\rpprun: step %d/%d  loss %.6f  %.3f s/step ", step + 1, o.steps, loss, iteration_time_s);
+          std::fprintf(stderr, "\rpprun: step %d/%d  loss %.6f  %.3f s/step ", step + 1, o.steps, loss,
+                       iteration_time_s);
         if (evaluate_now && !o.quiet) {
           if (progress) std::fprintf(stderr, "\n");
           std::printf("pprun: step %d/%d  eval_loss %.6f  (held-out)\n", step + 1, o.steps, eval_loss);
@@ -340,14 +336,15 @@ class Worker {
         }
       }
       const int done = engine.global_steps();
-      const bool checkpoint_now = !o.checkpoint_dir.empty() &&
-                                  ((o.checkpoint_every > 0 && done % o.checkpoint_every == 0) || done == o.steps);
+      const bool checkpoint_now =
+          !o.checkpoint_dir.empty() && ((o.checkpoint_every > 0 && done % o.checkpoint_every == 0) || done == o.steps);
       if (checkpoint_now) {
         engine.save_checkpoint(o.checkpoint_dir, run_identity(plan_));
         last_saved = done;
       }
     }
-    if (!o.checkpoint_dir.empty() && last_saved != engine.global_steps()) engine.save_checkpoint(o.checkpoint_dir, run_identity(plan_));
+    if (!o.checkpoint_dir.empty() && last_saved != engine.global_steps())
+      engine.save_checkpoint(o.checkpoint_dir, run_identity(plan_));
     for (const auto& t : traced_steps) write_trace(t);
     if (progress) std::fprintf(stderr, "\n");
     barrier();  // rank 0 serves the store: it leaves last
@@ -381,7 +378,8 @@ class Worker {
     const int micro_batches = engine.micro_batches();
     double sum = 0;
     for (int c = 0; c < kHeldOutBatches; ++c) {
-      std::int64_t next = (static_cast<std::int64_t>(c) * plan_.options.data_parallel + engine.replica()) * micro_batches;
+      std::int64_t next =
+          (static_cast<std::int64_t>(c) * plan_.options.data_parallel + engine.replica()) * micro_batches;
       const MicroBatchSource source = [this, &next] { return text_->held_out_micro_batch(next++); };
       sum += engine.eval_batch(source).loss;
     }
@@ -417,19 +415,21 @@ class Worker {
     expert_parallel_ = plan_.model.expert_parallel;
     if (!expert_parallel_) return;
     const int pipeline_ranks = plan_.pipeline_ranks;
-    expert_parallel_->connect(*world_, env_.rank / pipeline_ranks, plan_.options.data_parallel, env_.rank % pipeline_ranks,
-                              pipeline_ranks, timeout());
-    expert_parallel_->set_aux_gradient_scale(1.0 / (static_cast<double>(plan_.schedule.num_micro_batches) * plan_.options.data_parallel));
+    expert_parallel_->connect(*world_, env_.rank / pipeline_ranks, plan_.options.data_parallel,
+                              env_.rank % pipeline_ranks, pipeline_ranks, timeout());
+    expert_parallel_->set_aux_gradient_scale(
+        1.0 / (static_cast<double>(plan_.schedule.num_micro_batches) * plan_.options.data_parallel));
   }
 
-  // The engine pprun drives: the command line's training settings (recomputation included),
-  // the rest the engine's defaults (AdamW with weight decay 0.01, no clipping).
+  // The engine pprun drives, on the plan's schedule and partition (make_run_plan built both):
+  // the command line's training settings (recomputation included), the rest the engine's
+  // defaults (AdamW with weight decay 0.01, no clipping). The one place RunOptions become
+  // EngineOptions.
   EngineOptions engine_options(std::shared_ptr<ComputeDevice> device) const {
     const RunOptions& o = plan_.options;
     EngineOptions e;
     e.micro_batch_size = o.micro_batch_size;
     e.data_parallel = o.data_parallel;
-    e.partition = o.partition_method;  // splits as make_run_plan did: plan_.partition
     e.learning_rate = o.learning_rate;
     e.activation_checkpoint_interval = o.recompute_layers;
     e.timeout = o.timeout;
@@ -438,16 +438,16 @@ class Worker {
     return e;
   }
 
-  // This rank's part of a trace: events_to_json and the cores its threads may run on.
-  nlohmann::json rank_trace_json(const TracedStep& traced) const {
-    nlohmann::json j = events_to_json(traced.result, traced.probe, traced.args);
-    j["cores"] = core_list(allowed_cores());
+  // This rank's part of a trace: rank_trace_record and the cores its threads may run on.
+  RankTraceRecord rank_trace(const TracedStep& traced) const {
+    RankTraceRecord record = rank_trace_record(traced.result, traced.probe, traced.args);
+    record.cores = core_list(allowed_cores());
     std::vector<int> transport_cores;  // the union over the transport's threads
     for (pid_t tid : transport_threads_) std::ranges::copy(thread_cores(tid), std::back_inserter(transport_cores));
     std::ranges::sort(transport_cores);
-    transport_cores.erase(std::ranges::unique(transport_cores).begin(), transport_cores.end());
-    j["transport_cores"] = core_list(transport_cores);
-    return j;
+    transport_cores.erase(std::unique(transport_cores.begin(), transport_cores.end()), transport_cores.end());
+    record.transport_cores = core_list(transport_cores);
+    return record;
   }
 
   // Every rank hands its events to rank 0 through the store; rank 0 writes one file with the
@@ -456,7 +456,7 @@ class Worker {
     const int step = traced.step;
     const std::string prefix = fmt::format("trace/{}/", step);
     if (env_.rank != 0) {
-      store_->set(prefix + std::to_string(env_.rank), rank_trace_json(traced).dump());
+      store_->set(prefix + std::to_string(env_.rank), nlohmann::json(rank_trace(traced)).dump());
       return;
     }
     traces::Trace trace;
@@ -487,22 +487,15 @@ class Worker {
     // step times depend on how ranks share them.
     std::vector<traces::BackwardSplitProbe> split;
     std::vector<std::string> cores, transport_cores;
-    auto probe_times = [](const nlohmann::json& j) {
-      return traces::BackwardSplitTimes{j.at("full_us").get<std::vector<double>>(), j.at("input_us").get<std::vector<double>>(),
-                                        j.at("weight_us").get<std::vector<double>>()};
+    auto append_rank = [&](const RankTraceRecord& record) {
+      append_rank_trace(trace, record);
+      split.insert(split.end(), record.backward_split_probe.begin(), record.backward_split_probe.end());
+      cores.push_back(record.cores);
+      transport_cores.push_back(record.transport_cores);
     };
-    auto append_rank = [&](const nlohmann::json& j) {
-      append_events(trace, j);
-      if (j.contains("backward_split_probe"))
-        for (const auto& entry : j["backward_split_probe"]) {
-          split.push_back({entry.at("stage").get<int>(), probe_times(entry), std::nullopt});
-          if (entry.contains("inner")) split.back().inner = probe_times(entry["inner"]);
-        }
-      cores.push_back(j.value("cores", ""));
-      transport_cores.push_back(j.value("transport_cores", ""));
-    };
-    append_rank(rank_trace_json(traced));
-    for (int r = 1; r < env_.world_size; ++r) append_rank(nlohmann::json::parse(store_->get(prefix + std::to_string(r))));
+    append_rank(rank_trace(traced));
+    for (int r = 1; r < env_.world_size; ++r)
+      append_rank(nlohmann::json::parse(store_->get(prefix + std::to_string(r))).get<RankTraceRecord>());
     run.cores_per_rank = cores;
     run.transport_cores_per_rank = transport_cores;
     run.bind_cores = bound_cores_;
@@ -532,10 +525,10 @@ class Worker {
   WorkerEnvironment env_;
   std::unique_ptr<Transport> world_;
   std::shared_ptr<KeyValueStore> store_;
-  std::vector<pid_t> transport_threads_;  // started by the transport: they move data between ranks
-  bool bound_cores_ = false;              // this rank runs on its share of the cores (binds_cores)
+  std::vector<pid_t> transport_threads_;             // started by the transport: they move data between ranks
+  bool bound_cores_ = false;                         // this rank runs on its share of the cores (binds_cores)
   std::shared_ptr<ExpertParallel> expert_parallel_;  // MoE models only
-  std::optional<TextBatches> text_;       // the text data; empty for synthetic data
+  std::optional<TextBatches> text_;                  // the text data; empty for synthetic data
 };
 
 // --recompute-layers N: a stage with fewer than N layers recomputes as one run (partitions are
@@ -545,12 +538,15 @@ void check_recompute_layers(const RunPlan& plan) {
   const int n = plan.options.recompute_layers;
   if (n <= 1) return;
   std::vector<int> stage_layers;
-  for (int s = 0; s < plan.partition.num_stages(); ++s) stage_layers.push_back(plan.partition.bounds[s + 1] - plan.partition.bounds[s]);
+  stage_layers.reserve(static_cast<std::size_t>(plan.partition.num_stages()));
+  for (int s = 0; s < plan.partition.num_stages(); ++s)
+    stage_layers.push_back(plan.partition.bounds[s + 1] - plan.partition.bounds[s]);
   const int largest = *std::ranges::max_element(stage_layers);
   if (n > largest)
-    throw UsageError(fmt::format("option --recompute-layers {}: no stage has that many layers (layers per stage: {}, --partition {}); "
-                                 "--recompute-layers {} already recomputes the largest stage as one run",
-                                 n, fmt::join(stage_layers, ", "), plan.options.partition_method, largest));
+    throw UsageError(fmt::format(
+        "option --recompute-layers {}: no stage has that many layers (layers per stage: {}, --partition {}); "
+        "--recompute-layers {} already recomputes the largest stage as one run",
+        n, fmt::join(stage_layers, ", "), plan.options.partition_method, largest));
 }
 
 // --resume needs a manifest of this run with a checkpoint short of --steps; a fresh run must not
@@ -561,21 +557,23 @@ void check_checkpoint_dir(const RunPlan& plan) {
   const std::optional<Manifest> manifest = read_manifest(o.checkpoint_dir);
   if (!o.resume) {
     if (manifest)
-      throw UsageError(fmt::format("option --checkpoint-dir {}: holds the checkpoints of a run (step {}); add --resume to "
-                                   "continue it, or give an empty folder",
-                                   o.checkpoint_dir, manifest->position.step));
+      throw UsageError(
+          fmt::format("option --checkpoint-dir {}: holds the checkpoints of a run (step {}); add --resume to "
+                      "continue it, or give an empty folder",
+                      o.checkpoint_dir, manifest->position.step));
     return;
   }
   if (!manifest)
-    throw UsageError(fmt::format("option --resume: {} holds no checkpoint manifest (manifest.json); nothing to resume "
-                                 "(leave out --resume to start from step 0)",
-                                 o.checkpoint_dir));
+    throw UsageError(
+        fmt::format("option --resume: {} holds no checkpoint manifest (manifest.json); nothing to resume "
+                    "(leave out --resume to start from step 0)",
+                    o.checkpoint_dir));
   check_resumable(plan, *manifest);
   // A look at the files (no reading): the workers check their contents and may fall back further.
   const std::optional<CheckpointRecord> newest = newest_present_checkpoint(o.checkpoint_dir, *manifest);
   if (!newest)
-    throw UsageError(fmt::format("option --resume: {}: every checkpoint the manifest lists has missing or truncated files",
-                                 o.checkpoint_dir));
+    throw UsageError(fmt::format(
+        "option --resume: {}: every checkpoint the manifest lists has missing or truncated files", o.checkpoint_dir));
   if (newest->position.step >= o.steps) throw UsageError(nothing_to_do(o, newest->position.step));
   metrics_before(o.metrics_path, newest->position.step);  // the history to append to is readable
 }
@@ -585,14 +583,16 @@ void check_checkpoint_dir(const RunPlan& plan) {
 RunPlan make_run_plan(const RunOptions& options, int world_size) {
   check_run_options(options);
   if (options.device == "cuda" && !cuda_support_built())
-    throw UsageError("option --device cuda: this pprun was built without the CUDA path (scripts/build-cuda.sh builds it)");
+    throw UsageError(
+        "option --device cuda: this pprun was built without the CUDA path (scripts/build-cuda.sh builds it)");
   if (options.device == "cpu" && !gloo_support_built())
     throw UsageError("option --device cpu: this pprun was built without Gloo (the CUDA build); use --device cuda");
   RunPlan plan;
   plan.options = options;
   plan.world_size = world_size;
   if (world_size % options.data_parallel != 0)
-    throw UsageError(fmt::format("option --dp {}: does not divide the world size {}", options.data_parallel, world_size));
+    throw UsageError(
+        fmt::format("option --dp {}: does not divide the world size {}", options.data_parallel, world_size));
   plan.pipeline_ranks = world_size / options.data_parallel;
   ScheduleParams params;
   params.num_ranks = plan.pipeline_ranks;
@@ -622,13 +622,14 @@ RunPlan make_run_plan(const RunOptions& options, int world_size) {
                                  plan.partition.num_stages(), plan.schedule.num_stages));
   for (int s = 0; s < plan.partition.num_stages(); ++s)
     if (plan.partition.bounds[s] >= plan.partition.bounds[s + 1])
-      throw UsageError(fmt::format("--model {} has {} layers and cannot be split into {} non-empty stages", options.model,
-                                   plan.model.layers.size(), plan.schedule.num_stages));
+      throw UsageError(fmt::format("--model {} has {} layers and cannot be split into {} non-empty stages",
+                                   options.model, plan.model.layers.size(), plan.schedule.num_stages));
   // The text is checked here, before any worker starts; each worker maps it again.
   plan.data_identity = kSyntheticData;
   if (!uses_synthetic_data(options)) {
     const TextBatches text = open_text_data(options);
-    plan.data_identity = fmt::format("text: {} file(s), {} bytes", text.corpus().files().size(), text.corpus().size_bytes());
+    plan.data_identity =
+        fmt::format("text: {} file(s), {} bytes", text.corpus().files().size(), text.corpus().size_bytes());
   }
   check_recompute_layers(plan);
   check_checkpoint_dir(plan);
@@ -637,11 +638,20 @@ RunPlan make_run_plan(const RunOptions& options, int world_size) {
 
 nlohmann::json run_identity(const RunPlan& plan) {
   const RunOptions& o = plan.options;
-  nlohmann::json identity = {{"model", o.model},         {"layers", o.layers},         {"hidden", o.hidden},
-          {"seq_len", o.seq_len},     {"vocab", o.vocab},           {"micro_batch_size", o.micro_batch_size},
-          {"seed", o.seed},           {"schedule", plan.schedule.name}, {"micro_batches", plan.schedule.num_micro_batches},
-          {"stages", plan.schedule.num_stages}, {"world_size", plan.world_size}, {"data_parallel", o.data_parallel},
-          {"partition", plan.partition.bounds}, {"data", plan.data_identity}};
+  nlohmann::json identity = {{"model", o.model},
+                             {"layers", o.layers},
+                             {"hidden", o.hidden},
+                             {"seq_len", o.seq_len},
+                             {"vocab", o.vocab},
+                             {"micro_batch_size", o.micro_batch_size},
+                             {"seed", o.seed},
+                             {"schedule", plan.schedule.name},
+                             {"micro_batches", plan.schedule.num_micro_batches},
+                             {"stages", plan.schedule.num_stages},
+                             {"world_size", plan.world_size},
+                             {"data_parallel", o.data_parallel},
+                             {"partition", plan.partition.bounds},
+                             {"data", plan.data_identity}};
   // The experts' sizes must match on resume; --expert-parallel need not (experts are stored by
   // id), so it is not part of the identity.
   if (o.model == "tiny-moe") {

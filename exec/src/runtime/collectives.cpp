@@ -23,7 +23,7 @@ void Collectives::make_groups() {
     for (int d = 0; d < position.num_replicas; ++d) members.push_back(d * p + position.pipe_rank);
     dp_group_ = ctx_.world.subgroup(members, fmt::format("dp{}", position.pipe_rank));
   }
-  if ((ctx_.options.max_grad_norm > 0 || ctx_.options.loss_scaling) && p > 1) {
+  if ((ctx_.options.gradient_clipping > 0 || ctx_.options.loss_scaling) && p > 1) {
     std::vector<int> members;
     for (int r = 0; r < p; ++r) members.push_back(position.replica * p + r);
     pipe_group_ = ctx_.world.subgroup(members, fmt::format("pipe{}", position.replica));
@@ -35,7 +35,8 @@ void Collectives::make_groups() {
   // A tied weight needs a group only where its layers sit on two pipeline ranks or more.
   for (const auto& [key, layers] : tied_layers_) {
     std::set<int> holder_pipe_ranks;
-    for (int l : layers) holder_pipe_ranks.insert(ctx_.built_for->stage_to_rank.at(static_cast<std::size_t>(stage_of_layer(l))));
+    for (int l : layers)
+      holder_pipe_ranks.insert(ctx_.built_for->stage_to_rank.at(static_cast<std::size_t>(stage_of_layer(l))));
     if (!holder_pipe_ranks.count(position.pipe_rank) || holder_pipe_ranks.size() < 2) continue;
     std::vector<int> members;
     for (int r : holder_pipe_ranks) members.push_back(position.replica * p + r);
@@ -54,11 +55,13 @@ int Collectives::stage_of_layer(int layer) const {
 void Collectives::finalize_grads(StageState& st) {
   if (st.grads_final) return;
   if (!st.accumulator.complete())
-    ctx_.fail_here(fmt::format("stage {} still misses the weight gradients of {} micro-batch(es)", st.stage, st.accumulator.missing()));
+    ctx_.fail_here(fmt::format("stage {} still misses the weight gradients of {} micro-batch(es)", st.stage,
+                               st.accumulator.missing()));
   restore_master_weights(st);  // bf16/fp16: the fp32 sums are the masters' gradients
   auto params = st.module->parameter_tensors();
   auto& sums = st.accumulator.sum();
-  for (std::size_t i = 0; i < params.size(); ++i) params[i].mutable_grad() = sums.empty() ? at::zeros_like(params[i]) : sums[i];
+  for (std::size_t i = 0; i < params.size(); ++i)
+    params[i].mutable_grad() = sums.empty() ? at::zeros_like(params[i]) : sums[i];
   st.grads_final = true;
 }
 
@@ -95,7 +98,8 @@ void Collectives::reduce_tied_weights() {
     if (local_grads.empty()) continue;
     at::Tensor rows = at::zeros({static_cast<std::int64_t>(layers.size()), like.numel()}, like.options());
     for (std::size_t i = 0; i < local_grads.size(); ++i) rows[local_rows[i]].copy_(local_grads[i]->reshape({-1}));
-    if (auto it = tied_groups_.find(key); it != tied_groups_.end()) it->second->all_reduce_sum(rows)->wait(ctx_.options.timeout);
+    if (auto it = tied_groups_.find(key); it != tied_groups_.end())
+      it->second->all_reduce_sum(rows)->wait(ctx_.options.timeout);
     at::Tensor total = rows[0].clone();
     for (std::int64_t r = 1; r < rows.size(0); ++r) total.add_(rows[r]);
     total = total.view(like.sizes());
@@ -154,9 +158,10 @@ void Collectives::all_reduce_gradients(TensorList params, Transport* group) {
 // Each layer's sum of squares has its own slot and the slots are added in layer order, so the
 // norm does not depend on how the layers are split (one contributor per slot: exact).
 void Collectives::clip_gradients() {
-  if (clipped_ || ctx_.options.max_grad_norm <= 0) return;
+  if (clipped_ || ctx_.options.gradient_clipping <= 0) return;
   for (auto& [s, st] : ctx_.stages) reduce_grads(*st);
-  at::Tensor per_layer = at::zeros({static_cast<std::int64_t>(ctx_.model.layers.size())}, at::TensorOptions().dtype(at::kDouble));
+  at::Tensor per_layer =
+      at::zeros({static_cast<std::int64_t>(ctx_.model.layers.size())}, at::TensorOptions().dtype(at::kDouble));
   for (auto& [s, st] : ctx_.stages)
     for (const auto& p : st->module->parameters()) {
       if (!p.tied_key.empty() && p.layer != tied_layers_.at(p.tied_key).front()) continue;
@@ -171,7 +176,7 @@ void Collectives::clip_gradients() {
   for (std::int64_t l = 0; l < per_layer.numel(); ++l) square_sum += per_layer[l].item<double>();
   const double norm = std::sqrt(square_sum);
   recorder_.result().grad_norm = norm;
-  const double coefficient = ctx_.options.max_grad_norm / (norm + 1e-6);
+  const double coefficient = ctx_.options.gradient_clipping / (norm + 1e-6);
   if (coefficient < 1.0)
     for (auto& [s, st] : ctx_.stages)
       for (auto& p : st->module->parameter_tensors())
@@ -210,7 +215,7 @@ void Collectives::optimizer_step(StageState& st) {
   if (st.stepped) return;
   reduce_grads(st);
   // Clipping and loss scaling read every stage's gradients: until they are in, the step waits.
-  const bool needs_every_stage = ctx_.options.max_grad_norm > 0 || ctx_.options.loss_scaling;
+  const bool needs_every_stage = ctx_.options.gradient_clipping > 0 || ctx_.options.loss_scaling;
   if (!st.grads_reduced || (needs_every_stage && !every_stage_complete())) return;
   unscale_gradients();
   if (!skip_step_) clip_gradients();  // every rank skips alike: the clipping exchange too

@@ -30,7 +30,8 @@ GradLayout grad_layout(const TensorList& tensors) {
 // A posted receive finishes at a compute's turn, but is named as itself in errors and traces.
 class AtInstruction {
  public:
-  AtInstruction(RankContext& ctx, const Instruction& instr, int step) : ctx_(ctx), saved_(ctx.current), saved_step_(ctx.current_step) {
+  AtInstruction(RankContext& ctx, const Instruction& instr, int step)
+      : ctx_(ctx), saved_(ctx.current), saved_step_(ctx.current_step) {
     ctx.current = &instr;
     ctx.current_step = step;
   }
@@ -78,12 +79,14 @@ void PointToPoint::send(const Instruction& instr) {
   MicroBatchState& state = ctx_.micro_batch(instr.stage, instr.micro_batch);
   const bool activation = instr.op == Op::SendActivation;
   if (activation ? state.outputs.empty() : !state.input_grads_ready)
-    ctx_.fail_here(activation ? "nothing to send: the forward has not run" : "nothing to send: the backward has not run");
+    ctx_.fail_here(activation ? "nothing to send: the forward has not run"
+                              : "nothing to send: the backward has not run");
   const bool main_channel = peer_stage == (activation ? instr.stage + 1 : instr.stage - 1);
-  const auto skips = activation ? transported_skips(instr.stage, peer_stage) : transported_skips(peer_stage, instr.stage);
+  const auto skips =
+      activation ? transported_skips(instr.stage, peer_stage) : transported_skips(peer_stage, instr.stage);
   if (!main_channel && skips.empty())
-    ctx_.fail_here(fmt::format("nothing to send to stage {}: it is not the {} stage and no skip tensor goes {} it", peer_stage,
-                               activation ? "next" : "previous", activation ? "to" : "back to"));
+    ctx_.fail_here(fmt::format("nothing to send to stage {}: it is not the {} stage and no skip tensor goes {} it",
+                               peer_stage, activation ? "next" : "previous", activation ? "to" : "back to"));
   const int peer = ctx_.world_rank_of_stage(peer_stage);
   const int message_tag = tag(instr.stage, peer_stage, activation);
   TensorList messages;
@@ -94,8 +97,8 @@ void PointToPoint::send(const Instruction& instr) {
   const auto index = recorder_.begin_event(traces::Lane::Send, instr, peer, bytes);
   auto group = std::make_unique<PendingGroup>();
   for (auto& m : messages) group->add(ctx_.world.send(m, peer, message_tag));
-  send_tickets_[{instr.stage, instr.micro_batch, activation}] =
-      send_watcher_.watch(std::move(group), [this, index](double end) { recorder_.end_event(index, end); }, ctx_.where());
+  send_tickets_[{instr.stage, instr.micro_batch, activation}] = send_watcher_.watch(
+      std::move(group), [this, index](double end) { recorder_.end_event(index, end); }, ctx_.where());
 }
 
 void PointToPoint::wait_sends(int stage, int micro_batch, bool activation) {
@@ -112,8 +115,8 @@ std::int64_t PointToPoint::append_main_messages(TensorList& messages, const Inst
                                                 int peer_stage, bool activation) {
   const TensorList& payload = activation ? state.outputs : state.input_grads;
   if (activation && ctx_.dynamic_shapes)
-    return headers_.append_messages(messages, payload, state.output_names, {instr.stage, peer_stage, 0}, ctx_.stage(instr.stage),
-                                    instr.micro_batch, "output tensor");
+    return headers_.append_messages(messages, payload, state.output_names, {instr.stage, peer_stage, 0},
+                                    ctx_.stage(instr.stage), instr.micro_batch, "output tensor");
   if (!activation) {
     // Gradients: one per floating-point input; the receiver knows their shapes from its
     // outputs. A stage without floating-point inputs sends nothing (and nothing is awaited).
@@ -132,7 +135,8 @@ std::int64_t PointToPoint::append_main_messages(TensorList& messages, const Inst
 }
 
 std::int64_t PointToPoint::append_skip_messages(TensorList& messages, const Instruction& instr, MicroBatchState& state,
-                                                int peer_stage, bool activation, const std::vector<const SkipRoute*>& skips) {
+                                                int peer_stage, bool activation,
+                                                const std::vector<const SkipRoute*>& skips) {
   if (activation) {
     // Skip tensors carry their names and shapes (headers as for dynamic shapes).
     TensorList tensors;
@@ -140,8 +144,8 @@ std::int64_t PointToPoint::append_skip_messages(TensorList& messages, const Inst
     for (const SkipRoute* r : skips) {
       auto it = state.skip_outputs.find(r->name);
       if (it == state.skip_outputs.end())
-        ctx_.fail_here(fmt::format("stage {} has no skip tensor '{}' for stage {} (layer '{}' stashes it)", instr.stage, r->name,
-                                   peer_stage, ctx_.layer_name(r->from_layer)));
+        ctx_.fail_here(fmt::format("stage {} has no skip tensor '{}' for stage {} (layer '{}' stashes it)", instr.stage,
+                                   r->name, peer_stage, ctx_.layer_name(r->from_layer)));
       tensors.push_back(it->second);
       names.push_back(r->name);
     }
@@ -157,11 +161,12 @@ std::int64_t PointToPoint::append_skip_messages(TensorList& messages, const Inst
   return messages.back().numel();
 }
 
-std::int64_t PointToPoint::receive_activation(StageState& st, MicroBatchState& state, int peer_stage, const Receive& receive,
-                                              int peer) {
+std::int64_t PointToPoint::receive_activation(StageState& st, MicroBatchState& state, int peer_stage,
+                                              const Receive& receive, int peer) {
   if (ctx_.dynamic_shapes) {
     std::int64_t bytes = 0;
-    state.received_inputs = headers_.receive_messages({peer_stage, st.stage, 0}, receive, peer, bytes, state.received_names);
+    state.received_inputs =
+        headers_.receive_messages({peer_stage, st.stage, 0}, receive, peer, bytes, state.received_names);
     return bytes;
   }
   PlannedMessage message = plan_activation(st, state);
@@ -175,7 +180,8 @@ PointToPoint::PlannedMessage PointToPoint::plan_activation(StageState& st, Micro
   TensorList like;
   state.received_names.clear();
   for (const auto& spec : ctx_.model.boundary.at(static_cast<std::size_t>(st.module->first_layer()))) {
-    like.push_back(at::empty(spec.sizes, at::TensorOptions().dtype(wire_dtype(spec.dtype, ctx_.options.compute_dtype)).device(device)));
+    like.push_back(
+        at::empty(spec.sizes, at::TensorOptions().dtype(wire_dtype(spec.dtype, ctx_.options.dtype)).device(device)));
     if (!spec.name.empty()) state.received_names.push_back(spec.name);
   }
   if (mixed_dtypes(like)) {
@@ -188,7 +194,9 @@ PointToPoint::PlannedMessage PointToPoint::plan_activation(StageState& st, Micro
       total_bytes += t.numel() * static_cast<std::int64_t>(t.element_size());
     }
     at::Tensor body = at::empty({total_bytes}, at::TensorOptions().dtype(at::kByte).device(device));
-    return {body, [&state, body, dtypes, sizes, device] { state.received_inputs = unpack_bytes(body, 0, dtypes, sizes, device); }};
+    return {body, [&state, body, dtypes, sizes, device] {
+              state.received_inputs = unpack_bytes(body, 0, dtypes, sizes, device);
+            }};
   }
   std::int64_t total = 0;
   for (auto& t : like) total += t.numel();
@@ -234,7 +242,8 @@ void PointToPoint::post_receive(const Instruction& instr, int peer_stage) {
   const PostedReceives::Channel channel{peer, tag(peer_stage, instr.stage, activation)};
   const int step = ctx_.current_step;
   const bool main_channel = peer_stage == (activation ? instr.stage - 1 : instr.stage + 1);
-  const bool skips = activation ? !transported_skips(peer_stage, instr.stage).empty() : !transported_skips(instr.stage, peer_stage).empty();
+  const bool skips = activation ? !transported_skips(peer_stage, instr.stage).empty()
+                                : !transported_skips(instr.stage, peer_stage).empty();
   if (!main_channel || skips || (activation && ctx_.dynamic_shapes)) {
     posted_.post(key, channel, [this, &instr, step] {
       AtInstruction at(ctx_, instr, step);
@@ -244,7 +253,8 @@ void PointToPoint::post_receive(const Instruction& instr, int peer_stage) {
   }
   StageState& st = ctx_.stage(instr.stage);
   MicroBatchState& state = ctx_.micro_batch(instr.stage, instr.micro_batch);
-  if (!activation && state.outputs.empty()) ctx_.fail_here("a gradient for outputs this stage has not computed (no forward before it)");
+  if (!activation && state.outputs.empty())
+    ctx_.fail_here("a gradient for outputs this stage has not computed (no forward before it)");
   std::optional<PlannedMessage> message = activation ? plan_activation(st, state) : plan_grads(state);
   if (!message) return;  // nothing floating-point: no gradient comes back
   const double posted_us = now_us();
@@ -258,8 +268,9 @@ void PointToPoint::post_receive(const Instruction& instr, int peer_stage) {
     }
     message.unpack();
     // The event spans the receive from its post until its bytes were known to be in.
-    const auto index = recorder_.begin_event(traces::Lane::Recv, instr, peer,
-                                             static_cast<std::int64_t>(message.buffer.numel() * message.buffer.element_size()));
+    const auto index =
+        recorder_.begin_event(traces::Lane::Recv, instr, peer,
+                              static_cast<std::int64_t>(message.buffer.numel() * message.buffer.element_size()));
     recorder_.move_event_start(index, posted_us);
     recorder_.end_event(index, now_us());
   });
@@ -273,10 +284,12 @@ void PointToPoint::receive_now(const Instruction& instr) {
   const int peer = ctx_.world_rank_of_stage(peer_stage);
   const int message_tag = tag(peer_stage, instr.stage, activation);
   const bool main_channel = peer_stage == (activation ? instr.stage - 1 : instr.stage + 1);
-  const auto skips = activation ? transported_skips(peer_stage, instr.stage) : transported_skips(instr.stage, peer_stage);
+  const auto skips =
+      activation ? transported_skips(peer_stage, instr.stage) : transported_skips(instr.stage, peer_stage);
   if (!main_channel && skips.empty())
-    ctx_.fail_here(fmt::format("nothing to receive from stage {}: it is not the {} stage and no skip tensor comes {} it", peer_stage,
-                               activation ? "previous" : "next", activation ? "from" : "back from"));
+    ctx_.fail_here(
+        fmt::format("nothing to receive from stage {}: it is not the {} stage and no skip tensor comes {} it",
+                    peer_stage, activation ? "previous" : "next", activation ? "from" : "back from"));
   Receive receive = [&](at::Tensor buffer) {
     try {
       ctx_.world.recv(buffer, peer, message_tag)->wait(ctx_.options.timeout);
@@ -284,7 +297,8 @@ void PointToPoint::receive_now(const Instruction& instr) {
       ctx_.fail(first_line(e.what()), "blocked in " + ctx_.where());
     }
   };
-  if (!activation && state.outputs.empty()) ctx_.fail_here("a gradient for outputs this stage has not computed (no forward before it)");
+  if (!activation && state.outputs.empty())
+    ctx_.fail_here("a gradient for outputs this stage has not computed (no forward before it)");
   const double start_us = now_us();
   std::int64_t bytes = 0;
   std::size_t messages = 0;
@@ -303,9 +317,9 @@ void PointToPoint::receive_now(const Instruction& instr) {
   recorder_.end_event(index, now_us());
 }
 
-std::size_t PointToPoint::receive_skips(const Instruction& instr, MicroBatchState& state, int peer_stage, bool activation,
-                                        const std::vector<const SkipRoute*>& skips, const Receive& receive, int peer,
-                                        std::int64_t& bytes) {
+std::size_t PointToPoint::receive_skips(const Instruction& instr, MicroBatchState& state, int peer_stage,
+                                        bool activation, const std::vector<const SkipRoute*>& skips,
+                                        const Receive& receive, int peer, std::int64_t& bytes) {
   if (activation) {
     std::int64_t skip_bytes = 0;
     std::vector<std::string> names;

@@ -9,23 +9,23 @@
 #include <vector>
 
 #include "pipescope/exec/runtime.hpp"
-#include "pipescope/exec/skip_connections.hpp"
+#include "pipescope/exec/pipeline_module.hpp"
 #include "runtime/grad_accumulator.hpp"
 
 namespace pipescope::exec {
 
 // One micro-batch on one stage, from its receive to the end of its backward.
 struct MicroBatchState {
-  TensorList received_inputs;   // from a receive or a hand-over, before the forward
+  TensorList received_inputs;               // from a receive or a hand-over, before the forward
   std::vector<std::string> received_names;  // their keys when they are a dict
-  TensorList inputs;            // what the forward took (leaves that require grad on inner stages)
+  TensorList inputs;                        // what the forward took (leaves that require grad on inner stages)
   std::vector<std::string> input_names;
   TensorList outputs;
   std::vector<std::string> output_names;
   at::Tensor labels;
   at::Tensor loss;
-  TensorList output_grads;      // gradient of the floating-point outputs, from the next stage
-  TensorList input_grads;       // gradient of the floating-point inputs, for the previous stage
+  TensorList output_grads;  // gradient of the floating-point outputs, from the next stage
+  TensorList input_grads;   // gradient of the floating-point inputs, for the previous stage
   // Skip connections with other stages, by name: received before the forward, the leaves the
   // forward popped, what it stashed for later stages, and the gradients both ways.
   SkipTensors received_skips, skip_inputs, skip_outputs, skip_output_grads, skip_input_grads;
@@ -36,11 +36,11 @@ struct MicroBatchState {
     TensorList inputs, outputs;
     std::vector<std::string> input_names;
     at::Tensor rng_state;
-    bool graph_ready = false;   // outputs hold the run's autograd graph
+    bool graph_ready = false;  // outputs hold the run's autograd graph
     // The gradient of each output (undefined where none flows), from the run after this one:
     // it arrives before this run is recomputed, and becomes roots and seeds once it is.
     TensorList output_grads;
-    TensorList roots, seeds;    // kept between BackwardInput and BackwardWeight
+    TensorList roots, seeds;  // kept between BackwardInput and BackwardWeight
   };
   std::vector<Segment> segments;
   bool seeded = false;
@@ -60,8 +60,8 @@ struct StageState {
   // bf16/fp16 during a step: the fp32 master weights while the parameters hold 16-bit copies
   // (compute_weights.hpp); empty in fp32 and between steps.
   TensorList masters;
-  bool grads_final = false;   // accumulator moved into .grad
-  bool grads_reduced = false; // data-parallel all-reduce done
+  bool grads_final = false;    // accumulator moved into .grad
+  bool grads_reduced = false;  // data-parallel all-reduce done
   bool stepped = false;
 };
 
@@ -79,7 +79,7 @@ struct RankContext {
   const Partition& partition;
   Transport& world;
   GridPosition position;
-  RuntimeOptions options;     // options.device is never null
+  RuntimeOptions options;       // options.device is never null
   bool dynamic_shapes = false;  // no declared boundary shapes: transfers carry shape headers
   std::vector<SkipRoute> skip_routes;
   std::map<int, std::unique_ptr<StageState>> stages;

@@ -15,29 +15,33 @@ std::string layout_entry(const TensorLayout& layout, std::size_t i) {
 }  // namespace
 
 // A later micro-batch must match the header its batch sent first on the channel.
-void ShapeHeaders::check_against_header(const StageState& st, int micro_batch, const TensorLayout& now, const TensorLayout& header,
-                                        int to_stage, const char* what) const {
+void ShapeHeaders::check_against_header(const StageState& st, int micro_batch, const TensorLayout& now,
+                                        const TensorLayout& header, int to_stage, const char* what) const {
   const std::string advice =
       "shapes may change between batches but not between the micro-batches of one batch; turn on per-micro-batch shape "
-      "headers (EngineOptions::shapes_per_micro_batch, DeepSpeed's dynamic_shape) for data whose shapes vary inside a batch";
+      "headers (EngineOptions::shapes_per_micro_batch, DeepSpeed's dynamic_shape) for data whose shapes vary inside a "
+      "batch";
   if (now.dtypes.size() != header.dtypes.size())
-    ctx_.fail_here(fmt::format("{}: micro-batch {} sends {} {}(s) to stage {}, but the shape header sent with micro-batch {} of this "
-                               "batch describes {}; {}",
-                               ctx_.stage_name(st), micro_batch, now.dtypes.size(), what, to_stage, header.micro_batch,
-                               header.dtypes.size(), advice));
+    ctx_.fail_here(fmt::format(
+        "{}: micro-batch {} sends {} {}(s) to stage {}, but the shape header sent with micro-batch {} of this "
+        "batch describes {}; {}",
+        ctx_.stage_name(st), micro_batch, now.dtypes.size(), what, to_stage, header.micro_batch, header.dtypes.size(),
+        advice));
   for (std::size_t i = 0; i < now.dtypes.size(); ++i) {
     const std::string name = now.names.empty() ? std::string() : fmt::format(" '{}'", now.names[i]);
     const std::string header_name = header.names.empty() ? std::string() : fmt::format(" '{}'", header.names[i]);
     if (now.sizes[i] != header.sizes[i] || now.dtypes[i] != header.dtypes[i] || name != header_name)
-      ctx_.fail_here(fmt::format("{}: micro-batch {}: {} {}{} is {}, but the shape header sent to stage {} with micro-batch {} of "
-                                 "this batch says {}{}; {}",
-                                 ctx_.stage_name(st), micro_batch, what, i, name, layout_entry(now, i), to_stage,
-                                 header.micro_batch, layout_entry(header, i), header_name, advice));
+      ctx_.fail_here(
+          fmt::format("{}: micro-batch {}: {} {}{} is {}, but the shape header sent to stage {} with micro-batch {} of "
+                      "this batch says {}{}; {}",
+                      ctx_.stage_name(st), micro_batch, what, i, name, layout_entry(now, i), to_stage,
+                      header.micro_batch, layout_entry(header, i), header_name, advice));
   }
 }
 
-std::int64_t ShapeHeaders::append_messages(TensorList& messages, const TensorList& payload, const std::vector<std::string>& names,
-                                           const ShapeChannel& channel, const StageState& st, int micro_batch, const char* what) {
+std::int64_t ShapeHeaders::append_messages(TensorList& messages, const TensorList& payload,
+                                           const std::vector<std::string>& names, const ShapeChannel& channel,
+                                           const StageState& st, int micro_batch, const char* what) {
   const at::Device device = ctx_.device();
   TensorLayout layout = TensorLayout::of(payload, names);
   layout.micro_batch = micro_batch;
@@ -49,16 +53,17 @@ std::int64_t ShapeHeaders::append_messages(TensorList& messages, const TensorLis
   const auto words = layout.words();
   at::Tensor body = pack_bytes(payload, words, device);
   const std::int64_t descriptor_bytes = static_cast<std::int64_t>(words.size()) * 8;
-  messages.push_back(at::tensor(std::vector<std::int64_t>{static_cast<std::int64_t>(words.size()), body.numel() - descriptor_bytes},
-                                at::TensorOptions().dtype(at::kLong))
-                         .to(device));
+  messages.push_back(
+      at::tensor(std::vector<std::int64_t>{static_cast<std::int64_t>(words.size()), body.numel() - descriptor_bytes},
+                 at::TensorOptions().dtype(at::kLong))
+          .to(device));
   messages.push_back(body);
   sent_[channel] = std::move(layout);
   return body.numel();
 }
 
-TensorList ShapeHeaders::receive_messages(const ShapeChannel& channel, const Receive& receive, int peer, std::int64_t& bytes,
-                                 std::vector<std::string>& names) {
+TensorList ShapeHeaders::receive_messages(const ShapeChannel& channel, const Receive& receive, int peer,
+                                          std::int64_t& bytes, std::vector<std::string>& names) {
   const at::Device device = ctx_.device();
   if (auto known = received_.find(channel); known != received_.end() && !ctx_.options.shapes_per_micro_batch) {
     at::Tensor body = at::empty({known->second.payload_bytes()}, at::TensorOptions().dtype(at::kByte).device(device));
@@ -83,9 +88,9 @@ TensorList ShapeHeaders::receive_messages(const ShapeChannel& channel, const Rec
     ctx_.fail_here(fmt::format("{} from rank {}", e.what(), peer));
   }
   if (layout.payload_bytes() != payload_bytes)
-    ctx_.fail_here(fmt::format("malformed shape header from rank {} ({} bytes announced, {} described)", peer, payload_bytes,
-                               layout.payload_bytes()));
-  if (auto wrong = dtype_mismatch(layout.dtypes, ctx_.options.compute_dtype); !wrong.empty())
+    ctx_.fail_here(fmt::format("malformed shape header from rank {} ({} bytes announced, {} described)", peer,
+                               payload_bytes, layout.payload_bytes()));
+  if (auto wrong = dtype_mismatch(layout.dtypes, ctx_.options.dtype); !wrong.empty())
     ctx_.fail_here(fmt::format("from rank {}: {}", peer, wrong));
   bytes = body.numel();
   names = layout.names;

@@ -35,8 +35,9 @@ void StageCompute::begin_step(const StepRequest& request) {
   source_ = request.data;
   pulled_.clear();
   keep_outputs_ = request.keep_outputs;
-  for (auto& [s, st] : ctx_.stages) use_compute_weights(*st, ctx_.options.compute_dtype);
-  if (keep_outputs_) recorder_.result().outputs.assign(static_cast<std::size_t>(ctx_.micro_batch_count()), TensorList{});
+  for (auto& [s, st] : ctx_.stages) use_compute_weights(*st, ctx_.options.dtype);
+  if (keep_outputs_)
+    recorder_.result().outputs.assign(static_cast<std::size_t>(ctx_.micro_batch_count()), TensorList{});
 }
 
 // The micro-batch of this step: from the source, pulled in micro-batch order and once, or
@@ -45,7 +46,8 @@ MicroBatch StageCompute::micro_batch_data(int micro_batch, bool with_labels) {
   if (!source_) return make_micro_batch(ctx_.model.config, first_sample_ + micro_batch, with_labels);
   while (static_cast<int>(pulled_.size()) <= micro_batch) {
     MicroBatch next = (*source_)();
-    if (next.inputs.empty()) ctx_.fail_here(fmt::format("the data source gave micro-batch {} no input tensors", pulled_.size()));
+    if (next.inputs.empty())
+      ctx_.fail_here(fmt::format("the data source gave micro-batch {} no input tensors", pulled_.size()));
     pulled_.push_back(std::move(next));
   }
   return pulled_[static_cast<std::size_t>(micro_batch)];
@@ -62,7 +64,7 @@ void StageCompute::load(int s, int micro_batch) {
   }
   // The data's floating-point tensors enter in the compute dtype, as they would come from a
   // stage before.
-  if (st.is_first) state.received_inputs = floats_as(batch.inputs, ctx_.options.compute_dtype);
+  if (st.is_first) state.received_inputs = floats_as(batch.inputs, ctx_.options.dtype);
   if (st.is_last) state.labels = std::move(batch.labels);
   state.loaded = true;
 }
@@ -108,9 +110,10 @@ void StageCompute::take_inputs(StageState& st, MicroBatchState& state, bool trai
     if (r.to_stage != st.stage || r.from_stage == st.stage) continue;
     auto it = state.received_skips.find(r.name);
     if (it == state.received_skips.end())
-      ctx_.fail_here(fmt::format("{} needs the skip tensor '{}' of stage {} (stashed by layer '{}'), but it has not arrived (no "
-                                 "RecvActivation from stage {} before this forward)",
-                                 ctx_.stage_name(st), r.name, r.from_stage, ctx_.layer_name(r.from_layer), r.from_stage));
+      ctx_.fail_here(
+          fmt::format("{} needs the skip tensor '{}' of stage {} (stashed by layer '{}'), but it has not arrived (no "
+                      "RecvActivation from stage {} before this forward)",
+                      ctx_.stage_name(st), r.name, r.from_stage, ctx_.layer_name(r.from_layer), r.from_stage));
     at::Tensor leaf = it->second.detach();
     if (training && carries_grad(leaf)) leaf.requires_grad_(true);
     state.skip_inputs[r.name] = leaf;
@@ -248,7 +251,8 @@ void StageCompute::seed_backward(StageState& st, MicroBatchState& state) {
     // With loss scaling, also by the scale (the fp32 sums are divided by it before the step), in
     // fp32 as GradScaler does: a scale past fp32's range gives inf, and the step is skipped.
     if (ctx_.options.loss_scaling)
-      last.seeds[0] = last.seeds[0] * at::scalar_tensor(ctx_.loss_scaler.scale(), at::kDouble).to(state.loss.scalar_type());
+      last.seeds[0] =
+          last.seeds[0] * at::scalar_tensor(ctx_.loss_scaler.scale(), at::kDouble).to(state.loss.scalar_type());
   } else {
     std::size_t float_outputs = 0;
     for (const auto& o : state.outputs) float_outputs += carries_grad(o) ? 1 : 0;
@@ -266,8 +270,8 @@ void StageCompute::seed_backward(StageState& st, MicroBatchState& state) {
       if (!carries_grad(out)) continue;
       auto it = state.skip_output_grads.find(name);
       if (it == state.skip_output_grads.end())
-        ctx_.fail_here(
-            fmt::format("backward without the gradient of the skip tensor '{}' (no RecvGrad from the stage that pops it)", name));
+        ctx_.fail_here(fmt::format(
+            "backward without the gradient of the skip tensor '{}' (no RecvGrad from the stage that pops it)", name));
       if (!out.requires_grad()) continue;
       last.roots.push_back(out);
       last.seeds.push_back(it->second);
@@ -277,7 +281,8 @@ void StageCompute::seed_backward(StageState& st, MicroBatchState& state) {
 }
 
 // The parameters of layers [first, end) of a stage: a contiguous range of its list.
-std::pair<std::size_t, std::size_t> StageCompute::parameter_range(const StageState& st, int first_layer, int end_layer) const {
+std::pair<std::size_t, std::size_t> StageCompute::parameter_range(const StageState& st, int first_layer,
+                                                                  int end_layer) const {
   const auto& params = st.module->parameters();
   std::size_t begin = 0;
   while (begin < params.size() && params[begin].layer < first_layer) ++begin;
@@ -315,13 +320,14 @@ void StageCompute::backward(const Instruction& instr, bool input_part, bool weig
     const bool keep_graph = input_part && !weight_part;
     TensorList grads;
     if (!targets.empty() && !seg.roots.empty())
-      grads = torch::autograd::grad(seg.roots, targets, seg.seeds, keep_graph, /*create_graph=*/false, /*allow_unused=*/true);
+      grads = torch::autograd::grad(seg.roots, targets, seg.seeds, keep_graph, /*create_graph=*/false,
+                                    /*allow_unused=*/true);
     if (input_part) pass_input_grads(instr, st, state, k, grad_inputs, grads);
     if (weight_part) {
       const std::size_t offset = input_part ? grad_inputs.size() : 0;
       for (std::size_t i = param_begin; i < param_end; ++i) {
         at::Tensor g = grads.empty() ? at::Tensor() : grads[offset + (i - param_begin)];
-        if (ctx_.options.compute_dtype != at::kFloat)
+        if (ctx_.options.dtype != at::kFloat)
           param_grads[i] = fp32_gradient(g, all_params[i]);  // summed over micro-batches in fp32
         else
           param_grads[i] = g.defined() ? g : at::zeros_like(all_params[i]);
@@ -338,7 +344,8 @@ void StageCompute::backward(const Instruction& instr, bool input_part, bool weig
   if (!weight_part) return;
   for (std::size_t i = 0; i < param_grads.size(); ++i)
     if (!param_grads[i].defined())
-      param_grads[i] = ctx_.options.compute_dtype != at::kFloat ? fp32_gradient({}, all_params[i]) : at::zeros_like(all_params[i]);
+      param_grads[i] =
+          ctx_.options.dtype != at::kFloat ? fp32_gradient({}, all_params[i]) : at::zeros_like(all_params[i]);
   st.accumulator.add(instr.micro_batch, std::move(param_grads));
   release(state);
 }
@@ -370,7 +377,8 @@ void StageCompute::give_input_grads(const Instruction& instr, StageState& st, Mi
     if (carries_grad(t)) state.input_grads.push_back(t.requires_grad() ? input_grads.at(g++) : at::zeros_like(t));
   state.skip_input_grads.clear();
   for (const auto& [name, leaf] : state.skip_inputs)
-    if (carries_grad(leaf)) state.skip_input_grads[name] = leaf.requires_grad() ? input_grads.at(g++) : at::zeros_like(leaf);
+    if (carries_grad(leaf))
+      state.skip_input_grads[name] = leaf.requires_grad() ? input_grads.at(g++) : at::zeros_like(leaf);
   for (const auto& r : ctx_.skip_routes)  // back to an earlier stage on this rank
     if (r.carrier == SkipCarrier::Memory && r.to_stage == instr.stage)
       if (auto it = state.skip_input_grads.find(r.name); it != state.skip_input_grads.end())

@@ -10,56 +10,40 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pipescope/core/schedule.hpp"
 #include "pipescope/exec/checkpoint.hpp"
 #include "pipescope/exec/pipeline_module.hpp"
-#include "pipescope/exec/precision.hpp"
 #include "pipescope/exec/runtime.hpp"
-#include "pipescope/exec/skip_connections.hpp"
 #include "pipescope/exec/transport.hpp"
 
 namespace pipescope::exec {
 
-using OptimizerFactory = std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>& parameters)>;
-
-struct EngineOptions {
-  int micro_batches = 4;            // M, for schedules given by name
-  int chunks = 1;                   // stages per rank, for looping and V schedules given by name
-  int micro_batch_size = 0;         // samples per micro-batch (set_train_batch_size needs it)
-  int data_parallel = 1;            // replicas: the world is data_parallel x pipeline ranks
-  std::string partition = "parameters";  // uniform | parameters | type:REGEX | cost
-  std::vector<std::string> split_points; // layer names that start a stage (instead of `partition`)
-  LossFunction loss;                // overrides the module's loss
-  int loss_stage = -1;              // where the loss is computed: must be the last stage (-1: it)
-  OptimizerFactory optimizer;       // per stage, from its parameters; null: AdamW below
-  double learning_rate = 1e-3;
-  double weight_decay = 0.01;
-  int activation_checkpoint_interval = 0;  // > 0: recompute runs of this many layers in the backward
-  double gradient_clipping = 0;     // > 0: clip the global gradient norm to this
-  // Without declared shapes: true sends the shape header with every activation transfer, not
-  // only with the first of each train_batch/eval_batch (DeepSpeed's dynamic_shape).
-  bool shapes_per_micro_batch = false;
-  // Keep memory freed by tensors in the process (retain_freed_cpu_memory, memory.hpp): a
+// The engine's options: the runtime's (timeout, learning rate and weight decay, the optimizer,
+// device, dtype, recomputation, clipping, shapes, loss scaling: RuntimeOptions, handed to the
+// runtime as they are) and what only the engine reads, each beside its default.
+struct EngineOptions : RuntimeOptions {
+  int micro_batches = 4;                  // M, for schedules given by name
+  int chunks = 1;                         // stages per rank, for looping and V schedules given by name
+  int micro_batch_size = 0;               // samples per micro-batch (set_train_batch_size needs it)
+  int data_parallel = 1;                  // replicas: the world is data_parallel x pipeline ranks
+  std::string partition = "parameters";   // uniform | parameters | type:REGEX | cost
+  std::vector<std::string> split_points;  // layer names that start a stage (instead of `partition`)
+  LossFunction loss;                      // overrides the module's loss
+  int loss_stage = -1;                    // where the loss is computed: must be the last stage (-1: it)
+  // Keep memory freed by tensors in the process (retain_freed_cpu_memory, device.hpp): a
   // process-wide malloc setting, on by default because returned memory is faulted in again on
   // every micro-batch.
   bool retain_freed_cpu_memory = true;
-  std::string eval_schedule;        // "": deepspeed-inference when it fits, else the forwards of the training schedule
-  std::chrono::milliseconds timeout{60000};  // how long a rank waits on a peer
-  std::shared_ptr<ComputeDevice> device;  // null: the CPU
-  // Precision (precision.hpp): kFloat; kBFloat16 (compute, activations and transfers between
-  // stages in bf16 over fp32 master weights, fp32 AdamW state, fp32 gradient sums; Megatron's
-  // --bf16); kHalf (the same in fp16 with dynamic loss scaling, CUDA only). Every rank must
-  // give the same; checkpoints hold the fp32 masters whatever the dtype.
-  at::ScalarType dtype = at::kFloat;
-  LossScaleOptions loss_scale;      // fp16's dynamic loss scaling (GradScaler's defaults)
+  std::string eval_schedule;  // "": deepspeed-inference when it fits, else the forwards of the training schedule
 };
 
 struct EvalResult {
   double loss = std::numeric_limits<double>::quiet_NaN();  // mean over micro-batches with labels
-  std::vector<TensorList> outputs;  // per micro-batch, on the rank of the last stage, when asked
+  std::vector<TensorList> outputs;                         // per micro-batch, on the rank of the last stage, when asked
 };
 
 class PipelineEngine {
@@ -70,6 +54,11 @@ class PipelineEngine {
   // another number of ranks or stages, an unknown split point, a loss on an inner stage.
   PipelineEngine(PipelineModule module, const std::string& schedule, Transport& world, EngineOptions options = {});
   PipelineEngine(PipelineModule module, Schedule schedule, Transport& world, EngineOptions options = {});
+  // The schedule and its partition as the caller already built them (pprun's run plan builds
+  // both once, before any worker starts): the engine checks that they fit the world and the
+  // model, and splits nothing again (options.partition and .split_points are not read).
+  PipelineEngine(PipelineModule module, Schedule schedule, Partition partition, Transport& world,
+                 EngineOptions options = {});
   ~PipelineEngine();
   PipelineEngine(const PipelineEngine&) = delete;
   PipelineEngine& operator=(const PipelineEngine&) = delete;
@@ -128,7 +117,7 @@ class PipelineEngine {
   // How each skip connection of the model travels between this split's stages.
   const std::vector<SkipRoute>& skip_routes() const { return skip_routes_; }
   const ModelSpec& model() const { return module_.spec(); }
-  std::vector<int> stages() const;   // held by this rank
+  std::vector<int> stages() const;  // held by this rank
   bool is_first_stage() const;
   bool is_last_stage() const;
   int global_steps() const { return global_steps_; }
@@ -136,6 +125,8 @@ class PipelineEngine {
   PipelineRuntime& runtime() { return *runtime_; }
 
  private:
+  void start(std::optional<Partition> given_partition);
+  void split_into_stages(std::optional<Partition> given_partition);
   void rebuild_eval_schedule();
   // Every rank computes in the same dtype: transfers without shape headers carry no dtype.
   void check_same_dtype_everywhere();

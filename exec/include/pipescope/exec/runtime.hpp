@@ -21,7 +21,6 @@
 #include "pipescope/core/schedule.hpp"
 #include "pipescope/exec/device.hpp"
 #include "pipescope/exec/model.hpp"
-#include "pipescope/exec/precision.hpp"
 #include "pipescope/exec/transport.hpp"
 #include "pipescope/traces/trace.hpp"
 
@@ -30,6 +29,48 @@ class Optimizer;
 }
 
 namespace pipescope::exec {
+
+// ---- precision --------------------------------------------------------------------------------
+// Training precision: the dtype the stages compute in, and the dynamic loss scaling that fp16
+// needs (torch.amp.GradScaler's rules). In bf16 and fp16 the weights a stage computes with are
+// copies of fp32 master weights; the optimizer and its state, the checkpoints and the
+// gradient sums over micro-batches stay fp32 (Megatron's --bf16 / --fp16).
+
+// "fp32" -> kFloat, "bf16" -> kBFloat16, "fp16" -> kHalf; throws UsageError naming `what` (the
+// option or field) and the text for anything else.
+at::ScalarType parse_compute_dtype(const std::string& text, const std::string& what);
+// The inverse: "fp32", "bf16", "fp16" ("float64" etc. for any other dtype).
+std::string compute_dtype_name(at::ScalarType dtype);
+// Throws UsageError when `dtype` is not one of the three, or is fp16 on a CPU device.
+void check_compute_dtype(at::ScalarType dtype, at::Device device);
+
+// torch.amp.GradScaler's defaults.
+struct LossScaleOptions {
+  double initial_scale = 65536.0;  // 2^16
+  double growth_factor = 2.0;      // after `growth_interval` steps in a row without inf/nan
+  double backoff_factor = 0.5;     // after a step with inf/nan gradients (which is skipped)
+  int growth_interval = 2000;
+};
+
+// Dynamic loss scaling: the loss is multiplied by scale() before the backward, the gradients
+// divided by it before the optimizer; a step whose gradients hold inf or nan is skipped and the
+// scale backs off, and the scale grows after growth_interval clean steps in a row.
+class DynamicLossScaler {
+ public:
+  explicit DynamicLossScaler(LossScaleOptions options = {});
+  double scale() const { return scale_; }
+  // After a step's gradients are known (on every rank alike): true when the optimizer may step.
+  bool update(bool found_inf);
+  int skipped_steps() const { return skipped_; }
+
+ private:
+  LossScaleOptions options_;
+  double scale_;
+  int clean_steps_ = 0;
+  int skipped_ = 0;
+};
+
+// ---- the runtime ------------------------------------------------------------------------------
 
 // Where this process sits in the D x P grid: world rank = replica * pipeline_ranks + pipe_rank.
 struct GridPosition {
@@ -40,40 +81,48 @@ struct GridPosition {
   int world_rank() const { return replica * pipeline_ranks + pipe_rank; }
 };
 
+using OptimizerFactory =
+    std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>& parameters)>;
+
+// What the runtime needs to run a rank's program. PipelineEngine's options extend these
+// (EngineOptions derives from RuntimeOptions, as Megatron's TransformerConfig extends its
+// ModelParallelConfig): each field is declared once, beside its default, and handed on whole.
 struct RuntimeOptions {
-  std::chrono::milliseconds timeout{60000};
+  std::chrono::milliseconds timeout{60000};  // how long a rank waits on a peer
   double learning_rate = 1e-3;
   double weight_decay = 0.01;
-  bool record_trace = true;
+  bool record_trace = true;  // events and memory samples of every step (StepResult)
   // Where the stages compute, and what the trace's memory and compute timings come from; the
   // CPU device when null.
   std::shared_ptr<ComputeDevice> device;
   // Builds a stage's optimizer from its parameters; null: AdamW(learning_rate, weight_decay), in
   // its one-pass form (FusedAdamW).
-  std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>& parameters)> optimizer;
+  OptimizerFactory optimizer;
   // Activation checkpointing (DeepSpeed's activation_checkpoint_interval): > 0 keeps only the
   // input of every run of this many layers during the forward and recomputes the run in the
   // backward (with the random state of the forward); 1 is what `ppsim simulate --recompute` models.
   int activation_checkpoint_interval = 0;
   // > 0: gradients are scaled so that their global L2 norm (all stages of the pipeline, tied
   // weights counted once) is at most this before the optimizer step.
-  double max_grad_norm = 0;
+  double gradient_clipping = 0;
   // Models without declared shapes send a shape header with the first activation transfer of
   // each step on each stage-to-stage channel; the later micro-batches of the step must have the
   // same shapes (a sender whose tensors differ fails naming them). True: a header with every
   // transfer, for data whose shapes vary between the micro-batches of one step (DeepSpeed's
   // dynamic_shape).
   bool shapes_per_micro_batch = false;
-  // The dtype the stages compute and send activations and gradients in: kFloat, kBFloat16 or
-  // kHalf (CUDA only). In 16 bits the parameters hold 16-bit copies of fp32 master weights
-  // during a step; the optimizer, its state, checkpoints and the per-micro-batch gradient sums
-  // are fp32, and the loss is computed on fp32 logits.
-  at::ScalarType compute_dtype = at::kFloat;
-  // Dynamic loss scaling (fp16 needs it; any dtype takes it): the backward starts from the loss
-  // times the scale, the fp32 gradient sums are divided by it, and a step whose gradients hold
-  // inf or nan on any rank of the pipeline is skipped everywhere (torch.amp.GradScaler's rules).
+  // The dtype the stages compute and send activations and gradients in: kFloat; kBFloat16
+  // (Megatron's --bf16); kHalf (the same in fp16, CUDA only). In 16 bits the parameters hold
+  // 16-bit copies of fp32 master weights during a step; the optimizer, its state, checkpoints
+  // and the per-micro-batch gradient sums are fp32, and the loss is computed on fp32 logits.
+  // Every rank must give the same.
+  at::ScalarType dtype = at::kFloat;
+  // Dynamic loss scaling (fp16 needs it, and PipelineEngine turns it on for kHalf; any dtype
+  // takes it): the backward starts from the loss times the scale, the fp32 gradient sums are
+  // divided by it, and a step whose gradients hold inf or nan on any rank of the pipeline is
+  // skipped everywhere (torch.amp.GradScaler's rules).
   bool loss_scaling = false;
-  LossScaleOptions loss_scale;
+  LossScaleOptions loss_scale;  // GradScaler's defaults
 };
 
 // The micro-batches of a step, pulled in micro-batch order, once each, and only on ranks that
@@ -83,8 +132,8 @@ using MicroBatchSource = std::function<MicroBatch()>;
 // What one step runs: another schedule than the runtime's (same stages on the same ranks, e.g.
 // the inference schedule), the data, and whether to keep the last stage's outputs.
 struct StepRequest {
-  const Schedule* schedule = nullptr;       // null: the schedule the runtime was built with
-  const MicroBatchSource* data = nullptr;   // null: the built-in synthetic data from first_sample
+  const Schedule* schedule = nullptr;      // null: the schedule the runtime was built with
+  const MicroBatchSource* data = nullptr;  // null: the built-in synthetic data from first_sample
   std::int64_t first_sample = 0;
   bool keep_outputs = false;
 };
@@ -96,16 +145,16 @@ class RuntimeError : public std::runtime_error {
 };
 
 struct StepResult {
-  double loss_sum = 0;              // over the micro-batches whose last stage is on this rank
+  double loss_sum = 0;  // over the micro-batches whose last stage is on this rank
   int loss_count = 0;
-  double time_s = 0;                // this rank's time for the step
+  double time_s = 0;  // this rank's time for the step
   std::int64_t peak_memory_bytes = 0;
-  std::vector<traces::TraceEvent> events;   // ts_us relative to `origin_us`
+  std::vector<traces::TraceEvent> events;  // ts_us relative to `origin_us`
   std::vector<traces::MemorySample> memory;
-  double origin_us = 0;             // the steady clock (us) at the start of the step
+  double origin_us = 0;  // the steady clock (us) at the start of the step
   // With StepRequest::keep_outputs, on the rank of the last stage: its outputs per micro-batch.
   std::vector<TensorList> outputs;
-  // With max_grad_norm: the global gradient norm before clipping (every rank has it).
+  // With gradient_clipping: the global gradient norm before clipping (every rank has it).
   double grad_norm = -1;
   // With loss scaling: the scale this step's backward used, and whether its optimizer step was
   // skipped for inf/nan gradients.
