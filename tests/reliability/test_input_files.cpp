@@ -23,7 +23,9 @@ namespace {
 
 // A predicted trace of 2 ranks, from ppsim itself.
 void write_prediction(const fs::path& dir) {
-  REQUIRE(run_cli(PPSIM_PATH, dir, "simulate --schedule 1f1b --stages 2 --micro-batches 2 --trace pred.json", 20).status == 0);
+  REQUIRE(
+      run_cli(PPSIM_PATH, dir, "simulate --schedule 1f1b --stages 2 --micro-batches 2 --trace pred.json", 20).status ==
+      0);
 }
 
 }  // namespace
@@ -44,6 +46,8 @@ TEST_CASE("a FIFO or a device where a file is read is refused at once", "[reliab
       {"simulate --model f --gpu h100 --stages 2 --micro-batches 2", "f is a FIFO (named pipe), expected a model file"},
       {"simulate --profile f --stages 2 --micro-batches 2", "f is a FIFO (named pipe), expected a profile file"},
       {"compare pred.json /dev/zero", "/dev/zero is a character device, expected a trace file"},
+      {"compare --explain f", "f is a FIFO (named pipe), expected a trace file"},
+      {"compare --explain pred.json f", "f is a FIFO (named pipe), expected a trace file"},
   };
   for (const auto& c : cases) {
     INFO(c.args);
@@ -76,8 +80,10 @@ TEST_CASE("200,000 nested arrays or objects in a trace are refused, not a crash"
   for (const bool objects : {false, true}) {
     const std::string deep = deep_json(200000, objects);
     write_text(dir / "args.json",
-               pipescope_trace(2, "measured", {"{\"name\": \"B\", \"ph\": \"X\", \"pid\": 0, \"tid\": 0, \"ts\": 30, \"dur\": 5, "
-                                               "\"args\": {\"x\": " + deep + "}}"}));
+               pipescope_trace(2, "measured",
+                               {"{\"name\": \"B\", \"ph\": \"X\", \"pid\": 0, \"tid\": 0, \"ts\": 30, \"dur\": 5, "
+                                "\"args\": {\"x\": " +
+                                deep + "}}"}));
     std::string other = pipescope_trace(2, "measured");
     other.replace(other.find("\"otherData\": {"), 14, "\"otherData\": {\"deep\": " + deep + ", ");
     write_text(dir / "other.json", other);
@@ -107,12 +113,16 @@ TEST_CASE("deep nesting in a torch trace, a schedule, a model file or a profile 
   const auto dir = case_dir("inputs-deep-others");
   write_prediction(dir);
   const std::string deep = deep_json(200000, false);
-  write_torch_run(dir, {"{\"ph\": \"i\", \"name\": \"mark\", \"pid\": 100, \"tid\": 1, \"ts\": 1500, \"args\": {\"x\": " + deep + "}}"});
-  REQUIRE(run_cli(PPSIM_PATH, dir, "schedule 1f1b --stages 2 --micro-batches 2 --format json -o s.json", 20).status == 0);
+  write_torch_run(
+      dir,
+      {"{\"ph\": \"i\", \"name\": \"mark\", \"pid\": 100, \"tid\": 1, \"ts\": 1500, \"args\": {\"x\": " + deep + "}}"});
+  REQUIRE(run_cli(PPSIM_PATH, dir, "schedule 1f1b --stages 2 --micro-batches 2 --format json -o s.json", 20).status ==
+          0);
   std::string schedule = read_text(dir / "s.json");
   schedule.insert(schedule.find('{') + 1, "\"deep\": " + deep + ",");
   write_text(dir / "s.json", schedule);
-  write_text(dir / "m.json", "{\"layers\": 4, \"hidden\": 64, \"heads\": 4, \"seq\": 16, \"vocab\": 256, \"x\": " + deep + "}");
+  write_text(dir / "m.json",
+             "{\"layers\": 4, \"hidden\": 64, \"heads\": 4, \"seq\": 16, \"vocab\": 256, \"x\": " + deep + "}");
   // A profile that reads (the example's), with one more field: kept, so copied and written back.
   std::string profile = read_text(fs::path(PIPESCOPE_SOURCE_DIR) / "traces" / "examples" / "profile.json");
   profile.insert(profile.find('{') + 1, "\"deep\": " + deep + ",");
@@ -137,9 +147,11 @@ TEST_CASE("deep nesting in a torch trace, a schedule, a model file or a profile 
   }
 }
 
-TEST_CASE("a torch CSV or a model file that starts with a byte order mark reads as without it", "[reliability][inputs]") {
+TEST_CASE("a torch CSV or a model file that starts with a byte order mark reads as without it",
+          "[reliability][inputs]") {
   const auto dir = case_dir("inputs-bom");
-  REQUIRE(run_cli(PPSIM_PATH, dir, "schedule 1f1b --stages 2 --micro-batches 2 --format torch-csv -o plain.csv", 20).status == 0);
+  REQUIRE(run_cli(PPSIM_PATH, dir, "schedule 1f1b --stages 2 --micro-batches 2 --format torch-csv -o plain.csv", 20)
+              .status == 0);
   write_text(dir / "bom.csv", "\xEF\xBB\xBF" + read_text(dir / "plain.csv"));
   const CliRun plain = run_cli(PPSIM_PATH, dir, "simulate --schedule file:plain.csv --json", 20);
   const CliRun bom = run_cli(PPSIM_PATH, dir, "simulate --schedule file:bom.csv --json", 20);
@@ -152,7 +164,8 @@ TEST_CASE("a torch CSV or a model file that starts with a byte order mark reads 
   CHECK(bom.out == expected);
 
   write_text(dir / "m.json", "\xEF\xBB\xBF{\"layers\": 4, \"hidden\": 64, \"heads\": 4, \"seq\": 16, \"vocab\": 256}");
-  const CliRun model = run_cli(PPSIM_PATH, dir, "simulate --model m.json --gpu h100 --stages 2 --micro-batches 2 --json", 20);
+  const CliRun model =
+      run_cli(PPSIM_PATH, dir, "simulate --model m.json --gpu h100 --stages 2 --micro-batches 2 --json", 20);
   INFO(model.err);
   CHECK(model.status == 0);
 }
@@ -167,7 +180,8 @@ TEST_CASE("an empty folder given as a measured run is named as such", "[reliabil
     INFO(run.err);
     CHECK(run.status == 2);
     CHECK(run.one_error_line("ppsim"));
-    CHECK(contains(run.err, "empty is a directory, expected a trace file or the folder of a torch.profiler run: it holds no "
-                            ".json or .json.gz file"));
+    CHECK(contains(run.err,
+                   "empty is a directory, expected a trace file or the folder of a torch.profiler run: it holds no "
+                   ".json or .json.gz file"));
   }
 }
