@@ -30,7 +30,7 @@ const fs::path kTorchTraces = fs::path(PIPESCOPE_SOURCE_DIR) / "tests/golden/tor
 using ppsim_test::read_text;
 
 fs::path work_dir() {
-  const fs::path dir = fs::temp_directory_path() / ("pipescope-test-torch-cli-" + std::to_string(::getpid()));
+  fs::path dir = fs::temp_directory_path() / ("pipescope-test-torch-cli-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   return dir;
 }
