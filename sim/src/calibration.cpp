@@ -129,7 +129,7 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
   p.data_parallel = c.data_parallel;
   // torch's split backward costs more than its full one (estimate_backward_split).
   const bool torch_traces = std::any_of(traces.begin(), traces.end(), [](const MeasuredTrace& mt) {
-    return mt.trace.meta.extra.contains("torch_profiler");
+    return mt.trace.meta.run.torch_profiler.has_value();
   });
   Estimation e{c, summary, result, num_stages, {}, true, {}, {}, torch_traces, &options};
   // The run's and the transport's estimators first: the stages' use what they learn.

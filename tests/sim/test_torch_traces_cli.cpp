@@ -30,7 +30,7 @@ const fs::path kTorchTraces = fs::path(PIPESCOPE_SOURCE_DIR) / "tests/golden/tor
 using ppsim_test::read_text;
 
 fs::path work_dir() {
-  const fs::path dir = fs::temp_directory_path() / ("pipescope-test-torch-cli-" + std::to_string(::getpid()));
+  fs::path dir = fs::temp_directory_path() / ("pipescope-test-torch-cli-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   return dir;
 }
@@ -61,11 +61,12 @@ TEST_CASE("calibrate and compare read a torch run's folder as one measured trace
   // work nor the program's time between instructions (tens of microseconds).
   CHECK(p.at("instruction_overhead_s").get<double>() < 100e-6);
 
-  REQUIRE(run_ppsim("simulate --schedule interleaved-1f1b --stages 2 --chunks 2 --micro-batches 4 --profile " + arg(profile) +
-                " --trace " + arg(predicted))
+  REQUIRE(run_ppsim("simulate --schedule interleaved-1f1b --stages 2 --chunks 2 --micro-batches 4 --profile " +
+                    arg(profile) + " --trace " + arg(predicted))
               .status == 0);
-  const ppsim_test::PpsimRun compared = run_ppsim("compare " + arg(predicted) + " " + arg(run / "rank0.pt.trace.json.gz") + " " +
-                             arg(run / "rank1.pt.trace.json.gz") + " --json --top 0");
+  const ppsim_test::PpsimRun compared =
+      run_ppsim("compare " + arg(predicted) + " " + arg(run / "rank0.pt.trace.json.gz") + " " +
+                arg(run / "rank1.pt.trace.json.gz") + " --json --top 0");
   INFO(compared.err);
   REQUIRE(compared.status == 0);
   const json c = json::parse(compared.out);
@@ -102,11 +103,10 @@ TEST_CASE("calibrate learns from every profiled step, and takes the profiler's c
   double profiled_us = 0;
   const auto steps = pipescope::traces::read_torch_profiler_steps({run.string()}, every);
   REQUIRE(steps.size() == 2);
-  for (const auto& step : steps)
-    profiled_us += step.trace.meta.extra.at("torch_profiler").at(pipescope::traces::kStepDurationKey).get<double>() / 2;
+  for (const auto& step : steps) profiled_us += step.trace.meta.run.torch_profiler.value().step_duration_us.value() / 2;
   const double unprofiled_s = 0.8 * profiled_us * 1e-6;
-  const ppsim_test::PpsimRun taken_out =
-      run_ppsim("calibrate " + arg(run) + " -o " + arg(scaled) + " --unprofiled-step-time " + std::to_string(unprofiled_s));
+  const ppsim_test::PpsimRun taken_out = run_ppsim("calibrate " + arg(run) + " -o " + arg(scaled) +
+                                                   " --unprofiled-step-time " + std::to_string(unprofiled_s));
   INFO(taken_out.err);
   REQUIRE(taken_out.status == 0);
   CHECK(taken_out.err.find("CPU operators per rank") == std::string::npos);
@@ -127,7 +127,8 @@ TEST_CASE("calibrate learns from every profiled step, and takes the profiler's c
   const ppsim_test::PpsimRun not_torch =
       run_ppsim("calibrate " + arg(example) + " -o " + arg(work_dir() / "x.json") + " --unprofiled-step-time 0.5");
   CHECK(not_torch.status != 0);
-  CHECK(not_torch.err.find("--unprofiled-step-time: none of the traces is a step of torch.profiler") != std::string::npos);
+  CHECK(not_torch.err.find("--unprofiled-step-time: none of the traces is a step of torch.profiler") !=
+        std::string::npos);
   CHECK(std::count(not_torch.err.begin(), not_torch.err.end(), '\n') == 1);
   CHECK_FALSE(fs::exists(work_dir() / "x.json"));
   for (const std::string bad : {"-1", "0", "abc", "0.1,", "0.1,0.2"}) {
@@ -146,7 +147,8 @@ TEST_CASE("calibrate learns from every profiled step, and takes the profiler's c
 
 TEST_CASE("a step that is not there, and a trace with no PP: spans, are said in one line each", "[cli][torch]") {
   const fs::path profile = work_dir() / "unused.json";
-  const ppsim_test::PpsimRun missing = run_ppsim("calibrate " + arg(kTorchTraces / "interleaved-1f1b") + " -o " + arg(profile) + " --step 9");
+  const ppsim_test::PpsimRun missing =
+      run_ppsim("calibrate " + arg(kTorchTraces / "interleaved-1f1b") + " -o " + arg(profile) + " --step 9");
   CHECK(missing.status != 0);
   CHECK(missing.err.find("--step 9: no ProfilerStep#9 (steps there: 0, 1)") != std::string::npos);
   CHECK(std::count(missing.err.begin(), missing.err.end(), '\n') == 1);
@@ -154,7 +156,8 @@ TEST_CASE("a step that is not there, and a trace with no PP: spans, are said in 
 
   const ppsim_test::PpsimRun gpipe = run_ppsim("calibrate " + arg(kTorchTraces / "gpipe") + " -o " + arg(profile));
   CHECK(gpipe.status != 0);
-  CHECK(gpipe.err.find("rank0.pt.trace.json.gz: no PP: action spans (a single-stage schedule class") != std::string::npos);
+  CHECK(gpipe.err.find("rank0.pt.trace.json.gz: no PP: action spans (a single-stage schedule class") !=
+        std::string::npos);
   CHECK(gpipe.err.find("no events with a stage") != std::string::npos);
   CHECK_FALSE(fs::exists(profile));
   fs::remove_all(work_dir());

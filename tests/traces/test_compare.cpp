@@ -8,7 +8,8 @@
 // bubbles: predicted 20/80 = 0.25 on both ranks, measured 32/100 = 0.32 on both;
 // peak memory predicted 300 and 200 bytes, measured 400 and 200: errors -0.25 and 0.
 // The largest differences are rank 1's backwards (4 us longer than predicted: difference -4 us,
-// predicted - measured like the error), in predicted start order.
+// predicted - measured like the error), in predicted start order. Events are matched by kind,
+// and events of no kind (plain traces' operators) by name.
 #include <catch2/catch.hpp>
 
 #include "pipescope/traces/compare.hpp"
@@ -121,6 +122,34 @@ TEST_CASE("the k-th occurrence of a key matches the k-th", "[compare]") {
   REQUIRE(c.op_duration_mape == Approx((1.0 / 6 + 2.0 / 12) / 2));
 }
 
+TEST_CASE("events match by their kind, and events of no kind by their name", "[compare]") {
+  // Rank 0, stage 0: predicted F, RECV_F and the operators "zeta" and "alpha" (no kind);
+  // measured the same four in another order plus an operator "beta" nobody predicted. The
+  // kind-less names sort among the kinds as they like: all four pair, each with its own name,
+  // and "beta" is the one unmatched.
+  Trace p, m;
+  add(p, 0, 0, "zeta", -1, 0, 1);
+  add(p, 0, 0, "F", 0, 1, 3);
+  add(p, 0, 0, "alpha", -1, 3, 6);
+  add(p, 0, 2, "RECV_F", 0, 6, 10);
+  add(m, 0, 2, "RECV_F", 0, 0, 5);
+  add(m, 0, 0, "beta", -1, 5, 6);
+  add(m, 0, 0, "alpha", -1, 6, 10);
+  add(m, 0, 0, "F", 0, 10, 13);
+  add(m, 0, 0, "zeta", -1, 13, 15);
+  const Comparison c = compare_traces(p, m);
+  REQUIRE(c.matched.size() == 4);
+  CHECK(c.unmatched_predicted == 0);
+  CHECK(c.unmatched_measured == 1);
+  for (const auto& op : c.matched) {
+    const auto &a = p.events[op.predicted_index], &b = m.events[op.measured_index];
+    CHECK(a.name == b.name);
+    CHECK(a.kind == b.kind);
+  }
+  CHECK(p.events[c.matched[0].predicted_index].name == "zeta");  // in predicted start order
+  CHECK(c.matched[0].measured_dur_us == 2);
+}
+
 TEST_CASE("bubble fraction counts overlapping compute events once", "[compare]") {
   // Compute [0,10] and [5,15] on rank 0 over a 20 us iteration: busy 15, bubble 0.25.
   // Rank 1 has no compute events: bubble 1.
@@ -154,8 +183,9 @@ TEST_CASE("comparison_to_json has the SPEC.md section 7 fields", "[compare]") {
   Trace m_no_memory = m;
   m_no_memory.memory.clear();
   const auto j = comparison_to_json(compare_traces(p, m), p, m);
-  for (const char* key : {"iteration_time_predicted_s", "iteration_time_measured_s", "iteration_time_error",
-                          "op_duration_mape", "peak_memory_error", "bubble_fraction_predicted", "bubble_fraction_measured"})
+  for (const char* key :
+       {"iteration_time_predicted_s", "iteration_time_measured_s", "iteration_time_error", "op_duration_mape",
+        "peak_memory_error", "bubble_fraction_predicted", "bubble_fraction_measured"})
     REQUIRE(j.contains(key));
   REQUIRE(j["iteration_time_error"].get<double>() == Approx(-0.2));
   REQUIRE(j["peak_memory_error"].size() == 2);

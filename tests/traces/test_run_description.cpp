@@ -3,12 +3,17 @@
 // unknown field still in extra. Every example trace (traces/examples, written by pprun and
 // ppsim) reads into typed fields, leaves nothing of them in extra, and writes its otherData
 // line back byte for byte. A field of the wrong type ("step_time_s": "n/a", a probe time "30")
-// is one TraceError naming the file and the field; a null field is absent.
+// is one TraceError naming the file and the field; a null field is absent. A torch.profiler
+// run's record ("torch_profiler": files, step, step length, operators) reads from and writes
+// back to the object its traces have always carried, with or without a step.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "pipescope/traces/trace_io.hpp"
 
@@ -43,8 +48,10 @@ Trace described_trace() {
   r.step_time_s = 0.0125;
   r.stolen_time_s = std::vector<double>{0.001, 0.0};
   r.transport_cpu_s = std::vector<double>{0.25, 1e-9};
-  r.backward_split_probe = std::vector<BackwardSplitProbe>{
-      {0, {{100.5, 90}, {0.25, 0.5}, {70, 71}}, BackwardSplitTimes{{80}, {30}, {60}}}, {1, {{200}, {100}, {100}}, std::nullopt}};
+  r.backward_split_probe =
+      std::vector<BackwardSplitProbe>{{0, {{100.5, 90}, {0.25, 0.5}, {70, 71}}, BackwardSplitTimes{{80}, {30}, {60}}},
+                                      {1, {{200}, {100}, {100}}, std::nullopt}};
+  r.torch_profiler = TorchProfilerRun{{"run/rank0.json", "run/rank1.json"}, 3, 15000.25, 2500.5};
   t.meta.extra["cost_model"] = "uniform";
   TraceEvent e;
   e.name = "F";
@@ -78,7 +85,8 @@ TEST_CASE("the run description round-trips through the trace file", "[run_descri
   CHECK(to_trace_json(back) == text);
   // Under the otherData keys pprun always wrote, in their sorted order.
   CHECK_THAT(text, Catch::Contains(R"("backward_split_probe": [{"full_us":[100.5,90.0],"inner":{"full_us":[80.0],)"));
-  CHECK_THAT(text, Catch::Contains(R"("cost_model": "uniform", "data_parallel": 1, "device": "cpu", "gradient_clipping": 0.0,)"));
+  CHECK_THAT(text, Catch::Contains(
+                       R"("cost_model": "uniform", "data_parallel": 1, "device": "cpu", "gradient_clipping": 0.0,)"));
   CHECK_THAT(text, Catch::Contains(R"("layers": [{"name":"blocks.0","parameters":262656,"type":"MlpBlock"},)"));
   CHECK_THAT(text, Catch::Contains(R"("pipeline_ranks": 2, "recompute_layers": 1,)"));
 
@@ -96,7 +104,8 @@ TEST_CASE("the example traces read into typed fields and write their otherData b
     INFO(entry.path().string());
     const Trace t = read_trace(entry.path().string());
     CHECK(t.meta.run.step_time_s.has_value());
-    for (const char* typed : {"step_time_s", "model", "layers", "stage_bounds", "backward_split_probe", "cores_per_rank"})
+    for (const char* typed :
+         {"step_time_s", "model", "layers", "stage_bounds", "backward_split_probe", "cores_per_rank"})
       CHECK_FALSE(t.meta.extra.contains(typed));
     if (t.meta.source == "measured") {
       ++measured;
@@ -108,6 +117,35 @@ TEST_CASE("the example traces read into typed fields and write their otherData b
     CHECK(other_data_line(to_trace_json(t)) == other_data_line(text));
   }
   CHECK(measured >= 2);
+}
+
+TEST_CASE("a torch.profiler run's record reads from the otherData object it always was, and writes it back",
+          "[run_description]") {
+  // Two traces as the torch reader made them when the record was an extra field: a profiled
+  // step with its figures, and a recording without step marks (step null, no figures).
+  const nlohmann::json with_step = {{"files", {"run/rank0.json", "run/rank1.json"}},
+                                    {"step", 1},
+                                    {"step_duration_us", 15000.25},
+                                    {"operators_per_rank", 2500.0}};
+  const nlohmann::json without_step = {{"files", {"run/rank0.json"}}, {"step", nullptr}};
+  for (const nlohmann::json& record : {with_step, without_step}) {
+    Trace before;
+    before.meta.source = "measured";
+    before.meta.extra["torch_profiler"] = record;
+    const std::string text = to_trace_json(before);
+    INFO(other_data_line(text));
+    const Trace back = parse_trace(text, "torch.json");
+    REQUIRE(back.meta.run.torch_profiler);
+    const TorchProfilerRun& run = *back.meta.run.torch_profiler;
+    CHECK(run.files == record["files"].get<std::vector<std::string>>());
+    CHECK(run.step == (record["step"].is_null() ? std::nullopt : std::optional<int>(1)));
+    CHECK(run.step_duration_us ==
+          (record.contains("step_duration_us") ? std::optional<double>(15000.25) : std::nullopt));
+    CHECK(run.operators_per_rank ==
+          (record.contains("operators_per_rank") ? std::optional<double>(2500) : std::nullopt));
+    CHECK_FALSE(back.meta.extra.contains("torch_profiler"));
+    CHECK(to_trace_json(back) == text);  // the same key and layout, byte for byte
+  }
 }
 
 TEST_CASE("a run description field of the wrong type names the file and the field", "[run_description]") {
@@ -122,15 +160,23 @@ TEST_CASE("a run description field of the wrong type names the file and the fiel
                        Catch::Message("run.json: otherData.stage_bounds[1] must be an integer"));
   CHECK_THROWS_MATCHES(parse_trace(with_other_data(R"("bind_cores": 1)"), "run.json"), TraceError,
                        Catch::Message("run.json: otherData.bind_cores must be true or false"));
-  CHECK_THROWS_MATCHES(parse_trace(with_other_data(R"("layers": [{"name": "l0", "type": "Linear"}])"), "run.json"), TraceError,
-                       Catch::Message("run.json: otherData.layers[0].parameters must be an integer"));
+  CHECK_THROWS_MATCHES(parse_trace(with_other_data(R"("layers": [{"name": "l0", "type": "Linear"}])"), "run.json"),
+                       TraceError, Catch::Message("run.json: otherData.layers[0].parameters must be an integer"));
   CHECK_THROWS_MATCHES(
-      parse_trace(with_other_data(R"("backward_split_probe": [{"stage": 0, "full_us": [80], "input_us": [30], "weight_us": [60],)"
-                                  R"( "inner": {"full_us": [80], "input_us": "30", "weight_us": [60]}}])"),
+      parse_trace(with_other_data(
+                      R"("backward_split_probe": [{"stage": 0, "full_us": [80], "input_us": [30], "weight_us": [60],)"
+                      R"( "inner": {"full_us": [80], "input_us": "30", "weight_us": [60]}}])"),
                   "probed.json"),
       TraceError, Catch::Message("probed.json: otherData.backward_split_probe[0].inner.input_us must be an array"));
-  CHECK_THROWS_MATCHES(parse_trace(with_other_data(R"("backward_split_probe": {"stage": 0})"), "probed.json"), TraceError,
-                       Catch::Message("probed.json: otherData.backward_split_probe must be an array"));
+  CHECK_THROWS_MATCHES(parse_trace(with_other_data(R"("backward_split_probe": {"stage": 0})"), "probed.json"),
+                       TraceError, Catch::Message("probed.json: otherData.backward_split_probe must be an array"));
+  CHECK_THROWS_MATCHES(
+      parse_trace(with_other_data(R"("torch_profiler": {"files": ["r0.json"], "step": "1"})"), "torch.json"),
+      TraceError, Catch::Message("torch.json: otherData.torch_profiler.step must be an integer"));
+  CHECK_THROWS_MATCHES(parse_trace(with_other_data(R"("torch_profiler": {"step": 1})"), "torch.json"), TraceError,
+                       Catch::Message("torch.json: otherData.torch_profiler.files must be an array"));
+  CHECK_THROWS_MATCHES(parse_trace(with_other_data(R"("torch_profiler": ["r0.json"])"), "torch.json"), TraceError,
+                       Catch::Message("torch.json: otherData.torch_profiler must be an object"));
 
   const Trace null_field = parse_trace(with_other_data(R"("model": null, "gradient_clipping": 0.5)"), "run.json");
   CHECK_FALSE(null_field.meta.run.model);

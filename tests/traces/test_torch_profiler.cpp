@@ -18,6 +18,7 @@
 
 #include "pipescope/traces/trace_arguments.hpp"
 #include "pipescope/traces/torch_profiler.hpp"
+#include "pipescope/traces/trace_io.hpp"
 
 using namespace pipescope::traces;
 namespace fs = std::filesystem;
@@ -154,14 +155,15 @@ TEST_CASE("command-line inputs: a torch run is one trace beside a plain file", "
   REQUIRE(two_runs.size() == 2);
   CHECK(two_runs[0].name == interleaved());
   CHECK(count(two_runs[0].trace, 0, "F", 0) == 4);
-  CHECK(two_runs[1].trace.meta.extra.at("torch_profiler").at("files").at(0).get<std::string>().find("gpipe") !=
-        std::string::npos);
+  REQUIRE(two_runs[1].trace.meta.run.torch_profiler);
+  CHECK(two_runs[1].trace.meta.run.torch_profiler->files.at(0).find("gpipe") != std::string::npos);
 }
 
 TEST_CASE("GPU kernels belong to the action that launched them (hand-written kineto trace)", "[torch_profiler]") {
   // Rank 0 of 1: a forward whose CPU span [100, 200) launches one kernel that runs at
   // [300, 350) on stream 7, and a send whose NCCL kernel runs at [360, 380) on stream 20.
-  const std::string text = R"json({"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
+  const std::string text =
+      R"json({"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
   "traceEvents": [
   {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 10, "tid": 10, "ts": 50, "dur": 1000},
   {"ph": "X", "cat": "user_annotation", "name": "PP:0F0", "pid": 10, "tid": 10, "ts": 100, "dur": 100},
@@ -212,7 +214,8 @@ TEST_CASE("a RECV lasts to its data when its consumer waited for it, else it is 
   // Stage 1 posts two receives at 100 and 120 (20 us each). Micro-batch 0's forward starts at
   // 200 and its gloo:recv ends at 230: a quick wait, the data was there. Micro-batch 1's
   // forward starts at 400 and its gloo:recv ends at 900: it waited 500 us for the data.
-  const std::string text = R"json({"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": 1, "world_size": 2},
+  const std::string text =
+      R"json({"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": 1, "world_size": 2},
   "traceEvents": [
   {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 5, "tid": 5, "ts": 0, "dur": 2000},
   {"ph": "X", "cat": "user_annotation", "name": "PP:1RECV_F0", "pid": 5, "tid": 5, "ts": 100, "dur": 20},
@@ -269,10 +272,16 @@ TEST_CASE("every profiled step can be read as its own trace, with its length and
     const Trace& t = runs[static_cast<std::size_t>(step)].trace;
     CHECK(t.meta.iteration == step);
     CHECK(count(t, 1, "F", 3) == 4);
-    const auto& torch = t.meta.extra.at("torch_profiler");
-    CHECK(torch.at(kStepDurationKey).get<double>() > 10'000);   // each step took over 10 ms
-    CHECK(torch.at(kStepOperatorsKey).get<double>() > 1'000);   // and recorded thousands of operators
+    REQUIRE(t.meta.run.torch_profiler);
+    const TorchProfilerRun& torch = *t.meta.run.torch_profiler;
+    CHECK(torch.step == step);
+    CHECK(torch.step_duration_us.value() > 10'000);   // each step took over 10 ms
+    CHECK(torch.operators_per_rank.value() > 1'000);  // and recorded thousands of operators
   }
+  // Written as a pipescope trace and read back, a step keeps its torch.profiler record.
+  const Trace back = parse_trace(to_trace_json(runs[1].trace), "step1.json");
+  CHECK(back.meta.run.torch_profiler == runs[1].trace.meta.run.torch_profiler);
+  CHECK(back.meta.run.torch_profiler.value().files.size() == 2);
   every.step = 0;  // a step named reads that one alone
   REQUIRE(read_torch_profiler_steps({interleaved()}, every).size() == 1);
   CHECK(read_torch_profiler_steps({interleaved()}, every).front().trace.meta.iteration == 0);
@@ -291,7 +300,8 @@ TEST_CASE("DualPipeV's OVERLAP_F_B becomes its forward and its backward, split a
   // Rank 0 runs (0F3;3B1)OVERLAP_F_B from 1000 to 1400: the forward's operators end at 1110, the
   // backward's data came at 1250 (its gloo:recv, posted at 900), its first autograd operator
   // starts at 1260.
-  const std::string text = R"json({"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 2},
+  const std::string text =
+      R"json({"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 2},
   "traceEvents": [
   {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 5, "tid": 5, "ts": 0, "dur": 2000},
   {"ph": "X", "cat": "user_annotation", "name": "PP:3RECV_B1", "pid": 5, "tid": 5, "ts": 900, "dur": 20},
@@ -334,8 +344,9 @@ TEST_CASE("without ProfilerStep#N spans, a trace is split into steps where each 
   const char* program[] = {"0F0", "0F1", "0B0", "0B1"};
   for (int step = 0; step < 3; ++step)
     for (int i = 0; i < 4; ++i)
-      events += fmt::format(R"({{"ph": "X", "cat": "user_annotation", "name": "PP:{}", "pid": 5, "tid": 5, "ts": {}, "dur": 100}},)",
-                            program[i], 1000 * step + 100 * i);
+      events += fmt::format(
+          R"({{"ph": "X", "cat": "user_annotation", "name": "PP:{}", "pid": 5, "tid": 5, "ts": {}, "dur": 100}},)",
+          program[i], 1000 * step + 100 * i);
   events += R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 5, "tid": 5, "ts": 2810, "dur": 50})";
   const fs::path path = write_temp(
       "rank0.pt.trace.json",
@@ -348,13 +359,14 @@ TEST_CASE("without ProfilerStep#N spans, a trace is split into steps where each 
   CHECK(count(last.trace, 0, "F", 0) == 2);
   CHECK(count(last.trace, 0, "B", 0) == 2);
   REQUIRE(last.notes.size() == 1);
-  CHECK_THAT(last.notes[0], Catch::Contains("split into steps where its PP: actions repeat") && Catch::Contains("3 steps"));
+  CHECK_THAT(last.notes[0],
+             Catch::Contains("split into steps where its PP: actions repeat") && Catch::Contains("3 steps"));
   // The step starts at its first action: the last step's F0 is at 0. It lasts to its rank's
   // last operator's end (2860 us, 860 us after its start): what calibrate's profiler scaling
   // takes as the step's length.
   for (const auto& e : last.trace.events)
     if (e.name == "F" && e.micro_batch == 0) CHECK(e.ts_us == Approx(0));
-  CHECK(last.trace.meta.extra.at("torch_profiler").at(kStepDurationKey).get<double>() == Approx(860));
+  CHECK(last.trace.meta.run.torch_profiler.value().step_duration_us.value() == Approx(860));
 
   TorchReadOptions every = actions_only;
   every.every_step = true;
@@ -364,7 +376,7 @@ TEST_CASE("without ProfilerStep#N spans, a trace is split into steps where each 
     CHECK(steps[static_cast<std::size_t>(step)].trace.meta.iteration == step);
     CHECK(count(steps[static_cast<std::size_t>(step)].trace, 0, "B", 0) == 2);
   }
-  CHECK(steps[0].trace.meta.extra.at("torch_profiler").at(kStepDurationKey).get<double>() == Approx(1000));
+  CHECK(steps[0].trace.meta.run.torch_profiler.value().step_duration_us.value() == Approx(1000));
   TorchReadOptions first = actions_only;
   first.step = 0;
   CHECK(read_torch_profiler_run({path.string()}, first).trace.meta.iteration == 0);
@@ -372,11 +384,13 @@ TEST_CASE("without ProfilerStep#N spans, a trace is split into steps where each 
   // A program run once has nothing to repeat: one step, said as before.
   std::string once;
   for (int i = 0; i < 4; ++i)
-    once += fmt::format(R"({}{{"ph": "X", "cat": "user_annotation", "name": "PP:{}", "pid": 5, "tid": 5, "ts": {}, "dur": 100}})",
-                        i ? "," : "", program[i], 100 * i);
+    once += fmt::format(
+        R"({}{{"ph": "X", "cat": "user_annotation", "name": "PP:{}", "pid": 5, "tid": 5, "ts": {}, "dur": 100}})",
+        i ? "," : "", program[i], 100 * i);
   const fs::path single = write_temp(
       "single.pt.trace.json",
-      R"({"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 1}, "traceEvents": [)" + once + "]}");
+      R"({"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 1}, "traceEvents": [)" +
+          once + "]}");
   const TorchRun one = read_torch_profiler_run({single.string()}, actions_only);
   REQUIRE(one.notes.size() == 1);
   CHECK_THAT(one.notes[0], Catch::Contains("the whole trace is read as one step"));

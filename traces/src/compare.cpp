@@ -21,12 +21,16 @@ double signed_error(double predicted, double measured) {
   return (predicted - measured) / measured;
 }
 
-// Event indices ordered by the matching key, then by start, so the k-th occurrences line up.
-// Names are replaced by their rank among the trace's distinct names (a handful: F, B, SEND_F
-// ...), which keeps the string order while the sort compares plain numbers held in place.
+// An event's identity when matching: its kind, parsed from its name once (event_kind.hpp);
+// only events of no kind (plain traces, whose names are anything) are told apart by name.
+// Event indices ordered by (rank, kind, name of a kind-less event, stage, micro-batch), then
+// by start, so the k-th occurrences line up. Kind-less names are replaced by their rank among
+// the trace's distinct such names, which keeps the string order while the sort compares plain
+// numbers held in place.
 std::vector<std::size_t> in_key_order(const Trace& trace) {
   std::unordered_map<std::string_view, int> name_rank;
-  for (const auto& e : trace.events) name_rank.emplace(e.name, 0);
+  for (const auto& e : trace.events)
+    if (e.kind == EventKind::Other) name_rank.emplace(e.name, 0);
   std::vector<std::string_view> names;
   names.reserve(name_rank.size());
   for (const auto& [name, rank] : name_rank) names.push_back(name);
@@ -34,24 +38,31 @@ std::vector<std::size_t> in_key_order(const Trace& trace) {
   for (std::size_t i = 0; i < names.size(); ++i) name_rank[names[i]] = static_cast<int>(i);
 
   struct Key {
-    int rank, name, stage, micro_batch;
+    int rank, kind, name, stage, micro_batch;
     double ts_us;
     std::size_t index;
     bool operator<(const Key& o) const {
-      return std::tie(rank, name, stage, micro_batch, ts_us, index) < std::tie(o.rank, o.name, o.stage, o.micro_batch, o.ts_us, o.index);
+      return std::tie(rank, kind, name, stage, micro_batch, ts_us, index) <
+             std::tie(o.rank, o.kind, o.name, o.stage, o.micro_batch, o.ts_us, o.index);
     }
   };
   std::vector<Key> keys;
   keys.reserve(trace.events.size());
   int last_rank = 0;
   std::string_view last_name;
+  bool named = false;
   for (std::size_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& e = trace.events[i];
-    if (i == 0 || e.name != last_name) {
-      last_name = e.name;
-      last_rank = name_rank[last_name];
+    int name = 0;
+    if (e.kind == EventKind::Other) {
+      if (!named || e.name != last_name) {
+        last_name = e.name;
+        last_rank = name_rank[last_name];
+        named = true;
+      }
+      name = last_rank;
     }
-    keys.push_back({e.rank, last_rank, e.stage, e.micro_batch, e.ts_us, i});
+    keys.push_back({e.rank, static_cast<int>(e.kind), name, e.stage, e.micro_batch, e.ts_us, i});
   }
   std::sort(keys.begin(), keys.end());
   std::vector<std::size_t> order(keys.size());
@@ -59,9 +70,12 @@ std::vector<std::size_t> in_key_order(const Trace& trace) {
   return order;
 }
 
+// The order of in_key_order across two traces (kind-less names compared as text).
 int compare_keys(const TraceEvent& x, const TraceEvent& y) {
   if (x.rank != y.rank) return x.rank < y.rank ? -1 : 1;
-  if (const int c = x.name.compare(y.name); c != 0) return c < 0 ? -1 : 1;
+  if (x.kind != y.kind) return x.kind < y.kind ? -1 : 1;
+  if (x.kind == EventKind::Other)
+    if (const int c = x.name.compare(y.name); c != 0) return c < 0 ? -1 : 1;
   if (x.stage != y.stage) return x.stage < y.stage ? -1 : 1;
   if (x.micro_batch != y.micro_batch) return x.micro_batch < y.micro_batch ? -1 : 1;
   return 0;
@@ -71,7 +85,8 @@ int compare_keys(const TraceEvent& x, const TraceEvent& y) {
 std::vector<std::int64_t> peak_memory_by_rank(const Trace& trace, int num_ranks) {
   std::vector<std::int64_t> peak(static_cast<std::size_t>(num_ranks), 0);
   for (const auto& m : trace.memory)
-    if (m.rank >= 0 && m.rank < num_ranks) peak[static_cast<std::size_t>(m.rank)] = std::max(peak[static_cast<std::size_t>(m.rank)], m.bytes);
+    if (m.rank >= 0 && m.rank < num_ranks)
+      peak[static_cast<std::size_t>(m.rank)] = std::max(peak[static_cast<std::size_t>(m.rank)], m.bytes);
   return peak;
 }
 
@@ -124,8 +139,9 @@ void check_same_rank_count(const Trace& predicted, const Trace& measured, std::s
                            std::string_view measured_name) {
   const int p = predicted.rank_count(), m = measured.rank_count();
   if (p != m)
-    throw TraceError(fmt::format("{} has {} ranks, {} has {}: traces of pipelines of different sizes cannot be compared",
-                                 predicted_name, p, measured_name, m));
+    throw TraceError(
+        fmt::format("{} has {} ranks, {} has {}: traces of pipelines of different sizes cannot be compared",
+                    predicted_name, p, measured_name, m));
 }
 
 namespace {
@@ -157,7 +173,8 @@ void compare_operation_times(const Trace& predicted, const Trace& measured, Comp
 
 // Per-rank figures from one pass over each trace: a rank-by-rank scan of every event would be
 // ranks x events.
-void compare_ranks(const Trace& predicted, const Trace& measured, double predicted_us, double measured_us, Comparison& c) {
+void compare_ranks(const Trace& predicted, const Trace& measured, double predicted_us, double measured_us,
+                   Comparison& c) {
   const int ranks = std::max(predicted.rank_count(), measured.rank_count());
   const std::vector<double> busy_predicted_us = busy_time_us_by_rank(predicted, ranks);
   const std::vector<double> busy_measured_us = busy_time_us_by_rank(measured, ranks);
@@ -200,7 +217,7 @@ Comparison compare_traces(const Trace& predicted, const Trace& measured, std::si
   c.iteration_time_measured_s = measured_us * 1e-6;
   c.iteration_time_error = signed_error(predicted_us, measured_us);
 
-  // Match by (rank, name, stage, micro_batch), the k-th with the k-th: a merge of two sorted lists.
+  // Match by (rank, kind or name, stage, micro_batch), the k-th with the k-th: a merge of two sorted lists.
   const auto p_order = in_key_order(predicted);
   const auto m_order = in_key_order(measured);
   std::size_t i = 0, j = 0;
@@ -241,9 +258,10 @@ Comparison compare_traces(const Trace& predicted, const Trace& measured, std::si
   c.op_duration_mape = c.mape_operations ? sum_abs_error / static_cast<double>(c.mape_operations) : 0.0;
 
   c.top_differences = c.matched;
-  std::stable_sort(c.top_differences.begin(), c.top_differences.end(), [](const MatchedOperation& a, const MatchedOperation& b) {
-    return std::fabs(a.difference_us()) > std::fabs(b.difference_us());
-  });
+  std::stable_sort(c.top_differences.begin(), c.top_differences.end(),
+                   [](const MatchedOperation& a, const MatchedOperation& b) {
+                     return std::fabs(a.difference_us()) > std::fabs(b.difference_us());
+                   });
   if (c.top_differences.size() > top) c.top_differences.resize(top);
 
   compare_operation_times(predicted, measured, c);

@@ -38,9 +38,12 @@ void for_each_field(Run& run, F&& f) {
   f("stolen_time_s", run.stolen_time_s);
   f("transport_cpu_s", run.transport_cpu_s);
   f("backward_split_probe", run.backward_split_probe);
+  f("torch_profiler", run.torch_profiler);
 }
 
-[[noreturn]] void bad(const std::string& where, const char* what) { throw TraceError(fmt::format("{} must be {}", where, what)); }
+[[noreturn]] void bad(const std::string& where, const char* what) {
+  throw TraceError(fmt::format("{} must be {}", where, what));
+}
 
 // `where` names the value: "run.json: otherData.layers[2].name".
 const json& member(const json& object, const char* key, const std::string& where) {
@@ -63,7 +66,8 @@ void read_value(const json& j, const std::string& where, double& out) {
   out = j.get<double>();
 }
 void read_value(const json& j, const std::string& where, std::int64_t& out) {
-  if (!j.is_number_integer() || (j.is_number_unsigned() && j.get<std::uint64_t>() > std::numeric_limits<std::int64_t>::max()))
+  if (!j.is_number_integer() ||
+      (j.is_number_unsigned() && j.get<std::uint64_t>() > std::numeric_limits<std::int64_t>::max()))
     bad(where, "an integer");
   out = j.get<std::int64_t>();
 }
@@ -75,6 +79,13 @@ void read_value(const json& j, const std::string& where, int& out) {
 }
 void read_value(const json& j, const std::string& where, LayerDescription& out);
 void read_value(const json& j, const std::string& where, BackwardSplitProbe& out);
+void read_value(const json& j, const std::string& where, TorchProfilerRun& out);
+// A member that may be absent or null (then `out` stays empty).
+template <class T>
+void read_optional(const json& object, const char* key, const std::string& where, std::optional<T>& out) {
+  if (const json& value = member(object, key, where); !value.is_null())
+    read_value(value, fmt::format("{}.{}", where, key), out.emplace());
+}
 template <class T>
 void read_value(const json& j, const std::string& where, std::vector<T>& out) {
   if (!j.is_array()) bad(where, "an array");
@@ -94,15 +105,31 @@ void read_value(const json& j, const std::string& where, BackwardSplitTimes& out
 void read_value(const json& j, const std::string& where, BackwardSplitProbe& out) {
   read_value(member(j, "stage", where), where + ".stage", out.stage);
   read_value(j, where, out.own);
-  if (const json& inner = member(j, "inner", where); !inner.is_null()) read_value(inner, where + ".inner", out.inner.emplace());
+  if (const json& inner = member(j, "inner", where); !inner.is_null())
+    read_value(inner, where + ".inner", out.inner.emplace());
+}
+void read_value(const json& j, const std::string& where, TorchProfilerRun& out) {
+  read_value(member(j, "files", where), where + ".files", out.files);
+  read_optional(j, "step", where, out.step);
+  read_optional(j, "step_duration_us", where, out.step_duration_us);
+  read_optional(j, "operators_per_rank", where, out.operators_per_rank);
 }
 
 json to_json(const LayerDescription& l) { return {{"name", l.name}, {"type", l.type}, {"parameters", l.parameters}}; }
-json to_json(const BackwardSplitTimes& t) { return {{"full_us", t.full_us}, {"input_us", t.input_us}, {"weight_us", t.weight_us}}; }
+json to_json(const BackwardSplitTimes& t) {
+  return {{"full_us", t.full_us}, {"input_us", t.input_us}, {"weight_us", t.weight_us}};
+}
 json to_json(const BackwardSplitProbe& p) {
   json j = to_json(p.own);
   j["stage"] = p.stage;
   if (p.inner) j["inner"] = to_json(*p.inner);
+  return j;
+}
+// The step is written when absent too (null): the layout torch runs have always had.
+json to_json(const TorchProfilerRun& t) {
+  json j = {{"files", t.files}, {"step", t.step ? json(*t.step) : json()}};
+  if (t.step_duration_us) j["step_duration_us"] = *t.step_duration_us;
+  if (t.operators_per_rank) j["operators_per_rank"] = *t.operators_per_rank;
   return j;
 }
 template <class T>

@@ -14,25 +14,53 @@ namespace {
 
 using nlohmann::json;
 
+constexpr std::string_view kActionPrefix = "PP:";
+constexpr std::string_view kStepPrefix = "ProfilerStep#";
+constexpr std::string_view kSingleStageForwardPrefix = "Forward ";
+constexpr std::string_view kSingleStageBackwardPrefix = "Backward ";
+// The operators torch's autograd engine records while it runs a backward.
+constexpr std::string_view kBackwardOperatorPrefix = "autograd::engine::evaluate_function";
+
 // Every action type torch 2.15 writes in a PP: span (SPEC.md section 4).
 bool is_torch_action_kind(EventKind kind) {
   using K = EventKind;
-  static constexpr EventKind kKinds[] = {K::Forward,    K::BackwardInput, K::BackwardWeight,     K::Backward,
-                                         K::SendActivation, K::RecvActivation, K::SendGrad,      K::RecvGrad,
-                                         K::ReduceGrad, K::Unshard,       K::Reshard,            K::WaitSendActivation,
-                                         K::WaitSendGrad, K::WaitReduceGrad, K::OverlapForwardBackward};
+  static constexpr EventKind kKinds[] = {
+      K::Forward,        K::BackwardInput,      K::BackwardWeight, K::Backward,       K::SendActivation,
+      K::RecvActivation, K::SendGrad,           K::RecvGrad,       K::ReduceGrad,     K::Unshard,
+      K::Reshard,        K::WaitSendActivation, K::WaitSendGrad,   K::WaitReduceGrad, K::OverlapForwardBackward};
   return std::find(std::begin(kKinds), std::end(kKinds), kind) != std::end(kKinds);
 }
 
 std::int64_t element_size(const std::string& dtype) {
   static const std::map<std::string, std::int64_t> sizes = {
-      {"float", 4}, {"double", 8}, {"c10::Half", 2}, {"c10::BFloat16", 2}, {"long int", 8}, {"int", 4},
-      {"short int", 2}, {"signed char", 1}, {"unsigned char", 1}, {"bool", 1}};
+      {"float", 4}, {"double", 8},    {"c10::Half", 2},   {"c10::BFloat16", 2}, {"long int", 8},
+      {"int", 4},   {"short int", 2}, {"signed char", 1}, {"unsigned char", 1}, {"bool", 1}};
   const auto it = sizes.find(dtype);
   return it == sizes.end() ? -1 : it->second;
 }
 
 }  // namespace
+
+SpanRole span_role(std::string_view name) {
+  if (name.starts_with(kActionPrefix)) return SpanRole::Action;
+  if (name.starts_with(kStepPrefix)) return SpanRole::Step;
+  if (name.starts_with(kSingleStageForwardPrefix)) return SpanRole::SingleStageForward;
+  if (name.starts_with(kSingleStageBackwardPrefix)) return SpanRole::SingleStageBackward;
+  if (name.starts_with(kBackwardOperatorPrefix)) return SpanRole::AutogradOperator;
+  if (name.starts_with("gloo:") || name.starts_with("nccl:") || name.starts_with("c10d::"))
+    return SpanRole::TransportCall;
+  return SpanRole::Operator;
+}
+
+std::string_view span_role_argument(std::string_view name, SpanRole role) {
+  switch (role) {
+    case SpanRole::Action: return name.substr(kActionPrefix.size());
+    case SpanRole::Step: return name.substr(kStepPrefix.size());
+    case SpanRole::SingleStageForward: return name.substr(kSingleStageForwardPrefix.size());
+    case SpanRole::SingleStageBackward: return name.substr(kSingleStageBackwardPrefix.size());
+    default: return name;
+  }
+}
 
 // A stage or micro-batch number as written: digits only, within int.
 std::optional<int> action_number(std::string_view digits) {
@@ -96,8 +124,14 @@ std::string id_text(const json& e, const char* key) {
 
 // N of a "ProfilerStep#N" span, or nothing (another span, or N not a number).
 std::optional<int> step_number(std::string_view name) {
-  if (!name.starts_with(kStepPrefix)) return std::nullopt;
-  return action_number(name.substr(kStepPrefix.size()));
+  if (span_role(name) != SpanRole::Step) return std::nullopt;
+  return action_number(span_role_argument(name, SpanRole::Step));
+}
+
+int single_stage_micro_batch(std::string_view name) {
+  const SpanRole role = span_role(name);
+  if (role != SpanRole::SingleStageForward && role != SpanRole::SingleStageBackward) return -1;
+  return action_number(span_role_argument(name, role)).value_or(-1);
 }
 
 // A [memory] sample's device: the host's (Device Type 0, or none said) or a GPU's.
@@ -127,11 +161,9 @@ std::int64_t bytes_of(const json& args) {
   return total > 0 && !bytes_problem(total) ? static_cast<std::int64_t>(total) : -1;
 }
 
-bool is_transport_call(std::string_view name) {
-  return name.rfind("gloo:", 0) == 0 || name.rfind("nccl:", 0) == 0 || name.rfind("c10d::", 0) == 0;
-}
-
 bool is_gpu_activity(std::string_view cat) { return cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset"; }
+
+bool is_communication_kernel(std::string_view name) { return name.find("nccl") != std::string_view::npos; }
 
 std::size_t program_period(const std::vector<const json*>& actions) {
   const std::size_t n = actions.size();

@@ -1,7 +1,8 @@
 // The PP: actions of a torch.profiler trace (torch.distributed.pipelining's action spans) and
-// the small readers of torch's events that torch_profiler_reader.cpp builds on: an action's
-// text parsed into its typed kind, stage and micro-batch, a transport call's bytes, a step's
-// number, the period of a program repeated without step marks. Private to the traces library.
+// the small readers of torch's events that the torch reader builds on: the one place a torch
+// name is parsed (what a span is, an action's text into its typed kind, stage and
+// micro-batch, a step's number, a kernel that communicates), a transport call's bytes, the
+// period of a program repeated without step marks. Private to the traces library.
 #pragma once
 
 #include <cstddef>
@@ -18,20 +19,32 @@
 
 namespace pipescope::traces::detail {
 
-inline constexpr std::string_view kActionPrefix = "PP:";
-inline constexpr std::string_view kStepPrefix = "ProfilerStep#";
-// The operators torch's autograd engine records while it runs a backward.
-inline constexpr std::string_view kBackwardOperatorPrefix = "autograd::engine::evaluate_function";
+// What a CPU span of a torch trace is, told by its name once where the reader gathers a
+// rank's spans (span_role); the reader's passes switch on it.
+enum class SpanRole : std::uint8_t {
+  Action,               // "PP:<action>": an action of torch.distributed.pipelining
+  Step,                 // "ProfilerStep#N"
+  SingleStageForward,   // "Forward i": a single-stage schedule class's pass (no PP: spans)
+  SingleStageBackward,  // "Backward i"
+  AutogradOperator,     // "autograd::engine::evaluate_function...": a backward running
+  TransportCall,        // a gloo, NCCL or c10d call: a transfer's transport
+  Operator,             // any other operator or annotation
+};
+SpanRole span_role(std::string_view name);
+// The name of the instant events torch.profiler writes for the allocator (its memory samples).
+inline constexpr const char* kMemorySampleName = "[memory]";
+// The text after the role's prefix: an action's "0F1", a step's or a pass's number.
+std::string_view span_role_argument(std::string_view name, SpanRole role);
 
 // One PP: action span as torch recorded it, and what it becomes.
 struct Action {
   EventKind kind = EventKind::Other;  // F, RECV_B, UNSHARD, ...
-  std::string parts;     // OVERLAP_F_B: "0F7;7B3", the two actions it runs
+  std::string parts;                  // OVERLAP_F_B: "0F7;7B3", the two actions it runs
   int stage = -1;
   int micro_batch = -1;
-  double start_us = 0;   // the CPU span
+  double start_us = 0;  // the CPU span
   double end_us = 0;
-  double transport_end_us = -1;  // the end of its gloo/NCCL operation (receives)
+  double transport_end_us = -1;   // the end of its gloo/NCCL operation (receives)
   bool arrival_measured = false;  // receives: the compute needing the data waited for it
   double data_ready_us = -1;      // compute: when the last receive it waited for ended
   std::int64_t bytes = -1;
@@ -54,14 +67,16 @@ std::string_view text_field(const nlohmann::json& e, const char* key);
 std::string id_text(const nlohmann::json& e, const char* key);
 // N of a "ProfilerStep#N" span, or nothing (another span, or N not a number).
 std::optional<int> step_number(std::string_view name);
+// The micro-batch i of a single-stage schedule class's "Forward i" / "Backward i", or -1.
+int single_stage_micro_batch(std::string_view name);
 // A [memory] sample's device: the host's (Device Type 0, or none said) or a GPU's.
 bool is_host_memory(const nlohmann::json& args);
 // The bytes of a gloo/NCCL call from its recorded shapes (record_shapes=True), or -1 (also
 // for shapes that are not lists of integers, or a size beyond trace_limits.hpp's bound).
 std::int64_t bytes_of(const nlohmann::json& args);
-// A gloo, NCCL or c10d call: a transfer's transport.
-bool is_transport_call(std::string_view name);
 bool is_gpu_activity(std::string_view cat);
+// A GPU kernel of NCCL's (a transfer's or a collective's), by its name.
+bool is_communication_kernel(std::string_view name);
 
 // A torch run without a profiler schedule marks no steps, but every rank runs its program once
 // per step: the smallest period P whose repetition is the whole sequence of PP: action names,

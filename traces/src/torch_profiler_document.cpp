@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "torch_profiler_actions.hpp"
+
 namespace pipescope::traces::detail {
 namespace {
 
@@ -31,7 +33,7 @@ void slim_unread_event(json& e) {
   const auto ph = e.find("ph");
   if (ph == e.end() || !ph->is_string() || ph->get_ref<const std::string&>() == "X") return;
   const auto name = e.find("name");
-  if (name != e.end() && name->is_string() && name->get_ref<const std::string&>() == "[memory]") return;
+  if (name != e.end() && name->is_string() && name->get_ref<const std::string&>() == kMemorySampleName) return;
   for (const char* unread : {"ts", "dur", "cat", "args"}) e.erase(unread);
 }
 

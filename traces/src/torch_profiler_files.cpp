@@ -15,6 +15,7 @@
 
 #include "file_progress.hpp"
 #include "gzip.hpp"
+#include "torch_profiler_actions.hpp"
 #include "torch_profiler_document.hpp"
 #include "pipescope/core/input_file.hpp"
 #include "pipescope/core/json_limits.hpp"
@@ -172,7 +173,7 @@ void check_events(RankFile& f) {
       f.first_us = std::min(f.first_us, ts);
       f.last_us = std::max(f.last_us, ts);
     }
-    if (e.value("name", json()) == "[memory]") {
+    if (e.value("name", json()) == kMemorySampleName) {
       const auto args = e.find("args");
       if (args == e.end() || !args->is_object() || !args->contains("Total Allocated")) continue;
       if (!e.contains("ts")) throw TraceError(fmt::format("{}: field 'ts' is missing", place));

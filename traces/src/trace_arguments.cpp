@@ -17,7 +17,8 @@ std::vector<NamedTrace> read_torch_run(const std::vector<std::string>& paths, co
   std::vector<NamedTrace> out;
   for (auto& run : runs) {
     std::string name = paths.front();
-    if (runs.size() > 1) name += " (ProfilerStep#" + run.trace.meta.extra["torch_profiler"]["step"].dump() + ")";
+    const auto& about = run.trace.meta.run.torch_profiler;
+    if (runs.size() > 1 && about && about->step) name += " (ProfilerStep#" + std::to_string(*about->step) + ")";
     out.push_back({std::move(run.trace), std::move(name)});
     // One step's notes stand for all: the files are the same.
     if (out.size() == 1) notes.insert(notes.end(), run.notes.begin(), run.notes.end());

@@ -15,26 +15,41 @@
 
 namespace pipescope::sim::calibration {
 
-const char* action_name(Timed timed) {
+namespace {
+
+// The kind of the events a timed operation is measured on; nothing for a send's own program
+// time, which both kinds of sends give.
+std::optional<traces::EventKind> kind_of_timed(Timed timed) {
+  using traces::EventKind;
   switch (timed) {
-    case Timed::F: return "F";
-    case Timed::B: return "B";
-    case Timed::I: return "I";
-    case Timed::W: return "W";
-    case Timed::Load: return "LOAD";
-    case Timed::ReduceGrad: return "REDUCE_GRAD";
+    case Timed::F: return EventKind::Forward;
+    case Timed::B: return EventKind::Backward;
+    case Timed::I: return EventKind::BackwardInput;
+    case Timed::W: return EventKind::BackwardWeight;
+    case Timed::Load: return EventKind::Load;
+    case Timed::ReduceGrad: return EventKind::ReduceGrad;
     case Timed::OptimizerSynced:
     case Timed::OptimizerUnsynced:
-    case Timed::Optimizer: return "OPTIMIZER";
+    case Timed::Optimizer: return EventKind::Optimizer;
     case Timed::ReduceTiedSynced:
     case Timed::ReduceTiedUnsynced:
-    case Timed::ReduceTied: return "REDUCE_TIED";
-    case Timed::Send: return "SEND";
+    case Timed::ReduceTied: return EventKind::ReduceTied;
+    case Timed::Send: return std::nullopt;
   }
-  return "?";
+  return std::nullopt;
 }
 
-const char* action_name(Collective collective) { return collective == Collective::Optimizer ? "OPTIMIZER" : "REDUCE_TIED"; }
+}  // namespace
+
+// The names come from the kinds' table (event_kind.cpp), the one place that spells them.
+std::string action_name(Timed timed) {
+  const auto kind = kind_of_timed(timed);
+  return kind ? std::string(traces::event_kind_name(*kind)) : std::string("SEND");
+}
+
+std::string action_name(Collective collective) {
+  return action_name(collective == Collective::Optimizer ? Timed::Optimizer : Timed::ReduceTied);
+}
 
 int stage_count(const traces::Trace& trace) {
   int highest = -1;
@@ -90,7 +105,6 @@ class MemoryTimeline {
   std::vector<std::pair<double, std::int64_t>> samples_;
 };
 
-
 // The stage that sent the data a receive takes (the default peers of SPEC.md section 3).
 int sender_stage_of_receive(const TraceEvent& e) { return carries_activation(e.kind) ? e.stage - 1 : e.stage + 1; }
 
@@ -128,17 +142,84 @@ double reached_us(const traces::Trace& trace, const TraceEvent& e) {
   return wait != parsed.end() && wait->is_number() ? e.ts_us - wait->get<double>() : e.ts_us;
 }
 
+// The memory counter's changes over one rank's operations, keyed by (stage, micro-batch):
+// what the forward side and the backward side of each micro-batch allocated.
+struct RankMemoryDeltas {
+  std::map<std::pair<int, int>, std::int64_t> forward, backward, input;
+  std::map<int, std::vector<std::pair<double, int>>> backward_order;  // stage -> (start, micro-batch)
+  std::map<int, std::vector<std::int64_t>> optimizer;
+
+  void add(const TraceEvent& e, std::int64_t delta) {
+    const std::pair<int, int> key{e.stage, e.micro_batch};
+    switch (e.kind) {
+      case EventKind::Load:
+      case EventKind::RecvActivation:
+      case EventKind::Forward: forward[key] += delta; break;
+      case EventKind::RecvGrad:
+      case EventKind::BackwardInput:
+        backward[key] += delta;
+        input[key] += delta;
+        break;
+      case EventKind::Backward:
+      case EventKind::BackwardWeight:
+        backward[key] += delta;
+        backward_order[e.stage].push_back({e.ts_us, e.micro_batch});
+        break;
+      case EventKind::Optimizer: optimizer[e.stage].push_back(delta); break;
+      default: break;
+    }
+  }
+};
+
+// A rank's memory samples from its deltas: each micro-batch's forward, input and backward
+// footprints, the gradient buffer, and the memory held from the start shared by its stages.
+void collect_rank_memory(const MeasuredTrace& mt, int rank, const MemoryTimeline& memory, RankMemoryDeltas& deltas,
+                         Collected& out) {
+  for (const auto& [key, delta] : deltas.forward)
+    out.memory_b[{key.first, Footprint::Forward}].push_back({static_cast<double>(delta), &mt.source, rank, key.second});
+  for (const auto& [key, delta] : deltas.input)
+    out.memory_b[{key.first, Footprint::Input}].push_back({static_cast<double>(delta), &mt.source, rank, key.second});
+  // The first weight gradient of a stage also allocates the gradient buffer: its excess over
+  // the other micro-batches' backwards is the buffer.
+  for (auto& [stage, order] : deltas.backward_order) {
+    std::sort(order.begin(), order.end());
+    std::vector<double> later;
+    for (std::size_t k = 1; k < order.size(); ++k) {
+      const std::int64_t d = deltas.backward[{stage, order[k].second}];
+      later.push_back(static_cast<double>(d));
+      out.memory_b[{stage, Footprint::Backward}].push_back({static_cast<double>(d), &mt.source, rank, order[k].second});
+    }
+    const double first = static_cast<double>(deltas.backward[{stage, order.front().second}]);
+    if (!later.empty()) {
+      out.memory_b[{stage, Footprint::GradBuffer}].push_back(
+          {first - median_of(later), &mt.source, rank, order.front().second});
+    } else if (auto it = deltas.optimizer.find(stage); it != deltas.optimizer.end() && !it->second.empty()) {
+      out.memory_b[{stage, Footprint::GradBuffer}].push_back(
+          {-static_cast<double>(it->second.front()), &mt.source, rank, -1});
+      out.memory_b[{stage, Footprint::Backward}].push_back(
+          {first + static_cast<double>(it->second.front()), &mt.source, rank, order.front().second});
+    }
+  }
+  if (memory.empty()) return;
+  std::vector<int> stages;
+  for (const auto& e : mt.trace.events)
+    if (e.rank == rank && e.stage >= 0 && e.lane == static_cast<int>(Lane::Compute)) stages.push_back(e.stage);
+  std::sort(stages.begin(), stages.end());
+  stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+  // The memory at the start of the iteration (weights, optimizer state, work buffers) is
+  // shared evenly by the stages of the rank.
+  for (int s : stages)
+    out.memory_b[{s, Footprint::Static}].push_back(
+        {static_cast<double>(memory.first()) / static_cast<double>(stages.size()), &mt.source, rank, -1});
+}
+
 void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
   const traces::Trace& trace = mt.trace;
   const std::vector<const TraceEvent*> main = main_thread_events(trace, rank);
   const MemoryTimeline memory(trace, rank);
   const double infinity = std::numeric_limits<double>::infinity();
-  const bool torch = trace.meta.extra.contains("torch_profiler");
-
-  // Memory delta of each micro-batch's forward side and backward side, per stage.
-  std::map<std::pair<int, int>, std::int64_t> forward_delta, backward_delta, input_delta;
-  std::map<int, std::vector<std::pair<double, int>>> backward_order;  // stage -> (start, micro-batch)
-  std::map<int, std::vector<std::int64_t>> optimizer_delta;
+  const bool torch = trace.meta.run.torch_profiler.has_value();
+  RankMemoryDeltas deltas;
 
   for (std::size_t i = 0; i < main.size(); ++i) {
     const TraceEvent& e = *main[i];
@@ -160,7 +241,8 @@ void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
                                                       main[i + 1]->lane == static_cast<int>(Lane::Collective));
       const bool previous_tells = i > 0 && main[i - 1]->lane != static_cast<int>(Lane::Send);
       if (next_tells && previous_tells)
-        out.send_spans[e.stage].push_back({(next_start_us - main[i - 1]->end_us()) * 1e-6, &mt.source, rank, e.micro_batch});
+        out.send_spans[e.stage].push_back(
+            {(next_start_us - main[i - 1]->end_us()) * 1e-6, &mt.source, rank, e.micro_batch});
       if (e.kind == EventKind::SendActivation && e.bytes > 0) out.activation_bytes[e.stage].push_back(e.bytes);
       continue;
     }
@@ -175,62 +257,9 @@ void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
     if (memory.empty()) continue;
     // pprun samples the counter after each instruction, so an op's samples lie between its
     // start and the next instruction's start.
-    const std::int64_t delta = memory.before(next_start_us) - memory.before(e.ts_us);
-    const std::pair<int, int> key{e.stage, e.micro_batch};
-    switch (e.kind) {
-      case EventKind::Load:
-      case EventKind::RecvActivation:
-      case EventKind::Forward: forward_delta[key] += delta; break;
-      case EventKind::RecvGrad:
-      case EventKind::BackwardInput:
-        backward_delta[key] += delta;
-        input_delta[key] += delta;
-        break;
-      case EventKind::Backward:
-      case EventKind::BackwardWeight:
-        backward_delta[key] += delta;
-        backward_order[e.stage].push_back({e.ts_us, e.micro_batch});
-        break;
-      case EventKind::Optimizer: optimizer_delta[e.stage].push_back(delta); break;
-      default: break;
-    }
+    deltas.add(e, memory.before(next_start_us) - memory.before(e.ts_us));
   }
-
-  for (const auto& [key, delta] : forward_delta)
-    out.memory_b[{key.first, Footprint::Forward}].push_back({static_cast<double>(delta), &mt.source, rank, key.second});
-  for (const auto& [key, delta] : input_delta)
-    out.memory_b[{key.first, Footprint::Input}].push_back({static_cast<double>(delta), &mt.source, rank, key.second});
-  // The first weight gradient of a stage also allocates the gradient buffer: its excess over
-  // the other micro-batches' backwards is the buffer.
-  for (auto& [stage, order] : backward_order) {
-    std::sort(order.begin(), order.end());
-    std::vector<double> later;
-    for (std::size_t k = 1; k < order.size(); ++k) {
-      const std::int64_t d = backward_delta[{stage, order[k].second}];
-      later.push_back(static_cast<double>(d));
-      out.memory_b[{stage, Footprint::Backward}].push_back({static_cast<double>(d), &mt.source, rank, order[k].second});
-    }
-    const double first = static_cast<double>(backward_delta[{stage, order.front().second}]);
-    if (!later.empty()) {
-      out.memory_b[{stage, Footprint::GradBuffer}].push_back({first - median_of(later), &mt.source, rank, order.front().second});
-    } else if (auto it = optimizer_delta.find(stage); it != optimizer_delta.end() && !it->second.empty()) {
-      out.memory_b[{stage, Footprint::GradBuffer}].push_back({-static_cast<double>(it->second.front()), &mt.source, rank, -1});
-      out.memory_b[{stage, Footprint::Backward}].push_back({first + static_cast<double>(it->second.front()), &mt.source, rank,
-                                                   order.front().second});
-    }
-  }
-  if (!memory.empty()) {
-    std::vector<int> stages;
-    for (const auto& e : trace.events)
-      if (e.rank == rank && e.stage >= 0 && e.lane == static_cast<int>(Lane::Compute)) stages.push_back(e.stage);
-    std::sort(stages.begin(), stages.end());
-    stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
-    // The memory at the start of the iteration (weights, optimizer state, work buffers) is
-    // shared evenly by the stages of the rank.
-    for (int s : stages)
-      out.memory_b[{s, Footprint::Static}].push_back(
-          {static_cast<double>(memory.first()) / static_cast<double>(stages.size()), &mt.source, rank, -1});
-  }
+  collect_rank_memory(mt, rank, memory, deltas, out);
 }
 
 // Collectives that may wait for every member: the optimizer step (clipping by the global
@@ -249,12 +278,14 @@ void collect_collective_waits(const MeasuredTrace& mt, Collective collective, in
   std::map<int, std::vector<const TraceEvent*>> by_rank;
   for (const auto& e : mt.trace.events) {
     if (e.kind != kind || e.stage < 0) continue;
-    if (collective == Collective::ReduceTied && e.stage != 0 && e.stage != num_stages - 1) continue;  // holds no tied weights
+    if (collective == Collective::ReduceTied && e.stage != 0 && e.stage != num_stages - 1)
+      continue;  // holds no tied weights
     by_rank[e.rank].push_back(&e);
   }
   if (by_rank.empty()) return;
   for (auto& [rank, events] : by_rank)
-    std::stable_sort(events.begin(), events.end(), [](const TraceEvent* a, const TraceEvent* b) { return a->ts_us < b->ts_us; });
+    std::stable_sort(events.begin(), events.end(),
+                     [](const TraceEvent* a, const TraceEvent* b) { return a->ts_us < b->ts_us; });
   const TraceEvent* earliest = nullptr;
   const TraceEvent* latest = nullptr;
   for (const auto& [rank, events] : by_rank) {
@@ -336,7 +367,8 @@ std::vector<char> receives_against_traffic(const std::vector<Collected::Transfer
     posted_then_received[{t.source, t.from_rank, t.recv->rank}].push_back({t.send_start_us, t.recv->end_us()});
   for (auto& [pair, messages] : posted_then_received) {
     std::sort(messages.begin(), messages.end());
-    for (std::size_t i = 1; i < messages.size(); ++i) messages[i].second = std::max(messages[i].second, messages[i - 1].second);
+    for (std::size_t i = 1; i < messages.size(); ++i)
+      messages[i].second = std::max(messages[i].second, messages[i - 1].second);
   }
   std::vector<char> contended(transfers.size(), 0);
   for (std::size_t i = 0; i < transfers.size(); ++i) {
@@ -346,7 +378,8 @@ std::vector<char> receives_against_traffic(const std::vector<Collected::Transfer
     if (it == posted_then_received.end()) continue;
     const auto& messages = it->second;
     const double begin_us = t.recv->ts_us;
-    const auto after = std::upper_bound(messages.begin(), messages.end(), std::make_pair(begin_us, std::numeric_limits<double>::infinity()));
+    const auto after = std::upper_bound(messages.begin(), messages.end(),
+                                        std::make_pair(begin_us, std::numeric_limits<double>::infinity()));
     contended[i] = after != messages.begin() && std::prev(after)->second > begin_us;
   }
   return contended;
@@ -365,7 +398,8 @@ void collect_probe(const MeasuredTrace& mt, Collected& out) {
         if (!(v >= 0)) throw UsageError(at + "." + field + ": must hold numbers >= 0");
       return values;
     };
-    auto take_shares = [&](const traces::BackwardSplitTimes& from, const std::string& at, Collected::ProbeShares& into) {
+    auto take_shares = [&](const traces::BackwardSplitTimes& from, const std::string& at,
+                           Collected::ProbeShares& into) {
       const std::vector<double>& full = checked(from.full_us, at, "full_us");
       const double input = median_of(checked(from.input_us, at, "input_us"));
       const double weight = median_of(checked(from.weight_us, at, "weight_us"));
@@ -391,8 +425,7 @@ void collect_transport_cpu(const MeasuredTrace& mt, Collected& c) {
     if (e.lane == static_cast<int>(Lane::Send) || e.lane == static_cast<int>(Lane::Recv)) ++messages[e.rank];
   for (std::size_t rank = 0; rank < cpu.size(); ++rank) {
     const int n = messages[static_cast<int>(rank)];
-    if (n > 0)
-      c.transport_cpu_per_message.push_back({cpu[rank] / n, &mt.source, static_cast<int>(rank), -1});
+    if (n > 0) c.transport_cpu_per_message.push_back({cpu[rank] / n, &mt.source, static_cast<int>(rank), -1});
   }
 }
 

@@ -31,9 +31,18 @@ using Samples = std::vector<Sample>;
 // the evidence of all traces decides (estimate_collective_waits); then it is Optimizer or
 // ReduceTied.
 enum class Timed {
-  F, B, I, W, Load, ReduceGrad,
-  OptimizerSynced, OptimizerUnsynced, ReduceTiedSynced, ReduceTiedUnsynced,
-  Optimizer, ReduceTied,
+  F,
+  B,
+  I,
+  W,
+  Load,
+  ReduceGrad,
+  OptimizerSynced,
+  OptimizerUnsynced,
+  ReduceTiedSynced,
+  ReduceTiedUnsynced,
+  Optimizer,
+  ReduceTied,
   Send,  // a send's own program time (estimate_message_costs)
 };
 // Memory deltas of a stage: forward side (LOAD + RECV_F + F), backward side (RECV_B + B or
@@ -44,13 +53,13 @@ enum class Collective { Optimizer, ReduceTied };
 inline constexpr Collective kCollectives[] = {Collective::Optimizer, Collective::ReduceTied};
 
 // The trace's action name of a timed operation or a collective ("F", "LOAD", "OPTIMIZER").
-const char* action_name(Timed timed);
-const char* action_name(Collective collective);
+std::string action_name(Timed timed);
+std::string action_name(Collective collective);
 
 // Everything measured, over all traces.
 struct Collected {
-  std::map<std::pair<int, Timed>, Samples> times_s;       // per (stage, operation)
-  std::map<std::pair<int, Footprint>, Samples> memory_b;  // per (stage, footprint)
+  std::map<std::pair<int, Timed>, Samples> times_s;           // per (stage, operation)
+  std::map<std::pair<int, Footprint>, Samples> memory_b;      // per (stage, footprint)
   std::map<int, std::vector<std::int64_t>> activation_bytes;  // per sending stage
   struct TransferPair {
     double bytes = 0;
@@ -143,15 +152,15 @@ struct Estimation {
 };
 
 // The estimators, in the order calibrate() runs them (each reads what the earlier ones set).
-void estimate_transfers(Estimation& e);            // profile.transfer
-void estimate_program_time(Estimation& e);         // instruction_overhead_s, step_overhead_s
-void estimate_send_completion(Estimation& e);      // send_ends_at_receive
-void estimate_collective_waits(Estimation& e);     // optimizer_sync, reduce_tied_sync
-void estimate_message_costs(Estimation& e);        // per_message: send_s, recv_s, recv_contended_s
+void estimate_transfers(Estimation& e);                           // profile.transfer
+void estimate_program_time(Estimation& e);                        // instruction_overhead_s, step_overhead_s
+void estimate_send_completion(Estimation& e);                     // send_ends_at_receive
+void estimate_collective_waits(Estimation& e);                    // optimizer_sync, reduce_tied_sync
+void estimate_message_costs(Estimation& e);                       // per_message: send_s, recv_s, recv_contended_s
 void estimate_stage_compute(Estimation& e, StageProfile& stage);  // times, split, per-message costs
 void estimate_stage_memory(Estimation& e, StageProfile& stage);   // memory deltas, buffers, transfer size
-void estimate_backward_split(Estimation& e);       // backward_split_measured or _estimate, inner_backward_split
-void estimate_step_speed_spread(Estimation& e);    // step_speed_spread
+void estimate_backward_split(Estimation& e);     // backward_split_measured or _estimate, inner_backward_split
+void estimate_step_speed_spread(Estimation& e);  // step_speed_spread
 // After them, with CalibrationOptions::unprofiled_step_s (profiler_overhead.cpp).
 void take_out_profiler_overhead(Estimation& e, const std::vector<std::reference_wrapper<const MeasuredTrace>>& traces,
                                 const std::vector<double>& unprofiled_step_s);

@@ -6,13 +6,13 @@
 // over their steps); the transfer's latency and bandwidth (time on the wire, not the program's)
 // are not.
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "estimation.hpp"
 #include "pipescope/core/errors.hpp"
-#include "pipescope/traces/torch_profiler.hpp"
 
 namespace pipescope::sim::calibration {
 
@@ -21,18 +21,17 @@ void take_out_profiler_overhead(Estimation& e, const std::vector<std::reference_
   // The torch runs in the order their traces come (a run's steps are traces of the same files),
   // with the sum of their steps' lengths and their count.
   struct Run {
-    nlohmann::json files;
+    std::vector<std::string> files;
     double profiled_us = 0;
     int steps = 0;
   };
   std::vector<Run> runs;
   for (const MeasuredTrace& mt : traces) {
-    const auto torch = mt.trace.meta.extra.find("torch_profiler");
-    if (torch == mt.trace.meta.extra.end() || !torch->contains(traces::kStepDurationKey)) continue;
-    const nlohmann::json& files = torch->at("files");
-    auto run = std::find_if(runs.begin(), runs.end(), [&](const Run& r) { return r.files == files; });
-    if (run == runs.end()) run = runs.insert(runs.end(), Run{files});
-    run->profiled_us += (*torch)[traces::kStepDurationKey].get<double>();
+    const auto& torch = mt.trace.meta.run.torch_profiler;
+    if (!torch || !torch->step_duration_us) continue;
+    auto run = std::find_if(runs.begin(), runs.end(), [&](const Run& r) { return r.files == torch->files; });
+    if (run == runs.end()) run = runs.insert(runs.end(), Run{torch->files});
+    run->profiled_us += *torch->step_duration_us;
     ++run->steps;
   }
   if (runs.empty())
@@ -52,14 +51,14 @@ void take_out_profiler_overhead(Estimation& e, const std::vector<std::reference_
     const double factor = unprofiled_step_s[i] * 1e6 / profiled_us;
     weighted += factor * runs[i].steps;
     steps += runs[i].steps;
-    each += fmt::format("{}{}: {} profiled step(s) of {:.2f} ms on average, {:.2f} ms without the profiler",
-                        i ? "; " : "", runs[i].files.at(0).get<std::string>(), runs[i].steps, profiled_us * 1e-3,
-                        unprofiled_step_s[i] * 1e3);
+    each +=
+        fmt::format("{}{}: {} profiled step(s) of {:.2f} ms on average, {:.2f} ms without the profiler", i ? "; " : "",
+                    runs[i].files.at(0), runs[i].steps, profiled_us * 1e-3, unprofiled_step_s[i] * 1e3);
     if (factor > 1)
       e.note(
           fmt::format("{}: the step without the profiler was the slower one: the two measurements were disturbed "
                       "(a busy machine?); its costs are scaled up as given",
-                      runs[i].files.at(0).get<std::string>()));
+                      runs[i].files.at(0)));
   }
   const double factor = weighted / steps;
   Profile& p = e.result.profile;

@@ -24,7 +24,7 @@ struct RankComparison {
   std::int64_t peak_memory_predicted_bytes = 0;  // max of the memory counters, 0 without any
   std::int64_t peak_memory_measured_bytes = 0;
   double peak_memory_error = 0;  // (predicted - measured) / measured; NaN when measured is 0 and predicted is not
-  double stolen_fraction_measured = 0;   // stolen_time_fraction of the measured trace; NaN when it does not say
+  double stolen_fraction_measured = 0;  // stolen_time_fraction of the measured trace; NaN when it does not say
 };
 
 // One predicted event and the measured event it corresponds to.
@@ -53,17 +53,17 @@ struct OperationTimeComparison {
 struct Comparison {
   double iteration_time_predicted_s = 0;  // iteration_time_us
   double iteration_time_measured_s = 0;
-  double iteration_time_error = 0;        // (predicted - measured) / measured
-  double op_duration_mape = 0;            // mean |predicted - measured| / measured over matched operations
-  std::size_t mape_operations = 0;        // matched operations with a measured duration above 0
-  double bubble_fraction_predicted = 0;   // mean over ranks
+  double iteration_time_error = 0;       // (predicted - measured) / measured
+  double op_duration_mape = 0;           // mean |predicted - measured| / measured over matched operations
+  std::size_t mape_operations = 0;       // matched operations with a measured duration above 0
+  double bubble_fraction_predicted = 0;  // mean over ranks
   double bubble_fraction_measured = 0;
-  double stolen_fraction_measured = 0;    // the largest of the ranks'; NaN when the trace does not say
+  double stolen_fraction_measured = 0;  // the largest of the ranks'; NaN when the trace does not say
   std::vector<RankComparison> ranks;
   std::vector<MatchedOperation> matched;  // in predicted start order
   std::size_t unmatched_predicted = 0;    // predicted events with no measured counterpart
   std::size_t unmatched_measured = 0;
-  std::vector<MatchedOperation> top_differences;  // largest |difference_us| first
+  std::vector<MatchedOperation> top_differences;         // largest |difference_us| first
   std::vector<OperationTimeComparison> operation_times;  // by rank, then name
   ReceiveCosts receives_predicted;
   ReceiveCosts receives_measured;
@@ -75,8 +75,10 @@ struct Comparison {
 void check_same_rank_count(const Trace& predicted, const Trace& measured, std::string_view predicted_name,
                            std::string_view measured_name);
 
-// Events are the same when rank, name, stage and micro-batch agree; the k-th occurrence in
-// one trace (in start order) matches the k-th in the other. `top` bounds top_differences.
+// Events are the same when rank, name, stage and micro-batch agree (SPEC.md section 5): the
+// name as its typed kind (event_kind.hpp), and the name itself only for events of no kind
+// (plain traces); the k-th occurrence in one trace (in start order) matches the k-th in the
+// other. `top` bounds top_differences.
 Comparison compare_traces(const Trace& predicted, const Trace& measured, std::size_t top = 10);
 
 // The idle share of `rank`'s compute lane in [0, iteration_us): 1 - busy / iteration, where

@@ -38,6 +38,21 @@ struct BackwardSplitProbe {
   friend bool operator==(const BackwardSplitProbe&, const BackwardSplitProbe&) = default;
 };
 
+// What the torch.profiler reader (torch_profiler.hpp) says of the run it read: the files it
+// merged and the step it took from them (otherData "torch_profiler", an object with these keys).
+struct TorchProfilerRun {
+  std::vector<std::string> files;  // the per-rank trace files, in rank order
+  // The ProfilerStep#N read (or the N-th repetition of the program where torch marked no
+  // steps); none when the whole recording was read as one step (written as null).
+  std::optional<int> step;
+  // With a step: its ProfilerStep#N span's length and the CPU operators torch.profiler recorded
+  // in it, each the mean of the ranks'. The profiler's own cost is paid per operator, inside
+  // the durations (calibrate's --unprofiled-step-time takes it out).
+  std::optional<double> step_duration_us;
+  std::optional<double> operators_per_rank;
+  friend bool operator==(const TorchProfilerRun&, const TorchProfilerRun&) = default;
+};
+
 // Every field is optional: plain Chrome traces and predicted traces carry few of them. The
 // field names are the otherData keys.
 struct RunDescription {
@@ -45,11 +60,11 @@ struct RunDescription {
   std::optional<std::string> model;
   std::optional<int> data_parallel;
   std::optional<int> pipeline_ranks;
-  std::optional<int> micro_batch_size;           // samples per micro-batch
-  std::optional<double> gradient_clipping;       // max global gradient norm; 0: not clipped
-  std::optional<std::string> device;             // "cpu" or "cuda"
-  std::optional<std::string> dtype;              // compute dtype: "fp32", "bf16" or "fp16"
-  std::optional<std::string> clock;              // "steady" or "steady+cuda-events"
+  std::optional<int> micro_batch_size;      // samples per micro-batch
+  std::optional<double> gradient_clipping;  // max global gradient norm; 0: not clipped
+  std::optional<std::string> device;        // "cpu" or "cuda"
+  std::optional<std::string> dtype;         // compute dtype: "fp32", "bf16" or "fp16"
+  std::optional<std::string> clock;         // "steady" or "steady+cuda-events"
   std::optional<int> threads_per_rank;
   std::optional<std::string> blas;
   std::optional<bool> bind_cores;
@@ -71,6 +86,8 @@ struct RunDescription {
   std::optional<std::vector<double>> stolen_time_s;
   std::optional<std::vector<double>> transport_cpu_s;
   std::optional<std::vector<BackwardSplitProbe>> backward_split_probe;
+  // A run read from torch.profiler's per-rank traces (absent for pprun's and the simulator's).
+  std::optional<TorchProfilerRun> torch_profiler;
 
   friend bool operator==(const RunDescription&, const RunDescription&) = default;
 };

@@ -50,15 +50,8 @@ struct TorchReadOptions {
   ReadProgress* progress = nullptr;
 };
 
-// What a torch trace's meta.extra["torch_profiler"] says of its step besides the files
-// (torch_profiler_reader.cpp): the ProfilerStep#N span's length (the mean of the ranks'), and
-// the CPU operators torch.profiler recorded in it (the mean of the ranks'): the profiler's own
-// cost is paid per operator, inside the durations.
-inline constexpr const char* kStepDurationKey = "step_duration_us";
-inline constexpr const char* kStepOperatorsKey = "operators_per_rank";
-
 struct TorchRun {
-  Trace trace;
+  Trace trace;                     // its meta.run.torch_profiler names the files and the step read
   std::vector<std::string> notes;  // what the trace lacks, one line each (e.g. no PP: spans)
 };
 
