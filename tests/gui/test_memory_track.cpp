@@ -48,6 +48,7 @@ TEST_CASE("memory_tracks_of deals a trace's samples to their ranks", "[memory]")
 
 TEST_CASE("a track's range maximum matches a plain scan", "[memory]") {
   std::vector<MemorySample> samples;
+  samples.reserve(300);
   for (int i = 0; i < 300; ++i)
     samples.push_back({0, static_cast<double>(i), static_cast<std::int64_t>(i) * 7919 % 1009});
   const MemoryTrack track(samples);

@@ -6,9 +6,16 @@
 
 namespace pipescope::gui {
 
-MemoryTrack::MemoryTrack(std::vector<traces::MemorySample> samples) : samples_(std::move(samples)) {
-  std::stable_sort(samples_.begin(), samples_.end(), [](const auto& a, const auto& b) { return a.ts_us < b.ts_us; });
-  if (!samples_.empty()) build_pyramid();
+MemoryTrack::MemoryTrack(std::vector<traces::MemorySample> samples) : samples_(std::move(samples)) { index_samples(); }
+
+void MemoryTrack::index_samples() {
+  if (samples_.empty()) return;
+  // Traces write samples in time order: checking first spares the sort's buffer (a million
+  // ranks of one sample each would allocate one per rank).
+  const auto by_time = [](const traces::MemorySample& a, const traces::MemorySample& b) { return a.ts_us < b.ts_us; };
+  if (!std::is_sorted(samples_.begin(), samples_.end(), by_time))
+    std::stable_sort(samples_.begin(), samples_.end(), by_time);
+  build_pyramid();
 }
 
 void MemoryTrack::build_pyramid() {
@@ -43,11 +50,10 @@ std::int64_t MemoryTrack::max_bytes(std::size_t from, std::size_t to) const {
 }
 
 std::vector<MemoryTrack> memory_tracks_of(const traces::Trace& trace, int rank_count) {
-  std::vector<std::vector<traces::MemorySample>> by_rank(static_cast<std::size_t>(std::max(rank_count, 0)));
-  for (const auto& m : trace.memory) by_rank[static_cast<std::size_t>(m.rank)].push_back(m);
-  std::vector<MemoryTrack> tracks;
-  tracks.reserve(by_rank.size());
-  for (auto& samples : by_rank) tracks.emplace_back(std::move(samples));
+  // The samples straight into their tracks, then each track indexed: no copy per rank.
+  std::vector<MemoryTrack> tracks(static_cast<std::size_t>(std::max(rank_count, 0)));
+  for (const auto& m : trace.memory) tracks[static_cast<std::size_t>(m.rank)].samples_.push_back(m);
+  for (MemoryTrack& track : tracks) track.index_samples();
   return tracks;
 }
 

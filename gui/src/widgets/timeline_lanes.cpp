@@ -56,6 +56,7 @@ void TimelineWidget::build_painted_lanes() {
   }
   for (int r = 0; r < model_->rank_count(); ++r) {
     std::vector<const std::vector<traces::MemorySample>*> curves;
+    curves.reserve(static_cast<std::size_t>(model_->series_count()));
     for (int s = 0; s < model_->series_count(); ++s) curves.push_back(&model_->memory(s, r));
     memory_ranges_.push_back(memory_range(curves));
   }
@@ -105,7 +106,7 @@ QString TimelineWidget::block_label(int series, std::size_t event, int level) co
   const auto& e = model_->trace(series).events.at(event);
   // A plain trace's slice is its name (elided by the painter); it has no micro-batch or chunk.
   if (!model_->has_pipeline(series)) return level == 0 ? QString::fromStdString(e.name) : QString();
-  const QString micro_batch = e.micro_batch >= 0 ? QString::number(e.micro_batch) : QString();
+  QString micro_batch = e.micro_batch >= 0 ? QString::number(e.micro_batch) : QString();
   if (level >= 2) return micro_batch;
   QString text = QString::fromStdString(e.name) + micro_batch;
   if (level == 0) {

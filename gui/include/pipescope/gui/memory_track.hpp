@@ -31,6 +31,9 @@ class MemoryTrack {
   std::int64_t max_bytes(std::size_t from, std::size_t to) const;
 
  private:
+  friend std::vector<MemoryTrack> memory_tracks_of(const traces::Trace& trace, int rank_count);
+  // Sorts the samples by time (unless they already are) and builds the peak and the pyramid.
+  void index_samples();
   void build_pyramid();
 
   std::vector<traces::MemorySample> samples_;
