@@ -2,9 +2,9 @@
 // B 200 us, transfers 10 us, optimizer 50 us; the measured twin has rank 2 1.5x slower).
 // Rows: each rank uses all four lanes, so 4 ranks x 2 series x 4 lanes = 32 rows, predicted
 // before measured. Folding: at 1 us per pixel nothing folds (16 compute blocks on rank 0);
-// squeezed into 10 px the 16 blocks fold into at most 10/3 + 1 spans. Search "B mb 3" finds
-// B, SEND_B and RECV_B of micro-batch 3: 4 + 3 + 3 per series. The predicted critical path
-// ends with rank 0's last B, then the optimizer, and starts with rank 0's F0 at 0.
+// squeezed into 10 px the 16 blocks fold into at most 10/3 + 1 spans. The model's search,
+// critical path and memory tracks have tests of their own (test_timeline_search.cpp,
+// test_critical_path.cpp, test_memory_track.cpp).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -43,7 +43,8 @@ TEST_CASE("rows are start-sorted per rank, series and lane", "[model]") {
   const Row* compute = model.row(0, 0, 0);
   REQUIRE(compute);
   REQUIRE(compute->blocks.size() == 16);
-  for (std::size_t i = 1; i < compute->blocks.size(); ++i) REQUIRE(compute->blocks[i - 1].start_us <= compute->blocks[i].start_us);
+  for (std::size_t i = 1; i < compute->blocks.size(); ++i)
+    REQUIRE(compute->blocks[i - 1].start_us <= compute->blocks[i].start_us);
   REQUIRE(model.row(0, 2, 0) == nullptr);
   REQUIRE(model.row(9, 0, 0) == nullptr);
   REQUIRE(model.series_name(0) == "predicted");
@@ -126,49 +127,6 @@ TEST_CASE("measured errors against the prediction", "[model]") {
   REQUIRE(difference_rgb(std::nan("")) == kUnmatchedRgb);
 }
 
-TEST_CASE("search by text with field filters", "[model]") {
-  auto [p, m] = pair_of_traces();
-  TimelineModel model;
-  model.set_traces(p, m);
-  const auto hits = model.search("B mb 3");
-  REQUIRE(hits.size() == 20);
-  for (std::size_t i = 1; i < hits.size(); ++i)
-    REQUIRE(model.trace(hits[i - 1].series).events[hits[i - 1].event].ts_us <= model.trace(hits[i].series).events[hits[i].event].ts_us);
-  REQUIRE(model.search("send_f rank 0").size() == 16);  // 8 micro-batches x 2 series
-  REQUIRE(model.search("optimizer").size() == 8);
-  REQUIRE(model.search("F stage 3 mb 7").size() == 4);  // F and RECV_F, both series
-  REQUIRE(model.search("nothing like this").empty());
-  REQUIRE(model.search("   ").empty());
-}
-
-TEST_CASE("critical path of the predicted 1F1B iteration", "[model]") {
-  TimelineModel model;
-  model.set_traces(pair_of_traces().first);
-  const auto path = model.critical_path(0);
-  REQUIRE(path.size() >= 8);
-  const auto& events = model.trace(0).events;
-  const auto& first = events[path.front()];
-  REQUIRE(first.name == "F");
-  REQUIRE(first.rank == 0);
-  REQUIRE(first.micro_batch == 0);
-  REQUIRE(first.ts_us == 0);
-  const auto& last = events[path.back()];
-  REQUIRE(last.name == "OPTIMIZER");
-  REQUIRE(last.end_us() == Approx(model.end_us()));
-  REQUIRE(events[path[path.size() - 2]].name == "B");
-  // Consecutive events touch: each starts when its predecessor ends, or is fed by a transfer.
-  for (std::size_t i = 1; i < path.size(); ++i) {
-    const auto &a = events[path[i - 1]], &b = events[path[i]];
-    INFO(a.name << a.micro_batch << "@" << a.rank << " -> " << b.name << b.micro_batch << "@" << b.rank);
-    REQUIRE(b.ts_us >= a.ts_us - 1e-9);
-    REQUIRE(b.ts_us <= a.end_us() + 1e-6);
-  }
-  // The path crosses all ranks (the warm-up forwards go down the pipeline).
-  std::set<int> ranks;
-  for (auto i : path) ranks.insert(events[i].rank);
-  REQUIRE(ranks.size() == 4);
-}
-
 TEST_CASE("overview density is the busy share of compute", "[model]") {
   SyntheticPipeline pp;
   pp.num_ranks = 1;
@@ -181,38 +139,6 @@ TEST_CASE("overview density is the busy share of compute", "[model]") {
   REQUIRE(density[2] == Approx(1));
   REQUIRE(density[3] == Approx(0));
   REQUIRE(density[5] == Approx(0));
-}
-
-TEST_CASE("the memory pyramid gives the exact maximum of any sample range", "[model]") {
-  // A trace with 1,000 memory samples on rank 0 whose bytes follow a scrambled sequence
-  // (i * 7919 mod 1009, so neighbours differ and the maxima move around): every range
-  // [from, to) of a sweep of starts and lengths (including partial blocks at both ends,
-  // single samples, empty ranges and ranges past the end) matches a plain scan.
-  Trace trace;
-  trace.meta.num_ranks = 1;
-  TraceEvent e;
-  e.name = "F";
-  e.kind = event_kind_from_name(e.name);  // as a reader would parse it
-  e.dur_us = 1;
-  trace.events.push_back(e);
-  for (int i = 0; i < 1000; ++i) trace.memory.push_back({0, static_cast<double>(i), static_cast<std::int64_t>(i) * 7919 % 1009});
-  TimelineModel model;
-  model.set_traces(trace);
-  const auto& samples = model.memory(0, 0);
-  REQUIRE(samples.size() == 1000);
-  for (std::size_t from = 0; from <= 1000; from += 13)
-    for (std::size_t length : {0, 1, 2, 7, 8, 9, 15, 16, 17, 63, 64, 65, 200, 511, 999, 1000, 1200}) {
-      const std::size_t to = from + length;
-      std::int64_t expected = 0;
-      if (from < std::min<std::size_t>(to, 1000)) {
-        expected = samples[from].bytes;
-        for (std::size_t i = from; i < std::min<std::size_t>(to, 1000); ++i) expected = std::max(expected, samples[i].bytes);
-      }
-      INFO("from " << from << " to " << to);
-      REQUIRE(model.memory_max_bytes(0, 0, from, to) == expected);
-    }
-  // The whole range finds the rank's peak.
-  REQUIRE(model.memory_max_bytes(0, 0, 0, 1000) == model.peak_memory_bytes(0, 0));
 }
 
 TEST_CASE("rows of many blocks get a coarser summary used when zoomed far out", "[model]") {
@@ -301,8 +227,8 @@ TEST_CASE("TP_F and TP_B, a pass's tensor-parallel collectives, have a kind, a c
   CHECK(pipescope::gui::kind_of(event_kind_from_name("TP_B")) == Kind::TensorParallel);
   CHECK(pipescope::gui::kind_of(event_kind_from_name("SEND_F")) == Kind::Communication);
   CHECK(pipescope::gui::kind_label(Kind::TensorParallel) == "tensor-parallel collective");
-  for (const Kind other : {Kind::Forward, Kind::Backward, Kind::BackwardInput, Kind::BackwardWeight, Kind::Communication,
-                           Kind::Optimizer, Kind::Other})
+  for (const Kind other : {Kind::Forward, Kind::Backward, Kind::BackwardInput, Kind::BackwardWeight,
+                           Kind::Communication, Kind::Optimizer, Kind::Other})
     CHECK(pipescope::gui::kind_rgb(Kind::TensorParallel) != pipescope::gui::kind_rgb(other));
 }
 
@@ -310,7 +236,8 @@ TEST_CASE("TP_F and TP_B, a pass's tensor-parallel collectives, have a kind, a c
 // communication, coloured as sends and receives; LOAD, torch's waits and plain names are Other.
 TEST_CASE("the MoE all-to-all kinds are coloured as communication") {
   using pipescope::gui::Kind;
-  for (const char* name : {"ALL_TO_ALL_DISPATCH_F", "ALL_TO_ALL_COMBINE_F", "ALL_TO_ALL_DISPATCH_B", "ALL_TO_ALL_COMBINE_B"}) {
+  for (const char* name :
+       {"ALL_TO_ALL_DISPATCH_F", "ALL_TO_ALL_COMBINE_F", "ALL_TO_ALL_DISPATCH_B", "ALL_TO_ALL_COMBINE_B"}) {
     INFO(name);
     CHECK(pipescope::gui::kind_of(event_kind_from_name(name)) == Kind::Communication);
   }

@@ -26,7 +26,9 @@ void TimelineWidget::build_painted_lanes() {
   if (!model_ || model_->empty()) return;
   const bool pair = model_->series_count() == 2;
   const TimelineModel* model = model_.get();
-  const std::function<double(std::uint32_t)> measured_error = [model](std::uint32_t event) { return model->measured_error(event); };
+  const std::function<double(std::uint32_t)> measured_error = [model](std::uint32_t event) {
+    return model->measured_error(event);
+  };
   painted_.resize(model_->rows().size());
   for (std::size_t i = 0; i < model_->rows().size(); ++i) {
     const Row& row = model_->rows()[i];
@@ -54,6 +56,7 @@ void TimelineWidget::build_painted_lanes() {
   }
   for (int r = 0; r < model_->rank_count(); ++r) {
     std::vector<const std::vector<traces::MemorySample>*> curves;
+    curves.reserve(static_cast<std::size_t>(model_->series_count()));
     for (int s = 0; s < model_->series_count(); ++s) curves.push_back(&model_->memory(s, r));
     memory_ranges_.push_back(memory_range(curves));
   }
@@ -69,7 +72,8 @@ const TimelineWidget::CompactRow& TimelineWidget::compact_row(int rank, int seri
     // for its data would paint an idle rank as busy communicating (unless that is all it has).
     std::vector<const Row*> lanes, transfers;
     for (const Row& row : model_->rank_rows(rank, series)) {
-      const bool transfer = row.lane == static_cast<int>(traces::Lane::Send) || row.lane == static_cast<int>(traces::Lane::Recv);
+      const bool transfer =
+          row.lane == static_cast<int>(traces::Lane::Send) || row.lane == static_cast<int>(traces::Lane::Recv);
       (transfer ? transfers : lanes).push_back(&row);
     }
     if (lanes.empty()) lanes = transfers;
@@ -79,14 +83,17 @@ const TimelineWidget::CompactRow& TimelineWidget::compact_row(int rank, int seri
     compact->row.series = series;
     const TimelineModel* model = model_.get();
     std::function<double(std::uint32_t)> error_of;
-    if (model->series_count() == 2 && series == 1) error_of = [model](std::uint32_t event) { return model->measured_error(event); };
+    if (model->series_count() == 2 && series == 1)
+      error_of = [model](std::uint32_t event) { return model->measured_error(event); };
     compact->tally = RowTally(compact->row, error_of);
   }
   return *compact;
 }
 
 int TimelineWidget::chunk_of(int series, int rank, int stage) const {
-  if (stage < 0 || series >= static_cast<int>(stage_chunks_.size()) || rank >= static_cast<int>(stage_chunks_[series].size())) return -1;
+  if (stage < 0 || series >= static_cast<int>(stage_chunks_.size()) ||
+      rank >= static_cast<int>(stage_chunks_[series].size()))
+    return -1;
   const auto& stages = stage_chunks_[series][rank];
   if (stages.size() < 2) return -1;  // one stage per rank: no chunk to tell apart
   const auto it = std::lower_bound(stages.begin(), stages.end(), stage);
@@ -99,7 +106,7 @@ QString TimelineWidget::block_label(int series, std::size_t event, int level) co
   const auto& e = model_->trace(series).events.at(event);
   // A plain trace's slice is its name (elided by the painter); it has no micro-batch or chunk.
   if (!model_->has_pipeline(series)) return level == 0 ? QString::fromStdString(e.name) : QString();
-  const QString micro_batch = e.micro_batch >= 0 ? QString::number(e.micro_batch) : QString();
+  QString micro_batch = e.micro_batch >= 0 ? QString::number(e.micro_batch) : QString();
   if (level >= 2) return micro_batch;
   QString text = QString::fromStdString(e.name) + micro_batch;
   if (level == 0) {
@@ -109,42 +116,93 @@ QString TimelineWidget::block_label(int series, std::size_t event, int level) co
   return text;
 }
 
-void TimelineWidget::paint_row(QPainter& p, const Row& row, const RowTally& tally, const QRect& area, bool difference) const {
+namespace {
+
+// Merged spans go into one row of pixels drawn down the box in one blit; a column whose span
+// mixes two kinds gives its lower rows to the second, in proportion to its time (so the
+// forwards between longer backwards stay visible far out). Kept per thread and reused, so a
+// repaint allocates nothing once the widths are seen.
+class MergedSpanStrip {
+ public:
+  void reset(int width_px) {
+    width_px_ = width_px;
+    top_.assign(static_cast<std::size_t>(width_px), 0u);
+    lower_.assign(static_cast<std::size_t>(width_px), 0u);
+    lower_rows_.assign(static_cast<std::size_t>(width_px), 0);
+    split_columns_.clear();
+    used_ = false;
+  }
+  // Columns [from, to) in one colour (0xAARRGGBB).
+  void fill(int from, int to, std::uint32_t argb) {
+    std::fill(top_.begin() + from, top_.begin() + to, argb);
+    used_ = true;
+  }
+  // Columns [from, to) give their lowest `rows` rows to a second colour.
+  void split(int from, int to, int rows, std::uint32_t argb) {
+    for (int x = from; x < to; ++x) {
+      lower_[static_cast<std::size_t>(x)] = argb;
+      if (lower_rows_[static_cast<std::size_t>(x)] == 0) split_columns_.push_back(x);
+      lower_rows_[static_cast<std::size_t>(x)] = rows;
+    }
+  }
+  // The strip stretched down `height` rows at `at`, in one blit (nothing when unused).
+  void draw(QPainter& p, QPoint at, int height) {
+    if (!used_) return;
+    const auto width = static_cast<std::size_t>(width_px_);
+    block_.resize(width * static_cast<std::size_t>(height));
+    for (int y = 0; y < height; ++y) {
+      auto line = block_.begin() + static_cast<std::ptrdiff_t>(width * static_cast<std::size_t>(y));
+      std::copy(top_.begin(), top_.end(), line);
+      for (const int x : split_columns_)
+        if (y >= height - lower_rows_[static_cast<std::size_t>(x)]) line[x] = lower_[static_cast<std::size_t>(x)];
+    }
+    const QImage image(reinterpret_cast<const uchar*>(block_.data()), width_px_, height, width_px_ * 4,
+                       QImage::Format_ARGB32_Premultiplied);
+    p.drawImage(at, image);
+  }
+
+ private:
+  int width_px_ = 0;
+  bool used_ = false;
+  std::vector<std::uint32_t> top_, lower_, block_;
+  std::vector<int> lower_rows_, split_columns_;
+};
+
+// A merged span of a plain trace takes the colour of the name that fills most of its time,
+// judged on at most kNameSamples of its blocks so a far-out repaint of a million slices stays
+// within the repaint budget.
+std::uint32_t dominant_name_rgb(const TimelineModel& model, const Row& row, std::size_t first, std::size_t count) {
+  constexpr std::size_t kNameSamples = 64;
+  thread_local std::vector<std::pair<std::uint32_t, double>> filled;
+  filled.clear();
+  const std::size_t step = std::max<std::size_t>(1, count / kNameSamples);
+  for (std::size_t i = first; i < first + count; i += step) {
+    const Block& b = row.blocks[i];
+    const std::uint32_t colour = model.event_rgb(row.series, b.event);
+    auto it = std::find_if(filled.begin(), filled.end(), [colour](const auto& f) { return f.first == colour; });
+    if (it == filled.end()) it = filled.insert(filled.end(), {colour, 0.0});
+    it->second += std::max(0.0, b.end_us - b.start_us);
+  }
+  return std::max_element(filled.begin(), filled.end(),
+                          [](const auto& a, const auto& b) { return a.second < b.second; })
+      ->first;
+}
+
+}  // namespace
+
+void TimelineWidget::paint_row(QPainter& p, const Row& row, const RowTally& tally, const QRect& area,
+                               bool difference) const {
   const int width_px = time_area_width();
   const auto& events = model_->trace(row.series).events;
   const int box_top = area.top() + (area.height() >= 10 ? 1 : 0);
   const int box_height = std::max(1, area.height() - (area.height() >= 10 ? 2 : 0));
   const bool labels = box_height >= 10;
-  // Merged spans go into one row of pixels drawn down the box in one blit; a column whose
-  // span mixes two kinds gives its lower rows to the second, in proportion to its time (so
-  // the forwards between longer backwards stay visible far out).
-  thread_local std::vector<std::uint32_t> strip, lower, strip_block;
-  thread_local std::vector<int> lower_rows, split_columns;
-  strip.assign(static_cast<std::size_t>(width_px), 0u);
-  lower.assign(static_cast<std::size_t>(width_px), 0u);
-  lower_rows.assign(static_cast<std::size_t>(width_px), 0);
-  split_columns.clear();
+  thread_local MergedSpanStrip strip;
+  strip.reset(width_px);
   thread_local std::vector<LaneSpan> whole;
   whole.clear();
-  bool strip_used = false;
-  // A plain trace colours by name (its kinds are all "other"): a merged span takes the colour
-  // of the name that fills most of its time, judged on at most kNameSamples of its blocks so
-  // a far-out repaint of a million slices stays within the repaint budget.
+  // A plain trace colours by name (its kinds are all "other").
   const bool by_name = !model_->has_pipeline(row.series);
-  const auto dominant_name_rgb = [&](std::size_t first, std::size_t count) {
-    constexpr std::size_t kNameSamples = 64;
-    thread_local std::vector<std::pair<std::uint32_t, double>> filled;
-    filled.clear();
-    const std::size_t step = std::max<std::size_t>(1, count / kNameSamples);
-    for (std::size_t i = first; i < first + count; i += step) {
-      const Block& b = row.blocks[i];
-      const std::uint32_t colour = model_->event_rgb(row.series, b.event);
-      auto it = std::find_if(filled.begin(), filled.end(), [colour](const auto& f) { return f.first == colour; });
-      if (it == filled.end()) it = filled.insert(filled.end(), {colour, 0.0});
-      it->second += std::max(0.0, b.end_us - b.start_us);
-    }
-    return std::max_element(filled.begin(), filled.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first;
-  };
   visit_lane(row, tally, view_, kMinBlockPx, [&](const LaneSpan& span) {
     if (span.whole()) {
       whole.push_back(span);
@@ -155,7 +213,9 @@ void TimelineWidget::paint_row(QPainter& p, const Row& row, const RowTally& tall
     const BlockMix mix = tally.mix(row, span.first, span.first + span.count);
     const Kind kind = mix.dominant_kind(row.blocks[span.first].kind);
     // A lone narrow block is itself (its chunk's shade); only a merge of several is darker.
-    std::uint32_t color = difference ? difference_rgb(mix.mean_error()) : by_name ? dominant_name_rgb(span.first, span.count) : kind_rgb(kind);
+    std::uint32_t color = difference ? difference_rgb(mix.mean_error())
+                          : by_name  ? dominant_name_rgb(*model_, row, span.first, span.count)
+                                     : kind_rgb(kind);
     if (!span.merged() && !difference && !by_name) {
       const auto& e = events[row.blocks[span.first].event];
       color = chunk_rgb(color, chunk_of(row.series, e.rank, e.stage));
@@ -163,33 +223,14 @@ void TimelineWidget::paint_row(QPainter& p, const Row& row, const RowTally& tall
     const double x0 = std::max(span.x0, -2.0), x1 = std::min(span.x1, width_px + 2.0);
     const int from = std::clamp(pixel(x0), 0, width_px - 1);
     const int to = std::clamp(pixel(std::max(x1, x0 + 1)), from + 1, width_px);
-    std::fill(strip.begin() + from, strip.begin() + to, 0xff000000u | (span.merged() ? merged_rgb(color) : color));
+    strip.fill(from, to, 0xff000000u | (span.merged() ? merged_rgb(color) : color));
     double share = 0;
     const Kind second = difference || by_name ? kind : mix.second_kind(kind, share);
     const int rows = static_cast<int>(std::lround(share * box_height));
-    if (rows > 0 && span.merged()) {
-      for (int x = from; x < to; ++x) {
-        lower[static_cast<std::size_t>(x)] = 0xff000000u | merged_rgb(kind_rgb(second));
-        if (lower_rows[static_cast<std::size_t>(x)] == 0) split_columns.push_back(x);
-        lower_rows[static_cast<std::size_t>(x)] = rows;
-      }
-    }
-    strip_used = true;
+    if (rows > 0 && span.merged()) strip.split(from, to, rows, 0xff000000u | merged_rgb(kind_rgb(second)));
   });
   // Merged spans under whole blocks: a marker that shares a pixel with a forward loses it.
-  if (strip_used) {
-    const auto width = static_cast<std::size_t>(width_px);
-    strip_block.resize(width * static_cast<std::size_t>(box_height));
-    for (int y = 0; y < box_height; ++y) {
-      auto line = strip_block.begin() + static_cast<std::ptrdiff_t>(width * static_cast<std::size_t>(y));
-      std::copy(strip.begin(), strip.end(), line);
-      for (const int x : split_columns)
-        if (y >= box_height - lower_rows[static_cast<std::size_t>(x)]) line[x] = lower[static_cast<std::size_t>(x)];
-    }
-    const QImage image(reinterpret_cast<const uchar*>(strip_block.data()), width_px, box_height, width_px * 4,
-                       QImage::Format_ARGB32_Premultiplied);
-    p.drawImage(QPoint(area.left(), box_top), image);
-  }
+  strip.draw(p, QPoint(area.left(), box_top), box_height);
   QFont small = p.font();
   for (const LaneSpan& span : whole) {
     const Block& block = row.blocks[span.first];
@@ -203,7 +244,8 @@ void TimelineWidget::paint_row(QPainter& p, const Row& row, const RowTally& tall
     p.fillRect(box, rgb(fill));
     if (box.width() >= 5) {
       // A light right edge parts neighbours of one colour; the difference view outlines them.
-      p.fillRect(QRect(box.right(), box.top(), 1, box.height()), difference ? QColor(120, 120, 120) : QColor(255, 255, 255, 170));
+      p.fillRect(QRect(box.right(), box.top(), 1, box.height()),
+                 difference ? QColor(120, 120, 120) : QColor(255, 255, 255, 170));
     }
     if (!labels || box.width() < 8) continue;
     if (by_name) {
@@ -214,7 +256,9 @@ void TimelineWidget::paint_row(QPainter& p, const Row& row, const RowTally& tall
       const QStaticText& laid_out = static_text(name, small);
       const QSizeF size = laid_out.size();
       p.setPen(rgb(text_rgb_on(fill)));
-      p.drawStaticText(QPointF(box.left() + (box.width() - size.width()) / 2, box.top() + (box.height() - size.height()) / 2), laid_out);
+      p.drawStaticText(
+          QPointF(box.left() + (box.width() - size.width()) / 2, box.top() + (box.height() - size.height()) / 2),
+          laid_out);
       continue;
     }
     for (int level = 0; level < 3; ++level) {
@@ -224,7 +268,9 @@ void TimelineWidget::paint_row(QPainter& p, const Row& row, const RowTally& tall
       const QSizeF size = laid_out.size();
       if (size.width() + 3 > box.width() || size.height() > box.height() + 3) continue;
       p.setPen(rgb(text_rgb_on(fill)));
-      p.drawStaticText(QPointF(box.left() + (box.width() - size.width()) / 2, box.top() + (box.height() - size.height()) / 2), laid_out);
+      p.drawStaticText(
+          QPointF(box.left() + (box.width() - size.width()) / 2, box.top() + (box.height() - size.height()) / 2),
+          laid_out);
       break;
     }
   }
@@ -233,7 +279,8 @@ void TimelineWidget::paint_row(QPainter& p, const Row& row, const RowTally& tall
 void TimelineWidget::paint_lanes(QPainter& p, const QRect& dirty) const {
   const int top = content_top() - scroll_offset();
   const int left = header_width();
-  const int visible_top = std::max(dirty.top(), content_top()), visible_bottom = std::min(dirty.bottom() + 1, content_bottom());
+  const int visible_top = std::max(dirty.top(), content_top()),
+            visible_bottom = std::min(dirty.bottom() + 1, content_bottom());
   QFont small = font();
   small.setPointSizeF(std::max(6.0, small.pointSizeF() - 1.5));
   p.setFont(small);
@@ -260,7 +307,8 @@ void TimelineWidget::paint_lanes(QPainter& p, const QRect& dirty) const {
     // The bubble: idle time of the compute lane within the series' iteration, hatched.
     if (l.lane == static_cast<int>(traces::Lane::Compute) && model_->has_pipeline(l.series)) {
       const double end = model_->iteration_us(l.series);
-      const double x0 = std::max(0.0, view_.time_to_x(0)), x1 = std::min<double>(time_area_width(), view_.time_to_x(end));
+      const double x0 = std::max(0.0, view_.time_to_x(0)),
+                   x1 = std::min<double>(time_area_width(), view_.time_to_x(end));
       if (x1 > x0) {
         p.fillRect(QRectF(left + x0, y + 1, x1 - x0, l.height - 2), rgb(kBubbleRgb));
         p.fillRect(QRectF(left + x0, y + 1, x1 - x0, l.height - 2), bubble);
@@ -276,8 +324,10 @@ void TimelineWidget::paint_lanes(QPainter& p, const QRect& dirty) const {
       const int count = static_cast<int>(painted.sub_rows.size());
       const double sub_height = (l.height - 2) / static_cast<double>(count);
       for (int i = 0; i < count; ++i) {
-        const int sub_top = y + 1 + static_cast<int>(i * sub_height), sub_bottom = y + 1 + static_cast<int>((i + 1) * sub_height);
-        paint_row(p, painted.sub_rows[i], painted.tallies[i], QRect(left, sub_top, time_area_width(), sub_bottom - sub_top), difference);
+        const int sub_top = y + 1 + static_cast<int>(i * sub_height),
+                  sub_bottom = y + 1 + static_cast<int>((i + 1) * sub_height);
+        paint_row(p, painted.sub_rows[i], painted.tallies[i],
+                  QRect(left, sub_top, time_area_width(), sub_bottom - sub_top), difference);
       }
     }
     paint_instants(p, l.rank, l.series, l.lane, lane_area);

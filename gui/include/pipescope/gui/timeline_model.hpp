@@ -1,7 +1,9 @@
 // The viewer's model, free of widgets: one or two traces (predicted first, measured second)
 // laid out as rows (rank, series, lane) of start-sorted blocks, with what the views ask for:
 // the blocks in a visible range with narrow ones folded together, hit tests, bubbles, memory
-// curves, the prediction error of each measured operation, search and the critical path.
+// curves, the prediction error of each measured operation, search and the critical path
+// (the last three are parts of their own: memory_track.hpp, timeline_search.hpp,
+// critical_path.hpp; the model holds or calls them).
 #pragma once
 
 #include <cstddef>
@@ -15,7 +17,9 @@
 #include "pipescope/traces/compare.hpp"
 #include "pipescope/traces/trace.hpp"
 #include "pipescope/gui/kinds.hpp"
+#include "pipescope/gui/memory_track.hpp"
 #include "pipescope/gui/name_colours.hpp"
+#include "pipescope/gui/timeline_search.hpp"
 #include "pipescope/gui/view_state.hpp"
 
 namespace pipescope::gui {
@@ -79,11 +83,6 @@ struct Span {
 template <class Visit>
 void visit_visible(const Row& row, const ViewState& view, double min_block_px, Visit&& visit);
 
-struct SearchHit {
-  int series = 0;
-  std::size_t event = 0;
-};
-
 // What a receive waited for: the send that fed it (pair_transfers) on `peer_rank`.
 struct ReceiveWait {
   std::size_t send_event = 0;
@@ -106,12 +105,12 @@ class TimelineModel {
   // One trace, or a predicted and a measured one of the same run.
   void set_traces(traces::Trace first, std::optional<traces::Trace> second = std::nullopt);
 
-  int series_count() const { return static_cast<int>(traces_.size()); }
-  const traces::Trace& trace(int series) const { return *traces_.at(series); }
+  int series_count() const { return static_cast<int>(series_.size()); }
+  const traces::Trace& trace(int series) const { return *series_.at(series).trace; }
   std::string series_name(int series) const;  // "predicted", "measured", or the source
   int rank_count() const { return rank_count_; }
   double end_us() const { return end_us_; }  // the latest end over both traces
-  bool empty() const { return traces_.empty(); }
+  bool empty() const { return series_.empty(); }
 
   // Rows ordered by rank, then series, then lane; only lanes used by some series of a rank
   // appear, and each used lane appears for every series (so predicted sits above measured).
@@ -124,21 +123,27 @@ class TimelineModel {
   std::string rank_name(int rank) const;
 
   // The series' iteration (latest end - earliest start), computed once.
-  double iteration_us(int series) const { return iteration_us_.at(series); }
+  double iteration_us(int series) const { return series_.at(series).iteration_us; }
   // The series' flows ordered by start (for a trace without flow events, such as a measured
   // one, the flows of its paired sends and receives), and the longest one, to find the visible ones fast.
-  const std::vector<traces::Flow>& flows_by_start(int series) const { return flows_.at(series); }
-  double longest_flow_us(int series) const { return longest_flow_us_.at(series); }
+  const std::vector<traces::Flow>& flows_by_start(int series) const { return series_.at(series).flows; }
+  double longest_flow_us(int series) const { return series_.at(series).longest_flow_us; }
 
   // Idle share of a rank's compute lane within the series' own iteration.
   double bubble_fraction(int series, int rank) const;
-  const std::vector<traces::MemorySample>& memory(int series, int rank) const;  // time-sorted
-  std::int64_t peak_memory_bytes(int series, int rank) const;
+  // A rank's memory samples (time-sorted), their peak and the range maxima (memory_track.hpp).
+  const MemoryTrack& memory_track(int series, int rank) const { return series_.at(series).memory.at(rank); }
+  const std::vector<traces::MemorySample>& memory(int series, int rank) const {
+    return memory_track(series, rank).samples();
+  }
+  std::int64_t peak_memory_bytes(int series, int rank) const { return memory_track(series, rank).peak_bytes(); }
   // The highest of memory(series, rank)[from, to) (0 for an empty range), from a pyramid of
   // block maxima (level k: the maximum of 2^k blocks of kMemoryBlock samples): a pixel column
   // holding any number of samples costs at most 2 * kMemoryBlock + 2 reads.
-  std::int64_t memory_max_bytes(int series, int rank, std::size_t from, std::size_t to) const;
-  static constexpr std::size_t kMemoryBlock = 8;
+  std::int64_t memory_max_bytes(int series, int rank, std::size_t from, std::size_t to) const {
+    return memory_track(series, rank).max_bytes(from, to);
+  }
+  static constexpr std::size_t kMemoryBlock = MemoryTrack::kBlock;
   std::int64_t max_memory_bytes() const;  // over everything, for a shared scale
 
   // With two traces: the comparison, and per measured event its error against the matched
@@ -153,20 +158,21 @@ class TimelineModel {
   double prediction_error(std::size_t measured_event) const;
 
   // Events matching a query, in start order: `stage N`, `mb N`, `rank N` pin those fields and
-  // every other word must occur in the name, ignoring case ("B mb 3", "send rank 2", "F").
+  // every other word must occur in the name, ignoring case ("B mb 3", "send rank 2", "F")
+  // (search_events, timeline_search.hpp).
   std::vector<SearchHit> search(const std::string& text) const;
 
   // The chain of events that ends the iteration: from the latest-ending event, each step goes
   // from a receive that waited (its send started after it was posted) to that send on the
   // peer rank, from a receive fed by a flow to the flow's source, and otherwise to the latest
   // event of the same rank that ended by the time this one started. Returned in time order
-  // (event indices of the series).
+  // (event indices of the series; critical_path_of, critical_path.hpp).
   std::vector<std::size_t> critical_path(int series) const;
 
   // Whether the series is a pipeline (a pipescope trace, or events with stages). A plain
   // Chrome or profiler trace is not: it has no bubble or iteration to show, and its blocks
   // are coloured by name.
-  bool has_pipeline(int series) const { return has_pipeline_.at(series); }
+  bool has_pipeline(int series) const { return series_.at(series).has_pipeline; }
   // The fill colour of an event (0xRRGGBB): its kind's in a pipeline, its name's
   // (name_rgb, a stable hash) in a plain trace.
   std::uint32_t event_rgb(int series, std::size_t event) const;
@@ -174,8 +180,9 @@ class TimelineModel {
   std::optional<std::size_t> transfer_partner(int series, std::size_t event) const;
   // The send a receive waited for, or nullopt for an event that is not a paired receive.
   std::optional<ReceiveWait> receive_wait(int series, std::size_t receive_event) const;
-  const std::vector<traces::InstantEvent>& instants(int series) const { return instants_.at(series); }  // time-sorted
-  const std::vector<CounterTrack>& counter_tracks(int series) const { return counter_tracks_.at(series); }
+  // The series' instant events, time-sorted.
+  const std::vector<traces::InstantEvent>& instants(int series) const { return series_.at(series).instants; }
+  const std::vector<CounterTrack>& counter_tracks(int series) const { return series_.at(series).counter_tracks; }
   // The counter tracks of one rank (counter_tracks is ordered by rank).
   std::span<const CounterTrack> rank_counter_tracks(int series, int rank) const;
 
@@ -183,10 +190,33 @@ class TimelineModel {
   std::vector<float> overview_density(int series, int bins) const;
 
  private:
-  // Colours by name, instants and counter tracks, per series.
-  void fill_plain_trace_data();
+  // What the model keeps of each series (0: the first trace, 1: the second).
+  struct Series {
+    std::shared_ptr<const traces::Trace> trace;
+    bool has_pipeline = false;
+    double iteration_us = 0;
+    std::vector<double> bubbles;      // per rank
+    std::vector<MemoryTrack> memory;  // per rank
+    std::vector<traces::Flow> flows;  // the trace's own, or made from transfer pairs; by start
+    double longest_flow_us = 0;
+    std::vector<std::int64_t> partner;           // [event] -> paired event or -1; empty without pairs
+    std::vector<std::uint32_t> name_rgb;         // [event], plain traces only
+    std::vector<traces::InstantEvent> instants;  // time-sorted
+    std::vector<CounterTrack> counter_tracks;    // by rank, then name
+  };
 
-  std::vector<std::shared_ptr<const traces::Trace>> traces_;
+  // The steps of set_traces, in order.
+  void add_series(traces::Trace trace);
+  void measure_extent();
+  std::vector<char> index_lanes();
+  void lay_out_rows(const std::vector<char>& used_lanes);
+  void fill_rows();
+  void fill_bubbles(Series& series, int s) const;
+  static void fill_transfers(Series& series);
+  static void fill_plain_trace_data(Series& series);
+  void take_comparison(std::optional<traces::Comparison> comparison);
+
+  std::vector<Series> series_;
   std::vector<Row> rows_;
   // Rank r's lanes are slots lane_base_[r] .. lane_base_[r + 1]; row_slot_[row_slot(r, s, lane)]
   // is the rows_ index of (r, s, lane), or -1. Flat: no allocation per rank.
@@ -194,20 +224,7 @@ class TimelineModel {
   std::vector<int> row_slot_;
   std::size_t row_slot(int rank, int series, int lane) const;
   std::vector<std::size_t> first_row_;  // [rank * series_count + series]: its first row in rows_; one more at the end
-  std::vector<std::vector<std::vector<traces::MemorySample>>> memory_;  // [series][rank]
-  std::vector<std::vector<double>> bubbles_;                            // [series][rank]
-  std::vector<double> iteration_us_;
-  std::vector<std::vector<std::int64_t>> peak_memory_;  // [series][rank]
-  // [series][rank][level][first block]: max of blocks [first, first + 2^level).
-  std::vector<std::vector<std::vector<std::vector<std::int64_t>>>> memory_pyramid_;
   std::int64_t max_memory_ = 0;
-  std::vector<std::vector<traces::Flow>> flows_;  // the trace's own, or made from transfer pairs
-  std::vector<std::vector<std::int64_t>> partner_;  // [series][event] -> paired event or -1; empty without pairs
-  std::vector<char> has_pipeline_;
-  std::vector<std::vector<std::uint32_t>> name_rgb_;  // [series][event], plain traces only
-  std::vector<std::vector<traces::InstantEvent>> instants_;
-  std::vector<std::vector<CounterTrack>> counter_tracks_;
-  std::vector<double> longest_flow_us_;
   std::optional<traces::Comparison> comparison_;
   std::vector<float> measured_error_;
   std::vector<std::int64_t> matched_predicted_;
@@ -218,7 +235,8 @@ class TimelineModel {
 // ---- template ----
 template <class Visit>
 void visit_visible(const Row& full_row, const ViewState& view, double min_block_px, Visit&& visit) {
-  const Row& row = full_row.summary && view.us_per_pixel() * min_block_px >= 4 * full_row.summary_us ? *full_row.summary : full_row;
+  const Row& row =
+      full_row.summary && view.us_per_pixel() * min_block_px >= 4 * full_row.summary_us ? *full_row.summary : full_row;
   const auto& blocks = row.blocks;
   const double t_end = view.visible_end_us();
   std::size_t i = row.first_ending_after(view.visible_start_us());
