@@ -73,12 +73,12 @@ CompiledSchedule compiled_candidate(const PlanRequest& request, const PlanCandid
 }  // namespace planning
 
 SimResult simulate_candidate(const PlanRequest& request, const PlanCandidate& candidate, bool build_trace) {
-  const CostModel costs = candidate_costs(request, candidate);
-  const CompiledSchedule schedule = compiled_candidate(request, candidate, costs);
+  const CostModel costs = planning::candidate_costs(request, candidate);
+  const CompiledSchedule schedule = planning::compiled_candidate(request, candidate, costs);
   if (request.profile) check_profile_fits(*request.profile, schedule, request.profile_source);
   SimOptions options;
   options.build_trace = build_trace;
-  return simulate(schedule, costs, candidate_topology(request, candidate), options);
+  return simulate(schedule, costs, planning::candidate_topology(request, candidate), options);
 }
 
 }  // namespace pipescope::sim
