@@ -113,7 +113,7 @@ TEST_CASE("ppsim calibrate learns a profile from simulated traces that simulate 
   REQUIRE(estimated.status == 0);
   const json with_estimate = json::parse(estimated.out);
   CHECK(contains(with_estimate.at("estimated").at(0).get<std::string>(), "backward split"));
-  const auto interval = with_estimate.at("iteration_time_interval_s");
+  const auto& interval = with_estimate.at("iteration_time_interval_s");
   CHECK(interval.at(0).get<double>() <= with_estimate.at("iteration_time_s").get<double>());
   CHECK(interval.at(1).get<double>() > with_estimate.at("iteration_time_s").get<double>());
   CHECK_FALSE(
