@@ -91,14 +91,15 @@ struct CellPlace {
 };
 
 std::string place_text(const std::string& source, CellPlace place) {
-  return source + ": row " + std::to_string(place.row + 1) + " (rank " + std::to_string(place.row) +
-         "), column " + std::to_string(place.column + 1);
+  return source + ": row " + std::to_string(place.row + 1) + " (rank " + std::to_string(place.row) + "), column " +
+         std::to_string(place.column + 1);
 }
 
 // One cell: its action, or an OVERLAP_F_B's two actions in order.
 Step parse_csv_cell(std::string_view cell, const std::string& source, CellPlace place) {
   std::string_view action = cell;
-  if (action.size() >= 2 && action.front() == '"' && action.back() == '"') action = trim(action.substr(1, action.size() - 2));
+  if (action.size() >= 2 && action.front() == '"' && action.back() == '"')
+    action = trim(action.substr(1, action.size() - 2));
   try {
     Step step = parse_cell(action);
     for (const Instruction& instr : step)
@@ -110,26 +111,18 @@ Step parse_csv_cell(std::string_view cell, const std::string& source, CellPlace 
   }
 }
 
-}  // namespace
-
-Schedule parse_torch_csv(std::string_view text, const std::string& source) {
-  // A UTF-8 byte order mark (spreadsheets write one) is not part of the first cell.
-  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
-  const std::vector<std::string_view> lines = split_lines(text);
-  if (lines.empty()) throw ScheduleError(source + ": empty file: a torch schedule CSV has one row per rank");
-  if (lines.size() > static_cast<std::size_t>(INT_MAX / 2)) throw ScheduleError(source + ": too many rows");
-
-  Schedule schedule;
-  schedule.name = source;
-  schedule.communication = Communication::Torch;
-  schedule.num_ranks = static_cast<int>(lines.size());
-  schedule.programs.resize(lines.size());
-  std::vector<CellPlace> first_place;  // where each stage was first seen, by stage
+// What reading the rows found: the number of actions, the largest stage and micro-batch, and
+// where that micro-batch was seen.
+struct CsvTally {
   std::size_t action_count = 0;
   int max_stage = -1;
   int max_micro_batch = -1;
   CellPlace max_micro_batch_place;
+};
 
+// Every row's cells parsed into the rank's program, an empty cell an idle slot.
+CsvTally read_csv_rows(const std::vector<std::string_view>& lines, const std::string& source, Schedule& schedule) {
+  CsvTally tally;
   for (std::size_t r = 0; r < lines.size(); ++r) {
     const std::vector<std::string_view> cells = split_cells(lines[r]);
     Program& program = schedule.programs[r];
@@ -142,40 +135,49 @@ Schedule parse_torch_csv(std::string_view text, const std::string& source) {
       const CellPlace place{static_cast<int>(r), static_cast<int>(std::min<std::size_t>(c, INT_MAX))};
       Step step = parse_csv_cell(cells[c], source, place);
       for (const Instruction& instr : step) {
-        ++action_count;
-        max_stage = std::max(max_stage, instr.stage);
-        if (instr.micro_batch > max_micro_batch) {
-          max_micro_batch = instr.micro_batch;
-          max_micro_batch_place = place;
+        ++tally.action_count;
+        tally.max_stage = std::max(tally.max_stage, instr.stage);
+        if (instr.micro_batch > tally.max_micro_batch) {
+          tally.max_micro_batch = instr.micro_batch;
+          tally.max_micro_batch_place = place;
         }
       }
       program.push_back(std::move(step));
     }
   }
-  if (action_count == 0) throw ScheduleError(source + ": no actions: every cell is empty");
+  return tally;
+}
+
+// The numbers of stages and micro-batches, refused where the file cannot hold them.
+void set_csv_shape(Schedule& schedule, const CsvTally& tally, const std::string& source) {
+  if (tally.action_count == 0) throw ScheduleError(source + ": no actions: every cell is empty");
   // Every stage must be held by some row, so a stage number beyond the number of actions
   // cannot be right; refusing it here also keeps the allocations below bounded by the input.
-  if (static_cast<std::size_t>(max_stage) >= action_count) {
-    std::vector<bool> present(action_count, false);
+  if (static_cast<std::size_t>(tally.max_stage) >= tally.action_count) {
+    std::vector<bool> present(tally.action_count, false);
     for (const auto& program : schedule.programs)
       for (const auto& step : program)
         for (const auto& instr : step)
-          if (static_cast<std::size_t>(instr.stage) < action_count) present[instr.stage] = true;
+          if (static_cast<std::size_t>(instr.stage) < tally.action_count) present[instr.stage] = true;
     const auto missing = std::find(present.begin(), present.end(), false) - present.begin();
     throw ScheduleError(source + ": stage " + std::to_string(missing) + " appears on no row (stages go up to " +
-                        std::to_string(max_stage) + ")");
+                        std::to_string(tally.max_stage) + ")");
   }
-  schedule.num_stages = max_stage + 1;
-  schedule.num_micro_batches = max_micro_batch + 1;
+  schedule.num_stages = tally.max_stage + 1;
+  schedule.num_micro_batches = tally.max_micro_batch + 1;
   if (schedule.num_micro_batches == 0)
     throw ScheduleError(source + ": no per-micro-batch action (F, B, I, W, SEND_*, RECV_*) in the file");
-  if (static_cast<std::size_t>(max_micro_batch) >= action_count)
-    throw ScheduleError(place_text(source, max_micro_batch_place) + ": micro-batch " + std::to_string(max_micro_batch) +
-                        " cannot be right: the file has only " + std::to_string(action_count) +
+  if (static_cast<std::size_t>(tally.max_micro_batch) >= tally.action_count)
+    throw ScheduleError(place_text(source, tally.max_micro_batch_place) + ": micro-batch " +
+                        std::to_string(tally.max_micro_batch) + " cannot be right: the file has only " +
+                        std::to_string(tally.action_count) +
                         " actions, and every micro-batch needs a forward on every stage");
+}
 
+// Each stage's rank: the row it appears on, one row per stage and at least one stage per row.
+void place_csv_stages(Schedule& schedule, const std::string& source, int max_stage) {
   schedule.stage_to_rank.assign(static_cast<std::size_t>(schedule.num_stages), kNone);
-  first_place.assign(static_cast<std::size_t>(schedule.num_stages), CellPlace{});
+  std::vector<CellPlace> first_place(static_cast<std::size_t>(schedule.num_stages));  // where each was first seen
   for (std::size_t r = 0; r < schedule.programs.size(); ++r) {
     const Program& program = schedule.programs[r];
     for (std::size_t c = 0; c < program.size(); ++c) {
@@ -202,11 +204,13 @@ Schedule parse_torch_csv(std::string_view text, const std::string& source) {
     if (std::find(schedule.stage_to_rank.begin(), schedule.stage_to_rank.end(), r) == schedule.stage_to_rank.end())
       throw ScheduleError(source + ": row " + std::to_string(r + 1) + " (rank " + std::to_string(r) +
                           ") holds no action; every rank needs a stage");
+}
 
-  // Each (stage, micro-batch) needs a forward. Checked here, before the completion pass and the
-  // validator size anything by stages x micro-batches, and named by what the file shows: a
-  // micro-batch one row forwards and another does not (torch 2.15's Schedule1F1B order forwards
-  // micro-batch M on its last rank and never 0).
+// Each (stage, micro-batch) needs a forward. Checked here, before the completion pass and the
+// validator size anything by stages x micro-batches, and named by what the file shows: a
+// micro-batch one row forwards and another does not (torch 2.15's Schedule1F1B order forwards
+// micro-batch M on its last rank and never 0).
+void check_csv_forwards(const Schedule& schedule, const std::string& source, int max_micro_batch) {
   std::vector<std::vector<int>> forwards(static_cast<std::size_t>(schedule.num_stages));
   for (const auto& program : schedule.programs)
     for (const auto& step : program)
@@ -221,16 +225,38 @@ Schedule parse_torch_csv(std::string_view text, const std::string& source) {
     if (static_cast<int>(mbs.size()) == schedule.num_micro_batches) continue;
     int missing = 0;
     while (missing < static_cast<int>(mbs.size()) && mbs[missing] == missing) ++missing;
-    std::string message = source + ": stage " + std::to_string(s) + " (row " + std::to_string(schedule.stage_to_rank[s] + 1) +
-                          ") has no forward of micro-batch " + std::to_string(missing);
+    std::string message = source + ": stage " + std::to_string(s) + " (row " +
+                          std::to_string(schedule.stage_to_rank[s] + 1) + ") has no forward of micro-batch " +
+                          std::to_string(missing);
     for (int other = 0; other < schedule.num_stages; ++other)
       if (std::binary_search(forwards[other].begin(), forwards[other].end(), missing)) {
-        message += ", which stage " + std::to_string(other) + " (row " + std::to_string(schedule.stage_to_rank[other] + 1) +
+        message += ", which stage " + std::to_string(other) + " (row " +
+                   std::to_string(schedule.stage_to_rank[other] + 1) +
                    ") forwards: a micro-batch missing on one row or one too many on the other";
         break;
       }
     throw ScheduleError(message + " (micro-batches go up to " + std::to_string(max_micro_batch) + ")");
   }
+}
+
+}  // namespace
+
+Schedule parse_torch_csv(std::string_view text, const std::string& source) {
+  // A UTF-8 byte order mark (spreadsheets write one) is not part of the first cell.
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
+  const std::vector<std::string_view> lines = split_lines(text);
+  if (lines.empty()) throw ScheduleError(source + ": empty file: a torch schedule CSV has one row per rank");
+  if (lines.size() > static_cast<std::size_t>(INT_MAX / 2)) throw ScheduleError(source + ": too many rows");
+
+  Schedule schedule;
+  schedule.name = source;
+  schedule.communication = Communication::Torch;
+  schedule.num_ranks = static_cast<int>(lines.size());
+  schedule.programs.resize(lines.size());
+  const CsvTally tally = read_csv_rows(lines, source, schedule);
+  set_csv_shape(schedule, tally, source);
+  place_csv_stages(schedule, source, tally.max_stage);
+  check_csv_forwards(schedule, source, tally.max_micro_batch);
 
   // The communication pipescope adds to a compute-only (or partial) file is posted the way
   // torch's runtime matches it.
@@ -252,11 +278,14 @@ std::string to_torch_csv(const Schedule& input) {
     for (const Step& step : program)
       for (const Instruction& instr : step)
         if (is_wait(instr.op)) waited.emplace(instr.op, instr.stage, instr.micro_batch);
-    auto has_wait = [&](Op wait_op, const Instruction& of) { return waited.count({wait_op, of.stage, of.micro_batch}) > 0; };
+    auto has_wait = [&](Op wait_op, const Instruction& of) {
+      return waited.count({wait_op, of.stage, of.micro_batch}) > 0;
+    };
     std::vector<Instruction> unwaited_sends;
     for (std::size_t t = 0; t < program.size(); ++t) {
       for (const Instruction& instr : program[t]) {
-        if (instr.op == Op::LoadMicroBatch || instr.op == Op::ReduceTiedGrads || instr.op == Op::OptimizerStep) continue;
+        if (instr.op == Op::LoadMicroBatch || instr.op == Op::ReduceTiedGrads || instr.op == Op::OptimizerStep)
+          continue;
         if (is_p2p(instr.op) && instr.peer_stage != kNone) {
           Instruction default_peer = instr;
           default_peer.peer_stage = kNone;
@@ -269,7 +298,8 @@ std::string to_torch_csv(const Schedule& input) {
         if (instr.op == Op::ReduceGrads && !has_wait(Op::WaitReduceGrads, {Op::WaitReduceGrads, instr.stage, kNone}))
           row.push_back({Op::WaitReduceGrads, instr.stage, kNone});
         const Op wait_op = instr.op == Op::SendActivation ? Op::WaitSendActivation : Op::WaitSendGrad;
-        if (is_send(instr.op) && !has_wait(wait_op, instr)) unwaited_sends.push_back({wait_op, instr.stage, instr.micro_batch});
+        if (is_send(instr.op) && !has_wait(wait_op, instr))
+          unwaited_sends.push_back({wait_op, instr.stage, instr.micro_batch});
       }
     }
     // pipescope's own rule never waits for a send; torch's runtime wants every send waited,

@@ -213,8 +213,10 @@ void check_moe_overlap_option(const SimulateOptions& s, const sim::ModelSpec& mo
   if (!model.is_moe())
     throw UsageError("--overlap-moe-expert-parallel-comm: " + model.name + " has no experts (a dense model)");
   if (s.schedule != "interleaved-1f1b")
-    throw UsageError("--overlap-moe-expert-parallel-comm: for interleaved-1f1b (Megatron requires a virtual pipeline for "
-                     "it), not --schedule " + s.schedule + " (dualpipev overlaps its F&B steps without it)");
+    throw UsageError(
+        "--overlap-moe-expert-parallel-comm: for interleaved-1f1b (Megatron requires a virtual pipeline for "
+        "it), not --schedule " +
+        s.schedule + " (dualpipev overlaps its F&B steps without it)");
 }
 
 // `chunks`: the stages per rank the costs are derived for (the schedule's, which a generator
@@ -309,10 +311,11 @@ void print_table(const sim::Summary& summary, const sim::AllToAllTotals& all_to_
   std::cout << fmt::format("  throughput       {:.6g} samples/s\n", summary.throughput_samples_per_s);
   // The experts' all-to-all, per rank on average: how much of it overlapped F&B steps hid.
   if (all_to_all.total_s > 0 && summary.num_ranks > 0)
-    std::cout << fmt::format("  all-to-all       {} a rank, {} of it hidden behind compute ({:.1f} %, {} overlapped F&B steps)\n",
-                             sim::format_seconds(all_to_all.total_s / summary.num_ranks),
-                             sim::format_seconds(all_to_all.hidden_s / summary.num_ranks),
-                             100 * all_to_all.hidden_s / all_to_all.total_s, all_to_all.overlapped_pairs);
+    std::cout << fmt::format(
+        "  all-to-all       {} a rank, {} of it hidden behind compute ({:.1f} %, {} overlapped F&B steps)\n",
+        sim::format_seconds(all_to_all.total_s / summary.num_ranks),
+        sim::format_seconds(all_to_all.hidden_s / summary.num_ranks), 100 * all_to_all.hidden_s / all_to_all.total_s,
+        all_to_all.overlapped_pairs);
   if (source.memory_limit_bytes > 0)
     std::cout << fmt::format("  memory limit     {} per rank: {}\n", sim::format_bytes(source.memory_limit_bytes),
                              summary.max_peak_memory_bytes() <= source.memory_limit_bytes ? "fits" : "EXCEEDED");
@@ -346,6 +349,60 @@ sim::CompiledSchedule compiled_schedule(const SimulateOptions& s, const po::vari
   return sim::compile(schedule);
 }
 
+// --steady-state and --trace: what they would hold must fit this machine (and not both).
+void check_output_sizes(const SimulateOptions& s, const sim::CompiledSchedule& compiled) {
+  if (s.steady_state && !s.trace.empty())
+    throw UsageError("--steady-state with --trace " + s.trace +
+                     ": a trace holds one isolated iteration; leave one out");
+  if (s.steady_state)
+    check_schedule_size("--steady-state: " + std::to_string(sim::kSteadyStateIterations) + " iterations of " +
+                            std::to_string(compiled.instructions.size()) + " instructions",
+                        ScheduleSize{saturating_product(static_cast<std::int64_t>(compiled.instructions.size()),
+                                                        sim::kSteadyStateIterations),
+                                     0, 0});
+  if (!s.trace.empty())
+    check_schedule_size("--trace " + s.trace + ": the predicted trace of " +
+                            std::to_string(compiled.instructions.size()) + " instructions",
+                        ScheduleSize{static_cast<std::int64_t>(compiled.instructions.size()), 0, 0},
+                        kTraceBytesPerInstruction);
+}
+
+// With --profile: the same prediction from the profile moved to the ends of what it estimated.
+std::optional<sim::PredictionInterval> profile_interval(const SimulateOptions& s, const CostSource& source,
+                                                        const sim::CompiledSchedule& compiled,
+                                                        const sim::SimOptions& sim_options, double iteration_time_s) {
+  sim::SimOptions quick = sim_options;
+  quick.build_trace = false;
+  const auto simulate_profile = [&](const sim::Profile& moved) {
+    sim::CostModel costs = sim::cost_model_from_profile(sim::profile_for_stages(moved, compiled.num_stages, s.profile));
+    if (recomputation_of(s) == sim::Recomputation::full) recompute_profile_stages(moved, costs, s.profile);
+    return s.steady_state ? sim::simulate_steady_state(compiled, costs, source.topology, quick).iteration_time_s
+                          : sim::simulate(compiled, costs, source.topology, quick).summary.iteration_time_s;
+  };
+  return sim::prediction_interval(*source.profile, sim::splits_backward(compiled), iteration_time_s, simulate_profile);
+}
+
+// --json: the summary with the interval, the memory limit, the all-to-all and the parameters.
+void print_simulate_json(const sim::SimResult& result, const CostSource& source,
+                         const std::optional<sim::PredictionInterval>& interval) {
+  nlohmann::json j = sim::to_json(result.summary);
+  if (interval) {
+    j["iteration_time_interval_s"] = {interval->low_s, interval->high_s};
+    if (!interval->estimated.empty()) j["estimated"] = interval->estimated;
+  }
+  if (source.memory_limit_bytes > 0) {
+    j["max_mem_bytes"] = source.memory_limit_bytes;
+    j["fits_memory"] = result.summary.max_peak_memory_bytes() <= source.memory_limit_bytes;
+  }
+  if (result.all_to_all.total_s > 0 && result.summary.num_ranks > 0) {  // per rank, as the table's line
+    j["all_to_all_per_rank_s"] = result.all_to_all.total_s / result.summary.num_ranks;
+    j["all_to_all_hidden_per_rank_s"] = result.all_to_all.hidden_s / result.summary.num_ranks;
+  }
+  if (source.parameters) j["parameters"] = *source.parameters;
+  if (source.active_parameters) j["active_parameters"] = *source.active_parameters;
+  std::cout << printable_json(j.dump()) << "\n";
+}
+
 int run_simulate(const std::vector<std::string>& args) {
   SimulateOptions s;
   po::options_description options("ppsim simulate [options]");
@@ -371,20 +428,7 @@ int run_simulate(const std::vector<std::string>& args) {
   // interleaved-1f1b without --chunks runs 2 stages per rank: derive the model's costs for them.
   if (!s.model.empty() && compiled.num_ranks > 0 && compiled.num_stages != s.params.num_ranks * s.params.chunks)
     source = cost_source(s, vm, compiled.num_stages / compiled.num_ranks);
-  if (s.steady_state && !s.trace.empty())
-    throw UsageError("--steady-state with --trace " + s.trace +
-                     ": a trace holds one isolated iteration; leave one out");
-  if (s.steady_state)
-    check_schedule_size("--steady-state: " + std::to_string(sim::kSteadyStateIterations) + " iterations of " +
-                            std::to_string(compiled.instructions.size()) + " instructions",
-                        ScheduleSize{saturating_product(static_cast<std::int64_t>(compiled.instructions.size()),
-                                                        sim::kSteadyStateIterations),
-                                     0, 0});
-  if (!s.trace.empty())
-    check_schedule_size("--trace " + s.trace + ": the predicted trace of " +
-                            std::to_string(compiled.instructions.size()) + " instructions",
-                        ScheduleSize{static_cast<std::int64_t>(compiled.instructions.size()), 0, 0},
-                        kTraceBytesPerInstruction);
+  check_output_sizes(s, compiled);
   if (source.profile) {
     // A profile measured on S stages predicts schedules of V*S stages (or S/k) of the same model.
     sim::check_profile_fits(*source.profile, compiled, s.profile);
@@ -413,38 +457,11 @@ int run_simulate(const std::vector<std::string>& args) {
     }
   }();
   if (!s.trace.empty()) traces::write_trace(result.trace, s.trace);
-  std::optional<sim::PredictionInterval> interval;
-  if (source.profile) {
-    // The same prediction from the profile moved to the ends of what it estimated.
-    sim::SimOptions quick = sim_options;
-    quick.build_trace = false;
-    const auto simulate_profile = [&](const sim::Profile& moved) {
-      sim::CostModel costs =
-          sim::cost_model_from_profile(sim::profile_for_stages(moved, compiled.num_stages, s.profile));
-      if (recomputation_of(s) == sim::Recomputation::full) recompute_profile_stages(moved, costs, s.profile);
-      return s.steady_state ? sim::simulate_steady_state(compiled, costs, source.topology, quick).iteration_time_s
-                            : sim::simulate(compiled, costs, source.topology, quick).summary.iteration_time_s;
-    };
-    interval = sim::prediction_interval(*source.profile, sim::splits_backward(compiled),
-                                        result.summary.iteration_time_s, simulate_profile);
-  }
+  const std::optional<sim::PredictionInterval> interval =
+      source.profile ? profile_interval(s, source, compiled, sim_options, result.summary.iteration_time_s)
+                     : std::nullopt;
   if (s.json) {
-    nlohmann::json j = sim::to_json(result.summary);
-    if (interval) {
-      j["iteration_time_interval_s"] = {interval->low_s, interval->high_s};
-      if (!interval->estimated.empty()) j["estimated"] = interval->estimated;
-    }
-    if (source.memory_limit_bytes > 0) {
-      j["max_mem_bytes"] = source.memory_limit_bytes;
-      j["fits_memory"] = result.summary.max_peak_memory_bytes() <= source.memory_limit_bytes;
-    }
-    if (result.all_to_all.total_s > 0 && result.summary.num_ranks > 0) {  // per rank, as the table's line
-      j["all_to_all_per_rank_s"] = result.all_to_all.total_s / result.summary.num_ranks;
-      j["all_to_all_hidden_per_rank_s"] = result.all_to_all.hidden_s / result.summary.num_ranks;
-    }
-    if (source.parameters) j["parameters"] = *source.parameters;
-    if (source.active_parameters) j["active_parameters"] = *source.active_parameters;
-    std::cout << printable_json(j.dump()) << "\n";
+    print_simulate_json(result, source, interval);
   } else {
     print_table(result.summary, result.all_to_all, source, interval);
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "pipescope/core/errors.hpp"
 
@@ -51,63 +52,74 @@ KernelFigures hopper_kernels() {
   return k;
 }
 
+// Memory sizes as the datasheets give them, in 10^9 bytes.
+constexpr std::int64_t decimal_gigabytes(std::int64_t n) { return n * 1000 * 1000 * 1000; }
+
+// H100 SXM: 132 SMs, 989 TFLOP/s dense BF16 and 1979 dense FP8, 3.35 TB/s HBM3, NVLink 4
+// (H100 datasheet). The H200 is the same chip with 141 GB of HBM3e at 4.8 TB/s (H200
+// datasheet), so the same kernel figures (measured on one: products and attention within 2 %
+// of the H100's, bench/kernels/results/h200.json) but its streaming kernels' share of the
+// faster memory, 0.84 (copies at 4.0 to 4.15 TB/s).
+void set_hopper(DeviceSpec& d, bool h200) {
+  d.peak_flops_per_s = 989e12;
+  d.peak_fp8_flops_per_s = 1979e12;
+  d.memory_bytes = h200 ? decimal_gigabytes(141) : decimal_gigabytes(80);
+  d.memory_bandwidth_bytes_per_s = h200 ? 4.8e12 : 3.35e12;
+  d.nvlink = {450e9, 2e-6};
+  d.kernels = hopper_kernels();
+  if (h200) d.kernels.memory_bandwidth_fraction = 0.84;
+}
+
+// B200 (DGX B200): 148 SMs, 2.25 PFLOP/s dense BF16 and 4.5 dense FP8, 180 GB of HBM3e at
+// 8 TB/s, NVLink 5 at 900 GB/s per direction (DGX B200 datasheet). No B200 kernel was
+// measured here: its fractions are the H100's, its attention the H100's curves scaled by the
+// peaks (docs/MODEL.md says what that assumes).
+void set_b200(DeviceSpec& d) {
+  d.peak_flops_per_s = 2.25e15;
+  d.peak_fp8_flops_per_s = 4.5e15;
+  d.memory_bytes = decimal_gigabytes(180);
+  d.memory_bandwidth_bytes_per_s = 8.0e12;
+  d.nvlink = {900e9, 2e-6};
+  d.kernels = hopper_kernels();
+  d.kernels.multiprocessors = 148;
+  d.kernels.flash_attention = scaled(kH100FlashAttention2, 2.25e15 / 989e12);
+  d.kernels.fused_attention = scaled(kH100Cudnn, 2.25e15 / 989e12);
+}
+
+// A100 SXM 80G: 108 SMs, 312 TFLOP/s dense bf16, 2.0 TB/s HBM2e, NVLink 3, no FP8. Both
+// fractions are fitted to end-to-end runs, not measured on lone kernels (docs/VALIDATION.md):
+// the peak fraction 0.77 (236 TFLOP/s for 8192^3) to all 55 published A100 runs, where a
+// cuBLAS-like 0.85 predicted them 10 to 20 % fast; the element-wise bandwidth fraction 0.675
+// (1.35 TB/s) to the Zero Bubble runs alone, Megatron-LM's held out, where the copy-like 0.9
+// left the small-hidden runs about 10 % fast. No attention curve: its core is priced as
+// products.
+void set_a100(DeviceSpec& d) {
+  d.peak_flops_per_s = 312e12;
+  d.memory_bytes = decimal_gigabytes(80);
+  d.memory_bandwidth_bytes_per_s = 2.0e12;
+  d.nvlink = {300e9, 2e-6};
+  d.kernels.gemm_peak_fraction = 0.77;
+  d.kernels.memory_bandwidth_fraction = 0.675;
+  d.kernels.multiprocessors = 108;
+  d.kernels.tile_m = 256;
+  d.kernels.tile_n = 128;
+  d.kernels.tile_k_overhead = 128;
+}
+
 }  // namespace
 
 DeviceSpec device_preset(const std::string& name) {
   DeviceSpec d;
   d.name = name;
-  if (name == "h100" || name == "h200") {
-    // H100 SXM: 132 SMs, 989 TFLOP/s dense BF16 and 1979 dense FP8, 3.35 TB/s HBM3, NVLink 4
-    // (H100 datasheet). The H200 is the same chip with 141 GB of HBM3e at 4.8 TB/s (H200
-    // datasheet), so the same kernel figures (measured on one: products and attention within 2 %
-    // of the H100's, bench/kernels/results/h200.json) but its streaming kernels' share of the
-    // faster memory, 0.84 (copies at 4.0 to 4.15 TB/s).
-    d.peak_flops_per_s = 989e12;
-    d.peak_fp8_flops_per_s = 1979e12;
-    d.memory_bytes = name == "h100" ? 80'000'000'000 : 141'000'000'000;
-    d.memory_bandwidth_bytes_per_s = name == "h100" ? 3.35e12 : 4.8e12;
-    d.nvlink = {450e9, 2e-6};
-    d.kernels = hopper_kernels();
-    if (name == "h200") d.kernels.memory_bandwidth_fraction = 0.84;
-    return d;
-  }
-  if (name == "b200") {
-    // B200 (DGX B200): 148 SMs, 2.25 PFLOP/s dense BF16 and 4.5 dense FP8, 180 GB of HBM3e at
-    // 8 TB/s, NVLink 5 at 900 GB/s per direction (DGX B200 datasheet). No B200 kernel was
-    // measured here: its fractions are the H100's, its attention the H100's curves scaled by the
-    // peaks (docs/MODEL.md says what that assumes).
-    d.peak_flops_per_s = 2.25e15;
-    d.peak_fp8_flops_per_s = 4.5e15;
-    d.memory_bytes = 180'000'000'000;
-    d.memory_bandwidth_bytes_per_s = 8.0e12;
-    d.nvlink = {900e9, 2e-6};
-    d.kernels = hopper_kernels();
-    d.kernels.multiprocessors = 148;
-    d.kernels.flash_attention = scaled(kH100FlashAttention2, 2.25e15 / 989e12);
-    d.kernels.fused_attention = scaled(kH100Cudnn, 2.25e15 / 989e12);
-    return d;
-  }
-  if (name == "a100") {
-    // A100 SXM 80G: 108 SMs, 312 TFLOP/s dense bf16, 2.0 TB/s HBM2e, NVLink 3, no FP8. Both
-    // fractions are fitted to end-to-end runs, not measured on lone kernels (docs/VALIDATION.md):
-    // the peak fraction 0.77 (236 TFLOP/s for 8192^3) to all 55 published A100 runs, where a
-    // cuBLAS-like 0.85 predicted them 10 to 20 % fast; the element-wise bandwidth fraction 0.675
-    // (1.35 TB/s) to the Zero Bubble runs alone, Megatron-LM's held out, where the copy-like 0.9
-    // left the small-hidden runs about 10 % fast. No attention curve: its core is priced as
-    // products.
-    d.peak_flops_per_s = 312e12;
-    d.memory_bytes = 80'000'000'000;
-    d.memory_bandwidth_bytes_per_s = 2.0e12;
-    d.nvlink = {300e9, 2e-6};
-    d.kernels.gemm_peak_fraction = 0.77;
-    d.kernels.memory_bandwidth_fraction = 0.675;
-    d.kernels.multiprocessors = 108;
-    d.kernels.tile_m = 256;
-    d.kernels.tile_n = 128;
-    d.kernels.tile_k_overhead = 128;
-    return d;
-  }
-  throw UsageError("--gpu: unknown device '" + name + "' (known: h100, h200, b200, a100)");
+  if (name == "h100" || name == "h200")
+    set_hopper(d, name == "h200");
+  else if (name == "b200")
+    set_b200(d);
+  else if (name == "a100")
+    set_a100(d);
+  else
+    throw UsageError("--gpu: unknown device '" + name + "' (known: h100, h200, b200, a100)");
+  return d;
 }
 
 std::vector<std::string> device_preset_names() { return {"h100", "h200", "b200", "a100"}; }

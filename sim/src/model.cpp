@@ -75,8 +75,9 @@ namespace {
 // Options that only mean something beside another one: refused, naming both, as Megatron does.
 void check_option_pairs(const ParallelConfig& parallel) {
   if (parallel.tp_comm_overlap && !parallel.sequence_parallel)
-    throw UsageError("--tp-comm-overlap needs --sequence-parallel (Transformer Engine overlaps sequence "
-                     "parallelism's all-gathers and reduce-scatters)");
+    throw UsageError(
+        "--tp-comm-overlap needs --sequence-parallel (Transformer Engine overlaps sequence "
+        "parallelism's all-gathers and reduce-scatters)");
   if (parallel.overlap_param_gather && !parallel.zero1)
     throw UsageError("--overlap-param-gather needs --use-distributed-optimizer (only it all-gathers parameters)");
   if (parallel.bucket_parameters < 0) throw UsageError("--ddp-bucket-size must be at least 1");
@@ -97,7 +98,8 @@ std::optional<std::string> tensor_parallel_problem(const ModelSpec& model, const
   const std::string option = "--tensor-parallel " + std::to_string(t);
   if (t < 1) return "--tensor-parallel must be at least 1";
   if (parallel.sequence_parallel && t == 1)
-    return std::string("--sequence-parallel needs --tensor-parallel above 1 (it splits what tensor parallelism replicates)");
+    return std::string(
+        "--sequence-parallel needs --tensor-parallel above 1 (it splits what tensor parallelism replicates)");
   if (t == 1) return std::nullopt;
   if (t > gpus_per_node)
     return option + ": more than the " + std::to_string(gpus_per_node) +
@@ -160,10 +162,10 @@ namespace {
 struct LayerKindCosts {
   LayerTimes times;
   LayerMemory memory;
-  std::int64_t parameters = 0;          // sharded over data x context parallelism
-  std::int64_t matrix_parameters = 0;   // the linear layers' weights (FP8 copies), experts' included
-  std::int64_t expert_parameters = 0;   // sharded over the expert data-parallel group
-  ExpertTimes experts;                  // of a MoE layer: its all-to-all, apart
+  std::int64_t parameters = 0;         // sharded over data x context parallelism
+  std::int64_t matrix_parameters = 0;  // the linear layers' weights (FP8 copies), experts' included
+  std::int64_t expert_parameters = 0;  // sharded over the expert data-parallel group
+  ExpertTimes experts;                 // of a MoE layer: its all-to-all, apart
 };
 
 LayerKindCosts dense_layer_costs(const ModelSpec& model, const DeviceSpec& device, const LayerLinks& links,
@@ -212,10 +214,33 @@ std::vector<int> moe_layers_per_stage(const ModelSpec& model, const std::vector<
   return moe;
 }
 
-}  // namespace
+// What every stage of one configuration shares: its layers by kind and their costs, the head's,
+// the two gradient groups' topologies and the sizes the stages' figures scale with.
+struct StageInputs {
+  const ModelSpec& model;
+  const DeviceSpec& device;
+  const ParallelConfig& parallel;
+  Topology topology{};
+  Topology expert_topology{};
+  int num_stages = 0;
+  std::vector<int> layers{};
+  std::vector<int> moe_layers{};
+  LayerKindCosts dense{};
+  LayerKindCosts moe{};
+  HeadTimes head{};
+  int expert_shards = 1;
+  std::int64_t embedding_parameters = 0;
+  double s = 0, b = 0, h = 0, vocab_on_rank = 0;
+  int shards = 1;
+  double optimizer_bytes_per_parameter = 0;
+  bool fp8 = false;
+  double hidden_state_bytes = 0;
+};
 
-CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const Topology& topology_in,
-                       const ParallelConfig& parallel) {
+// The configuration checked (UsageError naming what the model, the node or the device cannot
+// take), and what its stages share.
+StageInputs stage_inputs(const ModelSpec& model, const DeviceSpec& device, const Topology& topology_in,
+                         const ParallelConfig& parallel) {
   if (parallel.pipeline < 1 || parallel.chunks < 1 || parallel.data_parallel < 1 || parallel.micro_batch_size < 1)
     throw UsageError("pipeline, chunks, data-parallel and micro-batch sizes must be at least 1");
   if (auto problem = tensor_parallel_problem(model, parallel, topology_in.gpus_per_node)) throw UsageError(*problem);
@@ -223,149 +248,201 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
   if (auto problem = precision_problem(device, parallel)) throw UsageError(*problem);
   if (auto problem = expert_parallel_problem(model, parallel, topology_in.gpus_per_node)) throw UsageError(*problem);
   check_option_pairs(parallel);
-  const Topology topology = with_parallel_layout(topology_in, parallel);
-  const int num_stages = parallel.pipeline * parallel.chunks;
-  const std::vector<int> layers = stage_layers(model, parallel);
+  StageInputs in{
+      .model = model, .device = device, .parallel = parallel, .topology = with_parallel_layout(topology_in, parallel)};
+  const Topology& topology = in.topology;
+  in.num_stages = parallel.pipeline * parallel.chunks;
+  in.layers = stage_layers(model, parallel);
   const int tp = parallel.tensor_parallel;
   // Tensor parallelism stays inside a node: its collectives run on NVLink.
   const LayerLinks links{topology.intra_node, context_parallel_link(topology, parallel)};
-  const LayerKindCosts dense = dense_layer_costs(model, device, links, parallel);
-  const LayerKindCosts moe = moe_layer_costs(
-      model, device, links, ExpertLinks{topology.intra_node, topology.inter_node, topology.gpus_per_node}, parallel);
-  const LayerTimes& layer = dense.times;
-  const LayerMemory& layer_bytes = dense.memory;
-  const std::vector<int> moe_layers = moe_layers_per_stage(model, layers);
-  const HeadTimes head = head_times(model, device, parallel);
+  in.dense = dense_layer_costs(model, device, links, parallel);
+  in.moe = moe_layer_costs(model, device, links,
+                           ExpertLinks{topology.intra_node, topology.inter_node, topology.gpus_per_node}, parallel);
+  in.moe_layers = moe_layers_per_stage(model, in.layers);
+  in.head = head_times(model, device, parallel);
   // The routed experts' gradients are reduced, and their optimizer state sharded, over the
   // expert data-parallel group: members EP x ETP apart (Megatron's "tp-ep-dp-pp" expert order).
-  Topology expert_topology = topology;
-  expert_topology.data_parallel = parallel.expert_data_parallel();
-  expert_topology.data_parallel_stride = parallel.expert_parallel * parallel.expert_tp();
-  const int expert_shards = parallel.zero1 ? parallel.expert_data_parallel() : 1;
-  const std::int64_t embedding_parameters = model.embedding_parameters() / tp;  // vocabulary-parallel
+  in.expert_topology = topology;
+  in.expert_topology.data_parallel = parallel.expert_data_parallel();
+  in.expert_topology.data_parallel_stride = parallel.expert_parallel * parallel.expert_tp();
+  in.expert_shards = parallel.zero1 ? parallel.expert_data_parallel() : 1;
+  in.embedding_parameters = model.embedding_parameters() / tp;  // vocabulary-parallel
   // The rank's tokens of a micro-batch: context parallelism splits each sequence.
-  const double s = static_cast<double>(model.seq) / parallel.context_parallel;
-  const double b = parallel.micro_batch_size;
-  const double h = model.hidden;
-  const double vocab_on_rank = static_cast<double>(model.vocab) / tp;
-  const int dp = parallel.data_parallel;
+  in.s = static_cast<double>(model.seq) / parallel.context_parallel;
+  in.b = parallel.micro_batch_size;
+  in.h = model.hidden;
+  in.vocab_on_rank = static_cast<double>(model.vocab) / tp;
   // The distributed optimizer shards its state over the gradients' group (DP x CP).
-  const int shards = parallel.zero1 ? parallel.gradient_group() : 1;
-  const double optimizer_bytes_per_parameter = 16.0 / shards;
-  const bool fp8 = parallel.fp8 != Fp8Format::none;
+  in.shards = parallel.zero1 ? parallel.gradient_group() : 1;
+  in.optimizer_bytes_per_parameter = 16.0 / in.shards;
+  in.fp8 = parallel.fp8 != Fp8Format::none;
   // With sequence parallelism the stage's output is split over the tensor-parallel ranks and
   // each sends its part (Megatron's scatter-gather optimisation).
-  const double hidden_state_bytes = 2.0 * s * b * h / (parallel.sequence_parallel ? tp : 1);
+  in.hidden_state_bytes = 2.0 * in.s * in.b * in.h / (parallel.sequence_parallel ? tp : 1);
+  return in;
+}
 
+// One stage's parameters on the rank: all of them (experts' included), the routed experts',
+// and the linear layers' (what FP8 copies).
+struct StageParameters {
+  std::int64_t all = 0;
+  std::int64_t experts = 0;
+  std::int64_t matrix = 0;
+};
+
+StageParameters stage_parameters(const StageInputs& in, int st) {
+  const bool first = st == 0;
+  const bool last = st == in.num_stages - 1;
+  const int layers = in.layers[st];
+  const int moe_layers = in.moe_layers[st];
+  StageParameters p;
+  p.experts = moe_layers * in.moe.expert_parameters;
+  p.all = static_cast<std::int64_t>(layers - moe_layers) * in.dense.parameters + moe_layers * in.moe.parameters;
+  if (first) p.all += in.embedding_parameters;
+  if (last && !(first && in.model.tied_embeddings)) p.all += in.embedding_parameters + 2 * in.model.hidden;
+  p.matrix = static_cast<std::int64_t>(layers - moe_layers) * in.dense.matrix_parameters +
+             moe_layers * in.moe.matrix_parameters;
+  return p;
+}
+
+// The stage's passes: their times, their tensor-parallel collectives and the experts'
+// all-to-all inside them.
+void set_stage_times(StageCost& c, const StageInputs& in, int st) {
+  const bool last = st == in.num_stages - 1;
+  const double n = in.layers[st] - in.moe_layers[st];  // dense layers
+  const double n_moe = in.moe_layers[st];
+  const LayerTimes& layer = in.dense.times;
+  const LayerTimes& m = in.moe.times;
+  c.tensor_parallel_f_s = n * layer.tp_f_s + n_moe * m.tp_f_s;
+  c.tensor_parallel_b_s = n * (layer.tp_b_s + layer.recompute_tp_s) + n_moe * (m.tp_b_s + m.recompute_tp_s);
+  // The backward first runs again what recomputation dropped.
+  c.f_s = n * layer.f_s + n_moe * m.f_s + c.tensor_parallel_f_s;
+  c.b_s = n * (layer.b_s + layer.recompute_s) + n_moe * (m.b_s + m.recompute_s) + c.tensor_parallel_b_s;
+  c.w_s = n * layer.w_s + n_moe * m.w_s;
+  if (last) {
+    c.f_s += in.head.f_s;
+    c.b_s += in.head.b_s;
+    c.w_s += in.head.w_s;
+  }
+  // The experts' all-to-all inside those passes, apart, for the schedules that overlap it.
+  // Full recomputation runs the forward's dispatch and combine again in the backward.
+  const ExpertTimes& e = in.moe.experts;
+  const double recomputed = in.parallel.recomputation == Recomputation::full ? 1.0 : 0.0;
+  c.all_to_all.moe_layers = in.moe_layers[st];
+  c.all_to_all.group_size = std::max(in.parallel.expert_parallel, 1);
+  c.all_to_all.dispatch_f_s = n_moe * e.dispatch_f_s;
+  c.all_to_all.combine_f_s = n_moe * e.combine_f_s;
+  c.all_to_all.dispatch_b_s = n_moe * (e.dispatch_b_s + recomputed * e.dispatch_f_s);
+  c.all_to_all.combine_b_s = n_moe * (e.combine_b_s + recomputed * e.combine_f_s);
+  c.all_to_all.dispatch_bytes = static_cast<std::int64_t>(e.dispatch_bytes);
+  c.all_to_all.combine_bytes = static_cast<std::int64_t>(e.combine_bytes);
+  const double hidden_tp_s = n * layer.tp_b_hidden_s + n_moe * m.tp_b_hidden_s;
+  if (layer.tp_b_hidden_s > 0 || m.tp_b_hidden_s > 0) c.full_backward_s = c.b_s + c.w_s - hidden_tp_s;
+}
+
+// The stage's memory: a micro-batch's activations and weight-gradient inputs, the static
+// weights and optimizer state, and its output.
+void set_stage_memory(StageCost& c, const StageInputs& in, int st, const StageParameters& p) {
+  const bool last = st == in.num_stages - 1;
+  const double n = in.layers[st] - in.moe_layers[st];  // dense layers
+  const double n_moe = in.moe_layers[st];
+  const LayerMemory& layer_bytes = in.dense.memory;
+  const ModelSpec& model = in.model;
+  const ParallelConfig& parallel = in.parallel;
+  double held = n * static_cast<double>(layer_bytes.held_bytes) + n_moe * static_cast<double>(in.moe.memory.held_bytes);
+  double stash = n * static_cast<double>(layer_bytes.weight_stash_bytes) +
+                 n_moe * static_cast<double>(in.moe.memory.weight_stash_bytes);
+  if (last) {
+    held += 4.0 * in.s * in.b * in.vocab_on_rank;  // fp32 logits for the loss
+    stash += 2.0 * in.s * in.b * in.h;
+  }
+  c.f_mem_bytes = memory_figure_bytes(held, "a stage's activations of one micro-batch", model, parallel);
+  c.w_mem_bytes = -memory_figure_bytes(stash, "a stage's weight-gradient inputs of one micro-batch", model, parallel);
+  c.b_mem_bytes = -c.f_mem_bytes - c.w_mem_bytes;
+
+  // 16-bit weights and gradients, plus fp32 master weights, momentum and variance (and fp32
+  // gradient accumulation): 16 bytes per parameter, sharded by the distributed optimizer.
+  // Under FP8 Transformer Engine keeps an FP8 copy of each linear weight and of its transpose
+  // beside the 16-bit one; with --fp8-param-gather those two replace it. Recomputation rebuilds
+  // one layer at a time, charged throughout (a stage of only the embedding or head rebuilds none).
+  const double fp8_copy_bytes = in.fp8 && !parallel.fp8_param_gather ? 2.0 * static_cast<double>(p.matrix) : 0.0;
+  const std::int64_t rebuilt_bytes = std::max(in.layers[st] > in.moe_layers[st] ? layer_bytes.rebuilt_bytes : 0,
+                                              in.moe_layers[st] > 0 ? in.moe.memory.rebuilt_bytes : 0);
+  c.static_bytes = memory_figure_bytes(static_cast<double>(p.all) * (4.0 + in.optimizer_bytes_per_parameter) +
+                                           static_cast<double>(p.experts) * (4.0 + 16.0 / in.expert_shards) +
+                                           fp8_copy_bytes + static_cast<double>(rebuilt_bytes),
+                                       "a stage's weights and optimizer state", model, parallel);
+  c.activation_bytes = memory_figure_bytes(in.hidden_state_bytes, "a stage's output", model, parallel);
+}
+
+// The distributed optimizer's all-gather of the updated parameters: after the step, or beside
+// the next forward, bucket by bucket.
+double parameter_gather_s(const StageInputs& in, int st, const StageParameters& p, std::int64_t bucket_count) {
+  const ParallelConfig& parallel = in.parallel;
+  const double parameter_bytes =
+      parallel.fp8_param_gather ? static_cast<double>(p.matrix - p.experts) + 2.0 * (p.all - (p.matrix - p.experts))
+                                : 2.0 * static_cast<double>(p.all);
+  double gather_s = data_parallel_all_gather_s(static_cast<std::int64_t>(parameter_bytes), in.topology);
+  if (p.experts > 0)
+    gather_s += data_parallel_all_gather_s((parallel.fp8_param_gather ? 1 : 2) * p.experts, in.expert_topology);
+  // Beside the next forward, bucket by bucket, each chunk's before its first forward needs
+  // it: the first chunk waits for its first bucket, later chunks' gathers run behind the
+  // earlier chunks' forwards. Without the overlap the gather follows the step.
+  const bool first_chunk = st < parallel.pipeline;
+  return parallel.overlap_param_gather ? (first_chunk ? gather_s / static_cast<double>(bucket_count) : 0.0) : gather_s;
+}
+
+// The stage's gradient reductions and optimizer step.
+void set_stage_reductions(StageCost& c, const StageInputs& in, int st, const StageParameters& p) {
+  const bool first = st == 0;
+  const bool last = st == in.num_stages - 1;
+  const ParallelConfig& parallel = in.parallel;
+  const Topology& topology = in.topology;
+  // 16-bit gradients: all-reduced, or reduce-scattered by the distributed optimizer, which then
+  // all-gathers the updated 16-bit parameters (FP8 ones under --fp8-param-gather).
+  const std::int64_t gradient_bytes = p.all * 2;
+  c.reduce_grads_s = parallel.zero1 ? data_parallel_reduce_scatter_s(gradient_bytes, topology)
+                                    : data_parallel_all_reduce_s(gradient_bytes, topology);
+  if (p.experts > 0)
+    c.reduce_grads_s += parallel.zero1 ? data_parallel_reduce_scatter_s(p.experts * 2, in.expert_topology)
+                                       : data_parallel_all_reduce_s(p.experts * 2, in.expert_topology);
+  const std::int64_t bucket_count =
+      parallel.bucket_parameters > 0
+          ? std::max<std::int64_t>(1, (p.all + parallel.bucket_parameters - 1) / parallel.bucket_parameters)
+          : std::max(in.layers[st], 1);
+  if (parallel.overlap_grad_reduce && c.reduce_grads_s > 0) {
+    // A bucket's gradients are final as the backward leaves its layers; the first stage's
+    // embedding only at the end of the pass, so its share runs after the backward.
+    c.reduce_grads_buckets = static_cast<int>(std::min<std::int64_t>(bucket_count, 1 << 20));
+    if (first) c.reduce_grads_last_s = c.reduce_grads_s * static_cast<double>(in.embedding_parameters) / p.all;
+  }
+  c.optimizer_s = (static_cast<double>(p.all) / in.shards + static_cast<double>(p.experts) / in.expert_shards) * 32.0 /
+                  in.device.memory_bandwidth_bytes_per_s;
+  // Delayed scaling casts each linear weight to FP8 (and transposes it) once an iteration.
+  if (in.fp8 && !parallel.fp8_param_gather)
+    c.optimizer_s += memory_bound_time_s(4.0 * static_cast<double>(p.matrix), in.device);
+  if (parallel.zero1) c.optimizer_s += parameter_gather_s(in, st, p, bucket_count);
+  if (in.model.tied_embeddings && in.num_stages > 1 && (first || last))
+    c.reduce_tied_s =
+        ring_all_reduce_s(in.embedding_parameters * 2, 2, topology.link_between(0, parallel.pipeline - 1));
+}
+
+}  // namespace
+
+CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const Topology& topology_in,
+                       const ParallelConfig& parallel) {
+  const StageInputs in = stage_inputs(model, device, topology_in, parallel);
   CostModel costs;
   costs.transfer_model = TransferModel::Links;
   costs.micro_batch_size = parallel.micro_batch_size;
-  costs.data_parallel = dp;
-  for (int st = 0; st < num_stages; ++st) {
-    const bool first = st == 0;
-    const bool last = st == num_stages - 1;
-    const double n = layers[st] - moe_layers[st];  // dense layers
-    const double n_moe = moe_layers[st];
-    const std::int64_t expert_parameters = moe_layers[st] * moe.expert_parameters;
-    std::int64_t parameters = static_cast<std::int64_t>(layers[st] - moe_layers[st]) * dense.parameters +
-                              moe_layers[st] * moe.parameters;
-    if (first) parameters += embedding_parameters;
-    if (last && !(first && model.tied_embeddings)) parameters += embedding_parameters + 2 * model.hidden;
-
+  costs.data_parallel = parallel.data_parallel;
+  for (int st = 0; st < in.num_stages; ++st) {
+    const StageParameters p = stage_parameters(in, st);
     StageCost c;
-    const LayerTimes& m = moe.times;
-    c.tensor_parallel_f_s = n * layer.tp_f_s + n_moe * m.tp_f_s;
-    c.tensor_parallel_b_s = n * (layer.tp_b_s + layer.recompute_tp_s) + n_moe * (m.tp_b_s + m.recompute_tp_s);
-    // The backward first runs again what recomputation dropped.
-    c.f_s = n * layer.f_s + n_moe * m.f_s + c.tensor_parallel_f_s;
-    c.b_s = n * (layer.b_s + layer.recompute_s) + n_moe * (m.b_s + m.recompute_s) + c.tensor_parallel_b_s;
-    c.w_s = n * layer.w_s + n_moe * m.w_s;
-    if (last) {
-      c.f_s += head.f_s;
-      c.b_s += head.b_s;
-      c.w_s += head.w_s;
-    }
-    // The experts' all-to-all inside those passes, apart, for the schedules that overlap it.
-    // Full recomputation runs the forward's dispatch and combine again in the backward.
-    const ExpertTimes& e = moe.experts;
-    const double recomputed = parallel.recomputation == Recomputation::full ? 1.0 : 0.0;
-    c.all_to_all.moe_layers = moe_layers[st];
-    c.all_to_all.group_size = std::max(parallel.expert_parallel, 1);
-    c.all_to_all.dispatch_f_s = n_moe * e.dispatch_f_s;
-    c.all_to_all.combine_f_s = n_moe * e.combine_f_s;
-    c.all_to_all.dispatch_b_s = n_moe * (e.dispatch_b_s + recomputed * e.dispatch_f_s);
-    c.all_to_all.combine_b_s = n_moe * (e.combine_b_s + recomputed * e.combine_f_s);
-    c.all_to_all.dispatch_bytes = static_cast<std::int64_t>(e.dispatch_bytes);
-    c.all_to_all.combine_bytes = static_cast<std::int64_t>(e.combine_bytes);
-    const double hidden_tp_s = n * layer.tp_b_hidden_s + n_moe * m.tp_b_hidden_s;
-    if (layer.tp_b_hidden_s > 0 || m.tp_b_hidden_s > 0) c.full_backward_s = c.b_s + c.w_s - hidden_tp_s;
-
-    double held = n * static_cast<double>(layer_bytes.held_bytes) + n_moe * static_cast<double>(moe.memory.held_bytes);
-    double stash = n * static_cast<double>(layer_bytes.weight_stash_bytes) +
-                   n_moe * static_cast<double>(moe.memory.weight_stash_bytes);
-    if (last) {
-      held += 4.0 * s * b * vocab_on_rank;  // fp32 logits for the loss
-      stash += 2.0 * s * b * h;
-    }
-    c.f_mem_bytes = memory_figure_bytes(held, "a stage's activations of one micro-batch", model, parallel);
-    c.w_mem_bytes = -memory_figure_bytes(stash, "a stage's weight-gradient inputs of one micro-batch", model, parallel);
-    c.b_mem_bytes = -c.f_mem_bytes - c.w_mem_bytes;
-
-    // 16-bit weights and gradients, plus fp32 master weights, momentum and variance (and fp32
-    // gradient accumulation): 16 bytes per parameter, sharded by the distributed optimizer.
-    // Under FP8 Transformer Engine keeps an FP8 copy of each linear weight and of its transpose
-    // beside the 16-bit one; with --fp8-param-gather those two replace it. Recomputation rebuilds
-    // one layer at a time, charged throughout (a stage of only the embedding or head rebuilds none).
-    const std::int64_t matrix_parameters = static_cast<std::int64_t>(layers[st] - moe_layers[st]) * dense.matrix_parameters +
-                                           moe_layers[st] * moe.matrix_parameters;
-    const double fp8_copy_bytes = fp8 && !parallel.fp8_param_gather ? 2.0 * static_cast<double>(matrix_parameters) : 0.0;
-    const std::int64_t rebuilt_bytes = std::max(layers[st] > moe_layers[st] ? layer_bytes.rebuilt_bytes : 0,
-                                                moe_layers[st] > 0 ? moe.memory.rebuilt_bytes : 0);
-    c.static_bytes = memory_figure_bytes(static_cast<double>(parameters) * (4.0 + optimizer_bytes_per_parameter) +
-                                             static_cast<double>(expert_parameters) * (4.0 + 16.0 / expert_shards) +
-                                             fp8_copy_bytes + static_cast<double>(rebuilt_bytes),
-                                         "a stage's weights and optimizer state", model, parallel);
-    c.activation_bytes = memory_figure_bytes(hidden_state_bytes, "a stage's output", model, parallel);
-    // 16-bit gradients: all-reduced, or reduce-scattered by the distributed optimizer, which then
-    // all-gathers the updated 16-bit parameters (FP8 ones under --fp8-param-gather).
-    const std::int64_t gradient_bytes = parameters * 2;
-    c.reduce_grads_s = parallel.zero1 ? data_parallel_reduce_scatter_s(gradient_bytes, topology)
-                                      : data_parallel_all_reduce_s(gradient_bytes, topology);
-    if (expert_parameters > 0)
-      c.reduce_grads_s += parallel.zero1 ? data_parallel_reduce_scatter_s(expert_parameters * 2, expert_topology)
-                                         : data_parallel_all_reduce_s(expert_parameters * 2, expert_topology);
-    const std::int64_t bucket_count =
-        parallel.bucket_parameters > 0 ? std::max<std::int64_t>(1, (parameters + parallel.bucket_parameters - 1) /
-                                                                        parallel.bucket_parameters)
-                                       : std::max(layers[st], 1);
-    if (parallel.overlap_grad_reduce && c.reduce_grads_s > 0) {
-      // A bucket's gradients are final as the backward leaves its layers; the first stage's
-      // embedding only at the end of the pass, so its share runs after the backward.
-      c.reduce_grads_buckets = static_cast<int>(std::min<std::int64_t>(bucket_count, 1 << 20));
-      if (first) c.reduce_grads_last_s = c.reduce_grads_s * static_cast<double>(embedding_parameters) / parameters;
-    }
-    c.optimizer_s = (static_cast<double>(parameters) / shards + static_cast<double>(expert_parameters) / expert_shards) *
-                    32.0 / device.memory_bandwidth_bytes_per_s;
-    // Delayed scaling casts each linear weight to FP8 (and transposes it) once an iteration.
-    if (fp8 && !parallel.fp8_param_gather)
-      c.optimizer_s += memory_bound_time_s(4.0 * static_cast<double>(matrix_parameters), device);
-    if (parallel.zero1) {
-      const double parameter_bytes = parallel.fp8_param_gather
-                                         ? static_cast<double>(matrix_parameters - expert_parameters) +
-                                               2.0 * (parameters - (matrix_parameters - expert_parameters))
-                                         : 2.0 * static_cast<double>(parameters);
-      double gather_s = data_parallel_all_gather_s(static_cast<std::int64_t>(parameter_bytes), topology);
-      if (expert_parameters > 0)
-        gather_s += data_parallel_all_gather_s((parallel.fp8_param_gather ? 1 : 2) * expert_parameters, expert_topology);
-      // Beside the next forward, bucket by bucket, each chunk's before its first forward needs
-      // it: the first chunk waits for its first bucket, later chunks' gathers run behind the
-      // earlier chunks' forwards. Without the overlap the gather follows the step.
-      const bool first_chunk = st < parallel.pipeline;
-      c.optimizer_s += parallel.overlap_param_gather ? (first_chunk ? gather_s / static_cast<double>(bucket_count) : 0.0)
-                                                     : gather_s;
-    }
-    if (model.tied_embeddings && num_stages > 1 && (first || last))
-      c.reduce_tied_s = ring_all_reduce_s(embedding_parameters * 2, 2, topology.link_between(0, parallel.pipeline - 1));
+    set_stage_times(c, in, st);
+    set_stage_memory(c, in, st, p);
+    set_stage_reductions(c, in, st, p);
     costs.stages.push_back(c);
   }
   return costs;
@@ -376,8 +453,9 @@ StageCost recompute_measured_stage(StageCost c, int stage_layers, int run_layers
     throw UsageError("recomputation in runs of " + std::to_string(run_layers) + " layer(s) of a stage of " +
                      std::to_string(stage_layers) + ": both must be at least 1");
   if (c.activation_bytes <= 0)
-    throw UsageError("--recompute: the profile has no stage-to-stage transfer size to take a layer's input from "
-                     "(a profile of one stage): calibrate on two pipeline ranks or more");
+    throw UsageError(
+        "--recompute: the profile has no stage-to-stage transfer size to take a layer's input from "
+        "(a profile of one stage): calibrate on two pipeline ranks or more");
   const int run = std::min(run_layers, stage_layers);
   const std::int64_t runs = (stage_layers + run - 1) / run;
   const std::int64_t measured_held = c.f_mem_bytes;
