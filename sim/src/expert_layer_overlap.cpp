@@ -75,14 +75,14 @@ OverlappedStep overlapped_step(double forward_compute_s, const ExpertAllToAll& f
   return step;
 }
 
-const char* all_to_all_event_name(AllToAllPiece::Kind kind) {
+traces::EventKind all_to_all_event_kind(AllToAllPiece::Kind kind) {
   switch (kind) {
-    case AllToAllPiece::Kind::DispatchF: return "ALL_TO_ALL_DISPATCH_F";
-    case AllToAllPiece::Kind::CombineF: return "ALL_TO_ALL_COMBINE_F";
-    case AllToAllPiece::Kind::DispatchB: return "ALL_TO_ALL_DISPATCH_B";
-    case AllToAllPiece::Kind::CombineB: return "ALL_TO_ALL_COMBINE_B";
+    case AllToAllPiece::Kind::DispatchF: return traces::EventKind::AllToAllDispatchForward;
+    case AllToAllPiece::Kind::CombineF: return traces::EventKind::AllToAllCombineForward;
+    case AllToAllPiece::Kind::DispatchB: return traces::EventKind::AllToAllDispatchBackward;
+    case AllToAllPiece::Kind::CombineB: return traces::EventKind::AllToAllCombineBackward;
   }
-  return "ALL_TO_ALL";
+  return traces::EventKind::Other;
 }
 
 }  // namespace pipescope::sim

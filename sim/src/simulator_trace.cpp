@@ -64,8 +64,8 @@ void Engine::add_all_to_all_events(std::int32_t rank, const CompiledInstruction&
     traces::TraceEvent& e =
         lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + static_cast<int>(traces::Lane::Collective)]
             .back();
-    e.name = all_to_all_event_name(piece.kind);
-    e.kind = traces::event_kind_from_name(e.name);
+    e.kind = all_to_all_event_kind(piece.kind);
+    e.name = traces::event_kind_name(e.kind);
     // The dispatch's reverse carries BF16 gradients even when the dispatch sent FP8.
     e.bytes = piece.kind == AllToAllPiece::Kind::DispatchF ? a2a.dispatch_bytes : a2a.combine_bytes;
   }

@@ -102,7 +102,8 @@ TEST_CASE("an overlapped F&B step takes the longer of its compute and its all-to
   two.moe_layers = 2;
   CHECK(overlapped_step(8, two, 16, two).length_s() <= 16 + 8);
   CHECK(overlapped_step(8, two, 16, two).length_s() >= 24);
-  CHECK(all_to_all_event_name(Kind::CombineB) == std::string("ALL_TO_ALL_COMBINE_B"));
+  CHECK(all_to_all_event_kind(Kind::CombineB) == traces::EventKind::AllToAllCombineBackward);
+  CHECK(traces::event_kind_name(all_to_all_event_kind(Kind::DispatchF)) == "ALL_TO_ALL_DISPATCH_F");
 }
 
 TEST_CASE("DualPipeV's F&B steps hide a MoE model's all-to-all, and change nothing for a dense model") {
@@ -115,8 +116,10 @@ TEST_CASE("DualPipeV's F&B steps hide a MoE model's all-to-all, and change nothi
   CHECK(moe.stages[0].all_to_all.forward_s() > 0);
   CHECK(moe.stages[0].all_to_all.dispatch_bytes == 4096LL * 2 * 4096 * 2);
 
-  const SimResult overlapped = simulate(dualpipev_compiled(true), moe, with_parallel_layout(topology, moe_overlap_layout(2)));
-  const SimResult serial = simulate(dualpipev_compiled(false), moe, with_parallel_layout(topology, moe_overlap_layout(2)));
+  const SimResult overlapped =
+      simulate(dualpipev_compiled(true), moe, with_parallel_layout(topology, moe_overlap_layout(2)));
+  const SimResult serial =
+      simulate(dualpipev_compiled(false), moe, with_parallel_layout(topology, moe_overlap_layout(2)));
   CHECK(overlapped.all_to_all.overlapped_pairs > 0);
   CHECK(overlapped.all_to_all.hidden_s > 0);
   CHECK(overlapped.all_to_all.hidden_s < overlapped.all_to_all.total_s);
@@ -137,7 +140,8 @@ TEST_CASE("DualPipeV's F&B steps hide a MoE model's all-to-all, and change nothi
 }
 
 TEST_CASE("1F1B predicts what it did before unless Megatron's all-to-all overlap is asked for") {
-  const CostModel moe = derive_costs(resolve_model("mixtral-8x7b"), device_preset("h100"), Topology{}, moe_overlap_layout(1));
+  const CostModel moe =
+      derive_costs(resolve_model("mixtral-8x7b"), device_preset("h100"), Topology{}, moe_overlap_layout(1));
   CostModel folded = moe;
   for (StageCost& c : folded.stages) c.all_to_all = {};
   const CompiledSchedule one_f_one_b = compile(lower(one_f_one_b_order(moe_overlap_params(1))));
@@ -157,7 +161,8 @@ TEST_CASE("1F1B predicts what it did before unless Megatron's all-to-all overlap
   CHECK(paired.all_to_all.hidden_s > 0);
   // Interleaved 1F1B, where Megatron offers the overlap: its pairs hide some and the step is shorter.
   const Topology topology = with_parallel_layout(nodes_of_4(), moe_overlap_layout(2));
-  const CostModel moe2 = derive_costs(resolve_model("mixtral-8x7b"), device_preset("h100"), nodes_of_4(), moe_overlap_layout(2));
+  const CostModel moe2 =
+      derive_costs(resolve_model("mixtral-8x7b"), device_preset("h100"), nodes_of_4(), moe_overlap_layout(2));
   CostModel megatron2 = moe2;
   megatron2.overlap_moe_all_to_all = true;
   const CompiledSchedule interleaved = compile(lower(interleaved_1f1b_order(moe_overlap_params(2))));
@@ -180,8 +185,9 @@ TEST_CASE("1F1B predicts what it did before unless Megatron's all-to-all overlap
 
 TEST_CASE("ppsim simulate's --overlap-moe-expert-parallel-comm: interleaved-1f1b of a MoE model only, said in one line",
           "[cli]") {
-  const std::string mixtral = "simulate --stages 4 --micro-batches 16 --model mixtral-8x7b --data-parallel 8 "
-                              "--expert-parallel 8 --gpus-per-node 4 ";
+  const std::string mixtral =
+      "simulate --stages 4 --micro-batches 16 --model mixtral-8x7b --data-parallel 8 "
+      "--expert-parallel 8 --gpus-per-node 4 ";
   const ppsim_test::PpsimRun plain = ppsim_test::run_ppsim(mixtral + "--schedule interleaved-1f1b");
   const ppsim_test::PpsimRun overlapped =
       ppsim_test::run_ppsim(mixtral + "--schedule interleaved-1f1b --overlap-moe-expert-parallel-comm");
@@ -199,16 +205,17 @@ TEST_CASE("ppsim simulate's --overlap-moe-expert-parallel-comm: interleaved-1f1b
   REQUIRE(json.status == 0);
   CHECK(json.out.find("\"all_to_all_hidden_per_rank_s\"") != std::string::npos);
 
-  const ppsim_test::PpsimRun dense =
-      ppsim_test::run_ppsim("simulate --schedule dualpipev --stages 4 --micro-batches 16 --model llama-3-8b --data-parallel 8");
+  const ppsim_test::PpsimRun dense = ppsim_test::run_ppsim(
+      "simulate --schedule dualpipev --stages 4 --micro-batches 16 --model llama-3-8b --data-parallel 8");
   REQUIRE(dense.status == 0);
   CHECK(dense.out.find("all-to-all") == std::string::npos);
 
-  for (const std::string& bad : {mixtral + "--schedule 1f1b --overlap-moe-expert-parallel-comm",
-                                 mixtral + "--schedule zbv --overlap-moe-expert-parallel-comm",
-                                 std::string("simulate --schedule interleaved-1f1b --stages 4 --micro-batches 8 --model llama-3-8b "
-                                             "--overlap-moe-expert-parallel-comm"),
-                                 std::string("simulate --schedule interleaved-1f1b --overlap-moe-expert-parallel-comm")}) {
+  for (const std::string& bad :
+       {mixtral + "--schedule 1f1b --overlap-moe-expert-parallel-comm",
+        mixtral + "--schedule zbv --overlap-moe-expert-parallel-comm",
+        std::string("simulate --schedule interleaved-1f1b --stages 4 --micro-batches 8 --model llama-3-8b "
+                    "--overlap-moe-expert-parallel-comm"),
+        std::string("simulate --schedule interleaved-1f1b --overlap-moe-expert-parallel-comm")}) {
     const ppsim_test::PpsimRun refused = ppsim_test::run_ppsim(bad);
     INFO(bad << " -> " << refused.err);
     CHECK(refused.status == 2);
@@ -218,8 +225,10 @@ TEST_CASE("ppsim simulate's --overlap-moe-expert-parallel-comm: interleaved-1f1b
 }
 
 TEST_CASE("the predicted trace shows the all-to-all on the collectives lane, beside another micro-batch's compute") {
-  const CostModel moe = derive_costs(resolve_model("mixtral-8x7b"), device_preset("h100"), nodes_of_4(), moe_overlap_layout(2));
-  const SimResult r = simulate(dualpipev_compiled(true), moe, with_parallel_layout(nodes_of_4(), moe_overlap_layout(2)));
+  const CostModel moe =
+      derive_costs(resolve_model("mixtral-8x7b"), device_preset("h100"), nodes_of_4(), moe_overlap_layout(2));
+  const SimResult r =
+      simulate(dualpipev_compiled(true), moe, with_parallel_layout(nodes_of_4(), moe_overlap_layout(2)));
   std::set<std::string> names;
   const traces::TraceEvent* overlapped_combine = nullptr;
   for (const traces::TraceEvent& e : r.trace.events) {

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "pipescope/traces/event_kind.hpp"
+
 namespace pipescope::sim {
 
 // The experts' token dispatch and combine (all-to-all over the expert-parallel group) of one
@@ -53,7 +55,7 @@ struct StageCost {
   double reduce_tied_s = 0;           // tied-embedding all-reduce (first and last stage)
   double optimizer_s = 0;             // optimizer step of the stage
   double load_s = 0;                  // LoadMicroBatch
-  double full_backward_s = 0;  // a BackwardPass, when it costs other than b_s + w_s (0: b_s + w_s)
+  double full_backward_s = 0;         // a BackwardPass, when it costs other than b_s + w_s (0: b_s + w_s)
   // Tensor-parallel collectives inside f_s and inside b_s (Megatron runs them on the compute
   // stream, so they take the pass's time): the trace shows them on the collectives lane.
   double tensor_parallel_f_s = 0;
@@ -102,8 +104,8 @@ struct OverlappedStep {
 };
 OverlappedStep overlapped_step(double forward_compute_s, const ExpertAllToAll& forward, double backward_compute_s,
                                const ExpertAllToAll& backward);
-// The trace name of a piece: ALL_TO_ALL_DISPATCH_F, ALL_TO_ALL_COMBINE_F, ...
-const char* all_to_all_event_name(AllToAllPiece::Kind kind);
+// The trace's kind of a piece (its name, ALL_TO_ALL_DISPATCH_F, ..., is the kinds' table's)
+traces::EventKind all_to_all_event_kind(AllToAllPiece::Kind kind);
 
 enum class TransferModel {
   FixedDelay,  // every transfer arrives c_s after it is posted (SPEC.md section 6 base model)
@@ -129,7 +131,9 @@ struct StageRuntimeEffects {
   // those of the later micro-batches.
   double grad_accumulate_s = 0;
 
-  double received_data_s(bool own_message_undelivered) const { return own_message_undelivered ? recv_contended_s : recv_s; }
+  double received_data_s(bool own_message_undelivered) const {
+    return own_message_undelivered ? recv_contended_s : recv_s;
+  }
   double weight_gradient_saving_s(int micro_batch) const { return micro_batch == 0 ? grad_accumulate_s : 0.0; }
   bool receives_contend() const { return recv_contended_s != recv_s; }
   friend bool operator==(const StageRuntimeEffects&, const StageRuntimeEffects&) = default;
@@ -177,12 +181,13 @@ struct CostModel {
   // DualPipeV's pairs overlap without it: its generator marks them.
   bool overlap_moe_all_to_all = false;
 
-  const StageCost& stage(int s) const { return stages.size() == 1 ? stages.front() : stages[static_cast<std::size_t>(s)]; }
+  const StageCost& stage(int s) const {
+    return stages.size() == 1 ? stages.front() : stages[static_cast<std::size_t>(s)];
+  }
 
   // Uniform stages with the SPEC.md cost names.
-  static CostModel uniform(double f_s, double b_s, double w_s, double c_s,
-                           std::int64_t f_mem_bytes = 0, std::int64_t b_mem_bytes = 0,
-                           std::int64_t w_mem_bytes = 0);
+  static CostModel uniform(double f_s, double b_s, double w_s, double c_s, std::int64_t f_mem_bytes = 0,
+                           std::int64_t b_mem_bytes = 0, std::int64_t w_mem_bytes = 0);
 
   // Throws UsageError when the model or its runtime effects do not cover `num_stages` stages,
   // a time is negative or not finite, or the memory deltas of a stage do not sum to zero.
