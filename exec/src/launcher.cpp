@@ -282,6 +282,7 @@ StartedWorkers start_workers(const LaunchOptions& options, const std::string& st
   std::vector<std::string> argv_storage{options.executable};
   argv_storage.insert(argv_storage.end(), options.args.begin(), options.args.end());
   std::vector<char*> argv;
+  argv.reserve(argv_storage.size() + 1);
   for (auto& a : argv_storage) argv.push_back(a.data());
   argv.push_back(nullptr);
 
