@@ -31,7 +31,8 @@ namespace {
 int env_int(const char* name, const char* value) {
   char* end = nullptr;
   long v = std::strtol(value, &end, 10);
-  if (!*value || *end || v < 0 || v > 1 << 30) throw UsageError(fmt::format("environment variable {}='{}' is not a valid number", name, value));
+  if (!*value || *end || v < 0 || v > 1 << 30)
+    throw UsageError(fmt::format("environment variable {}='{}' is not a valid number", name, value));
   return static_cast<int>(v);
 }
 
@@ -55,17 +56,19 @@ class SignalForwarding {
     struct sigaction action {};
     action.sa_handler = forward_signal;
     sigemptyset(&action.sa_mask);
-    for (std::size_t i = 0; i < std::size(kForwardedSignals); ++i) sigaction(kForwardedSignals[i], &action, &previous_[i]);
+    for (std::size_t i = 0; i < std::size(kForwardedSignals); ++i)
+      sigaction(kForwardedSignals[i], &action, &previous_[i]);
   }
   ~SignalForwarding() {
     g_worker_group = 0;
-    for (std::size_t i = 0; i < std::size(kForwardedSignals); ++i) sigaction(kForwardedSignals[i], &previous_[i], nullptr);
+    for (std::size_t i = 0; i < std::size(kForwardedSignals); ++i)
+      sigaction(kForwardedSignals[i], &previous_[i], nullptr);
   }
   SignalForwarding(const SignalForwarding&) = delete;
   SignalForwarding& operator=(const SignalForwarding&) = delete;
 
  private:
-  struct sigaction previous_[std::size(kForwardedSignals)] {};
+  struct sigaction previous_[std::size(kForwardedSignals)]{};
 };
 
 // Blocks the forwarded signals while a worker is forked, so that none arrives between fork()
@@ -122,7 +125,9 @@ class PrivateStoreDir {
   PrivateStoreDir() {
     remove_folders_of_dead_launchers();
     std::string pattern = fmt::format("/tmp/pprun-{}-XXXXXX", getpid());  // mkdtemp: a new folder, mode 0700
-    if (!mkdtemp(pattern.data())) throw std::runtime_error(fmt::format("cannot create a folder for the rendezvous in /tmp: {}", std::strerror(errno)));
+    if (!mkdtemp(pattern.data()))
+      throw std::runtime_error(
+          fmt::format("cannot create a folder for the rendezvous in /tmp: {}", std::strerror(errno)));
     dir_ = pattern;
     lock_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (lock_fd_ >= 0) flock(lock_fd_, LOCK_EX | LOCK_NB);  // new and private: never held by another
@@ -146,7 +151,8 @@ class PrivateStoreDir {
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return fmt::format("exit status {}", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  if (WIFSIGNALED(status))
+    return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
   return "stopped";
 }
 
@@ -215,8 +221,9 @@ class FailureReports {
 void check_local_worker_count(int nproc) {
   if (nproc < 1) throw UsageError(fmt::format("option --nproc-per-node: {} is below the minimum 1", nproc));
   if (nproc > kMaxLocalWorkers)
-    throw UsageError(fmt::format("option --nproc-per-node: {} workers on one node is more than the limit {} (each is a LibTorch process)",
-                                 nproc, kMaxLocalWorkers));
+    throw UsageError(fmt::format(
+        "option --nproc-per-node: {} workers on one node is more than the limit {} (each is a LibTorch process)", nproc,
+        kMaxLocalWorkers));
 }
 
 int parse_master_port(const std::string& value) {
@@ -228,84 +235,100 @@ int parse_master_port(const std::string& value) {
   return port;
 }
 
-int launch_local_workers(const LaunchOptions& options) {
-  check_local_worker_count(options.nproc);
-  // Every rank is here: they meet through the file store, whatever MASTER_ADDR and MASTER_PORT
-  // say, but a MASTER_PORT that could never have worked is still a mistake worth a line.
-  if (const char* port = std::getenv("MASTER_PORT"); port && *port) parse_master_port(port);
-  const std::string secret = random_hex(16);  // 128 bits: the run's secret, known to its workers only
+namespace {
 
-  SignalForwarding forwarding;  // before the folder exists: a signal from now on removes it
-  PrivateStoreDir store_dir;
-  const std::string store_file = store_dir.store_file();
+// The workers of a launch, by rank (-1 once a worker is gone), and their process group.
+struct StartedWorkers {
+  std::vector<pid_t> pids;
+  pid_t group = 0;
+};
 
+// In a forked worker: the torchrun-style variables of `rank`, the run's store and secret, the
+// descriptors it inherits, then the worker program itself. Never returns.
+[[noreturn]] void exec_worker(const LaunchOptions& options, int rank, pid_t launcher, pid_t group,
+                              const std::string& store_file, const std::string& secret,
+                              const FailureReports& failure_reports, std::vector<char*>& argv) {
+  // Worker: one process group for all workers, and death with the launcher.
+  for (int sig : kForwardedSignals) std::signal(sig, SIG_DFL);
+  setpgid(0, group);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != launcher) _exit(1);
+  setenv("RANK", std::to_string(rank).c_str(), 1);
+  setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+  setenv("WORLD_SIZE", std::to_string(options.nproc).c_str(), 1);
+  setenv("LOCAL_WORLD_SIZE", std::to_string(options.nproc).c_str(), 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);  // Gloo listens on the loopback interface only
+  unsetenv("MASTER_PORT");                // no TCP store: nothing to say
+  setenv("PIPESCOPE_STORE_FILE", store_file.c_str(), 1);
+  setenv("PIPESCOPE_RUN_SECRET", secret.c_str(), 1);
+  failure_reports.hand_to_worker();
+  for (const auto& [variable, fd] : options.descriptors_for_workers) {
+    fcntl(fd, F_SETFD, 0);  // survives exec
+    setenv(variable.c_str(), std::to_string(fd).c_str(), 1);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  execv(options.executable.c_str(), argv.data());
+  std::fprintf(stderr, "%s: error: rank %d: cannot start %s: %s\n", options.program_name.c_str(), rank,
+               options.executable.c_str(), std::strerror(errno));
+  _exit(127);
+}
+
+// Forks every worker (fewer when a signal comes first) into one process group; a failed fork
+// kills and reaps the ones already started and throws.
+StartedWorkers start_workers(const LaunchOptions& options, const std::string& store_file, const std::string& secret,
+                             const FailureReports& failure_reports) {
   std::vector<std::string> argv_storage{options.executable};
   argv_storage.insert(argv_storage.end(), options.args.begin(), options.args.end());
   std::vector<char*> argv;
+  argv.reserve(argv_storage.size() + 1);
   for (auto& a : argv_storage) argv.push_back(a.data());
   argv.push_back(nullptr);
 
-  FailureReports failure_reports;  // which rank failed first, as the ranks tell it
-
   const pid_t launcher = getpid();
-  std::vector<pid_t> pids(static_cast<std::size_t>(options.nproc), -1);
-  pid_t group = 0;
+  StartedWorkers started{std::vector<pid_t>(static_cast<std::size_t>(options.nproc), -1), 0};
   std::fflush(nullptr);
   for (int rank = 0; rank < options.nproc && !g_signal; ++rank) {
     SignalsBlocked blocked;
     const pid_t pid = fork();
     if (pid < 0) {
       const std::string error = std::strerror(errno);
-      if (group > 0) {
-        kill(-group, SIGKILL);
-        while (waitpid(-group, nullptr, 0) > 0) {
+      if (started.group > 0) {
+        kill(-started.group, SIGKILL);
+        while (waitpid(-started.group, nullptr, 0) > 0) {
         }
       }
       throw std::runtime_error(fmt::format("cannot start rank {}: fork: {}", rank, error));
     }
-    if (pid == 0) {
-      // Worker: one process group for all workers, and death with the launcher.
-      for (int sig : kForwardedSignals) std::signal(sig, SIG_DFL);
-      setpgid(0, group);
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != launcher) _exit(1);
-      setenv("RANK", std::to_string(rank).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(options.nproc).c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", std::to_string(options.nproc).c_str(), 1);
-      setenv("MASTER_ADDR", "127.0.0.1", 1);  // Gloo listens on the loopback interface only
-      unsetenv("MASTER_PORT");                // no TCP store: nothing to say
-      setenv("PIPESCOPE_STORE_FILE", store_file.c_str(), 1);
-      setenv("PIPESCOPE_RUN_SECRET", secret.c_str(), 1);
-      failure_reports.hand_to_worker();
-      for (const auto& [variable, fd] : options.descriptors_for_workers) {
-        fcntl(fd, F_SETFD, 0);  // survives exec
-        setenv(variable.c_str(), std::to_string(fd).c_str(), 1);
-      }
-      sigset_t none;
-      sigemptyset(&none);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
-      execv(options.executable.c_str(), argv.data());
-      std::fprintf(stderr, "%s: error: rank %d: cannot start %s: %s\n", options.program_name.c_str(), rank, options.executable.c_str(), std::strerror(errno));
-      _exit(127);
-    }
-    if (group == 0) group = pid;
-    setpgid(pid, group);  // also here: whichever of parent and child runs first
-    pids[rank] = pid;
-    g_worker_group = group;
+    if (pid == 0) exec_worker(options, rank, launcher, started.group, store_file, secret, failure_reports, argv);
+    if (started.group == 0) started.group = pid;
+    setpgid(pid, started.group);  // also here: whichever of parent and child runs first
+    started.pids[rank] = pid;
+    g_worker_group = started.group;
   }
-  // A signal that came while the workers were being started reaches the ones already running.
-  if (g_signal && group > 0) kill(-group, g_signal);
-  failure_reports.workers_started();
+  return started;
+}
 
-  int remaining = static_cast<int>(std::count_if(pids.begin(), pids.end(), [](pid_t p) { return p > 0; }));
-  std::vector<bool> stopped(static_cast<std::size_t>(options.nproc), false);  // by SIGSTOP or the like
+// How the workers ended, as watch_workers saw it.
+struct WorkersEnded {
+  std::vector<bool> stopped;                         // by SIGSTOP or the like, when last seen
   std::optional<std::pair<int, int>> first_failure;  // rank, status
-  std::vector<int> statuses(static_cast<std::size_t>(options.nproc), 0);  // each rank's exit status
-  std::optional<int> first_crash;  // the first rank to die of a signal it was not sent by us
-  std::optional<std::chrono::steady_clock::time_point> kill_at;
+  std::vector<int> statuses;                         // each rank's exit status
+  std::optional<int> first_crash;                    // the first rank to die of a signal it was not sent by us
   bool killed = false;
   std::vector<int> killed_ranks;
+};
+
+// Waits for every worker; after the first failure (or a signal to the launcher) the others get
+// options.grace to stop before the group is killed.
+WorkersEnded watch_workers(const LaunchOptions& options, StartedWorkers& workers, FailureReports& failure_reports) {
+  std::vector<pid_t>& pids = workers.pids;
+  int remaining = static_cast<int>(std::count_if(pids.begin(), pids.end(), [](pid_t p) { return p > 0; }));
+  WorkersEnded ended;
+  ended.stopped.assign(static_cast<std::size_t>(options.nproc), false);
+  ended.statuses.assign(static_cast<std::size_t>(options.nproc), 0);
+  std::optional<std::chrono::steady_clock::time_point> kill_at;
   auto rank_of = [&](pid_t pid) {
     for (int r = 0; r < options.nproc; ++r)
       if (pids[r] == pid) return r;
@@ -318,17 +341,17 @@ int launch_local_workers(const LaunchOptions& options) {
       const int rank = rank_of(pid);
       if (rank < 0) continue;
       if (WIFSTOPPED(status) || WIFCONTINUED(status)) {
-        stopped[rank] = WIFSTOPPED(status);
+        ended.stopped[rank] = WIFSTOPPED(status);
         continue;
       }
       pids[rank] = -1;
-      statuses[rank] = status;
+      ended.statuses[rank] = status;
       --remaining;
       // Killed by a signal the launcher did not send (SIGKILL from outside, a crash): such a
       // rank cannot report its failure, and the others' failures follow from it.
-      if (WIFSIGNALED(status) && !killed && !g_signal && !first_crash) first_crash = rank;
-      if (failed(status) && !first_failure && !g_signal) {
-        first_failure = {rank, status};
+      if (WIFSIGNALED(status) && !ended.killed && !g_signal && !ended.first_crash) ended.first_crash = rank;
+      if (failed(status) && !ended.first_failure && !g_signal) {
+        ended.first_failure = {rank, status};
         // The others notice through the closed connections (or their own timeouts) and report
         // what they were blocked in; whoever has not stopped by then is killed.
         kill_at = std::chrono::steady_clock::now() + options.grace;
@@ -341,39 +364,67 @@ int launch_local_workers(const LaunchOptions& options) {
     // A stopped worker reports nothing more: once the run has failed, it is not waited for.
     bool only_stopped_left = kill_at.has_value();
     for (int r = 0; r < options.nproc; ++r)
-      if (pids[r] > 0 && !stopped[r]) only_stopped_left = false;
-    if (kill_at && !killed && (only_stopped_left || std::chrono::steady_clock::now() >= *kill_at)) {
+      if (pids[r] > 0 && !ended.stopped[r]) only_stopped_left = false;
+    if (kill_at && !ended.killed && (only_stopped_left || std::chrono::steady_clock::now() >= *kill_at)) {
       for (int r = 0; r < options.nproc; ++r)
-        if (pids[r] > 0) killed_ranks.push_back(r);
-      kill(-group, SIGKILL);
-      killed = true;
+        if (pids[r] > 0) ended.killed_ranks.push_back(r);
+      kill(-workers.group, SIGKILL);
+      ended.killed = true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  return ended;
+}
+
+// The one line that names the rank that failed first, and what became of the others.
+void print_first_failure(const LaunchOptions& options, const WorkersEnded& ended, FailureReports& failure_reports) {
+  // The order of exits is not the order of failures: a failing rank closes its connections
+  // as it unwinds, and the ranks waiting on it may exit before it does. So: a rank that died
+  // of a signal from outside failed first; else the first rank to report its failure; else
+  // the first to exit.
+  failure_reports.read_available();
+  const auto reported = failure_reports.first_rank();
+  std::pair<int, int> first_failure = *ended.first_failure;
+  if (ended.first_crash)
+    first_failure = {*ended.first_crash, ended.statuses[*ended.first_crash]};
+  else if (reported && *reported >= 0 && *reported < options.nproc)
+    first_failure = {*reported, ended.statuses[*reported]};
+  const bool any_stopped = std::ranges::any_of(ended.killed_ranks, [&](int r) { return ended.stopped[r]; });
+  const std::string others =
+      !ended.killed ? std::string("the other ranks stopped")
+      : any_stopped
+          ? fmt::format("killed rank(s) {}, stopped (SIGSTOP) or still running", fmt::join(ended.killed_ranks, ", "))
+          : fmt::format("killed rank(s) {} still running {:g} s later", fmt::join(ended.killed_ranks, ", "),
+                        std::chrono::duration<double>(options.grace).count());
+  std::fprintf(stderr, "%s: error: rank %d failed first (%s); %s\n", options.program_name.c_str(), first_failure.first,
+               describe_status(first_failure.second).c_str(), others.c_str());
+}
+
+}  // namespace
+
+int launch_local_workers(const LaunchOptions& options) {
+  check_local_worker_count(options.nproc);
+  // Every rank is here: they meet through the file store, whatever MASTER_ADDR and MASTER_PORT
+  // say, but a MASTER_PORT that could never have worked is still a mistake worth a line.
+  if (const char* port = std::getenv("MASTER_PORT"); port && *port) parse_master_port(port);
+  const std::string secret = random_hex(16);  // 128 bits: the run's secret, known to its workers only
+
+  SignalForwarding forwarding;  // before the folder exists: a signal from now on removes it
+  PrivateStoreDir store_dir;
+  FailureReports failure_reports;  // which rank failed first, as the ranks tell it
+  StartedWorkers workers = start_workers(options, store_dir.store_file(), secret, failure_reports);
+  // A signal that came while the workers were being started reaches the ones already running.
+  if (g_signal && workers.group > 0) kill(-workers.group, g_signal);
+  failure_reports.workers_started();
+
+  WorkersEnded ended = watch_workers(options, workers, failure_reports);
   g_worker_group = 0;
   if (const int sig = g_signal) {
     store_dir.remove();
     die_of(sig);
   }
-  if (first_failure) {
-    // The order of exits is not the order of failures: a failing rank closes its connections
-    // as it unwinds, and the ranks waiting on it may exit before it does. So: a rank that died
-    // of a signal from outside failed first; else the first rank to report its failure; else
-    // the first to exit.
-    failure_reports.read_available();
-    const auto reported = failure_reports.first_rank();
-    if (first_crash)
-      first_failure = {*first_crash, statuses[*first_crash]};
-    else if (reported && *reported >= 0 && *reported < options.nproc)
-      first_failure = {*reported, statuses[*reported]};
-    const bool any_stopped = std::ranges::any_of(killed_ranks, [&](int r) { return stopped[r]; });
-    const std::string others =
-        !killed       ? std::string("the other ranks stopped")
-        : any_stopped ? fmt::format("killed rank(s) {}, stopped (SIGSTOP) or still running", fmt::join(killed_ranks, ", "))
-                      : fmt::format("killed rank(s) {} still running {:g} s later", fmt::join(killed_ranks, ", "),
-                                    std::chrono::duration<double>(options.grace).count());
-    std::fprintf(stderr, "%s: error: rank %d failed first (%s); %s\n", options.program_name.c_str(), first_failure->first,
-                 describe_status(first_failure->second).c_str(), others.c_str());
+  if (ended.first_failure) {
+    print_first_failure(options, ended, failure_reports);
     return 1;
   }
   return 0;

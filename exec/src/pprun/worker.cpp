@@ -1,35 +1,30 @@
 // A pprun worker: a client of PipelineEngine. It opens its device and world, builds an engine for
-// the built-in model, resumes, drives the steps and writes metrics, the measured trace and
-// checkpoints.
+// the built-in model, resumes, drives the steps and writes metrics, the measured trace
+// (measured_trace.hpp) and checkpoints. The plan it runs is made in run_plan.cpp.
 #include "pprun/worker.hpp"
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <iterator>
 #include <thread>
 
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
-#include "pipescope/core/option_conflicts.hpp"
-#include "pipescope/core/registry.hpp"
 #include "pipescope/core/terminal_text.hpp"
-#include "pipescope/core/validator.hpp"
 #include "pipescope/exec/checkpoint.hpp"
 #include "pipescope/exec/device.hpp"
 #include "pipescope/exec/engine.hpp"
 #include "pipescope/exec/transport.hpp"
 #include "pipescope/traces/trace_io.hpp"
-#include "data/default_corpus.hpp"
 #include "data/text_batches.hpp"
 #include "pprun/core_binding.hpp"
+#include "pprun/measured_trace.hpp"
 #include "pprun/metrics_row.hpp"
 #include "pprun/rank_trace_record.hpp"
 #include "pprun/stolen_time.hpp"
@@ -39,23 +34,6 @@
 
 namespace pipescope::exec {
 namespace {
-
-ModelConfig model_config(const RunOptions& o) {
-  ModelConfig c;
-  c.name = o.model;
-  c.layers = o.layers;
-  c.hidden = o.hidden;
-  c.seq_len = o.seq_len;
-  c.vocab = o.vocab;
-  c.micro_batch_size = o.micro_batch_size;
-  c.seed = o.seed;
-  c.experts = o.experts;
-  c.top_k = o.top_k;
-  c.moe_ffn_hidden = o.moe_ffn_hidden;
-  c.shared_expert_ffn_hidden = o.shared_expert_ffn_hidden;
-  c.expert_parallel = o.expert_parallel;
-  return c;
-}
 
 // Test hook: PIPESCOPE_FAULT="RANK:STEP:kill|hang" makes that rank die or hang at the start
 // of that step, as a crashed or wedged worker would.
@@ -74,18 +52,6 @@ void maybe_inject_fault(int rank, int step) {
 // The held-out set --eval-every measures: this many forward-only batches of M micro-batches per
 // replica, the same windows at every evaluation, so the figures of a run compare with each other.
 constexpr int kHeldOutBatches = 2;
-
-// The text of the run, opened (memory-mapped) and checked; throws UsageError naming the file.
-TextBatches open_text_data(const RunOptions& o) {
-  const std::string path = text_data_path(o);
-  std::error_code error;
-  if (o.data.empty() && !std::filesystem::exists(path, error))
-    throw UsageError(
-        fmt::format("no --data given and the default corpus is not at {} (the build copies it there, install "
-                    "puts it in PREFIX/share/pipescope/corpus): give --data FILE|FOLDER, or --data synthetic",
-                    path));
-  return TextBatches(TextCorpus::open(path), o.seq_len, o.micro_batch_size, o.seed, path);
-}
 
 // Repetitions of the backward split probe after the traced step (calibration; a few backwards).
 constexpr int kBackwardSplitProbeRepetitions = 5;
@@ -108,93 +74,6 @@ std::vector<double> per_rank(const std::vector<double>& gathered, int world_size
   return values;
 }
 
-// A step's events and memory samples on the rank's own steady clock, with their args and the
-// backward split probe, as the rank hands them to rank 0.
-RankTraceRecord rank_trace_record(const StepResult& r, const std::vector<PipelineRuntime::BackwardSplitTiming>& probe,
-                                  const std::vector<std::pair<std::size_t, std::string>>& args) {
-  RankTraceRecord record;
-  record.events = r.events;
-  for (traces::TraceEvent& e : record.events) e.ts_us += r.origin_us;
-  for (const auto& [index, text] : args) record.args.push_back({index, text});
-  record.memory = r.memory;
-  for (traces::MemorySample& m : record.memory) m.ts_us += r.origin_us;
-  for (const auto& t : probe) {
-    traces::BackwardSplitProbe entry{t.stage, {t.own.full_us, t.own.input_us, t.own.weight_us}, std::nullopt};
-    if (!t.inner.full_us.empty())
-      entry.inner = traces::BackwardSplitTimes{t.inner.full_us, t.inner.input_us, t.inner.weight_us};
-    record.backward_split_probe.push_back(std::move(entry));
-  }
-  return record;
-}
-
-// Refuses a checkpoint written for another model or data; its layout may differ (the engine
-// re-splits it by layer), but the micro-batch size may not: the data position counts micro-batches.
-void check_resumable(const RunPlan& plan, const Manifest& manifest) {
-  static const std::vector<std::string> layout_keys = {"schedule",   "micro_batches", "stages",
-                                                       "world_size", "data_parallel", "partition"};
-  if (const auto refusal = identity_refusal(plan.options.checkpoint_dir, manifest, run_identity(plan), layout_keys))
-    throw UsageError(*refusal);
-}
-
-std::string nothing_to_do(const RunOptions& o, int checkpoint_step) {
-  return fmt::format(
-      "option --steps {}: the checkpoint in {} is at step {}; nothing to do (--steps is the total, "
-      "not the steps to add)",
-      o.steps, o.checkpoint_dir, checkpoint_step);
-}
-
-// The rows of the metrics file at `path` for steps before `step` (none when there is no file);
-// throws UsageError naming the line that is not a metrics row.
-std::string metrics_before(const std::string& path, int step) {
-  std::error_code error;
-  if (path.empty() || !std::filesystem::exists(path, error)) return "";
-  const std::string text = read_file(path);
-  std::string kept;
-  int line_number = 0;
-  for (std::size_t start = 0; start < text.size();) {
-    std::size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(start, end - start);
-    start = end + 1;
-    ++line_number;
-    if (line.empty()) continue;
-    int row_step = -1;
-    try {
-      row_step = nlohmann::json::parse(line).get<MetricsRow>().step;
-    } catch (const std::exception&) {
-      throw UsageError(fmt::format(
-          "option --metrics {}: line {} is not a metrics row; a resumed run appends to the file", path, line_number));
-    }
-    if (row_step < step) kept += line + "\n";
-  }
-  return kept;
-}
-
-// The all-to-all exchanges of a step's MoE layers as events on the Collective lane (after the
-// step's own events), each with its peers, the rows per peer and the routing histogram in args.
-void append_all_to_all_events(StepResult& result, std::vector<std::pair<std::size_t, std::string>>& args,
-                              int world_rank, const std::vector<AllToAllRecord>& records) {
-  for (const auto& r : records) {
-    traces::TraceEvent e;
-    e.rank = world_rank;
-    e.lane = static_cast<int>(traces::Lane::Collective);
-    e.name = r.name;
-    e.kind = traces::event_kind_from_name(e.name);
-    e.category = "collective";
-    e.ts_us = r.start_us - result.origin_us;
-    e.dur_us = std::max(0.0, r.end_us - r.start_us);
-    e.bytes = r.bytes_sent;
-    args.emplace_back(result.events.size(), nlohmann::json{{"layer", r.layer},
-                                                           {"peers", r.peers},
-                                                           {"rows_sent", r.rows_sent},
-                                                           {"rows_received", r.rows_received},
-                                                           {"bytes_received", r.bytes_received},
-                                                           {"tokens_per_expert", r.tokens_per_expert}}
-                                                .dump());
-    result.events.push_back(std::move(e));
-  }
-}
-
 // Rank 0's metrics row of a step from every rank's gathered figures: the loss over every
 // replica's micro-batches, each rank's peak memory.
 MetricsRow metrics_row(int step, const std::vector<double>& gathered, int world_size, double iteration_time_s) {
@@ -210,18 +89,6 @@ MetricsRow metrics_row(int step, const std::vector<double>& gathered, int world_
   row.iteration_time_s = iteration_time_s;
   return row;
 }
-
-// A traced step, kept until the last step is done.
-struct TracedStep {
-  int step;
-  double iteration_time_s;              // this rank's wall time of the step (rank 0's is the metrics')
-  std::vector<double> stolen_time_s;    // per rank (rank 0 gathers them); empty when unknown
-  std::vector<double> transport_cpu_s;  // likewise
-  StepResult result;
-  std::vector<PipelineRuntime::BackwardSplitTiming> probe;
-  std::string path;
-  std::vector<std::pair<std::size_t, std::string>> args;  // of result.events (the all-to-all ones)
-};
 
 class Worker {
  public:
@@ -459,66 +326,10 @@ class Worker {
       store_->set(prefix + std::to_string(env_.rank), nlohmann::json(rank_trace(traced)).dump());
       return;
     }
-    traces::Trace trace;
-    trace.meta.source = "measured";
-    trace.meta.schedule = plan_.schedule.name;
-    trace.meta.num_ranks = env_.world_size;
-    trace.meta.num_stages = plan_.schedule.num_stages;
-    trace.meta.num_micro_batches = plan_.schedule.num_micro_batches;
-    trace.meta.iteration = step;
-    traces::RunDescription& run = trace.meta.run;
-    run.model = plan_.options.model;
-    run.data_parallel = plan_.options.data_parallel;
-    run.pipeline_ranks = plan_.pipeline_ranks;
-    run.device = plan_.options.device;
-    run.dtype = plan_.options.dtype;
-    run.clock = plan_.options.device == "cuda" ? "steady+cuda-events" : "steady";
-    // Calibration reads these: throughput is per sample, and an optimizer step waits for every
-    // rank only when gradients are clipped globally.
-    run.micro_batch_size = plan_.options.micro_batch_size;
-    run.gradient_clipping = 0.0;
-    run.threads_per_rank = plan_.options.threads_per_rank;
-    run.blas = blas_description();
-    // The step as --metrics has it: the events, then gathering the step's figures on rank 0
-    // (calibration learns that part; readers take it as the iteration time).
-    run.step_time_s = traced.iteration_time_s;
-    // The backward split probe, read by `ppsim calibrate` (sim/calibration.hpp); viewers and
-    // compare ignore it. So do the cores each rank computed and communicated on, bound or not:
-    // step times depend on how ranks share them.
-    std::vector<traces::BackwardSplitProbe> split;
-    std::vector<std::string> cores, transport_cores;
-    auto append_rank = [&](const RankTraceRecord& record) {
-      append_rank_trace(trace, record);
-      split.insert(split.end(), record.backward_split_probe.begin(), record.backward_split_probe.end());
-      cores.push_back(record.cores);
-      transport_cores.push_back(record.transport_cores);
-    };
-    append_rank(rank_trace(traced));
+    std::vector<RankTraceRecord> records{rank_trace(traced)};
     for (int r = 1; r < env_.world_size; ++r)
-      append_rank(nlohmann::json::parse(store_->get(prefix + std::to_string(r))).get<RankTraceRecord>());
-    run.cores_per_rank = cores;
-    run.transport_cores_per_rank = transport_cores;
-    run.bind_cores = bound_cores_;
-    // Time the hypervisor took from each rank's cores during the step: calibration leaves
-    // disturbed traces out, compare says so (stolen_time.hpp).
-    if (!traced.stolen_time_s.empty()) run.stolen_time_s = traced.stolen_time_s;
-    // CPU time of each rank's transport threads in the step: on a shared core it delays the
-    // computation (thread_cpu_time.hpp); calibration reports it per message.
-    if (!traced.transport_cpu_s.empty()) run.transport_cpu_s = traced.transport_cpu_s;
-    if (!split.empty()) run.backward_split_probe = split;
-    // The model's layers and their split: calibration predicts other stage counts layer by layer.
-    run.layers.emplace();
-    for (const auto& l : plan_.model.layers) run.layers->push_back({l.name, l.type, l.parameters});
-    run.stage_bounds = plan_.partition.bounds;
-    run.partition_method = plan_.options.partition_method;
-    run.recompute_layers = plan_.options.recompute_layers;
-    double origin = std::numeric_limits<double>::infinity();
-    for (const auto& e : trace.events) origin = std::min(origin, e.ts_us);
-    for (const auto& m : trace.memory) origin = std::min(origin, m.ts_us);
-    for (auto& e : trace.events) e.ts_us -= origin;
-    for (auto& m : trace.memory) m.ts_us -= origin;
-    for (int r = 0; r < env_.world_size; ++r) trace.rank_names.push_back(fmt::format("rank {}", r));
-    traces::write_trace(trace, traced.path);
+      records.push_back(nlohmann::json::parse(store_->get(prefix + std::to_string(r))).get<RankTraceRecord>());
+    traces::write_trace(measured_trace(plan_, traced, records, bound_cores_), traced.path);
   }
 
   const RunPlan& plan_;
@@ -531,137 +342,7 @@ class Worker {
   std::optional<TextBatches> text_;                  // the text data; empty for synthetic data
 };
 
-// --recompute-layers N: a stage with fewer than N layers recomputes as one run (partitions are
-// uneven, and Megatron's uniform method ends a stage's last run short too), but an N above every
-// stage's layer count asks for runs no stage has: refused, naming the stage sizes.
-void check_recompute_layers(const RunPlan& plan) {
-  const int n = plan.options.recompute_layers;
-  if (n <= 1) return;
-  std::vector<int> stage_layers;
-  stage_layers.reserve(static_cast<std::size_t>(plan.partition.num_stages()));
-  for (int s = 0; s < plan.partition.num_stages(); ++s)
-    stage_layers.push_back(plan.partition.bounds[s + 1] - plan.partition.bounds[s]);
-  const int largest = *std::ranges::max_element(stage_layers);
-  if (n > largest)
-    throw UsageError(fmt::format(
-        "option --recompute-layers {}: no stage has that many layers (layers per stage: {}, --partition {}); "
-        "--recompute-layers {} already recomputes the largest stage as one run",
-        n, fmt::join(stage_layers, ", "), plan.options.partition_method, largest));
-}
-
-// --resume needs a manifest of this run with a checkpoint short of --steps; a fresh run must not
-// take over a folder that holds another run's checkpoints (its first checkpoint would hide them).
-void check_checkpoint_dir(const RunPlan& plan) {
-  const RunOptions& o = plan.options;
-  if (o.checkpoint_dir.empty()) return;
-  const std::optional<Manifest> manifest = read_manifest(o.checkpoint_dir);
-  if (!o.resume) {
-    if (manifest)
-      throw UsageError(
-          fmt::format("option --checkpoint-dir {}: holds the checkpoints of a run (step {}); add --resume to "
-                      "continue it, or give an empty folder",
-                      o.checkpoint_dir, manifest->position.step));
-    return;
-  }
-  if (!manifest)
-    throw UsageError(
-        fmt::format("option --resume: {} holds no checkpoint manifest (manifest.json); nothing to resume "
-                    "(leave out --resume to start from step 0)",
-                    o.checkpoint_dir));
-  check_resumable(plan, *manifest);
-  // A look at the files (no reading): the workers check their contents and may fall back further.
-  const std::optional<CheckpointRecord> newest = newest_present_checkpoint(o.checkpoint_dir, *manifest);
-  if (!newest)
-    throw UsageError(fmt::format(
-        "option --resume: {}: every checkpoint the manifest lists has missing or truncated files", o.checkpoint_dir));
-  if (newest->position.step >= o.steps) throw UsageError(nothing_to_do(o, newest->position.step));
-  metrics_before(o.metrics_path, newest->position.step);  // the history to append to is readable
-}
-
 }  // namespace
-
-RunPlan make_run_plan(const RunOptions& options, int world_size) {
-  check_run_options(options);
-  if (options.device == "cuda" && !cuda_support_built())
-    throw UsageError(
-        "option --device cuda: this pprun was built without the CUDA path (scripts/build-cuda.sh builds it)");
-  if (options.device == "cpu" && !gloo_support_built())
-    throw UsageError("option --device cpu: this pprun was built without Gloo (the CUDA build); use --device cuda");
-  RunPlan plan;
-  plan.options = options;
-  plan.world_size = world_size;
-  if (world_size % options.data_parallel != 0)
-    throw UsageError(
-        fmt::format("option --dp {}: does not divide the world size {}", options.data_parallel, world_size));
-  plan.pipeline_ranks = world_size / options.data_parallel;
-  ScheduleParams params;
-  params.num_ranks = plan.pipeline_ranks;
-  params.num_micro_batches = options.micro_batches;
-  params.chunks = options.chunks;
-  params.chunks_given = options.chunks_given;
-  params.microbatch_group_size = options.microbatch_group_size;
-  plan.schedule = make_schedule(options.schedule, params);
-  GivenScheduleSizes given;
-  if (options.was_given("--micro-batches")) given.micro_batches = options.micro_batches;
-  if (options.was_given("--chunks")) given.chunks = options.chunks;
-  check_sizes_agree_with_file(plan.schedule, options.schedule, given);
-  if (plan.schedule.num_ranks != plan.pipeline_ranks)
-    throw UsageError(fmt::format("schedule '{}' has {} pipeline ranks, but the run has {} (world size {} / --dp {})",
-                                 options.schedule, plan.schedule.num_ranks, plan.pipeline_ranks, world_size,
-                                 options.data_parallel));
-  validate(plan.schedule);
-  plan.model = make_model_spec(model_config(options));
-  try {
-    plan.partition = partition_layers(plan.model.layer_infos(), plan.schedule.num_stages, options.partition_method);
-  } catch (const std::exception& e) {
-    throw UsageError(fmt::format("--model {} has {} layers and cannot be split into {} stages: {}", options.model,
-                                 plan.model.layers.size(), plan.schedule.num_stages, e.what()));
-  }
-  if (plan.partition.num_stages() != plan.schedule.num_stages)
-    throw UsageError(fmt::format("--model {}: the partition has {} stages, the schedule {}", options.model,
-                                 plan.partition.num_stages(), plan.schedule.num_stages));
-  for (int s = 0; s < plan.partition.num_stages(); ++s)
-    if (plan.partition.bounds[s] >= plan.partition.bounds[s + 1])
-      throw UsageError(fmt::format("--model {} has {} layers and cannot be split into {} non-empty stages",
-                                   options.model, plan.model.layers.size(), plan.schedule.num_stages));
-  // The text is checked here, before any worker starts; each worker maps it again.
-  plan.data_identity = kSyntheticData;
-  if (!uses_synthetic_data(options)) {
-    const TextBatches text = open_text_data(options);
-    plan.data_identity =
-        fmt::format("text: {} file(s), {} bytes", text.corpus().files().size(), text.corpus().size_bytes());
-  }
-  check_recompute_layers(plan);
-  check_checkpoint_dir(plan);
-  return plan;
-}
-
-nlohmann::json run_identity(const RunPlan& plan) {
-  const RunOptions& o = plan.options;
-  nlohmann::json identity = {{"model", o.model},
-                             {"layers", o.layers},
-                             {"hidden", o.hidden},
-                             {"seq_len", o.seq_len},
-                             {"vocab", o.vocab},
-                             {"micro_batch_size", o.micro_batch_size},
-                             {"seed", o.seed},
-                             {"schedule", plan.schedule.name},
-                             {"micro_batches", plan.schedule.num_micro_batches},
-                             {"stages", plan.schedule.num_stages},
-                             {"world_size", plan.world_size},
-                             {"data_parallel", o.data_parallel},
-                             {"partition", plan.partition.bounds},
-                             {"data", plan.data_identity}};
-  // The experts' sizes must match on resume; --expert-parallel need not (experts are stored by
-  // id), so it is not part of the identity.
-  if (o.model == "tiny-moe") {
-    identity["experts"] = o.experts;
-    identity["top_k"] = o.top_k;
-    identity["moe_ffn_hidden"] = o.moe_ffn_hidden;
-    identity["shared_expert_ffn_hidden"] = o.shared_expert_ffn_hidden;
-  }
-  return identity;
-}
 
 int run_worker(const RunPlan& plan, const WorkerEnvironment& env) {
   // A peer that died closes its sockets; writing to one must be an error this rank reports

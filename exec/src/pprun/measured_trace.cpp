@@ -1,0 +1,117 @@
+// The measured trace of a traced step (measured_trace.hpp).
+#include "pprun/measured_trace.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "threads.hpp"
+
+namespace pipescope::exec {
+
+RankTraceRecord rank_trace_record(const StepResult& r, const std::vector<PipelineRuntime::BackwardSplitTiming>& probe,
+                                  const std::vector<std::pair<std::size_t, std::string>>& args) {
+  RankTraceRecord record;
+  record.events = r.events;
+  for (traces::TraceEvent& e : record.events) e.ts_us += r.origin_us;
+  for (const auto& [index, text] : args) record.args.push_back({index, text});
+  record.memory = r.memory;
+  for (traces::MemorySample& m : record.memory) m.ts_us += r.origin_us;
+  for (const auto& t : probe) {
+    traces::BackwardSplitProbe entry{t.stage, {t.own.full_us, t.own.input_us, t.own.weight_us}, std::nullopt};
+    if (!t.inner.full_us.empty())
+      entry.inner = traces::BackwardSplitTimes{t.inner.full_us, t.inner.input_us, t.inner.weight_us};
+    record.backward_split_probe.push_back(std::move(entry));
+  }
+  return record;
+}
+
+void append_all_to_all_events(StepResult& result, std::vector<std::pair<std::size_t, std::string>>& args,
+                              int world_rank, const std::vector<AllToAllRecord>& records) {
+  for (const auto& r : records) {
+    traces::TraceEvent e;
+    e.rank = world_rank;
+    e.lane = static_cast<int>(traces::Lane::Collective);
+    e.name = r.name;
+    e.kind = traces::event_kind_from_name(e.name);
+    e.category = "collective";
+    e.ts_us = r.start_us - result.origin_us;
+    e.dur_us = std::max(0.0, r.end_us - r.start_us);
+    e.bytes = r.bytes_sent;
+    args.emplace_back(result.events.size(), nlohmann::json{{"layer", r.layer},
+                                                           {"peers", r.peers},
+                                                           {"rows_sent", r.rows_sent},
+                                                           {"rows_received", r.rows_received},
+                                                           {"bytes_received", r.bytes_received},
+                                                           {"tokens_per_expert", r.tokens_per_expert}}
+                                                .dump());
+    result.events.push_back(std::move(e));
+  }
+}
+
+traces::Trace measured_trace(const RunPlan& plan, const TracedStep& traced, const std::vector<RankTraceRecord>& records,
+                             bool bound_cores) {
+  const int world_size = static_cast<int>(records.size());
+  traces::Trace trace;
+  trace.meta.source = "measured";
+  trace.meta.schedule = plan.schedule.name;
+  trace.meta.num_ranks = world_size;
+  trace.meta.num_stages = plan.schedule.num_stages;
+  trace.meta.num_micro_batches = plan.schedule.num_micro_batches;
+  trace.meta.iteration = traced.step;
+  traces::RunDescription& run = trace.meta.run;
+  run.model = plan.options.model;
+  run.data_parallel = plan.options.data_parallel;
+  run.pipeline_ranks = plan.pipeline_ranks;
+  run.device = plan.options.device;
+  run.dtype = plan.options.dtype;
+  run.clock = plan.options.device == "cuda" ? "steady+cuda-events" : "steady";
+  // Calibration reads these: throughput is per sample, and an optimizer step waits for every
+  // rank only when gradients are clipped globally.
+  run.micro_batch_size = plan.options.micro_batch_size;
+  run.gradient_clipping = 0.0;
+  run.threads_per_rank = plan.options.threads_per_rank;
+  run.blas = blas_description();
+  // The step as --metrics has it: the events, then gathering the step's figures on rank 0
+  // (calibration learns that part; readers take it as the iteration time).
+  run.step_time_s = traced.iteration_time_s;
+  // The backward split probe, read by `ppsim calibrate` (sim/calibration.hpp); viewers and
+  // compare ignore it. So do the cores each rank computed and communicated on, bound or not:
+  // step times depend on how ranks share them.
+  std::vector<traces::BackwardSplitProbe> split;
+  std::vector<std::string> cores, transport_cores;
+  for (const RankTraceRecord& record : records) {
+    append_rank_trace(trace, record);
+    split.insert(split.end(), record.backward_split_probe.begin(), record.backward_split_probe.end());
+    cores.push_back(record.cores);
+    transport_cores.push_back(record.transport_cores);
+  }
+  run.cores_per_rank = cores;
+  run.transport_cores_per_rank = transport_cores;
+  run.bind_cores = bound_cores;
+  // Time the hypervisor took from each rank's cores during the step: calibration leaves
+  // disturbed traces out, compare says so (stolen_time.hpp).
+  if (!traced.stolen_time_s.empty()) run.stolen_time_s = traced.stolen_time_s;
+  // CPU time of each rank's transport threads in the step: on a shared core it delays the
+  // computation (thread_cpu_time.hpp); calibration reports it per message.
+  if (!traced.transport_cpu_s.empty()) run.transport_cpu_s = traced.transport_cpu_s;
+  if (!split.empty()) run.backward_split_probe = split;
+  // The model's layers and their split: calibration predicts other stage counts layer by layer.
+  run.layers.emplace();
+  for (const auto& l : plan.model.layers) run.layers->push_back({l.name, l.type, l.parameters});
+  run.stage_bounds = plan.partition.bounds;
+  run.partition_method = plan.options.partition_method;
+  run.recompute_layers = plan.options.recompute_layers;
+  double origin = std::numeric_limits<double>::infinity();
+  for (const auto& e : trace.events) origin = std::min(origin, e.ts_us);
+  for (const auto& m : trace.memory) origin = std::min(origin, m.ts_us);
+  for (auto& e : trace.events) e.ts_us -= origin;
+  for (auto& m : trace.memory) m.ts_us -= origin;
+  for (int r = 0; r < world_size; ++r) trace.rank_names.push_back(fmt::format("rank {}", r));
+  return trace;
+}
+
+}  // namespace pipescope::exec
