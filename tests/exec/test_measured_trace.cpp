@@ -94,7 +94,7 @@ TEST_CASE("measured trace: an all-to-all exchange follows the step's events on t
   StepResult step = measured_test_step(1);
   std::vector<std::pair<std::size_t, std::string>> args;
   AllToAllRecord exchange;
-  exchange.name = "ALL_TO_ALL";
+  exchange.kind = traces::EventKind::AllToAllCombineBackward;
   exchange.start_us = 1030;
   exchange.end_us = 1042;
   exchange.bytes_sent = 512;
@@ -111,7 +111,8 @@ TEST_CASE("measured trace: an all-to-all exchange follows the step's events on t
   const traces::TraceEvent& e = step.events[2];
   CHECK(e.rank == 3);
   CHECK(e.lane == static_cast<int>(traces::Lane::Collective));
-  CHECK(e.name == "ALL_TO_ALL");
+  CHECK(e.name == "ALL_TO_ALL_COMBINE_B");
+  CHECK(e.kind == traces::EventKind::AllToAllCombineBackward);
   CHECK(e.category == "collective");
   CHECK(e.ts_us == 30);
   CHECK(e.dur_us == 12);

@@ -23,14 +23,14 @@ std::int64_t row_bytes_of(const at::Tensor& t) {
 
 // One exchange, timed and recorded.
 at::Tensor exchange_rows(ExpertParallel& ep, const at::Tensor& given, const std::vector<std::int64_t>& output_splits,
-                         const std::vector<std::int64_t>& input_splits, const std::string& name,
+                         const std::vector<std::int64_t>& input_splits, traces::EventKind kind,
                          const std::vector<std::int64_t>& histogram, const std::string& layer) {
   at::Tensor input = given.contiguous();
   auto sizes = input.sizes().vec();
   sizes.at(0) = std::accumulate(output_splits.begin(), output_splits.end(), std::int64_t{0});
   at::Tensor output = at::empty(sizes, input.options());
   AllToAllRecord record;
-  record.name = name;
+  record.kind = kind;
   record.layer = layer;
   record.start_us = runtime::now_us();
   ep.group()->all_to_all(output, input, output_splits, input_splits)->wait(ep.timeout());
@@ -49,23 +49,25 @@ at::Tensor exchange_rows(ExpertParallel& ep, const at::Tensor& given, const std:
 class AllToAllFunction : public torch::autograd::Function<AllToAllFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, std::vector<std::int64_t> output_splits,
-                            std::vector<std::int64_t> input_splits, ExpertParallel* ep, AllToAllNames names,
+                            std::vector<std::int64_t> input_splits, ExpertParallel* ep, AllToAllKinds kinds,
                             std::vector<std::int64_t> histogram, std::string layer) {
-    at::Tensor output = exchange_rows(*ep, input, output_splits, input_splits, names.forward, histogram, layer);
+    at::Tensor output = exchange_rows(*ep, input, output_splits, input_splits, kinds.forward, histogram, layer);
     ctx->saved_data["output_splits"] = output_splits;
     ctx->saved_data["input_splits"] = input_splits;
     ctx->saved_data["expert_parallel"] = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(ep));
-    ctx->saved_data["backward_name"] = names.backward;
+    ctx->saved_data["backward_kind"] = static_cast<std::int64_t>(kinds.backward);
     ctx->saved_data["histogram"] = histogram;
     ctx->saved_data["layer"] = layer;
     return output;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    auto* ep = reinterpret_cast<ExpertParallel*>(static_cast<std::intptr_t>(ctx->saved_data["expert_parallel"].toInt()));
+    auto* ep =
+        reinterpret_cast<ExpertParallel*>(static_cast<std::intptr_t>(ctx->saved_data["expert_parallel"].toInt()));
     // The way back: what arrived goes back where it came from.
     at::Tensor grad = exchange_rows(*ep, grads.at(0), ctx->saved_data["input_splits"].toIntVector(),
-                                    ctx->saved_data["output_splits"].toIntVector(), ctx->saved_data["backward_name"].toStringRef(),
+                                    ctx->saved_data["output_splits"].toIntVector(),
+                                    static_cast<traces::EventKind>(ctx->saved_data["backward_kind"].toInt()),
                                     ctx->saved_data["histogram"].toIntVector(), ctx->saved_data["layer"].toStringRef());
     return {grad, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
@@ -73,7 +75,8 @@ class AllToAllFunction : public torch::autograd::Function<AllToAllFunction> {
 
 class AuxLossFunction : public torch::autograd::Function<AuxLossFunction> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& hidden, const at::Tensor& aux_loss, double aux_gradient) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& hidden, const at::Tensor& aux_loss,
+                            double aux_gradient) {
     ctx->saved_data["aux_gradient"] = aux_gradient;
     ctx->save_for_backward({aux_loss});
     return hidden.clone();
@@ -88,9 +91,10 @@ class AuxLossFunction : public torch::autograd::Function<AuxLossFunction> {
 }  // namespace
 
 at::Tensor all_to_all(const at::Tensor& input, const std::vector<std::int64_t>& output_splits,
-                      const std::vector<std::int64_t>& input_splits, ExpertParallel& expert_parallel, const AllToAllNames& names,
-                      const std::vector<std::int64_t>& tokens_per_expert, const std::string& layer) {
-  return AllToAllFunction::apply(input, output_splits, input_splits, &expert_parallel, names, tokens_per_expert, layer);
+                      const std::vector<std::int64_t>& input_splits, ExpertParallel& expert_parallel,
+                      const AllToAllKinds& kinds, const std::vector<std::int64_t>& tokens_per_expert,
+                      const std::string& layer) {
+  return AllToAllFunction::apply(input, output_splits, input_splits, &expert_parallel, kinds, tokens_per_expert, layer);
 }
 
 at::Tensor exchange_counts(const at::Tensor& counts, ExpertParallel& ep) {

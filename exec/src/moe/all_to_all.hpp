@@ -14,15 +14,17 @@
 
 namespace pipescope::exec::moe {
 
-struct AllToAllNames {
-  std::string forward;   // ALL_TO_ALL_DISPATCH_F or ALL_TO_ALL_COMBINE_F
-  std::string backward;  // ALL_TO_ALL_DISPATCH_B or ALL_TO_ALL_COMBINE_B
+// What an exchange and its way back are recorded as.
+struct AllToAllKinds {
+  traces::EventKind forward = traces::EventKind::Other;   // AllToAllDispatchForward or AllToAllCombineForward
+  traces::EventKind backward = traces::EventKind::Other;  // AllToAllDispatchBackward or AllToAllCombineBackward
 };
 
 // `tokens_per_expert`: the routing histogram of this rank's tokens, kept in the records.
 at::Tensor all_to_all(const at::Tensor& input, const std::vector<std::int64_t>& output_splits,
-                      const std::vector<std::int64_t>& input_splits, ExpertParallel& expert_parallel, const AllToAllNames& names,
-                      const std::vector<std::int64_t>& tokens_per_expert, const std::string& layer);
+                      const std::vector<std::int64_t>& input_splits, ExpertParallel& expert_parallel,
+                      const AllToAllKinds& kinds, const std::vector<std::int64_t>& tokens_per_expert,
+                      const std::string& layer);
 
 // The same without autograd or a record: the routing counts each rank sends ahead of the tokens.
 at::Tensor exchange_counts(const at::Tensor& counts, ExpertParallel& expert_parallel);

@@ -60,8 +60,8 @@ struct MoeBlockSizes {
 
 class MoeTransformerBlock : public Layer {
  public:
-  MoeTransformerBlock(const MoeBlockSizes& sizes, std::shared_ptr<ExpertParallel> expert_parallel, std::uint64_t expert_seed,
-                      std::string name)
+  MoeTransformerBlock(const MoeBlockSizes& sizes, std::shared_ptr<ExpertParallel> expert_parallel,
+                      std::uint64_t expert_seed, std::string name)
       : sizes_(sizes),
         expert_parallel_(std::move(expert_parallel)),
         name_(std::move(name)),
@@ -69,14 +69,17 @@ class MoeTransformerBlock : public Layer {
         qkv_(register_module("qkv", torch::nn::Linear(sizes.hidden, 3 * sizes.hidden))),
         proj_(register_module("proj", torch::nn::Linear(sizes.hidden, sizes.hidden))),
         ln2_(register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({sizes.hidden})))),
-        router_(register_module("router", torch::nn::Linear(torch::nn::LinearOptions(sizes.hidden, sizes.experts).bias(false)))) {
+        router_(register_module("router",
+                                torch::nn::Linear(torch::nn::LinearOptions(sizes.hidden, sizes.experts).bias(false)))) {
     if (sizes.shared_ffn_hidden > 0)
-      shared_expert_ = register_module("shared_expert", std::make_shared<ExpertFfn>(sizes.hidden, sizes.shared_ffn_hidden));
+      shared_expert_ =
+          register_module("shared_expert", std::make_shared<ExpertFfn>(sizes.hidden, sizes.shared_ffn_hidden));
     // The dense parts above drew from the layer's seed; the experts draw from their own, so a
     // rank's experts are the same whichever others it holds.
     const int first = expert_parallel_->first_expert();
     for (int e = first; e < first + expert_parallel_->experts_per_rank(); ++e) {
-      auto expert = register_module(fmt::format("expert{}", e), std::make_shared<ExpertFfn>(sizes.hidden, sizes.ffn_hidden));
+      auto expert =
+          register_module(fmt::format("expert{}", e), std::make_shared<ExpertFfn>(sizes.hidden, sizes.ffn_hidden));
       expert->reset_from(at::make_generator<at::CPUGeneratorImpl>(expert_seed ^ (0x9E3779B97F4A7C15ull * (e + 1))));
       experts_.push_back(std::move(expert));
     }
@@ -93,9 +96,10 @@ class MoeTransformerBlock : public Layer {
   at::Tensor mixture(const at::Tensor& tokens) {
     const std::int64_t n = tokens.size(0), k = sizes_.top_k, experts = sizes_.experts;
     if (expert_parallel_->size() > 1 && !expert_parallel_->distributed())
-      throw UsageError(fmt::format("MoE layer '{}': expert parallelism {} is not connected to the ranks (ExpertParallel::connect "
-                                   "before the runtime)",
-                                   name_, expert_parallel_->size()));
+      throw UsageError(
+          fmt::format("MoE layer '{}': expert parallelism {} is not connected to the ranks (ExpertParallel::connect "
+                      "before the runtime)",
+                      name_, expert_parallel_->size()));
     // Routing in fp32, as Megatron's router does in 16-bit runs.
     auto probs = at::softmax(router_->forward(tokens).to(at::kFloat), -1);
     auto [top_probs, top_experts] = probs.topk(k, -1);
@@ -111,7 +115,8 @@ class MoeTransformerBlock : public Layer {
     auto order = at::argsort(assigned_expert, /*stable=*/true, 0);
     auto routed = tokens.index_select(0, at::div(order, k, "trunc"));
     const at::Tensor counts_here = counts.cpu();
-    std::vector<std::int64_t> histogram(counts_here.data_ptr<std::int64_t>(), counts_here.data_ptr<std::int64_t>() + experts);
+    std::vector<std::int64_t> histogram(counts_here.data_ptr<std::int64_t>(),
+                                        counts_here.data_ptr<std::int64_t>() + experts);
 
     at::Tensor expert_outputs = expert_parallel_->distributed() ? run_experts_across_ranks(routed, counts, histogram)
                                                                 : run_local_experts(routed, histogram, 0);
@@ -133,18 +138,23 @@ class MoeTransformerBlock : public Layer {
     return at::cat(outputs, 0);
   }
 
-  at::Tensor run_experts_across_ranks(const at::Tensor& routed, const at::Tensor& counts, const std::vector<std::int64_t>& histogram) {
+  at::Tensor run_experts_across_ranks(const at::Tensor& routed, const at::Tensor& counts,
+                                      const std::vector<std::int64_t>& histogram) {
     ExpertParallel& ep = *expert_parallel_;
     const int ranks = ep.size(), local = ep.experts_per_rank();
-    std::vector<std::int64_t> send_rows(static_cast<std::size_t>(ranks), 0), receive_rows(static_cast<std::size_t>(ranks), 0);
-    for (int e = 0; e < sizes_.experts; ++e) send_rows[static_cast<std::size_t>(e / local)] += histogram[static_cast<std::size_t>(e)];
+    std::vector<std::int64_t> send_rows(static_cast<std::size_t>(ranks), 0),
+        receive_rows(static_cast<std::size_t>(ranks), 0);
+    for (int e = 0; e < sizes_.experts; ++e)
+      send_rows[static_cast<std::size_t>(e / local)] += histogram[static_cast<std::size_t>(e)];
     // received[i x local + l]: the rows rank i sends to local expert l.
     const at::Tensor received_counts = moe::exchange_counts(counts, ep).cpu();
     const auto* rc = received_counts.data_ptr<std::int64_t>();
     for (int i = 0; i < ranks; ++i)
       for (int l = 0; l < local; ++l) receive_rows[static_cast<std::size_t>(i)] += rc[i * local + l];
-    const moe::AllToAllNames dispatch{"ALL_TO_ALL_DISPATCH_F", "ALL_TO_ALL_DISPATCH_B"};
-    const moe::AllToAllNames combine{"ALL_TO_ALL_COMBINE_F", "ALL_TO_ALL_COMBINE_B"};
+    const moe::AllToAllKinds dispatch{traces::EventKind::AllToAllDispatchForward,
+                                      traces::EventKind::AllToAllDispatchBackward};
+    const moe::AllToAllKinds combine{traces::EventKind::AllToAllCombineForward,
+                                     traces::EventKind::AllToAllCombineBackward};
     at::Tensor arrived = moe::all_to_all(routed, receive_rows, send_rows, ep, dispatch, histogram, name_);
     // Arrived rows are by source rank, then expert: regroup them by expert, source rank order within.
     std::vector<std::int64_t> by_expert;
@@ -161,7 +171,8 @@ class MoeTransformerBlock : public Layer {
     }
     auto index = at::tensor(by_expert, at::TensorOptions().dtype(at::kLong)).to(arrived.device());
     std::vector<std::int64_t> local_counts(static_cast<std::size_t>(sizes_.experts), 0);
-    for (int l = 0; l < local; ++l) local_counts[static_cast<std::size_t>(ep.first_expert() + l)] = rows_per_expert[static_cast<std::size_t>(l)];
+    for (int l = 0; l < local; ++l)
+      local_counts[static_cast<std::size_t>(ep.first_expert() + l)] = rows_per_expert[static_cast<std::size_t>(l)];
     at::Tensor processed = run_local_experts(arrived.index_select(0, index), local_counts, ep.first_expert());
     // Back into arrival order, then home.
     at::Tensor home_order = processed.index_select(0, at::argsort(index, /*stable=*/true, 0));
@@ -185,9 +196,11 @@ ModelSpec tiny_moe_spec(const ModelConfig& c) {
   if (c.top_k < 1) throw UsageError(fmt::format("option --top-k: {} is below the minimum 1", c.top_k));
   if (c.top_k > c.experts)
     throw UsageError(fmt::format("option --top-k {}: more than the {} expert(s) (--experts)", c.top_k, c.experts));
-  if (c.moe_ffn_hidden < 1) throw UsageError(fmt::format("option --moe-ffn-hidden: {} is below the minimum 1", c.moe_ffn_hidden));
+  if (c.moe_ffn_hidden < 1)
+    throw UsageError(fmt::format("option --moe-ffn-hidden: {} is below the minimum 1", c.moe_ffn_hidden));
   if (c.shared_expert_ffn_hidden < 0)
-    throw UsageError(fmt::format("option --shared-expert-ffn-hidden: {} is below the minimum 0", c.shared_expert_ffn_hidden));
+    throw UsageError(
+        fmt::format("option --shared-expert-ffn-hidden: {} is below the minimum 0", c.shared_expert_ffn_hidden));
   ModelSpec spec;
   spec.expert_parallel = std::make_shared<ExpertParallel>(c.expert_parallel, c.experts);
   const std::int64_t h = c.hidden, v = c.vocab, s = c.seq_len;
@@ -202,24 +215,30 @@ ModelSpec tiny_moe_spec(const ModelConfig& c) {
   spec.layers.push_back({"embed", "TokenEmbedding", v * h + s * h, "embed", "weight",
                          [=] { return std::make_shared<language_model::TokenEmbedding>(v, h, s); }});
   // Every expert counts, wherever it is placed: the partition does not depend on E.
-  const std::int64_t expert_parameters = linear_parameter_count(h, c.moe_ffn_hidden) + linear_parameter_count(c.moe_ffn_hidden, h);
-  const std::int64_t shared_parameters = c.shared_expert_ffn_hidden > 0 ? linear_parameter_count(h, c.shared_expert_ffn_hidden) +
-                                                                              linear_parameter_count(c.shared_expert_ffn_hidden, h)
-                                                                        : 0;
-  const std::int64_t block_parameters = 2 * (2 * h) + linear_parameter_count(h, 3 * h) + linear_parameter_count(h, h) + h * c.experts +
-                                        c.experts * expert_parameters + shared_parameters;
+  const std::int64_t expert_parameters =
+      linear_parameter_count(h, c.moe_ffn_hidden) + linear_parameter_count(c.moe_ffn_hidden, h);
+  const std::int64_t shared_parameters = c.shared_expert_ffn_hidden > 0
+                                             ? linear_parameter_count(h, c.shared_expert_ffn_hidden) +
+                                                   linear_parameter_count(c.shared_expert_ffn_hidden, h)
+                                             : 0;
+  const std::int64_t block_parameters = 2 * (2 * h) + linear_parameter_count(h, 3 * h) + linear_parameter_count(h, h) +
+                                        h * c.experts + c.experts * expert_parameters + shared_parameters;
   for (int i = 0; i < c.layers; ++i) {
     const int layer_index = i + 1;  // after the embedding
-    const std::uint64_t expert_seed = layer_seed(c.seed ^ 0xE4E4'0000'0000'0000ull, static_cast<std::uint64_t>(layer_index));
+    const std::uint64_t expert_seed =
+        layer_seed(c.seed ^ 0xE4E4'0000'0000'0000ull, static_cast<std::uint64_t>(layer_index));
     const std::string name = fmt::format("blocks.{}", i);
     auto ep = spec.expert_parallel;
     spec.layers.push_back({name, "MoeTransformerBlock", block_parameters, "", "",
                            [=] { return std::make_shared<MoeTransformerBlock>(sizes, ep, expert_seed, name); }});
   }
-  spec.layers.push_back({"norm", "FinalNorm", 2 * h, "", "", [=] { return std::make_shared<language_model::FinalNorm>(h); }});
-  spec.layers.push_back({"head", "TiedHead", v * h, "embed", "weight", [=] { return std::make_shared<language_model::TiedHead>(v, h); }});
+  spec.layers.push_back(
+      {"norm", "FinalNorm", 2 * h, "", "", [=] { return std::make_shared<language_model::FinalNorm>(h); }});
+  spec.layers.push_back(
+      {"head", "TiedHead", v * h, "embed", "weight", [=] { return std::make_shared<language_model::TiedHead>(v, h); }});
   spec.boundary.push_back({TensorSpec{{c.micro_batch_size, s}, at::kLong}});
-  for (std::size_t i = 1; i < spec.layers.size(); ++i) spec.boundary.push_back({TensorSpec{{c.micro_batch_size, s, h}, at::kFloat}});
+  for (std::size_t i = 1; i < spec.layers.size(); ++i)
+    spec.boundary.push_back({TensorSpec{{c.micro_batch_size, s, h}, at::kFloat}});
   spec.boundary.push_back({TensorSpec{{c.micro_batch_size, s, v}, at::kFloat}});
   spec.loss = [v](const TensorList& out, const at::Tensor& labels) {
     return at::cross_entropy_loss(out[0].reshape({-1, v}), labels.reshape({-1}));

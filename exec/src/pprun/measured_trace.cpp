@@ -35,8 +35,8 @@ void append_all_to_all_events(StepResult& result, std::vector<std::pair<std::siz
     traces::TraceEvent e;
     e.rank = world_rank;
     e.lane = static_cast<int>(traces::Lane::Collective);
-    e.name = r.name;
-    e.kind = traces::event_kind_from_name(e.name);
+    e.kind = r.kind;
+    e.name = traces::event_kind_name(r.kind);
     e.category = "collective";
     e.ts_us = r.start_us - result.origin_us;
     e.dur_us = std::max(0.0, r.end_us - r.start_us);

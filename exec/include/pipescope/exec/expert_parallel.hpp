@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "pipescope/exec/transport.hpp"
+#include "pipescope/traces/event_kind.hpp"
 
 namespace pipescope::exec {
 
@@ -26,8 +27,8 @@ namespace pipescope::exec {
 // forward (F) or in the backward (B): ALL_TO_ALL_DISPATCH_F, ALL_TO_ALL_COMBINE_F,
 // ALL_TO_ALL_DISPATCH_B (the dispatch's backward, a combine's data flow), ALL_TO_ALL_COMBINE_B.
 struct AllToAllRecord {
-  std::string name;
-  double start_us = 0;  // the steady clock, as the runtime's events (runtime/clock.hpp)
+  traces::EventKind kind = traces::EventKind::Other;  // which exchange: ALL_TO_ALL_DISPATCH_F, ...
+  double start_us = 0;                                // the steady clock, as the runtime's events (runtime/clock.hpp)
   double end_us = 0;
   std::int64_t bytes_sent = 0;
   std::int64_t bytes_received = 0;
