@@ -37,7 +37,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-QString layout_example(const char* name) { return QString::fromStdString((fs::path(PIPESCOPE_SOURCE_DIR) / "traces/examples" / name).string()); }
+QString layout_example(const char* name) {
+  return QString::fromStdString((fs::path(PIPESCOPE_SOURCE_DIR) / "traces/examples" / name).string());
+}
 
 fs::path scratch_dir() {
   const fs::path dir = fs::temp_directory_path() / ("pipescope_test_window_layout_" + std::to_string(::getpid()));
@@ -52,7 +54,9 @@ void settle(QWidget& window) {
 }
 
 // `widget`'s rectangle in `window` coordinates.
-QRect in_window(const QWidget* widget, const QWidget& window) { return QRect(widget->mapTo(&window, QPoint(0, 0)), widget->size()); }
+QRect in_window(const QWidget* widget, const QWidget& window) {
+  return QRect(widget->mapTo(&window, QPoint(0, 0)), widget->size());
+}
 
 // Whether column `column` of `table` is wholly inside its viewport.
 bool column_in_view(const QTableView& table, int column) {
@@ -68,6 +72,24 @@ void show_synthetic_pair(MainWindow& window) {
   pp.slow_factor = 1.5;
   pp.source = "measured";
   window.show_traces(std::move(predicted), make_1f1b_trace(pp), "synthetic");
+}
+
+// Clicks the middle of event `index` of `series`, zoomed so that it is wide enough to hit.
+void click_event(MainWindow& window, int series, std::size_t index) {
+  TimelineWidget* timeline = window.timeline();
+  const auto& e = timeline->model()->trace(series).events[index];
+  timeline->zoom_to(e.ts_us - e.dur_us, e.end_us() + e.dur_us);
+  const QRect lane = timeline->lane_rect(e.rank, series, e.lane);
+  REQUIRE_FALSE(lane.isEmpty());
+  const QPoint at(timeline->time_area_left() + static_cast<int>(timeline->view().time_to_x(e.ts_us + e.dur_us / 2)),
+                  lane.center().y());
+  REQUIRE(timeline->event_at(at) == std::make_pair(series, index));
+  QMouseEvent press(QEvent::MouseButtonPress, QPointF(at), QPointF(timeline->mapToGlobal(at)), Qt::LeftButton,
+                    Qt::LeftButton, Qt::NoModifier);
+  QApplication::sendEvent(timeline, &press);
+  QMouseEvent release(QEvent::MouseButtonRelease, QPointF(at), QPointF(timeline->mapToGlobal(at)), Qt::LeftButton,
+                      Qt::NoButton, Qt::NoModifier);
+  QApplication::sendEvent(timeline, &release);
 }
 
 }  // namespace
@@ -94,7 +116,8 @@ TEST_CASE("at 900x600 the timeline, legend and error columns are in view", "[win
   // The ranks and the summary share one place (tabs): each is checked when it is in front.
   auto require_dock_inside = [&](QDockWidget* dock) {
     const QRect r = in_window(dock, window);
-    INFO(dock->objectName().toStdString() << " at " << r.x() << "," << r.y() << " size " << r.width() << "x" << r.height());
+    INFO(dock->objectName().toStdString()
+         << " at " << r.x() << "," << r.y() << " size " << r.width() << "x" << r.height());
     REQUIRE(dock->isVisible());
     REQUIRE(inside.contains(r));
   };
@@ -198,26 +221,51 @@ TEST_CASE("the details of a receive that waited name the sender and the wait", "
   window.show();
   REQUIRE_FALSE(window.open_files({layout_example("measured.json")}));
   settle(window);
-  TimelineWidget* timeline = window.timeline();
-  const TimelineModel* model = timeline->model();
+  const TimelineModel* model = window.timeline()->model();
   const auto& events = model->trace(0).events;
   std::size_t receive = events.size();
   for (std::size_t i = 0; i < events.size(); ++i)
     if (events[i].name == "RECV_F" && events[i].rank == 1 && events[i].micro_batch == 0) receive = i;
   REQUIRE(receive < events.size());
-  const auto& e = events[receive];
-  timeline->zoom_to(e.ts_us - e.dur_us, e.end_us() + e.dur_us);
-  const QRect lane = timeline->lane_rect(1, 0, static_cast<int>(Lane::Recv));
-  REQUIRE_FALSE(lane.isEmpty());
-  const QPoint at(timeline->time_area_left() + static_cast<int>(timeline->view().time_to_x(e.ts_us + e.dur_us / 2)), lane.center().y());
-  REQUIRE(timeline->event_at(at) == std::make_pair(0, receive));
-  QMouseEvent press(QEvent::MouseButtonPress, QPointF(at), QPointF(timeline->mapToGlobal(at)), Qt::LeftButton, Qt::LeftButton, Qt::NoModifier);
-  QApplication::sendEvent(timeline, &press);
-  QMouseEvent release(QEvent::MouseButtonRelease, QPointF(at), QPointF(timeline->mapToGlobal(at)), Qt::LeftButton, Qt::NoButton, Qt::NoModifier);
-  QApplication::sendEvent(timeline, &release);
+  click_event(window, 0, receive);
   const QString text = window.details()->text();
   INFO(text.toStdString());
   REQUIRE(text.contains("RECV_F"));
-  REQUIRE(text.contains("waited <b>" + QString::fromStdString(format_duration_us(model->receive_wait(0, receive)->waited_for_send_us)) + "</b> for rank 0"));
+  REQUIRE(text.contains(
+      "waited <b>" + QString::fromStdString(format_duration_us(model->receive_wait(0, receive)->waited_for_send_us)) +
+      "</b> for rank 0"));
   REQUIRE(text.contains("SEND_F"));
+}
+
+TEST_CASE("the details of a wait name its root: the slowed rank the chain of waits leads back to", "[window]") {
+  testing::app();
+  MainWindow window;
+  window.resize(1400, 900);
+  window.show();
+  // A real pprun run whose rank 0 shared its core with CPU hogs (README, ppsim compare --explain).
+  REQUIRE_FALSE(window.open_files({layout_example("slowed-rank0.json")}));
+  settle(window);
+  const TimelineModel* model = window.timeline()->model();
+  const StepAttribution* attribution = model->step_attribution(0);
+  REQUIRE(attribution);
+  // The longest wait of another rank whose chain leads back to rank 0.
+  const IdleGap* longest = nullptr;
+  for (const IdleGap& gap : attribution->gaps)
+    if (gap.waited && gap.rank != 0 && gap.cause.root_rank == 0 &&
+        (!longest || gap.end_us - gap.start_us > longest->end_us - longest->start_us))
+      longest = &gap;
+  REQUIRE(longest);
+  click_event(window, 0, longest->cause.receive);
+  const QString text = window.details()->text();
+  INFO(text.toStdString());
+  REQUIRE(text.contains("leads back to <b>" + QString::fromStdString(model->rank_name(0)) + "</b>"));
+  REQUIRE(text.contains(
+      QString::fromStdString(describe_action(model->trace(0), longest->cause.root_event)).toHtmlEscaped()));
+  // A send has no wait of its own to follow.
+  std::size_t send = model->trace(0).events.size();
+  for (std::size_t i = 0; i < model->trace(0).events.size(); ++i)
+    if (model->trace(0).events[i].name == "SEND_F" && model->trace(0).events[i].rank == 0) send = i;
+  REQUIRE(send < model->trace(0).events.size());
+  click_event(window, 0, send);
+  REQUIRE_FALSE(window.details()->text().contains("leads back to"));
 }

@@ -53,8 +53,7 @@ RankTimes rank_times(const TimelineModel& model, int series, int rank) {
 }
 
 // Whom each rank waited on, and the rank that held the step back (one pass over the trace).
-void add_waits(const traces::Trace& trace, std::vector<RankSummary>& ranks) {
-  const traces::StepAttribution attribution = traces::attribute_step(trace);
+void add_waits(const traces::StepAttribution& attribution, std::vector<RankSummary>& ranks) {
   for (auto& s : ranks) {
     if (s.rank < 0 || static_cast<std::size_t>(s.rank) >= attribution.ranks.size()) continue;
     const traces::RankAttribution& a = attribution.ranks[static_cast<std::size_t>(s.rank)];
@@ -106,7 +105,8 @@ std::vector<RankSummary> rank_summaries(const TimelineModel& model) {
       std::max_element(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) { return a.busy_us < b.busy_us; });
   // One rank waits for nobody: a bottleneck needs others.
   if (ranks.size() > 1 && busiest != ranks.end() && busiest->busy_us > 0) busiest->bottleneck = true;
-  if (ranks.size() > 1 && model.has_pipeline(shown)) add_waits(model.trace(shown), ranks);
+  if (const traces::StepAttribution* attribution = ranks.size() > 1 ? model.step_attribution(shown) : nullptr)
+    add_waits(*attribution, ranks);
   return ranks;
 }
 

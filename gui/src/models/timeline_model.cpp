@@ -424,6 +424,13 @@ std::optional<ReceiveWait> TimelineModel::receive_wait(int series, std::size_t r
   return wait;
 }
 
+const traces::StepAttribution* TimelineModel::step_attribution(int series) const {
+  const Series& s = series_.at(series);
+  if (!s.has_pipeline || rank_count_ < 2) return nullptr;
+  if (!s.attribution) s.attribution = std::make_shared<const traces::StepAttribution>(traces::attribute_step(*s.trace));
+  return s.attribution.get();
+}
+
 double TimelineModel::prediction_error(std::size_t measured_event) const {
   const auto predicted = matched_predicted(measured_event);
   if (!predicted || series_count() < 2) return std::numeric_limits<double>::quiet_NaN();

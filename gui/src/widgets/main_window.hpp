@@ -118,6 +118,7 @@ class MainWindow : public QMainWindow {
   void show_hit();
   void show_event_details(int series, std::size_t event);
   void show_range_details(double start_us, double end_us);
+  QString wait_root_text(int series, std::size_t event) const;
 
   std::shared_ptr<TimelineModel> model_;
   TimelineWidget* timeline_ = nullptr;

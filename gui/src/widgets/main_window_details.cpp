@@ -54,6 +54,7 @@ void MainWindow::show_event_details(int series, std::size_t index) {
     text += QString("<br>received by %1 (%2), its data there at %3")
                 .arg(html(model_->rank_name(r.rank)), html(r.name), duration_text(r.end_us()));
   }
+  text += wait_root_text(series, index);
   if (model_->series_count() == 2) {
     if (series == 1) {
       if (auto p = model_->matched_predicted(index)) {
@@ -80,6 +81,25 @@ void MainWindow::show_event_details(int series, std::size_t index) {
     text += "<br><b>args</b>" + shown;
   }
   details_->setText(text);
+}
+
+// A wait's root: the chain of waits that ended in this event (a receive, or the compute right
+// after one) followed back to the rank that was busy, as `ppsim compare --explain` follows it.
+QString MainWindow::wait_root_text(int series, std::size_t index) const {
+  const traces::StepAttribution* attribution = model_->step_attribution(series);
+  if (!attribution) return {};
+  const traces::Trace& t = model_->trace(series);
+  const traces::IdleGap* gap = traces::gap_ended_by(*attribution, t, index);
+  if (!gap || !gap->waited || gap->cause.root_rank < 0) return {};
+  const auto html = [](const std::string& text) { return QString::fromStdString(text).toHtmlEscaped(); };
+  QString text =
+      QString("<br>the wait (%1 idle on %2) leads back to <b>%3</b>: %4")
+          .arg(duration_text(gap->end_us - gap->start_us), html(model_->rank_name(gap->rank)),
+               html(model_->rank_name(gap->cause.root_rank)), html(traces::describe_action(t, gap->cause.root_event)));
+  if (gap->cause.root_via != gap->cause.root_event)
+    text += QString(", through %1").arg(html(traces::describe_action(t, gap->cause.root_via)));
+  if (gap->cause.slow_transfer) text += "; the transfer itself was slow for its bytes";
+  return text;
 }
 
 void MainWindow::show_range_details(double start_us, double end_us) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "pipescope/traces/compare.hpp"
+#include "pipescope/traces/step_attribution.hpp"
 #include "pipescope/traces/trace.hpp"
 #include "pipescope/gui/kinds.hpp"
 #include "pipescope/gui/memory_track.hpp"
@@ -180,6 +181,9 @@ class TimelineModel {
   std::optional<std::size_t> transfer_partner(int series, std::size_t event) const;
   // The send a receive waited for, or nullopt for an event that is not a paired receive.
   std::optional<ReceiveWait> receive_wait(int series, std::size_t receive_event) const;
+  // Whom the series' ranks waited on and the root of each wait (traces::attribute_step),
+  // computed on first use and kept: nullptr for a plain trace or a single rank.
+  const traces::StepAttribution* step_attribution(int series) const;
   // The series' instant events, time-sorted.
   const std::vector<traces::InstantEvent>& instants(int series) const { return series_.at(series).instants; }
   const std::vector<CounterTrack>& counter_tracks(int series) const { return series_.at(series).counter_tracks; }
@@ -203,6 +207,9 @@ class TimelineModel {
     std::vector<std::uint32_t> name_rgb;         // [event], plain traces only
     std::vector<traces::InstantEvent> instants;  // time-sorted
     std::vector<CounterTrack> counter_tracks;    // by rank, then name
+    // step_attribution's, made on first use (a replay of the step: not paid by a viewer that
+    // never asks)
+    mutable std::shared_ptr<const traces::StepAttribution> attribution;
   };
 
   // The steps of set_traces, in order.
