@@ -6,21 +6,25 @@
 
 #include <QApplication>
 #include <QElapsedTimer>
+#include <QLabel>
 #include <QFileInfo>
 #include <QKeyEvent>
 #include <QMessageBox>
 #include <QProgressDialog>
 #include <QPushButton>
 
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <unistd.h>
 
 #include "main_window.hpp"
+#include "pipescope/traces/clock_alignment.hpp"
 #include "pipescope/traces/synthetic.hpp"
 #include "pipescope/traces/trace_io.hpp"
 #include "test_application.hpp"
 #include "timeline_widget.hpp"
+#include "trace_loading.hpp"
 
 using namespace pipescope;
 using namespace pipescope::gui;
@@ -128,4 +132,60 @@ TEST_CASE("the Cancel button of the progress dialog cancels the read", "[trace_l
     REQUIRE(button != nullptr);
     button->click();
   });
+}
+
+TEST_CASE("once the files are read the dialog says the events are laid out, and Cancel still gives the read up",
+          "[trace_loading]") {
+  testing::app();
+  QWidget parent;
+  parent.show();
+  std::atomic<bool> release{false};
+  bool done_ran = false;
+  // A read that has read its files and then lays out until the test lets it go.
+  TraceLoading loading(
+      &parent, "Reading big.json", 1000,
+      [&release](traces::ReadProgress& progress) {
+        progress.file_bytes_done = 1000;
+        progress.files_read = true;
+        while (!release.load() && !progress.cancel_requested.load()) ::usleep(1000);
+      },
+      [&done_ran] { done_ran = true; });
+  QProgressDialog* dialog = loading.dialog();
+  REQUIRE(dialog != nullptr);
+  QElapsedTimer clock;
+  clock.start();
+  while (dialog->labelText() != "Laying out the events" && clock.elapsed() < 10000)
+    QApplication::processEvents(QEventLoop::AllEvents, 20);
+  REQUIRE(dialog->labelText() == "Laying out the events");
+  REQUIRE(dialog->maximum() == 0);  // a busy bar: nothing to count
+  loading.cancel();
+  REQUIRE(loading.cancelled());
+  clock.restart();
+  while (!loading.finished() && clock.elapsed() < 10000) QApplication::processEvents(QEventLoop::AllEvents, 20);
+  REQUIRE(loading.finished());
+  REQUIRE_FALSE(done_ran);
+}
+
+TEST_CASE("the view of a read is prepared off the window: clocks aligned, model laid out, or nothing once cancelled",
+          "[trace_loading]") {
+  traces::SyntheticPipeline pipeline;
+  pipeline.num_micro_batches = 8;
+  traces::Trace measured = traces::make_1f1b_trace(pipeline);
+  measured.meta.source = "measured";
+  // Rank 1's clock 5 ms behind: its receives end before the sends that fed them began.
+  for (auto& e : measured.events)
+    if (e.rank == 1) e.ts_us -= 5000;
+  const std::size_t events = measured.events.size();
+
+  const PreparedView view = prepare_view(measured, std::nullopt, false, nullptr);
+  REQUIRE(view.model != nullptr);
+  REQUIRE(view.model->trace(0).events.size() == events);
+  REQUIRE(view.aligned.size() == 1);
+  const PreparedView raw = prepare_view(measured, std::nullopt, true, nullptr);
+  REQUIRE(raw.model != nullptr);
+  REQUIRE(raw.aligned.isEmpty());
+
+  traces::ReadProgress cancelled;
+  cancelled.cancel_requested = true;
+  REQUIRE(prepare_view(measured, std::nullopt, false, &cancelled).model == nullptr);
 }

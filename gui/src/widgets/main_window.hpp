@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "pipescope/gui/timeline_model.hpp"
+#include "prepared_view.hpp"
 #include "trace_inputs.hpp"
 
 class QAction;
@@ -100,6 +101,8 @@ class MainWindow : public QMainWindow {
 
  private:
   void show_inputs(TraceInputs read, const QStringList& paths);
+  // Swaps a prepared model in (prepared_view.hpp) and brings the docks and title up to date.
+  void show_view(PreparedView view, const QString& title);
   std::optional<int> torch_step_;
   TraceLoading* loading_ = nullptr;  // the read in the background, if any (a child of the window)
   std::uint64_t background_read_bytes_ = std::uint64_t{32} << 20;

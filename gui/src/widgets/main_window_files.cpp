@@ -20,7 +20,6 @@
 #include <functional>
 
 #include "main_window.hpp"
-#include "pipescope/traces/clock_alignment.hpp"
 #include "rank_summary_table.hpp"
 #include "timeline_widget.hpp"
 #include "trace_inputs.hpp"
@@ -62,21 +61,32 @@ void MainWindow::open_files_in_background(const QStringList& paths, std::functio
     loading_->cancel();
     loading_->deleteLater();
   }
+  // The thread reads the files and lays the model out; the GUI thread only swaps it in.
   auto read = std::make_shared<TraceInputs>();
+  auto prepared = std::make_shared<PreparedView>();
   const std::optional<int> step = torch_step_;
+  const bool raw_clocks = raw_clocks_;
   const QString label =
       QString("Reading %1")
           .arg(paths.size() == 1 ? QFileInfo(paths.front()).fileName() : QString("%1 files").arg(paths.size()));
   loading_ = new TraceLoading(
       this, label, trace_input_bytes(paths),
-      [read, paths, step](traces::ReadProgress& progress) { *read = read_trace_inputs(paths, step, &progress); },
-      [this, read, paths, then = std::move(then)] {
+      [read, prepared, paths, step, raw_clocks](traces::ReadProgress& progress) {
+        *read = read_trace_inputs(paths, step, &progress);
+        if (read->cancelled || read->error) return;
+        progress.files_read = true;
+        *prepared = prepare_view(std::move(read->first), std::move(read->second), raw_clocks, &progress);
+      },
+      [this, read, prepared, paths, then = std::move(then)] {
         if (read->cancelled) return;
         if (read->error) {
           QMessageBox::critical(this, "ppview: cannot open trace", *read->error);
           return;
         }
-        show_inputs(std::move(*read), paths);
+        if (!prepared->model) return;  // cancelled while laying out
+        show_view(std::move(*prepared), read->title);
+        if (!read->notes.isEmpty()) statusBar()->showMessage(read->notes.join("; "));
+        remember(paths);
         if (then) then();
       });
   TraceLoading* started = loading_;
@@ -89,15 +99,12 @@ void MainWindow::open_files_in_background(const QStringList& paths, std::functio
 bool MainWindow::loading() const { return loading_ != nullptr; }
 
 void MainWindow::show_traces(traces::Trace predicted, std::optional<traces::Trace> measured, const QString& title) {
-  // Ranks on different clocks are put on one first (docs/EXPLAIN.md), unless --raw-clocks.
-  QStringList aligned;
-  for (traces::Trace* t : {&predicted, measured ? &*measured : nullptr})
-    if (t && !raw_clocks_ && t->meta.source != "predicted")
-      if (const auto a = traces::align_clocks(*t); a.applied)
-        aligned << QString::fromStdString(traces::describe_clock_alignment(a));
-  auto model = std::make_shared<TimelineModel>();
-  model->set_traces(std::move(predicted), std::move(measured));
-  model_ = model;
+  show_view(prepare_view(std::move(predicted), std::move(measured), raw_clocks_, nullptr), title);
+}
+
+void MainWindow::show_view(PreparedView view, const QString& title) {
+  const QStringList& aligned = view.aligned;
+  model_ = std::move(view.model);
   timeline_->set_model(model_);
   hits_.clear();
   current_hit_ = -1;

@@ -63,6 +63,14 @@ void TraceLoading::cancel() {
 }
 
 void TraceLoading::show_progress() {
+  if (progress_->files_read.load()) {
+    if (!laying_out_ && dialog_) {
+      laying_out_ = true;
+      dialog_->setLabelText("Laying out the events");
+      dialog_->setRange(0, 0);  // no count to show: a busy bar
+    }
+    return;
+  }
   if (total_bytes_ == 0) return;
   const double done = static_cast<double>(progress_->file_bytes_done.load()) / static_cast<double>(total_bytes_);
   dialog_->setValue(static_cast<int>(std::clamp(done, 0.0, 1.0) * (kLoadingBarSteps - 1)));

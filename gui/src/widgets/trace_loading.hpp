@@ -1,6 +1,7 @@
 // Reading traces off the GUI thread, with a progress dialog: a gigabyte of JSON takes seconds
 // to read, and the window stays drawn meanwhile. The dialog (object name "loading_dialog")
-// shows the bytes of the files read; its Cancel button or Esc gives the read up, and the
+// shows the bytes of the files read, then that the events are being laid out (ReadProgress's
+// files_read); its Cancel button or Esc gives the read up, and the
 // window stays as it was: nothing read is shown.
 #pragma once
 
@@ -53,6 +54,7 @@ class TraceLoading : public QObject {
   QThread* thread_ = nullptr;
   QPointer<QProgressDialog> dialog_;  // a child of the parent window, which may delete it first
   QTimer* timer_ = nullptr;
+  bool laying_out_ = false;  // the dialog says the files are read
   bool cancelled_ = false;
   bool finished_ = false;
 };

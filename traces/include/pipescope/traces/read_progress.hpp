@@ -13,6 +13,9 @@ struct ReadProgress {
   // Bytes of the files (as they are on disk, compressed or not) read and parsed so far, over
   // every file of the read: the watcher knows the files' sizes.
   std::atomic<std::uint64_t> file_bytes_done{0};
+  // Set by the reader's caller once every file is read: what it does next (ppview lays the
+  // events out) has no bytes to count, so the watcher shows it as a phase of its own.
+  std::atomic<bool> files_read{false};
   // Set by the watcher: the reader throws ReadCancelled at its next report.
   std::atomic<bool> cancel_requested{false};
 };
