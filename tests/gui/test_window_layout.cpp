@@ -42,7 +42,7 @@ QString layout_example(const char* name) {
 }
 
 fs::path scratch_dir() {
-  const fs::path dir = fs::temp_directory_path() / ("pipescope_test_window_layout_" + std::to_string(::getpid()));
+  fs::path dir = fs::temp_directory_path() / ("pipescope_test_window_layout_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   return dir;
 }

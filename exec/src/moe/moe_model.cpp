@@ -172,7 +172,8 @@ class MoeTransformerBlock : public Layer {
     auto index = at::tensor(by_expert, at::TensorOptions().dtype(at::kLong)).to(arrived.device());
     std::vector<std::int64_t> local_counts(static_cast<std::size_t>(sizes_.experts), 0);
     for (int l = 0; l < local; ++l)
-      local_counts[static_cast<std::size_t>(ep.first_expert() + l)] = rows_per_expert[static_cast<std::size_t>(l)];
+      local_counts[static_cast<std::size_t>(ep.first_expert()) + static_cast<std::size_t>(l)] =
+          rows_per_expert[static_cast<std::size_t>(l)];
     at::Tensor processed = run_local_experts(arrived.index_select(0, index), local_counts, ep.first_expert());
     // Back into arrival order, then home.
     at::Tensor home_order = processed.index_select(0, at::argsort(index, /*stable=*/true, 0));
