@@ -11,21 +11,14 @@
 
 #include "pipescope/gui/critical_path.hpp"
 #include "pipescope/gui/timeline_model.hpp"
+#include "pipeline_trace_fixture.hpp"
 #include "pipescope/traces/synthetic.hpp"
 
 using namespace pipescope::gui;
 using namespace pipescope::traces;
+using pipeline_trace_fixture::predicted_and_slow_measured_1f1b;
 
 namespace {
-
-std::pair<Trace, Trace> predicted_and_slow_measured_1f1b() {
-  SyntheticPipeline pp;
-  Trace predicted = make_1f1b_trace(pp);
-  pp.slow_rank = 2;
-  pp.slow_factor = 1.5;
-  pp.source = "measured";
-  return {predicted, make_1f1b_trace(pp)};
-}
 
 void add_path_test_event(Trace& t, const char* name, int rank, Lane lane, int peer, double start, double end) {
   TraceEvent e;

@@ -12,26 +12,15 @@
 
 #include "pipescope/gui/kinds.hpp"
 #include "pipescope/gui/timeline_model.hpp"
+#include "pipeline_trace_fixture.hpp"
 #include "pipescope/traces/synthetic.hpp"
 
 using namespace pipescope::gui;
 using namespace pipescope::traces;
-
-namespace {
-
-std::pair<Trace, Trace> pair_of_traces() {
-  SyntheticPipeline pp;
-  Trace predicted = make_1f1b_trace(pp);
-  pp.slow_rank = 2;
-  pp.slow_factor = 1.5;
-  pp.source = "measured";
-  return {predicted, make_1f1b_trace(pp)};
-}
-
-}  // namespace
+using pipeline_trace_fixture::predicted_and_slow_measured_1f1b;
 
 TEST_CASE("rows are start-sorted per rank, series and lane", "[model]") {
-  auto [p, m] = pair_of_traces();
+  auto [p, m] = predicted_and_slow_measured_1f1b();
   TimelineModel model;
   model.set_traces(p, m);
   REQUIRE(model.series_count() == 2);
@@ -57,7 +46,7 @@ TEST_CASE("rows are start-sorted per rank, series and lane", "[model]") {
 
 TEST_CASE("binary searches find the blocks of a time", "[model]") {
   TimelineModel model;
-  model.set_traces(pair_of_traces().first);
+  model.set_traces(predicted_and_slow_measured_1f1b().first);
   const Row& row = *model.row(0, 0, 0);  // rank 0 compute: F0 [0,100], F1 [100,200] ...
   REQUIRE(row.first_ending_after(0) == 0);
   REQUIRE(row.first_ending_after(100) == 1);
@@ -74,7 +63,7 @@ TEST_CASE("binary searches find the blocks of a time", "[model]") {
 
 TEST_CASE("visit_visible draws visible blocks and folds narrow ones", "[model]") {
   TimelineModel model;
-  model.set_traces(pair_of_traces().first);
+  model.set_traces(predicted_and_slow_measured_1f1b().first);
   const Row& row = *model.row(0, 0, 0);
   ViewState view;
   view.set_extent(model.end_us());
@@ -109,7 +98,7 @@ TEST_CASE("visit_visible draws visible blocks and folds narrow ones", "[model]")
 }
 
 TEST_CASE("measured errors against the prediction", "[model]") {
-  auto [p, m] = pair_of_traces();
+  auto [p, m] = predicted_and_slow_measured_1f1b();
   TimelineModel model;
   model.set_traces(p, m);
   const auto& events = model.trace(1).events;
@@ -181,7 +170,7 @@ TEST_CASE("rows of many blocks get a coarser summary used when zoomed far out", 
   REQUIRE(visited == std::set<const Row*>{compute});
 
   TimelineModel small;
-  auto [predicted, measured] = pair_of_traces();
+  auto [predicted, measured] = predicted_and_slow_measured_1f1b();
   small.set_traces(predicted, measured);
   for (const Row& row : small.rows()) REQUIRE(row.summary == nullptr);
 }

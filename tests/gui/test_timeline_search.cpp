@@ -10,21 +10,14 @@
 
 #include "pipescope/gui/timeline_model.hpp"
 #include "pipescope/gui/timeline_search.hpp"
+#include "pipeline_trace_fixture.hpp"
 #include "pipescope/traces/synthetic.hpp"
 
 using namespace pipescope::gui;
 using namespace pipescope::traces;
+using pipeline_trace_fixture::predicted_and_slow_measured_1f1b;
 
 namespace {
-
-std::pair<Trace, Trace> predicted_and_measured_1f1b() {
-  SyntheticPipeline pp;
-  Trace predicted = make_1f1b_trace(pp);
-  pp.slow_rank = 2;
-  pp.slow_factor = 1.5;
-  pp.source = "measured";
-  return {predicted, make_1f1b_trace(pp)};
-}
 
 TraceEvent search_test_event(const char* name, int rank, int stage, int micro_batch, double ts_us) {
   TraceEvent e;
@@ -86,7 +79,7 @@ TEST_CASE("search_events returns hits of every series in start order", "[search]
 }
 
 TEST_CASE("search by text with field filters", "[search]") {
-  auto [p, m] = predicted_and_measured_1f1b();
+  auto [p, m] = predicted_and_slow_measured_1f1b();
   TimelineModel model;
   model.set_traces(p, m);
   const auto hits = model.search("B mb 3");
