@@ -101,6 +101,8 @@ class MainWindow : public QMainWindow {
 
  private:
   void show_inputs(TraceInputs read, const QStringList& paths);
+  // Shows a read's prepared view, its notes, and remembers its files.
+  void show_read(PreparedView view, const TraceInputs& read, const QStringList& paths);
   // Swaps a prepared model in (prepared_view.hpp) and brings the docks and title up to date.
   void show_view(PreparedView view, const QString& title);
   std::optional<int> torch_step_;

@@ -50,7 +50,11 @@ std::optional<QString> MainWindow::open_files(const QStringList& paths) {
 }
 
 void MainWindow::show_inputs(TraceInputs read, const QStringList& paths) {
-  show_traces(std::move(read.first), std::move(read.second), read.title);
+  show_read(prepare_view(std::move(read.first), std::move(read.second), raw_clocks_, nullptr), read, paths);
+}
+
+void MainWindow::show_read(PreparedView view, const TraceInputs& read, const QStringList& paths) {
+  show_view(std::move(view), read.title);
   if (!read.notes.isEmpty()) statusBar()->showMessage(read.notes.join("; "));
   remember(paths);
 }
@@ -84,9 +88,7 @@ void MainWindow::open_files_in_background(const QStringList& paths, std::functio
           return;
         }
         if (!prepared->model) return;  // cancelled while laying out
-        show_view(std::move(*prepared), read->title);
-        if (!read->notes.isEmpty()) statusBar()->showMessage(read->notes.join("; "));
-        remember(paths);
+        show_read(std::move(*prepared), *read, paths);
         if (then) then();
       });
   TraceLoading* started = loading_;
