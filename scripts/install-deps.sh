@@ -64,3 +64,10 @@ fi
 
 # LibTorch for the CPU and the CUDA builds alike (PIPESCOPE_TORCH_DIR in CMake; the default).
 echo "install-deps: LibTorch in $(bash "${repo}/scripts/fetch-libtorch.sh" | tail -n 1)"
+
+# The Python package's build backend (scikit-build-core, pinned, from PyPI into build/venv-python):
+# the wheel that CI builds and installs into a fresh environment (scripts/test-python.sh) is then
+# made offline. Not for --tools: building the tools needs no wheel.
+if [ $tools_only = 0 ]; then
+  echo "install-deps: the Python package is built with $(bash "${repo}/scripts/setup-python-env.sh" | tail -n 1)"
+fi

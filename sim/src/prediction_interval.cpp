@@ -3,17 +3,18 @@
 #include <algorithm>
 #include <cmath>
 
+#include <boost/math/distributions/students_t.hpp>
 #include <fmt/format.h>
 
 namespace pipescope::sim {
 
 double interval_deviations(int steps) {
-  // One-sided 95% quantiles of Student's t for 1 .. 10 degrees of freedom.
-  static constexpr double kT95[] = {6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812};
   const int freedom = std::max(1, steps - 1);
-  const double t = freedom <= 10 ? kT95[freedom - 1] : (freedom <= 30 ? 1.70 : 1.645);
-  return t * std::sqrt(2.0);
+  const boost::math::students_t t(freedom);
+  return boost::math::quantile(t, 0.975) * std::sqrt(2.0);
 }
+
+double interval_factor(double half_width) { return 1 / (1 - std::clamp(half_width, 0.0, 0.9)); }
 
 bool splits_backward(const CompiledSchedule& schedule) {
   return std::any_of(schedule.instructions.begin(), schedule.instructions.end(), [](const CompiledInstruction& ci) {
@@ -44,7 +45,8 @@ std::optional<PredictionInterval> prediction_interval(const Profile& profile, bo
     // The estimate's four corners: the input share moves I against W, the overhead both.
     const BackwardSplitEstimate& e = *profile.backward_split_estimate;
     for (const double share : {e.input_share - e.input_share_uncertainty, e.input_share + e.input_share_uncertainty})
-      for (const double overhead : {std::max(0.0, e.overhead - e.overhead_uncertainty), e.overhead + e.overhead_uncertainty}) {
+      for (const double overhead :
+           {std::max(0.0, e.overhead - e.overhead_uncertainty), e.overhead + e.overhead_uncertainty}) {
         const double t = simulate_profile(with_backward_split(profile, std::clamp(share, 0.01, 0.99), overhead));
         interval.low_s = std::min(interval.low_s, t);
         interval.high_s = std::max(interval.high_s, t);
@@ -56,8 +58,9 @@ std::optional<PredictionInterval> prediction_interval(const Profile& profile, bo
   }
   if (profile.step_speed_spread) {
     const double half = interval_deviations(profile.step_speed_spread->steps) * profile.step_speed_spread->relative_sd;
-    interval.low_s *= std::max(0.0, 1 - half);
-    interval.high_s *= 1 + half;
+    const double factor = interval_factor(half);
+    interval.low_s /= factor;
+    interval.high_s *= factor;
   }
   return interval;
 }

@@ -381,9 +381,14 @@ TEST_CASE("the spread of step speeds: each step's computation over the same oper
   CHECK(parse_profile(to_profile_json(p), "p.json") == p);
   const auto interval = prediction_interval(p, false, 1.0, [](const Profile&) { return 1.0; });
   REQUIRE(interval);
-  CHECK(interval_deviations(3) == Approx(2.920 * std::sqrt(2.0)));  // t for 2 degrees of freedom
-  CHECK(interval->low_s == Approx(1 - interval_deviations(3) * 0.1).epsilon(0.01));
-  CHECK(interval->high_s == Approx(1 + interval_deviations(3) * 0.1).epsilon(0.01));
+  CHECK(interval_deviations(3) == Approx(4.303 * std::sqrt(2.0)).epsilon(0.001));  // t(97.5%), 2 degrees of freedom
+  CHECK(interval_deviations(8) == Approx(2.365 * std::sqrt(2.0)).epsilon(0.001));  // 7 degrees of freedom
+  CHECK(interval_deviations(1000) == Approx(1.96 * std::sqrt(2.0)).epsilon(0.01));
+  // Symmetric in the logarithm: as far below the prediction by a factor as above it.
+  const double half = interval_deviations(3) * 0.1;
+  CHECK(interval->low_s == Approx(1 - half).epsilon(0.01));
+  CHECK(interval->high_s == Approx(1 / (1 - half)).epsilon(0.01));
+  CHECK(interval->low_s * interval->high_s == Approx(1.0));
   CHECK(interval->estimated.empty());
 }
 

@@ -13,6 +13,7 @@
 // - Steps: idle steps (empty, first or last) keep their numbers in step_of.
 // - The straight path: compile(order) equals compile(lower(order)), field for field, for every
 //   built-in schedule made from a compute order, at several sizes.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -127,9 +128,10 @@ TEST_CASE("compile numbers the instructions as the schedule index does and pairs
 TEST_CASE("compile names the place of an unmatched send and of a receive matched with another micro-batch") {
   REQUIRE(error_of(two_ranks({{"0F0", "0SEND_F0"}}, {{"1F0"}}, 1)) ==
           "rank 0, step 0, instruction 0SEND_F0: no matching receive");
-  REQUIRE(error_of(two_ranks({{"0F0", "0SEND_F0"}, {"0F1", "0SEND_F1"}}, {{"1RECV_F1", "1F1"}, {"1RECV_F0", "1F0"}}, 2)) ==
-          "rank 1, step 0, instruction 1RECV_F1: matched in order with rank 0, step 0, instruction 0SEND_F0, which "
-          "sends another micro-batch");
+  REQUIRE(
+      error_of(two_ranks({{"0F0", "0SEND_F0"}, {"0F1", "0SEND_F1"}}, {{"1RECV_F1", "1F1"}, {"1RECV_F0", "1F0"}}, 2)) ==
+      "rank 1, step 0, instruction 1RECV_F1: matched in order with rank 0, step 0, instruction 0SEND_F0, which "
+      "sends another micro-batch");
 }
 
 TEST_CASE("compile names a receive with no send, and the first problem in matching order") {
@@ -154,8 +156,8 @@ TEST_CASE("compile keeps the numbers of idle steps") {
 }
 
 TEST_CASE("compile of a compute order gives what compile of its lowered schedule gives") {
-  const std::vector<ScheduleParams> sizes = {params(1, 2), params(2, 4), params(4, 8), params(4, 12, 3),
-                                             params(8, 16, 2), params(3, 9)};
+  const std::vector<ScheduleParams> sizes = {params(1, 2),     params(2, 4),     params(4, 8),
+                                             params(4, 12, 3), params(8, 16, 2), params(3, 9)};
   std::set<std::string> covered;
   for (const GeneratorInfo& info : ScheduleRegistry::instance().entries()) {
     if (!info.make_order) continue;
@@ -187,7 +189,10 @@ TEST_CASE("compile of a compute order gives what compile of its lowered schedule
       covered.insert(info.name);
     }
   }
-  // Every compute-order schedule was compared at some size.
-  REQUIRE(covered == std::set<std::string>{"gpipe", "1f1b", "interleaved-1f1b", "interleaved-1f1b@0.1",
-                                           "interleaved-1f1b@0.10", "looped-bfs", "zb-h1", "zb-h2", "zbv", "dualpipev"});
+  // Every built-in compute-order schedule was compared at some size (other tests of this binary
+  // register schedules of their own, which were compared too when they ran first).
+  const std::set<std::string> built_in = {
+      "gpipe", "1f1b", "interleaved-1f1b", "interleaved-1f1b@0.1", "interleaved-1f1b@0.10", "looped-bfs", "zb-h1",
+      "zb-h2", "zbv",  "dualpipev"};
+  REQUIRE(std::includes(covered.begin(), covered.end(), built_in.begin(), built_in.end()));
 }

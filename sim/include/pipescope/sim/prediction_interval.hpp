@@ -16,9 +16,18 @@ namespace pipescope::sim {
 
 // A step runs at the profile's speed times a factor whose relative standard deviation is the
 // spread; a prediction is off by the difference of two such factors (the calibration run's and
-// the measured run's), and the interval holds 90% of that: sqrt(2) standard deviations times
-// Student's t (one-sided 95%) for the steps the spread was measured over (1.645 for many).
+// the measured run's), and the interval's half-width h is sqrt(2) standard deviations times
+// Student's t (two-sided 95%) for the steps the spread was measured over (1.96 for many).
+// 95%, not 90%: the interval is meant to hold the measured time in at least 9 runs of 10, and
+// an interval of 90% does that only on average. A run's speed on a shared host moves as a whole
+// (a run's mean varies about as much as its steps do), which is why the spread of single steps,
+// not of their mean, sets the width.
 double interval_deviations(int steps);
+
+// The factor of the interval around a prediction p: [p (1 - h), p / (1 - h)], symmetric in the
+// logarithm of the time (a run slowed by a factor is as likely as one sped up by it, and a
+// slowdown has no bound where a speed-up has), with h held below 0.9 (a factor of 10).
+double interval_factor(double half_width);
 
 struct PredictionInterval {
   double low_s = 0;
