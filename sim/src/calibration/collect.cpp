@@ -77,7 +77,9 @@ std::optional<Timed> timed_of(EventKind kind) {
 }
 
 bool on_main_thread(const TraceEvent& e) {
-  // The program's thread starts every event; only the send lane's ends come from elsewhere.
+  // The program's thread starts every event; only the send lane's ends come from elsewhere. An
+  // all-to-all runs inside a forward or backward (collect_rank_all_to_all), not between them.
+  if (traces::is_all_to_all(e.kind)) return false;
   return e.lane == static_cast<int>(Lane::Compute) || e.lane == static_cast<int>(Lane::Recv) ||
          e.lane == static_cast<int>(Lane::Collective) || e.lane == static_cast<int>(Lane::Send);
 }
@@ -220,11 +222,15 @@ void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
   const double infinity = std::numeric_limits<double>::infinity();
   const bool torch = trace.meta.run.torch_profiler.has_value();
   RankMemoryDeltas deltas;
+  // A pass's time is taken net of the all-to-all it holds (Profile::all_to_all adds it back).
+  const std::map<const TraceEvent*, double> all_to_all_us = collect_rank_all_to_all(mt, rank, out);
 
   for (std::size_t i = 0; i < main.size(); ++i) {
     const TraceEvent& e = *main[i];
     const double next_start_us = i + 1 < main.size() ? reached_us(trace, *main[i + 1]) : infinity;
-    const Sample sample{e.dur_us * 1e-6, &mt.source, rank, e.micro_batch};
+    const auto inside = all_to_all_us.find(&e);
+    const double own_us = e.dur_us - (inside == all_to_all_us.end() ? 0.0 : inside->second);
+    const Sample sample{own_us * 1e-6, &mt.source, rank, e.micro_batch};
     if (e.lane == static_cast<int>(Lane::Send)) {
       // torch's SEND span is the program's time for the send, all of it (its tensors, then the
       // isend), whatever comes next.
