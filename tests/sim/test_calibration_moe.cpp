@@ -271,3 +271,41 @@ TEST_CASE("ppsim simulate --profile of a MoE run: --expert-parallel predicted or
   CHECK(imbalance.one_error_line());
   CHECK(imbalance.err.find("--moe-imbalance needs --model") != std::string::npos);
 }
+
+// Two data-parallel replicas of one stage meet in one dispatch per forward: rank 0 gets there
+// first and its event lasts 300 us, rank 1's (the last to arrive, waiting for no one) 100 us.
+// The exchange costs 100 us for both; rank 0's 200 us of waiting stays in its forward (400 us of
+// compute), so the forwards measure 600 and 400 us, 500 us the median of the two.
+TEST_CASE("an exchange costs what its group's last member took; the others' wait for it stays in their passes") {
+  traces::Trace t;
+  t.meta.source = "measured";
+  t.meta.schedule = "1f1b";
+  t.meta.num_ranks = 2;
+  t.meta.num_stages = 1;
+  t.meta.num_micro_batches = 1;
+  for (int rank = 0; rank < 2; ++rank) {
+    RankWriter w{t, rank};
+    const double exchange_us = rank == 0 ? 300 : 100;
+    traces::TraceEvent dispatch;
+    dispatch.rank = rank;
+    dispatch.lane = static_cast<int>(Lane::Collective);
+    dispatch.name = "ALL_TO_ALL_DISPATCH_F";
+    dispatch.kind = traces::event_kind_from_name(dispatch.name);
+    dispatch.ts_us = 200;
+    dispatch.dur_us = exchange_us;
+    dispatch.bytes = 4096;
+    t.events.push_back(dispatch);
+    t.args.push_back({t.events.size() - 1, R"({"layer": "blocks.0", "peers": [0, 1]})"});
+    w.now_us = 0;
+    w.op("F", Lane::Compute, 0, 0, 400 + exchange_us);
+    w.op("B", Lane::Compute, 0, 0, 500);
+  }
+  const Calibration c = calibrate({{t, "replicas.json"}});
+  REQUIRE(c.profile.all_to_all);
+  const AllToAllCost* cost = c.profile.all_to_all->cost_of(2);
+  REQUIRE(cost);
+  CHECK(cost->latency_s == Approx(100e-6));
+  CHECK(cost->bandwidth_bytes_per_s == 0);  // one size of exchange: no byte term to fit
+  CHECK(c.profile.stages.at(0).f_s == Approx(500e-6));
+  CHECK(c.profile.stages.at(0).moe_layers == 1);
+}

@@ -215,7 +215,8 @@ void collect_rank_memory(const MeasuredTrace& mt, int rank, const MemoryTimeline
         {static_cast<double>(memory.first()) / static_cast<double>(stages.size()), &mt.source, rank, -1});
 }
 
-void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
+void collect_rank(const MeasuredTrace& mt, int rank, const std::map<const TraceEvent*, double>& exchange_us,
+                  Collected& out) {
   const traces::Trace& trace = mt.trace;
   const std::vector<const TraceEvent*> main = main_thread_events(trace, rank);
   const MemoryTimeline memory(trace, rank);
@@ -223,7 +224,7 @@ void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
   const bool torch = trace.meta.run.torch_profiler.has_value();
   RankMemoryDeltas deltas;
   // A pass's time is taken net of the all-to-all it holds (Profile::all_to_all adds it back).
-  const std::map<const TraceEvent*, double> all_to_all_us = collect_rank_all_to_all(mt, rank, out);
+  const std::map<const TraceEvent*, double> all_to_all_us = collect_rank_all_to_all(mt, rank, exchange_us, out);
 
   for (std::size_t i = 0; i < main.size(); ++i) {
     const TraceEvent& e = *main[i];
@@ -441,7 +442,8 @@ void collect_trace(const MeasuredTrace& mt, int stages, Collected& out) {
   if (!mt.trace.meta.schedule.empty()) out.schedules.insert(mt.trace.meta.schedule);
   if (mt.trace.meta.num_micro_batches > 0) out.micro_batch_counts.insert(mt.trace.meta.num_micro_batches);
   if (const auto& data_parallel = mt.trace.meta.run.data_parallel) out.data_parallel = std::max(1, *data_parallel);
-  for (int rank = 0; rank < mt.trace.rank_count(); ++rank) collect_rank(mt, rank, out);
+  const std::map<const TraceEvent*, double> exchange_us = all_to_all_exchange_times(mt.trace);
+  for (int rank = 0; rank < mt.trace.rank_count(); ++rank) collect_rank(mt, rank, exchange_us, out);
   collect_transfers(mt, out);
   for (const Collective collective : kCollectives) collect_collective_waits(mt, collective, stages, out);
   collect_probe(mt, out);

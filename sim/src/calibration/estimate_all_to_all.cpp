@@ -140,6 +140,16 @@ void estimate_all_to_all(Estimation& e) {
       if (s.kind == kind) durations.push_back({s.duration_s, s.source, s.rank, -1});
     e.summary.estimate(fmt::format("all-to-all {}", kind_label(kind)), "s", durations);
   }
+  // The wait for the group's last member: half the events are that member's and wait for no
+  // one, so it is a mean, not a quantity whose median says anything.
+  double wait_s = 0;
+  for (const AllToAllSample& s : samples) wait_s += s.wait_s / static_cast<double>(samples.size());
+  if (wait_s > 0)
+    e.note(
+        fmt::format("all-to-all: a rank waited {:.1f} us per exchange on average for the last member of its group; "
+                    "that wait stays in the passes (at E = 1 the replicas do not meet there, and the time comes "
+                    "back elsewhere: the cores they share, the data-parallel reduction)",
+                    wait_s * 1e6));
   estimate_routing(e, a);
   for (StageProfile& stage : e.result.profile.stages) {
     const auto it = stage_layers.find(stage.stage);

@@ -61,8 +61,9 @@ std::string action_name(Collective collective);
 struct AllToAllSample {
   traces::EventKind kind = traces::EventKind::AllToAllDispatchForward;
   double bytes = 0;
-  int group_size = 1;  // the ranks exchanging, this one included
-  double duration_s = 0;
+  int group_size = 1;                     // the ranks exchanging, this one included
+  double duration_s = 0;                  // the exchange's own time (all_to_all_exchange_times)
+  double wait_s = 0;                      // the rest of the event: waiting for the group's last member
   int stage = -1;                         // of the forward or backward it ran inside; -1: none
   std::string layer;                      // the model's layer that ran it ("" when the trace does not say)
   std::vector<double> tokens_per_expert;  // the routing histogram of the rank's tokens
@@ -127,9 +128,15 @@ int stage_count(const traces::Trace& trace);
 // Reads one measured trace of `stages` stages into `out`.
 void collect_trace(const MeasuredTrace& mt, int stages, Collected& out);
 
+// Per all-to-all event of a trace, the exchange's own time (us): the duration of the member of
+// its group that arrived last (which waited for no one), when the trace holds every member;
+// else the event's duration.
+std::map<const traces::TraceEvent*, double> all_to_all_exchange_times(const traces::Trace& trace);
+
 // The all-to-all events of one rank of a trace into `out`, each attributed to the forward or
-// backward it ran inside; returns, per such compute event, the all-to-all time (us) it holds.
-std::map<const traces::TraceEvent*, double> collect_rank_all_to_all(const MeasuredTrace& mt, int rank, Collected& out);
+// backward it ran inside; returns, per such compute event, the exchanges' own time (us) it holds.
+std::map<const traces::TraceEvent*, double> collect_rank_all_to_all(
+    const MeasuredTrace& mt, int rank, const std::map<const traces::TraceEvent*, double>& exchange_us, Collected& out);
 
 // Whether each transfer's receive began while a message the other way was posted and not yet
 // received (traffic both ways on the pair).
