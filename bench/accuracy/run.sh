@@ -305,6 +305,22 @@ for name in "${rows[@]}"; do
     | @tsv' "$out/$name.compare.json" |
     awk -F'\t' '{ printf "%-20s %10s %10s %8s %7s %6s %7s %8s %7s %10s %8s %14s %s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 }'
 done
+# The MoE loop also shows each prediction's interval (ppsim simulate's iteration_time_interval_s:
+# the calibration's step spread) and whether the measured mean fell inside it.
+if [[ $moe == 1 ]]; then
+  echo
+  printf '%-22s %22s %10s %7s\n' "configuration" "predicted interval" "measured" "inside"
+  for name in "${rows[@]}"; do
+    measured_s=$(step_times_s "$out/$name.metrics.jsonl" | jq .mean)
+    jq -r --arg name "$name" --argjson measured "$measured_s" '
+        def ms: (. * 100000 | round) / 100 | tostring;
+        .iteration_time_interval_s as $i |
+        if $i == null then [$name, "none", ($measured | ms), "n/a"]
+        else [$name, "\($i[0] | ms)..\($i[1] | ms) ms", ($measured | ms), (if $measured >= $i[0] and $measured <= $i[1] then "yes" else "no" end)]
+        end | @tsv' "$out/$name.simulate.json" |
+      awk -F'\t' '{ printf "%-22s %22s %10s %7s\n", $1, $2, $3, $4 }'
+  done
+fi
 # What each modelled effect contributes: the prediction again from the profile with that effect
 # taken out (deterministic: no measurement involved).
 declare -A without=(
