@@ -83,8 +83,10 @@ std::map<const TraceEvent*, double> all_to_all_exchange_times(const traces::Trac
     groups[{std::move(args.peers), std::move(args.layer), e.kind}][e.rank].push_back(&e);
   }
   std::map<const TraceEvent*, double> own_us;
-  for (auto& [key, members] : groups) {
-    const std::vector<int>& peers = std::get<0>(key);
+  for (auto& group : groups) {
+    // Not a structured binding: the lambda below captures the members (clang 14 cannot).
+    const std::vector<int>& peers = std::get<0>(group.first);
+    auto& members = group.second;
     for (auto& [rank, events] : members) {
       std::sort(events.begin(), events.end(),
                 [](const TraceEvent* a, const TraceEvent* b) { return a->ts_us < b->ts_us; });
