@@ -20,7 +20,11 @@
 # machine with one GPU), DEVICE (cpu, the default, or cuda: pprun --device cuda, NCCL, rank r
 # on GPU r), PIPESCOPE_PPRUN (a pprun to run instead of the build folder's, e.g. the CUDA build
 # of scripts/build-cuda.sh), MEASURE_ONLY (1: run and record, no analysis: for a machine that
-# has pprun but not ppsim; REUSE=1 analyses the folder elsewhere).
+# has pprun but not ppsim; REUSE=1 analyses the folder elsewhere), MOE (1: the mixture-of-experts
+# loop: tiny-moe on DP (default 2) replicas of each pipeline rank, calibrated on 1F1B m=4 at
+# expert parallelism 2, predicting 1f1b, interleaved-1f1b, zbv and dualpipev at E = 1 and 2;
+# ROUNDS defaults to 3 and BIND_CORES to 0 there), DP (data-parallel replicas, default 1; the
+# runs have RANKS x DP processes, and the profile predicts one pipeline of them).
 #
 # The calibration configuration runs once more per round, apart from its measured row, with
 # every step after WARMUP traced (pprun --trace-steps); all those traces calibrate the profile
@@ -42,15 +46,23 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${PIPESCOPE_BUILD_DIR:-$root/build/release}
 [[ $build = /* ]] || build=$root/$build
 out=${ACCURACY_OUT:-$(mktemp -d /tmp/pipescope-accuracy.XXXXXX)}
+moe=${MOE:-0}
 steps=${STEPS:-10}
 warmup=${WARMUP:-3}
 rounds=${ROUNDS:-12}
+dp=${DP:-1}
+default_model_args="--model mlp --layers 8 --hidden 512 --micro-batch-size 32"
+if [[ $moe == 1 ]]; then
+  rounds=${ROUNDS:-3}
+  dp=${DP:-2}
+  default_model_args="--model tiny-moe --layers 4 --hidden 64 --seq-len 32 --micro-batch-size 4 --experts 4 --top-k 2 --moe-ffn-hidden 128"
+fi
 statistic=${STATISTIC:-mean}
 disturbed=${DISTURBED:-1.3}
 steal_limit=${STEAL_LIMIT:-0.02}
 bind_args=(--bind-cores)
-[[ ${BIND_CORES:-1} == 1 ]] || bind_args=(--no-bind-cores)
-read -r -a model_args <<< "${MODEL_ARGS:---model mlp --layers 8 --hidden 512 --micro-batch-size 32}"
+[[ ${BIND_CORES:-$((moe == 1 ? 0 : 1))} == 1 ]] || bind_args=(--no-bind-cores)
+read -r -a model_args <<< "${MODEL_ARGS:-$default_model_args}"
 ranks=${RANKS:-2}
 device=${DEVICE:-cpu}
 command -v jq > /dev/null || { echo "accuracy: error: jq is needed (scripts/install-deps.sh installs it)" >&2; exit 1; }
@@ -59,7 +71,7 @@ mkdir -p "$out"
 # machine, simulates the same ranks and leaves out the same warm-up.
 settings=$out/accuracy-settings.json
 if [[ ${REUSE:-0} == 1 && -f $settings ]]; then
-  read -r ranks steps warmup device < <(jq -r '"\(.ranks) \(.steps) \(.warmup) \(.device)"' "$settings")
+  read -r ranks steps warmup device dp < <(jq -r '"\(.ranks) \(.steps) \(.warmup) \(.device) \(.dp // 1)"' "$settings")
   read -r -a model_args < <(jq -r .model_args "$settings")
 fi
 (( steps > warmup )) || { echo "accuracy: error: STEPS ($steps) must exceed WARMUP ($warmup)" >&2; exit 2; }
@@ -75,7 +87,8 @@ elif [[ ! -x $ppsim || ( ${REUSE:-0} != 1 && ! -x $pprun ) ]]; then
   cmake --build "$build" -j2 --target ppsim pprun >&2
 fi
 
-# name schedule micro-batches chunks; the first line is the calibration configuration.
+# name schedule micro-batches chunks [expert-parallel]; the first line is the calibration
+# configuration.
 configs=(
   "calib-1f1b-m4 1f1b 4 1"
   "1f1b-m8 1f1b 8 1"
@@ -86,14 +99,35 @@ configs=(
   "interleaved-v2-m8 interleaved-1f1b 8 2"
   "zbv-m4 zbv 4 2"
 )
+if [[ $moe == 1 ]]; then
+  configs=(
+    "calib-1f1b-m4-e2 1f1b 4 1 2"
+    "1f1b-m4-e1 1f1b 4 1 1"
+    "1f1b-m8-e2 1f1b 8 1 2"
+    "1f1b-m8-e1 1f1b 8 1 1"
+    "interleaved-v2-m4-e2 interleaved-1f1b 4 2 2"
+    "interleaved-v2-m4-e1 interleaved-1f1b 4 2 1"
+    "zbv-m4-e2 zbv 4 2 2"
+    "zbv-m4-e1 zbv 4 2 1"
+    "dualpipev-m4-e2 dualpipev 4 2 2"
+    "dualpipev-m4-e1 dualpipev 4 2 1"
+  )
+fi
+# A configuration's expert-parallel options for pprun and ppsim (none for a dense one).
+ep_args() {  # E (empty: none)
+  [[ -z ${1:-} ]] || printf '%s\n' --expert-parallel "$1"
+}
 
 # The figures are timings: the models train on their synthetic data (any vocabulary) unless
 # MODEL_ARGS names other data.
 data_args=(--data synthetic)
 [[ " ${model_args[*]} " == *" --data "* ]] && data_args=()
 
-measure() {  # name schedule m chunks trace-file [traced-steps]: appends the run's steps to NAME.metrics.jsonl
-  "$pprun" --nproc-per-node "$ranks" --schedule "$2" --micro-batches "$3" --chunks "$4" "${model_args[@]}" "${data_args[@]}" \
+measure() {  # name schedule m chunks trace-file traced-steps [E]: appends the run's steps to NAME.metrics.jsonl
+  local run_ep_args
+  mapfile -t run_ep_args < <(ep_args "${7:-}")
+  "$pprun" --nproc-per-node "$((ranks * dp))" --dp "$dp" "${run_ep_args[@]}" --schedule "$2" --micro-batches "$3" \
+    --chunks "$4" "${model_args[@]}" "${data_args[@]}" \
     --threads-per-rank 1 --device "$device" "${bind_args[@]}" --steps "$steps" --trace "$5" --trace-steps "${6:-1}" --metrics "$out/run.metrics.jsonl" --quiet
   jq -c --argjson run "$round" '. + {run: $run}' "$out/run.metrics.jsonl" >> "$out/$1.metrics.jsonl"
 }
@@ -155,26 +189,26 @@ paired_measurement() {  # NAME CALIBRATION-STEPS-JSON CONFIGURATION-STEPS-JSON
     {rounds: ($ratios | length), measured: ($calibration_mean * ($ratios | add / length)), relative_se: ($ratios | relative_se)}'
 }
 
-read -r calib_name calib_schedule calib_m calib_chunks <<< "${configs[0]}"
+read -r calib_name calib_schedule calib_m calib_chunks calib_ep <<< "${configs[0]}"
 if [[ ${REUSE:-0} == 1 ]]; then
   [[ -f $out/$calib_name.calibration.metrics.jsonl ]] || { echo "accuracy: error: REUSE=1 but $out holds no earlier measurement" >&2; exit 2; }
   rounds=$(jq -s 'map(.run) | max' "$out/$calib_name.calibration.metrics.jsonl")
   echo "accuracy: analysing the $rounds round(s) measured earlier in $out" >&2
 else
-  echo "accuracy: ${model_args[*]}, $ranks rank(s) on $device, $rounds round(s) of $steps steps per run ($warmup warm-up);" \
+  echo "accuracy: ${model_args[*]}, $ranks rank(s) x $dp replica(s) on $device, $rounds round(s) of $steps steps per run ($warmup warm-up);" \
     "calibration: $calib_schedule m=$calib_m; load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
   rm -f "$out"/*.metrics.jsonl
   jq -n --argjson ranks "$ranks" --argjson steps "$steps" --argjson warmup "$warmup" --arg device "$device" \
-    --arg model_args "${model_args[*]}" \
-    '{ranks: $ranks, steps: $steps, warmup: $warmup, device: $device, model_args: $model_args}' > "$settings"
+    --arg model_args "${model_args[*]}" --argjson dp "$dp" \
+    '{ranks: $ranks, steps: $steps, warmup: $warmup, device: $device, model_args: $model_args, dp: $dp}' > "$settings"
   for (( round = 1; round <= rounds; ++round )); do
     echo "accuracy: round $round: measuring $calib_name for the calibration" >&2
     measure "$calib_name.calibration" "$calib_schedule" "$calib_m" "$calib_chunks" "$out/$calib_name.calibration$round.json" \
-      "$((steps - warmup))"
+      "$((steps - warmup))" "${calib_ep:-}"
     for config in "${configs[@]}"; do
-      read -r name schedule m chunks <<< "$config"
+      read -r name schedule m chunks ep <<< "$config"
       echo "accuracy: round $round: measuring $name" >&2
-      measure "$name" "$schedule" "$m" "$chunks" "$out/$name.measured.json"
+      measure "$name" "$schedule" "$m" "$chunks" "$out/$name.measured.json" 1 "${ep:-}"
     done
   done
   if [[ ${MEASURE_ONLY:-0} == 1 ]]; then
@@ -209,13 +243,27 @@ if [[ $(jq -r .backward_split "$out/profile.json") == unmeasured ]]; then
   calibrate
 fi
 
+# The measured trace's first pipeline (world ranks 0 .. RANKS-1, replica 0), which the prediction
+# is of: the trace itself without data parallelism.
+first_pipeline() {  # TRACE: prints the file to compare
+  if (( dp == 1 )); then
+    echo "$1"
+    return
+  fi
+  jq --argjson n "$ranks" '.traceEvents |= map(select((.pid // 0) < $n)) | .otherData.num_ranks = $n |
+    .otherData |= with_entries(if (.value | type) == "array" and (.key | IN("layers", "stage_bounds") | not)
+                               then .value |= .[0:$n] else . end)' "$1" > "${1%.json}.pipeline0.json"
+  echo "${1%.json}.pipeline0.json"
+}
+
 rows=()
 for config in "${configs[@]}"; do
-  read -r name schedule m chunks <<< "$config"
-  "$ppsim" simulate --schedule "$schedule" --stages "$ranks" --micro-batches "$m" --chunks "$chunks" \
+  read -r name schedule m chunks ep <<< "$config"
+  mapfile -t sim_ep_args < <(ep_args "${ep:-}")
+  "$ppsim" simulate --schedule "$schedule" --stages "$ranks" --micro-batches "$m" --chunks "$chunks" "${sim_ep_args[@]}" \
     --profile "$out/profile.json" --trace "$out/$name.predicted.json" --json > "$out/$name.simulate.json"
-  "$ppsim" compare "$out/$name.predicted.json" "$out/$name.measured.json" --json > "$out/$name.compare.json"
-  "$ppsim" simulate --schedule "$schedule" --stages "$ranks" --micro-batches "$m" --chunks "$chunks" \
+  "$ppsim" compare "$out/$name.predicted.json" "$(first_pipeline "$out/$name.measured.json")" --json > "$out/$name.compare.json"
+  "$ppsim" simulate --schedule "$schedule" --stages "$ranks" --micro-batches "$m" --chunks "$chunks" "${sim_ep_args[@]}" \
     --profile "$out/profile.median.json" --json > "$out/$name.simulate.median.json"
   rows+=("$name")
 done
@@ -257,6 +305,22 @@ for name in "${rows[@]}"; do
     | @tsv' "$out/$name.compare.json" |
     awk -F'\t' '{ printf "%-20s %10s %10s %8s %7s %6s %7s %8s %7s %10s %8s %14s %s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 }'
 done
+# The MoE loop also shows each prediction's interval (ppsim simulate's iteration_time_interval_s:
+# the calibration's step spread) and whether the measured mean fell inside it.
+if [[ $moe == 1 ]]; then
+  echo
+  printf '%-22s %22s %10s %7s\n' "configuration" "predicted interval" "measured" "inside"
+  for name in "${rows[@]}"; do
+    measured_s=$(step_times_s "$out/$name.metrics.jsonl" | jq .mean)
+    jq -r --arg name "$name" --argjson measured "$measured_s" '
+        def ms: (. * 100000 | round) / 100 | tostring;
+        .iteration_time_interval_s as $i |
+        if $i == null then [$name, "none", ($measured | ms), "n/a"]
+        else [$name, "\($i[0] | ms)..\($i[1] | ms) ms", ($measured | ms), (if $measured >= $i[0] and $measured <= $i[1] then "yes" else "no" end)]
+        end | @tsv' "$out/$name.simulate.json" |
+      awk -F'\t' '{ printf "%-22s %22s %10s %7s\n", $1, $2, $3, $4 }'
+  done
+fi
 # What each modelled effect contributes: the prediction again from the profile with that effect
 # taken out (deterministic: no measurement involved).
 declare -A without=(
@@ -267,8 +331,10 @@ declare -A without=(
   [latency]='.transfer.latency_s = 0'
   [optimizer]='.stages[] |= (.optimizer_s = 0 | .reduce_grads_s = 0 | .reduce_tied_s = 0)'
   [load]='.stages[] |= (.load_s = 0)'
+  [all-to-all]='if .all_to_all then .all_to_all.costs |= map(.latency_s = 0 | .bandwidth_bytes_per_s = 0) else . end'
 )
 effects=(overhead step send-recv both-ways latency optimizer load)
+[[ $moe == 1 ]] && effects+=(all-to-all)
 for effect in "${effects[@]}"; do
   jq "${without[$effect]}" "$out/profile.json" > "$out/profile.without-$effect.json"
 done
@@ -278,9 +344,11 @@ printf '%-20s %10s' "configuration" "predicted"
 printf ' %10s' "${effects[@]}"
 printf '\n'
 for config in "${configs[@]}"; do
-  read -r name schedule m chunks <<< "$config"
+  read -r name schedule m chunks ep <<< "$config"
+  mapfile -t sim_ep_args < <(ep_args "${ep:-}")
   predict() {
-    "$ppsim" simulate --schedule "$schedule" --stages "$ranks" --micro-batches "$m" --chunks "$chunks" --profile "$1" --json |
+    "$ppsim" simulate --schedule "$schedule" --stages "$ranks" --micro-batches "$m" --chunks "$chunks" "${sim_ep_args[@]}" \
+      --profile "$1" --json |
       jq .iteration_time_s
   }
   full_s=$(predict "$out/profile.json")

@@ -193,8 +193,11 @@ void check_model_only_options(const SimulateOptions& s, const po::variables_map&
   const std::string source = s.profile.empty() ? "explicit costs" : "--profile (it measured its own layout)";
   if (given(vm, "tensor-parallel")) throw UsageError("--tensor-parallel needs --model: not with " + source);
   if (given(vm, "context-parallel")) throw UsageError("--context-parallel needs --model: not with " + source);
-  for (const std::string& option : s.megatron.given(vm))
+  for (const std::string& option : s.megatron.given(vm)) {
+    // A MoE profile predicts other expert-parallel sizes (profile_expert_parallel).
+    if (!s.profile.empty() && (option == "--expert-parallel" || option == "--expert-model-parallel-size")) continue;
     throw UsageError(option + " needs --model: not with " + source);
+  }
 
   if (s.sequence_parallel) throw UsageError("--sequence-parallel needs --model: not with " + source);
   if (recomputation_of(s) == sim::Recomputation::selective)
@@ -203,6 +206,19 @@ void check_model_only_options(const SimulateOptions& s, const po::variables_map&
   if (s.cluster.no_async_tp)
     throw UsageError("--no-async-tensor-model-parallel-allreduce needs --model: not with " + source);
   if (s.overlap_moe_comm) throw UsageError("--overlap-moe-expert-parallel-comm needs --model: not with " + source);
+}
+
+// --expert-parallel with --profile: the expert-parallel size its all-to-all is predicted at (0:
+// the measured one), checked against the profile.
+int profile_expert_parallel(const SimulateOptions& s, const sim::Profile& profile) {
+  const auto& given = s.megatron.expert_parallel ? s.megatron.expert_parallel : s.megatron.expert_model_parallel_size;
+  if (s.megatron.expert_parallel && s.megatron.expert_model_parallel_size &&
+      *s.megatron.expert_parallel != *s.megatron.expert_model_parallel_size)
+    throw UsageError(fmt::format("--expert-parallel {} and --expert-model-parallel-size {} disagree",
+                                 *s.megatron.expert_parallel, *s.megatron.expert_model_parallel_size));
+  if (!given) return 0;
+  sim::check_expert_parallel(profile, *given, s.profile);
+  return *given;
 }
 
 // Megatron overlaps the expert all-to-all of its interleaved schedule's steady-state pairs (it
@@ -236,8 +252,12 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
   CostSource source;
   if (use_profile) {
     const sim::Profile profile = sim::read_profile(s.profile);
+    const int expert_parallel = profile_expert_parallel(s, profile);
     source.description = "profile " + s.profile;
-    source.costs = sim::cost_model_from_profile(profile);
+    if (profile.all_to_all)
+      source.description +=
+          fmt::format(", ep {}", expert_parallel > 0 ? expert_parallel : profile.all_to_all->expert_parallel);
+    source.costs = sim::cost_model_from_profile(profile, expert_parallel);
     source.topology = sim::topology_from_profile(profile);
     source.profile = profile;
     source.memory_limit_bytes = max_mem;
@@ -374,7 +394,8 @@ std::optional<sim::PredictionInterval> profile_interval(const SimulateOptions& s
   sim::SimOptions quick = sim_options;
   quick.build_trace = false;
   const auto simulate_profile = [&](const sim::Profile& moved) {
-    sim::CostModel costs = sim::cost_model_from_profile(sim::profile_for_stages(moved, compiled.num_stages, s.profile));
+    sim::CostModel costs = sim::cost_model_from_profile(sim::profile_for_stages(moved, compiled.num_stages, s.profile),
+                                                        profile_expert_parallel(s, moved));
     if (recomputation_of(s) == sim::Recomputation::full) recompute_profile_stages(moved, costs, s.profile);
     return s.steady_state ? sim::simulate_steady_state(compiled, costs, source.topology, quick).iteration_time_s
                           : sim::simulate(compiled, costs, source.topology, quick).summary.iteration_time_s;
@@ -433,7 +454,8 @@ int run_simulate(const std::vector<std::string>& args) {
     // A profile measured on S stages predicts schedules of V*S stages (or S/k) of the same model.
     sim::check_profile_fits(*source.profile, compiled, s.profile);
     source.costs =
-        sim::cost_model_from_profile(sim::profile_for_stages(*source.profile, compiled.num_stages, s.profile));
+        sim::cost_model_from_profile(sim::profile_for_stages(*source.profile, compiled.num_stages, s.profile),
+                                     profile_expert_parallel(s, *source.profile));
     if (recomputation_of(s) == sim::Recomputation::full)
       recompute_profile_stages(*source.profile, source.costs, s.profile);
   }

@@ -146,6 +146,7 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
   }
   calibration::estimate_backward_split(e);
   calibration::estimate_step_speed_spread(e);
+  calibration::estimate_all_to_all(e);
   record_run(traces, p);
   p.calibration =
       calibration_info(traces, left_out.empty() ? 0 : given.size() - traces.size(), c, num_ranks, result, options);

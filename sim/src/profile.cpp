@@ -11,6 +11,7 @@
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/input_file.hpp"
 #include "pipescope/core/json_limits.hpp"
+#include "profile_all_to_all.hpp"
 
 namespace pipescope::sim {
 namespace {
@@ -280,6 +281,11 @@ Profile parse_profile(std::string_view text, const std::string& source) {
     sp.recv_contended_s = s.contains("recv_contended_s") ? get_seconds(s, "recv_contended_s", where) : sp.recv_s;
     sp.grad_buffer_bytes = s.contains("grad_buffer_bytes") ? get_bytes(s, "grad_buffer_bytes", where, false) : 0;
     sp.grad_accumulate_s = get_optional_seconds(s, "grad_accumulate_s", where);
+    if (s.contains("moe_layers")) {
+      const auto moe_layers = json_integer_in(s["moe_layers"], 0, INT_MAX);
+      if (!moe_layers) throw UsageError(where + ".moe_layers: must be an integer >= 0");
+      sp.moe_layers = static_cast<int>(*moe_layers);
+    }
     p.stages.push_back(sp);
   }
   if (j.contains("backward_split")) {
@@ -302,6 +308,7 @@ Profile parse_profile(std::string_view text, const std::string& source) {
   p.optimizer_sync = get_optional_flag(j, "optimizer_sync", top_where);
   p.reduce_tied_sync = get_optional_flag(j, "reduce_tied_sync", top_where);
   p.send_ends_at_receive = get_optional_flag(j, "send_ends_at_receive", top_where);
+  if (j.contains("all_to_all")) p.all_to_all = detail::parse_all_to_all(j["all_to_all"], source + ": all_to_all");
   static const std::set<std::string> known = {"format",
                                               "micro_batch_size",
                                               "data_parallel",
@@ -314,7 +321,8 @@ Profile parse_profile(std::string_view text, const std::string& source) {
                                               "step_overhead_s",
                                               "optimizer_sync",
                                               "reduce_tied_sync",
-                                              "send_ends_at_receive"};
+                                              "send_ends_at_receive",
+                                              "all_to_all"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!known.count(it.key()) && !take_run_record_field(it.key(), it.value(), p)) p.extra[it.key()] = it.value();
   return p;
@@ -339,7 +347,7 @@ std::string to_profile_json(const Profile& profile) {
   j["transfer"] = {{"latency_s", profile.transfer.latency_s},
                    {"bandwidth_bytes_per_s", profile.transfer.bandwidth_bytes_per_s}};
   json stages = json::array();
-  for (const StageProfile& s : profile.stages)
+  for (const StageProfile& s : profile.stages) {
     stages.push_back({{"stage", s.stage},
                       {"f_s", s.f_s},
                       {"b_s", s.b_s},
@@ -359,6 +367,8 @@ std::string to_profile_json(const Profile& profile) {
                       {"recv_contended_s", s.recv_contended_s},
                       {"grad_buffer_bytes", s.grad_buffer_bytes},
                       {"grad_accumulate_s", s.grad_accumulate_s}});
+    if (s.moe_layers > 0) stages.back()["moe_layers"] = s.moe_layers;  // a dense profile's stages stay as they were
+  }
   j["stages"] = std::move(stages);
   j["backward_split"] = profile.backward_split_measured   ? "measured"
                         : profile.backward_split_estimate ? "estimated"
@@ -377,6 +387,7 @@ std::string to_profile_json(const Profile& profile) {
   j["optimizer_sync"] = profile.optimizer_sync;
   j["reduce_tied_sync"] = profile.reduce_tied_sync;
   j["send_ends_at_receive"] = profile.send_ends_at_receive;
+  if (profile.all_to_all) j["all_to_all"] = detail::all_to_all_json(*profile.all_to_all);
   write_run_record(profile, j);
   return j.dump(2) + "\n";
 }
@@ -385,7 +396,7 @@ void write_profile(const Profile& profile, const std::string& path) {
   write_file_atomic(path, to_profile_json(profile));
 }
 
-CostModel cost_model_from_profile(const Profile& profile) {
+CostModel cost_model_from_profile(const Profile& profile, int expert_parallel) {
   CostModel costs;
   costs.transfer_model = TransferModel::Links;
   costs.micro_batch_size = profile.micro_batch_size;
@@ -415,6 +426,7 @@ CostModel cost_model_from_profile(const Profile& profile) {
     costs.stages.push_back(c);
     runtime.stages.push_back({s.send_s, s.recv_s, s.recv_contended_s, s.grad_accumulate_s});
   }
+  detail::add_all_to_all_costs(profile, expert_parallel, costs);
   return costs;
 }
 

@@ -10,10 +10,11 @@ namespace pipescope::sim::event_loop {
 // Which forwards start an overlapped F&B step: those the generator marked (DualPipeV), and
 // under Megatron's --overlap-moe-expert-parallel-comm every forward whose rank next runs the
 // full backward of another micro-batch (1F1B's and interleaved 1F1B's steady state). Only
-// where either pass has an all-to-all to hide: a dense model's passes run as they always did.
+// where either pass has an all-to-all to hide: a dense model's passes run as they always did;
+// and only on a runtime that overlaps them (RuntimeEffects::overlapped_steps).
 void Engine::find_overlapped_steps() {
   for (const StageCost& c : stage_) any_all_to_all_ = any_all_to_all_ || c.all_to_all.any();
-  if (!any_all_to_all_) return;
+  if (!any_all_to_all_ || !costs_.runtime.overlapped_steps) return;
   const std::size_t n = s_.instructions.size();
   pair_backward_.assign(n, -1);
   pair_input_transfer_.assign(n, -1);

@@ -77,7 +77,9 @@ std::optional<Timed> timed_of(EventKind kind) {
 }
 
 bool on_main_thread(const TraceEvent& e) {
-  // The program's thread starts every event; only the send lane's ends come from elsewhere.
+  // The program's thread starts every event; only the send lane's ends come from elsewhere. An
+  // all-to-all runs inside a forward or backward (collect_rank_all_to_all), not between them.
+  if (traces::is_all_to_all(e.kind)) return false;
   return e.lane == static_cast<int>(Lane::Compute) || e.lane == static_cast<int>(Lane::Recv) ||
          e.lane == static_cast<int>(Lane::Collective) || e.lane == static_cast<int>(Lane::Send);
 }
@@ -213,18 +215,23 @@ void collect_rank_memory(const MeasuredTrace& mt, int rank, const MemoryTimeline
         {static_cast<double>(memory.first()) / static_cast<double>(stages.size()), &mt.source, rank, -1});
 }
 
-void collect_rank(const MeasuredTrace& mt, int rank, Collected& out) {
+void collect_rank(const MeasuredTrace& mt, int rank, const std::map<const TraceEvent*, double>& exchange_us,
+                  Collected& out) {
   const traces::Trace& trace = mt.trace;
   const std::vector<const TraceEvent*> main = main_thread_events(trace, rank);
   const MemoryTimeline memory(trace, rank);
   const double infinity = std::numeric_limits<double>::infinity();
   const bool torch = trace.meta.run.torch_profiler.has_value();
   RankMemoryDeltas deltas;
+  // A pass's time is taken net of the all-to-all it holds (Profile::all_to_all adds it back).
+  const std::map<const TraceEvent*, double> all_to_all_us = collect_rank_all_to_all(mt, rank, exchange_us, out);
 
   for (std::size_t i = 0; i < main.size(); ++i) {
     const TraceEvent& e = *main[i];
     const double next_start_us = i + 1 < main.size() ? reached_us(trace, *main[i + 1]) : infinity;
-    const Sample sample{e.dur_us * 1e-6, &mt.source, rank, e.micro_batch};
+    const auto inside = all_to_all_us.find(&e);
+    const double own_us = e.dur_us - (inside == all_to_all_us.end() ? 0.0 : inside->second);
+    const Sample sample{own_us * 1e-6, &mt.source, rank, e.micro_batch};
     if (e.lane == static_cast<int>(Lane::Send)) {
       // torch's SEND span is the program's time for the send, all of it (its tensors, then the
       // isend), whatever comes next.
@@ -435,7 +442,8 @@ void collect_trace(const MeasuredTrace& mt, int stages, Collected& out) {
   if (!mt.trace.meta.schedule.empty()) out.schedules.insert(mt.trace.meta.schedule);
   if (mt.trace.meta.num_micro_batches > 0) out.micro_batch_counts.insert(mt.trace.meta.num_micro_batches);
   if (const auto& data_parallel = mt.trace.meta.run.data_parallel) out.data_parallel = std::max(1, *data_parallel);
-  for (int rank = 0; rank < mt.trace.rank_count(); ++rank) collect_rank(mt, rank, out);
+  const std::map<const TraceEvent*, double> exchange_us = all_to_all_exchange_times(mt.trace);
+  for (int rank = 0; rank < mt.trace.rank_count(); ++rank) collect_rank(mt, rank, exchange_us, out);
   collect_transfers(mt, out);
   for (const Collective collective : kCollectives) collect_collective_waits(mt, collective, stages, out);
   collect_probe(mt, out);

@@ -56,6 +56,21 @@ inline constexpr Collective kCollectives[] = {Collective::Optimizer, Collective:
 std::string action_name(Timed timed);
 std::string action_name(Collective collective);
 
+// One all-to-all event of a MoE run (pprun's ALL_TO_ALL_DISPATCH_F, ...): what the rank sent,
+// how long it took, and the pass it ran inside.
+struct AllToAllSample {
+  traces::EventKind kind = traces::EventKind::AllToAllDispatchForward;
+  double bytes = 0;
+  int group_size = 1;                     // the ranks exchanging, this one included
+  double duration_s = 0;                  // the exchange's own time (all_to_all_exchange_times)
+  double wait_s = 0;                      // the rest of the event: waiting for the group's last member
+  int stage = -1;                         // of the forward or backward it ran inside; -1: none
+  std::string layer;                      // the model's layer that ran it ("" when the trace does not say)
+  std::vector<double> tokens_per_expert;  // the routing histogram of the rank's tokens
+  const std::string* source = nullptr;
+  int rank = -1;
+};
+
 // Everything measured, over all traces.
 struct Collected {
   std::map<std::pair<int, Timed>, Samples> times_s;           // per (stage, operation)
@@ -102,6 +117,9 @@ struct Collected {
   std::map<int, Samples> send_spans;
   // Per collective: traces whose first such events show (or rule out) a wait for every member.
   std::map<Collective, int> sync_evidence, no_sync_evidence;
+  std::vector<AllToAllSample> all_to_all;
+  // Whether some rank of a MoE run ran two of its passes at once (an overlapped F&B step).
+  bool passes_overlapped = false;
 };
 
 // The number of stages of a trace (its meta, or the highest stage of its events).
@@ -109,6 +127,16 @@ int stage_count(const traces::Trace& trace);
 
 // Reads one measured trace of `stages` stages into `out`.
 void collect_trace(const MeasuredTrace& mt, int stages, Collected& out);
+
+// Per all-to-all event of a trace, the exchange's own time (us): the duration of the member of
+// its group that arrived last (which waited for no one), when the trace holds every member;
+// else the event's duration.
+std::map<const traces::TraceEvent*, double> all_to_all_exchange_times(const traces::Trace& trace);
+
+// The all-to-all events of one rank of a trace into `out`, each attributed to the forward or
+// backward it ran inside; returns, per such compute event, the exchanges' own time (us) it holds.
+std::map<const traces::TraceEvent*, double> collect_rank_all_to_all(
+    const MeasuredTrace& mt, int rank, const std::map<const traces::TraceEvent*, double>& exchange_us, Collected& out);
 
 // Whether each transfer's receive began while a message the other way was posted and not yet
 // received (traffic both ways on the pair).
@@ -161,6 +189,7 @@ void estimate_stage_compute(Estimation& e, StageProfile& stage);  // times, spli
 void estimate_stage_memory(Estimation& e, StageProfile& stage);   // memory deltas, buffers, transfer size
 void estimate_backward_split(Estimation& e);     // backward_split_measured or _estimate, inner_backward_split
 void estimate_step_speed_spread(Estimation& e);  // step_speed_spread
+void estimate_all_to_all(Estimation& e);         // all_to_all, stages' moe_layers
 // After them, with CalibrationOptions::unprofiled_step_s (profiler_overhead.cpp).
 void take_out_profiler_overhead(Estimation& e, const std::vector<std::reference_wrapper<const MeasuredTrace>>& traces,
                                 const std::vector<double>& unprofiled_step_s);

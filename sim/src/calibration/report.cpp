@@ -8,6 +8,28 @@
 namespace pipescope::sim {
 namespace {
 
+// Two lines of what was learnt of a MoE run's all-to-all (Profile::all_to_all).
+std::string all_to_all_lines(const AllToAllProfile& a, const std::vector<StageProfile>& stages) {
+  std::string costs;
+  for (const AllToAllCost& c : a.costs)
+    costs += fmt::format("; {} ranks: {:.1f} us + bytes / {} ({} events)", c.group_size, c.latency_s * 1e6,
+                         c.bandwidth_bytes_per_s > 0 ? fmt::format("{:.4g} B/s", c.bandwidth_bytes_per_s)
+                                                     : std::string("(no byte term)"),
+                         c.samples);
+  std::string layers;
+  for (const StageProfile& s : stages) layers += fmt::format("{}{}", layers.empty() ? "" : "/", s.moe_layers);
+  return fmt::format(
+             "all-to-all: E={}, MoE layers per stage {}, bytes per layer dispatch/combine F {:.0f}/{:.0f}, B "
+             "{:.0f}/{:.0f}{}; F and B above are net of it\n",
+             a.expert_parallel, layers, a.dispatch_f_bytes, a.combine_f_bytes, a.dispatch_b_bytes, a.combine_b_bytes,
+             costs) +
+         fmt::format(
+             "routing: {} experts, the busiest expert {:.3f}x the mean, the busiest expert-parallel rank {:.3f}x; "
+             "overlapped F&B steps {}\n",
+             a.experts, a.imbalance, a.rank_load,
+             a.overlapped_steps ? "run two passes at once" : "run one pass after the other");
+}
+
 std::string statistic_of(const Calibration& c) {
   const auto& info = c.profile.calibration;
   return info && info->duration_statistic ? *info->duration_statistic : std::string("median");
@@ -38,6 +60,7 @@ std::string calibration_report(const Calibration& c) {
       p.optimizer_sync ? "wait for every rank (global-norm clipping)" : "independent",
       p.reduce_tied_sync ? "wait for both ends" : "independent",
       p.send_ends_at_receive ? "their receive completes" : "their data arrives");
+  if (p.all_to_all) out += all_to_all_lines(*p.all_to_all, p.stages);
   out += fmt::format("durations: {} of the samples\n", statistic_of(c));
   out += fmt::format("\n{:<44}{:>8}{:>14}{:>14}{:>14}{:>14}{:>14}\n", "quantity", "samples", "median", "mean", "MAD",
                      "min", "max");

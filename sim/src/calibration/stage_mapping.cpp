@@ -32,6 +32,13 @@ std::optional<std::pair<double, double>> split_of_inner_stages(const Profile& pr
   return std::nullopt;
 }
 
+// Whether the named layer ran the experts' all-to-all in the measured run (a MoE layer).
+bool runs_all_to_all(const Profile& profile, const std::string& layer) {
+  if (!profile.all_to_all) return false;
+  const std::vector<std::string>& moe = profile.all_to_all->layers;
+  return std::find(moe.begin(), moe.end(), layer) != moe.end();
+}
+
 // The layer-wise form of profile_for_stages, when the profile knows the model's layers (name,
 // type, parameters), how the measured run split them and with which method: the target
 // stages are split by the same method, and each layer takes from its measured stage a share
@@ -95,6 +102,7 @@ std::optional<Profile> profile_for_stages_by_layers(const Profile& profile, int 
       grad_buffer += static_cast<double>(m.grad_buffer_bytes) * by_parameters;
       f_mem += static_cast<double>(m.f_mem_bytes) * by_layers;
       b_mem += static_cast<double>(m.b_mem_bytes) * by_layers;
+      if (runs_all_to_all(profile, layers[static_cast<std::size_t>(l)].name)) ++t.moe_layers;
     }
     // What crosses the stage's end, and the per-transfer costs, are those of the measured
     // stage that holds its last layer.
@@ -157,6 +165,8 @@ Profile profile_for_stages(const Profile& profile, int num_stages, const std::st
       s.w_mem_bytes = -(s.f_mem_bytes + s.b_mem_bytes);
       s.static_bytes = m.static_bytes / parts + (first_part ? m.static_bytes % parts : 0);
       s.grad_buffer_bytes = m.grad_buffer_bytes / parts + (first_part ? m.grad_buffer_bytes % parts : 0);
+      // The MoE layers go to the parts in turn, the first parts taking what does not divide.
+      s.moe_layers = m.moe_layers / parts + (v % parts < m.moe_layers % parts ? 1 : 0);
       out.stages.push_back(s);
     }
   } else {
@@ -181,6 +191,7 @@ Profile profile_for_stages(const Profile& profile, int num_stages, const std::st
         s.w_mem_bytes += m.w_mem_bytes;
         s.static_bytes += m.static_bytes;
         s.grad_buffer_bytes += m.grad_buffer_bytes;
+        s.moe_layers += m.moe_layers;
         s.activation_bytes = m.activation_bytes;  // what leaves the merged stage is what left its last part
       }
       out.stages.push_back(s);

@@ -14,6 +14,13 @@
 // rank's consecutive events); whether the optimizer step and the tied-gradient reduction wait
 // for every member rank (an all-reduce: global-norm clipping, tied embeddings), in which case
 // their times are measured from the last arrival; whether sends end at their receive.
+// A mixture-of-experts run (pprun --model tiny-moe, docs/MOE-EXEC.md): its ALL_TO_ALL_* events,
+// read by their kind, each inside the forward or backward that ran it. Each pass is timed net of
+// the exchanges it holds; the exchanges give a cost per group size (latency + bytes / bandwidth,
+// least squares over the events' bytes sent to other ranks and durations), the bytes of each
+// kind per layer and micro-batch, the MoE layers of each stage, the routing imbalance from the
+// histograms, and whether any rank ran two passes at once (Profile::all_to_all). The simulator
+// adds the exchanges back for the expert-parallel size it predicts (none at E = 1).
 // Reported, not modelled yet: the CPU time of each rank's transport threads per message
 // (the run description's transport_cpu_s), which delays the computation it shares a core with.
 //

@@ -158,6 +158,11 @@ struct RuntimeEffects {
   // as Gloo completes a send when the receiver has taken the data), instead of until the
   // data arrives. Only the trace changes: the receiver's timing is the same.
   bool send_ends_at_receive = false;
+  // An overlapped F&B step (DualPipeV's pairs, CostModel::overlap_moe_all_to_all) runs its two
+  // passes at once, one's all-to-all behind the other's compute. False: the runtime runs them
+  // one after the other, each pass's all-to-all inside it, as pprun does (its dispatch and
+  // combine are part of the forward and backward instructions; docs/MOE-EXEC.md).
+  bool overlapped_steps = true;
 
   StageRuntimeEffects stage(int s) const {
     if (stages.empty()) return {};

@@ -7,8 +7,9 @@
 //                "w_mem_bytes": .., "static_bytes": .., "activation_bytes": ..,
 //                "optimizer_s": .., "reduce_grads_s": ..}, ...]}
 // Optional fields (calibration.hpp; absent means 0): per stage "load_s", "reduce_tied_s",
-// "full_backward_s", "send_s", "recv_s", "grad_buffer_bytes", "grad_accumulate_s", and
-// "recv_contended_s" (absent means recv_s); top level "backward_split":
+// "full_backward_s", "send_s", "recv_s", "grad_buffer_bytes", "grad_accumulate_s", "moe_layers",
+// and "recv_contended_s" (absent means recv_s); top level "all_to_all" (AllToAllProfile below: a
+// MoE run's all-to-all costs and routing imbalance), "backward_split":
 // "measured" (default), "unmeasured" (b_s holds the whole backward, w_s is 0: schedules with
 // BackwardInput/BackwardWeight are refused) or "estimated" (b_s and w_s split the measured full
 // backward as "backward_split_estimate" says: BackwardSplitEstimate below); top level
@@ -57,6 +58,9 @@ struct StageProfile {
   double recv_contended_s = 0;  // StageRuntimeEffects::recv_contended_s; recv_s where a profile does not say
   std::int64_t grad_buffer_bytes = 0;
   double grad_accumulate_s = 0;  // StageRuntimeEffects::grad_accumulate_s
+  // The stage's layers that run the experts' all-to-all (Profile::all_to_all): its f_s and b_s
+  // are then net of it. Absent from a file: 0.
+  int moe_layers = 0;
 
   friend bool operator==(const StageProfile&, const StageProfile&) = default;
 };
@@ -122,6 +126,51 @@ struct InnerBackwardSplit {
   friend bool operator==(const InnerBackwardSplit&, const InnerBackwardSplit&) = default;
 };
 
+// One all-to-all of `group_size` ranks, as calibration fitted it to the measured events' bytes
+// and durations: latency_s + bytes / bandwidth_bytes_per_s (a bandwidth of 0: the bytes did not
+// explain the durations, which are the latency alone).
+struct AllToAllCost {
+  int group_size = 2;
+  double latency_s = 0;
+  double bandwidth_bytes_per_s = 0;
+  std::int64_t samples = 0;  // events it was fitted to
+
+  double time_s(double bytes) const {
+    return latency_s + (bandwidth_bytes_per_s > 0 ? bytes / bandwidth_bytes_per_s : 0.0);
+  }
+  friend bool operator==(const AllToAllCost&, const AllToAllCost&) = default;
+};
+
+// The experts' all-to-all of a mixture-of-experts run (top level "all_to_all"), learnt from the
+// ALL_TO_ALL_* events of its traces. A stage's f_s and b_s hold its passes net of their
+// all-to-all; cost_model_from_profile adds each MoE layer's dispatch and combine back, at the
+// cost of the expert-parallel size simulated (none at E = 1).
+struct AllToAllProfile {
+  int expert_parallel = 1;          // E of the measured run
+  int experts = 0;                  // routed experts per MoE layer (the routing histogram's length)
+  std::vector<std::string> layers;  // the model's layers that ran an all-to-all
+  // Bytes a rank sends to the other ranks of its group in one layer's all-to-all of each kind,
+  // per micro-batch (the rows it keeps for its own experts cross no link).
+  double dispatch_f_bytes = 0;
+  double combine_f_bytes = 0;
+  double dispatch_b_bytes = 0;
+  double combine_b_bytes = 0;
+  double imbalance = 1;             // the busiest expert's tokens over the mean, per routing histogram
+  double rank_load = 1;             // the busiest expert-parallel rank's tokens over the mean (at E)
+  std::vector<AllToAllCost> costs;  // one per group size measured
+  // Whether the measured runtime ran an overlapped F&B step's two passes at once
+  // (RuntimeEffects::overlapped_steps).
+  bool overlapped_steps = false;
+
+  // The cost of a group of `group_size`, or nullptr when none was measured.
+  const AllToAllCost* cost_of(int group_size) const {
+    for (const AllToAllCost& c : costs)
+      if (c.group_size == group_size) return &c;
+    return nullptr;
+  }
+  friend bool operator==(const AllToAllProfile&, const AllToAllProfile&) = default;
+};
+
 struct Profile {
   int micro_batch_size = 1;
   int data_parallel = 1;
@@ -146,6 +195,7 @@ struct Profile {
   std::optional<std::string> model;  // the model's name
   std::optional<CalibrationRecord> calibration;
   std::optional<InnerBackwardSplit> inner_backward_split;
+  std::optional<AllToAllProfile> all_to_all;  // a MoE run's all-to-all; none for a dense model
   // Fields this version does not know (or not in that shape), written back as they were.
   nlohmann::json extra = nlohmann::json::object();
 
@@ -159,7 +209,8 @@ struct Profile {
            a.transfer.bandwidth_bytes_per_s == b.transfer.bandwidth_bytes_per_s &&
            a.transfer.latency_s == b.transfer.latency_s && a.stages == b.stages && a.layers == b.layers &&
            a.stage_bounds == b.stage_bounds && a.partition_method == b.partition_method && a.model == b.model &&
-           a.calibration == b.calibration && a.inner_backward_split == b.inner_backward_split && a.extra == b.extra;
+           a.calibration == b.calibration && a.inner_backward_split == b.inner_backward_split &&
+           a.all_to_all == b.all_to_all && a.extra == b.extra;
   }
 };
 
@@ -173,8 +224,14 @@ std::string to_profile_json(const Profile& profile);
 // Atomic: never leaves a partial file.
 void write_profile(const Profile& profile, const std::string& path);
 
-// Costs (Links transfer model) and the topology whose every link is the measured one.
-CostModel cost_model_from_profile(const Profile& profile);
+// Costs (Links transfer model) and the topology whose every link is the measured one. A MoE
+// profile's all-to-all is added to its stages' passes at `expert_parallel` ranks (0: the
+// measured E; 1: none); check_expert_parallel says whether the profile can.
+CostModel cost_model_from_profile(const Profile& profile, int expert_parallel = 0);
+// Throws UsageError naming `source` and the option when `expert_parallel` does not fit the
+// profile: below 1, E > 1 for a dense profile, not dividing the experts or the data-parallel
+// replicas, or a group size whose all-to-all was not measured.
+void check_expert_parallel(const Profile& profile, int expert_parallel, const std::string& source);
 Topology topology_from_profile(const Profile& profile);
 
 }  // namespace pipescope::sim
