@@ -98,11 +98,13 @@ traces::Trace Engine::assemble_trace(double iteration) {
     auto& bucket = lane_events_[b];
     // Shared links can finish transfers out of the order they were posted in, and sends
     // that end at their receive are recorded in the order of the receives.
-    // An overlapped step records its all-to-all pieces by resource, not by start.
+    // An overlapped step records its all-to-all pieces by resource, not by start, and its two
+    // passes' tensor-parallel collectives as each pass's part ends.
     const std::size_t lane = b % traces::kNumLanes;
     const bool sends_unordered =
         (links_mode_ || costs_.runtime.send_ends_at_receive) && lane == static_cast<std::size_t>(traces::Lane::Send);
-    const bool collectives_unordered = any_all_to_all_ && lane == static_cast<std::size_t>(traces::Lane::AllToAll);
+    const bool collectives_unordered = any_all_to_all_ && (lane == static_cast<std::size_t>(traces::Lane::AllToAll) ||
+                                                           lane == static_cast<std::size_t>(traces::Lane::Collective));
     if (sends_unordered || collectives_unordered)
       std::stable_sort(bucket.begin(), bucket.end(),
                        [](const traces::TraceEvent& x, const traces::TraceEvent& y) { return x.ts_us < y.ts_us; });
