@@ -137,6 +137,7 @@ class Engine {
   void add_tensor_parallel_event(std::int32_t rank, const CompiledInstruction& ci, const StageCost& cost, double start);
   void add_all_to_all_events(std::int32_t rank, const CompiledInstruction& forward, const CompiledInstruction* backward,
                              const OverlappedStep& step, double start);
+  void add_all_to_all_args();
   traces::Trace assemble_trace(double iteration);
 
   // simulator_summary.cpp

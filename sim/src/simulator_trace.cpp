@@ -5,6 +5,8 @@
 #include <iterator>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "simulator_engine.hpp"
 
 namespace pipescope::sim::event_loop {
@@ -54,20 +56,33 @@ void Engine::add_tensor_parallel_event(std::int32_t rank, const CompiledInstruct
 }
 
 // The all-to-all pieces of a step (or of a pass alone: `backward` then names the pass itself
-// when it is a backward) as events on the collectives lane, with the bytes each rank sends.
+// when it is a backward) as events on the all-to-all lane, with the bytes each rank sends and
+// the expert-parallel group it sends them to (the simulator's ranks are pipeline ranks: the
+// group's other members are not in the trace, so its size stands for the peers).
 void Engine::add_all_to_all_events(std::int32_t rank, const CompiledInstruction& forward,
                                    const CompiledInstruction* backward, const OverlappedStep& step, double start) {
   for (const AllToAllPiece& piece : step.pieces) {
     const CompiledInstruction& pass = piece.backward_pass && backward ? *backward : forward;
     const ExpertAllToAll& a2a = stage_[pass.stage].all_to_all;
-    add_event(rank, traces::Lane::Collective, pass, start + piece.start_s, start + piece.end_s, "collective");
+    add_event(rank, traces::Lane::AllToAll, pass, start + piece.start_s, start + piece.end_s, "collective");
     traces::TraceEvent& e =
-        lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + static_cast<int>(traces::Lane::Collective)]
+        lane_events_[static_cast<std::size_t>(rank) * traces::kNumLanes + static_cast<int>(traces::Lane::AllToAll)]
             .back();
     e.kind = all_to_all_event_kind(piece.kind);
     e.name = traces::event_kind_name(e.kind);
     // The dispatch's reverse carries BF16 gradients even when the dispatch sent FP8.
     e.bytes = piece.kind == AllToAllPiece::Kind::DispatchF ? a2a.dispatch_bytes : a2a.combine_bytes;
+  }
+}
+
+// Each all-to-all event's expert-parallel group, in args as a measured trace gives its peers
+// (traces::Trace::args is kept in event order: the events are in their final places here).
+void Engine::add_all_to_all_args() {
+  for (std::size_t i = 0; i < trace_.events.size(); ++i) {
+    const traces::TraceEvent& e = trace_.events[i];
+    if (!traces::is_all_to_all(e.kind) || e.stage < 0) continue;
+    const int group = stage_[static_cast<std::size_t>(e.stage)].all_to_all.group_size;
+    trace_.args.push_back({i, fmt::format("{{\"group_size\": {}}}", group)});
   }
 }
 
@@ -83,17 +98,20 @@ traces::Trace Engine::assemble_trace(double iteration) {
     auto& bucket = lane_events_[b];
     // Shared links can finish transfers out of the order they were posted in, and sends
     // that end at their receive are recorded in the order of the receives.
-    // An overlapped step's all-to-all runs past its forward's tensor-parallel collectives.
+    // An overlapped step records its all-to-all pieces by resource, not by start, and its two
+    // passes' tensor-parallel collectives as each pass's part ends.
     const std::size_t lane = b % traces::kNumLanes;
     const bool sends_unordered =
         (links_mode_ || costs_.runtime.send_ends_at_receive) && lane == static_cast<std::size_t>(traces::Lane::Send);
-    const bool collectives_unordered = any_all_to_all_ && lane == static_cast<std::size_t>(traces::Lane::Collective);
+    const bool collectives_unordered = any_all_to_all_ && (lane == static_cast<std::size_t>(traces::Lane::AllToAll) ||
+                                                           lane == static_cast<std::size_t>(traces::Lane::Collective));
     if (sends_unordered || collectives_unordered)
       std::stable_sort(bucket.begin(), bucket.end(),
                        [](const traces::TraceEvent& x, const traces::TraceEvent& y) { return x.ts_us < y.ts_us; });
     std::move(bucket.begin(), bucket.end(), std::back_inserter(trace_.events));
   }
   for (auto& bucket : rank_memory_) trace_.memory.insert(trace_.memory.end(), bucket.begin(), bucket.end());
+  if (any_all_to_all_) add_all_to_all_args();
   // The iteration outlasts the events by the step overhead; readers take it from here
   // (traces::iteration_time_us), as from a measured trace.
   if (costs_.runtime.step_overhead_s > 0) trace_.meta.run.step_time_s = iteration;

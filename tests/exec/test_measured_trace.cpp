@@ -90,7 +90,7 @@ TEST_CASE("measured trace: a rank's record is on its own clock, with its args an
   CHECK_FALSE(record.backward_split_probe[1].inner.has_value());
 }
 
-TEST_CASE("measured trace: an all-to-all exchange follows the step's events on the Collective lane") {
+TEST_CASE("measured trace: an all-to-all exchange follows the step's events on the all-to-all lane") {
   StepResult step = measured_test_step(1);
   std::vector<std::pair<std::size_t, std::string>> args;
   AllToAllRecord exchange;
@@ -110,7 +110,7 @@ TEST_CASE("measured trace: an all-to-all exchange follows the step's events on t
   REQUIRE(step.events.size() == 4);
   const traces::TraceEvent& e = step.events[2];
   CHECK(e.rank == 3);
-  CHECK(e.lane == static_cast<int>(traces::Lane::Collective));
+  CHECK(e.lane == static_cast<int>(traces::Lane::AllToAll));
   CHECK(e.name == "ALL_TO_ALL_COMBINE_B");
   CHECK(e.kind == traces::EventKind::AllToAllCombineBackward);
   CHECK(e.category == "collective");

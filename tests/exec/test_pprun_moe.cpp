@@ -51,7 +51,8 @@ using pprun_test::work_dir;
 namespace {
 
 const std::string kMoe =
-    "--model tiny-moe --layers 2 --hidden 32 --seq-len 32 --micro-batch-size 4 --experts 4 --top-k 2 --moe-ffn-hidden 32 "
+    "--model tiny-moe --layers 2 --hidden 32 --seq-len 32 --micro-batch-size 4 --experts 4 --top-k 2 --moe-ffn-hidden "
+    "32 "
     "--shared-expert-ffn-hidden 16 --lr 0.01 --quiet --timeout 30";
 
 const PprunRun& cached_moe_run(const std::string& name, const std::string& args) {
@@ -110,7 +111,8 @@ TEST_CASE("tiny-moe: experts by id, a finite loss, and an unconnected expert par
     for (const auto& q : whole_block.parameters())
       if (p.name == q.name) CHECK(at::equal(p.tensor, q.tensor));
   auto hidden = at::randn({2, 8, 32});
-  CHECK_THROWS_WITH(block.forward({hidden}), Catch::Contains("MoE layer 'blocks.0': expert parallelism 2 is not connected"));
+  CHECK_THROWS_WITH(block.forward({hidden}),
+                    Catch::Contains("MoE layer 'blocks.0': expert parallelism 2 is not connected"));
 }
 
 TEST_CASE("is_expert_parameter tells the experts from the dense parameters") {
@@ -122,12 +124,14 @@ TEST_CASE("is_expert_parameter tells the experts from the dense parameters") {
 }
 
 TEST_CASE("pprun --model tiny-moe learns on the default corpus, pipelined as in one process") {
-  const PprunRun& one = cached_moe_run("moe-one", "--nproc-per-node 1 --schedule data-parallel --micro-batches 4 --steps 8 " + kMoe);
+  const PprunRun& one =
+      cached_moe_run("moe-one", "--nproc-per-node 1 --schedule data-parallel --micro-batches 4 --steps 8 " + kMoe);
   INFO(one.err);
   REQUIRE(one.status == 0);
   REQUIRE(one.losses.size() == 8);
   CHECK(one.losses.front() - one.losses.back() > 0.5);
-  const PprunRun& two = cached_moe_run("moe-1f1b-2", "--nproc-per-node 2 --schedule 1f1b --micro-batches 4 --steps 8 " + kMoe);
+  const PprunRun& two =
+      cached_moe_run("moe-1f1b-2", "--nproc-per-node 2 --schedule 1f1b --micro-batches 4 --steps 8 " + kMoe);
   INFO(two.err);
   REQUIRE(two.status == 0);
   REQUIRE(two.losses.size() == 8);
@@ -136,13 +140,16 @@ TEST_CASE("pprun --model tiny-moe learns on the default corpus, pipelined as in 
 }
 
 TEST_CASE("pprun --expert-parallel 2 x pipeline 2 gives the losses of one process, and traces its all-to-all") {
-  const PprunRun& one = cached_moe_run("moe-one-8", "--nproc-per-node 1 --schedule data-parallel --micro-batches 8 --steps 4 " + kMoe);
+  const PprunRun& one =
+      cached_moe_run("moe-one-8", "--nproc-per-node 1 --schedule data-parallel --micro-batches 8 --steps 4 " + kMoe);
   INFO(one.err);
   REQUIRE(one.status == 0);
   const fs::path trace_path = work_dir() / "moe-ep2-trace.json";
   fs::remove(trace_path);
-  const PprunRun& ep = cached_moe_run("moe-ep2xpp2", "--nproc-per-node 4 --dp 2 --expert-parallel 2 --schedule 1f1b --micro-batches 4 "
-                                                     "--steps 4 --trace-steps 1 --trace " + trace_path.string() + " " + kMoe);
+  const PprunRun& ep = cached_moe_run("moe-ep2xpp2",
+                                      "--nproc-per-node 4 --dp 2 --expert-parallel 2 --schedule 1f1b --micro-batches 4 "
+                                      "--steps 4 --trace-steps 1 --trace " +
+                                          trace_path.string() + " " + kMoe);
   INFO(ep.err);
   REQUIRE(ep.status == 0);
   REQUIRE(ep.losses.size() == 4);
@@ -160,7 +167,7 @@ TEST_CASE("pprun --expert-parallel 2 x pipeline 2 gives the losses of one proces
     const auto& e = trace.events[i];
     if (e.name.rfind("ALL_TO_ALL_", 0) != 0) continue;
     ++counts[e.name];
-    CHECK(e.lane == static_cast<int>(pipescope::traces::Lane::Collective));
+    CHECK(e.lane == static_cast<int>(pipescope::traces::Lane::AllToAll));
     CHECK(e.category == "collective");
     CHECK(pipescope::traces::is_all_to_all(e.kind));
     CHECK(e.bytes >= 0);
@@ -174,7 +181,8 @@ TEST_CASE("pprun --expert-parallel 2 x pipeline 2 gives the losses of one proces
     for (auto c : histogram) assignments += c;
     CHECK(assignments == 4 * 32 * 2);
   }
-  for (const char* name : {"ALL_TO_ALL_DISPATCH_F", "ALL_TO_ALL_COMBINE_F", "ALL_TO_ALL_DISPATCH_B", "ALL_TO_ALL_COMBINE_B"}) {
+  for (const char* name :
+       {"ALL_TO_ALL_DISPATCH_F", "ALL_TO_ALL_COMBINE_F", "ALL_TO_ALL_DISPATCH_B", "ALL_TO_ALL_COMBINE_B"}) {
     INFO(name);
     CHECK(counts[name] == 16);
   }
@@ -188,13 +196,14 @@ TEST_CASE("a checkpoint saved at --expert-parallel 2 resumes at 1 with the same 
   REQUIRE(full.losses.size() == 4);
   const fs::path dir = work_dir() / "moe-ep-checkpoints";
   fs::remove_all(dir);
-  const PprunRun first = run_pprun("moe-ep2-first", grid + "--expert-parallel 2 --steps 2 --checkpoint-dir " + dir.string() + " " + kMoe);
+  const PprunRun first =
+      run_pprun("moe-ep2-first", grid + "--expert-parallel 2 --steps 2 --checkpoint-dir " + dir.string() + " " + kMoe);
   INFO(first.err);
   REQUIRE(first.status == 0);
   REQUIRE(first.losses.size() == 2);
   for (std::size_t i = 0; i < 2; ++i) CHECK(first.losses[i] == full.losses[i]);
-  const PprunRun resumed =
-      run_pprun("moe-ep1-resumed", grid + "--expert-parallel 1 --steps 4 --resume --checkpoint-dir " + dir.string() + " " + kMoe);
+  const PprunRun resumed = run_pprun(
+      "moe-ep1-resumed", grid + "--expert-parallel 1 --steps 4 --resume --checkpoint-dir " + dir.string() + " " + kMoe);
   INFO(resumed.err);
   REQUIRE(resumed.status == 0);
   REQUIRE(resumed.losses.size() == 2);
@@ -207,7 +216,8 @@ TEST_CASE("expert options that do not fit are refused before any worker starts")
     std::string args, expected;
   };
   const std::vector<Refusal> cases = {
-      {"--nproc-per-node 2 --model tiny-moe --expert-parallel 2", "option --expert-parallel 2: does not divide the data-parallel size --dp 1"},
+      {"--nproc-per-node 2 --model tiny-moe --expert-parallel 2",
+       "option --expert-parallel 2: does not divide the data-parallel size --dp 1"},
       {"--nproc-per-node 2 --dp 2 --model tiny-moe --experts 3 --top-k 1 --expert-parallel 2",
        "option --expert-parallel 2: does not divide --experts 3"},
       {"--nproc-per-node 1 --model tiny-moe --experts 4 --top-k 5", "option --top-k 5: more than the 4 expert(s)"},

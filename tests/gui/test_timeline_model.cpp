@@ -9,6 +9,8 @@
 
 #include <cmath>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "pipescope/gui/kinds.hpp"
 #include "pipescope/gui/timeline_model.hpp"
@@ -221,15 +223,27 @@ TEST_CASE("TP_F and TP_B, a pass's tensor-parallel collectives, have a kind, a c
     CHECK(pipescope::gui::kind_rgb(Kind::TensorParallel) != pipescope::gui::kind_rgb(other));
 }
 
-// The all-to-all of mixture-of-experts layers (dispatch and combine, forward and backward) is
-// communication, coloured as sends and receives; LOAD, torch's waits and plain names are Other.
-TEST_CASE("the MoE all-to-all kinds are coloured as communication") {
+// The all-to-all of mixture-of-experts layers (dispatch and combine, forward and backward) has
+// a colour per kind, none of them the sends' and receives' (they share the all-to-all lane and
+// must be told apart there); LOAD, torch's waits and plain names are Other.
+TEST_CASE("the MoE all-to-all kinds have colours of their own") {
   using pipescope::gui::Kind;
-  for (const char* name :
-       {"ALL_TO_ALL_DISPATCH_F", "ALL_TO_ALL_COMBINE_F", "ALL_TO_ALL_DISPATCH_B", "ALL_TO_ALL_COMBINE_B"}) {
+  const std::vector<std::pair<const char*, Kind>> all_to_all{{"ALL_TO_ALL_DISPATCH_F", Kind::AllToAllDispatchForward},
+                                                             {"ALL_TO_ALL_COMBINE_F", Kind::AllToAllCombineForward},
+                                                             {"ALL_TO_ALL_DISPATCH_B", Kind::AllToAllDispatchBackward},
+                                                             {"ALL_TO_ALL_COMBINE_B", Kind::AllToAllCombineBackward}};
+  std::set<std::uint32_t> colours;
+  for (const auto& [name, kind] : all_to_all) {
     INFO(name);
-    CHECK(pipescope::gui::kind_of(event_kind_from_name(name)) == Kind::Communication);
+    CHECK(pipescope::gui::kind_of(event_kind_from_name(name)) == kind);
+    CHECK(pipescope::gui::is_all_to_all(kind));
+    CHECK(pipescope::gui::kind_label(kind).rfind("all-to-all ", 0) == 0);
+    colours.insert(pipescope::gui::kind_rgb(kind));
   }
+  for (int k = 0; k < pipescope::gui::kKindCount; ++k)
+    if (!pipescope::gui::is_all_to_all(static_cast<Kind>(k)))
+      CHECK(colours.count(pipescope::gui::kind_rgb(static_cast<Kind>(k))) == 0);
+  CHECK(colours.size() == 4);
   CHECK(pipescope::gui::kind_of(EventKind::Load) == Kind::Other);
   CHECK(pipescope::gui::kind_of(EventKind::WaitSendGrad) == Kind::Other);
   CHECK(pipescope::gui::kind_of(event_kind_from_name("aten::mm")) == Kind::Other);

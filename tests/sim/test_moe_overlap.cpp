@@ -18,8 +18,9 @@
 //   is shorter; a dense model is unchanged.
 // - ppsim simulate: the summary line says how much was hidden (0 % without pairs; none for a
 //   dense model); the flag is refused in one line for 1f1b, zbv, a dense model and explicit costs.
-// - The trace shows ALL_TO_ALL_DISPATCH_F/COMBINE_F/DISPATCH_B/COMBINE_B on the collectives
-//   lane with their bytes; in an overlapped step some run while the rank computes.
+// - The trace shows ALL_TO_ALL_DISPATCH_F/COMBINE_F/DISPATCH_B/COMBINE_B on the all-to-all
+//   lane with their bytes and the expert-parallel group's size (8) in args; in an overlapped
+//   step some run while the rank computes.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -224,7 +225,7 @@ TEST_CASE("ppsim simulate's --overlap-moe-expert-parallel-comm: interleaved-1f1b
   }
 }
 
-TEST_CASE("the predicted trace shows the all-to-all on the collectives lane, beside another micro-batch's compute") {
+TEST_CASE("the predicted trace shows the all-to-all on its own lane, beside another micro-batch's compute") {
   const CostModel moe =
       derive_costs(resolve_model("mixtral-8x7b"), device_preset("h100"), nodes_of_4(), moe_overlap_layout(2));
   const SimResult r =
@@ -234,7 +235,7 @@ TEST_CASE("the predicted trace shows the all-to-all on the collectives lane, bes
   for (const traces::TraceEvent& e : r.trace.events) {
     if (e.name.rfind("ALL_TO_ALL_", 0) != 0) continue;
     names.insert(e.name);
-    CHECK(e.lane == static_cast<int>(traces::Lane::Collective));
+    CHECK(e.lane == static_cast<int>(traces::Lane::AllToAll));
     CHECK(traces::is_all_to_all(e.kind));
     CHECK(e.category == "collective");
     CHECK(e.bytes > 0);
@@ -251,7 +252,10 @@ TEST_CASE("the predicted trace shows the all-to-all on the collectives lane, bes
   const std::set<std::string> expected{"ALL_TO_ALL_COMBINE_B", "ALL_TO_ALL_COMBINE_F", "ALL_TO_ALL_DISPATCH_B",
                                        "ALL_TO_ALL_DISPATCH_F"};
   CHECK(names == expected);
-  CHECK(overlapped_combine != nullptr);
+  REQUIRE(overlapped_combine != nullptr);
+  const std::string* args = r.trace.args_of(static_cast<std::size_t>(overlapped_combine - r.trace.events.data()));
+  REQUIRE(args != nullptr);
+  CHECK(*args == R"({"group_size": 8})");
   // Per rank and lane the events stay in time order.
   for (std::size_t i = 1; i < r.trace.events.size(); ++i) {
     const traces::TraceEvent& a = r.trace.events[i - 1];

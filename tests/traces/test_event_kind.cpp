@@ -34,7 +34,7 @@ TEST_CASE("event_kind: names that are no kind are Other") {
   REQUIRE(event_kind_lane(EventKind::Other) == Lane::Compute);
 }
 
-TEST_CASE("event_kind: the reserved all-to-all kinds of MoE layers") {
+TEST_CASE("event_kind: the all-to-all kinds of MoE layers take a lane of their own") {
   REQUIRE(event_kind_from_name("ALL_TO_ALL_DISPATCH_F") == EventKind::AllToAllDispatchForward);
   REQUIRE(event_kind_from_name("ALL_TO_ALL_COMBINE_F") == EventKind::AllToAllCombineForward);
   REQUIRE(event_kind_from_name("ALL_TO_ALL_DISPATCH_B") == EventKind::AllToAllDispatchBackward);
@@ -43,7 +43,7 @@ TEST_CASE("event_kind: the reserved all-to-all kinds of MoE layers") {
                           EventKind::AllToAllDispatchBackward, EventKind::AllToAllCombineBackward}) {
     REQUIRE(is_all_to_all(kind));
     REQUIRE_FALSE(is_transfer(kind));
-    REQUIRE(event_kind_lane(kind) == Lane::Collective);
+    REQUIRE(event_kind_lane(kind) == Lane::AllToAll);
     REQUIRE(event_kind_category(kind) == "collective");
   }
   REQUIRE_FALSE(is_all_to_all(EventKind::SendActivation));

@@ -36,10 +36,10 @@ constexpr std::array<EventKindRow, 25> kEventKinds = {{
     {EventKind::Unshard, "UNSHARD", Lane::Compute, "sharding"},
     {EventKind::Reshard, "RESHARD", Lane::Compute, "sharding"},
     {EventKind::OverlapForwardBackward, "OVERLAP_F_B", Lane::Compute, "other"},
-    {EventKind::AllToAllDispatchForward, "ALL_TO_ALL_DISPATCH_F", Lane::Collective, "collective"},
-    {EventKind::AllToAllCombineForward, "ALL_TO_ALL_COMBINE_F", Lane::Collective, "collective"},
-    {EventKind::AllToAllDispatchBackward, "ALL_TO_ALL_DISPATCH_B", Lane::Collective, "collective"},
-    {EventKind::AllToAllCombineBackward, "ALL_TO_ALL_COMBINE_B", Lane::Collective, "collective"},
+    {EventKind::AllToAllDispatchForward, "ALL_TO_ALL_DISPATCH_F", Lane::AllToAll, "collective"},
+    {EventKind::AllToAllCombineForward, "ALL_TO_ALL_COMBINE_F", Lane::AllToAll, "collective"},
+    {EventKind::AllToAllDispatchBackward, "ALL_TO_ALL_DISPATCH_B", Lane::AllToAll, "collective"},
+    {EventKind::AllToAllCombineBackward, "ALL_TO_ALL_COMBINE_B", Lane::AllToAll, "collective"},
 }};
 
 constexpr bool rows_in_enum_order() {

@@ -25,8 +25,10 @@ void append_json_string(fmt::memory_buffer& out, std::string_view text) {
       case '\r': out.append(std::string_view("\\r")); break;
       case '\t': out.append(std::string_view("\\t")); break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) fmt::format_to(std::back_inserter(out), "\\u{:04x}", static_cast<int>(c));
-        else out.push_back(c);
+        if (static_cast<unsigned char>(c) < 0x20)
+          fmt::format_to(std::back_inserter(out), "\\u{:04x}", static_cast<int>(c));
+        else
+          out.push_back(c);
     }
   }
   out.push_back('"');
@@ -44,6 +46,7 @@ std::string default_lane_name(int lane) {
     case 1: return "send";
     case 2: return "receive";
     case 3: return "collectives";
+    case 4: return "all-to-all";
     default: return "lane " + std::to_string(lane);
   }
 }
@@ -60,7 +63,8 @@ double time_shift(const Trace& trace) {
     const TraceEvent& e = trace.events[i];
     check_finite(e.ts_us, "ts of event", i);
     check_finite(e.dur_us, "dur of event", i);
-    if (e.dur_us < 0) throw TraceError(fmt::format("cannot write trace: event {} (\"{}\") has a negative duration", i, e.name));
+    if (e.dur_us < 0)
+      throw TraceError(fmt::format("cannot write trace: event {} (\"{}\") has a negative duration", i, e.name));
     earliest = std::min(earliest, e.ts_us);
   }
   for (std::size_t i = 0; i < trace.memory.size(); ++i) {
@@ -83,7 +87,8 @@ void append_other_data(fmt::memory_buffer& out, const TraceMeta& meta) {
   append_json_string(out, meta.source);
   put(", \"schedule\": ");
   append_json_string(out, meta.schedule);
-  fmt::format_to(std::back_inserter(out), ", \"num_ranks\": {}, \"num_stages\": {}, \"num_micro_batches\": {}, \"iteration\": {}",
+  fmt::format_to(std::back_inserter(out),
+                 ", \"num_ranks\": {}, \"num_stages\": {}, \"num_micro_batches\": {}, \"iteration\": {}",
                  meta.num_ranks, meta.num_stages, meta.num_micro_batches, meta.iteration);
   // The run description and the extra fields, in one object's (sorted) key order.
   nlohmann::json other = meta.extra.is_object() ? meta.extra : nlohmann::json::object();
@@ -113,25 +118,30 @@ class EventList {
   bool first_ = true;
 };
 
-// Metadata: one process per rank, one thread per lane that is used (all four for ranks
-// without lane names, so Perfetto shows the same rows for every rank).
+// Metadata: one process per rank, one thread per lane that is used (at least compute to
+// collectives for ranks without lane names, so Perfetto shows the same rows for every rank).
 void append_metadata(EventList& list, const Trace& trace) {
   const int ranks = trace.rank_count();
   std::vector<int> lanes_used(ranks, 0);
   for (const auto& e : trace.events) lanes_used[e.rank] = std::max(lanes_used[e.rank], e.lane + 1);
   for (int r = 0; r < ranks; ++r) {
     fmt::memory_buffer& out = list.next();
-    fmt::format_to(std::back_inserter(out), "{{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": {}, \"args\": {{\"name\": ", r);
+    fmt::format_to(std::back_inserter(out),
+                   "{{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": {}, \"args\": {{\"name\": ", r);
     append_json_string(out, r < static_cast<int>(trace.rank_names.size()) && !trace.rank_names[r].empty()
-                                ? trace.rank_names[r] : "rank " + std::to_string(r));
+                                ? trace.rank_names[r]
+                                : "rank " + std::to_string(r));
     out.append(std::string_view("}}"));
     const bool has_names = r < static_cast<int>(trace.lane_names.size());
-    const int lanes = std::max(lanes_used[r], has_names ? static_cast<int>(trace.lane_names[r].size()) : kNumLanes);
+    const int lanes =
+        std::max(lanes_used[r], has_names ? static_cast<int>(trace.lane_names[r].size()) : kEveryRankLanes);
     for (int lane = 0; lane < lanes; ++lane) {
       list.next();
       fmt::format_to(std::back_inserter(out),
-                     "{{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": {}, \"tid\": {}, \"args\": {{\"name\": ", r, lane);
-      const bool named = has_names && lane < static_cast<int>(trace.lane_names[r].size()) && !trace.lane_names[r][lane].empty();
+                     "{{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": {}, \"tid\": {}, \"args\": {{\"name\": ", r,
+                     lane);
+      const bool named =
+          has_names && lane < static_cast<int>(trace.lane_names[r].size()) && !trace.lane_names[r][lane].empty();
       append_json_string(out, named ? trace.lane_names[r][lane] : default_lane_name(lane));
       out.append(std::string_view("}}"));
     }
@@ -165,8 +175,8 @@ void append_events(EventList& list, const Trace& trace, double shift) {
     append_json_string(out, e.name);
     out.append(std::string_view(", \"cat\": "));
     append_json_string(out, e.category.empty() ? default_category(e.kind) : e.category);
-    fmt::format_to(std::back_inserter(out), ", \"pid\": {}, \"tid\": {}, \"ts\": {}, \"dur\": {}, \"args\": {{", e.rank, e.lane,
-                   e.ts_us - shift, e.dur_us);
+    fmt::format_to(std::back_inserter(out), ", \"pid\": {}, \"tid\": {}, \"ts\": {}, \"dur\": {}, \"args\": {{", e.rank,
+                   e.lane, e.ts_us - shift, e.dur_us);
     bool first_arg = true;
     auto arg = [&](const char* key, std::int64_t value) {
       if (value < 0) return;
@@ -188,17 +198,19 @@ void append_events(EventList& list, const Trace& trace, double shift) {
 void append_memory_and_flows(EventList& list, const Trace& trace, double shift) {
   for (const auto& m : trace.memory) {
     fmt::format_to(std::back_inserter(list.next()),
-                   "{{\"ph\": \"C\", \"name\": \"memory\", \"pid\": {}, \"ts\": {}, \"args\": {{\"bytes\": {}}}}}", m.rank,
-                   m.ts_us - shift, m.bytes);
+                   "{{\"ph\": \"C\", \"name\": \"memory\", \"pid\": {}, \"ts\": {}, \"args\": {{\"bytes\": {}}}}}",
+                   m.rank, m.ts_us - shift, m.bytes);
   }
   // Flow events bind to the enclosing slice ("s") and the slice that starts there ("f", bp e).
   for (std::size_t i = 0; i < trace.flows.size(); ++i) {
     const Flow& f = trace.flows[i];
     fmt::format_to(std::back_inserter(list.next()),
-                   "{{\"ph\": \"s\", \"name\": \"transfer\", \"cat\": \"flow\", \"id\": {}, \"pid\": {}, \"tid\": {}, \"ts\": {}}}", i,
-                   f.from_rank, f.from_lane, f.from_ts_us - shift);
+                   "{{\"ph\": \"s\", \"name\": \"transfer\", \"cat\": \"flow\", \"id\": {}, \"pid\": {}, \"tid\": {}, "
+                   "\"ts\": {}}}",
+                   i, f.from_rank, f.from_lane, f.from_ts_us - shift);
     fmt::format_to(std::back_inserter(list.next()),
-                   "{{\"ph\": \"f\", \"bp\": \"e\", \"name\": \"transfer\", \"cat\": \"flow\", \"id\": {}, \"pid\": {}, \"tid\": {}, \"ts\": {}}}",
+                   "{{\"ph\": \"f\", \"bp\": \"e\", \"name\": \"transfer\", \"cat\": \"flow\", \"id\": {}, \"pid\": "
+                   "{}, \"tid\": {}, \"ts\": {}}}",
                    i, f.to_rank, f.to_lane, f.to_ts_us - shift);
   }
 }

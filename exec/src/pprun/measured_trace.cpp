@@ -34,7 +34,7 @@ void append_all_to_all_events(StepResult& result, std::vector<std::pair<std::siz
   for (const auto& r : records) {
     traces::TraceEvent e;
     e.rank = world_rank;
-    e.lane = static_cast<int>(traces::Lane::Collective);
+    e.lane = static_cast<int>(traces::Lane::AllToAll);
     e.kind = r.kind;
     e.name = traces::event_kind_name(r.kind);
     e.category = "collective";

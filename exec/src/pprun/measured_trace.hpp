@@ -33,7 +33,7 @@ struct TracedStep {
 RankTraceRecord rank_trace_record(const StepResult& r, const std::vector<PipelineRuntime::BackwardSplitTiming>& probe,
                                   const std::vector<std::pair<std::size_t, std::string>>& args);
 
-// The all-to-all exchanges of a step's MoE layers as events on the Collective lane (after the
+// The all-to-all exchanges of a step's MoE layers as events on the all-to-all lane (after the
 // step's own events), each with its peers, the rows per peer and the routing histogram in args.
 void append_all_to_all_events(StepResult& result, std::vector<std::pair<std::size_t, std::string>>& args,
                               int world_rank, const std::vector<AllToAllRecord>& records);

@@ -15,11 +15,11 @@ Kind kind_of(traces::EventKind kind) {
     case EventKind::SendActivation:
     case EventKind::RecvActivation:
     case EventKind::SendGrad:
-    case EventKind::RecvGrad:
-    case EventKind::AllToAllDispatchForward:
-    case EventKind::AllToAllCombineForward:
-    case EventKind::AllToAllDispatchBackward:
-    case EventKind::AllToAllCombineBackward: return Kind::Communication;
+    case EventKind::RecvGrad: return Kind::Communication;
+    case EventKind::AllToAllDispatchForward: return Kind::AllToAllDispatchForward;
+    case EventKind::AllToAllCombineForward: return Kind::AllToAllCombineForward;
+    case EventKind::AllToAllDispatchBackward: return Kind::AllToAllDispatchBackward;
+    case EventKind::AllToAllCombineBackward: return Kind::AllToAllCombineBackward;
     case EventKind::ReduceGrad:
     case EventKind::ReduceTied:
     case EventKind::Optimizer: return Kind::Optimizer;
@@ -47,6 +47,10 @@ std::string_view kind_label(Kind kind) {
     case Kind::Optimizer: return "optimizer / reduce";
     case Kind::TensorParallel: return "tensor-parallel collective";
     case Kind::Other: return "other";
+    case Kind::AllToAllDispatchForward: return "all-to-all dispatch F";
+    case Kind::AllToAllCombineForward: return "all-to-all combine F";
+    case Kind::AllToAllDispatchBackward: return "all-to-all dispatch B";
+    case Kind::AllToAllCombineBackward: return "all-to-all combine B";
   }
   return "other";
 }
@@ -61,6 +65,12 @@ std::uint32_t kind_rgb(Kind kind) {
     case Kind::Optimizer: return 0xe15759;
     case Kind::TensorParallel: return 0xf28e2b;
     case Kind::Other: return 0x9c755f;
+    // The forward's pink and raspberry, the backward's dark teal and indigo: apart from the
+    // sends' purple and from each other, dispatch lighter than its combine.
+    case Kind::AllToAllDispatchForward: return 0xff9da7;
+    case Kind::AllToAllCombineForward: return 0xd37295;
+    case Kind::AllToAllDispatchBackward: return 0x499894;
+    case Kind::AllToAllCombineBackward: return 0x6b4c9a;
   }
   return 0x9c755f;
 }
@@ -106,7 +116,8 @@ std::uint32_t merged_rgb(std::uint32_t rgb) { return scale_towards(rgb, 0x000000
 std::uint32_t chunk_rgb(std::uint32_t rgb, int chunk) {
   if (chunk <= 0) return rgb;
   // 1: lighter, 2: darker, 3: lighter still, ...: neighbours in a rank's order differ most.
-  const double amount = std::min(0.6, 0.3 * ((chunk + 1) / 2));
+  const int pair = (chunk + 1) / 2;  // chunks 1 and 2 one step, 3 and 4 the next
+  const double amount = std::min(0.6, 0.3 * pair);
   return chunk % 2 == 1 ? scale_towards(rgb, 0xffffff, amount + 0.1) : scale_towards(rgb, 0x000000, amount);
 }
 

@@ -37,7 +37,8 @@ RankTimes rank_times(const TimelineModel& model, int series, int rank) {
     const bool busy_lane = pipeline ? traces::counts_as_busy(row.lane) : true;
     const bool transfer_lane = pipeline && (row.lane == static_cast<int>(traces::Lane::Send) ||
                                             row.lane == static_cast<int>(traces::Lane::Recv) ||
-                                            row.lane == static_cast<int>(traces::Lane::Collective));
+                                            row.lane == static_cast<int>(traces::Lane::Collective) ||
+                                            row.lane == static_cast<int>(traces::Lane::AllToAll));
     for (const Block& b : row.blocks) {
       if (busy_lane) busy.emplace_back(b.start_us, b.end_us);
       if (transfer_lane || (!pipeline && b.kind == Kind::Communication))

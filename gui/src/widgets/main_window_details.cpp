@@ -1,5 +1,6 @@
 // The main window's details pane: what the clicked event is and did (for a receive, whom it
-// waited for; for a measured event, its prediction and error; for a plain trace, its args),
+// waited for; for an all-to-all, whom with and how many bytes; for a measured event, its
+// prediction and error; for a plain trace, its args),
 // or the span of the selected range.
 #include <QLabel>
 
@@ -9,6 +10,7 @@
 
 #include "figure_text.hpp"
 #include "main_window.hpp"
+#include "pipescope/gui/all_to_all_detail.hpp"
 #include "pipescope/gui/kinds.hpp"
 
 namespace pipescope::gui {
@@ -30,6 +32,7 @@ void MainWindow::show_event_details(int series, std::size_t index) {
               .arg(duration_text(e.ts_us), duration_text(e.dur_us), duration_text(e.end_us()));
   if (e.bytes >= 0) text += QString("<br>%1 bytes (%2)").arg(e.bytes).arg(mib_text(e.bytes));
   if (e.peer_rank >= 0) text += QString(", peer rank %1").arg(e.peer_rank);
+  if (const auto exchange = all_to_all_detail(t, index)) text += "<br>" + html(all_to_all_text(*exchange));
   if (!e.category.empty() && model_->has_pipeline(series)) text += "<br>category " + html(e.category);
   // A receive: whom it waited for and how long, from the send paired with it.
   if (auto wait = model_->receive_wait(series, index)) {

@@ -32,7 +32,8 @@ void TimelineWidget::paint_headers(QPainter& p) const {
   // few, so the names never overlap.
   int collapsed_step = 1;
   if (series_count * kCompactSeriesHeight + kCollapsedRankGap < QFontMetrics(tiny).height())
-    collapsed_step = (QFontMetrics(tiny).height() + series_count * kCompactSeriesHeight) / (series_count * kCompactSeriesHeight + kCollapsedRankGap);
+    collapsed_step = (QFontMetrics(tiny).height() + series_count * kCompactSeriesHeight) /
+                     (series_count * kCompactSeriesHeight + kCollapsedRankGap);
   for (const auto& r : ranks_) {
     const int y = top + r.header_y;
     if (y > content_bottom() || y + r.header_height < content_top() - 20) continue;
@@ -56,13 +57,15 @@ void TimelineWidget::paint_headers(QPainter& p) const {
     for (int s = 0; s < series_count; ++s) {
       if (s) summary += "    ";
       summary += QString::fromStdString(model_->series_name(s));
-      if (model_->has_pipeline(s)) summary += ": bubble " + QString::number(model_->bubble_fraction(s, r.rank) * 100, 'f', 1) + "%";
+      if (model_->has_pipeline(s))
+        summary += ": bubble " + QString::number(model_->bubble_fraction(s, r.rank) * 100, 'f', 1) + "%";
       if (!model_->memory(s, r.rank).empty())
         summary += ", peak memory " + bytes_text(static_cast<double>(model_->peak_memory_bytes(s, r.rank)));
     }
     p.setFont(small);
     p.setPen(rgb(0x303030));
-    draw_text(p, QRect(header_width() + 6, y, time_area_width() - 12, kRankHeaderHeight), Qt::AlignVCenter | Qt::AlignLeft, summary);
+    draw_text(p, QRect(header_width() + 6, y, time_area_width() - 12, kRankHeaderHeight),
+              Qt::AlignVCenter | Qt::AlignLeft, summary);
     if (r.memory_y >= 0) paint_memory_axis(p, r);
   }
   p.setFont(small);
@@ -75,7 +78,8 @@ void TimelineWidget::paint_headers(QPainter& p) const {
     if (l.lane == static_cast<int>(traces::Lane::Compute) && model_->has_pipeline(l.series))
       text += "  " + QString::number(model_->bubble_fraction(l.series, l.rank) * 100, 'f', 1) + "% idle";
     p.setPen(l.series == 1 ? rgb(0x8a4b08) : rgb(0x1f3f6f));
-    draw_text(p, QRect(14, y, header_width() - 16, std::min(l.height, kLaneHeight)), Qt::AlignVCenter | Qt::AlignLeft, text);
+    draw_text(p, QRect(14, y, header_width() - 16, std::min(l.height, kLaneHeight)), Qt::AlignVCenter | Qt::AlignLeft,
+              text);
   }
   p.setFont(font());
 }
@@ -93,7 +97,13 @@ std::vector<TimelineWidget::LegendEntry> TimelineWidget::legend_entries() const 
   }
   for (const Kind kind : {Kind::Forward, Kind::Backward, Kind::BackwardInput, Kind::BackwardWeight, Kind::Communication,
                           Kind::Optimizer, Kind::TensorParallel, Kind::Other})
-    entries.push_back({rgb(kind_rgb(kind)), QString::fromUtf8(kind_label(kind).data(), static_cast<int>(kind_label(kind).size()))});
+    entries.push_back(
+        {rgb(kind_rgb(kind)), QString::fromUtf8(kind_label(kind).data(), static_cast<int>(kind_label(kind).size()))});
+  if (has_all_to_all_)
+    for (const Kind kind : {Kind::AllToAllDispatchForward, Kind::AllToAllCombineForward, Kind::AllToAllDispatchBackward,
+                            Kind::AllToAllCombineBackward})
+      entries.push_back(
+          {rgb(kind_rgb(kind)), QString::fromUtf8(kind_label(kind).data(), static_cast<int>(kind_label(kind).size()))});
   entries.push_back({rgb(chunk_rgb(kind_rgb(Kind::Forward), 1)), "chunk 1 (lighter)"});
   entries.push_back({rgb(merged_rgb(kind_rgb(Kind::Forward))), "merged (darker)"});
   entries.push_back({rgb(kBubbleRgb), "idle (bubble)", LegendEntry::Swatch::Hatched});

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "pipescope/gui/all_to_all_detail.hpp"
 #include "pipescope/gui/kinds.hpp"
 #include "pipescope/gui/time_ticks.hpp"
 #include "timeline_paint_support.hpp"
@@ -63,6 +64,8 @@ QString TimelineWidget::tooltip_text(int series, std::size_t index) const {
   if (e.bytes >= 0)
     text += "\nbytes " + QString::number(e.bytes) + " (" + bytes_text(static_cast<double>(e.bytes)) + ")";
   if (e.peer_rank >= 0) text += "\npeer rank " + QString::number(e.peer_rank);
+  if (const auto exchange = all_to_all_detail(model_->trace(series), index))
+    text += "\n" + QString::fromStdString(all_to_all_text(*exchange));
   if (series == 1 && model_->series_count() == 2) {
     if (auto p = model_->matched_predicted(index)) {
       const auto& pe = model_->trace(0).events[*p];

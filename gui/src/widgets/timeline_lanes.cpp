@@ -68,12 +68,14 @@ const TimelineWidget::CompactRow& TimelineWidget::compact_row(int rank, int seri
   if (per_series.empty()) per_series.resize(static_cast<std::size_t>(model_->series_count()));
   auto& compact = per_series[static_cast<std::size_t>(series)];
   if (!compact) {
-    // The rank's work: compute and collectives. Sends and receives stay out: a receive waiting
-    // for its data would paint an idle rank as busy communicating (unless that is all it has).
+    // The rank's work: compute and collectives. Sends, receives and the all-to-all stay out: a
+    // receive waiting for its data would paint an idle rank as busy communicating (unless that
+    // is all it has), and an all-to-all beside another micro-batch's compute would cover it.
     std::vector<const Row*> lanes, transfers;
     for (const Row& row : model_->rank_rows(rank, series)) {
-      const bool transfer =
-          row.lane == static_cast<int>(traces::Lane::Send) || row.lane == static_cast<int>(traces::Lane::Recv);
+      const bool transfer = row.lane == static_cast<int>(traces::Lane::Send) ||
+                            row.lane == static_cast<int>(traces::Lane::Recv) ||
+                            row.lane == static_cast<int>(traces::Lane::AllToAll);
       (transfer ? transfers : lanes).push_back(&row);
     }
     if (lanes.empty()) lanes = transfers;

@@ -37,6 +37,12 @@ void TimelineWidget::set_model(std::shared_ptr<const TimelineModel> model) {
     for (int s = 0; s < model_->series_count(); ++s) overview_density_.push_back(model_->overview_density(s, 1024));
     view_.set_extent(model_->end_us() * 1.01);
   }
+  has_all_to_all_ = model_ && std::any_of(model_->rows().begin(), model_->rows().end(), [](const Row& row) {
+                      return row.lane == static_cast<int>(traces::Lane::AllToAll) ||
+                             (row.lane == static_cast<int>(traces::Lane::Collective) &&
+                              std::any_of(row.blocks.begin(), row.blocks.end(),
+                                          [](const Block& b) { return is_all_to_all(b.kind); }));
+                    });
   build_painted_lanes();
   // Many ranks open compact: one row each, so they fit on the screen.
   collapsed_.assign(model_ ? static_cast<std::size_t>(model_->rank_count()) : 0u,

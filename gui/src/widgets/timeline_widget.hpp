@@ -87,6 +87,8 @@ class TimelineWidget : public QWidget {
   QString block_label(int series, std::size_t event, int level) const;
   // The event under a widget position, as (series, event index).
   std::optional<std::pair<int, std::size_t>> event_at(QPoint position) const;
+  // What the tooltip over an event says (its kind, place, times, bytes and peers, prediction).
+  QString tooltip_text(int series, std::size_t event) const;
 
  signals:
   void event_clicked(int series, qulonglong event);
@@ -108,7 +110,7 @@ class TimelineWidget : public QWidget {
     int rank = 0;
     int series = 0;
     int lane = 0;  // -1: the rank's compact row (its lanes merged)
-    int y = 0;  // in content coordinates (before scrolling)
+    int y = 0;     // in content coordinates (before scrolling)
     int height = 0;
   };
   struct RankLayout {
@@ -122,7 +124,7 @@ class TimelineWidget : public QWidget {
   // What a lane paints: the model's row, or its overlapping blocks dealt to sub-rows, each
   // with the running sums that let merged spans say what fills them.
   struct PaintedLane {
-    std::vector<Row> sub_rows;  // empty: the model's row is painted as it is
+    std::vector<Row> sub_rows;      // empty: the model's row is painted as it is
     std::vector<RowTally> tallies;  // one per painted row
   };
   struct CompactRow {
@@ -158,6 +160,9 @@ class TimelineWidget : public QWidget {
     int series = 0;  // for Swatch::Line: whose memory pen
   };
   std::vector<LegendEntry> legend_entries() const;
+  // Whether a series has all-to-all events (on their lane, or on the collectives lane of an
+  // older trace): the legend names their four colours only then.
+  bool has_all_to_all_ = false;
   // The legend's entries wrap onto as many lines as the width needs; measured in relayout()
   // (content_bottom() asks for it many times per repaint).
   int legend_height() const { return legend_height_; }
@@ -166,7 +171,6 @@ class TimelineWidget : public QWidget {
   int legend_height_ = 22;
   const CompactRow& compact_row(int rank, int series) const;
   void build_painted_lanes();
-  QString tooltip_text(int series, std::size_t event) const;
 
   std::shared_ptr<const TimelineModel> model_;
   ViewState view_;
@@ -176,23 +180,23 @@ class TimelineWidget : public QWidget {
   std::vector<int> first_lane_;
   int lane_layout_index(int rank, int series, int lane) const;  // lanes_ index, or -1
   std::vector<RankLayout> ranks_;
-  std::vector<char> collapsed_;  // per rank
+  std::vector<char> collapsed_;       // per rank
   std::vector<PaintedLane> painted_;  // parallel to the model's rows
   // [rank][series], merged when first needed (the compact view or a collapsed rank).
   mutable std::vector<std::vector<std::unique_ptr<CompactRow>>> compact_rows_;
   std::vector<std::vector<std::vector<int>>> stage_chunks_;  // [series][rank]: sorted stages the rank holds
-  std::vector<MemoryRange> memory_ranges_;  // per rank
+  std::vector<MemoryRange> memory_ranges_;                   // per rank
   int content_height_ = 0;
   QScrollBar* scroll_ = nullptr;
 
   bool show_difference_ = true;
   bool show_flows_ = false;
   bool show_critical_path_ = false;
-  std::vector<std::vector<std::size_t>> critical_path_;   // per series, event indices
+  std::vector<std::vector<std::size_t>> critical_path_;  // per series, event indices
   // The critical path's events as rows parallel to the model's rows, so a repaint folds
   // them per pixel like the blocks (visit_visible) instead of visiting every step.
   std::vector<Row> critical_rows_;
-  std::vector<std::vector<float>> overview_density_;      // per series
+  std::vector<std::vector<float>> overview_density_;  // per series
   // The overview's bars, drawn once per size and model (2,000 rectangles otherwise).
   mutable QImage overview_image_;
   // Block labels ("F3", "12") and header texts laid out once: text layout is the dearest

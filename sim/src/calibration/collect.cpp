@@ -123,6 +123,7 @@ std::vector<const TraceEvent*> main_thread_events(const traces::Trace& trace, in
       case Lane::Recv: return 1;
       case Lane::Compute: return 2;
       case Lane::Collective: return 3;
+      case Lane::AllToAll: break;  // not on the program's thread (on_main_thread)
     }
     return 4;
   };

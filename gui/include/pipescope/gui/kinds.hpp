@@ -9,14 +9,33 @@
 
 namespace pipescope::gui {
 
-enum class Kind { Forward, Backward, BackwardInput, BackwardWeight, Communication, Optimizer, TensorParallel, Other };
-inline constexpr int kKindCount = 8;
+enum class Kind {
+  Forward,
+  Backward,
+  BackwardInput,
+  BackwardWeight,
+  Communication,
+  Optimizer,
+  TensorParallel,
+  Other,
+  AllToAllDispatchForward,
+  AllToAllCombineForward,
+  AllToAllDispatchBackward,
+  AllToAllCombineBackward,
+};
+inline constexpr int kKindCount = 12;
 
-// The colour group of an event's kind: F, B, I, W; sends, receives and the all-to-all of MoE
-// layers (communication); REDUCE_GRAD, REDUCE_TIED and OPTIMIZER; TP_F and TP_B (a pass's
-// tensor-parallel collectives, predicted by ppsim simulate --tensor-parallel); LOAD, torch's
-// waits and sharding and the names of plain traces are Other.
+// The colour group of an event's kind: F, B, I, W; sends and receives (communication);
+// REDUCE_GRAD, REDUCE_TIED and OPTIMIZER; TP_F and TP_B (a pass's tensor-parallel collectives,
+// predicted by ppsim simulate --tensor-parallel); the all-to-all of MoE layers, each of
+// dispatch and combine, forward and backward, in a colour of its own (the four alternate on
+// the all-to-all lane, so they are told apart there); LOAD, torch's waits and sharding and the
+// names of plain traces are Other.
 Kind kind_of(traces::EventKind kind);
+constexpr bool is_all_to_all(Kind kind) {
+  return kind == Kind::AllToAllDispatchForward || kind == Kind::AllToAllCombineForward ||
+         kind == Kind::AllToAllDispatchBackward || kind == Kind::AllToAllCombineBackward;
+}
 std::string_view kind_label(Kind kind);  // "F forward", ...
 std::uint32_t kind_rgb(Kind kind);
 

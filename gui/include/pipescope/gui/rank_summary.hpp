@@ -18,7 +18,7 @@ struct RankSummary {
   // Of the shown series: the measured one of a pair, else the only one.
   double busy_us = 0;           // a pipeline's compute lane, or any lane of a plain trace (union)
   double idle_us = 0;           // the iteration (or the trace's span) less busy
-  double communication_us = 0;  // sends, receives and collectives (union)
+  double communication_us = 0;  // sends, receives, collectives and all-to-all (union)
   // With a predicted and a measured trace; NaN otherwise.
   double predicted_busy_us = 0;
   double measured_busy_us = 0;

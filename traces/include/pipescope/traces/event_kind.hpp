@@ -12,9 +12,16 @@
 
 namespace pipescope::traces {
 
-// Lanes of a rank (the Chrome trace `tid`).
-enum class Lane : int { Compute = 0, Send = 1, Recv = 2, Collective = 3 };
-inline constexpr int kNumLanes = 4;
+// Lanes of a rank (the Chrome trace `tid`). The all-to-all of MoE layers has a lane of its own,
+// so one micro-batch's dispatch and combine show beside another's compute and apart from the
+// gradient reductions.
+enum class Lane : int { Compute = 0, Send = 1, Recv = 2, Collective = 3, AllToAll = 4 };
+// The lanes pipescope's own events take; lanes from kNumLanes on are a profiler's (operators,
+// GPU streams).
+inline constexpr int kNumLanes = 5;
+// The lanes every rank's trace names, used or not (compute to collectives), so Perfetto shows the
+// same rows for every rank; the all-to-all lane is named only where a rank has such events.
+inline constexpr int kEveryRankLanes = 4;
 
 enum class EventKind : std::uint8_t {
   Other,  // any other name: plain Chrome and profiler traces, whose names are anything
@@ -30,7 +37,7 @@ enum class EventKind : std::uint8_t {
   ReduceGrad,
   ReduceTied,
   Optimizer,
-  TensorParallelForward,   // a pass's tensor-parallel collectives (simulated)
+  TensorParallelForward,  // a pass's tensor-parallel collectives (simulated)
   TensorParallelBackward,
   // torch's wait points and sharding actions (torch.profiler runs).
   WaitSendActivation,
@@ -40,7 +47,7 @@ enum class EventKind : std::uint8_t {
   Reshard,
   OverlapForwardBackward,  // DualPipeV's forward and backward in one span
   // The all-to-all of a mixture-of-experts layer: tokens dispatched to their experts and
-  // combined back, in the forward and in the backward. Reserved: nothing writes them yet.
+  // combined back, in the forward and in the backward (ppsim's and pprun's MoE traces).
   AllToAllDispatchForward,
   AllToAllCombineForward,
   AllToAllDispatchBackward,
@@ -54,7 +61,7 @@ EventKind event_kind_of(Op op);
 
 // The name a trace writes for the kind ("F", "RECV_B", ...); "" for Other.
 std::string_view event_kind_name(EventKind kind);
-// The lane its events take: the compute, send, receive or collectives lane.
+// The lane its events take: the compute, send, receive, collectives or all-to-all lane.
 Lane event_kind_lane(EventKind kind);
 // The category written for its events when they have none: compute, p2p, collective, wait,
 // sharding or other.

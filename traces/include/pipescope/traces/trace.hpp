@@ -28,17 +28,17 @@ struct TimeRange {
 // `kind` is that name parsed once (event_kind.hpp), by the reader or whoever makes the event:
 // code asks the kind, never the name.
 struct TraceEvent {
-  int rank = 0;            // pid
-  int lane = 0;            // tid
+  int rank = 0;  // pid
+  int lane = 0;  // tid
   std::string name;
   EventKind kind = EventKind::Other;
-  std::string category;    // "compute", "p2p", "collective", ...
-  double ts_us = 0;        // start, microseconds from the start of the iteration
+  std::string category;  // "compute", "p2p", "collective", ...
+  double ts_us = 0;      // start, microseconds from the start of the iteration
   double dur_us = 0;
-  int stage = -1;          // -1 when absent
-  int micro_batch = -1;    // -1 when absent
-  int peer_rank = -1;      // transfers only
-  std::int64_t bytes = -1; // transfers only
+  int stage = -1;           // -1 when absent
+  int micro_batch = -1;     // -1 when absent
+  int peer_rank = -1;       // transfers only
+  std::int64_t bytes = -1;  // transfers only
   double end_us() const { return ts_us + dur_us; }
   TimeRange range() const { return {ts_us, ts_us + dur_us}; }
 };
@@ -87,7 +87,7 @@ struct EventArgs {
 
 struct TraceMeta {
   std::string format = "pipescope.trace/1";
-  std::string source;      // "predicted" or "measured" (empty for plain Chrome traces)
+  std::string source;  // "predicted" or "measured" (empty for plain Chrome traces)
   std::string schedule;
   int num_ranks = 0;
   int num_stages = 0;
@@ -101,7 +101,7 @@ struct Trace {
   TraceMeta meta;
   std::vector<std::string> rank_names;  // from process_name metadata; may be empty
   // lane_names[rank][lane] from thread_name metadata; may be empty (then the lanes are the
-  // four of SPEC.md section 5, see default_lane_name in trace_io.hpp).
+  // ones of SPEC.md section 5, see default_lane_name in trace_io.hpp).
   std::vector<std::vector<std::string>> lane_names;
   std::vector<TraceEvent> events;
   std::vector<MemorySample> memory;
@@ -112,8 +112,8 @@ struct Trace {
 
   // The other args of an event (JSON object text), or nullptr when it has none.
   const std::string* args_of(std::size_t event) const;
-  int rank_count() const;       // max(meta.num_ranks, 1 + highest rank seen)
-  double end_us() const;        // the latest event end
+  int rank_count() const;  // max(meta.num_ranks, 1 + highest rank seen)
+  double end_us() const;   // the latest event end
 };
 
 // A trace file that cannot be read: the message names the file and the place.

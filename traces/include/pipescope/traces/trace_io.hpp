@@ -34,7 +34,7 @@ std::string to_trace_json(const Trace& trace);
 // Writes to_trace_json atomically (never a partial file); gzip when the path ends in `.gz`.
 void write_trace(const Trace& trace, const std::string& path);
 
-// The conventional lane names: compute, send, receive, collectives.
+// The conventional lane names: compute, send, receive, collectives, all-to-all ("lane N" after).
 std::string default_lane_name(int lane);
 
 // The category written for an event without one: compute, p2p, collective, wait, sharding
