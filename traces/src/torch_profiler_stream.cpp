@@ -17,6 +17,7 @@
 
 #include "file_text.hpp"
 #include "pipescope/core/json_limits.hpp"
+#include "pipescope/traces/trace.hpp"
 #include "pipescope/traces/trace_limits.hpp"
 #include "torch_profiler_actions.hpp"
 
@@ -62,6 +63,12 @@ T ok(simdjson::simdjson_result<T>&& result) {
   T out{};
   if (std::move(result).get(out) != simdjson::SUCCESS) throw GiveWay{};
   return out;
+}
+
+// An element as a range-for over an array gives it (a trivially copyable result), read as above.
+template <class T>
+T ok(const simdjson::simdjson_result<T>& result) {
+  return ok(simdjson::simdjson_result<T>(result));
 }
 
 bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -161,7 +168,7 @@ json to_json(ondemand::value value, int depth) {
     }
     case ondemand::json_type::array: {
       json out = json::array();
-      for (auto element : ok(value.get_array())) out.push_back(to_json(ok(std::move(element)), depth + 1));
+      for (auto element : ok(value.get_array())) out.push_back(to_json(ok(element), depth + 1));
       return out;
     }
     case ondemand::json_type::number: {
@@ -193,7 +200,7 @@ void consume(ondemand::value value, int depth) {
       }
       return;
     case ondemand::json_type::array:
-      for (auto element : ok(value.get_array())) consume(ok(std::move(element)), depth + 1);
+      for (auto element : ok(value.get_array())) consume(ok(element), depth + 1);
       return;
     case ondemand::json_type::number: ok(value.get_number()); return;
     case ondemand::json_type::string: ok(value.get_string()); return;
