@@ -1,7 +1,7 @@
 // The torch reader's fast path (traces/src/torch_profiler_stream.cpp): where it reads a file,
 // it fills the event store as the reference parser's document does (the same spans, names,
-// ids, shapes, memory samples and header), for the fuzz corpus's torch files and a file of
-// every kind of event; it gives way (false) for what the reference parser must judge: an event
+// ids, shapes, memory samples and header), for torch's own golden traces (gzip, 2 runs of 2
+// ranks), the fuzz corpus's torch files and a file of every kind of event; it gives way (false) for what the reference parser must judge: an event
 // that is not an object, invalid JSON in a field nobody reads, a repeated key, an escaped
 // top-level key, an X event whose ts is a string, text after the top-level object, traceEvents
 // missing. Without simdjson in the build it always gives way.
@@ -135,6 +135,29 @@ TEST_CASE("torch fast path: the fuzz corpus's torch files read as the reference 
     ++compared;
   }
   if (fast_reads(kEveryKind)) CHECK(compared >= 5);
+}
+
+TEST_CASE("torch fast path: torch's own golden traces (gzip) read in one pass, as the reference parser reads them",
+          "[torch][stream]") {
+  if (!fast_reads(kEveryKind)) return;  // a build without simdjson: nothing to hold
+  const fs::path golden = fs::path(PIPESCOPE_SOURCE_DIR) / "tests/golden/torch/traces";
+  int compared = 0;
+  for (const auto& run : fs::directory_iterator(golden)) {
+    if (!run.is_directory()) continue;
+    for (const auto& entry : fs::directory_iterator(run.path())) {
+      if (entry.path().extension() != ".gz") continue;
+      const FileText file(entry.path().string(), "a torch.profiler trace file");
+      INFO(entry.path().string());
+      CHECK(file.gzipped());
+      RankFile fast;
+      FileProgress progress(nullptr, file.file_bytes());
+      REQUIRE(read_torch_text_fast(file.text(), fast, progress, [](const char*) {}));
+      CHECK(listing(fast) == listing(reference_read(std::string(file.text()))));
+      CHECK(fast.events.strings.size() * 4 < fast.events.spans.size());  // names are shared
+      ++compared;
+    }
+  }
+  CHECK(compared >= 4);
 }
 
 TEST_CASE("torch fast path: gives way where the reference parser must judge", "[torch][stream]") {
