@@ -1,4 +1,4 @@
-// A trace file's text, mapped or decompressed (file_text.hpp).
+// A trace file's text, mapped, inflated by chunks or decompressed (file_text.hpp).
 #include "file_text.hpp"
 
 #include <fcntl.h>
@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include "gzip.hpp"
@@ -36,25 +37,56 @@ std::size_t page_size() { return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE
 
 }  // namespace
 
-FileText::FileText(const std::string& path, std::string_view expected) {
+GzipChunks::GzipChunks(std::string_view compressed) : compressed_(compressed) {
+  // 15 + 32: gzip and zlib headers alike, as gunzip reads them.
+  if (inflateInit2(&stream_, 15 + 32) != Z_OK) throw TraceError("cannot start gzip decompression");
+  stream_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed_.data()));
+}
+
+GzipChunks::~GzipChunks() { inflateEnd(&stream_); }
+
+bool GzipChunks::append_to(std::string& window) {
+  const std::size_t before = window.size();
+  while (!ended_ && window.size() == before) {
+    const std::size_t consumed = stream_.total_in;
+    stream_.avail_in = static_cast<uInt>(std::min<std::size_t>(compressed_.size() - consumed, UINT_MAX));
+    window.resize(before + kChunkBytes);
+    stream_.next_out = reinterpret_cast<Bytef*>(window.data() + before);
+    stream_.avail_out = static_cast<uInt>(kChunkBytes);
+    const int status = inflate(&stream_, Z_NO_FLUSH);
+    window.resize(before + kChunkBytes - stream_.avail_out);
+    if (status == Z_STREAM_END)
+      ended_ = true;
+    else if (status != Z_OK && !(status == Z_BUF_ERROR && stream_.avail_in > 0))
+      throw TraceError("gzip data is corrupt or truncated");  // gunzip says which, and where
+  }
+  return window.size() > before;
+}
+
+FileText::FileText(const std::string& path, std::string_view expected) : path_(path) {
   if (auto problem = input_file_problem(path, expected)) throw TraceError(*problem);
   std::string problem;
   const int fd = open_regular_file(path, problem);
   if (fd < 0) throw TraceError(path + ": cannot open the file: " + problem);
   try {
-    map(fd, path);
+    map(fd);
   } catch (...) {
     ::close(fd);
     throw;
   }
   ::close(fd);
-  std::string_view bytes = mapping_ ? std::string_view(mapping_, file_bytes_) : std::string_view(owned_);
-  if (looks_gzipped(bytes)) {
-    std::string plain = gunzip(bytes, path);
+  raw_ = mapping_ ? std::string_view(mapping_, file_bytes_) : std::string_view(owned_);
+  gzipped_ = looks_gzipped(raw_);
+}
+
+std::string_view FileText::text() {
+  if (text_ready_) return text_;
+  std::string_view bytes = raw_;
+  if (gzipped_) {
+    std::string plain = gunzip(raw_, path_);
     if (mapping_) ::munmap(mapping_, mapping_bytes_), mapping_ = nullptr;
     owned_ = std::move(plain);
-    gzipped_ = true;
-    bytes = owned_;
+    raw_ = {};
   }
   if (!mapping_) {
     owned_.reserve(owned_.size() + kTextPadding);
@@ -62,13 +94,15 @@ FileText::FileText(const std::string& path, std::string_view expected) {
   }
   if (bytes.starts_with(kFileTextByteOrderMark)) bytes.remove_prefix(kFileTextByteOrderMark.size());
   text_ = bytes;
+  text_ready_ = true;
+  return text_;
 }
 
 // The file mapped with anonymous zero pages after it for the padding (reserve the whole range,
 // then map the file over its start); read into owned_ when it cannot be mapped.
-void FileText::map(int fd, const std::string& path) {
+void FileText::map(int fd) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) throw TraceError(path + ": cannot read the file: " + std::strerror(errno));
+  if (::fstat(fd, &st) != 0) throw TraceError(path_ + ": cannot read the file: " + std::strerror(errno));
   file_bytes_ = static_cast<std::uint64_t>(st.st_size);
   if (file_bytes_ > 0) {
     const std::size_t page = page_size();
@@ -85,7 +119,7 @@ void FileText::map(int fd, const std::string& path) {
       ::munmap(range, bytes);
     }
   }
-  read_all(fd, path, owned_);
+  read_all(fd, path_, owned_);
   file_bytes_ = owned_.size();
 }
 
@@ -93,8 +127,9 @@ FileText::~FileText() {
   if (mapping_) ::munmap(mapping_, mapping_bytes_);
 }
 
-void FileText::release_before(const char* at) {
-  if (!mapping_ || at < mapping_ || at > mapping_ + file_bytes_) return;
+void FileText::release_before(std::uint64_t offset) {
+  if (!mapping_ || !text_ready_ || gzipped_) return;
+  const char* at = text_.data() + std::min<std::uint64_t>(offset, text_.size());
   const std::size_t page = page_size();
   const std::size_t upto = static_cast<std::size_t>(at - mapping_) / page * page;
   if (upto <= released_bytes_) return;

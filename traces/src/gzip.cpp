@@ -15,8 +15,6 @@ bool looks_gzipped(std::string_view bytes) {
          static_cast<unsigned char>(bytes[1]) == 0x8b;
 }
 
-namespace {
-
 // A gzip stream ends with its content's size modulo 2^32 (ISIZE, little-endian): the size to
 // make room for at once, where it is plausible (at least the compressed size, at most 1032 times
 // it, deflate's best ratio), so a large file is not grown by doubling, which would hold the old
@@ -29,8 +27,6 @@ std::size_t gzip_size_hint(std::string_view compressed) {
   const std::size_t hint = size + std::size_t{1};  // one more: inflate then ends inside the buffer
   return hint >= compressed.size() && hint / 1032 <= compressed.size() ? hint : 0;
 }
-
-}  // namespace
 
 std::string gunzip(std::string_view compressed, const std::string& source) {
   z_stream stream{};

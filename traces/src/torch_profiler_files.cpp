@@ -212,6 +212,22 @@ void check_one_run(const std::vector<RankFile>& files) {
   }
 }
 
+// The one streaming pass (torch_profiler_stream.hpp): a gzip file inflated by chunks, a plain
+// one mapped; false where it gives way to the reference parser.
+bool read_rank_file_fast(FileText& file, RankFile& f, FileProgress& progress) {
+  if (file.gzipped()) {
+    const std::string head = without_byte_order_mark(gunzip_prefix(file.compressed(), kHeaderBytes));
+    if (!has_torch_header(head)) return false;  // the whole text then says why (or gunzip what is broken)
+    progress.set_text_bytes(gzip_size_hint(file.compressed()));
+    GzipChunks chunks(file.compressed());
+    return read_torch_chunks_fast(chunks, f, progress);
+  }
+  const std::string_view text = file.text();
+  if (!has_torch_header(text)) return false;
+  progress.set_text_bytes(text.size());
+  return read_torch_text_fast(text, f, progress, [&file](std::uint64_t offset) { file.release_before(offset); });
+}
+
 }  // namespace
 
 RankFile load_rank_file(const std::string& path, ReadProgress* progress) {
@@ -219,13 +235,13 @@ RankFile load_rank_file(const std::string& path, ReadProgress* progress) {
   f.path = path;
   FileText file(path, "a torch.profiler trace file");
   FileProgress file_progress(progress, file.file_bytes());
-  const std::string_view text = file.text();
-  if (!has_torch_header(text)) throw TraceError(path + ": not a torch.profiler trace (no schemaVersion header)");
-  file_progress.set_text_bytes(text.size());
-  if (read_torch_text_fast(text, f, file_progress, [&file](const char* at) { file.release_before(at); })) {
+  if (read_rank_file_fast(file, f, file_progress)) {
     file_progress.finish();
     return f;
   }
+  const std::string_view text = file.text();
+  if (!has_torch_header(text)) throw TraceError(path + ": not a torch.profiler trace (no schemaVersion header)");
+  file_progress.set_text_bytes(text.size());
   f = RankFile();
   f.path = path;
   if (auto problem = json_depth_problem(text)) throw TraceError(path + ": " + *problem);

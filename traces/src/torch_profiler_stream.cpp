@@ -16,6 +16,9 @@
 #endif
 
 #include "file_text.hpp"
+#ifdef PIPESCOPE_HAVE_SIMDJSON
+#include "json_top_level_scanner.hpp"
+#endif
 #include "pipescope/core/json_limits.hpp"
 #include "pipescope/traces/trace.hpp"
 #include "pipescope/traces/trace_limits.hpp"
@@ -70,89 +73,6 @@ template <class T>
 T ok(const simdjson::simdjson_result<T>& result) {
   return ok(simdjson::simdjson_result<T>(result));
 }
-
-bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-// The top level of the text, value by value: where each one ends and how deep it nests.
-class TopLevelScanner {
- public:
-  TopLevelScanner(const char* begin, const char* end) : p_(begin), end_(end) {}
-
-  char peek() {
-    while (p_ < end_ && is_json_space(*p_)) ++p_;
-    if (p_ == end_) throw GiveWay{};
-    return *p_;
-  }
-  void expect(char c) {
-    if (peek() != c) throw GiveWay{};
-    ++p_;
-  }
-  bool at_end() {
-    while (p_ < end_ && is_json_space(*p_)) ++p_;
-    return p_ == end_;
-  }
-  const char* at() const { return p_; }
-
-  // A key without escapes or control characters, in valid UTF-8 (others give way).
-  std::string_view key() {
-    expect('"');
-    const char* begin = p_;
-    const char* close = static_cast<const char*>(std::memchr(p_, '"', static_cast<std::size_t>(end_ - p_)));
-    if (!close) throw GiveWay{};
-    for (const char* c = begin; c < close; ++c)
-      if (*c == '\\' || static_cast<unsigned char>(*c) < 0x20) throw GiveWay{};
-    if (!simdjson::validate_utf8(begin, static_cast<std::size_t>(close - begin))) throw GiveWay{};
-    p_ = close + 1;
-    return {begin, static_cast<std::size_t>(close - begin)};
-  }
-
-  // The text of the value here; `depth`: how deep its brackets nest (0 for a scalar).
-  std::string_view value(int& depth) {
-    peek();
-    const char* begin = p_;
-    depth = 0;
-    if (*p_ != '{' && *p_ != '[') {
-      if (*p_ == '"')
-        skip_string();
-      else
-        while (p_ < end_ && !is_json_space(*p_) && *p_ != ',' && *p_ != '}' && *p_ != ']') ++p_;
-      return {begin, static_cast<std::size_t>(p_ - begin)};
-    }
-    int open = 0;
-    while (p_ < end_) {
-      const char c = *p_;
-      if (c == '"') {
-        skip_string();
-        continue;
-      }
-      ++p_;
-      if (c == '{' || c == '[') {
-        depth = std::max(depth, ++open);
-      } else if (c == '}' || c == ']') {
-        if (--open == 0) return {begin, static_cast<std::size_t>(p_ - begin)};
-      }
-    }
-    throw GiveWay{};
-  }
-
- private:
-  // From an opening quote to past its closing one (a quote after an odd run of backslashes
-  // is escaped).
-  void skip_string() {
-    ++p_;
-    for (;;) {
-      const char* q = static_cast<const char*>(std::memchr(p_, '"', static_cast<std::size_t>(end_ - p_)));
-      if (!q) throw GiveWay{};
-      std::size_t backslashes = 0;
-      while (q - backslashes > p_ && q[-1 - static_cast<std::ptrdiff_t>(backslashes)] == '\\') ++backslashes;
-      p_ = q + 1;
-      if (backslashes % 2 == 0) return;
-    }
-  }
-
-  const char* p_;
-  const char* end_;
-};
 
 // A value read whole, typed as nlohmann's parser types it (an operator's recorded shapes).
 json to_json(ondemand::value value, int depth) {
@@ -254,12 +174,13 @@ Held read_plain(ondemand::value v, std::string_view& text, std::int64_t& integer
 
 class EventReader {
  public:
-  EventReader(RankFile& f, const char* text_end) : f_(f), text_end_(text_end) {}
+  explicit EventReader(RankFile& f) : f_(f) {}
 
-  void read(std::string_view text) {
+  // `text`: one event's; `readable_end`: how far past it may be read (simdjson's padding).
+  void read(std::string_view text, const char* readable_end) {
     std::optional<simdjson::padded_string> copy;
     const char* data = text.data();
-    std::size_t capacity = static_cast<std::size_t>(text_end_ - data) + kTextPadding;
+    std::size_t capacity = static_cast<std::size_t>(readable_end - data);
     if (capacity < text.size() + simdjson::SIMDJSON_PADDING) {
       copy.emplace(text.data(), text.size());
       data = copy->data(), capacity = text.size() + simdjson::SIMDJSON_PADDING;
@@ -408,14 +329,13 @@ class EventReader {
   }
 
   RankFile& f_;
-  const char* text_end_;
   ondemand::parser parser_;
 };
 
 constexpr std::size_t kEventsPerReport = 1 << 12;
 
-void read_events(TopLevelScanner& scan, EventReader& reader, std::string_view text, FileProgress& progress,
-                 const std::function<void(const char*)>& passed) {
+void read_events(JsonTopLevelScanner& scan, EventReader& reader, FileProgress& progress,
+                 const std::function<void(std::uint64_t)>& passed) {
   scan.expect('[');
   if (scan.peek() == ']') {
     scan.expect(']');
@@ -426,10 +346,10 @@ void read_events(TopLevelScanner& scan, EventReader& reader, std::string_view te
     int depth = 0;
     const std::string_view event = scan.value(depth);
     if (2 + depth > kMaxJsonDepth) throw GiveWay{};
-    reader.read(event);
+    reader.read(event, scan.readable_end());
     if (count % kEventsPerReport == 0) {
-      progress.at(static_cast<std::uint64_t>(scan.at() - text.data()));
-      passed(scan.at());
+      progress.at(scan.offset());
+      passed(scan.offset());
     }
     const char c = scan.peek();
     scan.expect(c);
@@ -438,20 +358,19 @@ void read_events(TopLevelScanner& scan, EventReader& reader, std::string_view te
   }
 }
 
-void read_text(std::string_view text, RankFile& f, FileProgress& progress,
-               const std::function<void(const char*)>& passed) {
-  TopLevelScanner scan(text.data(), text.data() + text.size());
-  EventReader reader(f, text.data() + text.size());
+void read_text(JsonTopLevelScanner& scan, RankFile& f, FileProgress& progress,
+               const std::function<void(std::uint64_t)>& passed) {
+  EventReader reader(f);
   json header = json::object();
   bool saw_events = false;
   scan.expect('{');
   for (;;) {
-    const std::string_view key = scan.key();
+    const std::string key(scan.key());  // a copy: the scanner moves on
     scan.expect(':');
     if (key == "traceEvents") {
       if (saw_events) throw GiveWay{};
       if (scan.peek() != '[') throw GiveWay{};
-      read_events(scan, reader, text, progress, passed);
+      read_events(scan, reader, progress, passed);
       saw_events = true;
     } else {
       int depth = 0;
@@ -461,7 +380,7 @@ void read_text(std::string_view text, RankFile& f, FileProgress& progress,
       if (parsed.is_discarded()) throw GiveWay{};
       if (key == "distributedInfo" || key == "host_name") {
         if (header.contains(key)) throw GiveWay{};
-        header[std::string(key)] = std::move(parsed);
+        header[key] = std::move(parsed);
       }
     }
     const char c = scan.peek();
@@ -473,14 +392,15 @@ void read_text(std::string_view text, RankFile& f, FileProgress& progress,
   read_torch_header(header, f);
 }
 
-}  // namespace torch_stream
-
-bool read_torch_text_fast(std::string_view text, RankFile& f, FileProgress& progress,
-                          const std::function<void(const char*)>& passed) {
+// Runs the pass; false where it gives way.
+template <class Pass>
+bool fast_pass(Pass&& pass) {
   try {
-    torch_stream::read_text(text, f, progress, passed);
+    pass();
     return true;
-  } catch (const torch_stream::GiveWay&) {
+  } catch (const GiveWay&) {
+    return false;
+  } catch (const ScanGivesWay&) {
     return false;
   } catch (const simdjson::simdjson_error&) {
     return false;
@@ -490,10 +410,29 @@ bool read_torch_text_fast(std::string_view text, RankFile& f, FileProgress& prog
     return false;
   }
 }
+
+}  // namespace torch_stream
+
+bool read_torch_text_fast(std::string_view text, RankFile& f, FileProgress& progress,
+                          const std::function<void(std::uint64_t)>& passed) {
+  return torch_stream::fast_pass([&text, &f, &progress, &passed] {
+    JsonTopLevelScanner scan(text);
+    torch_stream::read_text(scan, f, progress, passed);
+  });
+}
+
+bool read_torch_chunks_fast(TextChunks& chunks, RankFile& f, FileProgress& progress) {
+  return torch_stream::fast_pass([&chunks, &f, &progress] {
+    std::string window;
+    JsonTopLevelScanner scan(chunks, window);
+    torch_stream::read_text(scan, f, progress, [](std::uint64_t) {});
+  });
+}
 #else
-bool read_torch_text_fast(std::string_view, RankFile&, FileProgress&, const std::function<void(const char*)>&) {
+bool read_torch_text_fast(std::string_view, RankFile&, FileProgress&, const std::function<void(std::uint64_t)>&) {
   return false;
 }
+bool read_torch_chunks_fast(TextChunks&, RankFile&, FileProgress&) { return false; }
 #endif
 
 }  // namespace pipescope::traces::detail

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "file_progress.hpp"
+#include "file_text.hpp"
 #include "torch_profiler_files.hpp"
 
 namespace pipescope::traces::detail {
@@ -18,9 +19,12 @@ namespace pipescope::traces::detail {
 // `text` (the whole JSON, kTextPadding readable bytes after it). False when it gives way (a
 // build without simdjson too): then `f` holds part of the file and must be filled again.
 // `progress` hears where the pass is every few thousand events (ReadCancelled goes through);
-// `passed` hears how far the text is read, so what lies before may be dropped.
+// `passed` hears how far into the text the pass is, so what lies before may be dropped.
 bool read_torch_text_fast(std::string_view text, RankFile& f, FileProgress& progress,
-                          const std::function<void(const char*)>& passed);
+                          const std::function<void(std::uint64_t)>& passed);
+// The same from a text that comes by chunks (a gzip file inflated as it is read; a UTF-8 byte
+// order mark skipped): only the event being read is held.
+bool read_torch_chunks_fast(TextChunks& chunks, RankFile& f, FileProgress& progress);
 
 // load_rank_file's reading of the header (rank, world size and host from distributedInfo and
 // host_name of `doc`, an object), shared by both paths. Throws TraceError naming the field.
