@@ -2,7 +2,9 @@
 // widget), opening a predicted/measured pair of them through the main window (both files read
 // at once, comparison beside the rows), and repainting the whole 1600x1000 timeline at several
 // zoom levels, with the difference view, critical path and arrows on for the pair; opening a
-// pair of 100,000 and of 1,000,000 ranks of one event each.
+// pair of 100,000 and of 1,000,000 ranks of one event each; and, given torch.profiler files
+// (PIPESCOPE_BENCH_TORCH=FILE[:FILE...], e.g. scripts/make-large-trace.py's), repainting their
+// run at every zoom.
 //   QT_QPA_PLATFORM=offscreen build-d/bench/bench_gui   (see docs/BENCHMARKS.md)
 #include <benchmark/benchmark.h>
 
@@ -19,6 +21,7 @@
 
 #include "pipescope/gui/timeline_model.hpp"
 #include "pipescope/traces/synthetic.hpp"
+#include "pipescope/traces/torch_profiler.hpp"
 #include "pipescope/traces/trace_io.hpp"
 #include "main_window.hpp"
 #include "timeline_widget.hpp"
@@ -48,12 +51,13 @@ SyntheticPipeline measured_pipeline() {
 std::vector<std::string> written_files;
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("pipescope_bench_gui_" + std::to_string(::getpid()) + "_" + name)).string();
+  return (std::filesystem::temp_directory_path() / ("pipescope_bench_gui_" + std::to_string(::getpid()) + "_" + name))
+      .string();
 }
 
 const std::string& million_event_file() {
   static const std::string path = [] {
-    const std::string p = temp_path("predicted.json");
+    std::string p = temp_path("predicted.json");
     write_trace(make_1f1b_trace(million_event_pipeline()), p);
     written_files.push_back(p);
     return p;
@@ -63,7 +67,7 @@ const std::string& million_event_file() {
 
 const std::string& million_event_measured_file() {
   static const std::string path = [] {
-    const std::string p = temp_path("measured.json");
+    std::string p = temp_path("measured.json");
     write_trace(make_1f1b_trace(measured_pipeline()), p);
     written_files.push_back(p);
     return p;
@@ -82,12 +86,17 @@ void BM_OpenMillionEventTrace(benchmark::State& state) {
   }
   state.counters["events"] = static_cast<double>(widget.model()->trace(0).events.size());
 }
-BENCHMARK(BM_OpenMillionEventTrace)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()->Iterations(2);
+BENCHMARK(BM_OpenMillionEventTrace)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime()
+    ->Iterations(2);
 
 // What File > Open does with two files: read both (at once), build the model with the
 // comparison, show it, fill the summary table. CPU time is the process's (both threads).
 void BM_OpenMillionEventPair(benchmark::State& state) {
-  const QStringList paths{QString::fromStdString(million_event_file()), QString::fromStdString(million_event_measured_file())};
+  const QStringList paths{QString::fromStdString(million_event_file()),
+                          QString::fromStdString(million_event_measured_file())};
   MainWindow window;
   window.resize(1600, 1000);
   for (auto _ : state) {
@@ -96,7 +105,11 @@ void BM_OpenMillionEventPair(benchmark::State& state) {
   state.counters["events"] = static_cast<double>(window.timeline()->model()->trace(0).events.size() +
                                                  window.timeline()->model()->trace(1).events.size());
 }
-BENCHMARK(BM_OpenMillionEventPair)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()->Iterations(2);
+BENCHMARK(BM_OpenMillionEventPair)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime()
+    ->Iterations(2);
 
 // A pipeline as wide as it gets: `ranks` ranks of one forward each (issue 34: the viewer's
 // per-rank work, its layout and its rank table, must stay linear in the ranks).
@@ -140,7 +153,13 @@ void BM_OpenManyRankPair(benchmark::State& state) {
   }
   state.counters["ranks"] = ranks;
 }
-BENCHMARK(BM_OpenManyRankPair)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()->Iterations(1);
+BENCHMARK(BM_OpenManyRankPair)
+    ->Arg(100000)
+    ->Arg(1000000)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime()
+    ->Iterations(1);
 
 // Repaint of the whole widget; the argument is the zoom: the visible span is the trace
 // divided by 10^arg, centred in the iteration.
@@ -169,6 +188,51 @@ void BM_RepaintPair(benchmark::State& state) {
 BENCHMARK(BM_RepaintPair)
     ->ArgsProduct({{0, 1, 2, 3, 5, 7}, {0, 1}})
     ->ArgNames({"zoom10^", "paths+arrows"})
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+
+// The torch.profiler files PIPESCOPE_BENCH_TORCH names (colon-separated), or none.
+std::vector<std::string> bench_torch_files() {
+  std::vector<std::string> files;
+  const char* list = std::getenv("PIPESCOPE_BENCH_TORCH");
+  for (std::string rest = list ? list : ""; !rest.empty();) {
+    const auto colon = rest.find(':');
+    files.push_back(rest.substr(0, colon));
+    rest = colon == std::string::npos ? "" : rest.substr(colon + 1);
+  }
+  return files;
+}
+
+// Repaint of a torch.profiler run (operators and GPU kernels kept, as ppview opens it); the
+// argument is the zoom, as above.
+void BM_RepaintTorchRun(benchmark::State& state) {
+  const std::vector<std::string> files = bench_torch_files();
+  if (files.empty()) {
+    state.SkipWithError("set PIPESCOPE_BENCH_TORCH to torch.profiler trace files (scripts/make-large-trace.py)");
+    return;
+  }
+  static std::shared_ptr<TimelineModel> model = [&files] {
+    auto m = std::make_shared<TimelineModel>();
+    m->set_traces(read_torch_profiler_run(files).trace);
+    return m;
+  }();
+  TimelineWidget widget;
+  widget.resize(1600, 1000);
+  widget.set_model(model);
+  const double span = model->end_us() / std::pow(10.0, static_cast<double>(state.range(0)));
+  const double center = model->end_us() / 2;
+  widget.zoom_to(center - span / 2, center + span / 2);
+  QImage image(widget.size(), QImage::Format_ARGB32_Premultiplied);
+  for (auto _ : state) {
+    QPainter painter(&image);
+    widget.render(&painter);
+  }
+  state.counters["events"] = static_cast<double>(model->trace(0).events.size());
+}
+BENCHMARK(BM_RepaintTorchRun)
+    ->ArgsProduct({{0, 1, 2, 3, 5, 7}})
+    ->ArgNames({"zoom10^"})
     ->Unit(benchmark::kMillisecond)
     ->MeasureProcessCPUTime()
     ->UseRealTime();

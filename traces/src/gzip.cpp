@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <climits>
+#include <cstdint>
 #include <stdexcept>
 
 #include "pipescope/traces/trace.hpp"
@@ -14,12 +15,25 @@ bool looks_gzipped(std::string_view bytes) {
          static_cast<unsigned char>(bytes[1]) == 0x8b;
 }
 
+// A gzip stream ends with its content's size modulo 2^32 (ISIZE, little-endian): the size to
+// make room for at once, where it is plausible (at least the compressed size, at most 1032 times
+// it, deflate's best ratio), so a large file is not grown by doubling, which would hold the old
+// and the new copy together. 0 when there is no such hint.
+std::size_t gzip_size_hint(std::string_view compressed) {
+  if (compressed.size() < 18 || !looks_gzipped(compressed)) return 0;
+  std::uint32_t size = 0;
+  for (int i = 0; i < 4; ++i)
+    size |= static_cast<std::uint32_t>(static_cast<unsigned char>(compressed[compressed.size() - 4 + i])) << (8 * i);
+  const std::size_t hint = size + std::size_t{1};  // one more: inflate then ends inside the buffer
+  return hint >= compressed.size() && hint / 1032 <= compressed.size() ? hint : 0;
+}
+
 std::string gunzip(std::string_view compressed, const std::string& source) {
   z_stream stream{};
   // 15 + 32: accept gzip and zlib headers alike.
   if (inflateInit2(&stream, 15 + 32) != Z_OK) throw TraceError(source + ": cannot start gzip decompression");
   std::string out;
-  out.resize(std::max<std::size_t>(compressed.size() * 4, 1 << 16));
+  out.resize(std::max<std::size_t>(std::max<std::size_t>(compressed.size() * 4, 1 << 16), gzip_size_hint(compressed)));
   stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
   std::size_t consumed = 0;
   int status = Z_OK;

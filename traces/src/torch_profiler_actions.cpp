@@ -165,9 +165,9 @@ bool is_gpu_activity(std::string_view cat) { return cat == "kernel" || cat == "g
 
 bool is_communication_kernel(std::string_view name) { return name.find("nccl") != std::string_view::npos; }
 
-std::size_t program_period(const std::vector<const json*>& actions) {
-  const std::size_t n = actions.size();
-  auto name = [&](std::size_t i) -> const std::string& { return (*actions[i])["name"].get_ref<const std::string&>(); };
+std::size_t program_period(const std::vector<std::uint32_t>& action_names) {
+  const std::size_t n = action_names.size();
+  auto name = [&](std::size_t i) { return action_names[i]; };
   for (std::size_t period = 1; 2 * period <= n; ++period) {
     if (n % period != 0) continue;
     bool repeats = true;

@@ -81,7 +81,8 @@ bool is_communication_kernel(std::string_view name);
 // A torch run without a profiler schedule marks no steps, but every rank runs its program once
 // per step: the smallest period P whose repetition is the whole sequence of PP: action names,
 // at least twice, is one step's program. 0 when there is none (one step, or no actions).
-std::size_t program_period(const std::vector<const nlohmann::json*>& actions);
+// `action_names`: the actions' names as interned ids (equal ids, equal names).
+std::size_t program_period(const std::vector<std::uint32_t>& action_names);
 
 inline int lane_of(EventKind kind) { return static_cast<int>(event_kind_lane(kind)); }
 

@@ -14,9 +14,11 @@
 #include <zlib.h>
 
 #include "file_progress.hpp"
+#include "file_text.hpp"
 #include "gzip.hpp"
 #include "torch_profiler_actions.hpp"
 #include "torch_profiler_document.hpp"
+#include "torch_profiler_stream.hpp"
 #include "pipescope/core/input_file.hpp"
 #include "pipescope/core/json_limits.hpp"
 #include "pipescope/core/terminal_text.hpp"
@@ -149,8 +151,8 @@ double checked_number(const json& e, const char* field, const std::string& place
 // Every event the reader uses, held to the rules of pipescope's own traces: complete events
 // ("X") with a string name and bounded times, ids that are integers or strings, and `[memory]`
 // samples with a bounded byte count.
-void check_events(RankFile& f) {
-  const json& events = f.doc["traceEvents"];
+void check_events(RankFile& f, const json& doc) {
+  const json& events = doc["traceEvents"];
   for (std::size_t i = 0; i < events.size(); ++i) {
     const json& e = events[i];
     if (!e.is_object()) throw TraceError(fmt::format("{}: traceEvents[{}]: an event must be an object", f.path, i));
@@ -186,15 +188,6 @@ void check_events(RankFile& f) {
   }
 }
 
-// distributedInfo's integer `key`, or TraceError naming it.
-int distributed_int(const RankFile& f, const json& info, const char* key, int fallback) {
-  const auto it = info.find(key);
-  if (it == info.end() || it->is_null()) return fallback;
-  if (!it->is_number_integer() || it->get<std::int64_t>() < 0 || it->get<std::int64_t>() > (1 << 20))
-    throw TraceError(fmt::format("{}: distributedInfo.{} must be an integer from 0 to {}", f.path, key, 1 << 20));
-  return static_cast<int>(it->get<std::int64_t>());
-}
-
 // Files of one run: one world size, distinct ranks, and (on one host) overlapping profiles.
 void check_one_run(const std::vector<RankFile>& files) {
   std::map<int, const RankFile*> by_rank;
@@ -219,37 +212,53 @@ void check_one_run(const std::vector<RankFile>& files) {
   }
 }
 
+// The one streaming pass (torch_profiler_stream.hpp): a gzip file inflated by chunks, a plain
+// one mapped; false where it gives way to the reference parser.
+bool read_rank_file_fast(FileText& file, RankFile& f, FileProgress& progress) {
+  if (file.gzipped()) {
+    const std::string head = without_byte_order_mark(gunzip_prefix(file.compressed(), kHeaderBytes));
+    if (!has_torch_header(head)) return false;  // the whole text then says why (or gunzip what is broken)
+    progress.set_text_bytes(gzip_size_hint(file.compressed()));
+    GzipChunks chunks(file.compressed());
+    return read_torch_chunks_fast(chunks, f, progress);
+  }
+  const std::string_view text = file.text();
+  if (!has_torch_header(text)) return false;
+  progress.set_text_bytes(text.size());
+  return read_torch_text_fast(text, f, progress, [&file](std::uint64_t offset) { file.release_before(offset); });
+}
+
 }  // namespace
 
 RankFile load_rank_file(const std::string& path, ReadProgress* progress) {
   RankFile f;
   f.path = path;
-  std::string text = read_regular(path);
-  FileProgress file_progress(progress, text.size());
-  if (looks_gzipped(text)) text = gunzip(text, path);
-  text = without_byte_order_mark(std::move(text));
+  FileText file(path, "a torch.profiler trace file");
+  FileProgress file_progress(progress, file.file_bytes());
+  if (read_rank_file_fast(file, f, file_progress)) {
+    file_progress.finish();
+    return f;
+  }
+  const std::string_view text = file.text();
   if (!has_torch_header(text)) throw TraceError(path + ": not a torch.profiler trace (no schemaVersion header)");
+  file_progress.set_text_bytes(text.size());
+  f = RankFile();
+  f.path = path;
   if (auto problem = json_depth_problem(text)) throw TraceError(path + ": " + *problem);
+  json doc;
   try {
-    file_progress.set_text_bytes(text.size());
-    f.doc = parse_torch_document(text, file_progress);
+    doc = parse_torch_document(text, file_progress);
   } catch (const json::exception& e) {
     std::string why = e.what();
     if (auto end = why.find("] "); why.rfind("[json.exception.", 0) == 0 && end != std::string::npos)
       why = why.substr(end + 2);
     throw TraceError(fmt::format("{}: not valid JSON: {}", path, why));
   }
-  if (!f.doc.is_object() || !f.doc.contains("traceEvents") || !f.doc["traceEvents"].is_array())
+  if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array())
     throw TraceError(path + ": traceEvents: missing or not an array");
-  if (const auto info = f.doc.find("distributedInfo"); info != f.doc.end() && !info->is_null()) {
-    if (!info->is_object()) throw TraceError(path + ": distributedInfo must be an object");
-    f.has_distributed_info = info->contains("rank");
-    f.rank = distributed_int(f, *info, "rank", 0);
-    f.world_size = distributed_int(f, *info, "world_size", 1);
-  }
-  if (const auto host = f.doc.find("host_name"); host != f.doc.end() && host->is_string())
-    f.host = host->get<std::string>();
-  check_events(f);
+  read_torch_header(doc, f);
+  check_events(f, doc);
+  f.events = torch_events_of_document(doc);
   file_progress.finish();
   return f;
 }

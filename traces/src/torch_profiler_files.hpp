@@ -10,16 +10,15 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "pipescope/traces/read_progress.hpp"
+#include "torch_profiler_events.hpp"
 
 namespace pipescope::traces::detail {
 
-// A file's header, the rank it holds and its events (as checked by load_rank_file).
+// A file's header, the rank it holds and the events the reader uses (as checked by load_rank_file).
 struct RankFile {
   std::string path;
-  nlohmann::json doc;
+  TorchEvents events;
   int rank = 0;
   int world_size = 1;
   bool has_distributed_info = false;  // the header names the rank (a run with a process group)
@@ -31,10 +30,11 @@ struct RankFile {
 // skipped) nested no deeper than kMaxJsonDepth, torch's header, and every complete ("X") event
 // with a string name, numeric times within trace_limits.hpp's bounds and a non-negative
 // duration, every `[memory]` sample's bytes likewise. Throws TraceError naming the file, the
-// event (traceEvents[i] and its name) and the field. The document keeps of each event only
-// what the reader uses (its kind, name, category, ids, times and the few args read), so a
-// large trace does not take several times its size in memory. `progress` (may be null) hears
-// how far the reading is; ReadCancelled when it asks to stop.
+// event (traceEvents[i] and its name) and the field. The file is read in one streaming pass
+// into the compact event store (torch_profiler_stream.cpp; a plain file mapped, its pages let
+// go behind the pass); where that pass gives way, the reference parser's document
+// (torch_profiler_document.cpp) is checked and makes the store, and says what is wrong.
+// `progress` (may be null) hears how far the reading is; ReadCancelled when it asks to stop.
 RankFile load_rank_file(const std::string& path, ReadProgress* progress = nullptr);
 
 // The rank files of one run (files as given, folders expanded), loaded, checked to be one run

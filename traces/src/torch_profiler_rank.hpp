@@ -18,20 +18,20 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "pipescope/traces/torch_profiler.hpp"
 #include "pipescope/traces/trace.hpp"
 #include "torch_profiler_actions.hpp"
+#include "torch_profiler_events.hpp"
 #include "torch_profiler_files.hpp"
 
 namespace pipescope::traces::detail {
 
 // A CPU operator or annotation of the rank's process, with what its name says it is.
 struct RankSpan {
-  const nlohmann::json* event = nullptr;
+  const TorchSpan* event = nullptr;
   SpanRole role = SpanRole::Operator;
-  const nlohmann::json& operator*() const { return *event; }
+  const TorchSpan& operator*() const { return *event; }
+  const TorchSpan* operator->() const { return event; }
 };
 
 // The args of events made, each with the index of its event in the trace being built.
@@ -69,7 +69,8 @@ class RankReader {
   void find_process();
   void choose_step();
   std::map<int, TimeRange> step_windows();
-  bool in_step(const nlohmann::json& e) const;
+  bool in_step(const TorchSpan& e) const;
+  const std::string& name_of(const TorchSpan& e) const { return file_.events.name_of(e); }
 
   // torch_profiler_rank_actions.cpp
   bool split_overlap(const Action& overlap);
@@ -92,7 +93,7 @@ class RankReader {
   std::vector<std::string>& notes_;
   std::int64_t pid_ = 0;
   std::vector<RankSpan> spans_;
-  std::vector<const nlohmann::json*> kernels_, launches_;
+  std::vector<const TorchSpan*> kernels_, launches_;
   std::vector<int> kernel_action_;  // per kernel: index into actions_, or -1
   std::vector<Action> actions_;
   TimeRange window_;

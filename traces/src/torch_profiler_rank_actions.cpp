@@ -10,35 +10,20 @@
 #include "torch_profiler_rank.hpp"
 
 namespace pipescope::traces::detail {
-namespace {
-
-using nlohmann::json;
-
-// A GPU kernel's or a launch's "correlation" id (kineto's link between the two), if it has one.
-std::optional<std::int64_t> correlation_of_activity(const json& e) {
-  const auto args = e.find("args");
-  if (args == e.end() || !args->is_object()) return std::nullopt;
-  const auto c = args->find("correlation");
-  if (c == args->end() || !c->is_number_integer()) return std::nullopt;
-  return c->get<std::int64_t>();
-}
-
-}  // namespace
-
 void RankReader::read_actions() {
   find_process();
   choose_step();
   for (const RankSpan& e : spans_) {
     if (e.role != SpanRole::Action || !in_step(*e)) continue;
-    const std::string& name = (*e)["name"].get_ref<const std::string&>();
+    const std::string& name = name_of(*e);
     auto action = parse_pp_action(span_role_argument(name, SpanRole::Action));
     if (!action) {
       notes_.push_back(
           fmt::format("{}: '{}' is not an action torch writes; kept as an operator", file_.path, printable(name)));
       continue;
     }
-    action->start_us = (*e)["ts"].get<double>();
-    action->end_us = action->start_us + (*e)["dur"].get<double>();
+    action->start_us = e->ts_us;
+    action->end_us = e->end_us();
     if (!action->parts.empty() && split_overlap(*action)) continue;
     actions_.push_back(*action);
   }
@@ -63,16 +48,16 @@ bool RankReader::split_overlap(const Action& overlap) {
     return false;
   double split_us = overlap.end_us;
   for (const RankSpan& e : spans_) {
-    const double ts = (*e)["ts"].get<double>();
+    const double ts = e->ts_us;
     if (ts <= overlap.start_us || ts >= split_us) continue;
     if (e.role == SpanRole::AutogradOperator) split_us = ts;
   }
   if (split_us >= overlap.end_us) return false;
   double forward_end_us = overlap.start_us;
   for (const RankSpan& e : spans_) {
-    const double ts = (*e)["ts"].get<double>();
+    const double ts = e->ts_us;
     if (ts <= overlap.start_us || ts >= split_us || e.role == SpanRole::TransportCall) continue;
-    forward_end_us = std::max(forward_end_us, std::min(split_us, ts + (*e)["dur"].get<double>()));
+    forward_end_us = std::max(forward_end_us, std::min(split_us, e->end_us()));
   }
   forward->start_us = overlap.start_us, forward->end_us = forward_end_us;
   backward->start_us = split_us, backward->end_us = overlap.end_us;
@@ -103,10 +88,10 @@ Action* RankReader::action_at(double t_us) {
 void RankReader::attach_transport_calls() {
   for (const RankSpan& e : spans_) {
     if (e.role != SpanRole::TransportCall) continue;
-    Action* a = action_at((*e)["ts"].get<double>());
+    Action* a = action_at(e->ts_us);
     if (!a || !is_transfer(a->kind)) continue;
-    a->transport_end_us = std::max(a->transport_end_us, (*e)["ts"].get<double>() + (*e)["dur"].get<double>());
-    if (a->bytes < 0 && e.event->contains("args")) a->bytes = bytes_of((*e)["args"]);
+    a->transport_end_us = std::max(a->transport_end_us, e->end_us());
+    if (a->bytes < 0 && e->shapes != kNoShapes) a->bytes = bytes_of(nlohmann::json::parse(file_.events.shapes_of(*e)));
   }
 }
 
@@ -150,17 +135,15 @@ void RankReader::find_waiting_receives() {
 // GPU work: each kernel's "correlation" id is its launch's; the launch's time names the action.
 void RankReader::attach_kernels() {
   std::map<std::int64_t, double> launch_time;
-  for (const json* e : launches_)
-    if (const auto c = correlation_of_activity(*e)) launch_time[*c] = (*e)["ts"].get<double>();
-  for (const json* k : kernels_) {
-    const auto c = correlation_of_activity(*k);
-    const auto launched = c ? launch_time.find(*c) : launch_time.end();
+  for (const TorchSpan* e : launches_)
+    if (e->has_correlation) launch_time[e->correlation] = e->ts_us;
+  for (const TorchSpan* k : kernels_) {
+    const auto launched = k->has_correlation ? launch_time.find(k->correlation) : launch_time.end();
     Action* a = launched == launch_time.end() ? nullptr : action_at(launched->second);
     kernel_action_.push_back(a ? static_cast<int>(a - actions_.data()) : -1);
     if (!a) continue;
-    const double ts = (*k)["ts"].get<double>();
-    a->kernel_start_us = std::min(a->kernel_start_us, ts);
-    a->kernel_end_us = std::max(a->kernel_end_us, ts + (*k)["dur"].get<double>());
+    a->kernel_start_us = std::min(a->kernel_start_us, k->ts_us);
+    a->kernel_end_us = std::max(a->kernel_end_us, k->end_us());
   }
 }
 

@@ -71,10 +71,10 @@ void RankReader::note_missing_actions(Trace& out) {
     TraceEvent ev;
     ev.rank = file_.rank;
     ev.lane = static_cast<int>(Lane::Compute);
-    ev.name = (*e)["name"].get<std::string>();
+    ev.name = name_of(*e);
     ev.category = "compute";
-    ev.ts_us = (*e)["ts"].get<double>();
-    ev.dur_us = (*e)["dur"].get<double>();
+    ev.ts_us = e->ts_us;
+    ev.dur_us = e->dur_us;
     ev.micro_batch = single_stage_micro_batch(ev.name);
     out.events.push_back(std::move(ev));
     any = true;
@@ -92,22 +92,17 @@ void RankReader::emit_operators(Trace& out, PendingArgs& args) {
     if (e.role == SpanRole::Action || e.role == SpanRole::Step || !in_step(*e)) continue;
     const bool single_stage_pass = e.role == SpanRole::SingleStageForward || e.role == SpanRole::SingleStageBackward;
     if (single_stage_pass && actions_.empty()) continue;  // already the compute lane's events
-    const double ts = (*e)["ts"].get<double>();
+    const double ts = e->ts_us;
     const Action* a = action_at(ts);
     TraceEvent ev;
     ev.rank = file_.rank;
     ev.lane = kOperatorsLane;
-    ev.name = (*e)["name"].get<std::string>();
+    ev.name = name_of(*e);
     ev.category = e.role == SpanRole::TransportCall ? "p2p" : "operator";
     ev.ts_us = ts;
-    ev.dur_us = (*e)["dur"].get<double>();
+    ev.dur_us = e->dur_us;
     if (a) ev.stage = a->stage, ev.micro_batch = a->micro_batch;
-    if (const auto it = e.event->find("args"); it != e.event->end() && it->contains("Input Dims")) {
-      json shapes = json::object();
-      for (const char* key : {"Input Dims", "Input type"})
-        if (it->contains(key)) shapes[key] = (*it)[key];
-      args.emplace_back(out.events.size(), shapes.dump());
-    }
+    if (e->has_input_dims) args.emplace_back(out.events.size(), file_.events.shapes_of(*e));
     out.events.push_back(std::move(ev));
   }
 }
@@ -117,19 +112,19 @@ void RankReader::emit_operators(Trace& out, PendingArgs& args) {
 void RankReader::emit_kernels(Trace& out) {
   std::map<std::pair<std::int64_t, std::string>, int> lane_of_stream;
   for (std::size_t i = 0; i < kernels_.size(); ++i) {
-    const json& k = *kernels_[i];
+    const TorchSpan& k = *kernels_[i];
     // A GPU runs behind its host: an action's kernels may end after the step's CPU span.
     if (kernel_action_[i] < 0 && !in_step(k)) continue;
-    const auto key = std::make_pair(k["pid"].get<std::int64_t>(), id_text(k, "tid"));
+    const auto key = std::make_pair(k.pid, file_.events.tid_of(k));
     const auto [it, added] = lane_of_stream.emplace(key, kOperatorsLane + 1 + static_cast<int>(lane_of_stream.size()));
     if (added) stream_lanes_.emplace_back(it->second, fmt::format("GPU {} stream {}", key.first, key.second));
     TraceEvent ev;
     ev.rank = file_.rank;
     ev.lane = it->second;
-    ev.name = k["name"].get<std::string>();
+    ev.name = name_of(k);
     ev.category = is_communication_kernel(ev.name) ? "p2p" : "kernel";
-    ev.ts_us = k["ts"].get<double>();
-    ev.dur_us = k["dur"].get<double>();
+    ev.ts_us = k.ts_us;
+    ev.dur_us = k.dur_us;
     if (kernel_action_[i] >= 0) {
       const Action& a = actions_[static_cast<std::size_t>(kernel_action_[i])];
       ev.stage = a.stage, ev.micro_batch = a.micro_batch;
@@ -143,13 +138,7 @@ void RankReader::emit_kernels(Trace& out) {
 // starts opens the curve.
 void RankReader::emit_memory(Trace& out) const {
   std::vector<std::pair<double, std::int64_t>> cpu, gpu;
-  for (const auto& e : file_.doc["traceEvents"]) {
-    if (!e.is_object() || text_field(e, "name") != kMemorySampleName || !e.contains("args") || !e.contains("ts"))
-      continue;
-    const json& a = e["args"];
-    if (!a.contains("Total Allocated") || !a["Total Allocated"].is_number()) continue;
-    (is_host_memory(a) ? cpu : gpu).push_back({e["ts"].get<double>(), a["Total Allocated"].get<std::int64_t>()});
-  }
+  for (const TorchMemorySample& m : file_.events.memory) (m.host ? cpu : gpu).push_back({m.ts_us, m.bytes});
   auto& chosen = gpu.empty() ? cpu : gpu;
   std::stable_sort(chosen.begin(), chosen.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   // The value held when the window opens (the last sample before it), then the window's own.

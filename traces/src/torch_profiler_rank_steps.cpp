@@ -10,29 +10,24 @@
 
 namespace pipescope::traces::detail {
 
-using nlohmann::json;
-
 // The process's pid is the one of its CPU operators; the profiler's own tracks have string pids.
 void RankReader::find_process() {
   std::map<std::int64_t, std::size_t> cpu_ops_by_pid;
-  for (const auto& e : file_.doc["traceEvents"]) {
-    if (!e.is_object() || text_field(e, "ph") != "X" || !e.contains("pid") || !e["pid"].is_number_integer()) continue;
-    if (!e.contains("ts") || !e.contains("dur") || !e.contains("name")) continue;
-    const std::string cat(text_field(e, "cat"));
-    if (is_gpu_activity(cat)) {
+  for (const TorchSpan& e : file_.events.spans) {
+    if (e.activity == TorchActivity::GpuActivity) {
       kernels_.push_back(&e);
-    } else if (cat == "cuda_runtime" || cat == "cuda_driver") {
+    } else if (e.activity == TorchActivity::Launch) {
       launches_.push_back(&e);
-    } else if (cat == "cpu_op" || cat == "user_annotation") {
-      ++cpu_ops_by_pid[e["pid"].get<std::int64_t>()];
-      spans_.push_back({&e, span_role(e["name"].get_ref<const std::string&>())});
+    } else {
+      ++cpu_ops_by_pid[e.pid];
+      spans_.push_back({&e, span_role(name_of(e))});
     }
   }
   if (cpu_ops_by_pid.empty()) throw TraceError(file_.path + ": no CPU operators: not a torch.profiler trace of a run");
   pid_ = std::max_element(cpu_ops_by_pid.begin(), cpu_ops_by_pid.end(), [](const auto& a, const auto& b) {
            return a.second < b.second;
          })->first;
-  std::erase_if(spans_, [&](const RankSpan& s) { return (*s)["pid"].get<std::int64_t>() != pid_; });
+  std::erase_if(spans_, [&](const RankSpan& s) { return s->pid != pid_; });
 }
 
 void RankReader::choose_step() {
@@ -86,35 +81,32 @@ std::map<int, TimeRange> RankReader::step_windows() {
   std::map<int, TimeRange> steps;
   for (const RankSpan& e : spans_) {
     if (e.role != SpanRole::Step) continue;
-    const double ts = (*e)["ts"].get<double>();
-    if (const auto step = step_number((*e)["name"].get_ref<const std::string&>()))
-      steps[*step] = {ts, ts + (*e)["dur"].get<double>()};
+    if (const auto step = step_number(name_of(*e))) steps[*step] = {e->ts_us, e->end_us()};
   }
   if (!steps.empty()) return steps;
-  std::vector<const json*> actions;
+  std::vector<const TorchSpan*> actions;
   for (const RankSpan& e : spans_)
     if (e.role == SpanRole::Action) actions.push_back(e.event);
   std::stable_sort(actions.begin(), actions.end(),
-                   [](const json* a, const json* b) { return (*a)["ts"].get<double>() < (*b)["ts"].get<double>(); });
-  const std::size_t period = program_period(actions);
+                   [](const TorchSpan* a, const TorchSpan* b) { return a->ts_us < b->ts_us; });
+  std::vector<std::uint32_t> names;
+  names.reserve(actions.size());
+  for (const TorchSpan* a : actions) names.push_back(a->name);
+  const std::size_t period = program_period(names);
   if (period == 0) return steps;
   steps_repeated_ = true;
   // Step k runs from its first action to the next step's first; the last to the end of the
   // rank's last operator (the optimizer step after it included, as a ProfilerStep#N holds it).
   double trace_end_us = 0;
-  for (const RankSpan& e : spans_)
-    trace_end_us = std::max(trace_end_us, (*e)["ts"].get<double>() + (*e)["dur"].get<double>());
+  for (const RankSpan& e : spans_) trace_end_us = std::max(trace_end_us, e->end_us());
   const std::size_t count = actions.size() / period;
   for (std::size_t k = 0; k < count; ++k)
-    steps[static_cast<int>(k)] = {(*actions[k * period])["ts"].get<double>(),
-                                  k + 1 < count ? (*actions[(k + 1) * period])["ts"].get<double>() : trace_end_us};
+    steps[static_cast<int>(k)] = {actions[k * period]->ts_us,
+                                  k + 1 < count ? actions[(k + 1) * period]->ts_us : trace_end_us};
   return steps;
 }
 
-bool RankReader::in_step(const json& e) const {
-  const double ts = e["ts"].get<double>();
-  return ts >= window_.start_us && ts < window_.end_us;
-}
+bool RankReader::in_step(const TorchSpan& e) const { return e.ts_us >= window_.start_us && e.ts_us < window_.end_us; }
 
 std::vector<int> RankReader::step_numbers() {
   find_process();
@@ -125,8 +117,9 @@ std::vector<int> RankReader::step_numbers() {
 
 std::size_t RankReader::step_operators() const {
   if (!step_) return 0;
-  return static_cast<std::size_t>(std::count_if(
-      spans_.begin(), spans_.end(), [&](const RankSpan& e) { return (*e)["cat"] == "cpu_op" && in_step(*e); }));
+  return static_cast<std::size_t>(std::count_if(spans_.begin(), spans_.end(), [&](const RankSpan& e) {
+    return e->activity == TorchActivity::CpuOperator && in_step(*e);
+  }));
 }
 
 std::vector<int> profiled_steps(const RankFile& file) {

@@ -1,8 +1,8 @@
 // Reads torch.profiler Chrome traces of a torch.distributed.pipelining run as one measured
 // Trace (torch_profiler.hpp says what becomes what; docs/TORCH-TRACES.md in full). Each file
 // is one rank's process: its own CPU threads, the GPUs it drove, and the profiler's own tracks
-// ("Spans", "Traces"), which are left out. Files are small enough (a few steps) to hold as
-// JSON documents. This file merges the ranks: each rank's file is read by a RankReader
+// ("Spans", "Traces"), which are left out. Each file is held as a compact store of the events
+// the reader uses (torch_profiler_events.hpp), not as a document. This file merges the ranks: each rank's file is read by a RankReader
 // (torch_profiler_rank.hpp), then the run's events are put on one clock and in time order, and
 // the trace says what it is (its metadata, the run's torch.profiler record, lane names).
 #include "pipescope/traces/torch_profiler.hpp"
