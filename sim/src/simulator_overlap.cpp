@@ -1,11 +1,109 @@
 // The event loop's overlapped F&B steps: which forwards start one, when one can start, and how
 // much of the experts' all-to-all it hides (a pass run alone hides none).
 #include <algorithm>
+#include <array>
 #include <cstdint>
 
 #include "simulator_engine.hpp"
 
 namespace pipescope::sim::event_loop {
+
+namespace {
+
+// Megatron's combined 1F1B step (--overlap-moe-expert-parallel-comm), as its code runs it:
+// megatron/core/models/common/model_chunk_schedule_plan.py, TransformerModelChunkSchedulePlan.run
+// and TransformerLayerSchedulePlan.run. The forward's layer i runs beside the backward's layer
+// n-1-i, each layer pair issued in one fixed order onto two CUDA streams, each stream running
+// its work in issue order:
+//   communication: combine_b | dispatch_f -> dispatch_b | combine_f
+//   computation:   pre_dispatch_f | mlp_b -> mlp_f | pre_dispatch_b
+// (pre_dispatch: attention and router; mlp: the experts), each piece also waiting for its own
+// pass's previous piece. Layers one pass has more of run alone afterwards, the backward's first.
+// The forward's output is sent (post_forward) only after every layer of both passes has been
+// issued, on the communication stream, so it leaves behind the step's last all-to-all: not as
+// soon as the forward's own pieces end. Each layer's compute is split evenly between its two
+// parts, as in overlapped_step.
+class MegatronCombinedStep {
+ public:
+  MegatronCombinedStep(double forward_compute_s, const ExpertAllToAll& forward, double backward_compute_s,
+                       const ExpertAllToAll& backward)
+      : forward_(slice_of(forward_compute_s, forward, false)),
+        backward_(slice_of(backward_compute_s, backward, true)) {}
+
+  OverlappedStep run() {
+    const int paired = std::min(forward_.layers, backward_.layers);
+    for (int layer = 0; layer < paired; ++layer) {
+      link_piece(backward_.combine_s, AllToAllPiece::Kind::CombineB, true);
+      compute_piece(forward_.half_compute_s, false);
+      compute_piece(backward_.half_compute_s, true);
+      link_piece(forward_.dispatch_s, AllToAllPiece::Kind::DispatchF, false);
+      link_piece(backward_.dispatch_s, AllToAllPiece::Kind::DispatchB, true);
+      compute_piece(forward_.half_compute_s, false);
+      link_piece(forward_.combine_s, AllToAllPiece::Kind::CombineF, false);
+      compute_piece(backward_.half_compute_s, true);
+    }
+    for (int layer = paired; layer < backward_.layers; ++layer) {
+      link_piece(backward_.combine_s, AllToAllPiece::Kind::CombineB, true);
+      compute_piece(backward_.half_compute_s, true);
+      link_piece(backward_.dispatch_s, AllToAllPiece::Kind::DispatchB, true);
+      compute_piece(backward_.half_compute_s, true);
+    }
+    for (int layer = paired; layer < forward_.layers; ++layer) {
+      compute_piece(forward_.half_compute_s, false);
+      link_piece(forward_.dispatch_s, AllToAllPiece::Kind::DispatchF, false);
+      compute_piece(forward_.half_compute_s, false);
+      link_piece(forward_.combine_s, AllToAllPiece::Kind::CombineF, false);
+    }
+    step_.forward_end_s = std::max(pass_ready_s_[0], link_free_s_);
+    step_.backward_end_s = std::max({pass_ready_s_[1], compute_free_s_, link_free_s_});
+    return step_;
+  }
+
+ private:
+  struct PassSlices {
+    int layers = 1;
+    double half_compute_s = 0;
+    double dispatch_s = 0;
+    double combine_s = 0;
+  };
+
+  // A pass with no MoE layer is one compute slice, as in overlapped_step.
+  static PassSlices slice_of(double compute_s, const ExpertAllToAll& a2a, bool backward) {
+    PassSlices p;
+    p.layers = std::max(a2a.moe_layers, 1);
+    p.half_compute_s = compute_s / (2.0 * p.layers);
+    p.dispatch_s = (backward ? a2a.dispatch_b_s : a2a.dispatch_f_s) / p.layers;
+    p.combine_s = (backward ? a2a.combine_b_s : a2a.combine_f_s) / p.layers;
+    return p;
+  }
+
+  double start_on(double resource_free_s, bool backward) const {
+    return std::max(resource_free_s, pass_ready_s_[backward ? 1 : 0]);
+  }
+
+  void compute_piece(double duration_s, bool backward) {
+    if (duration_s <= 0) return;
+    compute_free_s_ = start_on(compute_free_s_, backward) + duration_s;
+    pass_ready_s_[backward ? 1 : 0] = compute_free_s_;
+  }
+
+  void link_piece(double duration_s, AllToAllPiece::Kind kind, bool backward) {
+    if (duration_s <= 0) return;
+    const double start_s = start_on(link_free_s_, backward);
+    link_free_s_ = start_s + duration_s;
+    pass_ready_s_[backward ? 1 : 0] = link_free_s_;
+    step_.pieces.push_back({kind, backward, start_s, link_free_s_});
+  }
+
+  PassSlices forward_;
+  PassSlices backward_;
+  std::array<double, 2> pass_ready_s_{0, 0};  // forward, backward: when its previous piece ends
+  double compute_free_s_ = 0;
+  double link_free_s_ = 0;
+  OverlappedStep step_;
+};
+
+}  // namespace
 
 // Which forwards start an overlapped F&B step: those the generator marked (DualPipeV), and
 // under Megatron's --overlap-moe-expert-parallel-comm every forward whose rank next runs the
@@ -74,8 +172,13 @@ bool Engine::begin_overlapped_step(std::int32_t rank, const CompiledInstruction&
   const StageCost& fc = stage_[forward.stage];
   const StageCost& bc = stage_[backward.stage];
   const double backward_s = backward_duration_s(backward);
-  const OverlappedStep step = overlapped_step(fc.f_s - fc.all_to_all.forward_s(), fc.all_to_all,
-                                              backward_s - bc.all_to_all.backward_s(), bc.all_to_all);
+  const double forward_compute_s = fc.f_s - fc.all_to_all.forward_s();
+  const double backward_compute_s = backward_s - bc.all_to_all.backward_s();
+  // DualPipeV's pairs (marked by its generator) interleave freely; Megatron's follow its code.
+  const OverlappedStep step =
+      forward.overlaps_next_backward
+          ? overlapped_step(forward_compute_s, fc.all_to_all, backward_compute_s, bc.all_to_all)
+          : MegatronCombinedStep(forward_compute_s, fc.all_to_all, backward_compute_s, bc.all_to_all).run();
   duration = step.forward_end_s;
   r.pair_backward_pc = pair_backward_[r.pc];
   r.pair_end_s = now + step.length_s();
