@@ -152,6 +152,9 @@ int run_calibrate(const std::vector<std::string>& args) {
       "split-overhead", po::value<double>(),
       "traces of full backwards only: what I + W cost beyond B, as a fraction of B, for the estimated split (default "
       "0.13 for torch.profiler runs, torch's split backward on bench/torch-accuracy; else 0)")(
+      "run-spread", po::value<double>(),
+      "how much one run's speed differs from the next's as a whole (relative standard deviation), for the "
+      "predictions' intervals (default: measured from the traces of two runs or more, else assumed 0.05)")(
       "no-split-estimate", po::bool_switch(),
       "traces of full backwards only: leave the split unmeasured (split-backward "
       "schedules are then refused) instead of estimating it")("quiet,q", po::bool_switch(&quiet),
@@ -177,6 +180,10 @@ int run_calibrate(const std::vector<std::string>& args) {
   calibration_options.duration_statistic = sim::parse_duration_statistic(statistic);
 
   take_split_options(vm, calibration_options);
+  if (vm.count("run-spread")) {
+    calibration_options.run_spread = vm["run-spread"].as<double>();
+    require_finite_at_least(*calibration_options.run_spread, "--run-spread", 0);
+  }
   if (vm.count("step") && step < 0) throw UsageError("--step: must be 0 or more, not " + std::to_string(step));
   traces::TorchReadOptions torch_options;
   torch_options.keep_operators = false;  // calibration learns from the pipeline's actions

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
+#include <regex>
 
 #include <fmt/format.h>
 
@@ -108,6 +110,24 @@ CalibrationRecord calibration_info(const Traces& traces, std::size_t left_out, c
   return info;
 }
 
+// Which run each trace is a step of: a torch.profiler recording's steps share its files; pprun's
+// `--trace FILE` writes the run's other steps beside FILE as FILE's name with .stepN before its
+// extension (sim/cli/traced_steps.hpp), so the name without it names the run.
+std::map<const std::string*, std::string> runs_of(const Traces& traces) {
+  static const std::regex step_suffix(R"(\.step[0-9]+(\.[^./]+(\.gz)?)$)");
+  std::map<const std::string*, std::string> runs;
+  for (const MeasuredTrace& mt : traces) {
+    const auto& torch = mt.trace.meta.run.torch_profiler;
+    std::string run = std::regex_replace(mt.source, step_suffix, "$1");
+    if (torch && !torch->files.empty()) {
+      run.clear();
+      for (const std::string& file : torch->files) run += file + "\n";
+    }
+    runs[&mt.source] = run;
+  }
+  return runs;
+}
+
 }  // namespace
 
 Calibration calibrate(const std::vector<MeasuredTrace>& given, const CalibrationOptions& options) {
@@ -131,7 +151,7 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
   const bool torch_traces = std::any_of(traces.begin(), traces.end(), [](const MeasuredTrace& mt) {
     return mt.trace.meta.run.torch_profiler.has_value();
   });
-  Estimation e{c, summary, result, num_stages, {}, true, {}, {}, torch_traces, &options};
+  Estimation e{c, summary, result, num_stages, {}, true, {}, {}, torch_traces, &options, runs_of(traces)};
   // The run's and the transport's estimators first: the stages' use what they learn.
   for (const auto estimator :
        {calibration::estimate_transfers, calibration::estimate_program_time, calibration::estimate_send_completion,

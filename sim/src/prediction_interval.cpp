@@ -8,6 +8,10 @@
 
 namespace pipescope::sim {
 
+namespace {
+constexpr double kNormal975 = 1.959964;  // the two-sided 95% quantile of the normal distribution
+}  // namespace
+
 double interval_deviations(int steps) {
   const int freedom = std::max(1, steps - 1);
   const boost::math::students_t t(freedom);
@@ -57,7 +61,13 @@ std::optional<PredictionInterval> prediction_interval(const Profile& profile, bo
         100 * e.input_share, 100 * e.input_share_uncertainty, 100 * e.overhead, 100 * e.overhead_uncertainty, e.basis));
   }
   if (profile.step_speed_spread) {
-    const double half = interval_deviations(profile.step_speed_spread->steps) * profile.step_speed_spread->relative_sd;
+    // The steps' own spread, and the runs' as a whole (the calibration run's and the measured
+    // run's speeds each off by it): independent, so their half-widths add in quadrature.
+    const double step_half =
+        interval_deviations(profile.step_speed_spread->steps) * profile.step_speed_spread->relative_sd;
+    const double run_half =
+        profile.run_speed_spread ? kNormal975 * std::sqrt(2.0) * profile.run_speed_spread->relative_sd : 0.0;
+    const double half = std::hypot(step_half, run_half);
     const double factor = interval_factor(half);
     interval.low_s /= factor;
     interval.high_s *= factor;

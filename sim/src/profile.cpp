@@ -302,6 +302,12 @@ Profile parse_profile(std::string_view text, const std::string& source) {
     p.step_speed_spread =
         StepSpeedSpread{get_seconds(spread, "relative_sd", where), get_count(spread, "steps", where, 1)};
   }
+  if (j.contains("run_speed_spread")) {
+    const std::string where = source + ": run_speed_spread";
+    const json& spread = j["run_speed_spread"];
+    if (!spread.is_object()) throw UsageError(where + ": must be an object");
+    p.run_speed_spread = RunSpeedSpread{get_seconds(spread, "relative_sd", where), get_count(spread, "runs", where, 1)};
+  }
   const std::string top_where = source + ": profile";  // "p.json: profile.optimizer_sync: ..."
   p.instruction_overhead_s = get_optional_seconds(j, "instruction_overhead_s", top_where);
   p.step_overhead_s = get_optional_seconds(j, "step_overhead_s", top_where);
@@ -317,6 +323,7 @@ Profile parse_profile(std::string_view text, const std::string& source) {
                                               "backward_split",
                                               "backward_split_estimate",
                                               "step_speed_spread",
+                                              "run_speed_spread",
                                               "instruction_overhead_s",
                                               "step_overhead_s",
                                               "optimizer_sync",
@@ -382,6 +389,8 @@ std::string to_profile_json(const Profile& profile) {
                                     {"basis", e->basis}};
   if (const auto& spread = profile.step_speed_spread)
     j["step_speed_spread"] = {{"relative_sd", spread->relative_sd}, {"steps", spread->steps}};
+  if (const auto& spread = profile.run_speed_spread)
+    j["run_speed_spread"] = {{"relative_sd", spread->relative_sd}, {"runs", spread->runs}};
   j["instruction_overhead_s"] = profile.instruction_overhead_s;
   j["step_overhead_s"] = profile.step_overhead_s;
   j["optimizer_sync"] = profile.optimizer_sync;

@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "pipescope/core/errors.hpp"
@@ -384,12 +385,63 @@ TEST_CASE("the spread of step speeds: each step's computation over the same oper
   CHECK(interval_deviations(3) == Approx(4.303 * std::sqrt(2.0)).epsilon(0.001));  // t(97.5%), 2 degrees of freedom
   CHECK(interval_deviations(8) == Approx(2.365 * std::sqrt(2.0)).epsilon(0.001));  // 7 degrees of freedom
   CHECK(interval_deviations(1000) == Approx(1.96 * std::sqrt(2.0)).epsilon(0.01));
-  // Symmetric in the logarithm: as far below the prediction by a factor as above it.
-  const double half = interval_deviations(3) * 0.1;
+  // The three steps are one run's (gpipe.json's .stepN siblings): its run-to-run spread is assumed.
+  REQUIRE(p.run_speed_spread);
+  CHECK(p.run_speed_spread->runs == 1);
+  CHECK(p.run_speed_spread->relative_sd == kAssumedRunSpread);
+  // Symmetric in the logarithm: as far below the prediction by a factor as above it; the steps'
+  // half-width and the two runs' add in quadrature.
+  const double half = std::hypot(interval_deviations(3) * 0.1, 1.959964 * std::sqrt(2.0) * kAssumedRunSpread);
   CHECK(interval->low_s == Approx(1 - half).epsilon(0.01));
   CHECK(interval->high_s == Approx(1 / (1 - half)).epsilon(0.01));
   CHECK(interval->low_s * interval->high_s == Approx(1.0));
   CHECK(interval->estimated.empty());
+}
+
+TEST_CASE("the run-to-run spread: measured from two runs' traces, assumed from one, or as --run-spread says") {
+  // Two runs of three steps each, the second run 20% slower as a whole: speeds 0.909 and 1.091 of
+  // the mean, a relative standard deviation of 12.9% between the runs.
+  std::vector<MeasuredTrace> steps;
+  for (const char* run : {"a", "b"})
+    for (int step = 0; step < 3; ++step) {
+      traces::Trace t = hand_made_trace(false);
+      const double speed = (std::string(run) == "b" ? 1.2 : 1.0) * (1 + 0.01 * step);
+      for (auto& e : t.events)
+        if (e.name == "F" || e.name == "B") e.dur_us *= speed;
+      steps.push_back({t, fmt::format("{}.step{}.json", run, step + 1)});
+    }
+  CalibrationOptions mean;
+  mean.duration_statistic = CalibrationOptions::Statistic::Mean;
+  const Calibration two_runs = calibrate(steps, mean);
+  REQUIRE(two_runs.profile.run_speed_spread);
+  CHECK(two_runs.profile.run_speed_spread->runs == 2);
+  const double a = 1.01, b = 1.2 * 1.01, middle = (a + b) / 2;
+  CHECK(two_runs.profile.run_speed_spread->relative_sd ==
+        Approx(std::abs(b - a) / std::sqrt(2.0) / middle).epsilon(0.01));
+  CHECK(parse_profile(to_profile_json(two_runs.profile), "p.json") == two_runs.profile);
+
+  // One run's steps: the spread between runs cannot be seen, so it is assumed and said.
+  const std::vector<MeasuredTrace> first(steps.begin(), steps.begin() + 3);
+  const Calibration one_run = calibrate(first, mean);
+  REQUIRE(one_run.profile.run_speed_spread);
+  CHECK(one_run.profile.run_speed_spread->runs == 1);
+  CHECK(one_run.profile.run_speed_spread->relative_sd == kAssumedRunSpread);
+  CHECK(std::any_of(one_run.notes.begin(), one_run.notes.end(),
+                    [](const std::string& n) { return n.find("--run-spread") != std::string::npos; }));
+
+  // Told: the figure given wins over the measurement.
+  CalibrationOptions told = mean;
+  told.run_spread = 0.02;
+  const Calibration given = calibrate(steps, told);
+  REQUIRE(given.profile.run_speed_spread);
+  CHECK(given.profile.run_speed_spread->relative_sd == 0.02);
+
+  // The interval widens with the runs' spread: the two-run profile's is wider than with none.
+  Profile without = two_runs.profile;
+  without.run_speed_spread.reset();
+  const auto flat = [](const Profile&) { return 1.0; };
+  CHECK(prediction_interval(two_runs.profile, false, 1.0, flat)->high_s >
+        prediction_interval(without, false, 1.0, flat)->high_s);
 }
 
 TEST_CASE("median helpers") {

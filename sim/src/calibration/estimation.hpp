@@ -176,6 +176,9 @@ struct Estimation {
   // Some of the traces are torch.profiler runs (torch's split backward costs more than its B).
   bool torch_traces = false;
   const CalibrationOptions* options = nullptr;  // set by calibrate()
+  // The run each trace (by its source) is a step of: pprun's FILE and its FILE.stepN siblings are
+  // one run, as are the steps found in one torch.profiler recording (calibration.cpp).
+  std::map<const std::string*, std::string> run_of;
   void note(std::string text) { result.notes.push_back(std::move(text)); }
 };
 

@@ -56,6 +56,9 @@ namespace pipescope::sim {
 // behind another splits its backward when no inner stage was measured (one rank, one GPU).
 inline constexpr std::string_view kInnerBackwardSplitField = "inner_backward_split";
 
+// The run-to-run spread assumed from traces of one run (CalibrationOptions::run_spread).
+inline constexpr double kAssumedRunSpread = 0.05;
+
 struct CalibrationOptions {
   // A sample is an outlier when it is further from its median than `outlier_mads` scaled
   // median absolute deviations (1.4826 MAD estimates a standard deviation) and than
@@ -79,6 +82,11 @@ struct CalibrationOptions {
   // duration on a CPU; the program's costs are scaled by these times over the profiled steps'
   // (calibration/profiler_overhead.cpp).
   std::vector<double> unprofiled_step_s;
+  // The run-to-run spread (RunSpeedSpread) to assume when the traces are of one run, which
+  // cannot show it; traces of two runs or more measure it instead, unless this is set
+  // (`ppsim calibrate --run-spread`). The default is what this project's own 2-vCPU host showed
+  // (docs/ACCURACY.md, "Intervals"): a steadier host, measured from two runs, gets narrower intervals.
+  std::optional<double> run_spread;
   // Traces of full backwards only: estimate the split of each into input and weight gradients
   // (false: leave it unmeasured, and split-backward schedules are refused). The share of the
   // input gradient: given, or equal FLOPs of the two (a linear layer's input and weight gradients

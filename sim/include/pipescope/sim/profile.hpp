@@ -13,7 +13,7 @@
 // "measured" (default), "unmeasured" (b_s holds the whole backward, w_s is 0: schedules with
 // BackwardInput/BackwardWeight are refused) or "estimated" (b_s and w_s split the measured full
 // backward as "backward_split_estimate" says: BackwardSplitEstimate below); top level
-// "step_speed_spread" (StepSpeedSpread below: the interval of a prediction); top level "instruction_overhead_s" (program time
+// "step_speed_spread" and "run_speed_spread" (StepSpeedSpread, RunSpeedSpread below: the interval of a prediction); top level "instruction_overhead_s" (program time
 // between two instructions of a rank), "optimizer_sync" (true: the first optimizer step of
 // each rank waits for every rank's, clipping by the global norm), "reduce_tied_sync" (true:
 // the tied-gradient all-reduce of the first and last stage's ranks waits for both), "send_ends_at_receive"
@@ -89,6 +89,18 @@ struct StepSpeedSpread {
   int steps = 0;  // traced steps it was measured over
 
   friend bool operator==(const StepSpeedSpread&, const StepSpeedSpread&) = default;
+};
+
+// How much one run's speed differs from another's on the same host, as a whole: the relative
+// standard deviation of the runs' mean step speeds. Measured when the calibration read traces of
+// two runs or more (`runs` of them); from one run it cannot be seen (every step of a run shares
+// its host's condition), and `runs` is 1: the figure is the one calibrate was told to assume
+// (--run-spread). A prediction's interval holds it twice: the calibration run's and the measured run's.
+struct RunSpeedSpread {
+  double relative_sd = 0;
+  int runs = 0;
+
+  friend bool operator==(const RunSpeedSpread&, const RunSpeedSpread&) = default;
 };
 
 // A layer of the measured model as the executor reported it (traces' RunDescription::layers).
@@ -186,6 +198,7 @@ struct Profile {
   // Set when the split of a full backward was estimated (backward_split_measured is false).
   std::optional<BackwardSplitEstimate> backward_split_estimate;
   std::optional<StepSpeedSpread> step_speed_spread;
+  std::optional<RunSpeedSpread> run_speed_spread;
   // What the executor said about the run (calibration's record_run): the model's layers, the
   // measured stages' bounds (stage s holds layers [stage_bounds[s], stage_bounds[s + 1])) and
   // the method that partitioned them; they let profile_for_stages split the layers again.
@@ -205,7 +218,7 @@ struct Profile {
            a.instruction_overhead_s == b.instruction_overhead_s && a.step_overhead_s == b.step_overhead_s &&
            a.optimizer_sync == b.optimizer_sync && a.reduce_tied_sync == b.reduce_tied_sync &&
            a.send_ends_at_receive == b.send_ends_at_receive && a.backward_split_estimate == b.backward_split_estimate &&
-           a.step_speed_spread == b.step_speed_spread &&
+           a.step_speed_spread == b.step_speed_spread && a.run_speed_spread == b.run_speed_spread &&
            a.transfer.bandwidth_bytes_per_s == b.transfer.bandwidth_bytes_per_s &&
            a.transfer.latency_s == b.transfer.latency_s && a.stages == b.stages && a.layers == b.layers &&
            a.stage_bounds == b.stage_bounds && a.partition_method == b.partition_method && a.model == b.model &&
