@@ -226,6 +226,60 @@ void write_run_record(const Profile& p, json& j) {
     j["inner_backward_split"] = {{"input", p.inner_backward_split->input}, {"weight", p.inner_backward_split->weight}};
 }
 
+// stages[i] of a profile, its fields checked where they are named.
+StageProfile parse_stage(const json& s, std::size_t i, const std::string& source) {
+  const std::string where = source + ": stages[" + std::to_string(i) + "]";
+  if (!s.is_object()) throw UsageError(where + ": must be an object");
+  StageProfile sp;
+  if (s.contains("stage") && !json_integer_in(s["stage"], 0, INT_MAX))
+    throw UsageError(where + ".stage: must be an integer");
+  sp.stage = s.contains("stage") ? static_cast<int>(s["stage"].get<std::int64_t>()) : static_cast<int>(i);
+  if (sp.stage != static_cast<int>(i)) throw UsageError(where + ".stage: expected " + std::to_string(i));
+  sp.f_s = get_seconds(s, "f_s", where);
+  sp.b_s = get_seconds(s, "b_s", where);
+  sp.w_s = get_seconds(s, "w_s", where);
+  sp.f_mem_bytes = get_bytes(s, "f_mem_bytes", where, true);
+  sp.b_mem_bytes = get_bytes(s, "b_mem_bytes", where, true);
+  sp.w_mem_bytes = get_bytes(s, "w_mem_bytes", where, true);
+  if (sp.f_mem_bytes + sp.b_mem_bytes + sp.w_mem_bytes != 0)
+    throw UsageError(where + ": f_mem_bytes + b_mem_bytes + w_mem_bytes must be 0");
+  sp.static_bytes = get_bytes(s, "static_bytes", where, false);
+  sp.activation_bytes = get_bytes(s, "activation_bytes", where, false);
+  sp.optimizer_s = get_seconds(s, "optimizer_s", where);
+  sp.reduce_grads_s = get_seconds(s, "reduce_grads_s", where);
+  sp.load_s = get_optional_seconds(s, "load_s", where);
+  sp.reduce_tied_s = get_optional_seconds(s, "reduce_tied_s", where);
+  sp.full_backward_s = get_optional_seconds(s, "full_backward_s", where);
+  sp.send_s = get_optional_seconds(s, "send_s", where);
+  sp.recv_s = get_optional_seconds(s, "recv_s", where);
+  sp.recv_contended_s = s.contains("recv_contended_s") ? get_seconds(s, "recv_contended_s", where) : sp.recv_s;
+  sp.grad_buffer_bytes = s.contains("grad_buffer_bytes") ? get_bytes(s, "grad_buffer_bytes", where, false) : 0;
+  sp.grad_accumulate_s = get_optional_seconds(s, "grad_accumulate_s", where);
+  if (s.contains("moe_layers")) {
+    const auto moe_layers = json_integer_in(s["moe_layers"], 0, INT_MAX);
+    if (!moe_layers) throw UsageError(where + ".moe_layers: must be an integer >= 0");
+    sp.moe_layers = static_cast<int>(*moe_layers);
+  }
+  return sp;
+}
+
+// The two spreads a prediction's interval is made from, when the profile has them.
+void parse_speed_spreads(const json& j, const std::string& source, Profile& p) {
+  if (j.contains("step_speed_spread")) {
+    const std::string where = source + ": step_speed_spread";
+    const json& spread = j["step_speed_spread"];
+    if (!spread.is_object()) throw UsageError(where + ": must be an object");
+    p.step_speed_spread =
+        StepSpeedSpread{get_seconds(spread, "relative_sd", where), get_count(spread, "steps", where, 1)};
+  }
+  if (j.contains("run_speed_spread")) {
+    const std::string where = source + ": run_speed_spread";
+    const json& spread = j["run_speed_spread"];
+    if (!spread.is_object()) throw UsageError(where + ": must be an object");
+    p.run_speed_spread = RunSpeedSpread{get_seconds(spread, "relative_sd", where), get_count(spread, "runs", where, 1)};
+  }
+}
+
 }  // namespace
 
 Profile parse_profile(std::string_view text, const std::string& source) {
@@ -252,42 +306,7 @@ Profile parse_profile(std::string_view text, const std::string& source) {
   if (!j.contains("stages") || !j["stages"].is_array() || j["stages"].empty())
     throw UsageError(source + ": stages: must be a non-empty array");
   const json& stages = j["stages"];
-  for (std::size_t i = 0; i < stages.size(); ++i) {
-    const std::string where = source + ": stages[" + std::to_string(i) + "]";
-    const json& s = stages[i];
-    if (!s.is_object()) throw UsageError(where + ": must be an object");
-    StageProfile sp;
-    if (s.contains("stage") && !json_integer_in(s["stage"], 0, INT_MAX))
-      throw UsageError(where + ".stage: must be an integer");
-    sp.stage = s.contains("stage") ? static_cast<int>(s["stage"].get<std::int64_t>()) : static_cast<int>(i);
-    if (sp.stage != static_cast<int>(i)) throw UsageError(where + ".stage: expected " + std::to_string(i));
-    sp.f_s = get_seconds(s, "f_s", where);
-    sp.b_s = get_seconds(s, "b_s", where);
-    sp.w_s = get_seconds(s, "w_s", where);
-    sp.f_mem_bytes = get_bytes(s, "f_mem_bytes", where, true);
-    sp.b_mem_bytes = get_bytes(s, "b_mem_bytes", where, true);
-    sp.w_mem_bytes = get_bytes(s, "w_mem_bytes", where, true);
-    if (sp.f_mem_bytes + sp.b_mem_bytes + sp.w_mem_bytes != 0)
-      throw UsageError(where + ": f_mem_bytes + b_mem_bytes + w_mem_bytes must be 0");
-    sp.static_bytes = get_bytes(s, "static_bytes", where, false);
-    sp.activation_bytes = get_bytes(s, "activation_bytes", where, false);
-    sp.optimizer_s = get_seconds(s, "optimizer_s", where);
-    sp.reduce_grads_s = get_seconds(s, "reduce_grads_s", where);
-    sp.load_s = get_optional_seconds(s, "load_s", where);
-    sp.reduce_tied_s = get_optional_seconds(s, "reduce_tied_s", where);
-    sp.full_backward_s = get_optional_seconds(s, "full_backward_s", where);
-    sp.send_s = get_optional_seconds(s, "send_s", where);
-    sp.recv_s = get_optional_seconds(s, "recv_s", where);
-    sp.recv_contended_s = s.contains("recv_contended_s") ? get_seconds(s, "recv_contended_s", where) : sp.recv_s;
-    sp.grad_buffer_bytes = s.contains("grad_buffer_bytes") ? get_bytes(s, "grad_buffer_bytes", where, false) : 0;
-    sp.grad_accumulate_s = get_optional_seconds(s, "grad_accumulate_s", where);
-    if (s.contains("moe_layers")) {
-      const auto moe_layers = json_integer_in(s["moe_layers"], 0, INT_MAX);
-      if (!moe_layers) throw UsageError(where + ".moe_layers: must be an integer >= 0");
-      sp.moe_layers = static_cast<int>(*moe_layers);
-    }
-    p.stages.push_back(sp);
-  }
+  for (std::size_t i = 0; i < stages.size(); ++i) p.stages.push_back(parse_stage(stages[i], i, source));
   if (j.contains("backward_split")) {
     const json& split = j["backward_split"];
     if (split != "measured" && split != "unmeasured" && split != "estimated")
@@ -295,19 +314,7 @@ Profile parse_profile(std::string_view text, const std::string& source) {
     p.backward_split_measured = split == "measured";
     if (split == "estimated") p.backward_split_estimate = parse_split_estimate(j, source);
   }
-  if (j.contains("step_speed_spread")) {
-    const std::string where = source + ": step_speed_spread";
-    const json& spread = j["step_speed_spread"];
-    if (!spread.is_object()) throw UsageError(where + ": must be an object");
-    p.step_speed_spread =
-        StepSpeedSpread{get_seconds(spread, "relative_sd", where), get_count(spread, "steps", where, 1)};
-  }
-  if (j.contains("run_speed_spread")) {
-    const std::string where = source + ": run_speed_spread";
-    const json& spread = j["run_speed_spread"];
-    if (!spread.is_object()) throw UsageError(where + ": must be an object");
-    p.run_speed_spread = RunSpeedSpread{get_seconds(spread, "relative_sd", where), get_count(spread, "runs", where, 1)};
-  }
+  parse_speed_spreads(j, source, p);
   const std::string top_where = source + ": profile";  // "p.json: profile.optimizer_sync: ..."
   p.instruction_overhead_s = get_optional_seconds(j, "instruction_overhead_s", top_where);
   p.step_overhead_s = get_optional_seconds(j, "step_overhead_s", top_where);

@@ -36,6 +36,7 @@ void estimate_run_speed_spread(Estimation& e, const std::map<std::string, Spread
   const std::optional<double> given = e.options ? e.options->run_spread : std::nullopt;
   if (runs.size() >= 2 && !given) {
     std::vector<double> speeds;
+    speeds.reserve(runs.size());
     for (const auto& run : runs) speeds.push_back(run.second.measured_s / run.second.at_means_s);
     const double relative_sd = spread_relative_sd(speeds);
     e.result.profile.run_speed_spread = RunSpeedSpread{relative_sd, static_cast<int>(runs.size())};
