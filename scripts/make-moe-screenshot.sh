@@ -42,7 +42,7 @@ jq '.traceEvents |= map(select((.pid // 0) < 2))
 mkdir -p "$(dirname "$out")"
 # The first 80 ms (about two micro-batches' forwards and backwards), each exchange wide enough
 # to see; kind colours rather than the difference view, whose grey would mark every measured
-# all-to-all as unpredicted (calibrate does not learn the all-to-all yet: docs/MOE-EXEC.md).
+# all-to-all as unmatched (a measured exchange names no stage or micro-batch, a predicted one does).
 QT_QPA_PLATFORM=offscreen "$ppview" "$work/predicted.json" "$work/measured-replica0.json" --no-difference \
   --zoom 0,80000 --screenshot "$out" --size 1200x800
 echo "make-moe-screenshot: wrote $out ($(du -k "$out" | cut -f1) KiB)" >&2
