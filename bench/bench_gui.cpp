@@ -161,8 +161,21 @@ BENCHMARK(BM_OpenManyRankPair)
     ->UseRealTime()
     ->Iterations(1);
 
-// Repaint of the whole widget; the argument is the zoom: the visible span is the trace
-// divided by 10^arg, centred in the iteration.
+// Repaints `widget` (showing `model`) into an image, once per iteration, at the zoom the
+// benchmark's first argument gives: the visible span is the trace divided by 10^arg, centred in
+// the iteration.
+void repaint_at_zoom(benchmark::State& state, TimelineWidget& widget, const TimelineModel& model) {
+  const double span = model.end_us() / std::pow(10.0, static_cast<double>(state.range(0)));
+  const double center = model.end_us() / 2;
+  widget.zoom_to(center - span / 2, center + span / 2);
+  QImage image(widget.size(), QImage::Format_ARGB32_Premultiplied);
+  for (auto _ : state) {
+    QPainter painter(&image);
+    widget.render(&painter);
+  }
+}
+
+// Repaint of the whole widget; the argument is the zoom (repaint_at_zoom).
 void BM_RepaintPair(benchmark::State& state) {
   static std::shared_ptr<TimelineModel> model = [] {
     auto m = std::make_shared<TimelineModel>();
@@ -175,14 +188,7 @@ void BM_RepaintPair(benchmark::State& state) {
   widget.set_show_difference(true);
   widget.set_show_critical_path(state.range(1) != 0);
   widget.set_show_flows(state.range(1) != 0);
-  const double span = model->end_us() / std::pow(10.0, static_cast<double>(state.range(0)));
-  const double center = model->end_us() / 2;
-  widget.zoom_to(center - span / 2, center + span / 2);
-  QImage image(widget.size(), QImage::Format_ARGB32_Premultiplied);
-  for (auto _ : state) {
-    QPainter painter(&image);
-    widget.render(&painter);
-  }
+  repaint_at_zoom(state, widget, *model);
   state.counters["events"] = static_cast<double>(model->trace(0).events.size() + model->trace(1).events.size());
 }
 BENCHMARK(BM_RepaintPair)
@@ -220,14 +226,7 @@ void BM_RepaintTorchRun(benchmark::State& state) {
   TimelineWidget widget;
   widget.resize(1600, 1000);
   widget.set_model(model);
-  const double span = model->end_us() / std::pow(10.0, static_cast<double>(state.range(0)));
-  const double center = model->end_us() / 2;
-  widget.zoom_to(center - span / 2, center + span / 2);
-  QImage image(widget.size(), QImage::Format_ARGB32_Premultiplied);
-  for (auto _ : state) {
-    QPainter painter(&image);
-    widget.render(&painter);
-  }
+  repaint_at_zoom(state, widget, *model);
   state.counters["events"] = static_cast<double>(model->trace(0).events.size());
 }
 BENCHMARK(BM_RepaintTorchRun)
