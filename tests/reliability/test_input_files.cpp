@@ -11,7 +11,9 @@
 // - a torch CSV and a model file that start with a UTF-8 byte order mark: read as without it
 //   (before: "bad action '???0F0'");
 // - an empty folder as the measured run: "d is a directory, expected a trace file or the folder
-//   of a torch.profiler run: it holds no .json or .json.gz file".
+//   of a torch.profiler run: it holds no .json or .json.gz file";
+// - `ppsim calibrate --run-spread` below 0, NaN or infinite: exit 2, one line naming the option,
+//   no profile written.
 #include <catch2/catch.hpp>
 
 #include "hostile_files.hpp"
@@ -183,5 +185,19 @@ TEST_CASE("an empty folder given as a measured run is named as such", "[reliabil
     CHECK(contains(run.err,
                    "empty is a directory, expected a trace file or the folder of a torch.profiler run: it holds no "
                    ".json or .json.gz file"));
+  }
+}
+
+TEST_CASE("calibrate's --run-spread below 0 or not a number is refused before any trace is read",
+          "[reliability][inputs]") {
+  const auto dir = case_dir("inputs-run-spread");
+  for (const char* value : {"-1", "nan", "inf"}) {
+    INFO(value);
+    const CliRun run = run_cli(PPSIM_PATH, dir, std::string("calibrate m.json -o p.json --run-spread ") + value, 10);
+    INFO(run.err);
+    CHECK(run.status == 2);
+    CHECK(run.one_error_line("ppsim"));
+    CHECK(contains(run.err, "--run-spread: must be a finite number >= 0"));
+    CHECK_FALSE(fs::exists(dir / "p.json"));
   }
 }
