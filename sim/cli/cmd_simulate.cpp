@@ -322,9 +322,10 @@ void print_table(const sim::Summary& summary, const sim::AllToAllTotals& all_to_
   std::cout << fmt::format("  iteration time   {}{}\n", sim::format_seconds(summary.iteration_time_s),
                            summary.steady_state_iterations > 0 ? " (steady state of back-to-back iterations)" : "");
   if (interval) {
-    std::cout << fmt::format("  interval         {} .. {} (from the calibration's step spread{})\n",
-                             sim::format_seconds(interval->low_s), sim::format_seconds(interval->high_s),
-                             interval->estimated.empty() ? "" : " and what was estimated");
+    std::cout << fmt::format(
+        "  interval         {} .. {} (95 %, from the calibration's step and run-to-run spreads{})\n",
+        sim::format_seconds(interval->low_s), sim::format_seconds(interval->high_s),
+        interval->estimated.empty() ? "" : " and what was estimated");
     for (const std::string& line : interval->estimated) std::cout << "  estimated        " << line << "\n";
   }
   std::cout << fmt::format("  bubble fraction  {:.2f} %\n", 100 * summary.bubble_fraction);
