@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <utility>
 
 #include "gzip.hpp"
 #include "pipescope/core/input_file.hpp"
@@ -37,9 +38,10 @@ std::size_t page_size() { return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE
 
 }  // namespace
 
-GzipChunks::GzipChunks(std::string_view compressed) : compressed_(compressed) {
-  // 15 + 32: gzip and zlib headers alike, as gunzip reads them.
-  if (inflateInit2(&stream_, 15 + 32) != Z_OK) throw TraceError("cannot start gzip decompression");
+GzipChunks::GzipChunks(std::string_view compressed, std::string source)
+    : compressed_(compressed), source_(std::move(source)) {
+  // 15 + 32: gzip and zlib headers alike.
+  if (inflateInit2(&stream_, 15 + 32) != Z_OK) throw TraceError(source_ + ": cannot start gzip decompression");
   stream_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed_.data()));
 }
 
@@ -55,10 +57,16 @@ bool GzipChunks::append_to(std::string& window) {
     stream_.avail_out = static_cast<uInt>(kChunkBytes);
     const int status = inflate(&stream_, Z_NO_FLUSH);
     window.resize(before + kChunkBytes - stream_.avail_out);
-    if (status == Z_STREAM_END)
+    if (status == Z_STREAM_END) {
       ended_ = true;
-    else if (status != Z_OK && !(status == Z_BUF_ERROR && stream_.avail_in > 0))
-      throw TraceError("gzip data is corrupt or truncated");  // gunzip says which, and where
+    } else if (status == Z_BUF_ERROR && stream_.avail_in == 0) {
+      // No input left and the stream has not ended.
+      throw TraceError(source_ + ": gzip data is truncated after " + std::to_string(stream_.total_in) + " bytes");
+    } else if (status != Z_OK && status != Z_BUF_ERROR) {
+      const std::string why = stream_.msg ? stream_.msg : "corrupt data";
+      throw TraceError(source_ + ": gzip data is corrupt after byte " + std::to_string(stream_.total_in) + " (" + why +
+                       ")");
+    }
   }
   return window.size() > before;
 }

@@ -25,18 +25,22 @@ class TextChunks {
   virtual bool append_to(std::string& window) = 0;
 };
 
-// A gzip stream's content, a chunk at a time (zlib's inflate).
+// A gzip stream's content, a chunk at a time (zlib's inflate): the one inflate loop of the
+// library (gunzip appends every chunk to one string). Its errors name `source` and the byte
+// where the data broke.
 class GzipChunks : public TextChunks {
  public:
-  explicit GzipChunks(std::string_view compressed);
+  static constexpr std::size_t kChunkBytes = 1 << 20;
+
+  explicit GzipChunks(std::string_view compressed, std::string source = "gzip data");
   ~GzipChunks() override;
   GzipChunks(const GzipChunks&) = delete;
   GzipChunks& operator=(const GzipChunks&) = delete;
   bool append_to(std::string& window) override;
 
  private:
-  static constexpr std::size_t kChunkBytes = 1 << 20;
   std::string_view compressed_;
+  std::string source_;
   z_stream stream_{};
   bool ended_ = false;
 };

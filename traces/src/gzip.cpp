@@ -2,9 +2,11 @@
 
 #include <zlib.h>
 
-#include <climits>
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
+
+#include "file_text.hpp"
 
 #include "pipescope/traces/trace.hpp"
 
@@ -29,37 +31,13 @@ std::size_t gzip_size_hint(std::string_view compressed) {
 }
 
 std::string gunzip(std::string_view compressed, const std::string& source) {
-  z_stream stream{};
-  // 15 + 32: accept gzip and zlib headers alike.
-  if (inflateInit2(&stream, 15 + 32) != Z_OK) throw TraceError(source + ": cannot start gzip decompression");
+  GzipChunks chunks(compressed, source);
   std::string out;
-  out.resize(std::max<std::size_t>(std::max<std::size_t>(compressed.size() * 4, 1 << 16), gzip_size_hint(compressed)));
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
-  std::size_t consumed = 0;
-  int status = Z_OK;
-  while (status != Z_STREAM_END) {
-    const std::size_t in_chunk = std::min<std::size_t>(compressed.size() - consumed, UINT_MAX);
-    stream.avail_in = static_cast<uInt>(in_chunk);
-    const std::size_t produced = stream.total_out;
-    if (produced == out.size()) out.resize(out.size() * 2);
-    stream.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
-    stream.avail_out = static_cast<uInt>(std::min<std::size_t>(out.size() - produced, UINT_MAX));
-    const uLong before_in = stream.total_in;
-    status = inflate(&stream, Z_NO_FLUSH);
-    consumed += stream.total_in - before_in;
-    if (status == Z_STREAM_END) break;
-    if (status != Z_OK && status != Z_BUF_ERROR) {
-      const std::string why = stream.msg ? stream.msg : "corrupt data";
-      inflateEnd(&stream);
-      throw TraceError(source + ": gzip data is corrupt after byte " + std::to_string(consumed) + " (" + why + ")");
-    }
-    if (status == Z_BUF_ERROR && consumed == compressed.size() && stream.avail_out != 0) {
-      inflateEnd(&stream);
-      throw TraceError(source + ": gzip data is truncated after " + std::to_string(consumed) + " bytes");
-    }
+  // Room for the whole content and the last chunk's window at once (gzip_size_hint).
+  out.reserve(std::max<std::size_t>(std::max<std::size_t>(compressed.size() * 4, 1 << 16), gzip_size_hint(compressed)) +
+              GzipChunks::kChunkBytes);
+  while (chunks.append_to(out)) {
   }
-  out.resize(stream.total_out);
-  inflateEnd(&stream);
   return out;
 }
 
