@@ -31,6 +31,7 @@
 #include <string>
 
 #include "pipescope/core/atomic_file.hpp"
+#include "scratch_folder.hpp"
 
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
@@ -39,11 +40,10 @@ using pipescope::write_file_atomic;
 
 namespace {
 
+// A fresh folder per case inside this process's own, which goes when the process ends.
 fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("pipescope-test-atomic-file-" + std::to_string(::getpid())) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  static const test_support::ScratchFolder scratch("atomic-file");
+  return scratch.case_dir(name);
 }
 
 mode_t mode_of(const fs::path& path) {
@@ -53,7 +53,9 @@ mode_t mode_of(const fs::path& path) {
 }
 
 // Everything in `dir` but the names given: a leftover temporary file shows up here.
-std::size_t entries(const fs::path& dir) { return static_cast<std::size_t>(std::distance(fs::directory_iterator(dir), {})); }
+std::size_t entries(const fs::path& dir) {
+  return static_cast<std::size_t>(std::distance(fs::directory_iterator(dir), {}));
+}
 
 struct UmaskFor {
   mode_t old;
@@ -125,7 +127,8 @@ TEST_CASE("a symlink stays a link and its target is replaced", "[atomic_file]") 
 
   fs::create_symlink("loop-b", dir / "loop-a");
   fs::create_symlink("loop-a", dir / "loop-b");
-  REQUIRE_THROWS_WITH(write_file_atomic((dir / "loop-a").string(), "x"), Contains("loop-a") && Contains("Too many levels"));
+  REQUIRE_THROWS_WITH(write_file_atomic((dir / "loop-a").string(), "x"),
+                      Contains("loop-a") && Contains("Too many levels"));
 }
 
 TEST_CASE("a FIFO is written through, not replaced", "[atomic_file]") {
@@ -162,11 +165,13 @@ TEST_CASE("/dev/fd/N and /proc/self/fd/N are written where the descriptor stands
 TEST_CASE("a directory or a missing folder is refused, naming the path", "[atomic_file]") {
   const fs::path dir = fresh_dir("refused");
   fs::create_directories(dir / "out");
-  REQUIRE_THROWS_WITH(write_file_atomic((dir / "out").string(), "x"), Contains((dir / "out").string() + " is a directory"));
+  REQUIRE_THROWS_WITH(write_file_atomic((dir / "out").string(), "x"),
+                      Contains((dir / "out").string() + " is a directory"));
   REQUIRE(fs::is_directory(dir / "out"));
   REQUIRE(fs::is_empty(dir / "out"));
-  REQUIRE_THROWS_WITH(write_file_atomic((dir / "nowhere" / "x.json").string(), "x"),
-                      Contains("cannot write " + (dir / "nowhere" / "x.json").string() + ": No such file or directory"));
+  REQUIRE_THROWS_WITH(
+      write_file_atomic((dir / "nowhere" / "x.json").string(), "x"),
+      Contains("cannot write " + (dir / "nowhere" / "x.json").string() + ": No such file or directory"));
   REQUIRE_THROWS_WITH(write_file_atomic("", "x"), Contains("empty file name"));
   REQUIRE(entries(dir) == 1);
 }

@@ -12,35 +12,22 @@
 #include <iterator>
 #include <string>
 
+#include "scratch_folder.hpp"
+
 namespace reliability {
 
 namespace fs = std::filesystem;
 
-// The temporary folder of this test process, removed when the process ends.
-struct WorkRoot {
-  fs::path path = fs::temp_directory_path() / ("pipescope-test-reliability-" + std::to_string(::getpid()));
-  WorkRoot() {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~WorkRoot() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-};
-
-inline const fs::path& work_root() {
-  static const WorkRoot root;
-  return root.path;
+// The temporary folder of this test process (scratch_folder.hpp).
+inline const test_support::ScratchFolder& scratch() {
+  static const test_support::ScratchFolder folder("reliability");
+  return folder;
 }
 
-// A fresh, empty folder for one case.
-inline fs::path case_dir(const std::string& name) {
-  const fs::path dir = work_root() / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+inline const fs::path& work_root() { return scratch().path(); }
+
+// A fresh, empty folder for one test case.
+inline fs::path case_dir(const std::string& name) { return scratch().case_dir(name); }
 
 inline std::string read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

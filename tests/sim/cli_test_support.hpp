@@ -12,37 +12,23 @@
 #include <vector>
 
 #include "ppsim_run.hpp"
+#include "scratch_folder.hpp"
 
 namespace cli_test {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// The temporary folder of this test process, removed when the process ends.
-struct CliWorkRoot {
-  fs::path path = fs::temp_directory_path() / ("pipescope-test-cli-" + std::to_string(::getpid()));
-  CliWorkRoot() {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~CliWorkRoot() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-};
-
-inline const fs::path& work_root() {
-  static const CliWorkRoot root;
-  return root.path;
+// The temporary folder of this test process (scratch_folder.hpp).
+inline const test_support::ScratchFolder& scratch() {
+  static const test_support::ScratchFolder folder("cli");
+  return folder;
 }
+
+inline const fs::path& work_root() { return scratch().path(); }
 
 // A fresh, empty folder for one test case.
-inline fs::path case_dir(const std::string& name) {
-  const fs::path dir = work_root() / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+inline fs::path case_dir(const std::string& name) { return scratch().case_dir(name); }
 
 using ppsim_test::quoted;
 using ppsim_test::read_text;

@@ -19,6 +19,7 @@
 
 #include "pipescope/traces/torch_profiler.hpp"
 #include "ppsim_run.hpp"
+#include "scratch_folder.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -29,10 +30,10 @@ const fs::path kTorchTraces = fs::path(PIPESCOPE_SOURCE_DIR) / "tests/golden/tor
 
 using ppsim_test::read_text;
 
-fs::path work_dir() {
-  fs::path dir = fs::temp_directory_path() / ("pipescope-test-torch-cli-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir;
+// This process's own folder, which goes when the process ends.
+const fs::path& work_dir() {
+  static const test_support::ScratchFolder scratch("torch-cli");
+  return scratch.path();
 }
 
 using ppsim_test::run_ppsim;
