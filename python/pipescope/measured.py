@@ -123,14 +123,25 @@ def calibrate(measured: Paths, output: Optional[PathLike] = None, **options: Any
     return Calibration(profile, os.fspath(output) if output is not None else None, report, _options.notes_of(out.err))
 
 
+# Where profiles held only in memory are written for ppsim to read: one folder for the whole
+# interpreter, removed when it exits (TemporaryDirectory's finalizer), not one left per call.
+_written_profiles: Optional[tempfile.TemporaryDirectory] = None
+
+
+def _written_profiles_folder() -> str:
+    global _written_profiles
+    if _written_profiles is None:
+        _written_profiles = tempfile.TemporaryDirectory(prefix="pipescope-profiles-")
+    return _written_profiles.name
+
+
 def profile_path(profile: Any) -> str:
     """A profile argument as a file ppsim reads: a path, or a Calibration (written out when it has no file)."""
     if isinstance(profile, Calibration):
         if profile.path is not None:
             return profile.path
-        folder = tempfile.mkdtemp(prefix="pipescope-profile-")
-        path = os.path.join(folder, "profile.json")
-        with open(path, "w") as f:
+        handle, path = tempfile.mkstemp(prefix="profile-", suffix=".json", dir=_written_profiles_folder())
+        with os.fdopen(handle, "w") as f:
             json.dump(profile.profile, f)
         object.__setattr__(profile, "path", path)  # written once, reused
         return path
