@@ -60,6 +60,21 @@ constexpr std::int64_t decimal_gigabytes(std::int64_t n) { return n * 1000 * 100
 // datasheet), so the same kernel figures (measured on one: products and attention within 2 %
 // of the H100's, bench/kernels/results/h200.json) but its streaming kernels' share of the
 // faster memory, 0.84 (copies at 4.0 to 4.15 TB/s).
+// NCCL's all-to-all on DGX H100/H200 nodes (docs/MODEL.md, "Mixture of experts"): in a node
+// 370 of NVLink 4's 450 GB/s (NCCL's protocol overhead, about 20 %: NVIDIA/nccl-tests#212); across
+// nodes one NIC's rate, 48 to 49 of NDR's 50 GB/s (all-to-all cannot aggregate several NICs:
+// NVIDIA/nccl-tests#267); its kernel one CTA on each point-to-point channel, 32 of them on one
+// H100 node and 16 across H100 nodes (NCCL's init logs in aws-samples/aws-do-eks,
+// Container-Root/eks/deployment/nccl-test/README.md).
+AllToAllFigures hopper_all_to_all() {
+  AllToAllFigures a;
+  a.nvlink_fraction = 370.0 / 450.0;
+  a.network_fraction = 48.5 / 50.0;
+  a.sms_in_node = 32;
+  a.sms_across_nodes = 16;
+  return a;
+}
+
 void set_hopper(DeviceSpec& d, bool h200) {
   d.peak_flops_per_s = 989e12;
   d.peak_fp8_flops_per_s = 1979e12;
@@ -67,6 +82,7 @@ void set_hopper(DeviceSpec& d, bool h200) {
   d.memory_bandwidth_bytes_per_s = h200 ? 4.8e12 : 3.35e12;
   d.nvlink = {450e9, 2e-6};
   d.kernels = hopper_kernels();
+  d.all_to_all = hopper_all_to_all();
   if (h200) d.kernels.memory_bandwidth_fraction = 0.84;
 }
 

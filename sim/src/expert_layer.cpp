@@ -68,6 +68,23 @@ double all_to_all_s(double bytes_per_rank, int group, int members_per_node, cons
   return std::max(to_node_s, to_network_s) + latency_s;
 }
 
+ExpertLinks achieved_all_to_all_links(const ExpertLinks& links) {
+  ExpertLinks out = links;
+  out.intra_node.bandwidth_bytes_per_s *= links.achieved.nvlink_fraction;
+  out.inter_node.bandwidth_bytes_per_s *= links.achieved.network_fraction;
+  return out;
+}
+
+double compute_slowdown_beside_all_to_all(const DeviceSpec& device, const ExpertLinks& links, int group,
+                                          int members_per_node) {
+  if (group <= 1) return 1;
+  const bool across_nodes = group > std::max(members_per_node, 1);
+  const double taken = across_nodes ? links.achieved.sms_across_nodes : links.achieved.sms_in_node;
+  const double sms = device.kernels.multiprocessors;
+  if (taken <= 0 || sms <= taken) return 1;
+  return sms / (sms - taken);
+}
+
 ExpertTimes expert_times(const ModelSpec& model, const DeviceSpec& device, const ExpertLinks& links,
                          const ParallelConfig& parallel) {
   ExpertTimes out;
@@ -110,13 +127,16 @@ ExpertTimes expert_times(const ModelSpec& model, const DeviceSpec& device, const
   const double etp_s = etp > 1 ? 2 * ring_all_gather_s(bf16_bytes * etp, static_cast<int>(etp), links.intra_node) : 0.0;
   // Expert TP's all-gather follows the dispatch and its reduce-scatter precedes the combine:
   // each counts with its all-to-all.
-  const double bf16_all_to_all_s = all_to_all_s(bf16_bytes, ep, members_per_node, links);
-  out.dispatch_f_s = all_to_all_s(dispatch_bytes, ep, members_per_node, links) + etp_s / 2;
+  // The all-to-alls at NCCL's achieved rates; their kernel slows the compute beside them.
+  const ExpertLinks wire = achieved_all_to_all_links(links);
+  const double bf16_all_to_all_s = all_to_all_s(bf16_bytes, ep, members_per_node, wire);
+  out.dispatch_f_s = all_to_all_s(dispatch_bytes, ep, members_per_node, wire) + etp_s / 2;
   out.combine_f_s = bf16_all_to_all_s + etp_s / 2;
   out.dispatch_b_s = bf16_all_to_all_s + etp_s / 2;
   out.combine_b_s = bf16_all_to_all_s + etp_s / 2;
   out.dispatch_bytes = ep > 1 ? dispatch_bytes : 0.0;
   out.combine_bytes = ep > 1 ? bf16_bytes : 0.0;
+  out.compute_slowdown = compute_slowdown_beside_all_to_all(device, links, ep, members_per_node);
   out.all_to_all_f_s = out.dispatch_f_s + out.combine_f_s;
   out.all_to_all_b_s = out.dispatch_b_s + out.combine_b_s;
   out.f_s += out.all_to_all_f_s;

@@ -257,8 +257,9 @@ StageInputs stage_inputs(const ModelSpec& model, const DeviceSpec& device, const
   // Tensor parallelism stays inside a node: its collectives run on NVLink.
   const LayerLinks links{topology.intra_node, context_parallel_link(topology, parallel)};
   in.dense = dense_layer_costs(model, device, links, parallel);
-  in.moe = moe_layer_costs(model, device, links,
-                           ExpertLinks{topology.intra_node, topology.inter_node, topology.gpus_per_node}, parallel);
+  in.moe = moe_layer_costs(
+      model, device, links,
+      ExpertLinks{topology.intra_node, topology.inter_node, topology.gpus_per_node, device.all_to_all}, parallel);
   in.moe_layers = moe_layers_per_stage(model, in.layers);
   in.head = head_times(model, device, parallel);
   // The routed experts' gradients are reduced, and their optimizer state sharded, over the
@@ -337,6 +338,7 @@ void set_stage_times(StageCost& c, const StageInputs& in, int st) {
   c.all_to_all.combine_b_s = n_moe * (e.combine_b_s + recomputed * e.combine_f_s);
   c.all_to_all.dispatch_bytes = static_cast<std::int64_t>(e.dispatch_bytes);
   c.all_to_all.combine_bytes = static_cast<std::int64_t>(e.combine_bytes);
+  c.all_to_all.compute_slowdown = e.compute_slowdown;
   const double hidden_tp_s = n * layer.tp_b_hidden_s + n_moe * m.tp_b_hidden_s;
   if (layer.tp_b_hidden_s > 0 || m.tp_b_hidden_s > 0) c.full_backward_s = c.b_s + c.w_s - hidden_tp_s;
 }

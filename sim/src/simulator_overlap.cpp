@@ -1,9 +1,11 @@
 // The event loop's overlapped F&B steps: which forwards start one, when one can start, and how
 // much of the experts' all-to-all it hides (a pass run alone hides none).
 #include <algorithm>
-#include <array>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
+#include "pair_timeline.hpp"
 #include "simulator_engine.hpp"
 
 namespace pipescope::sim::event_loop {
@@ -22,13 +24,15 @@ namespace {
 // The forward's output is sent (post_forward) only after every layer of both passes has been
 // issued, on the communication stream, so it leaves behind the step's last all-to-all: not as
 // soon as the forward's own pieces end. Each layer's compute is split evenly between its two
-// parts, as in overlapped_step.
+// parts, as in overlapped_step; the compute runs slower while an all-to-all is on the wire
+// (pair_timeline.hpp).
 class MegatronCombinedStep {
  public:
   MegatronCombinedStep(double forward_compute_s, const ExpertAllToAll& forward, double backward_compute_s,
                        const ExpertAllToAll& backward)
       : forward_(slice_of(forward_compute_s, forward, false)),
-        backward_(slice_of(backward_compute_s, backward, true)) {}
+        backward_(slice_of(backward_compute_s, backward, true)),
+        compute_slowdown_(std::max(forward.compute_slowdown, backward.compute_slowdown)) {}
 
   OverlappedStep run() {
     const int paired = std::min(forward_.layers, backward_.layers);
@@ -54,9 +58,13 @@ class MegatronCombinedStep {
       compute_piece(forward_.half_compute_s, false);
       link_piece(forward_.combine_s, AllToAllPiece::Kind::CombineF, false);
     }
-    step_.forward_end_s = std::max(pass_ready_s_[0], link_free_s_);
-    step_.backward_end_s = std::max({pass_ready_s_[1], compute_free_s_, link_free_s_});
-    return step_;
+    detail::PairTimeline timeline =
+        detail::run_pair_timeline(issued_, detail::PairOrder::IssueOrder, compute_slowdown_);
+    OverlappedStep step;
+    step.forward_end_s = std::max(timeline.forward_end_s, timeline.link_free_s);
+    step.backward_end_s = std::max({timeline.backward_end_s, timeline.compute_free_s, timeline.link_free_s});
+    step.pieces = std::move(timeline.link_pieces);
+    return step;
   }
 
  private:
@@ -77,30 +85,18 @@ class MegatronCombinedStep {
     return p;
   }
 
-  double start_on(double resource_free_s, bool backward) const {
-    return std::max(resource_free_s, pass_ready_s_[backward ? 1 : 0]);
-  }
-
   void compute_piece(double duration_s, bool backward) {
-    if (duration_s <= 0) return;
-    compute_free_s_ = start_on(compute_free_s_, backward) + duration_s;
-    pass_ready_s_[backward ? 1 : 0] = compute_free_s_;
+    if (duration_s > 0) issued_.push_back({detail::PairResource::Compute, backward, duration_s});
   }
 
   void link_piece(double duration_s, AllToAllPiece::Kind kind, bool backward) {
-    if (duration_s <= 0) return;
-    const double start_s = start_on(link_free_s_, backward);
-    link_free_s_ = start_s + duration_s;
-    pass_ready_s_[backward ? 1 : 0] = link_free_s_;
-    step_.pieces.push_back({kind, backward, start_s, link_free_s_});
+    if (duration_s > 0) issued_.push_back({detail::PairResource::Link, backward, duration_s, kind});
   }
 
   PassSlices forward_;
   PassSlices backward_;
-  std::array<double, 2> pass_ready_s_{0, 0};  // forward, backward: when its previous piece ends
-  double compute_free_s_ = 0;
-  double link_free_s_ = 0;
-  OverlappedStep step_;
+  double compute_slowdown_ = 1;
+  std::vector<detail::PairPiece> issued_;
 };
 
 }  // namespace

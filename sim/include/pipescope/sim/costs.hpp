@@ -34,6 +34,10 @@ struct ExpertAllToAll {
   // micro-batches' work (DeepSeek-V3 report, 3.2.1), and the grain at which the first and last
   // slice's communication cannot hide.
   int moe_layers = 0;
+  // How much longer the rank's compute runs while one of these all-to-alls is on the wire: its
+  // kernel holds some of the SMs (expert_layer.hpp, compute_slowdown_beside_all_to_all). Only
+  // an overlapped F&B step runs compute beside it; 1: not slowed.
+  double compute_slowdown = 1;
 
   double forward_s() const { return dispatch_f_s + combine_f_s; }
   double backward_s() const { return dispatch_b_s + combine_b_s; }

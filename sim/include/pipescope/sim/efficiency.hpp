@@ -77,6 +77,19 @@ struct KernelFigures {
 // layers under --fp8-format).
 enum class GemmPrecision : std::uint8_t { bf16, fp8 };
 
+// What NCCL's all-to-all (Megatron's alltoall token dispatcher, through torch's
+// all_to_all_single) achieves on the device's nodes, and what its kernel takes from the compute
+// that runs beside it (docs/MODEL.md, "Mixture of experts"). The defaults, where no source gives
+// a figure: the links' full rates and no SMs taken.
+struct AllToAllFigures {
+  double nvlink_fraction = 1;   // of the NVLink bandwidth: the in-node shares' achieved rate
+  double network_fraction = 1;  // of the adapter's bandwidth: the off-node shares'
+  // SMs its kernel occupies (one CTA on each of NCCL's point-to-point channels), in a group
+  // inside one node and in a group spanning nodes.
+  int sms_in_node = 0;
+  int sms_across_nodes = 0;
+};
+
 struct DeviceSpec {
   std::string name;
   double peak_flops_per_s = 0;      // dense bf16, vendor figure
@@ -88,6 +101,7 @@ struct DeviceSpec {
   double memory_bandwidth_bytes_per_s = 0;
   LinkSpec nvlink;  // per direction
   KernelFigures kernels;
+  AllToAllFigures all_to_all;
 
   bool per_shape() const { return efficiency <= 0; }
   bool has_fp8() const { return peak_fp8_flops_per_s > 0; }

@@ -37,22 +37,38 @@ struct ExpertTimes {
   // What the rank sends in one dispatch and in one combine (the busiest rank's token copies).
   double dispatch_bytes = 0;
   double combine_bytes = 0;
+  // How much longer the rank's compute runs while one of these all-to-alls is on the wire
+  // (compute_slowdown_beside_all_to_all); 1 without expert parallelism.
+  double compute_slowdown = 1;
 };
 
 // The links of the expert-parallel group: NVLink among the members on one node, the network
-// (one adapter per GPU) to the others.
+// (one adapter per GPU) to the others; and what NCCL's all-to-all achieves on them (the device's
+// figures; by default the links' full rates and no SMs taken).
 struct ExpertLinks {
   LinkSpec intra_node;
   LinkSpec inter_node;
   int gpus_per_node = 8;
+  AllToAllFigures achieved{};
 };
 ExpertTimes expert_times(const ModelSpec& model, const DeviceSpec& device, const ExpertLinks& links,
                          const ParallelConfig& parallel);
 
 // One all-to-all in which each of `group` members sends `bytes_per_rank` spread evenly over the
 // group (its own share stays), `members_per_node` of them on each node: the in-node shares on
-// NVLink and the rest on the rank's adapter, at once.
+// NVLink and the rest on the rank's adapter, at once, each at the link's bandwidth as given.
 double all_to_all_s(double bytes_per_rank, int group, int members_per_node, const ExpertLinks& links);
+
+// The links at what NCCL's all-to-all achieves on them: each bandwidth times its fraction
+// (ExpertLinks::achieved). expert_times prices the dispatch and combine on these.
+ExpertLinks achieved_all_to_all_links(const ExpertLinks& links);
+
+// How much longer compute runs beside one all-to-all of a group of `group` members,
+// `members_per_node` of them on each node: its kernel holds some of the device's SMs
+// (ExpertLinks::achieved, in a node or across nodes) and the compute runs on the rest,
+// SMs / (SMs - taken), as userbuffer_slowdown prices Transformer Engine's. 1 for a group of one.
+double compute_slowdown_beside_all_to_all(const DeviceSpec& device, const ExpertLinks& links, int group,
+                                          int members_per_node);
 
 // Bytes the routed part of one MoE layer keeps from F until B on the rank (the router's
 // probabilities, the permuted tokens, the experts' hidden activations, their outputs for the
