@@ -6,6 +6,7 @@
 //   marked forward is followed at once by a backward (starts_pair), the forward's own send after
 //   the backward, the backward's receive before the forward.
 // - dualpipev, 3 ranks x 8 micro-batches: valid, as many pairs as marked forwards.
+// - torch's CSV: an OVERLAP_F_B cell's forward is marked, no other.
 // - 1f1b marks none: nothing. A hand-made pair whose forward's send a peer needs before it sends
 //   the backward's gradient (the paired order would wait forever): nothing.
 #include <catch2/catch.hpp>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "pipescope/core/registry.hpp"
+#include "pipescope/core/schedule_io.hpp"
 #include "pipescope/core/validator.hpp"
 #include "runtime/paired_steps.hpp"
 
@@ -115,4 +117,17 @@ TEST_CASE("no pair: a schedule without marks, or one whose paired order would wa
                 {{action("1RECV_F0"), action("1F0")}, {action("1B0"), action("1SEND_B0")}}};
   REQUIRE_FALSE(pipescope::find_problem(s));
   CHECK_FALSE(with_paired_steps(s));
+}
+
+TEST_CASE("torch's OVERLAP_F_B cell marks its forward as a pair's") {
+  const Schedule s = pipescope::parse_torch_csv(
+      "0F0,0F1,(0F2;0B0)OVERLAP_F_B,0B1,0B2\n"
+      "1F0,1B0,(1F1;1B1)OVERLAP_F_B,1F2,1B2\n",
+      "overlap.csv");
+  std::vector<std::string> marked;
+  for (const auto& program : s.programs)
+    for (const auto& step : program)
+      for (const auto& instr : step)
+        if (instr.overlaps_next_backward) marked.push_back(pipescope::to_string(instr));
+  CHECK(marked == std::vector<std::string>{"0F2", "1F1"});
 }
