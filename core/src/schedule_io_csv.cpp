@@ -105,6 +105,9 @@ Step parse_csv_cell(std::string_view cell, const std::string& source, CellPlace 
     for (const Instruction& instr : step)
       if (instr.micro_batch == INT_MAX)
         throw ScheduleError("bad action '" + shown(action) + "': micro-batch number too large");
+    // An OVERLAP_F_B cell is one overlapped F&B step, as dualpipev's marked pairs: the simulator
+    // and pprun read the mark (torch's own runtime runs the two one after the other).
+    if (step.size() == 2) step.front().overlaps_next_backward = true;
     return step;
   } catch (const ScheduleError& e) {
     throw ScheduleError(place_text(source, place) + ": " + shown(e.what(), 200));

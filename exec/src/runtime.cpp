@@ -5,15 +5,24 @@
 // collectives, the step recorder and the backward-split probe.
 #include "pipescope/exec/runtime.hpp"
 
+#include <ATen/ThreadLocalState.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/optim/optimizer.h>
 
+#include <algorithm>
+#include <array>
+#include <exception>
+#include <optional>
+#include <thread>
+
 #include "runtime/backward_split_probe.hpp"
 #include "runtime/collectives.hpp"
+#include "runtime/compute_baton.hpp"
 #include "runtime/compute_weights.hpp"
 #include "error_text.hpp"
 #include "runtime/p2p_channel.hpp"
+#include "runtime/paired_steps.hpp"
 #include "runtime/rank_context.hpp"
 #include "runtime/stage_compute.hpp"
 #include "runtime/step_recorder.hpp"
@@ -22,8 +31,8 @@ namespace pipescope::exec {
 
 class PipelineRuntime::Impl {
  public:
-  Impl(const ModelSpec& model, const Schedule& schedule, const Partition& partition, Transport& world, GridPosition position,
-       RuntimeOptions options)
+  Impl(const ModelSpec& model, const Schedule& schedule, const Partition& partition, Transport& world,
+       GridPosition position, RuntimeOptions options)
       : ctx_(model, schedule, partition, world, position, std::move(options)),
         recorder_(ctx_.world_rank()),
         compute_(ctx_, recorder_),
@@ -32,13 +41,19 @@ class PipelineRuntime::Impl {
 
   StepResult run_step(int step_index, const StepRequest& request) {
     begin_step(step_index, request);
-    const Program& program = ctx_.active->programs.at(static_cast<std::size_t>(ctx_.position.pipe_rank));
+    const Program& program = program_to_run();
     ComputeDevice& device = *ctx_.options.device;
     for (std::size_t step = 0; step < program.size(); ++step)
-      for (const Instruction& instr : program[step]) {
+      for (std::size_t i = 0; i < program[step].size(); ++i) {
+        const Instruction& instr = program[step][i];
         ctx_.current = &instr;
         ctx_.current_step = static_cast<int>(step);
-        execute(instr);
+        if (paired_in_use_ && runtime::starts_pair(program[step], i)) {
+          execute_pair(instr, program[step][++i]);
+        } else {
+          runtime::PassScope pass(instr);
+          execute(instr);
+        }
         recorder_.sample_memory(device);
       }
     ctx_.current = nullptr;
@@ -71,10 +86,11 @@ class PipelineRuntime::Impl {
     const Schedule* schedule = request.schedule ? request.schedule : ctx_.built_for;
     const Schedule& built_for = *ctx_.built_for;
     if (schedule->num_stages != built_for.num_stages || schedule->stage_to_rank != built_for.stage_to_rank)
-      throw RuntimeError(fmt::format("rank {}: step {}: schedule '{}' places stages on ranks [{}], but the stages were built "
-                                     "for schedule '{}' with [{}]",
-                                     ctx_.world_rank(), step_index, schedule->name, fmt::join(schedule->stage_to_rank, ", "),
-                                     built_for.name, fmt::join(built_for.stage_to_rank, ", ")));
+      throw RuntimeError(
+          fmt::format("rank {}: step {}: schedule '{}' places stages on ranks [{}], but the stages were built "
+                      "for schedule '{}' with [{}]",
+                      ctx_.world_rank(), step_index, schedule->name, fmt::join(schedule->stage_to_rank, ", "),
+                      built_for.name, fmt::join(built_for.stage_to_rank, ", ")));
     ctx_.active = schedule;
     ctx_.step_index = step_index;
     collectives_.begin_step();
@@ -86,6 +102,108 @@ class PipelineRuntime::Impl {
     }
     recorder_.begin_step(*ctx_.options.device);
     compute_.begin_step(request);
+  }
+
+  // Overlapped F&B steps run as one where the experts exchange tokens on the CPU (the CUDA
+  // device would need a stream per pass: there the passes run one after the other).
+  bool overlaps_pairs() const {
+    const auto& ep = ctx_.model.expert_parallel;
+    return ctx_.options.overlap_paired_passes && ctx_.device() == at::kCPU && ep && ep->distributed();
+  }
+
+  // This rank's program of the step: the paired one (paired_steps.hpp) when pairs overlap,
+  // made once per schedule.
+  const Program& program_to_run() {
+    const Schedule& active = *ctx_.active;
+    const auto rank = static_cast<std::size_t>(ctx_.position.pipe_rank);
+    paired_in_use_ = false;
+    if (!overlaps_pairs()) return active.programs.at(rank);
+    if (!paired_source_ || !(*paired_source_ == active)) {
+      paired_source_ = active;
+      paired_ = runtime::with_paired_steps(active);
+    }
+    if (!paired_) return active.programs.at(rank);
+    paired_in_use_ = true;
+    return paired_->schedule.programs.at(rank);
+  }
+
+  // A pair's forward on this thread, its backward on a worker, each holding the compute baton
+  // while it computes (compute_baton.hpp); the forward computes first. The worker gets this
+  // thread's thread-local state (grad mode and the rest). Results leave by the sends after the
+  // pair, once both are done.
+  void execute_pair(const Instruction& forward, const Instruction& backward) {
+    for (const Instruction* instr : {&forward, &backward}) {
+      ctx_.current = instr;
+      if (!ctx_.holds(instr->stage)) ctx_.fail_here("the stage is not held by this rank");
+      if (instr->micro_batch < 0 || instr->micro_batch >= ctx_.micro_batch_count())
+        ctx_.fail_here("micro-batch out of range");
+      try {
+        p2p_.finish_receives(instr->stage, instr->micro_batch, instr == &forward);
+      } catch (const RuntimeError&) {
+        throw;
+      } catch (const std::exception& e) {
+        ctx_.fail_here(first_line(e.what()));
+      }
+    }
+    runtime::ComputeBaton baton(ctx_);
+    std::exception_ptr backward_error;
+    const at::ThreadLocalState thread_state;
+    std::thread worker([&] {
+      const at::ThreadLocalStateGuard guard(thread_state);
+      try {
+        run_pair_pass(backward, baton, 1);
+      } catch (...) {
+        backward_error = std::current_exception();
+      }
+    });
+    std::exception_ptr forward_error;
+    try {
+      run_pair_pass(forward, baton, 0);
+    } catch (...) {
+      forward_error = std::current_exception();
+    }
+    worker.join();
+    ctx_.current = &forward;
+    if (forward_error) std::rethrow_exception(forward_error);
+    if (backward_error) std::rethrow_exception(backward_error);
+    record_pair(forward, backward, baton);
+  }
+
+  // One pass of a pair, its event from its first compute to its last; what fails is named at
+  // its instruction, while it holds the baton.
+  void run_pair_pass(const Instruction& instr, runtime::ComputeBaton& baton, int pass) {
+    const runtime::PassScope scope(instr, &baton, pass);
+    const runtime::HeldBaton held(baton, pass, instr);
+    try {
+      const auto index = recorder_.begin_event(traces::Lane::Compute, instr);
+      if (instr.op == Op::ForwardPass)
+        compute_.forward(instr);
+      else
+        compute_.backward(instr, true, instr.op == Op::BackwardPass);
+      recorder_.end_event(index, runtime::now_us());
+      pair_events_[pass] = index;
+    } catch (const RuntimeError&) {
+      throw;
+    } catch (const std::exception& e) {
+      ctx_.fail_here(first_line(e.what()));
+    }
+  }
+
+  void record_pair(const Instruction& forward, const Instruction& backward, const runtime::ComputeBaton& baton) {
+    StepResult& result = recorder_.result();
+    ++result.overlapped_pairs;
+    for (int pass = 0; pass < 2; ++pass) {
+      StepResult::ComputeSpans spans;
+      spans.event = pair_events_[pass];
+      spans.overlapped_with = to_string(pass == 0 ? backward : forward);
+      // The pass's event opens just after it first takes the baton and closes just before it
+      // gives it back for the last time: its holds are clipped to its span.
+      const traces::TraceEvent& e = result.events.at(spans.event);
+      for (const auto& [start, end] : baton.holds(pass))
+        spans.computing_us.emplace_back(std::clamp(start - result.origin_us, e.ts_us, e.end_us()),
+                                        std::clamp(end - result.origin_us, e.ts_us, e.end_us()));
+      result.overlapped_passes.push_back(std::move(spans));
+    }
   }
 
   // One instruction: compute and collectives are timed here; transfers time themselves (a
@@ -117,7 +235,8 @@ class PipelineRuntime::Impl {
         case Op::ReduceGrads: return collective(instr, [&] { collectives_.reduce_grads(ctx_.stage(instr.stage)); });
         case Op::OptimizerStep: return collective(instr, [&] { collectives_.optimizer_step(ctx_.stage(instr.stage)); });
         case Op::WaitSendActivation:
-        case Op::WaitSendGrad: return p2p_.wait_sends(instr.stage, instr.micro_batch, instr.op == Op::WaitSendActivation);
+        case Op::WaitSendGrad:
+          return p2p_.wait_sends(instr.stage, instr.micro_batch, instr.op == Op::WaitSendActivation);
         // ReduceGrads returns once its all-reduce is done (or, deferred, before the optimizer
         // step that needs it): nothing is left to wait for.
         case Op::WaitReduceGrads: return;
@@ -148,6 +267,12 @@ class PipelineRuntime::Impl {
   runtime::StageCompute compute_;
   runtime::Collectives collectives_;
   runtime::PointToPoint p2p_;
+  // The paired schedule of the last schedule run with overlapped pairs (nothing when it had
+  // none), and whether this step runs it.
+  std::optional<Schedule> paired_source_;
+  std::optional<runtime::PairedSchedule> paired_;
+  bool paired_in_use_ = false;
+  std::array<std::size_t, 2> pair_events_{};
 };
 
 PipelineRuntime::PipelineRuntime(const ModelSpec& model, const Schedule& schedule, const Partition& partition,
@@ -164,7 +289,9 @@ StepResult PipelineRuntime::run_step(int step_index, std::int64_t first_sample) 
   return impl_->run_step(step_index, request);
 }
 
-StepResult PipelineRuntime::run_step(int step_index, const StepRequest& request) { return impl_->run_step(step_index, request); }
+StepResult PipelineRuntime::run_step(int step_index, const StepRequest& request) {
+  return impl_->run_step(step_index, request);
+}
 
 std::vector<PipelineRuntime::BackwardSplitTiming> PipelineRuntime::probe_backward_split(int repetitions) {
   return impl_->probe_backward_split(repetitions);

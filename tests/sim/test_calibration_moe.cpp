@@ -15,6 +15,8 @@
 // layers' exchanges at the fitted cost, 1F1B takes longer and its trace shows them; DualPipeV's
 // pairs (4 stages cut from the 2) overlap only where the profile says the runtime did.
 // ppsim simulate refuses an --expert-parallel the profile cannot predict, in one line.
+// A trace whose run description says `overlapped_steps` gives that to the profile (true: the
+// DualPipeV pairs overlap, though no two passes of the trace ran at once; false: they do not).
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
@@ -26,6 +28,7 @@
 #include "pipescope/sim/calibration.hpp"
 #include "pipescope/sim/profile.hpp"
 #include "pipescope/sim/simulator.hpp"
+#include "pipescope/traces/trace_io.hpp"
 
 using namespace pipescope;
 using namespace pipescope::sim;
@@ -308,4 +311,29 @@ TEST_CASE("an exchange costs what its group's last member took; the others' wait
   CHECK(cost->bandwidth_bytes_per_s == 0);  // one size of exchange: no byte term to fit
   CHECK(c.profile.stages.at(0).f_s == Approx(500e-6));
   CHECK(c.profile.stages.at(0).moe_layers == 1);
+}
+
+// pprun's run description says whether its runtime runs overlapped F&B steps as one
+// (`overlapped_steps`): a trace without such steps (GPipe here, 1F1B alike) then still gives a
+// profile whose DualPipeV pairs overlap, read back from the trace's file; a run that says it
+// does not overlap them gives one whose pairs run one pass after the other.
+TEST_CASE("a MoE trace whose run says it overlaps F&B steps gives a profile whose DualPipeV pairs overlap") {
+  const cli_test::fs::path dir = cli_test::case_dir("moe-overlapped-steps");
+  for (const bool said : {true, false}) {
+    INFO("overlapped_steps " << said);
+    traces::Trace trace = moe_calib_trace();
+    trace.meta.run.overlapped_steps = said;
+    const std::string path = (dir / fmt::format("moe-{}.json", said)).string();
+    traces::write_trace(trace, path);
+    const traces::Trace read = traces::read_trace(path);
+    REQUIRE(read.meta.run.overlapped_steps == said);
+    const Calibration c = calibrate({{read, path}});
+    REQUIRE(c.profile.all_to_all);
+    CHECK(c.profile.all_to_all->overlapped_steps == said);
+    const Profile cut = profile_for_stages(c.profile, 4, "p.json");
+    const SimResult dualpipev =
+        simulate(moe_compiled("dualpipev", 2), cost_model_from_profile(cut, 2), topology_from_profile(c.profile));
+    CHECK((dualpipev.all_to_all.overlapped_pairs > 0) == said);
+    CHECK((dualpipev.all_to_all.hidden_s > 0) == said);
+  }
 }

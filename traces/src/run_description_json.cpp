@@ -34,6 +34,7 @@ void for_each_field(Run& run, F&& f) {
   f("stage_bounds", run.stage_bounds);
   f("partition_method", run.partition_method);
   f("recompute_layers", run.recompute_layers);
+  f("overlapped_steps", run.overlapped_steps);
   f("step_time_s", run.step_time_s);
   f("stolen_time_s", run.stolen_time_s);
   f("transport_cpu_s", run.transport_cpu_s);

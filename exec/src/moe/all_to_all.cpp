@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "runtime/clock.hpp"
+#include "runtime/compute_baton.hpp"
 
 namespace pipescope::exec::moe {
 namespace {
@@ -21,6 +22,17 @@ std::int64_t row_bytes_of(const at::Tensor& t) {
   return row;
 }
 
+// The group of the instruction this thread runs (forward or backward), and the wait for its
+// exchange with the compute given to the other pass of an overlapped step meanwhile.
+void run_expert_exchange(ExpertParallel& ep, at::Tensor& output, at::Tensor& input,
+                         const std::vector<std::int64_t>& output_splits,
+                         const std::vector<std::int64_t>& input_splits) {
+  Transport* group = ep.group_for(runtime::backward_on_this_thread());
+  auto pending = group->all_to_all(output, input, output_splits, input_splits);
+  const runtime::OffCompute on_the_wire;
+  pending->wait(ep.timeout());
+}
+
 // One exchange, timed and recorded.
 at::Tensor exchange_rows(ExpertParallel& ep, const at::Tensor& given, const std::vector<std::int64_t>& output_splits,
                          const std::vector<std::int64_t>& input_splits, traces::EventKind kind,
@@ -32,8 +44,12 @@ at::Tensor exchange_rows(ExpertParallel& ep, const at::Tensor& given, const std:
   AllToAllRecord record;
   record.kind = kind;
   record.layer = layer;
+  if (const Instruction* pass = runtime::pass_on_this_thread().instr) {
+    record.stage = pass->stage;
+    record.micro_batch = pass->micro_batch;
+  }
   record.start_us = runtime::now_us();
-  ep.group()->all_to_all(output, input, output_splits, input_splits)->wait(ep.timeout());
+  run_expert_exchange(ep, output, input, output_splits, input_splits);
   record.end_us = runtime::now_us();
   const std::int64_t row = row_bytes_of(input);
   record.rows_sent = input_splits;
@@ -103,7 +119,7 @@ at::Tensor exchange_counts(const at::Tensor& counts, ExpertParallel& ep) {
   const std::vector<std::int64_t> equal(static_cast<std::size_t>(ep.size()), ep.experts_per_rank());
   at::Tensor input = counts.contiguous();
   at::Tensor output = at::empty_like(input);
-  ep.group()->all_to_all(output, input, equal, equal)->wait(ep.timeout());
+  run_expert_exchange(ep, output, input, equal, equal);
   return output;
 }
 

@@ -20,14 +20,18 @@ void ExpertParallel::connect(Transport& world, int replica, int num_replicas, in
                              std::chrono::milliseconds timeout) {
   timeout_ = timeout;
   if (num_replicas % size_ != 0)
-    throw UsageError(fmt::format("option --expert-parallel {}: does not divide the data-parallel size {} (--dp)", size_, num_replicas));
+    throw UsageError(fmt::format("option --expert-parallel {}: does not divide the data-parallel size {} (--dp)", size_,
+                                 num_replicas));
   rank_ = replica % size_;
   if (size_ == 1) return;
   // Megatron's order: the expert-parallel group is the innermost part of the data-parallel one.
   const int first_replica = replica - rank_;
   group_world_ranks_.clear();
-  for (int d = first_replica; d < first_replica + size_; ++d) group_world_ranks_.push_back(d * pipeline_ranks + pipe_rank);
+  for (int d = first_replica; d < first_replica + size_; ++d)
+    group_world_ranks_.push_back(d * pipeline_ranks + pipe_rank);
   group_ = world.subgroup(group_world_ranks_, fmt::format("ep{}-{}", pipe_rank, first_replica / size_));
+  backward_group_ =
+      world.subgroup(group_world_ranks_, fmt::format("ep{}-{}-backward", pipe_rank, first_replica / size_));
   if (num_replicas / size_ > 1) {
     std::vector<int> members;
     for (int d = rank_; d < num_replicas; d += size_) members.push_back(d * pipeline_ranks + pipe_rank);

@@ -41,6 +41,8 @@ void append_all_to_all_events(StepResult& result, std::vector<std::pair<std::siz
     e.ts_us = r.start_us - result.origin_us;
     e.dur_us = std::max(0.0, r.end_us - r.start_us);
     e.bytes = r.bytes_sent;
+    e.stage = r.stage;
+    e.micro_batch = r.micro_batch;
     args.emplace_back(result.events.size(), nlohmann::json{{"layer", r.layer},
                                                            {"peers", r.peers},
                                                            {"rows_sent", r.rows_sent},
@@ -51,6 +53,38 @@ void append_all_to_all_events(StepResult& result, std::vector<std::pair<std::siz
     result.events.push_back(std::move(e));
   }
 }
+
+void append_overlapped_pass_args(const StepResult& result, std::vector<std::pair<std::size_t, std::string>>& args) {
+  // Readers find an event's args by bisection: in event order.
+  std::vector<const StepResult::ComputeSpans*> passes;
+  for (const auto& pass : result.overlapped_passes) passes.push_back(&pass);
+  std::ranges::sort(passes, {}, &StepResult::ComputeSpans::event);
+  for (const StepResult::ComputeSpans* p : passes) {
+    const StepResult::ComputeSpans& pass = *p;
+    const double start_us = result.events.at(pass.event).ts_us;
+    nlohmann::json computing = nlohmann::json::array();
+    for (const auto& [from_us, to_us] : pass.computing_us) computing.push_back({from_us - start_us, to_us - start_us});
+    args.emplace_back(pass.event,
+                      nlohmann::json{{"overlapped_with", pass.overlapped_with}, {"computing_us", computing}}.dump());
+  }
+}
+
+namespace {
+
+// Whether this run's overlapped F&B steps ran as one (RuntimeOptions::overlap_paired_passes):
+// only where the experts exchange tokens on the CPU, and, when the schedule has such steps, as
+// rank 0's step shows (the runtime runs them one after the other where it cannot pair them).
+bool ran_overlapped_steps(const RunPlan& plan, const StepResult& rank0) {
+  const RunOptions& o = plan.options;
+  if (o.no_overlap_moe_comm || o.device != "cpu" || o.expert_parallel < 2) return false;
+  for (const Program& program : plan.schedule.programs)
+    for (const Step& step : program)
+      for (const Instruction& instr : step)
+        if (instr.overlaps_next_backward) return rank0.overlapped_pairs > 0;
+  return true;
+}
+
+}  // namespace
 
 traces::Trace measured_trace(const RunPlan& plan, const TracedStep& traced, const std::vector<RankTraceRecord>& records,
                              bool bound_cores) {
@@ -105,6 +139,7 @@ traces::Trace measured_trace(const RunPlan& plan, const TracedStep& traced, cons
   run.stage_bounds = plan.partition.bounds;
   run.partition_method = plan.options.partition_method;
   run.recompute_layers = plan.options.recompute_layers;
+  run.overlapped_steps = ran_overlapped_steps(plan, traced.result);
   double origin = std::numeric_limits<double>::infinity();
   for (const auto& e : trace.events) origin = std::min(origin, e.ts_us);
   for (const auto& m : trace.memory) origin = std::min(origin, m.ts_us);

@@ -38,6 +38,11 @@ RankTraceRecord rank_trace_record(const StepResult& r, const std::vector<Pipelin
 void append_all_to_all_events(StepResult& result, std::vector<std::pair<std::size_t, std::string>>& args,
                               int world_rank, const std::vector<AllToAllRecord>& records);
 
+// The passes of the step's overlapped F&B steps: each names the other pass (`overlapped_with`,
+// "3B1") and says when it computed (`computing_us`: [from, to] pairs, microseconds from its own
+// start); the rest of its span it waited for its all-to-all or for the other pass.
+void append_overlapped_pass_args(const StepResult& result, std::vector<std::pair<std::size_t, std::string>>& args);
+
 // Rank 0's trace of `traced` from every rank's record (records[r] is rank r's), the earliest
 // event of any rank at 0. `bound_cores`: the ranks ran on their own shares of the cores.
 traces::Trace measured_trace(const RunPlan& plan, const TracedStep& traced, const std::vector<RankTraceRecord>& records,

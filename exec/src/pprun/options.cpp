@@ -118,6 +118,10 @@ void add_model_options(OptionTable& t) {
   t.add_int(
       "--expert-parallel", &RunOptions::expert_parallel,
       "ranks sharing each block's experts, inside the data-parallel group (divides --dp and --experts; tiny-moe)");
+  t.add_flag("--no-overlap-moe-comm", &RunOptions::no_overlap_moe_comm,
+             "run an overlapped F&B step (dualpipev's pairs) one pass after the other; by default its two "
+             "passes run as one step, one micro-batch's all-to-all on the wire while the other computes (tiny-moe, "
+             "--expert-parallel > 1, cpu)");
   t.add_int("--seq-len", &RunOptions::seq_len, "sequence length (tiny-gpt)");
   t.add(
       {"--vocab", "N",

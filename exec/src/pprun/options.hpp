@@ -52,6 +52,10 @@ struct RunOptions {
   int moe_ffn_hidden = 128;
   int shared_expert_ffn_hidden = 0;
   int expert_parallel = 1;
+  // --no-overlap-moe-comm: an overlapped F&B step (dualpipev's pairs) runs one pass after the
+  // other instead of one pass's all-to-all beside the other's compute
+  // (EngineOptions::overlap_paired_passes).
+  bool no_overlap_moe_comm = false;
   double learning_rate = 1e-3;
   std::string partition_method = "parameters";
   std::string device = "cpu";  // cpu (Gloo) | cuda (NCCL; GPU LOCAL_RANK of the node)

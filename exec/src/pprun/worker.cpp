@@ -183,6 +183,7 @@ class Worker {
                                 std::move(probe),
                                 traced_step_path(o.trace_path, step, last_step),
                                 {}});
+        append_overlapped_pass_args(traced_steps.back().result, traced_steps.back().args);
         append_all_to_all_events(traced_steps.back().result, traced_steps.back().args, env_.rank, all_to_all);
       }
       if (env_.rank == 0) {
@@ -299,6 +300,7 @@ class Worker {
     e.data_parallel = o.data_parallel;
     e.learning_rate = o.learning_rate;
     e.activation_checkpoint_interval = o.recompute_layers;
+    e.overlap_paired_passes = !o.no_overlap_moe_comm;
     e.timeout = o.timeout;
     e.device = std::move(device);
     e.dtype = parse_compute_dtype(o.dtype, "option --dtype");

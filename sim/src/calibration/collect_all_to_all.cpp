@@ -7,6 +7,7 @@
 // E = 1 the replicas do not meet there, and the time comes back elsewhere (the cores the
 // replicas share, the data-parallel reduction), so it stays in the pass.
 #include <algorithm>
+#include <optional>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -122,9 +123,15 @@ std::map<const TraceEvent*, double> collect_rank_all_to_all(const MeasuredTrace&
   if (exchanges.empty()) return inside_us;
   const auto by_start = [](const TraceEvent* a, const TraceEvent* b) { return a->ts_us < b->ts_us; };
   std::sort(passes.begin(), passes.end(), by_start);
-  // Two passes at once on one rank: the runtime runs overlapped F&B steps.
-  for (std::size_t i = 1; i < passes.size(); ++i)
-    if (passes[i]->ts_us + kInsideToleranceUs < passes[i - 1]->end_us()) out.passes_overlapped = true;
+  // Whether the runtime runs overlapped F&B steps as one: as the run says (pprun's
+  // overlapped_steps, which a 1f1b trace, without such steps, carries too), else two passes at
+  // once on one rank.
+  if (const std::optional<bool> said = trace.meta.run.overlapped_steps) {
+    out.passes_overlapped = out.passes_overlapped || *said;
+  } else {
+    for (std::size_t i = 1; i < passes.size(); ++i)
+      if (passes[i]->ts_us + kInsideToleranceUs < passes[i - 1]->end_us()) out.passes_overlapped = true;
+  }
   for (const TraceEvent* a : exchanges) {
     const ExchangeArgs args = read_exchange_args(trace, *a);
     const auto own = exchange_us.find(a);

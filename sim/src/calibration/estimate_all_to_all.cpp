@@ -158,8 +158,9 @@ void estimate_all_to_all(Estimation& e) {
   a.overlapped_steps = e.collected.passes_overlapped;
   if (!a.overlapped_steps)
     e.note(
-        "all-to-all: no rank ran two passes at once, so overlapped F&B steps (dualpipev's pairs) are predicted "
-        "one pass after the other, each with its all-to-all exposed, as this runtime ran them");
+        "all-to-all: the runtime ran no two passes at once (or said it runs overlapped F&B steps one pass after "
+        "the other), so overlapped F&B steps (dualpipev's pairs) are predicted one pass after the other, each "
+        "with its all-to-all exposed, as this runtime ran them");
   if (a.costs.empty()) e.note("all-to-all: every exchange was within one rank (E = 1): no all-to-all cost to learn");
   e.result.profile.all_to_all = std::move(a);
 }

@@ -59,9 +59,10 @@ struct Instruction {
   // On a ForwardPass: it and the next backward compute of its rank form one overlapped step
   // (DualPipe's "F&B", torch's OVERLAP_F_B), in which one micro-batch's communication (the
   // experts' all-to-all) runs while the other's compute does. Set by the generators that design
-  // such steps (dualpipev); the simulator reads it. No file format holds it, and it is not
-  // part of what the instruction does: equality ignores it, so a schedule written and read
-  // back equals the generated one.
+  // such steps (dualpipev) and by the torch CSV reader on an OVERLAP_F_B cell's forward; the
+  // simulator and pprun's runtime read it. No other file format holds it, and it is not part of
+  // what the instruction does: equality ignores it, so a schedule written and read back equals
+  // the generated one.
   bool overlaps_next_backward = false;
 
   friend bool operator==(const Instruction& a, const Instruction& b) {
@@ -90,7 +91,9 @@ constexpr bool is_recv(Op op) { return op == Op::RecvActivation || op == Op::Rec
 constexpr bool is_p2p(Op op) { return is_send(op) || is_recv(op); }  // any of the four send/receive ops
 constexpr bool is_backward(Op op) { return op == Op::BackwardPass || op == Op::BackwardInput; }
 constexpr bool is_wait_send(Op op) { return op == Op::WaitSendActivation || op == Op::WaitSendGrad; }
-constexpr bool is_wait(Op op) { return is_wait_send(op) || op == Op::WaitReduceGrads; }  // the two above and WaitReduceGrads
+constexpr bool is_wait(Op op) {
+  return is_wait_send(op) || op == Op::WaitReduceGrads;
+}  // the two above and WaitReduceGrads
 constexpr bool is_sharding(Op op) { return op == Op::Unshard || op == Op::Reshard; }
 // All but the end-of-batch collectives, WaitReduceGrads and (Un|Re)shard.
 constexpr bool needs_micro_batch(Op op) {

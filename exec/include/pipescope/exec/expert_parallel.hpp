@@ -37,6 +37,8 @@ struct AllToAllRecord {
   std::vector<std::int64_t> rows_received;      // per peer
   std::vector<std::int64_t> tokens_per_expert;  // the routing histogram of this rank's tokens (all experts)
   std::string layer;                            // the MoE layer's name ("blocks.2")
+  int stage = -1;                               // the pass it served; -1 outside the runtime's passes
+  int micro_batch = -1;
 };
 
 class ExpertParallel {
@@ -59,7 +61,13 @@ class ExpertParallel {
   // divide the replicas.
   void connect(Transport& world, int replica, int num_replicas, int pipe_rank, int pipeline_ranks,
                std::chrono::milliseconds timeout);
+  // The group of the forward instructions' exchanges; the backward instructions' (a forward
+  // recomputed inside a backward included) have one of their own, so that an overlapped F&B
+  // step's two passes, on two threads, never issue collectives on one group: each group's
+  // sequence is the same on every rank of the group, as they run the same instructions.
   Transport* group() const { return group_.get(); }
+  Transport* backward_group() const { return backward_group_.get(); }
+  Transport* group_for(bool backward) const { return backward ? backward_group() : group(); }
   // Null when no other replica holds the same experts.
   Transport* expert_data_parallel() const { return expert_data_parallel_.get(); }
   const std::vector<int>& group_world_ranks() const { return group_world_ranks_; }
@@ -70,6 +78,7 @@ class ExpertParallel {
   void set_aux_gradient_scale(double scale) { aux_gradient_scale_ = scale; }
   double aux_gradient_scale() const { return aux_gradient_scale_; }
 
+  // Thread-safe: the two passes of an overlapped step record from two threads.
   void record(AllToAllRecord record);
   // The records since the last call, oldest first.
   std::vector<AllToAllRecord> take_records();
@@ -79,6 +88,7 @@ class ExpertParallel {
   int experts_;
   int rank_ = 0;
   std::unique_ptr<Transport> group_;
+  std::unique_ptr<Transport> backward_group_;
   std::unique_ptr<Transport> expert_data_parallel_;
   std::vector<int> group_world_ranks_;
   std::chrono::milliseconds timeout_{60000};

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipescope/core/partitioner.hpp"
@@ -123,6 +124,12 @@ struct RuntimeOptions {
   // skipped everywhere (torch.amp.GradScaler's rules).
   bool loss_scaling = false;
   LossScaleOptions loss_scale;  // GradScaler's defaults
+  // An overlapped F&B step (a ForwardPass marked Instruction::overlaps_next_backward and the
+  // rank's next backward, dualpipev's pairs) runs as one step when the model's experts exchange
+  // tokens (a connected ExpertParallel of E > 1) on the CPU: the two passes on two threads, one
+  // computing at a time, each giving the compute to the other while its all-to-all is on the
+  // wire (docs/MOE-EXEC.md). False: one pass after the other. Every rank must give the same.
+  bool overlap_paired_passes = true;
 };
 
 // The micro-batches of a step, pulled in micro-batch order, once each, and only on ranks that
@@ -160,6 +167,16 @@ struct StepResult {
   // skipped for inf/nan gradients.
   double loss_scale = 0;
   bool step_skipped = false;
+  // The overlapped F&B steps this step ran as one (RuntimeOptions::overlap_paired_passes), and
+  // when each of their passes computed: the rest of a pass's span it waited for its all-to-all
+  // or for the other pass.
+  int overlapped_pairs = 0;
+  struct ComputeSpans {
+    std::size_t event = 0;                                // the pass's index in `events`
+    std::string overlapped_with;                          // the other pass ("3B1")
+    std::vector<std::pair<double, double>> computing_us;  // relative to `origin_us`
+  };
+  std::vector<ComputeSpans> overlapped_passes;
 };
 
 // One stage held by this rank, with its optimizer.

@@ -78,6 +78,10 @@ struct RunDescription {
   // Activation recomputation: runs of this many layers of a stage kept as their input and
   // recomputed in the backward (1: every layer, full recomputation); 0: none.
   std::optional<int> recompute_layers;
+  // Whether the runtime runs an overlapped F&B step (dualpipev's marked pairs) as one step, one
+  // pass's experts' all-to-all beside the other's compute: said by the run, so that a trace
+  // without such steps (1f1b) still tells calibration how this runtime runs them.
+  std::optional<bool> overlapped_steps;
   // The step (pprun's events plus gathering the step's figures; the simulator's iteration with
   // its step overhead), in seconds.
   std::optional<double> step_time_s;
