@@ -41,7 +41,8 @@ Trace described_trace() {
   r.bind_cores = true;
   r.cores_per_rank = std::vector<std::string>{"0", "1"};
   r.transport_cores_per_rank = std::vector<std::string>{"0", "1"};
-  r.layers = std::vector<LayerDescription>{{"blocks.0", "MlpBlock", 262656}, {"head", "Linear", 5000000000}};
+  r.layers = std::vector<LayerDescription>{{"blocks.0", "MoeTransformerBlock", 262656, 4, 66304},
+                                           {"head", "Linear", 5000000000, std::nullopt, std::nullopt}};
   r.stage_bounds = std::vector<int>{0, 1, 2};
   r.partition_method = "parameters";
   r.recompute_layers = 1;

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "moe/moe_model.hpp"
 #include "threads.hpp"
 
 namespace pipescope::exec {
@@ -50,6 +51,27 @@ void append_all_to_all_events(StepResult& result, std::vector<std::pair<std::siz
                                                 .dump());
     result.events.push_back(std::move(e));
   }
+}
+
+void append_expert_call_args(const StepResult& result, std::vector<std::pair<std::size_t, std::string>>& args,
+                             const std::vector<moe::ExpertCallRecord>& calls) {
+  if (calls.empty()) return;
+  std::vector<nlohmann::json> of_event(result.events.size());
+  for (const auto& call : calls) {
+    const double start_us = call.start_us - result.origin_us;
+    // The pass that ran the call: a forward for a forward call, a backward for a backward one.
+    for (std::size_t i = 0; i < result.events.size(); ++i) {
+      const traces::TraceEvent& e = result.events[i];
+      const bool forward = e.kind == traces::EventKind::Forward;
+      const bool backward = e.kind == traces::EventKind::Backward || e.kind == traces::EventKind::BackwardInput;
+      if ((call.backward ? !backward : !forward) || start_us < e.ts_us || start_us > e.ts_us + e.dur_us) continue;
+      of_event[i].push_back(
+          {{"layer", call.layer}, {"expert", call.expert}, {"rows", call.rows}, {"us", call.end_us - call.start_us}});
+      break;
+    }
+  }
+  for (std::size_t i = 0; i < of_event.size(); ++i)
+    if (!of_event[i].is_null()) args.emplace_back(i, nlohmann::json{{"expert_calls", of_event[i]}}.dump());
 }
 
 traces::Trace measured_trace(const RunPlan& plan, const TracedStep& traced, const std::vector<RankTraceRecord>& records,
@@ -101,7 +123,15 @@ traces::Trace measured_trace(const RunPlan& plan, const TracedStep& traced, cons
   if (!split.empty()) run.backward_split_probe = split;
   // The model's layers and their split: calibration predicts other stage counts layer by layer.
   run.layers.emplace();
-  for (const auto& l : plan.model.layers) run.layers->push_back({l.name, l.type, l.parameters});
+  // A MoE block's experts too: their share of the stage's gradients depends on E.
+  for (const auto& l : plan.model.layers) {
+    traces::LayerDescription layer{l.name, l.type, l.parameters, std::nullopt, std::nullopt};
+    if (l.type == kMoeBlockType) {
+      layer.experts = plan.model.config.experts;
+      layer.expert_parameters = moe_block_expert_parameters(plan.model.config);
+    }
+    run.layers->push_back(std::move(layer));
+  }
   run.stage_bounds = plan.partition.bounds;
   run.partition_method = plan.options.partition_method;
   run.recompute_layers = plan.options.recompute_layers;

@@ -11,6 +11,7 @@
 #include "pipescope/exec/engine.hpp"
 #include "pipescope/exec/expert_parallel.hpp"
 #include "pipescope/traces/trace.hpp"
+#include "moe/expert_calls.hpp"
 #include "pprun/rank_trace_record.hpp"
 #include "pprun/run_plan.hpp"
 
@@ -37,6 +38,13 @@ RankTraceRecord rank_trace_record(const StepResult& r, const std::vector<Pipelin
 // step's own events), each with its peers, the rows per peer and the routing histogram in args.
 void append_all_to_all_events(StepResult& result, std::vector<std::pair<std::size_t, std::string>>& args,
                               int world_rank, const std::vector<AllToAllRecord>& records);
+
+// The experts' calls of a step's MoE layers as args of the forward or backward that ran them
+// ("expert_calls": [{"layer", "expert", "rows", "us"}, ...], forward calls in a forward, backward
+// calls in a backward), for the events of `result` that have no args yet. Call it before
+// append_all_to_all_events: args stay in event order.
+void append_expert_call_args(const StepResult& result, std::vector<std::pair<std::size_t, std::string>>& args,
+                             const std::vector<moe::ExpertCallRecord>& calls);
 
 // Rank 0's trace of `traced` from every rank's record (records[r] is rank r's), the earliest
 // event of any rank at 0. `bound_cores`: the ranks ran on their own shares of the cores.
