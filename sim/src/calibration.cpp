@@ -168,6 +168,7 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
   calibration::estimate_step_speed_spread(e);
   calibration::estimate_all_to_all(e);
   record_run(traces, p);
+  calibration::estimate_expert_compute(e);  // after the run's layers and the all-to-all
   p.calibration =
       calibration_info(traces, left_out.empty() ? 0 : given.size() - traces.size(), c, num_ranks, result, options);
   result.notes.insert(result.notes.end(), left_out.begin(), left_out.end());

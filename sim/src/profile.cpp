@@ -12,6 +12,7 @@
 #include "pipescope/core/input_file.hpp"
 #include "pipescope/core/json_limits.hpp"
 #include "profile_all_to_all.hpp"
+#include "profile_expert_compute.hpp"
 
 namespace pipescope::sim {
 namespace {
@@ -322,6 +323,8 @@ Profile parse_profile(std::string_view text, const std::string& source) {
   p.reduce_tied_sync = get_optional_flag(j, "reduce_tied_sync", top_where);
   p.send_ends_at_receive = get_optional_flag(j, "send_ends_at_receive", top_where);
   if (j.contains("all_to_all")) p.all_to_all = detail::parse_all_to_all(j["all_to_all"], source + ": all_to_all");
+  if (j.contains("expert_compute"))
+    p.expert_compute = detail::parse_expert_compute(j["expert_compute"], source + ": expert_compute");
   static const std::set<std::string> known = {"format",
                                               "micro_batch_size",
                                               "data_parallel",
@@ -336,7 +339,8 @@ Profile parse_profile(std::string_view text, const std::string& source) {
                                               "optimizer_sync",
                                               "reduce_tied_sync",
                                               "send_ends_at_receive",
-                                              "all_to_all"};
+                                              "all_to_all",
+                                              "expert_compute"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!known.count(it.key()) && !take_run_record_field(it.key(), it.value(), p)) p.extra[it.key()] = it.value();
   return p;
@@ -404,6 +408,7 @@ std::string to_profile_json(const Profile& profile) {
   j["reduce_tied_sync"] = profile.reduce_tied_sync;
   j["send_ends_at_receive"] = profile.send_ends_at_receive;
   if (profile.all_to_all) j["all_to_all"] = detail::all_to_all_json(*profile.all_to_all);
+  if (profile.expert_compute) j["expert_compute"] = detail::expert_compute_json(*profile.expert_compute);
   write_run_record(profile, j);
   return j.dump(2) + "\n";
 }
@@ -442,6 +447,7 @@ CostModel cost_model_from_profile(const Profile& profile, int expert_parallel) {
     costs.stages.push_back(c);
     runtime.stages.push_back({s.send_s, s.recv_s, s.recv_contended_s, s.grad_accumulate_s});
   }
+  detail::add_expert_compute_costs(profile, expert_parallel, costs);
   detail::add_all_to_all_costs(profile, expert_parallel, costs);
   return costs;
 }

@@ -161,10 +161,18 @@ TEST_CASE("pprun --expert-parallel 2 x pipeline 2 gives the losses of one proces
   // The args beyond the typed fields, by event, as the reader gives them back.
   std::map<std::size_t, nlohmann::json> args_by_event;
   for (const auto& a : trace.args) args_by_event[a.event] = nlohmann::json::parse(a.json);
-  CHECK(args_by_event.size() == 64);
+  // The 64 exchanges, and the 32 passes (4 ranks x 4 F and 4 B) with their experts' calls.
+  CHECK(args_by_event.size() == 64 + 32);
   std::map<std::string, int> counts;
   for (std::size_t i = 0; i < trace.events.size(); ++i) {
     const auto& e = trace.events[i];
+    if (e.name == "F" || e.name == "B") {
+      REQUIRE(args_by_event.count(i) == 1);
+      const auto& calls = args_by_event.at(i).at("expert_calls");
+      CHECK_FALSE(calls.empty());
+      for (const auto& call : calls) CHECK(call.at("us").get<double>() >= 0);
+      ++counts[e.name];
+    }
     if (e.name.rfind("ALL_TO_ALL_", 0) != 0) continue;
     ++counts[e.name];
     CHECK(e.lane == static_cast<int>(pipescope::traces::Lane::AllToAll));
@@ -186,6 +194,8 @@ TEST_CASE("pprun --expert-parallel 2 x pipeline 2 gives the losses of one proces
     INFO(name);
     CHECK(counts[name] == 16);
   }
+  CHECK(counts["F"] == 16);
+  CHECK(counts["B"] == 16);
 }
 
 TEST_CASE("a checkpoint saved at --expert-parallel 2 resumes at 1 with the same losses") {

@@ -41,7 +41,9 @@ Trace described_trace() {
   r.bind_cores = true;
   r.cores_per_rank = std::vector<std::string>{"0", "1"};
   r.transport_cores_per_rank = std::vector<std::string>{"0", "1"};
-  r.layers = std::vector<LayerDescription>{{"blocks.0", "MlpBlock", 262656}, {"head", "Linear", 5000000000}};
+  r.layers = std::vector<LayerDescription>{{"blocks.0", "MlpBlock", 262656, std::nullopt, std::nullopt},
+                                           {"head", "Linear", 5000000000, std::nullopt, std::nullopt},
+                                           {"blocks.1", "MoeTransformerBlock", 83456, 4, 66304}};
   r.stage_bounds = std::vector<int>{0, 1, 2};
   r.partition_method = "parameters";
   r.recompute_layers = 1;
@@ -88,6 +90,11 @@ TEST_CASE("the run description round-trips through the trace file", "[run_descri
   CHECK_THAT(text, Catch::Contains(
                        R"("cost_model": "uniform", "data_parallel": 1, "device": "cpu", "gradient_clipping": 0.0,)"));
   CHECK_THAT(text, Catch::Contains(R"("layers": [{"name":"blocks.0","parameters":262656,"type":"MlpBlock"},)"));
+  // A MoE layer's experts, only where there are some.
+  CHECK_THAT(
+      text,
+      Catch::Contains(
+          R"({"expert_parameters":66304,"experts":4,"name":"blocks.1","parameters":83456,"type":"MoeTransformerBlock"})"));
   CHECK_THAT(text, Catch::Contains(R"("pipeline_ranks": 2, "recompute_layers": 1,)"));
 
   Trace bare;  // a description without fields writes nothing
@@ -162,6 +169,10 @@ TEST_CASE("a run description field of the wrong type names the file and the fiel
                        Catch::Message("run.json: otherData.bind_cores must be true or false"));
   CHECK_THROWS_MATCHES(parse_trace(with_other_data(R"("layers": [{"name": "l0", "type": "Linear"}])"), "run.json"),
                        TraceError, Catch::Message("run.json: otherData.layers[0].parameters must be an integer"));
+  CHECK_THROWS_MATCHES(
+      parse_trace(with_other_data(R"("layers": [{"name": "l0", "type": "Moe", "parameters": 9, "experts": "4"}])"),
+                  "run.json"),
+      TraceError, Catch::Message("run.json: otherData.layers[0].experts must be an integer"));
   CHECK_THROWS_MATCHES(
       parse_trace(with_other_data(
                       R"("backward_split_probe": [{"stage": 0, "full_us": [80], "input_us": [30], "weight_us": [60],)"

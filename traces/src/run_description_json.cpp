@@ -97,6 +97,8 @@ void read_value(const json& j, const std::string& where, LayerDescription& out) 
   read_value(member(j, "name", where), where + ".name", out.name);
   read_value(member(j, "type", where), where + ".type", out.type);
   read_value(member(j, "parameters", where), where + ".parameters", out.parameters);
+  read_optional(j, "experts", where, out.experts);
+  read_optional(j, "expert_parameters", where, out.expert_parameters);
 }
 void read_value(const json& j, const std::string& where, BackwardSplitTimes& out) {
   read_value(member(j, "full_us", where), where + ".full_us", out.full_us);
@@ -116,7 +118,12 @@ void read_value(const json& j, const std::string& where, TorchProfilerRun& out) 
   read_optional(j, "operators_per_rank", where, out.operators_per_rank);
 }
 
-json to_json(const LayerDescription& l) { return {{"name", l.name}, {"type", l.type}, {"parameters", l.parameters}}; }
+json to_json(const LayerDescription& l) {
+  json j = {{"name", l.name}, {"type", l.type}, {"parameters", l.parameters}};
+  if (l.experts) j["experts"] = *l.experts;
+  if (l.expert_parameters) j["expert_parameters"] = *l.expert_parameters;
+  return j;
+}
 json to_json(const BackwardSplitTimes& t) {
   return {{"full_us", t.full_us}, {"input_us", t.input_us}, {"weight_us", t.weight_us}};
 }

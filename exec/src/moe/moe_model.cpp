@@ -19,6 +19,7 @@
 
 #include "language_model_layers.hpp"
 #include "moe/all_to_all.hpp"
+#include "moe/expert_calls.hpp"
 #include "pipescope/core/errors.hpp"
 
 namespace pipescope::exec {
@@ -132,7 +133,11 @@ class MoeTransformerBlock : public Layer {
     std::int64_t offset = 0;
     for (std::size_t l = 0; l < experts_.size(); ++l) {
       const std::int64_t c = counts.at(static_cast<std::size_t>(first) + l);
-      outputs.push_back(experts_[l]->forward(rows.narrow(0, offset, c)));
+      // Timed for the measured trace: calibration learns a call's cost and a row's from these.
+      const std::shared_ptr<ExpertFfn>& expert = experts_[l];
+      outputs.push_back(moe::timed_expert_call([&expert](const at::Tensor& x) { return expert->forward(x); },
+                                               rows.narrow(0, offset, c), moe::expert_call_log(*expert_parallel_),
+                                               name_, first + static_cast<int>(l)));
       offset += c;
     }
     return at::cat(outputs, 0);
@@ -193,6 +198,11 @@ class MoeTransformerBlock : public Layer {
 
 }  // namespace
 
+std::int64_t moe_block_expert_parameters(const ModelConfig& c) {
+  const std::int64_t h = c.hidden;
+  return c.experts * (linear_parameter_count(h, c.moe_ffn_hidden) + linear_parameter_count(c.moe_ffn_hidden, h));
+}
+
 ModelSpec tiny_moe_spec(const ModelConfig& c) {
   if (c.top_k < 1) throw UsageError(fmt::format("option --top-k: {} is below the minimum 1", c.top_k));
   if (c.top_k > c.experts)
@@ -216,21 +226,19 @@ ModelSpec tiny_moe_spec(const ModelConfig& c) {
   spec.layers.push_back({"embed", "TokenEmbedding", v * h + s * h, "embed", "weight",
                          [=] { return std::make_shared<language_model::TokenEmbedding>(v, h, s); }});
   // Every expert counts, wherever it is placed: the partition does not depend on E.
-  const std::int64_t expert_parameters =
-      linear_parameter_count(h, c.moe_ffn_hidden) + linear_parameter_count(c.moe_ffn_hidden, h);
   const std::int64_t shared_parameters = c.shared_expert_ffn_hidden > 0
                                              ? linear_parameter_count(h, c.shared_expert_ffn_hidden) +
                                                    linear_parameter_count(c.shared_expert_ffn_hidden, h)
                                              : 0;
   const std::int64_t block_parameters = 2 * (2 * h) + linear_parameter_count(h, 3 * h) + linear_parameter_count(h, h) +
-                                        h * c.experts + c.experts * expert_parameters + shared_parameters;
+                                        h * c.experts + moe_block_expert_parameters(c) + shared_parameters;
   for (int i = 0; i < c.layers; ++i) {
     const int layer_index = i + 1;  // after the embedding
     const std::uint64_t expert_seed =
         layer_seed(c.seed ^ 0xE4E4'0000'0000'0000ull, static_cast<std::uint64_t>(layer_index));
     const std::string name = fmt::format("blocks.{}", i);
     auto ep = spec.expert_parallel;
-    spec.layers.push_back({name, "MoeTransformerBlock", block_parameters, "", "",
+    spec.layers.push_back({name, kMoeBlockType, block_parameters, "", "",
                            [=] { return std::make_shared<MoeTransformerBlock>(sizes, ep, expert_seed, name); }});
   }
   spec.layers.push_back(

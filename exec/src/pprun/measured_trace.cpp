@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "moe/moe_model.hpp"
 #include "threads.hpp"
 
 namespace pipescope::exec {
@@ -54,19 +55,51 @@ void append_all_to_all_events(StepResult& result, std::vector<std::pair<std::siz
   }
 }
 
-void append_overlapped_pass_args(const StepResult& result, std::vector<std::pair<std::size_t, std::string>>& args) {
-  // Readers find an event's args by bisection: in event order.
-  std::vector<const StepResult::ComputeSpans*> passes;
-  for (const auto& pass : result.overlapped_passes) passes.push_back(&pass);
-  std::ranges::sort(passes, {}, &StepResult::ComputeSpans::event);
-  for (const StepResult::ComputeSpans* p : passes) {
-    const StepResult::ComputeSpans& pass = *p;
+namespace {
+
+using ArgsOfEvent = std::vector<nlohmann::json>;  // per event of the step: an object, or null for none
+
+// The passes of the step's overlapped F&B steps: the other pass and when this one computed.
+void add_overlapped_pass_args(const StepResult& result, ArgsOfEvent& of_event) {
+  for (const StepResult::ComputeSpans& pass : result.overlapped_passes) {
     const double start_us = result.events.at(pass.event).ts_us;
     nlohmann::json computing = nlohmann::json::array();
     for (const auto& [from_us, to_us] : pass.computing_us) computing.push_back({from_us - start_us, to_us - start_us});
-    args.emplace_back(pass.event,
-                      nlohmann::json{{"overlapped_with", pass.overlapped_with}, {"computing_us", computing}}.dump());
+    nlohmann::json& args = of_event.at(pass.event);
+    args["overlapped_with"] = pass.overlapped_with;
+    args["computing_us"] = std::move(computing);
   }
+}
+
+// Each expert call in the forward or backward that ran it (a forward call in a forward, a
+// backward call in a backward; in an overlapped F&B step the two passes' spans overlap, their
+// kinds tell them apart).
+void add_expert_call_args(const StepResult& result, const std::vector<moe::ExpertCallRecord>& calls,
+                          ArgsOfEvent& of_event) {
+  for (const auto& call : calls) {
+    const double start_us = call.start_us - result.origin_us;
+    for (std::size_t i = 0; i < result.events.size(); ++i) {
+      const traces::TraceEvent& e = result.events[i];
+      const bool forward = e.kind == traces::EventKind::Forward;
+      const bool backward = e.kind == traces::EventKind::Backward || e.kind == traces::EventKind::BackwardInput;
+      if ((call.backward ? !backward : !forward) || start_us < e.ts_us || start_us > e.ts_us + e.dur_us) continue;
+      of_event[i]["expert_calls"].push_back(
+          {{"layer", call.layer}, {"expert", call.expert}, {"rows", call.rows}, {"us", call.end_us - call.start_us}});
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+void append_pass_args(const StepResult& result, std::vector<std::pair<std::size_t, std::string>>& args,
+                      const std::vector<moe::ExpertCallRecord>& calls) {
+  ArgsOfEvent of_event(result.events.size());
+  add_overlapped_pass_args(result, of_event);
+  add_expert_call_args(result, calls, of_event);
+  // Readers find an event's args by bisection: in event order, one entry per event.
+  for (std::size_t i = 0; i < of_event.size(); ++i)
+    if (!of_event[i].is_null()) args.emplace_back(i, of_event[i].dump());
 }
 
 namespace {
@@ -135,7 +168,15 @@ traces::Trace measured_trace(const RunPlan& plan, const TracedStep& traced, cons
   if (!split.empty()) run.backward_split_probe = split;
   // The model's layers and their split: calibration predicts other stage counts layer by layer.
   run.layers.emplace();
-  for (const auto& l : plan.model.layers) run.layers->push_back({l.name, l.type, l.parameters});
+  // A MoE block's experts too: their share of the stage's gradients depends on E.
+  for (const auto& l : plan.model.layers) {
+    traces::LayerDescription layer{l.name, l.type, l.parameters, std::nullopt, std::nullopt};
+    if (l.type == kMoeBlockType) {
+      layer.experts = plan.model.config.experts;
+      layer.expert_parameters = moe_block_expert_parameters(plan.model.config);
+    }
+    run.layers->push_back(std::move(layer));
+  }
   run.stage_bounds = plan.partition.bounds;
   run.partition_method = plan.options.partition_method;
   run.recompute_layers = plan.options.recompute_layers;

@@ -11,6 +11,7 @@
 #include "pipescope/exec/engine.hpp"
 #include "pipescope/exec/expert_parallel.hpp"
 #include "pipescope/traces/trace.hpp"
+#include "moe/expert_calls.hpp"
 #include "pprun/rank_trace_record.hpp"
 #include "pprun/run_plan.hpp"
 
@@ -38,10 +39,15 @@ RankTraceRecord rank_trace_record(const StepResult& r, const std::vector<Pipelin
 void append_all_to_all_events(StepResult& result, std::vector<std::pair<std::size_t, std::string>>& args,
                               int world_rank, const std::vector<AllToAllRecord>& records);
 
-// The passes of the step's overlapped F&B steps: each names the other pass (`overlapped_with`,
-// "3B1") and says when it computed (`computing_us`: [from, to] pairs, microseconds from its own
-// start); the rest of its span it waited for its all-to-all or for the other pass.
-void append_overlapped_pass_args(const StepResult& result, std::vector<std::pair<std::size_t, std::string>>& args);
+// The args of the step's passes, for events of `result` that have no args yet (call it before
+// append_all_to_all_events: args stay in event order), one object per pass:
+// - the passes of overlapped F&B steps name the other pass (`overlapped_with`, "3B1") and say when
+//   they computed (`computing_us`: [from, to] pairs, microseconds from their own start); the rest of
+//   their span they waited for their all-to-all or for the other pass;
+// - the experts' calls of MoE layers (`expert_calls`: [{"layer", "expert", "rows", "us"}, ...]),
+//   forward calls in a forward, backward calls in a backward.
+void append_pass_args(const StepResult& result, std::vector<std::pair<std::size_t, std::string>>& args,
+                      const std::vector<moe::ExpertCallRecord>& calls);
 
 // Rank 0's trace of `traced` from every rank's record (records[r] is rank r's), the earliest
 // event of any rank at 0. `bound_cores`: the ranks ran on their own shares of the cores.

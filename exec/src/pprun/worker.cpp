@@ -23,6 +23,7 @@
 #include "pipescope/exec/transport.hpp"
 #include "pipescope/traces/trace_io.hpp"
 #include "data/text_batches.hpp"
+#include "moe/expert_calls.hpp"
 #include "pprun/core_binding.hpp"
 #include "pprun/measured_trace.hpp"
 #include "pprun/metrics_row.hpp"
@@ -147,11 +148,17 @@ class Worker {
       if (traced) barrier();
       stolen.start();
       const auto transport_cpu_before = threads_cpu_seconds(transport_threads_);
-      if (expert_parallel_) expert_parallel_->take_records();  // an evaluation's, before this step
+      if (expert_parallel_) {  // an evaluation's or a probe's, before this step
+        expert_parallel_->take_records();
+        moe::expert_call_log(*expert_parallel_).take_records();
+      }
       const auto started = std::chrono::steady_clock::now();
       const StepResult& result = text_ ? train_on_text(engine) : engine.train_synthetic_batch();
       const std::vector<AllToAllRecord> all_to_all =
           expert_parallel_ ? expert_parallel_->take_records() : std::vector<AllToAllRecord>{};
+      const std::vector<moe::ExpertCallRecord> expert_calls =
+          expert_parallel_ ? moe::expert_call_log(*expert_parallel_).take_records()
+                           : std::vector<moe::ExpertCallRecord>{};
 
       std::vector<double> mine(kNumStatFields);
       mine[kLossSum] = result.loss_sum;
@@ -183,7 +190,7 @@ class Worker {
                                 std::move(probe),
                                 traced_step_path(o.trace_path, step, last_step),
                                 {}});
-        append_overlapped_pass_args(traced_steps.back().result, traced_steps.back().args);
+        append_pass_args(traced_steps.back().result, traced_steps.back().args, expert_calls);
         append_all_to_all_events(traced_steps.back().result, traced_steps.back().args, env_.rank, all_to_all);
       }
       if (env_.rank == 0) {

@@ -226,12 +226,16 @@ void collect_rank(const MeasuredTrace& mt, int rank, const std::map<const TraceE
   RankMemoryDeltas deltas;
   // A pass's time is taken net of the all-to-all it holds (Profile::all_to_all adds it back).
   const std::map<const TraceEvent*, double> all_to_all_us = collect_rank_all_to_all(mt, rank, exchange_us, out);
+  // And net of its experts' calls (Profile::expert_compute puts back those of the E simulated).
+  const std::map<const TraceEvent*, double> expert_us = collect_rank_expert_calls(mt, rank, out);
 
   for (std::size_t i = 0; i < main.size(); ++i) {
     const TraceEvent& e = *main[i];
     const double next_start_us = i + 1 < main.size() ? reached_us(trace, *main[i + 1]) : infinity;
     const auto inside = all_to_all_us.find(&e);
-    const double own_us = e.dur_us - (inside == all_to_all_us.end() ? 0.0 : inside->second);
+    const auto experts = expert_us.find(&e);
+    const double own_us = e.dur_us - (inside == all_to_all_us.end() ? 0.0 : inside->second) -
+                          (experts == expert_us.end() ? 0.0 : experts->second);
     const Sample sample{own_us * 1e-6, &mt.source, rank, e.micro_batch};
     if (e.lane == static_cast<int>(Lane::Send)) {
       // torch's SEND span is the program's time for the send, all of it (its tensors, then the
@@ -444,6 +448,7 @@ void collect_trace(const MeasuredTrace& mt, int stages, Collected& out) {
   if (mt.trace.meta.num_micro_batches > 0) out.micro_batch_counts.insert(mt.trace.meta.num_micro_batches);
   if (const auto& data_parallel = mt.trace.meta.run.data_parallel) out.data_parallel = std::max(1, *data_parallel);
   const std::map<const TraceEvent*, double> exchange_us = all_to_all_exchange_times(mt.trace);
+  collect_expert_layers(mt.trace.meta.run, out);
   for (int rank = 0; rank < mt.trace.rank_count(); ++rank) collect_rank(mt, rank, exchange_us, out);
   collect_transfers(mt, out);
   for (const Collective collective : kCollectives) collect_collective_waits(mt, collective, stages, out);

@@ -71,6 +71,16 @@ struct AllToAllSample {
   int rank = -1;
 };
 
+// One expert's forward or backward in a MoE run's pass (pprun's "expert_calls" args of the
+// pass event, docs/MOE-EXEC.md): the rows it got and how long it took.
+struct ExpertCallSample {
+  bool backward = false;
+  double rows = 0;
+  double duration_s = 0;
+  int stage = -1;
+  std::string layer;
+};
+
 // Everything measured, over all traces.
 struct Collected {
   std::map<std::pair<int, Timed>, Samples> times_s;           // per (stage, operation)
@@ -118,6 +128,13 @@ struct Collected {
   // Per collective: traces whose first such events show (or rule out) a wait for every member.
   std::map<Collective, int> sync_evidence, no_sync_evidence;
   std::vector<AllToAllSample> all_to_all;
+  std::vector<ExpertCallSample> expert_calls;
+  // Per forward and MoE layer: the rows the rank's experts got in it, together.
+  std::vector<double> expert_rows_per_layer;
+  // The run description's MoE layers: name -> the parameters of all its routed experts, and
+  // the routed experts per layer (0: no trace said).
+  std::map<std::string, std::int64_t> expert_parameters_of_layer;
+  int experts_per_layer = 0;
   // Whether some rank of a MoE run ran two of its passes at once (an overlapped F&B step).
   bool passes_overlapped = false;
 };
@@ -137,6 +154,13 @@ std::map<const traces::TraceEvent*, double> all_to_all_exchange_times(const trac
 // backward it ran inside; returns, per such compute event, the exchanges' own time (us) it holds.
 std::map<const traces::TraceEvent*, double> collect_rank_all_to_all(
     const MeasuredTrace& mt, int rank, const std::map<const traces::TraceEvent*, double>& exchange_us, Collected& out);
+
+// The expert calls in the forwards and backwards of one rank of a trace into `out`; returns,
+// per such compute event, the calls' time (us) it holds.
+std::map<const traces::TraceEvent*, double> collect_rank_expert_calls(const MeasuredTrace& mt, int rank,
+                                                                      Collected& out);
+// The run description's MoE layers (their experts and expert parameters) into `out`.
+void collect_expert_layers(const traces::RunDescription& run, Collected& out);
 
 // Whether each transfer's receive began while a message the other way was posted and not yet
 // received (traffic both ways on the pair).
@@ -193,6 +217,7 @@ void estimate_stage_memory(Estimation& e, StageProfile& stage);   // memory delt
 void estimate_backward_split(Estimation& e);     // backward_split_measured or _estimate, inner_backward_split
 void estimate_step_speed_spread(Estimation& e);  // step_speed_spread
 void estimate_all_to_all(Estimation& e);         // all_to_all, stages' moe_layers
+void estimate_expert_compute(Estimation& e);     // expert_compute (after record_run and estimate_all_to_all)
 // After them, with CalibrationOptions::unprofiled_step_s (profiler_overhead.cpp).
 void take_out_profiler_overhead(Estimation& e, const std::vector<std::reference_wrapper<const MeasuredTrace>>& traces,
                                 const std::vector<double>& unprofiled_step_s);

@@ -9,7 +9,8 @@
 // Optional fields (calibration.hpp; absent means 0): per stage "load_s", "reduce_tied_s",
 // "full_backward_s", "send_s", "recv_s", "grad_buffer_bytes", "grad_accumulate_s", "moe_layers",
 // and "recv_contended_s" (absent means recv_s); top level "all_to_all" (AllToAllProfile below: a
-// MoE run's all-to-all costs and routing imbalance), "backward_split":
+// MoE run's all-to-all costs and routing imbalance), "expert_compute" (ExpertComputeProfile
+// below: its experts' cost per call and per row, and their gradients), "backward_split":
 // "measured" (default), "unmeasured" (b_s holds the whole backward, w_s is 0: schedules with
 // BackwardInput/BackwardWeight are refused) or "estimated" (b_s and w_s split the measured full
 // backward as "backward_split_estimate" says: BackwardSplitEstimate below); top level
@@ -183,6 +184,45 @@ struct AllToAllProfile {
   friend bool operator==(const AllToAllProfile&, const AllToAllProfile&) = default;
 };
 
+// One expert's forward or backward on the CPU or GPU, as calibration fitted it to the experts'
+// calls of the measured passes: call_s + rows x row_s. An expert this small costs per call as
+// much as per row, so a pass's expert time follows the number of local experts (X / E) as well
+// as the rows. `per_row_only`: the rows did not vary enough to tell the two apart (or the fit
+// gave a negative cost per call), and call_s is 0.
+struct ExpertCallCost {
+  double call_s = 0;
+  double row_s = 0;
+  std::int64_t samples = 0;  // calls it was fitted to
+  bool per_row_only = false;
+
+  double time_s(double rows) const { return call_s + rows * row_s; }
+  friend bool operator==(const ExpertCallCost&, const ExpertCallCost&) = default;
+};
+
+// The routed experts' own compute and gradients of a mixture-of-experts run (top level
+// "expert_compute"), learnt from the expert calls pprun records in its passes and from the
+// run description's expert parameters. A stage's f_s and b_s hold its passes net of their
+// expert calls; cost_model_from_profile puts back, per MoE layer and pass, the X / E calls a
+// rank makes at the expert-parallel size simulated, and adds the experts' gradients to the
+// data-parallel reduction where D / E replicas hold the same experts.
+struct ExpertComputeProfile {
+  int expert_parallel = 1;  // E of the measured run
+  int experts = 1;          // routed experts per MoE layer (X)
+  // Rows a rank's local experts got in one MoE layer's forward, together (the mean): at any E
+  // about tokens x top_k of a micro-batch, as dropless routing brings the rows of E replicas'
+  // micro-batches to X / E experts.
+  double rows_per_layer = 0;
+  ExpertCallCost forward;
+  ExpertCallCost backward;
+  // The routed experts' parameters of one MoE layer, all X of them (0: unknown, no reduction
+  // added), and the dense gradients' data-parallel reduction per parameter as measured (over
+  // the profile's data_parallel replicas; 0 when they were not reduced).
+  std::int64_t expert_parameters_per_layer = 0;
+  double reduce_s_per_parameter = 0;
+
+  friend bool operator==(const ExpertComputeProfile&, const ExpertComputeProfile&) = default;
+};
+
 struct Profile {
   int micro_batch_size = 1;
   int data_parallel = 1;
@@ -208,7 +248,8 @@ struct Profile {
   std::optional<std::string> model;  // the model's name
   std::optional<CalibrationRecord> calibration;
   std::optional<InnerBackwardSplit> inner_backward_split;
-  std::optional<AllToAllProfile> all_to_all;  // a MoE run's all-to-all; none for a dense model
+  std::optional<AllToAllProfile> all_to_all;           // a MoE run's all-to-all; none for a dense model
+  std::optional<ExpertComputeProfile> expert_compute;  // a MoE run's expert calls; none for older profiles
   // Fields this version does not know (or not in that shape), written back as they were.
   nlohmann::json extra = nlohmann::json::object();
 
@@ -223,7 +264,7 @@ struct Profile {
            a.transfer.latency_s == b.transfer.latency_s && a.stages == b.stages && a.layers == b.layers &&
            a.stage_bounds == b.stage_bounds && a.partition_method == b.partition_method && a.model == b.model &&
            a.calibration == b.calibration && a.inner_backward_split == b.inner_backward_split &&
-           a.all_to_all == b.all_to_all && a.extra == b.extra;
+           a.all_to_all == b.all_to_all && a.expert_compute == b.expert_compute && a.extra == b.extra;
   }
 };
 

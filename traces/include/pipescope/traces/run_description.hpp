@@ -17,6 +17,10 @@ struct LayerDescription {
   std::string name;  // "blocks.3"
   std::string type;  // "MlpBlock"
   std::int64_t parameters = 0;
+  // A mixture-of-experts layer's routed experts, all of them wherever they are placed, and
+  // their parameters (part of `parameters`); absent for a dense layer and in older traces.
+  std::optional<int> experts;
+  std::optional<std::int64_t> expert_parameters;
   friend bool operator==(const LayerDescription&, const LayerDescription&) = default;
 };
 

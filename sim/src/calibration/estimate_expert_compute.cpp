@@ -1,0 +1,134 @@
+// The experts' own compute of a MoE run (Profile::expert_compute): a cost per call and per row
+// fitted to the expert calls of the passes (forward and backward apart), the rows a layer's
+// local experts got per micro-batch, the experts' parameters per layer, and what the dense
+// gradients' data-parallel reduction cost per parameter. The stages' F and B samples are
+// already net of the calls (collect_rank_expert_calls).
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "estimation.hpp"
+
+namespace pipescope::sim::calibration {
+
+namespace {
+
+// call_s + rows x row_s by least squares over the calls. The routing gives the rows their
+// spread; where they hardly vary (under 1% relative standard deviation), or the fit has a
+// negative cost per call or per row, a call's cost cannot be told from a row's: the cost is
+// per row alone (a line through the origin), or, with no rows at all, per call alone.
+ExpertCallCost fit_expert_calls(const std::vector<const ExpertCallSample*>& samples) {
+  ExpertCallCost cost;
+  cost.samples = static_cast<std::int64_t>(samples.size());
+  if (samples.empty()) return cost;
+  const double n = static_cast<double>(samples.size());
+  double mean_rows = 0, mean_s = 0;
+  for (const ExpertCallSample* s : samples) {
+    mean_rows += s->rows / n;
+    mean_s += s->duration_s / n;
+  }
+  double sxx = 0, sxy = 0, sxx_origin = 0, sxy_origin = 0;
+  for (const ExpertCallSample* s : samples) {
+    sxx += (s->rows - mean_rows) * (s->rows - mean_rows);
+    sxy += (s->rows - mean_rows) * (s->duration_s - mean_s);
+    sxx_origin += s->rows * s->rows;
+    sxy_origin += s->rows * s->duration_s;
+  }
+  const bool rows_vary = mean_rows > 0 && sxx / n > 1e-4 * mean_rows * mean_rows;
+  if (rows_vary && sxy > 0) {
+    const double row_s = sxy / sxx;
+    const double call_s = mean_s - row_s * mean_rows;
+    if (call_s >= 0) {
+      cost.call_s = call_s;
+      cost.row_s = row_s;
+      return cost;
+    }
+  }
+  cost.per_row_only = true;
+  if (sxx_origin > 0)
+    cost.row_s = std::max(0.0, sxy_origin / sxx_origin);
+  else
+    cost.call_s = mean_s;  // no rows at all: what a call costs empty
+  return cost;
+}
+
+std::string describe(const char* pass, const ExpertCallCost& c) {
+  return fmt::format("experts' {}: {:.1f} us per call + {:.3f} us per row over {} calls{}", pass, c.call_s * 1e6,
+                     c.row_s * 1e6, c.samples,
+                     c.per_row_only ? " (the rows did not separate a call's cost from a row's: per row alone)" : "");
+}
+
+// The dense gradients' data-parallel reduction per parameter: the stages' measured reduction
+// over the parameters it reduced (the experts' too where D / E > 1 replicas hold the same ones).
+double reduce_s_per_parameter(const Estimation& e, const ExpertComputeProfile& x) {
+  const Profile& p = e.result.profile;
+  if (p.data_parallel <= 1 || !p.layers || !p.stage_bounds) return 0;
+  const bool experts_reduced = p.data_parallel / x.expert_parallel > 1;
+  const std::vector<int>& bounds = *p.stage_bounds;
+  double seconds = 0, parameters = 0;
+  for (const StageProfile& stage : p.stages) {
+    const auto s = static_cast<std::size_t>(stage.stage);
+    if (s + 1 >= bounds.size()) return 0;
+    for (int l = bounds[s]; l < bounds[s + 1] && l < static_cast<int>(p.layers->size()); ++l) {
+      const ProfileLayer& layer = (*p.layers)[static_cast<std::size_t>(l)];
+      const auto experts = e.collected.expert_parameters_of_layer.find(layer.name);
+      const double expert_parameters =
+          experts == e.collected.expert_parameters_of_layer.end() ? 0.0 : static_cast<double>(experts->second);
+      parameters += static_cast<double>(layer.parameters) - (experts_reduced ? 0.0 : expert_parameters);
+    }
+    seconds += stage.reduce_grads_s;
+  }
+  return parameters > 0 ? seconds / parameters : 0.0;
+}
+
+}  // namespace
+
+void estimate_expert_compute(Estimation& e) {
+  const std::vector<ExpertCallSample>& calls = e.collected.expert_calls;
+  if (calls.empty()) return;
+  Profile& p = e.result.profile;
+  ExpertComputeProfile x;
+  x.expert_parallel = p.all_to_all ? std::max(1, p.all_to_all->expert_parallel) : 1;
+  x.experts = e.collected.experts_per_layer > 0           ? e.collected.experts_per_layer
+              : p.all_to_all && p.all_to_all->experts > 0 ? p.all_to_all->experts
+                                                          : x.expert_parallel;
+  if (x.experts % x.expert_parallel != 0) {
+    e.note(fmt::format("expert compute: the {} experts per layer do not divide among E = {}: not learnt", x.experts,
+                       x.expert_parallel));
+    return;
+  }
+  std::vector<const ExpertCallSample*> forward, backward;
+  std::map<int, std::set<std::string>> stage_layers;
+  for (const ExpertCallSample& c : calls) {
+    (c.backward ? backward : forward).push_back(&c);
+    if (c.stage >= 0 && !c.layer.empty()) stage_layers[c.stage].insert(c.layer);
+  }
+  x.forward = fit_expert_calls(forward);
+  x.backward = fit_expert_calls(backward);
+  double rows = 0;
+  for (const double r : e.collected.expert_rows_per_layer)
+    rows += r / static_cast<double>(e.collected.expert_rows_per_layer.size());
+  x.rows_per_layer = rows;
+  for (const auto& layer : e.collected.expert_parameters_of_layer)
+    x.expert_parameters_per_layer = std::max(x.expert_parameters_per_layer, layer.second);
+  x.reduce_s_per_parameter = reduce_s_per_parameter(e, x);
+  // A run without all-to-all (E = 1) still tells which stages' layers run experts.
+  for (StageProfile& stage : p.stages)
+    if (stage.moe_layers == 0)
+      if (const auto it = stage_layers.find(stage.stage); it != stage_layers.end())
+        stage.moe_layers = static_cast<int>(it->second.size());
+  e.note(describe("forward", x.forward));
+  e.note(describe("backward", x.backward));
+  e.note(fmt::format(
+      "expert compute: {:.0f} rows per MoE layer and micro-batch in {} calls at E = {}; expert gradients {} "
+      "parameters per layer, the dense reduction {:.3g} ns per parameter",
+      x.rows_per_layer, x.experts / x.expert_parallel, x.expert_parallel, x.expert_parameters_per_layer,
+      x.reduce_s_per_parameter * 1e9));
+  if (x.expert_parameters_per_layer == 0)
+    e.note(
+        "expert compute: the run description gives no expert parameters (an older pprun): no expert gradients added");
+  p.expert_compute = x;
+}
+
+}  // namespace pipescope::sim::calibration
