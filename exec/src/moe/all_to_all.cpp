@@ -34,9 +34,11 @@ void run_expert_exchange(ExpertParallel& ep, at::Tensor& output, at::Tensor& inp
 }
 
 // One exchange, timed and recorded.
+// `started_us` (the runtime's clock; < 0: now): where the exchange began, when what it needed was
+// exchanged before it (the dispatch's count exchange).
 at::Tensor exchange_rows(ExpertParallel& ep, const at::Tensor& given, const std::vector<std::int64_t>& output_splits,
                          const std::vector<std::int64_t>& input_splits, traces::EventKind kind,
-                         const std::vector<std::int64_t>& histogram, const std::string& layer) {
+                         const std::vector<std::int64_t>& histogram, const std::string& layer, double started_us = -1) {
   at::Tensor input = given.contiguous();
   auto sizes = input.sizes().vec();
   sizes.at(0) = std::accumulate(output_splits.begin(), output_splits.end(), std::int64_t{0});
@@ -48,7 +50,7 @@ at::Tensor exchange_rows(ExpertParallel& ep, const at::Tensor& given, const std:
     record.stage = pass->stage;
     record.micro_batch = pass->micro_batch;
   }
-  record.start_us = runtime::now_us();
+  record.start_us = started_us >= 0 ? started_us : runtime::now_us();
   run_expert_exchange(ep, output, input, output_splits, input_splits);
   record.end_us = runtime::now_us();
   const std::int64_t row = row_bytes_of(input);
@@ -66,8 +68,9 @@ class AllToAllFunction : public torch::autograd::Function<AllToAllFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, std::vector<std::int64_t> output_splits,
                             std::vector<std::int64_t> input_splits, ExpertParallel* ep, AllToAllKinds kinds,
-                            std::vector<std::int64_t> histogram, std::string layer) {
-    at::Tensor output = exchange_rows(*ep, input, output_splits, input_splits, kinds.forward, histogram, layer);
+                            std::vector<std::int64_t> histogram, std::string layer, double started_us) {
+    at::Tensor output =
+        exchange_rows(*ep, input, output_splits, input_splits, kinds.forward, histogram, layer, started_us);
     ctx->saved_data["output_splits"] = output_splits;
     ctx->saved_data["input_splits"] = input_splits;
     ctx->saved_data["expert_parallel"] = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(ep));
@@ -87,7 +90,7 @@ class AllToAllFunction : public torch::autograd::Function<AllToAllFunction> {
                                     ctx->saved_data["output_splits"].toIntVector(),
                                     static_cast<traces::EventKind>(ctx->saved_data["backward_kind"].toInt()),
                                     ctx->saved_data["histogram"].toIntVector(), ctx->saved_data["layer"].toStringRef());
-    return {grad, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {grad, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -111,8 +114,9 @@ class AuxLossFunction : public torch::autograd::Function<AuxLossFunction> {
 at::Tensor all_to_all(const at::Tensor& input, const std::vector<std::int64_t>& output_splits,
                       const std::vector<std::int64_t>& input_splits, ExpertParallel& expert_parallel,
                       const AllToAllKinds& kinds, const std::vector<std::int64_t>& tokens_per_expert,
-                      const std::string& layer) {
-  return AllToAllFunction::apply(input, output_splits, input_splits, &expert_parallel, kinds, tokens_per_expert, layer);
+                      const std::string& layer, double started_us) {
+  return AllToAllFunction::apply(input, output_splits, input_splits, &expert_parallel, kinds, tokens_per_expert, layer,
+                                 started_us);
 }
 
 at::Tensor exchange_counts(const at::Tensor& counts, ExpertParallel& ep) {

@@ -21,10 +21,14 @@ struct AllToAllKinds {
 };
 
 // `tokens_per_expert`: the routing histogram of this rank's tokens, kept in the records.
+// `started_us` (runtime/clock.hpp; < 0: when called): where the forward's exchange began; the
+// dispatch passes the start of its count exchange, so that its event holds that meeting of the
+// ranks too (calibration takes the event's time out of the pass, and a run without expert
+// parallelism has neither).
 at::Tensor all_to_all(const at::Tensor& input, const std::vector<std::int64_t>& output_splits,
                       const std::vector<std::int64_t>& input_splits, ExpertParallel& expert_parallel,
                       const AllToAllKinds& kinds, const std::vector<std::int64_t>& tokens_per_expert,
-                      const std::string& layer);
+                      const std::string& layer, double started_us = -1);
 
 // The same without autograd or a record: the routing counts each rank sends ahead of the tokens.
 at::Tensor exchange_counts(const at::Tensor& counts, ExpertParallel& expert_parallel);

@@ -21,6 +21,7 @@
 #include "moe/all_to_all.hpp"
 #include "moe/expert_calls.hpp"
 #include "pipescope/core/errors.hpp"
+#include "runtime/clock.hpp"
 
 namespace pipescope::exec {
 namespace {
@@ -151,7 +152,9 @@ class MoeTransformerBlock : public Layer {
         receive_rows(static_cast<std::size_t>(ranks), 0);
     for (int e = 0; e < sizes_.experts; ++e)
       send_rows[static_cast<std::size_t>(e / local)] += histogram[static_cast<std::size_t>(e)];
-    // received[i x local + l]: the rows rank i sends to local expert l.
+    // received[i x local + l]: the rows rank i sends to local expert l. The dispatch's event
+    // starts here: the count exchange is the first half of the dispatch.
+    const double dispatch_started_us = runtime::now_us();
     const at::Tensor received_counts = moe::exchange_counts(counts, ep).cpu();
     const auto* rc = received_counts.data_ptr<std::int64_t>();
     for (int i = 0; i < ranks; ++i)
@@ -160,7 +163,8 @@ class MoeTransformerBlock : public Layer {
                                       traces::EventKind::AllToAllDispatchBackward};
     const moe::AllToAllKinds combine{traces::EventKind::AllToAllCombineForward,
                                      traces::EventKind::AllToAllCombineBackward};
-    at::Tensor arrived = moe::all_to_all(routed, receive_rows, send_rows, ep, dispatch, histogram, name_);
+    at::Tensor arrived =
+        moe::all_to_all(routed, receive_rows, send_rows, ep, dispatch, histogram, name_, dispatch_started_us);
     // Arrived rows are by source rank, then expert: regroup them by expert, source rank order within.
     std::vector<std::int64_t> by_expert;
     std::vector<std::int64_t> rows_per_expert(static_cast<std::size_t>(local), 0);
