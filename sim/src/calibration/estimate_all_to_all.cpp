@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "estimation.hpp"
+#include "line_fit.hpp"
 
 namespace pipescope::sim::calibration {
 
@@ -25,35 +26,25 @@ AllToAllCost fit_all_to_all(const std::vector<const AllToAllSample*>& samples, c
   AllToAllCost cost;
   cost.group_size = group_size;
   cost.samples = static_cast<std::int64_t>(samples.size());
-  const double n = static_cast<double>(samples.size());
-  double mean_bytes = 0, mean_s = 0;
-  for (const AllToAllSample* s : samples) {
-    mean_bytes += s->bytes / n;
-    mean_s += s->duration_s / n;
-  }
-  double sxx = 0, sxy = 0, sxx_origin = 0, sxy_origin = 0;
+  const LineSums l = line_sums(
+      samples, [](const AllToAllSample& s) { return s.bytes; }, [](const AllToAllSample& s) { return s.duration_s; });
   std::vector<double> durations;
-  for (const AllToAllSample* s : samples) {
-    sxx += (s->bytes - mean_bytes) * (s->bytes - mean_bytes);
-    sxy += (s->bytes - mean_bytes) * (s->duration_s - mean_s);
-    sxx_origin += s->bytes * s->bytes;
-    sxy_origin += s->bytes * s->duration_s;
-    durations.push_back(s->duration_s);
-  }
+  durations.reserve(samples.size());
+  for (const AllToAllSample* s : samples) durations.push_back(s->duration_s);
   // Bytes that vary by less than 1% (relative standard deviation) cannot tell a latency from a
   // bandwidth.
-  const bool bytes_vary = mean_bytes > 0 && sxx / n > 1e-4 * mean_bytes * mean_bytes;
-  const double seconds_per_byte = bytes_vary ? sxy / sxx : 0;
+  const bool bytes_vary = l.x_varies();
+  const double seconds_per_byte = bytes_vary ? l.sxy / l.sxx : 0;
   if (seconds_per_byte <= 0) {
     cost.latency_s = summary.duration(durations);
     return cost;
   }
-  const double latency_s = mean_s - seconds_per_byte * mean_bytes;
+  const double latency_s = l.mean_y - seconds_per_byte * l.mean_x;
   if (latency_s >= 0) {
     cost.latency_s = latency_s;
     cost.bandwidth_bytes_per_s = 1 / seconds_per_byte;
-  } else if (sxy_origin > 0) {
-    cost.bandwidth_bytes_per_s = sxx_origin / sxy_origin;
+  } else if (l.sxy_origin > 0) {
+    cost.bandwidth_bytes_per_s = l.sxx_origin / l.sxy_origin;
   }
   return cost;
 }

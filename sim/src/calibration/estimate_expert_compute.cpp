@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "estimation.hpp"
+#include "line_fit.hpp"
 
 namespace pipescope::sim::calibration {
 
@@ -22,23 +23,12 @@ ExpertCallCost fit_expert_calls(const std::vector<const ExpertCallSample*>& samp
   ExpertCallCost cost;
   cost.samples = static_cast<std::int64_t>(samples.size());
   if (samples.empty()) return cost;
-  const double n = static_cast<double>(samples.size());
-  double mean_rows = 0, mean_s = 0;
-  for (const ExpertCallSample* s : samples) {
-    mean_rows += s->rows / n;
-    mean_s += s->duration_s / n;
-  }
-  double sxx = 0, sxy = 0, sxx_origin = 0, sxy_origin = 0;
-  for (const ExpertCallSample* s : samples) {
-    sxx += (s->rows - mean_rows) * (s->rows - mean_rows);
-    sxy += (s->rows - mean_rows) * (s->duration_s - mean_s);
-    sxx_origin += s->rows * s->rows;
-    sxy_origin += s->rows * s->duration_s;
-  }
-  const bool rows_vary = mean_rows > 0 && sxx / n > 1e-4 * mean_rows * mean_rows;
-  if (rows_vary && sxy > 0) {
-    const double row_s = sxy / sxx;
-    const double call_s = mean_s - row_s * mean_rows;
+  const LineSums l = line_sums(
+      samples, [](const ExpertCallSample& s) { return s.rows; },
+      [](const ExpertCallSample& s) { return s.duration_s; });
+  if (l.x_varies() && l.sxy > 0) {
+    const double row_s = l.sxy / l.sxx;
+    const double call_s = l.mean_y - row_s * l.mean_x;
     if (call_s >= 0) {
       cost.call_s = call_s;
       cost.row_s = row_s;
@@ -46,10 +36,10 @@ ExpertCallCost fit_expert_calls(const std::vector<const ExpertCallSample*>& samp
     }
   }
   cost.per_row_only = true;
-  if (sxx_origin > 0)
-    cost.row_s = std::max(0.0, sxy_origin / sxx_origin);
+  if (l.sxx_origin > 0)
+    cost.row_s = std::max(0.0, l.sxy_origin / l.sxx_origin);
   else
-    cost.call_s = mean_s;  // no rows at all: what a call costs empty
+    cost.call_s = l.mean_y;  // no rows at all: what a call costs empty
   return cost;
 }
 
