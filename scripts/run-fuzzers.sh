@@ -9,14 +9,15 @@
 #
 #   scripts/run-fuzzers.sh            # ~10 s per target, as CI runs it
 #   scripts/run-fuzzers.sh 3600       # an hour per target
-#   JOBS=8 scripts/run-fuzzers.sh 600 # 10 minutes per target, building with 8 jobs
+#   JOBS=8 scripts/run-fuzzers.sh 600 # 10 minutes per target, built with 8 jobs and run 8 at once
 #
 # Longer runs: pass more seconds. New inputs that reach new code are kept between runs in
 # $BUILD/fuzz-corpus/ (the seed corpus in the repository is never modified); to keep the
 # interesting ones, minimise them into the seeds with
 #   $BUILD/tests/fuzz/fuzz_schedule_json -merge=1 tests/fuzz/corpus/json $BUILD/fuzz-corpus/json
 # Environment: BUILD (default build-fuzz; a tree configured with PIPESCOPE_WITH_FUZZERS=ON, such as
-# build/sanitize, is reused as it is), JOBS (default 2), CXX (default clang++).
+# build/sanitize, is reused as it is), JOBS (default 2: build jobs, and targets run at once), CXX
+# (default clang++).
 set -euo pipefail
 
 seconds="${1:-10}"
@@ -44,8 +45,10 @@ else
 fi
 cmake --build "$build" -j "$jobs" --target fuzz_schedule_json fuzz_torch_csv fuzz_trace fuzz_trace_parsers fuzz_torch_profiler fuzz_model_file
 
-status=0
-for kind in json csv trace trace-parsers torch model; do
+# Each target runs on its own core, JOBS at a time: libFuzzer is single-threaded, so two targets
+# side by side take the time of one on a 2-core machine, each for its full SECONDS.
+fuzz_one() {
+  local kind="$1" target
   case "$kind" in
     json) target=fuzz_schedule_json ;;
     csv) target=fuzz_torch_csv ;;
@@ -54,23 +57,37 @@ for kind in json csv trace trace-parsers torch model; do
     torch) target=fuzz_torch_profiler ;;
     model) target=fuzz_model_file ;;
   esac
-  corpus="$build/fuzz-corpus/$kind"
-  artifacts="$build/fuzz-artifacts/$kind/"
-  seeds="$root/tests/fuzz/corpus/${kind%-parsers}"  # trace-parsers starts from the trace seeds
+  local corpus="$build/fuzz-corpus/$kind"
+  local artifacts="$build/fuzz-artifacts/$kind/"
+  local seeds="$root/tests/fuzz/corpus/${kind%-parsers}"  # trace-parsers starts from the trace seeds
   mkdir -p "$corpus" "$artifacts"
-  echo "run-fuzzers: $target for ${seconds}s"
   # The first corpus directory collects new inputs; the seeds are read only.
   if ! "$build/tests/fuzz/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
       -max_len=16384 -print_final_stats=1 -artifact_prefix="$artifacts" \
       "$corpus" "$seeds" 2>"$build/fuzz-$kind.log"; then
-    status=1
-    echo "run-fuzzers: $target FAILED; last lines of $build/fuzz-$kind.log:" >&2
-    tail -n 40 "$build/fuzz-$kind.log" >&2
-    for crash in "$artifacts"*; do
-      [ -e "$crash" ] && echo "run-fuzzers: replay with: $build/tests/fuzz/$target $crash" >&2
-    done
-  else
-    grep -E "stat::number_of_executed_units|Done [0-9]+ runs" "$build/fuzz-$kind.log" | tail -n 2 || true
+    {
+      echo "run-fuzzers: $target FAILED; last lines of $build/fuzz-$kind.log:"
+      tail -n 40 "$build/fuzz-$kind.log"
+      for crash in "$artifacts"*; do
+        [ -e "$crash" ] && echo "run-fuzzers: replay with: $build/tests/fuzz/$target $crash"
+      done
+    } >&2
+    return 1
   fi
+  echo "run-fuzzers: $target ran ${seconds}s: $(grep -E "Done [0-9]+ runs" "$build/fuzz-$kind.log" | tail -n 1)"
+}
+
+status=0
+pids=()
+for kind in json csv trace trace-parsers torch model; do
+  if [ "${#pids[@]}" -ge "$jobs" ]; then
+    wait "${pids[0]}" || status=1
+    pids=("${pids[@]:1}")
+  fi
+  fuzz_one "$kind" &
+  pids+=("$!")
+done
+for pid in "${pids[@]}"; do
+  wait "$pid" || status=1
 done
 exit "$status"
