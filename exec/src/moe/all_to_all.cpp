@@ -35,11 +35,14 @@ void run_expert_exchange(ExpertParallel& ep, at::Tensor& output, at::Tensor& inp
 
 // One exchange, timed and recorded.
 // `started_us` (the runtime's clock; < 0: now): where the exchange began, when what it needed was
-// exchanged before it (the dispatch's count exchange).
+// exchanged before it (the dispatch's count exchange). `before` / `after` (undefined: none): the
+// rows' order changed before they leave / after they arrive, inside the exchange's time.
 at::Tensor exchange_rows(ExpertParallel& ep, const at::Tensor& given, const std::vector<std::int64_t>& output_splits,
                          const std::vector<std::int64_t>& input_splits, traces::EventKind kind,
-                         const std::vector<std::int64_t>& histogram, const std::string& layer, double started_us = -1) {
-  at::Tensor input = given.contiguous();
+                         const std::vector<std::int64_t>& histogram, const std::string& layer, double started_us,
+                         const at::Tensor& before, const at::Tensor& after) {
+  const double called_us = runtime::now_us();
+  at::Tensor input = before.defined() ? given.index_select(0, before) : given.contiguous();
   auto sizes = input.sizes().vec();
   sizes.at(0) = std::accumulate(output_splits.begin(), output_splits.end(), std::int64_t{0});
   at::Tensor output = at::empty(sizes, input.options());
@@ -50,8 +53,9 @@ at::Tensor exchange_rows(ExpertParallel& ep, const at::Tensor& given, const std:
     record.stage = pass->stage;
     record.micro_batch = pass->micro_batch;
   }
-  record.start_us = started_us >= 0 ? started_us : runtime::now_us();
+  record.start_us = started_us >= 0 ? started_us : called_us;
   run_expert_exchange(ep, output, input, output_splits, input_splits);
+  if (after.defined()) output = output.index_select(0, after);
   record.end_us = runtime::now_us();
   const std::int64_t row = row_bytes_of(input);
   record.rows_sent = input_splits;
@@ -64,13 +68,23 @@ at::Tensor exchange_rows(ExpertParallel& ep, const at::Tensor& given, const std:
   return output;
 }
 
+// A permutation's inverse: where each row went.
+at::Tensor inverse_of(const at::Tensor& permutation) {
+  return permutation.defined() ? at::argsort(permutation, /*stable=*/true, 0) : permutation;
+}
+
 class AllToAllFunction : public torch::autograd::Function<AllToAllFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, std::vector<std::int64_t> output_splits,
                             std::vector<std::int64_t> input_splits, ExpertParallel* ep, AllToAllKinds kinds,
-                            std::vector<std::int64_t> histogram, std::string layer, double started_us) {
-    at::Tensor output =
-        exchange_rows(*ep, input, output_splits, input_splits, kinds.forward, histogram, layer, started_us);
+                            std::vector<std::int64_t> histogram, std::string layer, double started_us,
+                            RowOrder order) {
+    at::Tensor output = exchange_rows(*ep, input, output_splits, input_splits, kinds.forward, histogram, layer,
+                                      started_us, order.before_leaving, order.after_arrival);
+    // The way back undoes the orders: the gradients of the rows as they arrived are put back in
+    // the order they were sent in (a permutation's gradient is its inverse's: no sums).
+    ctx->saved_data["before_leaving"] = inverse_of(order.after_arrival);
+    ctx->saved_data["after_arrival"] = inverse_of(order.before_leaving);
     ctx->saved_data["output_splits"] = output_splits;
     ctx->saved_data["input_splits"] = input_splits;
     ctx->saved_data["expert_parallel"] = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(ep));
@@ -86,11 +100,17 @@ class AllToAllFunction : public torch::autograd::Function<AllToAllFunction> {
     auto* ep = reinterpret_cast<ExpertParallel*>(  // NOLINT(performance-no-int-to-ptr)
         static_cast<std::intptr_t>(ctx->saved_data["expert_parallel"].toInt()));
     // The way back: what arrived goes back where it came from.
+    const auto order_of = [ctx](const char* name) {
+      const c10::IValue& v = ctx->saved_data[name];
+      return v.isTensor() ? v.toTensor() : at::Tensor();
+    };
     at::Tensor grad = exchange_rows(*ep, grads.at(0), ctx->saved_data["input_splits"].toIntVector(),
                                     ctx->saved_data["output_splits"].toIntVector(),
                                     static_cast<traces::EventKind>(ctx->saved_data["backward_kind"].toInt()),
-                                    ctx->saved_data["histogram"].toIntVector(), ctx->saved_data["layer"].toStringRef());
-    return {grad, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+                                    ctx->saved_data["histogram"].toIntVector(), ctx->saved_data["layer"].toStringRef(),
+                                    -1, order_of("before_leaving"), order_of("after_arrival"));
+    return {grad,        at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -114,9 +134,9 @@ class AuxLossFunction : public torch::autograd::Function<AuxLossFunction> {
 at::Tensor all_to_all(const at::Tensor& input, const std::vector<std::int64_t>& output_splits,
                       const std::vector<std::int64_t>& input_splits, ExpertParallel& expert_parallel,
                       const AllToAllKinds& kinds, const std::vector<std::int64_t>& tokens_per_expert,
-                      const std::string& layer, double started_us) {
+                      const std::string& layer, double started_us, const RowOrder& order) {
   return AllToAllFunction::apply(input, output_splits, input_splits, &expert_parallel, kinds, tokens_per_expert, layer,
-                                 started_us);
+                                 started_us, order);
 }
 
 at::Tensor exchange_counts(const at::Tensor& counts, ExpertParallel& ep) {

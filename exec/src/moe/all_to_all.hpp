@@ -20,6 +20,16 @@ struct AllToAllKinds {
   traces::EventKind backward = traces::EventKind::Other;  // AllToAllDispatchBackward or AllToAllCombineBackward
 };
 
+// The rows' order on this rank's side of an exchange (undefined: as they are): the dispatch
+// regroups what arrived (by source rank, then expert) by local expert, and the combine puts the
+// experts' rows back into arrival order before they leave. That reordering is the exchange's own
+// work, so it lies inside its recorded event (and its gradient's inside the way back's): a run
+// without expert parallelism does none of it, and calibration takes the events out of the passes.
+struct RowOrder {
+  at::Tensor after_arrival;   // output = exchanged rows.index_select(0, after_arrival)
+  at::Tensor before_leaving;  // rows sent = input.index_select(0, before_leaving)
+};
+
 // `tokens_per_expert`: the routing histogram of this rank's tokens, kept in the records.
 // `started_us` (runtime/clock.hpp; < 0: when called): where the forward's exchange began; the
 // dispatch passes the start of its count exchange, so that its event holds that meeting of the
@@ -28,7 +38,7 @@ struct AllToAllKinds {
 at::Tensor all_to_all(const at::Tensor& input, const std::vector<std::int64_t>& output_splits,
                       const std::vector<std::int64_t>& input_splits, ExpertParallel& expert_parallel,
                       const AllToAllKinds& kinds, const std::vector<std::int64_t>& tokens_per_expert,
-                      const std::string& layer, double started_us = -1);
+                      const std::string& layer, double started_us = -1, const RowOrder& order = {});
 
 // The same without autograd or a record: the routing counts each rank sends ahead of the tokens.
 at::Tensor exchange_counts(const at::Tensor& counts, ExpertParallel& expert_parallel);

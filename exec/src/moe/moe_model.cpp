@@ -163,9 +163,8 @@ class MoeTransformerBlock : public Layer {
                                       traces::EventKind::AllToAllDispatchBackward};
     const moe::AllToAllKinds combine{traces::EventKind::AllToAllCombineForward,
                                      traces::EventKind::AllToAllCombineBackward};
-    at::Tensor arrived =
-        moe::all_to_all(routed, receive_rows, send_rows, ep, dispatch, histogram, name_, dispatch_started_us);
-    // Arrived rows are by source rank, then expert: regroup them by expert, source rank order within.
+    // Arrived rows are by source rank, then expert: the dispatch regroups them by expert, source
+    // rank order within, and the combine puts them back into arrival order.
     std::vector<std::int64_t> by_expert;
     std::vector<std::int64_t> rows_per_expert(static_cast<std::size_t>(local), 0);
     for (int l = 0; l < local; ++l) {
@@ -178,15 +177,17 @@ class MoeTransformerBlock : public Layer {
         source_offset += receive_rows[static_cast<std::size_t>(i)];
       }
     }
-    auto index = at::tensor(by_expert, at::TensorOptions().dtype(at::kLong)).to(arrived.device());
+    auto index = at::tensor(by_expert, at::TensorOptions().dtype(at::kLong)).to(routed.device());
+    at::Tensor by_expert_rows = moe::all_to_all(routed, receive_rows, send_rows, ep, dispatch, histogram, name_,
+                                                dispatch_started_us, moe::RowOrder{index, {}});
     std::vector<std::int64_t> local_counts(static_cast<std::size_t>(sizes_.experts), 0);
     for (int l = 0; l < local; ++l)
       local_counts[static_cast<std::size_t>(ep.first_expert()) + static_cast<std::size_t>(l)] =
           rows_per_expert[static_cast<std::size_t>(l)];
-    at::Tensor processed = run_local_experts(arrived.index_select(0, index), local_counts, ep.first_expert());
+    at::Tensor processed = run_local_experts(by_expert_rows, local_counts, ep.first_expert());
     // Back into arrival order, then home.
-    at::Tensor home_order = processed.index_select(0, at::argsort(index, /*stable=*/true, 0));
-    return moe::all_to_all(home_order, send_rows, receive_rows, ep, combine, histogram, name_);
+    return moe::all_to_all(processed, send_rows, receive_rows, ep, combine, histogram, name_, -1,
+                           moe::RowOrder{{}, at::argsort(index, /*stable=*/true, 0)});
   }
 
   MoeBlockSizes sizes_;
