@@ -77,8 +77,7 @@ class AllToAllFunction : public torch::autograd::Function<AllToAllFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, std::vector<std::int64_t> output_splits,
                             std::vector<std::int64_t> input_splits, ExpertParallel* ep, AllToAllKinds kinds,
-                            std::vector<std::int64_t> histogram, std::string layer, double started_us,
-                            RowOrder order) {
+                            std::vector<std::int64_t> histogram, std::string layer, double started_us, RowOrder order) {
     at::Tensor output = exchange_rows(*ep, input, output_splits, input_splits, kinds.forward, histogram, layer,
                                       started_us, order.before_leaving, order.after_arrival);
     // The way back undoes the orders: the gradients of the rows as they arrived are put back in
@@ -109,7 +108,7 @@ class AllToAllFunction : public torch::autograd::Function<AllToAllFunction> {
                                     static_cast<traces::EventKind>(ctx->saved_data["backward_kind"].toInt()),
                                     ctx->saved_data["histogram"].toIntVector(), ctx->saved_data["layer"].toStringRef(),
                                     -1, order_of("before_leaving"), order_of("after_arrival"));
-    return {grad,        at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
+    return {grad,         at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
             at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
