@@ -277,10 +277,11 @@ echo "measured: mean (and median) of steps $warmup..$((steps - 1)) of $rounds ru
   "many runs) or its mean step is over $disturbed times the median run's);" \
   "±: 95% interval of the error from the spread of the calibration's and the configuration's runs;" \
   "paired: the error against the runs paired round by round with the calibration run before them (±: its 95% interval);" \
-  "op MAPE: per operation, against the last run's traced step"
+  "op MAPE: per operation, against the last run's traced step; op error: the same weighted by duration" \
+  "(sum |predicted - measured| / sum measured)"
 echo "predicted: durations calibrated as the $statistic of their samples; median profile: as their median"
-printf '%-20s %10s %10s %8s %7s %6s %7s %8s %7s %10s %8s %14s %s\n' "configuration" "predicted" "measured" "error" "±" "runs" \
-  "stolen" "paired" "±" "median" "op MAPE" "median profile" "peak memory error per rank"
+printf '%-20s %10s %10s %8s %7s %6s %7s %8s %7s %10s %8s %8s %14s %s\n' "configuration" "predicted" "measured" "error" "±" "runs" \
+  "stolen" "paired" "±" "median" "op MAPE" "op error" "median profile" "peak memory error per rank"
 for name in "${rows[@]}"; do
   median_profile_s=$(jq .iteration_time_s "$out/$name.simulate.median.json")
   config_steps=$(step_times_s "$out/$name.metrics.jsonl")
@@ -299,11 +300,11 @@ for name in "${rows[@]}"; do
        ($t * ((($steps.relative_se | . * .) + ($calibration.relative_se | . * .)) | sqrt) | pct),
        ("\($steps.kept | length)/\($steps.runs)"), ($steps.stolen | tostring),
        (($predicted - $paired.measured) / $paired.measured | pct), (($paired.rounds - 1 | t975) * $paired.relative_se | pct),
-       ($steps.median | ms), (.op_duration_mape | pct),
+       ($steps.median | ms), (.op_duration_mape | pct), (.op_duration_weighted_error // 0 | pct),
        (($median_profile - $steps.mean) / $steps.mean | pct),
        ([.peak_memory_error[] | if . == null then "n/a" else pct end] | join(" "))]
     | @tsv' "$out/$name.compare.json" |
-    awk -F'\t' '{ printf "%-20s %10s %10s %8s %7s %6s %7s %8s %7s %10s %8s %14s %s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 }'
+    awk -F'\t' '{ printf "%-20s %10s %10s %8s %7s %6s %7s %8s %7s %10s %8s %8s %14s %s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14 }'
 done
 # The MoE loop also shows each prediction's interval (ppsim simulate's iteration_time_interval_s:
 # the calibration's step spread) and whether the measured mean fell inside it.

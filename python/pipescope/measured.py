@@ -55,12 +55,15 @@ class Comparison:
     bubble_fraction_measured: float
     peak_memory_error: list
     json: dict = field(default_factory=dict, repr=False)
+    #: sum |predicted - measured| / sum measured over the matched operations (long ones weigh more)
+    op_duration_weighted_error: Optional[float] = None
 
     @classmethod
     def from_json(cls, data: dict) -> "Comparison":
         return cls(data["iteration_time_predicted_s"], data["iteration_time_measured_s"], data["iteration_time_error"],
                    data.get("op_duration_mape"), data.get("bubble_fraction_predicted", 0.0),
-                   data.get("bubble_fraction_measured", 0.0), list(data.get("peak_memory_error", [])), data)
+                   data.get("bubble_fraction_measured", 0.0), list(data.get("peak_memory_error", [])), data,
+                   data.get("op_duration_weighted_error"))
 
 
 def compare(predicted: Any, measured: Paths, *, step: Optional[int] = None, **options: Any) -> Comparison:

@@ -59,6 +59,10 @@ def test_compare_a_prediction_with_the_run(torch_run, tmp_path):
     assert comparison.iteration_time_error == pytest.approx(
         (comparison.iteration_time_predicted_s - comparison.iteration_time_measured_s) / comparison.iteration_time_measured_s)
     assert len(comparison.peak_memory_error) == 2
+    # Both per-operation figures, each of the matched operations' durations.
+    assert comparison.op_duration_mape > 0
+    assert comparison.op_duration_weighted_error > 0
+    assert comparison.op_duration_weighted_error == comparison.json["op_duration_weighted_error"]
 
 
 def test_a_predicted_trace_does_not_calibrate(tmp_path):

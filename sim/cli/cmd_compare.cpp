@@ -93,8 +93,11 @@ void print_table(const traces::Comparison& c, const traces::Trace& predicted, co
           "is disturbed; measure again when the machine is quiet\n",
           share(c.stolen_fraction_measured));
   }
-  out << fmt::format("operation durations: MAPE {:.1f}% over {} matched operations ({} only {}, {} only {})\n\n",
-                     c.op_duration_mape * 100, c.matched.size(), c.unmatched_predicted, l.a, c.unmatched_measured, l.b);
+  out << fmt::format(
+      "operation durations: MAPE {:.1f}%, weighted by duration {:.1f}%, over {} matched operations ({} only {}, {} "
+      "only {})\n\n",
+      c.op_duration_mape * 100, c.op_duration_weighted_error * 100, c.matched.size(), c.unmatched_predicted, l.a,
+      c.unmatched_measured, l.b);
 
   out << fmt::format("{:<6}{:>12}{:>12}{:>16}{:>16}{:>10}\n", "rank", "bubble " + l.a_short, "bubble " + l.b_short,
                      "peak mem " + l.a_short, "peak mem " + l.b_short, "error");

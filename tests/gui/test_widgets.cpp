@@ -79,7 +79,8 @@ struct Window {
   MainWindow window;
   Window() {
     window.resize(1400, 1200);
-    REQUIRE_FALSE(window.open_files({QString::fromStdString(trace_files().predicted), QString::fromStdString(trace_files().measured)}));
+    REQUIRE_FALSE(window.open_files(
+        {QString::fromStdString(trace_files().predicted), QString::fromStdString(trace_files().measured)}));
     window.show();
     QApplication::processEvents();
   }
@@ -115,7 +116,8 @@ TEST_CASE("a predicted/measured pair is drawn in the expected lanes", "[widgets]
   const QRect memory = t.memory_rect(0);
   REQUIRE(memory.height() > 0);
   bool orange = false;
-  for (QRgb c : colours_in(image, memory)) orange = orange || (qRed(c) > 200 && qGreen(c) > 100 && qGreen(c) < 180 && qBlue(c) < 100);
+  for (QRgb c : colours_in(image, memory))
+    orange = orange || (qRed(c) > 200 && qGreen(c) > 100 && qGreen(c) < 180 && qBlue(c) < 100);
   REQUIRE(orange);
 
   w.window.set_difference(false);
@@ -127,13 +129,16 @@ TEST_CASE("a predicted/measured pair is drawn in the expected lanes", "[widgets]
   // The summary table holds iteration time, per-rank bubbles and peak memory.
   QTableWidget* table = w.window.summary_table();
   REQUIRE(table->columnCount() == 4);
-  REQUIRE(table->rowCount() == 4 + 4 + 4 + 1);
+  REQUIRE(table->rowCount() == 5 + 4 + 4 + 1);
   REQUIRE(table->item(0, 0)->text() == "iteration time");
   REQUIRE(table->item(0, 3)->text().startsWith("-"));  // the prediction is shorter than the measurement
+  REQUIRE(table->item(2, 0)->text() == "op duration MAPE");
+  REQUIRE(table->item(3, 0)->text() == "op duration error, weighted");
+  REQUIRE(table->item(3, 3)->text().endsWith("%"));
   // The synthetic receives start as their sends are posted: every one had its data sent before
   // it; rank 2's slower sends make the measured mean longer. None waited: no row for those.
-  REQUIRE(table->item(12, 0)->text() == "receive, data sent before (mean)");
-  REQUIRE(table->item(12, 3)->text().startsWith("-"));
+  REQUIRE(table->item(13, 0)->text() == "receive, data sent before (mean)");
+  REQUIRE(table->item(13, 3)->text().startsWith("-"));
 }
 
 TEST_CASE("the summary says how much of the measured step the host took (steal)", "[widgets]") {
@@ -148,16 +153,17 @@ TEST_CASE("the summary says how much of the measured step the host took (steal)"
   write_trace(predicted, dir + "/steal-predicted.json");
   write_trace(measured, dir + "/steal-measured.json");
   MainWindow window;
-  REQUIRE_FALSE(window.open_files({QString::fromStdString(dir + "/steal-predicted.json"), QString::fromStdString(dir + "/steal-measured.json")}));
+  REQUIRE_FALSE(window.open_files(
+      {QString::fromStdString(dir + "/steal-predicted.json"), QString::fromStdString(dir + "/steal-measured.json")}));
   QTableWidget* table = window.summary_table();
-  REQUIRE(table->rowCount() == 4 + 4 + 4 + 4 + 1);
-  REQUIRE(table->item(12, 0)->text() == "rank 0 stolen by the host");
-  REQUIRE(table->item(12, 2)->text() == "10.0%");
-  REQUIRE(table->item(12, 3)->text() == "disturbed");
-  REQUIRE(table->item(13, 2)->text() == "0.0%");
-  REQUIRE(table->item(13, 3)->text().isEmpty());
-  REQUIRE(table->item(16, 0)->text() == "receive, data sent before (mean)");
-  REQUIRE(table->item(16, 1)->text() == table->item(16, 2)->text());  // the same receives on both sides
+  REQUIRE(table->rowCount() == 5 + 4 + 4 + 4 + 1);
+  REQUIRE(table->item(13, 0)->text() == "rank 0 stolen by the host");
+  REQUIRE(table->item(13, 2)->text() == "10.0%");
+  REQUIRE(table->item(13, 3)->text() == "disturbed");
+  REQUIRE(table->item(14, 2)->text() == "0.0%");
+  REQUIRE(table->item(14, 3)->text().isEmpty());
+  REQUIRE(table->item(17, 0)->text() == "receive, data sent before (mean)");
+  REQUIRE(table->item(17, 1)->text() == table->item(17, 2)->text());  // the same receives on both sides
 }
 
 TEST_CASE("wheel and keys zoom around the cursor and pan", "[widgets]") {
@@ -166,7 +172,8 @@ TEST_CASE("wheel and keys zoom around the cursor and pan", "[widgets]") {
   const double full = t.view().span_us();
   const QPointF at(t.time_area_left() + t.time_area_width() / 4.0, t.lane_rect(0, 0, 0).center().y());
   const double time_under = t.view().x_to_time(at.x() - t.time_area_left());
-  QWheelEvent wheel(at, t.mapToGlobal(at), QPoint(), QPoint(0, 120 * 3), Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase, false);
+  QWheelEvent wheel(at, t.mapToGlobal(at), QPoint(), QPoint(0, 120 * 3), Qt::NoButton, Qt::NoModifier,
+                    Qt::NoScrollPhase, false);
   QApplication::sendEvent(&t, &wheel);
   REQUIRE(t.view().span_us() == Approx(full / std::pow(1.25, 3)));
   REQUIRE(t.view().x_to_time(at.x() - t.time_area_left()) == Approx(time_under));

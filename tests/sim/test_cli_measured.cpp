@@ -193,6 +193,7 @@ TEST_CASE("ppsim compare reports the SPEC section 7 fields of two traces", "[cli
   CHECK(half.at("iteration_time_measured_s").get<double>() == Approx(3500e-6));
   CHECK(half.at("iteration_time_error").get<double>() == Approx(-0.5));
   CHECK(half.at("op_duration_mape").get<double>() == Approx(0.5));
+  CHECK(half.at("op_duration_weighted_error").get<double>() == Approx(0.5));
   CHECK(half.at("peak_memory_error") == json::array({0.0, 0.0}));
   CHECK(half.at("bubble_fraction_predicted").get<double>() == Approx(0.2));
   CHECK(half.at("bubble_fraction_measured").get<double>() == Approx(0.2));
@@ -209,7 +210,7 @@ TEST_CASE("ppsim compare reports the SPEC section 7 fields of two traces", "[cli
   CHECK(contains(*row, "1.750 ms"));
   CHECK(contains(*row, "3.500 ms"));
   CHECK(contains(*row, "-50.0%"));
-  CHECK(contains(table.out, "MAPE 50.0% over 46 matched operations"));
+  CHECK(contains(table.out, "MAPE 50.0%, weighted by duration 50.0%, over 46 matched operations"));
   // Rank 0's four forwards: 0.4 ms predicted, 0.8 ms measured; and the receives, both kinds.
   const auto forwards =
       std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return l.rfind("0     F ", 0) == 0; });

@@ -4,7 +4,8 @@
 // Measured (iteration 0..100 us): rank 0 F 12 us each, B 22 us each; rank 1 F 10 us, B 24 us,
 // plus an OPTIMIZER [80,100] on the collectives lane that was not predicted.
 // Expected: iteration 80 vs 100 us, error -0.2; 8 matched, 1 unmatched each way;
-// MAPE = (2/12 * 2 + 2/22 * 2 + 0 + 4/24 + 0 + 4/24) / 8 = 0.1060606;
+// MAPE = (2/12 * 2 + 2/22 * 2 + 0 + 4/24 + 0 + 4/24) / 8 = 0.1060606; weighted by duration
+// (2 * 2 + 2 * 2 + 0 + 4 * 2) / (12 * 2 + 22 * 2 + 10 * 2 + 24 * 2) = 16 / 136 = 0.117647;
 // bubbles: predicted 20/80 = 0.25 on both ranks, measured 32/100 = 0.32 on both;
 // peak memory predicted 300 and 200 bytes, measured 400 and 200: errors -0.25 and 0.
 // The largest differences are rank 1's backwards (4 us longer than predicted: difference -4 us,
@@ -81,6 +82,7 @@ TEST_CASE("compare_traces reports the hand-computed errors", "[compare]") {
   REQUIRE(c.mape_operations == 8);
   REQUIRE(c.op_duration_mape == Approx((2.0 / 12 * 2 + 2.0 / 22 * 2 + 4.0 / 24 * 2) / 8));
   REQUIRE(c.op_duration_mape == Approx(0.1060606).epsilon(1e-6));
+  REQUIRE(c.op_duration_weighted_error == Approx(16.0 / 136));
   REQUIRE(c.bubble_fraction_predicted == Approx(0.25));
   REQUIRE(c.bubble_fraction_measured == Approx(0.32));
   REQUIRE(c.ranks.size() == 2);
@@ -185,7 +187,7 @@ TEST_CASE("comparison_to_json has the SPEC.md section 7 fields", "[compare]") {
   const auto j = comparison_to_json(compare_traces(p, m), p, m);
   for (const char* key :
        {"iteration_time_predicted_s", "iteration_time_measured_s", "iteration_time_error", "op_duration_mape",
-        "peak_memory_error", "bubble_fraction_predicted", "bubble_fraction_measured"})
+        "op_duration_weighted_error", "peak_memory_error", "bubble_fraction_predicted", "bubble_fraction_measured"})
     REQUIRE(j.contains(key));
   REQUIRE(j["iteration_time_error"].get<double>() == Approx(-0.2));
   REQUIRE(j["peak_memory_error"].size() == 2);

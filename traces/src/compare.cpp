@@ -249,13 +249,17 @@ Comparison compare_traces(const Trace& predicted, const Trace& measured, std::si
   });
   for (std::size_t k = 0; k < by_start.size(); ++k) c.matched[k] = by_start[k].second;
 
-  double sum_abs_error = 0;
+  double sum_abs_error = 0, sum_abs_difference_us = 0, sum_measured_us = 0;
   for (const auto& op : c.matched) {
     if (op.measured_dur_us <= 0) continue;
-    sum_abs_error += std::fabs(op.predicted_dur_us - op.measured_dur_us) / op.measured_dur_us;
+    const double difference_us = std::fabs(op.predicted_dur_us - op.measured_dur_us);
+    sum_abs_error += difference_us / op.measured_dur_us;
+    sum_abs_difference_us += difference_us;
+    sum_measured_us += op.measured_dur_us;
     ++c.mape_operations;
   }
   c.op_duration_mape = c.mape_operations ? sum_abs_error / static_cast<double>(c.mape_operations) : 0.0;
+  c.op_duration_weighted_error = sum_measured_us > 0 ? sum_abs_difference_us / sum_measured_us : 0.0;
 
   c.top_differences = c.matched;
   std::stable_sort(c.top_differences.begin(), c.top_differences.end(),
@@ -278,6 +282,7 @@ nlohmann::json comparison_to_json(const Comparison& c, const Trace& predicted, c
   out["iteration_time_measured_s"] = c.iteration_time_measured_s;
   out["iteration_time_error"] = number_or_null(c.iteration_time_error);
   out["op_duration_mape"] = c.op_duration_mape;
+  out["op_duration_weighted_error"] = c.op_duration_weighted_error;
   json peak_errors = json::array();
   for (const auto& r : c.ranks) peak_errors.push_back(number_or_null(r.peak_memory_error));
   out["peak_memory_error"] = std::move(peak_errors);

@@ -70,6 +70,7 @@ void add_comparison_rows(const SummaryRows& rows, const traces::Comparison& c) {
   rows.add("bubble (mean)", share_text(c.bubble_fraction_predicted), share_text(c.bubble_fraction_measured),
            percent_text(c.bubble_fraction_predicted - c.bubble_fraction_measured) + " pts");
   rows.add("op duration MAPE", "", "", share_text(c.op_duration_mape));
+  rows.add("op duration error, weighted", "", "", share_text(c.op_duration_weighted_error));
   rows.add("matched / unmatched", QString::number(c.matched.size()),
            QString("%1 / %2").arg(c.unmatched_predicted).arg(c.unmatched_measured));
   rows.add_per_rank(

@@ -53,9 +53,12 @@ struct OperationTimeComparison {
 struct Comparison {
   double iteration_time_predicted_s = 0;  // iteration_time_us
   double iteration_time_measured_s = 0;
-  double iteration_time_error = 0;       // (predicted - measured) / measured
-  double op_duration_mape = 0;           // mean |predicted - measured| / measured over matched operations
-  std::size_t mape_operations = 0;       // matched operations with a measured duration above 0
+  double iteration_time_error = 0;  // (predicted - measured) / measured
+  double op_duration_mape = 0;      // mean |predicted - measured| / measured over matched operations
+  std::size_t mape_operations = 0;  // matched operations with a measured duration above 0
+  // sum |predicted - measured| / sum measured over the same operations: each weighs as long as
+  // it lasted, so that many short operations (a MoE run's small exchanges) do not swamp the MAPE.
+  double op_duration_weighted_error = 0;
   double bubble_fraction_predicted = 0;  // mean over ranks
   double bubble_fraction_measured = 0;
   double stolen_fraction_measured = 0;  // the largest of the ranks'; NaN when the trace does not say
