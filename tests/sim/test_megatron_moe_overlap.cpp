@@ -1,5 +1,5 @@
 // Megatron's combined 1F1B step under --overlap-moe-expert-parallel-comm, as its code runs it
-// (sim/src/simulator_overlap.cpp, MegatronCombinedStep; docs/MODEL.md, "Overlapped F&B steps"):
+// (sim/src/megatron_combined_step.cpp, run by sim/src/simulator_overlap.cpp; docs/MODEL.md, "Overlapped F&B steps"):
 // the forward's layer i beside the backward's layer n-1-i, in one fixed order on a compute and a
 // communication stream, and the forward's output sent only after the step's last all-to-all.
 // - Mixtral 8x7B, interleaved 1F1B on 4 ranks x 2 chunks (4 MoE layers a chunk, rank 0's first

@@ -1,5 +1,5 @@
 // An overlapped F&B step with the compute slowed beside the all-to-all (sim/src/pair_timeline.cpp,
-// sim/src/expert_layer_overlap.cpp, Megatron's combined step in sim/src/simulator_overlap.cpp).
+// sim/src/expert_layer_overlap.cpp, Megatron's combined step in sim/src/megatron_combined_step.cpp).
 // - One MoE layer each: F compute 4, dispatch 1, combine 1; B compute 8, 1 and 1 (the worked
 //   example of docs/MODEL.md, which takes 12 with F ending at 9). The all-to-all kernel takes 16
 //   of 132 SMs (NCCL across H100 nodes): compute beside it runs 132/116 times longer, so each
