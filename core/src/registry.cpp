@@ -136,6 +136,12 @@ const GeneratorInfo& checked_generator(std::string_view name, const SchedulePara
                         std::to_string(params.microbatch_group_size) +
                         " cannot be honoured: only Megatron's interleaved schedule (interleaved-1f1b) groups "
                         "micro-batches per chunk (leave it out)");
+  // Megatron's interleaved schedules, the ones that take its group size, alone run the overlap's
+  // extra warm-up forward.
+  if (params.overlap_moe_expert_parallel_comm && !info->traits.takes_microbatch_group_size)
+    throw ScheduleError(info->name +
+                        ": --overlap-moe-expert-parallel-comm cannot be honoured: only Megatron's interleaved schedule "
+                        "(interleaved-1f1b) runs its extra warm-up forward");
   // Every schedule holds at least this many stages; the generators check their own placement.
   const std::int64_t stages = saturating_product(params.num_ranks, params.chunks);
   check_schedule_size(info->name + ": --stages " + std::to_string(params.num_ranks) +

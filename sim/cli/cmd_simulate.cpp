@@ -53,7 +53,7 @@ struct SimulateOptions {
   std::string model, profile, trace;
   int data_parallel = 1, micro_batch_size = 1, tensor_parallel = 1, context_parallel = 1, max_mem_micro_batches = 0;
   bool recompute = false, sequence_parallel = false, no_link_sharing = false, steady_state = false, json = false,
-       quiet = false, overlap_moe_comm = false;
+       quiet = false, overlap_moe_comm = false, delay_wgrad_compute = false;
   ClusterOptions cluster;
   MegatronOptions megatron;
   std::string recompute_granularity;  // empty: --recompute decides (full or none)
@@ -114,7 +114,11 @@ void add_options(po::options_description& o, SimulateOptions& s) {
       ("overlap-moe-expert-parallel-comm", po::bool_switch(&s.overlap_moe_comm),
        "interleaved-1f1b runs each steady-state forward with the next backward as one step whose "
        "micro-batches' expert all-to-all hides behind each other's compute, as Megatron's option does "
-       "(dualpipev overlaps its F&B steps without it; default off)");
+       "(dualpipev overlaps its F&B steps without it; default off)")
+      ("delay-wgrad-compute", po::bool_switch(&s.delay_wgrad_compute),
+       "in an overlapped F&B step the backward's dispatch waits only for the experts' data gradients, their weight "
+       "gradients computed beside it, as Megatron's option does (with --overlap-moe-expert-parallel-comm or "
+       "dualpipev; default off)");
   // clang-format on
   s.cluster.add_runtime_to(model);
   s.cluster.add_links_to(model, ClusterHelp::simulate);
@@ -206,6 +210,7 @@ void check_model_only_options(const SimulateOptions& s, const po::variables_map&
   if (s.cluster.no_async_tp)
     throw UsageError("--no-async-tensor-model-parallel-allreduce needs --model: not with " + source);
   if (s.overlap_moe_comm) throw UsageError("--overlap-moe-expert-parallel-comm needs --model: not with " + source);
+  if (s.delay_wgrad_compute) throw UsageError("--delay-wgrad-compute needs --model: not with " + source);
 }
 
 // --expert-parallel with --profile: the expert-parallel size its all-to-all is predicted at (0:
@@ -225,6 +230,15 @@ int profile_expert_parallel(const SimulateOptions& s, const sim::Profile& profil
 // requires a virtual pipeline for it); a dense model has none to overlap. Plain 1F1B's pairs
 // would wait a round trip down the pipeline for the backward's input before each forward.
 void check_moe_overlap_option(const SimulateOptions& s, const sim::ModelSpec& model) {
+  // Megatron delays the weight gradients inside its combined step; DualPipeV's pairs are the
+  // other overlapped steps. Elsewhere there is no dispatch for them to run beside.
+  if (s.delay_wgrad_compute && !model.is_moe())
+    throw UsageError("--delay-wgrad-compute: " + model.name + " has no experts (a dense model)");
+  if (s.delay_wgrad_compute && !s.overlap_moe_comm && s.schedule != "dualpipev")
+    throw UsageError(
+        "--delay-wgrad-compute: for the overlapped F&B steps of --overlap-moe-expert-parallel-comm or dualpipev, "
+        "not --schedule " +
+        s.schedule + " without them");
   if (!s.overlap_moe_comm) return;
   if (!model.is_moe())
     throw UsageError("--overlap-moe-expert-parallel-comm: " + model.name + " has no experts (a dense model)");
@@ -289,6 +303,7 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
         parallel.fp8 != sim::Fp8Format::none ? fmt::format(", fp8 {}", sim::fp8_format_name(parallel.fp8)) : "");
     source.costs = sim::derive_costs(model, device, topology, parallel);
     source.costs.overlap_moe_all_to_all = s.overlap_moe_comm;
+    source.costs.delay_wgrad_compute = s.delay_wgrad_compute;
     source.topology = sim::with_parallel_layout(topology, parallel);
     source.memory_limit_bytes = max_mem > 0 ? max_mem : device.memory_bytes;
     source.parameters = model.total_parameters();
@@ -438,6 +453,8 @@ int run_simulate(const std::vector<std::string>& args) {
   po::notify(vm);
   check_numbers(s);
   s.params.chunks_given = given(vm, "chunks");
+  // Megatron's overlap adds a warm-up forward to its interleaved order (checked with the model).
+  s.params.overlap_moe_expert_parallel_comm = s.overlap_moe_comm;
   check_microbatch_group_size_option(vm, s.params);
   check_model_only_options(s, vm);
   check_zb_auto_options(s, vm);

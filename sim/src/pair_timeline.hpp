@@ -19,11 +19,15 @@ struct PairPiece {
   bool backward_pass = false;
   double work_s = 0;                                          // its time alone, not slowed
   AllToAllPiece::Kind kind = AllToAllPiece::Kind::DispatchF;  // link pieces only
+  // A delayed weight gradient (Megatron's delay_wgrad_compute): it waits for its pass's previous
+  // piece like any other, but its pass's next piece does not wait for it, only for that one.
+  bool off_chain = false;
 };
 
 // How a free resource picks its next piece: in the order the pieces were issued to it (CUDA
 // streams: Megatron's combined step), or the next piece of whichever pass is ready, the
-// backward's when both are (DualPipeV's list scheduling).
+// backward's when both are, a delayed weight gradient only when the compute has nothing else
+// ready (DualPipeV's list scheduling).
 enum class PairOrder { IssueOrder, FirstReady };
 
 struct PairTimeline {

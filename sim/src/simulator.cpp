@@ -97,6 +97,7 @@ bool Engine::timed_duration(std::int32_t rank, const CompiledInstruction& ci, bo
         duration = std::max(0.0, r.pair_end_s - now);
         r.pair_backward_pc = -1;
       } else if (any_all_to_all_) {
+        if (lone_backward_is_a_step(ci)) duration = lone_backward_step_s(ci, duration);
         account_lone_all_to_all(rank, ci, now);
       }
       note_weight_pass(ci.stage, now, duration);

@@ -126,6 +126,11 @@ class Engine {
   // simulator_overlap.cpp: overlapped F&B steps and the experts' all-to-all.
   void find_overlapped_steps();
   double backward_duration_s(const CompiledInstruction& ci) const;
+  double delayed_weight_gradient_s(const CompiledInstruction& ci) const;
+  bool lone_backward_is_a_step(const CompiledInstruction& ci) const;
+  OverlappedStep lone_backward_step(const CompiledInstruction& ci) const;
+  // A lone backward's length as a combined step with no forward; counts what it hides.
+  double lone_backward_step_s(const CompiledInstruction& ci, double alone_s);
   bool begin_overlapped_step(std::int32_t rank, const CompiledInstruction& forward, double& now, double& duration);
   void account_lone_all_to_all(std::int32_t rank, const CompiledInstruction& ci, double start);
 

@@ -5,101 +5,10 @@
 #include <utility>
 #include <vector>
 
-#include "pair_timeline.hpp"
+#include "megatron_combined_step.hpp"
 #include "simulator_engine.hpp"
 
 namespace pipescope::sim::event_loop {
-
-namespace {
-
-// Megatron's combined 1F1B step (--overlap-moe-expert-parallel-comm), as its code runs it:
-// megatron/core/models/common/model_chunk_schedule_plan.py, TransformerModelChunkSchedulePlan.run
-// and TransformerLayerSchedulePlan.run. The forward's layer i runs beside the backward's layer
-// n-1-i, each layer pair issued in one fixed order onto two CUDA streams, each stream running
-// its work in issue order:
-//   communication: combine_b | dispatch_f -> dispatch_b | combine_f
-//   computation:   pre_dispatch_f | mlp_b -> mlp_f | pre_dispatch_b
-// (pre_dispatch: attention and router; mlp: the experts), each piece also waiting for its own
-// pass's previous piece. Layers one pass has more of run alone afterwards, the backward's first.
-// The forward's output is sent (post_forward) only after every layer of both passes has been
-// issued, on the communication stream, so it leaves behind the step's last all-to-all: not as
-// soon as the forward's own pieces end. Each layer's compute is split evenly between its two
-// parts, as in overlapped_step; the compute runs slower while an all-to-all is on the wire
-// (pair_timeline.hpp).
-class MegatronCombinedStep {
- public:
-  MegatronCombinedStep(double forward_compute_s, const ExpertAllToAll& forward, double backward_compute_s,
-                       const ExpertAllToAll& backward)
-      : forward_(slice_of(forward_compute_s, forward, false)),
-        backward_(slice_of(backward_compute_s, backward, true)),
-        compute_slowdown_(std::max(forward.compute_slowdown, backward.compute_slowdown)) {}
-
-  OverlappedStep run() {
-    const int paired = std::min(forward_.layers, backward_.layers);
-    for (int layer = 0; layer < paired; ++layer) {
-      link_piece(backward_.combine_s, AllToAllPiece::Kind::CombineB, true);
-      compute_piece(forward_.half_compute_s, false);
-      compute_piece(backward_.half_compute_s, true);
-      link_piece(forward_.dispatch_s, AllToAllPiece::Kind::DispatchF, false);
-      link_piece(backward_.dispatch_s, AllToAllPiece::Kind::DispatchB, true);
-      compute_piece(forward_.half_compute_s, false);
-      link_piece(forward_.combine_s, AllToAllPiece::Kind::CombineF, false);
-      compute_piece(backward_.half_compute_s, true);
-    }
-    for (int layer = paired; layer < backward_.layers; ++layer) {
-      link_piece(backward_.combine_s, AllToAllPiece::Kind::CombineB, true);
-      compute_piece(backward_.half_compute_s, true);
-      link_piece(backward_.dispatch_s, AllToAllPiece::Kind::DispatchB, true);
-      compute_piece(backward_.half_compute_s, true);
-    }
-    for (int layer = paired; layer < forward_.layers; ++layer) {
-      compute_piece(forward_.half_compute_s, false);
-      link_piece(forward_.dispatch_s, AllToAllPiece::Kind::DispatchF, false);
-      compute_piece(forward_.half_compute_s, false);
-      link_piece(forward_.combine_s, AllToAllPiece::Kind::CombineF, false);
-    }
-    detail::PairTimeline timeline =
-        detail::run_pair_timeline(issued_, detail::PairOrder::IssueOrder, compute_slowdown_);
-    OverlappedStep step;
-    step.forward_end_s = std::max(timeline.forward_end_s, timeline.link_free_s);
-    step.backward_end_s = std::max({timeline.backward_end_s, timeline.compute_free_s, timeline.link_free_s});
-    step.pieces = std::move(timeline.link_pieces);
-    return step;
-  }
-
- private:
-  struct PassSlices {
-    int layers = 1;
-    double half_compute_s = 0;
-    double dispatch_s = 0;
-    double combine_s = 0;
-  };
-
-  // A pass with no MoE layer is one compute slice, as in overlapped_step.
-  static PassSlices slice_of(double compute_s, const ExpertAllToAll& a2a, bool backward) {
-    PassSlices p;
-    p.layers = std::max(a2a.moe_layers, 1);
-    p.half_compute_s = compute_s / (2.0 * p.layers);
-    p.dispatch_s = (backward ? a2a.dispatch_b_s : a2a.dispatch_f_s) / p.layers;
-    p.combine_s = (backward ? a2a.combine_b_s : a2a.combine_f_s) / p.layers;
-    return p;
-  }
-
-  void compute_piece(double duration_s, bool backward) {
-    if (duration_s > 0) issued_.push_back({detail::PairResource::Compute, backward, duration_s});
-  }
-
-  void link_piece(double duration_s, AllToAllPiece::Kind kind, bool backward) {
-    if (duration_s > 0) issued_.push_back({detail::PairResource::Link, backward, duration_s, kind});
-  }
-
-  PassSlices forward_;
-  PassSlices backward_;
-  double compute_slowdown_ = 1;
-  std::vector<detail::PairPiece> issued_;
-};
-
-}  // namespace
 
 // Which forwards start an overlapped F&B step: those the generator marked (DualPipeV), and
 // under Megatron's --overlap-moe-expert-parallel-comm every forward whose rank next runs the
@@ -148,6 +57,38 @@ double Engine::backward_duration_s(const CompiledInstruction& ci) const {
   return c.backward_pass_s() - effects_[ci.stage].weight_gradient_saving_s(ci.micro_batch);
 }
 
+// The weight gradients of a full backward that --delay-wgrad-compute moves off the pass's chain:
+// the stage's own split of a backward into B and W (StageCost::b_s, w_s, as the zero-bubble
+// schedules run them), less what the first accumulation saves. 0 without the option, and for a
+// BackwardInput, whose weight gradients are a BackwardWeight of their own.
+double Engine::delayed_weight_gradient_s(const CompiledInstruction& ci) const {
+  if (!costs_.delay_wgrad_compute || ci.op != Op::BackwardPass) return 0;
+  const StageCost& c = stage_[ci.stage];
+  if (c.b_s + c.w_s <= 0) return 0;
+  const double weight_s = c.w_s / (c.b_s + c.w_s) * c.backward_pass_s();
+  return std::max(0.0, weight_s - effects_[ci.stage].weight_gradient_saving_s(ci.micro_batch));
+}
+
+// Under Megatron's overlap a backward run alone (the cool-down) goes through the combined step
+// too, with no forward beside it: with delayed weight gradients its own dispatch hides behind
+// them. Without them it is the pass's compute and all-to-all one after the other.
+bool Engine::lone_backward_is_a_step(const CompiledInstruction& ci) const {
+  return costs_.overlap_moe_all_to_all && costs_.delay_wgrad_compute && costs_.runtime.overlapped_steps &&
+         ci.op == Op::BackwardPass && stage_[ci.stage].all_to_all.any();
+}
+
+OverlappedStep Engine::lone_backward_step(const CompiledInstruction& ci) const {
+  const StageCost& c = stage_[ci.stage];
+  return detail::megatron_combined_step(
+      {0, {}, backward_duration_s(ci) - c.all_to_all.backward_s(), c.all_to_all, delayed_weight_gradient_s(ci)});
+}
+
+double Engine::lone_backward_step_s(const CompiledInstruction& ci, double alone_s) {
+  const double step_s = lone_backward_step(ci).length_s();
+  all_to_all_.hidden_s += std::max(0.0, alone_s - step_s);
+  return step_s;
+}
+
 // An overlapped step starts once both passes' inputs are there, as DualPipe and Megatron
 // receive both before it: false while the backward's is not known yet (the rank waits for
 // it). Otherwise `now` moves to the step's start, `duration` becomes the forward's part and
@@ -170,11 +111,13 @@ bool Engine::begin_overlapped_step(std::int32_t rank, const CompiledInstruction&
   const double backward_s = backward_duration_s(backward);
   const double forward_compute_s = fc.f_s - fc.all_to_all.forward_s();
   const double backward_compute_s = backward_s - bc.all_to_all.backward_s();
+  const double weight_s = delayed_weight_gradient_s(backward);
   // DualPipeV's pairs (marked by its generator) interleave freely; Megatron's follow its code.
   const OverlappedStep step =
       forward.overlaps_next_backward
-          ? overlapped_step(forward_compute_s, fc.all_to_all, backward_compute_s, bc.all_to_all)
-          : MegatronCombinedStep(forward_compute_s, fc.all_to_all, backward_compute_s, bc.all_to_all).run();
+          ? overlapped_step(forward_compute_s, fc.all_to_all, backward_compute_s, bc.all_to_all, weight_s)
+          : detail::megatron_combined_step(
+                {forward_compute_s, fc.all_to_all, backward_compute_s, bc.all_to_all, weight_s});
   duration = step.forward_end_s;
   r.pair_backward_pc = pair_backward_[r.pc];
   r.pair_end_s = now + step.length_s();
@@ -195,6 +138,8 @@ void Engine::account_lone_all_to_all(std::int32_t rank, const CompiledInstructio
   if (forward) {
     add_all_to_all_events(rank, ci, nullptr, overlapped_step(c.f_s - c.all_to_all.forward_s(), c.all_to_all, 0, {}),
                           start);
+  } else if (lone_backward_is_a_step(ci)) {
+    add_all_to_all_events(rank, ci, &ci, lone_backward_step(ci), start);
   } else {
     const double compute_s = backward_duration_s(ci) - c.all_to_all.backward_s();
     add_all_to_all_events(rank, ci, &ci, overlapped_step(0, {}, compute_s, c.all_to_all), start);

@@ -18,6 +18,14 @@
 //   are refused.
 // - --microbatch-group-size-per-vp-stage is refused by every schedule that does not group
 //   micro-batches (1f1b, zb-h1, ...), naming the option.
+// - --overlap-moe-expert-parallel-comm (ScheduleParams::overlap_moe_expert_parallel_comm): one
+//   more warm-up forward on every rank (get_pp_rank_microbatches), derived by hand from
+//   Megatron's code for p = 2, v = 2, m = 4 (G = 2; table 0.0 0.1 1.0 1.1 0.2 0.3 1.2 1.3 as
+//   chunk.micro-batch): rank 0 warms up with 2 x 1 + 2 + 1 = 5 forwards instead of 4, rank 1
+//   with 0 + 2 + 1 = 3 instead of 2; the k-th steady step is still forward k + warm-up with
+//   backward k, so every steady step pairs two micro-batches (rank 1's F1.0 B1.0 becomes F1.1
+//   B1.0). Capped at m x v (p = 2, v = 2, m = 2: unchanged); refused by the schedules other than
+//   Megatron's interleaved one, and by interleaved-1f1b@0.1, whose releases had no such option.
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -76,13 +84,14 @@ ScheduleParams params_of(const MegatronCase& c) {
 std::string megatron_line(const ComputeOrder& order, int rank) {
   std::string line = "r" + std::to_string(rank) + ":";
   for (const Instruction& instr : order.per_rank[rank])
-    line += std::string(" ") + (instr.op == Op::ForwardPass ? "F" : "B") + std::to_string(instr.stage / order.num_ranks) +
-            "." + std::to_string(instr.micro_batch);
+    line += std::string(" ") + (instr.op == Op::ForwardPass ? "F" : "B") +
+            std::to_string(instr.stage / order.num_ranks) + "." + std::to_string(instr.micro_batch);
   return line;
 }
 
 std::vector<std::string> megatron_lines(const ComputeOrder& order) {
   std::vector<std::string> lines;
+  lines.reserve(static_cast<std::size_t>(order.num_ranks));
   for (int r = 0; r < order.num_ranks; ++r) lines.push_back(megatron_line(order, r));
   return lines;
 }
@@ -174,7 +183,8 @@ TEST_CASE("interleaved-1f1b@0.1 keeps megatron-core 0.1 .. 0.9's rules", "[megat
     for (int k = 0; k < 8; ++k) CHECK(old_order.per_rank[r][k].op == Op::ForwardPass);
   }
   const ComputeOrder today = *make_compute_order("interleaved-1f1b", params(4, 4, 2, true));
-  CHECK(megatron_line(today, 3) == "r3: F0.0 F0.1 F0.2 F0.3 F1.0 B1.0 F1.1 B1.1 F1.2 B1.2 F1.3 B1.3 B0.0 B0.1 B0.2 B0.3");
+  CHECK(megatron_line(today, 3) ==
+        "r3: F0.0 F0.1 F0.2 F0.3 F1.0 B1.0 F1.1 B1.1 F1.2 B1.2 F1.3 B1.3 B0.0 B0.1 B0.2 B0.3");
   CHECK_NOTHROW(validate(make_schedule("interleaved-1f1b@0.1", params(4, 4, 2, true))));
 
   // m a multiple of p above p: the same order as today's (the SC'21 runs: p 4, v 3, m 28, ...).
@@ -186,8 +196,9 @@ TEST_CASE("interleaved-1f1b@0.1 keeps megatron-core 0.1 .. 0.9's rules", "[megat
               megatron_lines(*make_compute_order("interleaved-1f1b", params(p, m, v, true))));
       }
 
-  CHECK_THAT(refusal_of("interleaved-1f1b@0.1", params(4, 6, 2, true)),
-             Catch::StartsWith("interleaved-1f1b@0.1: ") && Catch::Contains("multiple of the number of pipeline ranks"));
+  CHECK_THAT(
+      refusal_of("interleaved-1f1b@0.1", params(4, 6, 2, true)),
+      Catch::StartsWith("interleaved-1f1b@0.1: ") && Catch::Contains("multiple of the number of pipeline ranks"));
   ScheduleParams grouped = params(4, 8, 2, true);
   grouped.microbatch_group_size = 5;
   CHECK_THAT(refusal_of("interleaved-1f1b@0.1", grouped), Catch::Contains("--microbatch-group-size-per-vp-stage 5"));
@@ -236,7 +247,8 @@ TEST_CASE("interleaved-1f1b@VERSION picks megatron-core's behaviour by release",
     CHECK(info->name == "interleaved-1f1b@0.10");
   }
   CHECK(registry.find("interleaved-1f1b@0.20") == nullptr);
-  CHECK_THAT(registry.why_unknown("interleaved-1f1b@0.20"), Catch::Contains("newer than the newest one checked, 0.19.2"));
+  CHECK_THAT(registry.why_unknown("interleaved-1f1b@0.20"),
+             Catch::Contains("newer than the newest one checked, 0.19.2"));
   CHECK(registry.find("interleaved-1f1b@0.0.9") == nullptr);
   CHECK_THAT(registry.why_unknown("interleaved-1f1b@0.0.9"), Catch::Contains("older than the oldest one reproduced"));
   // The plain name and the newest entry are the same behaviour.
@@ -258,5 +270,51 @@ TEST_CASE("a group size is refused by the schedules that do not group micro-batc
     }
     CHECK_THAT(message, Catch::StartsWith(std::string(name) + ": ") &&
                             Catch::Contains("--microbatch-group-size-per-vp-stage 4 cannot be honoured"));
+  }
+}
+
+TEST_CASE("interleaved-1f1b under --overlap-moe-expert-parallel-comm warms up with one more forward", "[megatron]") {
+  ScheduleParams p = params(2, 4, 2, true);
+  CHECK(
+      megatron_lines(*make_compute_order("interleaved-1f1b", p)) ==
+      std::vector<std::string>{"r0: F0.0 F0.1 F1.0 F1.1 F0.2 B1.0 F0.3 B1.1 F1.2 B0.0 F1.3 B0.1 B1.2 B1.3 B0.2 B0.3",
+                               "r1: F0.0 F0.1 F1.0 B1.0 F1.1 B1.1 F0.2 B0.0 F0.3 B0.1 F1.2 B1.2 F1.3 B1.3 B0.2 B0.3"});
+  p.overlap_moe_expert_parallel_comm = true;
+  CHECK(
+      megatron_lines(*make_compute_order("interleaved-1f1b", p)) ==
+      std::vector<std::string>{"r0: F0.0 F0.1 F1.0 F1.1 F0.2 F0.3 B1.0 F1.2 B1.1 F1.3 B0.0 B0.1 B1.2 B1.3 B0.2 B0.3",
+                               "r1: F0.0 F0.1 F1.0 F1.1 B1.0 F0.2 B1.1 F0.3 B0.0 F1.2 B0.1 F1.3 B1.2 B1.3 B0.2 B0.3"});
+  CHECK_NOTHROW(validate(make_schedule("interleaved-1f1b", p)));
+
+  // Every steady-state step of a larger case pairs a forward with another micro-batch's backward.
+  ScheduleParams larger = params(4, 8, 2, true);
+  larger.overlap_moe_expert_parallel_comm = true;
+  const ComputeOrder order = *make_compute_order("interleaved-1f1b", larger);
+  for (const std::vector<Instruction>& ops : order.per_rank)
+    for (std::size_t i = 0; i + 1 < ops.size(); ++i)
+      if (ops[i].op == Op::ForwardPass && ops[i + 1].op == Op::BackwardPass)
+        CHECK(ops[i].micro_batch != ops[i + 1].micro_batch);
+  CHECK_NOTHROW(validate(make_schedule("interleaved-1f1b", larger)));
+
+  // No more warm-up forwards than there are forwards.
+  ScheduleParams all_warm_up = params(2, 2, 2, true);
+  const std::vector<std::string> plain = megatron_lines(*make_compute_order("interleaved-1f1b", all_warm_up));
+  all_warm_up.overlap_moe_expert_parallel_comm = true;
+  CHECK(megatron_lines(*make_compute_order("interleaved-1f1b", all_warm_up))[0] == plain[0]);
+}
+
+TEST_CASE("the overlap's warm-up forward is refused where Megatron's interleaved schedule does not run", "[megatron]") {
+  for (const char* name : {"1f1b", "zb-h1", "dualpipev", "interleaved-1f1b@0.1"}) {
+    INFO(name);
+    ScheduleParams p = params(4, 8, std::string(name) == "interleaved-1f1b@0.1" ? 2 : 1, true);
+    if (std::string(name) == "dualpipev") p.chunks = 2;
+    p.overlap_moe_expert_parallel_comm = true;
+    std::string message;
+    try {
+      make_schedule(name, p);
+    } catch (const ScheduleError& e) {
+      message = e.what();
+    }
+    CHECK_THAT(message, Catch::Contains("--overlap-moe-expert-parallel-comm"));
   }
 }

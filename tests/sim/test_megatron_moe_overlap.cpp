@@ -1,5 +1,5 @@
 // Megatron's combined 1F1B step under --overlap-moe-expert-parallel-comm, as its code runs it
-// (sim/src/simulator_overlap.cpp, MegatronCombinedStep; docs/MODEL.md, "Overlapped F&B steps"):
+// (sim/src/megatron_combined_step.cpp, run by sim/src/simulator_overlap.cpp; docs/MODEL.md, "Overlapped F&B steps"):
 // the forward's layer i beside the backward's layer n-1-i, in one fixed order on a compute and a
 // communication stream, and the forward's output sent only after the step's last all-to-all.
 // - Mixtral 8x7B, interleaved 1F1B on 4 ranks x 2 chunks (4 MoE layers a chunk, rank 0's first
@@ -114,4 +114,24 @@ TEST_CASE("a link-bound Megatron pair takes both passes' all-to-all one after th
   REQUIRE(r.all_to_all.overlapped_pairs > 0);
   // Nothing to hide the link behind: at most the few microseconds of compute are saved a pair.
   CHECK(r.all_to_all.hidden_s <= 3e-6 * r.all_to_all.overlapped_pairs + 1e-9);
+}
+
+TEST_CASE("the overlap's extra warm-up forward holds one more micro-batch's activations on every rank") {
+  // p = 4, v = 2, m = 8 (G = 4): ranks warm up with 10, 8, 6, 4 forwards, 11, 9, 7, 5 with the
+  // overlap; each forward keeps 2 bytes until its backward, so the peaks (warm-up + 1 in flight
+  // before the first backward frees) go from 22, 18, 14, 10 to 24, 20, 16, 12.
+  ScheduleParams params;
+  params.num_ranks = 4;
+  params.num_micro_batches = 8;
+  params.chunks = 2;
+  const CostModel costs = CostModel::uniform(1, 1, 1, 0, 2, -1, -1);
+  const SimResult plain = simulate(compile(lower(interleaved_1f1b_order(params))), costs, Topology{});
+  params.overlap_moe_expert_parallel_comm = true;
+  const SimResult warmed = simulate(compile(lower(interleaved_1f1b_order(params))), costs, Topology{});
+  const std::vector<std::int64_t> plain_peaks{22, 18, 14, 10};
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r);
+    CHECK(plain.summary.ranks[r].peak_memory_bytes == plain_peaks[r]);
+    CHECK(warmed.summary.ranks[r].peak_memory_bytes == plain_peaks[r] + 2);
+  }
 }

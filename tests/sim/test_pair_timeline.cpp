@@ -1,5 +1,5 @@
 // An overlapped F&B step with the compute slowed beside the all-to-all (sim/src/pair_timeline.cpp,
-// sim/src/expert_layer_overlap.cpp, Megatron's combined step in sim/src/simulator_overlap.cpp).
+// sim/src/expert_layer_overlap.cpp, Megatron's combined step in sim/src/megatron_combined_step.cpp).
 // - One MoE layer each: F compute 4, dispatch 1, combine 1; B compute 8, 1 and 1 (the worked
 //   example of docs/MODEL.md, which takes 12 with F ending at 9). The all-to-all kernel takes 16
 //   of 132 SMs (NCCL across H100 nodes): compute beside it runs 132/116 times longer, so each
@@ -11,6 +11,12 @@
 // - A pass alone never runs compute beside its own all-to-all: 4 + 2 = 6 whatever the SMs.
 // - A link-bound pair (compute 2, all-to-all 3 + 3 each) takes 12, the all-to-all's sum; slowed,
 //   never less. A pair with nothing on the link is not slowed at all.
+// - DualPipeV's free interleaving with delayed weight gradients (F compute 4, dispatch and
+//   combine 3; B compute 8 of which 4 weight gradients, 3 and 3): B's combine 0-3, F 0-2, F's
+//   dispatch 3-6 beside B's experts' data gradients 3-5, their weight gradients 5-7 filling the
+//   compute (F waits for its dispatch), B's dispatch 6-9, F 7-9, F's combine 9-12 beside B's
+//   data gradients 9-11, the last weight gradients 11-13: 13 with F's combine ending at 12,
+//   against 14 and 13 with B's dispatch waiting for its experts' whole backward.
 // - Mixtral 8x7B, interleaved 1F1B with Megatron's overlap, EP 8 over nodes of 4 on H100: the
 //   slowed pairs hide less and the iteration is longer than the same costs with no SMs taken.
 #include <catch2/catch.hpp>
@@ -114,6 +120,18 @@ TEST_CASE("a pass alone is not slowed by its own all-to-all, and a slowed pair i
   CHECK(overlapped_step(2, pair_layer(3, 3, kSlowdown), 2, pair_layer(3, 3, kSlowdown)).length_s() >= link_bound);
   // A compute-only pair (a dense stage) has nothing on the link: no slowdown applies.
   CHECK(overlapped_step(4, pair_layer(0, 0, kSlowdown), 8, pair_layer(0, 0, kSlowdown)).length_s() == 12);
+}
+
+TEST_CASE("DualPipeV's pairs run delayed weight gradients where the compute has nothing else ready") {
+  const OverlappedStep whole = overlapped_step(4, pair_layer(3, 3, 1), 8, pair_layer(3, 3, 1));
+  CHECK(whole.length_s() == 14);
+  CHECK(whole.forward_end_s == 13);
+  const OverlappedStep delayed = overlapped_step(4, pair_layer(3, 3, 1), 8, pair_layer(3, 3, 1), 4);
+  CHECK(delayed.length_s() == 13);
+  CHECK(delayed.forward_end_s == 12);
+  REQUIRE(delayed.pieces.size() == 4);
+  CHECK(delayed.pieces[2].kind == AllToAllPiece::Kind::DispatchB);
+  CHECK(delayed.pieces[2].start_s == 6);
 }
 
 TEST_CASE("Megatron's overlapped pairs hide less once the all-to-all's SMs are priced") {

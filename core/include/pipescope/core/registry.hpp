@@ -23,6 +23,11 @@ struct ScheduleParams {
   // Megatron's --microbatch-group-size-per-vp-stage G: how many micro-batches go through one
   // chunk before the next (interleaved-1f1b); 0 when not given, which means P as in Megatron.
   int microbatch_group_size = 0;
+  // Megatron's --overlap-moe-expert-parallel-comm: its interleaved schedule runs one more warm-up
+  // forward on every rank, so that each steady-state step pairs a forward with another
+  // micro-batch's backward (get_pp_rank_microbatches). Only the schedules that take Megatron's
+  // group size honour it; the others refuse it.
+  bool overlap_moe_expert_parallel_comm = false;
 };
 
 // How a schedule of two or more chunks puts its stages on ranks: loop (stage s on rank s mod p,

@@ -93,6 +93,10 @@ double overlapped_reduce_grads_end_s(const StageCost& c, double pass_start_s, do
 // A pass alone (the other's times zero) takes its compute plus its all-to-all; together they
 // take about max(compute F + B, all-to-all F + B) plus what the first and last slices cannot
 // hide. Each all-to-all piece is reported with its place in time, for the trace.
+// `backward_weight_s` (Megatron's delay_wgrad_compute; 0: off) is the part of
+// `backward_compute_s` that is weight gradients: each compute part of a backward slice is then its
+// data gradient followed by its share of these, and the slice's next piece waits for the data
+// gradient only; the weight gradients run when the compute has nothing else ready.
 struct AllToAllPiece {
   enum class Kind { DispatchF, CombineF, DispatchB, CombineB };
   Kind kind = Kind::DispatchF;
@@ -107,7 +111,7 @@ struct OverlappedStep {
   double length_s() const { return forward_end_s > backward_end_s ? forward_end_s : backward_end_s; }
 };
 OverlappedStep overlapped_step(double forward_compute_s, const ExpertAllToAll& forward, double backward_compute_s,
-                               const ExpertAllToAll& backward);
+                               const ExpertAllToAll& backward, double backward_weight_s = 0);
 // The trace's kind of a piece (its name, ALL_TO_ALL_DISPATCH_F, ..., is the kinds' table's)
 traces::EventKind all_to_all_event_kind(AllToAllPiece::Kind kind);
 
@@ -189,6 +193,12 @@ struct CostModel {
   // there only, as Megatron requires a virtual pipeline) runs as one overlapped F&B step.
   // DualPipeV's pairs overlap without it: its generator marks them.
   bool overlap_moe_all_to_all = false;
+  // Megatron's --delay-wgrad-compute (with the pairs above or DualPipeV's): in an overlapped
+  // step the backward's dispatch waits only for the experts' data gradients, their weight
+  // gradients running on the compute beside it (and the attention's beside the next layer's
+  // combine); under Megatron's overlap a backward run alone is cut the same way, as its
+  // combined step runs it too.
+  bool delay_wgrad_compute = false;
 
   const StageCost& stage(int s) const {
     return stages.size() == 1 ? stages.front() : stages[static_cast<std::size_t>(s)];
