@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <torch/autograd.h>
+#include <torch/csrc/autograd/graph_task.h>
 
 #include <cstdint>
 #include <numeric>
@@ -64,6 +65,38 @@ at::Tensor exchange_rows(ExpertParallel& ep, const at::Tensor& given, const std:
   return output;
 }
 
+// saved_data's key of what a backward exchange brought, while the graph is kept.
+constexpr const char* kKeptExchangeGradientKey = "kept_gradient";
+
+// The way back of an exchange: what arrived goes back where it came from.
+//
+// A split backward walks the graph twice from the same seeds: the input half (BackwardInput)
+// keeps the graph, the weight half (BackwardWeight) walks it again. The gradient the exchange
+// brings back is the same both times, so a walk that keeps the graph keeps it too, and the next
+// walk takes it instead of exchanging: the weight half talks to no other rank. The walk that
+// frees the graph (the weight half) frees it; the graph's end frees it otherwise.
+at::Tensor gradient_brought_back(AutogradContext* ctx, const at::Tensor& grad) {
+  // The walk's own flag, not the runtime's thread-local pass: on a GPU the autograd engine runs
+  // this on its device thread.
+  const bool graph_kept = torch::autograd::get_current_graph_task_keep_graph();
+  auto& saved = ctx->saved_data;
+  if (const auto kept = saved.find(kKeptExchangeGradientKey); kept != saved.end()) {
+    at::Tensor brought = kept->second.toTensor();
+    if (!graph_kept) saved.erase(kept);
+    return brought;
+  }
+  // saved_data holds IValues only, so the group travels as its address; the engine that owns it
+  // outlives every graph it runs.
+  auto* ep = reinterpret_cast<ExpertParallel*>(  // NOLINT(performance-no-int-to-ptr)
+      static_cast<std::intptr_t>(saved["expert_parallel"].toInt()));
+  at::Tensor brought =
+      exchange_rows(*ep, grad, saved["input_splits"].toIntVector(), saved["output_splits"].toIntVector(),
+                    static_cast<traces::EventKind>(saved["backward_kind"].toInt()), saved["histogram"].toIntVector(),
+                    saved["layer"].toStringRef());
+  if (graph_kept) saved[kKeptExchangeGradientKey] = brought;
+  return brought;
+}
+
 class AllToAllFunction : public torch::autograd::Function<AllToAllFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, std::vector<std::int64_t> output_splits,
@@ -81,16 +114,9 @@ class AllToAllFunction : public torch::autograd::Function<AllToAllFunction> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    // saved_data holds IValues only, so the group travels as its address; the engine that owns
-    // it outlives every graph it runs.
-    auto* ep = reinterpret_cast<ExpertParallel*>(  // NOLINT(performance-no-int-to-ptr)
-        static_cast<std::intptr_t>(ctx->saved_data["expert_parallel"].toInt()));
-    // The way back: what arrived goes back where it came from.
-    at::Tensor grad = exchange_rows(*ep, grads.at(0), ctx->saved_data["input_splits"].toIntVector(),
-                                    ctx->saved_data["output_splits"].toIntVector(),
-                                    static_cast<traces::EventKind>(ctx->saved_data["backward_kind"].toInt()),
-                                    ctx->saved_data["histogram"].toIntVector(), ctx->saved_data["layer"].toStringRef());
-    return {grad, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    variable_list out(8);  // the rows' gradient; the other arguments have none
+    out[0] = gradient_brought_back(ctx, grads.at(0));
+    return out;
   }
 };
 
