@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <torch/autograd.h>
+#include <torch/csrc/autograd/graph_task.h>
 
 #include <cstdint>
 #include <numeric>
@@ -73,6 +74,42 @@ at::Tensor inverse_of(const at::Tensor& permutation) {
   return permutation.defined() ? at::argsort(permutation, /*stable=*/true, 0) : permutation;
 }
 
+// saved_data's key of what a backward exchange brought, while the graph is kept.
+constexpr const char* kKeptExchangeGradientKey = "kept_gradient";
+
+// The way back of an exchange: what arrived goes back where it came from.
+//
+// A split backward walks the graph twice from the same seeds: the input half (BackwardInput)
+// keeps the graph, the weight half (BackwardWeight) walks it again. The gradient the exchange
+// brings back is the same both times, so a walk that keeps the graph keeps it too, and the next
+// walk takes it instead of exchanging: the weight half talks to no other rank. The walk that
+// frees the graph (the weight half) frees it; the graph's end frees it otherwise.
+at::Tensor gradient_brought_back(AutogradContext* ctx, const at::Tensor& grad) {
+  // The walk's own flag, not the runtime's thread-local pass: on a GPU the autograd engine runs
+  // this on its device thread.
+  const bool graph_kept = torch::autograd::get_current_graph_task_keep_graph();
+  auto& saved = ctx->saved_data;
+  if (const auto kept = saved.find(kKeptExchangeGradientKey); kept != saved.end()) {
+    at::Tensor brought = kept->second.toTensor();
+    if (!graph_kept) saved.erase(kept);
+    return brought;
+  }
+  // saved_data holds IValues only, so the group travels as its address; the engine that owns it
+  // outlives every graph it runs.
+  auto* ep = reinterpret_cast<ExpertParallel*>(  // NOLINT(performance-no-int-to-ptr)
+      static_cast<std::intptr_t>(saved["expert_parallel"].toInt()));
+  const auto order_of = [&saved](const char* name) {
+    const auto found = saved.find(name);
+    return found != saved.end() && found->second.isTensor() ? found->second.toTensor() : at::Tensor();
+  };
+  at::Tensor brought =
+      exchange_rows(*ep, grad, saved["input_splits"].toIntVector(), saved["output_splits"].toIntVector(),
+                    static_cast<traces::EventKind>(saved["backward_kind"].toInt()), saved["histogram"].toIntVector(),
+                    saved["layer"].toStringRef(), -1, order_of("before_leaving"), order_of("after_arrival"));
+  if (graph_kept) saved[kKeptExchangeGradientKey] = brought;
+  return brought;
+}
+
 class AllToAllFunction : public torch::autograd::Function<AllToAllFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, std::vector<std::int64_t> output_splits,
@@ -94,22 +131,9 @@ class AllToAllFunction : public torch::autograd::Function<AllToAllFunction> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    // saved_data holds IValues only, so the group travels as its address; the engine that owns
-    // it outlives every graph it runs.
-    auto* ep = reinterpret_cast<ExpertParallel*>(  // NOLINT(performance-no-int-to-ptr)
-        static_cast<std::intptr_t>(ctx->saved_data["expert_parallel"].toInt()));
-    // The way back: what arrived goes back where it came from.
-    const auto order_of = [ctx](const char* name) {
-      const c10::IValue& v = ctx->saved_data[name];
-      return v.isTensor() ? v.toTensor() : at::Tensor();
-    };
-    at::Tensor grad = exchange_rows(*ep, grads.at(0), ctx->saved_data["input_splits"].toIntVector(),
-                                    ctx->saved_data["output_splits"].toIntVector(),
-                                    static_cast<traces::EventKind>(ctx->saved_data["backward_kind"].toInt()),
-                                    ctx->saved_data["histogram"].toIntVector(), ctx->saved_data["layer"].toStringRef(),
-                                    -1, order_of("before_leaving"), order_of("after_arrival"));
-    return {grad,         at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    variable_list out(9);  // the rows' gradient; the other arguments have none
+    out[0] = gradient_brought_back(ctx, grads.at(0));
+    return out;
   }
 };
 

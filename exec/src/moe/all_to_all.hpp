@@ -1,7 +1,9 @@
 // The differentiable all-to-all of a MoE layer: the forward sends rows by `input_splits` and
 // receives them by `output_splits` over the expert-parallel group; the backward sends the
 // gradients back the other way. Each exchange is recorded (ExpertParallel::record) for the
-// measured trace under its forward or backward name.
+// measured trace under its forward or backward name. A backward walk that keeps the graph (the
+// runtime's BackwardInput) keeps what the way back brought, and the next walk from the same
+// seeds (its BackwardWeight) takes it instead of exchanging again (docs/MOE-EXEC.md).
 #pragma once
 
 #include <ATen/ATen.h>
