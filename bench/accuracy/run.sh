@@ -172,7 +172,8 @@ require_kept() {  # NAME STEPS-JSON
   fi
 }
 
-# The same measurement paired round by round with the calibration run measured just before:
+# The same measurement paired round by round with the calibration run measured just before
+# (none, "n/a", where no round kept both):
 # each run's mean step over that calibration run's, averaged over the rounds where both were
 # kept and scaled by the calibration runs' mean. The machine's speed drifts over seconds (the
 # run right after a calibration run follows it with a correlation of 0.9, later runs of a round
@@ -186,7 +187,8 @@ paired_measurement() {  # NAME CALIBRATION-STEPS-JSON CONFIGURATION-STEPS-JSON
     ($cal | run_means) as $c | ($cfg | run_means) as $m |
     ($kept_cal | map($c[tostring]) | add / length) as $calibration_mean |
     [$kept_cal[] | select(. as $r | $kept | index($r)) | tostring | $m[.] / $c[.]] as $ratios |
-    {rounds: ($ratios | length), measured: ($calibration_mean * ($ratios | add / length)), relative_se: ($ratios | relative_se)}'
+    {rounds: ($ratios | length), measured: (if ($ratios | length) > 0 then $calibration_mean * ($ratios | add / length) else null end),
+     relative_se: ($ratios | relative_se)}'
 }
 
 read -r calib_name calib_schedule calib_m calib_chunks calib_ep <<< "${configs[0]}"
@@ -299,7 +301,8 @@ for name in "${rows[@]}"; do
       [$name, ($predicted | ms), ($steps.mean | ms), (($predicted - $steps.mean) / $steps.mean | pct),
        ($t * ((($steps.relative_se | . * .) + ($calibration.relative_se | . * .)) | sqrt) | pct),
        ("\($steps.kept | length)/\($steps.runs)"), ($steps.stolen | tostring),
-       (($predicted - $paired.measured) / $paired.measured | pct), (($paired.rounds - 1 | t975) * $paired.relative_se | pct),
+       (if $paired.measured == null then "n/a" else (($predicted - $paired.measured) / $paired.measured | pct) end),
+       (if $paired.rounds < 1 then "n/a" else (($paired.rounds - 1 | t975) * $paired.relative_se | pct) end),
        ($steps.median | ms), (.op_duration_mape | pct), (.op_duration_weighted_error // 0 | pct),
        (($median_profile - $steps.mean) / $steps.mean | pct),
        ([.peak_memory_error[] | if . == null then "n/a" else pct end] | join(" "))]

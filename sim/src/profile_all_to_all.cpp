@@ -46,14 +46,16 @@ AllToAllCost parse_cost(const json& c, const std::string& where) {
   return cost;
 }
 
-// The all-to-all of one pass of a stage of `moe_layers` MoE layers, at `cost`.
+// The all-to-all of one pass of a stage of `moe_layers` MoE layers, at `cost`: each exchange's
+// own time and the wait for the group's last member.
 ExpertAllToAll stage_all_to_all(const AllToAllProfile& a, const AllToAllCost& cost, int moe_layers) {
   ExpertAllToAll out;
   const double layers = moe_layers;
-  out.dispatch_f_s = layers * cost.time_s(a.dispatch_f_bytes);
-  out.combine_f_s = layers * cost.time_s(a.combine_f_bytes);
-  out.dispatch_b_s = layers * cost.time_s(a.dispatch_b_bytes);
-  out.combine_b_s = layers * cost.time_s(a.combine_b_bytes);
+  const auto exchange_s = [&](double bytes) { return cost.time_s(bytes) + a.member_wait_s; };
+  out.dispatch_f_s = layers * exchange_s(a.dispatch_f_bytes);
+  out.combine_f_s = layers * exchange_s(a.combine_f_bytes);
+  out.dispatch_b_s = layers * exchange_s(a.dispatch_b_bytes);
+  out.combine_b_s = layers * exchange_s(a.combine_b_bytes);
   out.dispatch_bytes = std::llround(a.dispatch_f_bytes);
   out.combine_bytes = std::llround(a.combine_f_bytes);
   out.group_size = cost.group_size;
@@ -89,6 +91,8 @@ AllToAllProfile parse_all_to_all(const json& object, const std::string& where) {
       throw UsageError(fmt::format("{}.costs[{}].group_size: {} is given twice", where, i, cost.group_size));
     a.costs.push_back(cost);
   }
+  if (object.contains("member_wait_s"))
+    a.member_wait_s = number_in(object, "member_wait_s", where, 0, kMaxAllToAllSeconds);
   if (object.contains("overlapped_steps")) {
     if (!object["overlapped_steps"].is_boolean()) throw UsageError(where + ".overlapped_steps: must be true or false");
     a.overlapped_steps = object["overlapped_steps"].get<bool>();
@@ -103,17 +107,19 @@ json all_to_all_json(const AllToAllProfile& a) {
                      {"latency_s", c.latency_s},
                      {"bandwidth_bytes_per_s", c.bandwidth_bytes_per_s},
                      {"samples", c.samples}});
-  return {{"expert_parallel", a.expert_parallel},
-          {"experts", a.experts},
-          {"layers", a.layers},
-          {"dispatch_f_bytes", a.dispatch_f_bytes},
-          {"combine_f_bytes", a.combine_f_bytes},
-          {"dispatch_b_bytes", a.dispatch_b_bytes},
-          {"combine_b_bytes", a.combine_b_bytes},
-          {"imbalance", a.imbalance},
-          {"rank_load", a.rank_load},
-          {"costs", std::move(costs)},
-          {"overlapped_steps", a.overlapped_steps}};
+  json out = {{"expert_parallel", a.expert_parallel},
+              {"experts", a.experts},
+              {"layers", a.layers},
+              {"dispatch_f_bytes", a.dispatch_f_bytes},
+              {"combine_f_bytes", a.combine_f_bytes},
+              {"dispatch_b_bytes", a.dispatch_b_bytes},
+              {"combine_b_bytes", a.combine_b_bytes},
+              {"imbalance", a.imbalance},
+              {"rank_load", a.rank_load},
+              {"costs", std::move(costs)},
+              {"overlapped_steps", a.overlapped_steps}};
+  if (a.member_wait_s > 0) out["member_wait_s"] = a.member_wait_s;
+  return out;
 }
 
 void add_all_to_all_costs(const Profile& profile, int expert_parallel, CostModel& costs) {

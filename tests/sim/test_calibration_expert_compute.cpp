@@ -11,14 +11,19 @@
 //   B: 500 us of its own, the same exchanges and the experts' backwards.
 //   REDUCE_GRAD: 1000 us per stage. Layers: blocks.0-3 of 10000 parameters, 8000 of them the
 //      4 experts'; at E = 2 = D no other replica holds a rank's experts, so the reduction was of
-//      the 2 x 2000 dense parameters: 0.25 us per parameter.
+//      the 2 x 2000 dense parameters.
 // Expected: the fits give 100 us + 2 us/row and 150 us + 5 us/row, 128 rows per layer; passes
 // net of exchanges and calls: F 300 us, B 500 us.
 // At E = 1 a pass puts back 4 calls of 32 rows per layer: F 300 + 2 x 4 x (100 + 64) us, B 500 +
-// 2 x 4 x (150 + 160) us; the reduction adds 2 x 8000 expert parameters at 0.25 us each: 5 ms.
+// 2 x 4 x (150 + 160) us. The reduction was measured at one size, and every exchange sent the
+// same bytes: no link bandwidth, so the experts' 2 x 8000 parameters add nothing to its 1 ms.
+// The same trace with exchanges of 8 and 16 KiB taking 40 us + bytes / 409.6 MB/s gives the
+// link: a parameter more costs 4 bytes x 2 x (2 - 1) / 2 / 409.6 MB/s, about 9.8 ns.
 // At E = 2, 2 calls of 64 rows: F 300 + 2 x 2 x (100 + 128) us; the reduction stays 1 ms.
 // A profile without the new fields predicts as before; a bad --expert-parallel is refused.
 #include <catch2/catch.hpp>
+
+#include <cstdint>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -43,15 +48,20 @@ constexpr double kBackwardCallUs = 150, kBackwardRowUs = 5;
 
 int rows_of(int expert, int layer, int micro_batch) { return 64 + (expert == 0 ? 1 : -1) * 8 * (micro_batch + layer); }
 
-double add_exchange(traces::Trace& t, int rank, const char* name, double at_us, const std::string& layer) {
+// With varying_bytes, the exchanges of odd micro-batches send 16 KiB instead of 8 and take
+// 40 us + bytes / kLinkBytesPerS (60 and 80 us).
+constexpr double kLinkBytesPerS = 409.6e6;
+
+double add_exchange(traces::Trace& t, int rank, const char* name, double at_us, const std::string& layer,
+                    std::int64_t bytes = 8192) {
   traces::TraceEvent e;
   e.rank = rank;
   e.lane = static_cast<int>(Lane::AllToAll);
   e.name = name;
   e.kind = traces::event_kind_from_name(e.name);
   e.ts_us = at_us;
-  e.dur_us = kExchangeUs;
-  e.bytes = 8192;
+  e.dur_us = bytes == 8192 ? kExchangeUs : 40 + static_cast<double>(bytes) / kLinkBytesPerS * 1e6;
+  e.bytes = bytes;
   t.events.push_back(e);
   t.args.push_back({t.events.size() - 1,
                     fmt::format(R"({{"layer": "{}", "peers": [{}, {}], "tokens_per_expert": [32, 32, 32, 32]}})", layer,
@@ -60,7 +70,9 @@ double add_exchange(traces::Trace& t, int rank, const char* name, double at_us, 
 }
 
 // A pass of `own_us` holding, per layer, a dispatch, its 2 local experts' calls and a combine.
-void pass_with_experts(RankWriter& w, const char* pass, int stage, int k, double own_us, bool backward) {
+void pass_with_experts(RankWriter& w, const char* pass, int stage, int k, double own_us, bool backward,
+                       bool varying_bytes) {
+  const std::int64_t bytes = varying_bytes && k % 2 == 1 ? 16384 : 8192;
   const double start_us = w.now_us;
   double at_us = start_us;
   nlohmann::json calls = nlohmann::json::array();
@@ -68,21 +80,23 @@ void pass_with_experts(RankWriter& w, const char* pass, int stage, int k, double
     const int l = backward ? 1 - i : i;
     const std::string layer = fmt::format("blocks.{}", 2 * stage + l);
     at_us += own_us / 4;
-    at_us = add_exchange(w.trace, w.rank, backward ? "ALL_TO_ALL_COMBINE_B" : "ALL_TO_ALL_DISPATCH_F", at_us, layer);
+    at_us =
+        add_exchange(w.trace, w.rank, backward ? "ALL_TO_ALL_COMBINE_B" : "ALL_TO_ALL_DISPATCH_F", at_us, layer, bytes);
     for (int j = 0; j < 2; ++j) {
       const int rows = rows_of(j, 2 * stage + l, k);
       const double us = backward ? kBackwardCallUs + kBackwardRowUs * rows : kForwardCallUs + kForwardRowUs * rows;
       calls.push_back({{"layer", layer}, {"expert", j}, {"rows", rows}, {"us", us}});
       at_us += us;
     }
-    at_us = add_exchange(w.trace, w.rank, backward ? "ALL_TO_ALL_DISPATCH_B" : "ALL_TO_ALL_COMBINE_F", at_us, layer);
+    at_us =
+        add_exchange(w.trace, w.rank, backward ? "ALL_TO_ALL_DISPATCH_B" : "ALL_TO_ALL_COMBINE_F", at_us, layer, bytes);
     at_us += own_us / 4;
   }
   w.op(pass, Lane::Compute, stage, k, at_us - start_us);
   w.trace.args.push_back({w.trace.events.size() - 1, nlohmann::json{{"expert_calls", calls}}.dump()});
 }
 
-traces::Trace expert_calls_trace() {
+traces::Trace expert_calls_trace(bool varying_bytes = false) {
   traces::Trace t;
   t.meta.source = "measured";
   t.meta.schedule = "gpipe";
@@ -98,22 +112,22 @@ traces::Trace expert_calls_trace() {
   t.meta.run.partition_method = "parameters";
   RankWriter r0{t, 0}, r1{t, 1};
   for (int k = 0; k < kMicroBatches; ++k) {
-    pass_with_experts(r0, "F", 0, k, 300, false);
+    pass_with_experts(r0, "F", 0, k, 300, false, varying_bytes);
     r0.send("SEND_F", 0, k, 20, calibration_test::kLatencyUs);
   }
   for (int k = 0; k < kMicroBatches; ++k) {
     r1.now_us = std::max(r1.now_us, r0.now_us);
     r1.op("RECV_F", Lane::Recv, 1, k, 5);
-    pass_with_experts(r1, "F", 1, k, 300, false);
+    pass_with_experts(r1, "F", 1, k, 300, false, varying_bytes);
   }
   for (int k = 0; k < kMicroBatches; ++k) {
-    pass_with_experts(r1, "B", 1, k, 500, true);
+    pass_with_experts(r1, "B", 1, k, 500, true, varying_bytes);
     r1.send("SEND_B", 1, k, 20, calibration_test::kLatencyUs);
   }
   for (int k = 0; k < kMicroBatches; ++k) {
     r0.now_us = std::max(r0.now_us, r1.now_us);
     r0.op("RECV_B", Lane::Recv, 0, k, 5);
-    pass_with_experts(r0, "B", 0, k, 500, true);
+    pass_with_experts(r0, "B", 0, k, 500, true, varying_bytes);
   }
   r0.op("REDUCE_GRAD", Lane::Collective, 0, -1, 1000);
   r1.op("REDUCE_GRAD", Lane::Collective, 1, -1, 1000);
@@ -155,7 +169,7 @@ TEST_CASE("calibration recovers a MoE run's expert cost per call and per row, an
   CHECK_FALSE(x.forward.per_row_only);
   CHECK(x.forward.samples == 2 * kMicroBatches * 2 * 2);
   CHECK(x.expert_parameters_per_layer == 8000);
-  CHECK(x.reduce_s_per_parameter == Approx(1000e-6 / 4000));
+  CHECK(x.reduce_s_per_parameter == 0);  // no link bandwidth measured
   REQUIRE(p.stages.size() == 2);
   for (const StageProfile& s : p.stages) {
     CHECK(s.moe_layers == 2);
@@ -173,14 +187,32 @@ TEST_CASE("a profile from E = 2 predicts E = 1's expert calls and its larger gra
   REQUIRE(e1.stages.size() == 2);
   for (int s = 0; s < 2; ++s) {
     // E = 1: 4 calls of 32 rows per layer, no exchange; the experts' 2 x 8000 parameters join
-    // the reduction over both replicas at 0.25 us each.
+    // the reduction over both replicas, at no measured cost per byte.
     CHECK(e1.stages[s].f_s == Approx(300e-6 + 2 * layer_forward_s(1)));
     CHECK(e1.stages[s].backward_pass_s() == Approx(500e-6 + 2 * layer_backward_s(1)));
     CHECK(e1.stages[s].f_s == Approx((300 + 2 * 4 * (100 + 2 * 32)) * 1e-6));
-    CHECK(e1.stages[s].reduce_grads_s == Approx(1000e-6 + 2 * 8000 * 0.25e-6));
+    CHECK(e1.stages[s].reduce_grads_s == Approx(1000e-6));
     // E = 2: the measured run again, 2 calls of 64 rows per layer and the exchanges.
     CHECK(e2.stages[s].f_s == Approx(300e-6 + 2 * layer_forward_s(2) + 2 * 2 * kExchangeUs * 1e-6));
     CHECK(e2.stages[s].backward_pass_s() == Approx(500e-6 + 2 * layer_backward_s(2) + 2 * 2 * kExchangeUs * 1e-6));
+    CHECK(e2.stages[s].reduce_grads_s == Approx(1000e-6));
+  }
+}
+
+TEST_CASE(
+    "with exchanges whose time follows their bytes, E = 1's reduction adds the experts' gradients over that link") {
+  const Calibration c = calibrate({{expert_calls_trace(true), "moe-e2-bytes.json"}});
+  REQUIRE(c.profile.all_to_all);
+  const AllToAllCost* link = c.profile.all_to_all->cost_of(2);
+  REQUIRE(link);
+  CHECK(link->bandwidth_bytes_per_s == Approx(kLinkBytesPerS));
+  REQUIRE(c.profile.expert_compute);
+  const double per_parameter_s = 4.0 * 2 * (2 - 1) / 2 / kLinkBytesPerS;
+  CHECK(c.profile.expert_compute->reduce_s_per_parameter == Approx(per_parameter_s));
+  const CostModel e1 = cost_model_from_profile(c.profile, 1);
+  const CostModel e2 = cost_model_from_profile(c.profile, 2);
+  for (int s = 0; s < 2; ++s) {
+    CHECK(e1.stages[s].reduce_grads_s == Approx(1000e-6 + 2 * 8000 * per_parameter_s));
     CHECK(e2.stages[s].reduce_grads_s == Approx(1000e-6));
   }
 }

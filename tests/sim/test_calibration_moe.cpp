@@ -277,9 +277,11 @@ TEST_CASE("ppsim simulate --profile of a MoE run: --expert-parallel predicted or
 
 // Two data-parallel replicas of one stage meet in one dispatch per forward: rank 0 gets there
 // first and its event lasts 300 us, rank 1's (the last to arrive, waiting for no one) 100 us.
-// The exchange costs 100 us for both; rank 0's 200 us of waiting stays in its forward (400 us of
-// compute), so the forwards measure 600 and 400 us, 500 us the median of the two.
-TEST_CASE("an exchange costs what its group's last member took; the others' wait for it stays in their passes") {
+// The exchange costs 100 us for both; rank 0's 200 us of waiting is a cost of meeting, 100 us
+// per exchange on average: both forwards are 400 us of compute net of their events, and at
+// E = 2 the dispatch is predicted at 100 + 100 us, so that the forward's mean, 600 us of the
+// measured 700 and 500, comes back; at E = 1, where the replicas do not meet, 400 us.
+TEST_CASE("an exchange costs what its group's last member took, and the others' wait for it is the exchange's too") {
   traces::Trace t;
   t.meta.source = "measured";
   t.meta.schedule = "1f1b";
@@ -309,8 +311,15 @@ TEST_CASE("an exchange costs what its group's last member took; the others' wait
   REQUIRE(cost);
   CHECK(cost->latency_s == Approx(100e-6));
   CHECK(cost->bandwidth_bytes_per_s == 0);  // one size of exchange: no byte term to fit
-  CHECK(c.profile.stages.at(0).f_s == Approx(500e-6));
+  CHECK(c.profile.all_to_all->member_wait_s == Approx(100e-6));
+  CHECK(c.profile.stages.at(0).f_s == Approx(400e-6));
   CHECK(c.profile.stages.at(0).moe_layers == 1);
+  // The profile puts back a dispatch and a combine per layer, each its own time and the wait.
+  CHECK(cost_model_from_profile(c.profile, 2).stages.at(0).f_s == Approx(400e-6 + 2 * (100e-6 + 100e-6)));
+  CHECK(cost_model_from_profile(c.profile, 1).stages.at(0).f_s == Approx(400e-6));
+  Profile written = c.profile;
+  written.all_to_all->experts = 4;  // the trace carries no routing histogram
+  CHECK(parse_profile(to_profile_json(written), "p.json") == written);
 }
 
 // pprun's run description says whether its runtime runs overlapped F&B steps as one

@@ -3,9 +3,11 @@
 // routing histogram of the rank's tokens. Read by their typed kind, whatever lane they are on.
 // An event lasts from its rank's arrival until the exchange is done: the member of the group
 // that arrived last waited for no one, and its duration is the exchange's own time; what the
-// others' events last beyond it is waiting for that member. The wait is not the exchange's: at
-// E = 1 the replicas do not meet there, and the time comes back elsewhere (the cores the
-// replicas share, the data-parallel reduction), so it stays in the pass.
+// others' events last beyond it is waiting for that member. The wait is a cost of meeting: the
+// replicas' passes vary from one to the next, and where they exchange, each exchange waits for
+// the slower; at E = 1 they do not meet there and do not pay it. So the whole event comes out
+// of the pass, and the profile adds the mean wait to each exchange it puts back
+// (AllToAllProfile::member_wait_s).
 #include <algorithm>
 #include <optional>
 #include <tuple>
@@ -149,14 +151,14 @@ std::map<const TraceEvent*, double> collect_rank_all_to_all(const MeasuredTrace&
     sample.tokens_per_expert = args.tokens_per_expert;
     sample.source = &mt.source;
     sample.rank = rank;
-    // The last pass that started no later than the exchange, if the exchange ends inside it. The
-    // pass keeps the wait for the group's last member: that is not the exchange's.
+    // The last pass that started no later than the exchange, if the exchange ends inside it: the
+    // exchange and its wait for the group's last member come out of it.
     const auto after = std::upper_bound(passes.begin(), passes.end(), a, by_start);
     if (after != passes.begin()) {
       const TraceEvent* pass = *std::prev(after);
       if (a->end_us() <= pass->end_us() + kInsideToleranceUs) {
         sample.stage = pass->stage;
-        inside_us[pass] += own_us;
+        inside_us[pass] += a->dur_us;
       }
     }
     out.all_to_all.push_back(std::move(sample));

@@ -135,12 +135,13 @@ void estimate_all_to_all(Estimation& e) {
   // one, so it is a mean, not a quantity whose median says anything.
   double wait_s = 0;
   for (const AllToAllSample& s : samples) wait_s += s.wait_s / static_cast<double>(samples.size());
+  a.member_wait_s = wait_s;
   if (wait_s > 0)
-    e.note(
-        fmt::format("all-to-all: a rank waited {:.1f} us per exchange on average for the last member of its group; "
-                    "that wait stays in the passes (at E = 1 the replicas do not meet there, and the time comes "
-                    "back elsewhere: the cores they share, the data-parallel reduction)",
-                    wait_s * 1e6));
+    e.note(fmt::format(
+        "all-to-all: a rank waited {:.1f} us per exchange on average for the last member of its group; taken out "
+        "of the passes with the exchanges and added to each exchange where the ranks meet (E > 1; at E = 1 the "
+        "replicas do not meet there)",
+        wait_s * 1e6));
   estimate_routing(e, a);
   for (StageProfile& stage : e.result.profile.stages) {
     const auto it = stage_layers.find(stage.stage);

@@ -1,7 +1,7 @@
 // The experts' own compute of a MoE run (Profile::expert_compute): a cost per call and per row
 // fitted to the expert calls of the passes (forward and backward apart), the rows a layer's
-// local experts got per micro-batch, the experts' parameters per layer, and what the dense
-// gradients' data-parallel reduction cost per parameter. The stages' F and B samples are
+// local experts got per micro-batch, the experts' parameters per layer, and what a parameter
+// more costs the data-parallel reduction. The stages' F and B samples are
 // already net of the calls (collect_rank_expert_calls).
 #include <algorithm>
 #include <set>
@@ -49,27 +49,44 @@ std::string describe(const char* pass, const ExpertCallCost& c) {
                      c.per_row_only ? " (the rows did not separate a call's cost from a row's: per row alone)" : "");
 }
 
-// The dense gradients' data-parallel reduction per parameter: the stages' measured reduction
-// over the parameters it reduced (the experts' too where D / E > 1 replicas hold the same ones).
-double reduce_s_per_parameter(const Estimation& e, const ExpertComputeProfile& x) {
+// What a parameter more adds to the data-parallel reduction of its stage, reduced over all D
+// replicas: its gradient's bytes (fp32, as pprun reduces them) sent 2 (D - 1) / D times by the
+// ring, over the link the run measured: the all-to-all's where its time followed its bytes,
+// else the pipeline transfers'. The measured reduction is one size: it cannot tell its fixed
+// cost from its cost per byte, and pricing the measured time per parameter charged an E = 1
+// prediction, whose replicas also reduce the experts' gradients, several times what it took
+// (tiny-moe: 19 ms predicted where 1.4 ms was measured, docs/ACCURACY.md). Without a measured
+// link: 0, with a note.
+double reduce_s_per_parameter(Estimation& e) {
+  constexpr double kGradientBytes = 4;
+  constexpr double kUnmeasuredBandwidth = 1e15;  // estimate_transfers' stand-in for "no byte term"
   const Profile& p = e.result.profile;
-  if (p.data_parallel <= 1 || !p.layers || !p.stage_bounds) return 0;
-  const bool experts_reduced = p.data_parallel / x.expert_parallel > 1;
-  const std::vector<int>& bounds = *p.stage_bounds;
-  double seconds = 0, parameters = 0;
-  for (const StageProfile& stage : p.stages) {
-    const auto s = static_cast<std::size_t>(stage.stage);
-    if (s + 1 >= bounds.size()) return 0;
-    for (int l = bounds[s]; l < bounds[s + 1] && l < static_cast<int>(p.layers->size()); ++l) {
-      const ProfileLayer& layer = (*p.layers)[static_cast<std::size_t>(l)];
-      const auto experts = e.collected.expert_parameters_of_layer.find(layer.name);
-      const double expert_parameters =
-          experts == e.collected.expert_parameters_of_layer.end() ? 0.0 : static_cast<double>(experts->second);
-      parameters += static_cast<double>(layer.parameters) - (experts_reduced ? 0.0 : expert_parameters);
-    }
-    seconds += stage.reduce_grads_s;
+  if (p.data_parallel <= 1) return 0;
+  double bandwidth = 0;
+  std::string link;
+  if (p.all_to_all)
+    for (const AllToAllCost& c : p.all_to_all->costs)
+      if (c.bandwidth_bytes_per_s > 0 && c.bandwidth_bytes_per_s < kUnmeasuredBandwidth) {
+        bandwidth = c.bandwidth_bytes_per_s;
+        link = fmt::format("the all-to-all's of {} ranks", c.group_size);
+      }
+  if (bandwidth <= 0 && p.transfer.bandwidth_bytes_per_s > 0 &&
+      p.transfer.bandwidth_bytes_per_s < kUnmeasuredBandwidth) {
+    bandwidth = p.transfer.bandwidth_bytes_per_s;
+    link = "the pipeline transfers'";
   }
-  return parameters > 0 ? seconds / parameters : 0.0;
+  if (bandwidth <= 0) {
+    e.note(
+        "expert compute: no link bandwidth was measured (the all-to-all's time did not follow its bytes, no pipeline "
+        "transfers): the experts' gradients add nothing to the reduction at another E, whose measured time stays");
+    return 0;
+  }
+  const double replicas = p.data_parallel;
+  const double seconds = kGradientBytes * 2 * (replicas - 1) / replicas / bandwidth;
+  e.note(
+      fmt::format("expert compute: a parameter more in the reduction costs {:.3g} ns (fp32 over {} link, {:.3g} GB/s)",
+                  seconds * 1e9, link, bandwidth * 1e-9));
+  return seconds;
 }
 
 }  // namespace
@@ -102,7 +119,7 @@ void estimate_expert_compute(Estimation& e) {
   x.rows_per_layer = rows;
   for (const auto& layer : e.collected.expert_parameters_of_layer)
     x.expert_parameters_per_layer = std::max(x.expert_parameters_per_layer, layer.second);
-  x.reduce_s_per_parameter = reduce_s_per_parameter(e, x);
+  x.reduce_s_per_parameter = reduce_s_per_parameter(e);
   // A run without all-to-all (E = 1) still tells which stages' layers run experts.
   for (StageProfile& stage : p.stages)
     if (stage.moe_layers == 0)
@@ -112,9 +129,8 @@ void estimate_expert_compute(Estimation& e) {
   e.note(describe("backward", x.backward));
   e.note(fmt::format(
       "expert compute: {:.0f} rows per MoE layer and micro-batch in {} calls at E = {}; expert gradients {} "
-      "parameters per layer, the dense reduction {:.3g} ns per parameter",
-      x.rows_per_layer, x.experts / x.expert_parallel, x.expert_parallel, x.expert_parameters_per_layer,
-      x.reduce_s_per_parameter * 1e9));
+      "parameters per layer",
+      x.rows_per_layer, x.experts / x.expert_parallel, x.expert_parallel, x.expert_parameters_per_layer));
   if (x.expert_parameters_per_layer == 0)
     e.note(
         "expert compute: the run description gives no expert parameters (an older pprun): no expert gradients added");

@@ -174,6 +174,10 @@ struct AllToAllProfile {
   // Whether the measured runtime ran an overlapped F&B step's two passes at once
   // (RuntimeEffects::overlapped_steps).
   bool overlapped_steps = false;
+  // A rank's mean wait in an exchange for its group's last member to arrive: a cost of the
+  // ranks meeting, added to every exchange at E > 1 (the measured passes are net of it). 0 in
+  // profiles whose passes kept it.
+  double member_wait_s = 0;
 
   // The cost of a group of `group_size`, or nullptr when none was measured.
   const AllToAllCost* cost_of(int group_size) const {
@@ -215,8 +219,9 @@ struct ExpertComputeProfile {
   ExpertCallCost forward;
   ExpertCallCost backward;
   // The routed experts' parameters of one MoE layer, all X of them (0: unknown, no reduction
-  // added), and the dense gradients' data-parallel reduction per parameter as measured (over
-  // the profile's data_parallel replicas; 0 when they were not reduced).
+  // added), and what a parameter more costs the data-parallel reduction over the profile's
+  // data_parallel replicas: its gradient's bytes over the measured link (0 when no link was
+  // measured or the replicas were not reduced).
   std::int64_t expert_parameters_per_layer = 0;
   double reduce_s_per_parameter = 0;
 
