@@ -3,6 +3,7 @@
 // model's expert layers (StageCost::all_to_all, expert_layer.hpp).
 #include "profile_all_to_all.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 
@@ -60,6 +61,13 @@ ExpertAllToAll stage_all_to_all(const AllToAllProfile& a, const AllToAllCost& co
   out.combine_bytes = std::llround(a.combine_f_bytes);
   out.group_size = cost.group_size;
   out.moe_layers = moe_layers;
+  // The transport's CPU on the rank's own core: while an exchange is on the wire, the compute
+  // beside it gets the rest of the core.
+  const double exchange_mean_s = (exchange_s(a.dispatch_f_bytes) + exchange_s(a.combine_f_bytes) +
+                                  exchange_s(a.dispatch_b_bytes) + exchange_s(a.combine_b_bytes)) /
+                                 4;
+  if (a.transport_cpu_per_exchange_s > 0 && exchange_mean_s > 0)
+    out.compute_slowdown = 1 / (1 - std::min(0.9, a.transport_cpu_per_exchange_s / exchange_mean_s));
   return out;
 }
 
@@ -93,6 +101,8 @@ AllToAllProfile parse_all_to_all(const json& object, const std::string& where) {
   }
   if (object.contains("member_wait_s"))
     a.member_wait_s = number_in(object, "member_wait_s", where, 0, kMaxAllToAllSeconds);
+  if (object.contains("transport_cpu_per_exchange_s"))
+    a.transport_cpu_per_exchange_s = number_in(object, "transport_cpu_per_exchange_s", where, 0, kMaxAllToAllSeconds);
   if (object.contains("overlapped_steps")) {
     if (!object["overlapped_steps"].is_boolean()) throw UsageError(where + ".overlapped_steps: must be true or false");
     a.overlapped_steps = object["overlapped_steps"].get<bool>();
@@ -119,6 +129,7 @@ json all_to_all_json(const AllToAllProfile& a) {
               {"costs", std::move(costs)},
               {"overlapped_steps", a.overlapped_steps}};
   if (a.member_wait_s > 0) out["member_wait_s"] = a.member_wait_s;
+  if (a.transport_cpu_per_exchange_s > 0) out["transport_cpu_per_exchange_s"] = a.transport_cpu_per_exchange_s;
   return out;
 }
 

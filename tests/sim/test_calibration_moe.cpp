@@ -281,7 +281,9 @@ TEST_CASE("ppsim simulate --profile of a MoE run: --expert-parallel predicted or
 // per exchange on average: both forwards are 400 us of compute net of their events, and at
 // E = 2 the dispatch is predicted at 100 + 100 us, so that the forward's mean, 600 us of the
 // measured 700 and 500, comes back; at E = 1, where the replicas do not meet, 400 us.
-TEST_CASE("an exchange costs what its group's last member took, and the others' wait for it is the exchange's too") {
+namespace {
+
+traces::Trace replicas_trace() {
   traces::Trace t;
   t.meta.source = "measured";
   t.meta.schedule = "1f1b";
@@ -305,7 +307,13 @@ TEST_CASE("an exchange costs what its group's last member took, and the others' 
     w.op("F", Lane::Compute, 0, 0, 400 + exchange_us);
     w.op("B", Lane::Compute, 0, 0, 500);
   }
-  const Calibration c = calibrate({{t, "replicas.json"}});
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("an exchange costs what its group's last member took, and the others' wait for it is the exchange's too") {
+  const Calibration c = calibrate({{replicas_trace(), "replicas.json"}});
   REQUIRE(c.profile.all_to_all);
   const AllToAllCost* cost = c.profile.all_to_all->cost_of(2);
   REQUIRE(cost);
@@ -320,6 +328,32 @@ TEST_CASE("an exchange costs what its group's last member took, and the others' 
   Profile written = c.profile;
   written.all_to_all->experts = 4;  // the trace carries no routing histogram
   CHECK(parse_profile(to_profile_json(written), "p.json") == written);
+  CHECK(c.profile.all_to_all->transport_cpu_per_exchange_s == 0);  // no bound cores said
+  CHECK(cost_model_from_profile(c.profile, 2).stages.at(0).all_to_all.compute_slowdown == 1);
+}
+
+// The same replicas bound to a core each (pprun --bind-cores), their transport's threads
+// having run 150 and 50 us of CPU in the step, over one exchange each: 100 us per exchange.
+// At E = 2 the profile's exchanges take 200 us on average (100 us each and the 100 us wait), so
+// the compute beside one gets half its core: twice as slow in an overlapped F&B step.
+TEST_CASE("the transport's CPU per exchange on a bound core slows the compute beside an exchange") {
+  traces::Trace t = replicas_trace();
+  t.meta.run.bind_cores = true;
+  t.meta.run.transport_cpu_s = std::vector<double>{150e-6, 50e-6};
+  const Calibration c = calibrate({{t, "bound.json"}});
+  REQUIRE(c.profile.all_to_all);
+  CHECK(c.profile.all_to_all->transport_cpu_per_exchange_s == Approx(100e-6));
+  CHECK(cost_model_from_profile(c.profile, 2).stages.at(0).all_to_all.compute_slowdown == Approx(2));
+  CHECK(cost_model_from_profile(c.profile, 1).stages.at(0).all_to_all.compute_slowdown == 1);
+  Profile written = c.profile;
+  written.all_to_all->experts = 4;
+  CHECK(parse_profile(to_profile_json(written), "p.json") == written);
+  // A rank that also sent pipeline transfers shared that CPU with them: not counted.
+  RankWriter w{t, 0};
+  w.now_us = 2000;
+  w.op("SEND_F", Lane::Send, 0, 0, 10);
+  const Calibration shared = calibrate({{t, "bound-sends.json"}});
+  CHECK(shared.profile.all_to_all->transport_cpu_per_exchange_s == Approx(50e-6));
 }
 
 // pprun's run description says whether its runtime runs overlapped F&B steps as one

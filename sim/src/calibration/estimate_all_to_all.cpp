@@ -147,6 +147,14 @@ void estimate_all_to_all(Estimation& e) {
     const auto it = stage_layers.find(stage.stage);
     stage.moe_layers = it == stage_layers.end() ? 0 : static_cast<int>(it->second.size());
   }
+  if (!e.collected.exchange_transport_cpu.empty()) {
+    a.transport_cpu_per_exchange_s =
+        e.summary.estimate("all-to-all transport threads' CPU per exchange", "s", e.collected.exchange_transport_cpu);
+    e.note(fmt::format(
+        "all-to-all: the transport's threads ran {:.1f} us of CPU per exchange on the rank's own core: an overlapped "
+        "F&B step's compute runs that much slower beside an exchange",
+        a.transport_cpu_per_exchange_s * 1e6));
+  }
   a.overlapped_steps = e.collected.passes_overlapped;
   if (!a.overlapped_steps)
     e.note(

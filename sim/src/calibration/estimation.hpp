@@ -137,6 +137,9 @@ struct Collected {
   int experts_per_layer = 0;
   // Whether some rank of a MoE run ran two of its passes at once (an overlapped F&B step).
   bool passes_overlapped = false;
+  // Per trace and rank whose transport threads shared its core and moved only its exchanges:
+  // their CPU time in the step over the rank's exchanges (collect_all_to_all.cpp).
+  Samples exchange_transport_cpu;
 };
 
 // The number of stages of a trace (its meta, or the highest stage of its events).

@@ -178,6 +178,10 @@ struct AllToAllProfile {
   // ranks meeting, added to every exchange at E > 1 (the measured passes are net of it). 0 in
   // profiles whose passes kept it.
   double member_wait_s = 0;
+  // CPU time the transport's threads ran per exchange on the rank's own core (pprun
+  // --bind-cores), taken from the compute that runs beside the exchange in an overlapped F&B
+  // step; 0: unmeasured, or the transport has cores of its own.
+  double transport_cpu_per_exchange_s = 0;
 
   // The cost of a group of `group_size`, or nullptr when none was measured.
   const AllToAllCost* cost_of(int group_size) const {
