@@ -63,9 +63,7 @@ ExpertAllToAll stage_all_to_all(const AllToAllProfile& a, const AllToAllCost& co
   out.moe_layers = moe_layers;
   // The transport's CPU on the rank's own core: while an exchange is on the wire, the compute
   // beside it gets the rest of the core.
-  const double exchange_mean_s = (exchange_s(a.dispatch_f_bytes) + exchange_s(a.combine_f_bytes) +
-                                  exchange_s(a.dispatch_b_bytes) + exchange_s(a.combine_b_bytes)) /
-                                 4;
+  const double exchange_mean_s = (out.forward_s() + out.backward_s()) / (4 * layers);
   if (a.transport_cpu_per_exchange_s > 0 && exchange_mean_s > 0)
     out.compute_slowdown = 1 / (1 - std::min(0.9, a.transport_cpu_per_exchange_s / exchange_mean_s));
   return out;

@@ -79,15 +79,11 @@ using ExchangeKey = std::tuple<std::vector<int>, std::string, EventKind>;
 // the step (the run description's transport_cpu_s) over the rank's exchanges is what an
 // exchange takes from the compute beside it. Only for a rank that exchanged and sent nothing
 // else (no pipeline transfers shared that CPU).
-void collect_exchange_cpu(const MeasuredTrace& mt, int rank, std::size_t exchanges, Collected& out) {
+void collect_exchange_cpu(const MeasuredTrace& mt, int rank, std::size_t exchanges, bool transfers, Collected& out) {
   const traces::RunDescription& run = mt.trace.meta.run;
-  if (exchanges == 0 || !run.bind_cores.value_or(false) || !run.transport_cpu_s) return;
+  if (exchanges == 0 || transfers || !run.bind_cores.value_or(false) || !run.transport_cpu_s) return;
   const std::vector<double>& cpu = *run.transport_cpu_s;
   if (rank < 0 || static_cast<std::size_t>(rank) >= cpu.size() || cpu[static_cast<std::size_t>(rank)] < 0) return;
-  for (const auto& e : mt.trace.events)
-    if (e.rank == rank &&
-        (e.lane == static_cast<int>(traces::Lane::Send) || e.lane == static_cast<int>(traces::Lane::Recv)))
-      return;
   out.exchange_transport_cpu.push_back(
       {cpu[static_cast<std::size_t>(rank)] / static_cast<double>(exchanges), &mt.source, rank, -1});
 }
@@ -134,10 +130,13 @@ std::map<const TraceEvent*, double> collect_rank_all_to_all(const MeasuredTrace&
   const traces::Trace& trace = mt.trace;
   std::vector<const TraceEvent*> passes;
   std::vector<const TraceEvent*> exchanges;
+  bool transfers = false;  // pipeline sends or receives besides the exchanges
   for (const auto& e : trace.events) {
     if (e.rank != rank) continue;
     if (is_pass(e.kind)) passes.push_back(&e);
     if (traces::is_all_to_all(e.kind)) exchanges.push_back(&e);
+    if (e.lane == static_cast<int>(traces::Lane::Send) || e.lane == static_cast<int>(traces::Lane::Recv))
+      transfers = true;
   }
   if (exchanges.empty()) return inside_us;
   const auto by_start = [](const TraceEvent* a, const TraceEvent* b) { return a->ts_us < b->ts_us; };
@@ -151,7 +150,7 @@ std::map<const TraceEvent*, double> collect_rank_all_to_all(const MeasuredTrace&
     for (std::size_t i = 1; i < passes.size(); ++i)
       if (passes[i]->ts_us + kInsideToleranceUs < passes[i - 1]->end_us()) out.passes_overlapped = true;
   }
-  collect_exchange_cpu(mt, rank, exchanges.size(), out);
+  collect_exchange_cpu(mt, rank, exchanges.size(), transfers, out);
   for (const TraceEvent* a : exchanges) {
     const ExchangeArgs args = read_exchange_args(trace, *a);
     const auto own = exchange_us.find(a);
