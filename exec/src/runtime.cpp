@@ -93,6 +93,7 @@ class PipelineRuntime::Impl {
                       built_for.name, fmt::join(built_for.stage_to_rank, ", ")));
     ctx_.active = schedule;
     ctx_.step_index = step_index;
+    scale_auxiliary_loss_gradient();
     collectives_.begin_step();
     p2p_.begin_step(schedule->communication == Communication::Torch);
     for (auto& [s, st] : ctx_.stages) {
@@ -102,6 +103,17 @@ class PipelineRuntime::Impl {
     }
     recorder_.begin_step(*ctx_.options.device);
     compute_.begin_step(request);
+  }
+
+  // A MoE layer's auxiliary load-balancing loss is part of each micro-batch's loss, so its
+  // gradient gets what seed_backward gives the loss: 1 / (micro-batches x replicas) and, with
+  // loss scaling, this step's scale (the fp32 sums are divided by it before the step).
+  void scale_auxiliary_loss_gradient() {
+    const auto& expert_parallel = ctx_.model.expert_parallel;
+    if (!expert_parallel) return;
+    double scale = 1.0 / (static_cast<double>(ctx_.micro_batch_count()) * ctx_.position.num_replicas);
+    if (ctx_.options.loss_scaling) scale *= ctx_.loss_scaler.scale();
+    expert_parallel->set_aux_gradient_scale(scale);
   }
 
   // Overlapped F&B steps run as one where the experts exchange tokens on the CPU (the CUDA

@@ -27,13 +27,16 @@ TEST_CASE("defaults and explicit values") {
   CHECK(d.timeout == std::chrono::seconds(60));
   CHECK_FALSE(d.chunks_given);
 
-  const RunOptions o = parse_run_options({"--micro-batches", "8", "--chunks=2", "--quiet", "--lr", "0.5", "--seed", "7"});
+  const RunOptions o =
+      parse_run_options({"--micro-batches", "8", "--chunks=2", "--quiet", "--lr", "0.5", "--seed", "7"});
   CHECK(o.micro_batches == 8);
   CHECK(o.chunks == 2);
   CHECK(o.chunks_given);
   CHECK(o.quiet);
   CHECK(o.learning_rate == 0.5);
   CHECK(o.seed == 7);
+  CHECK(d.clip_grad == 0);  // no clipping unless asked
+  CHECK(parse_run_options({"--clip-grad", "1.0"}).clip_grad == 1.0);
   CHECK(d.microbatch_group_size == 0);  // not given: the schedule's default (Megatron's P)
   CHECK(parse_run_options({"--microbatch-group-size-per-vp-stage", "6"}).microbatch_group_size == 6);
 }
@@ -47,11 +50,15 @@ TEST_CASE("bad options name the option") {
   CHECK_THROWS_WITH(parse_run_options({"--microbatch-group-size-per-vp-stage", "0"}),
                     Catch::Contains("--microbatch-group-size-per-vp-stage: 0 is below the minimum 1"));
   CHECK_THROWS_WITH(check_run_options(parse_run_options({"--model", "resnet"})), Catch::Contains("--model"));
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--clip-grad", "-0.5"})),
+                    Catch::Contains("option --clip-grad: -0.5 must be a finite norm >= 0"));
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--clip-grad", "inf"})), Catch::Contains("--clip-grad"));
   CHECK_THROWS_WITH(check_run_options(parse_run_options({"--resume"})), Catch::Contains("--checkpoint-dir"));
   CHECK_THROWS_WITH(check_run_options(parse_run_options({"--timeout", "0"})), Catch::Contains("--timeout"));
   // Output files go to folders that exist: a run must not find out after its last step.
-  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--trace", "/nonexistent-folder/t.json"})),
-                    Catch::Contains("option --trace /nonexistent-folder/t.json: folder /nonexistent-folder does not exist"));
+  CHECK_THROWS_WITH(
+      check_run_options(parse_run_options({"--trace", "/nonexistent-folder/t.json"})),
+      Catch::Contains("option --trace /nonexistent-folder/t.json: folder /nonexistent-folder does not exist"));
   CHECK_THROWS_WITH(check_run_options(parse_run_options({"--metrics", "/nonexistent-folder/m.jsonl"})),
                     Catch::Contains("option --metrics"));
   CHECK_NOTHROW(check_run_options(parse_run_options({"--trace", "t.json", "--metrics", "m.jsonl"})));
@@ -77,7 +84,8 @@ TEST_CASE("--trace traces every step after the first by default, at most 8; --tr
   CHECK(count({"--trace", "t.json", "--steps", "40", "--trace-steps", "2"}) == 2);
   CHECK_THROWS_WITH(parse_run_options({"--trace", "t.json", "--trace-steps", "0"}),
                     Catch::Contains("option --trace-steps: 0 is below the minimum 1"));
-  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--trace-steps", "2"})), Catch::Contains("--trace-steps needs --trace"));
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--trace-steps", "2"})),
+                    Catch::Contains("--trace-steps needs --trace"));
 }
 
 TEST_CASE("--trace-steps names the earlier steps' traces after the last one's") {
@@ -87,7 +95,8 @@ TEST_CASE("--trace-steps names the earlier steps' traces after the last one's") 
   CHECK(traced_step_path("trace", 3, 9) == "trace.step3");
   CHECK(parse_run_options({"--trace", "t.json", "--trace-steps", "3", "--steps", "5"}).trace_steps == 3);
   CHECK_NOTHROW(check_run_options(parse_run_options({"--trace", "t.json", "--trace-steps", "3", "--steps", "5"})));
-  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--trace-steps", "2"})), Catch::Contains("--trace-steps needs --trace"));
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--trace-steps", "2"})),
+                    Catch::Contains("--trace-steps needs --trace"));
   CHECK_THROWS_WITH(check_run_options(parse_run_options({"--trace", "t.json", "--trace-steps", "6", "--steps", "5"})),
                     Catch::Contains("--trace-steps") && Catch::Contains("5 step(s)"));
   CHECK_THROWS_WITH(check_run_options(parse_run_options({"--trace", "t.json", "--trace-steps", "0"})),
@@ -96,10 +105,33 @@ TEST_CASE("--trace-steps names the earlier steps' traces after the last one's") 
 
 TEST_CASE("help lists every option with its default") {
   const std::string help = run_options_help();
-  for (const char* option : {"--nproc-per-node", "--schedule", "--micro-batches", "--chunks", "--model", "--layers",
-                             "--hidden", "--seq-len", "--vocab", "--micro-batch-size", "--steps", "--seed",
-                             "--threads-per-rank", "--bind-cores", "--metrics", "--trace", "--trace-steps", "--timeout", "--checkpoint-dir",
-                             "--checkpoint-every", "--resume", "--dp", "--lr", "--quiet", "--help", "--version"})
+  for (const char* option : {"--nproc-per-node",
+                             "--schedule",
+                             "--micro-batches",
+                             "--chunks",
+                             "--model",
+                             "--layers",
+                             "--hidden",
+                             "--seq-len",
+                             "--vocab",
+                             "--micro-batch-size",
+                             "--steps",
+                             "--seed",
+                             "--threads-per-rank",
+                             "--bind-cores",
+                             "--metrics",
+                             "--trace",
+                             "--trace-steps",
+                             "--timeout",
+                             "--checkpoint-dir",
+                             "--checkpoint-every",
+                             "--resume",
+                             "--dp",
+                             "--lr",
+                             "--clip-grad",
+                             "--quiet",
+                             "--help",
+                             "--version"})
     CHECK_THAT(help, Catch::Contains(option));
   CHECK_THAT(help, Catch::Contains("(default 1f1b)"));
   CHECK_THAT(help, Catch::Contains("(default 60)"));
@@ -110,7 +142,8 @@ TEST_CASE("--device is cpu or cuda") {
   const RunOptions cuda = parse_run_options({"--device", "cuda"});
   CHECK(cuda.device == "cuda");
   CHECK_NOTHROW(check_run_options(cuda));
-  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--device=tpu"})), Catch::Contains("--device") && Catch::Contains("tpu"));
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--device=tpu"})),
+                    Catch::Contains("--device") && Catch::Contains("tpu"));
   CHECK_THAT(run_options_help(), Catch::Contains("--device cpu|cuda"));
 }
 
@@ -130,7 +163,8 @@ TEST_CASE("the data decides the default vocabulary and what fits it") {
   CHECK(text_data_path(parse_run_options({"--data", "/some/text.txt"})) == "/some/text.txt");
   CHECK_NOTHROW(check_run_options(parse_run_options({"--vocab", "256"})));
   CHECK_THROWS_WITH(check_run_options(parse_run_options({"--vocab", "64"})), Catch::Contains("option --vocab 64"));
-  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--model", "mlp", "--data", "t.txt"})), Catch::Contains("--model mlp"));
+  CHECK_THROWS_WITH(check_run_options(parse_run_options({"--model", "mlp", "--data", "t.txt"})),
+                    Catch::Contains("--model mlp"));
   CHECK_THROWS_WITH(check_run_options(parse_run_options({"--data", "synthetic", "--eval-every", "2"})),
                     Catch::Contains("--eval-every"));
   CHECK_THROWS_WITH(parse_run_options({"--data", ""}), Catch::Contains("option --data"));
@@ -147,10 +181,13 @@ TEST_CASE("--recompute and --recompute-layers set the recomputed run length") {
   CHECK(parse_run_options({"--recompute"}).recompute_layers == 1);
   CHECK(parse_run_options({"--recompute-layers", "3"}).recompute_layers == 3);
   CHECK(parse_run_options({"--recompute", "--recompute-layers=1"}).recompute_layers == 1);
-  CHECK_THROWS_WITH(parse_run_options({"--recompute-layers", "0"}), "option --recompute-layers: 0 is below the minimum 1");
-  CHECK_THROWS_WITH(parse_run_options({"--recompute-layers", "-2"}), "option --recompute-layers: -2 is below the minimum 1");
-  CHECK_THROWS_WITH(parse_run_options({"--recompute-layers", "2", "--recompute"}),
-                    Catch::StartsWith("option --recompute: asks for runs of 1 layer(s), but runs of 2 were asked for already"));
+  CHECK_THROWS_WITH(parse_run_options({"--recompute-layers", "0"}),
+                    "option --recompute-layers: 0 is below the minimum 1");
+  CHECK_THROWS_WITH(parse_run_options({"--recompute-layers", "-2"}),
+                    "option --recompute-layers: -2 is below the minimum 1");
+  CHECK_THROWS_WITH(
+      parse_run_options({"--recompute-layers", "2", "--recompute"}),
+      Catch::StartsWith("option --recompute: asks for runs of 1 layer(s), but runs of 2 were asked for already"));
   CHECK_THROWS_WITH(parse_run_options({"--recompute=1"}), "option --recompute takes no value");
   CHECK_THAT(run_options_help(), Catch::Contains("--recompute-layers N") && Catch::Contains("--recompute-num-layers"));
 }

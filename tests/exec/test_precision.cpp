@@ -16,6 +16,8 @@
 //   line; a received header with another dtype is named (dtype_mismatch).
 // - dynamic loss scaling: a power-of-two scale changes nothing (bit for bit), a scale that
 //   overflows skips the step on every rank, leaves the weights as they were and backs off.
+//   The same for tiny-moe, whose auxiliary load-balancing loss's gradient is scaled with the
+//   loss's (by the runtime, with no setting by the caller): weights and losses bit for bit.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -361,6 +363,56 @@ TEST_CASE("loss scaling in the runtime: exact with a power of two, a step skippe
   }
   for (const auto& [name, w] : all_weights(fresh)) CHECK(at::equal(w, all_weights(overflowing).at(name)));
   CHECK(losses(overflowing)[1] == losses(plain)[0]);
+}
+
+TEST_CASE("loss scaling scales a MoE layer's auxiliary loss gradient with the loss's", "[precision]") {
+  ModelConfig c;
+  c.name = "tiny-moe";
+  c.layers = 2;
+  c.hidden = 32;
+  c.vocab = 40;
+  c.seq_len = 8;
+  c.micro_batch_size = 2;
+  c.experts = 4;
+  c.top_k = 2;
+  c.moe_ffn_hidden = 16;
+  c.seed = 7;
+  ScheduleParams params;
+  params.num_ranks = 2;
+  params.num_micro_batches = 4;
+  const Schedule schedule = make_schedule("1f1b", params);
+  auto run_with = [&](bool scaling) {
+    auto runs = testing::run_in_process_ranks<PrecisionRun>(2, [&](int rank, Transport& world, PrecisionRun& run) {
+      const ModelSpec model = make_model_spec(c);  // a rank's own: its ExpertParallel is its own
+      const Partition partition = PipelineModule(model).partition(2, "uniform");
+      GridPosition position;
+      position.pipe_rank = rank;
+      position.pipeline_ranks = 2;
+      RuntimeOptions options;
+      options.timeout = 20000ms;
+      options.loss_scaling = scaling;
+      options.loss_scale.initial_scale = 65536;
+      PipelineRuntime runtime(model, schedule, partition, world, position, options);
+      for (int step = 0; step < 2; ++step) run.steps.push_back(runtime.run_step(step, step * 4));
+      for (int s : runtime.stages())
+        for (const auto& p : runtime.stage_module(s).parameters()) run.weights[p.name] = p.tensor.detach().clone();
+    });
+    INFO("rank 0: " << runs[0].error << "; rank 1: " << runs[1].error);
+    for (const auto& r : runs) REQUIRE(r.error.empty());
+    return runs;
+  };
+  const auto plain = run_with(false);
+  const auto scaled = run_with(true);
+  CHECK(losses(plain) == losses(scaled));
+  for (const auto& r : scaled) CHECK_FALSE(r.steps[0].step_skipped);
+  const auto scaled_weights = all_weights(scaled);
+  int routers = 0;
+  for (const auto& [name, w] : all_weights(plain)) {
+    INFO(name);
+    routers += name.find("router") != std::string::npos ? 1 : 0;
+    CHECK(at::equal(w, scaled_weights.at(name)));
+  }
+  CHECK(routers == 2);  // the auxiliary loss's gradient reaches the routers (one a block)
 }
 
 TEST_CASE("pprun --dtype: parsed, checked and in --help", "[precision][options]") {

@@ -51,12 +51,17 @@ std::vector<AllToAllRecord> ExpertParallel::take_records() {
   return out;
 }
 
-bool is_expert_parameter(const std::string& name) {
+std::optional<int> expert_id_of(const std::string& name) {
   // "layer<L>.expert<ID>.<rest>": the layer's module "expert<ID>" (the shared expert is "shared_expert").
   const auto at = name.find(".expert");
-  if (at == std::string::npos) return false;
-  const std::size_t digits = at + 7;
-  return digits < name.size() && std::isdigit(static_cast<unsigned char>(name[digits]));
+  if (at == std::string::npos) return std::nullopt;
+  std::size_t end = at + 7;
+  int id = 0;
+  while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) id = id * 10 + (name[end++] - '0');
+  if (end == at + 7 || (end < name.size() && name[end] != '.')) return std::nullopt;
+  return id;
 }
+
+bool is_expert_parameter(const std::string& name) { return expert_id_of(name).has_value(); }
 
 }  // namespace pipescope::exec

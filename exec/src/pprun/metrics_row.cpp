@@ -16,6 +16,7 @@ std::string metrics_line(const MetricsRow& row) {
   if (!row.stolen_time_s.empty())
     line += fmt::format(R"(, "stolen_time_s": [{:.9g}])", fmt::join(row.stolen_time_s, ", "));
   if (row.eval_loss) line += fmt::format(R"(, "eval_loss": {:.17g})", *row.eval_loss);
+  if (row.grad_norm) line += fmt::format(R"(, "grad_norm": {:.17g})", *row.grad_norm);
   line += "}\n";
   return line;
 }
@@ -30,6 +31,7 @@ void from_json(const nlohmann::json& j, MetricsRow& row) {
   if (j.contains("recompute_layers")) row.recompute_layers = j.at("recompute_layers").get<int>();
   if (j.contains("stolen_time_s")) row.stolen_time_s = j.at("stolen_time_s").get<std::vector<double>>();
   if (j.contains("eval_loss")) row.eval_loss = j.at("eval_loss").get<double>();
+  if (j.contains("grad_norm")) row.grad_norm = j.at("grad_norm").get<double>();
 }
 
 }  // namespace pipescope::exec

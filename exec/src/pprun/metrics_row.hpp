@@ -20,10 +20,12 @@ struct MetricsRow {
   int recompute_layers = 0;                     // the peaks depend on it: written when > 0
   std::vector<double> stolen_time_s;            // per rank; written when measured (not empty)
   std::optional<double> eval_loss;              // evaluated steps only
+  std::optional<double> grad_norm;              // with --clip-grad: the global norm before clipping
 };
 
 // The row as one line of the file, newline included: "step", "loss" (%.17g),
-// "iteration_time_s" (%.9g), "peak_memory_bytes", then the optional keys in that order.
+// "iteration_time_s" (%.9g), "peak_memory_bytes", then the optional keys in that order
+// ("grad_norm" %.17g).
 std::string metrics_line(const MetricsRow& row);
 
 // A row read back: "step" is required (an integer); the other keys are read when present, as

@@ -189,6 +189,10 @@ void add_training_options(OptionTable& t) {
   t.add_int("--dp", &RunOptions::data_parallel, "data-parallel replicas (world = dp x pipeline ranks)");
   t.add({"--lr", "X", fmt::format("AdamW learning rate (default {:g})", t.defaults().learning_rate),
          [](RunOptions& o, const std::string& v) { o.learning_rate = parse_number<double>("--lr", v); }});
+  t.add({"--clip-grad", "C",
+         "clip the gradients to a global norm of C over every stage, replica's experts included (Megatron's "
+         "--clip-grad, DeepSpeed's gradient_clipping; default 0: none); the metrics rows then give grad_norm",
+         [](RunOptions& o, const std::string& v) { o.clip_grad = parse_number<double>("--clip-grad", v); }});
   t.add_string("--partition", &RunOptions::partition_method, "METHOD", "layer split: uniform, parameters, type:REGEX");
   t.add_string("--device", &RunOptions::device, "cpu|cuda",
                "where workers compute: cpu with Gloo, cuda with NCCL (GPU = LOCAL_RANK)");
@@ -368,6 +372,8 @@ void check_run_options(const RunOptions& o) {
   if (o.timeout.count() <= 0)
     throw UsageError(fmt::format("option --timeout: {:g} must be positive", seconds(o.timeout)));
   if (!(o.learning_rate > 0)) throw UsageError(fmt::format("option --lr: {:g} must be positive", o.learning_rate));
+  if (!(o.clip_grad >= 0) || !std::isfinite(o.clip_grad))
+    throw UsageError(fmt::format("option --clip-grad: {:g} must be a finite norm >= 0 (0: no clipping)", o.clip_grad));
   if (o.model != "mlp" && o.model != "tiny-gpt" && o.model != "tiny-moe")
     throw UsageError(fmt::format("option --model: unknown model '{}' (known: mlp, tiny-gpt, tiny-moe)", o.model));
   check_moe_options(o);

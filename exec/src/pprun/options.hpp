@@ -57,6 +57,7 @@ struct RunOptions {
   // (EngineOptions::overlap_paired_passes).
   bool no_overlap_moe_comm = false;
   double learning_rate = 1e-3;
+  double clip_grad = 0;  // the global gradient norm clipped to (EngineOptions::gradient_clipping); 0: none
   std::string partition_method = "parameters";
   std::string device = "cpu";  // cpu (Gloo) | cuda (NCCL; GPU LOCAL_RANK of the node)
   std::string dtype = "fp32";  // fp32 | bf16 | fp16 (cuda only): EngineOptions::dtype

@@ -198,6 +198,7 @@ class Worker {
         const double loss = row.loss;
         row.recompute_layers = o.recompute_layers;
         row.stolen_time_s = stolen_time_s;
+        if (result.grad_norm >= 0) row.grad_norm = result.grad_norm;  // the same on every rank
         if (evaluate_now) row.eval_loss = eval_loss;
         metrics += metrics_line(row);
         if (!o.metrics_path.empty()) write_file_atomic(o.metrics_path, metrics);
@@ -284,16 +285,13 @@ class Worker {
   std::chrono::milliseconds timeout() const { return plan_.options.timeout; }
 
   // MoE models: the expert-parallel groups, on every rank before the engine builds its own
-  // groups, and the auxiliary loss's share of the step's gradient (the runtime scales each
-  // micro-batch's loss by 1 / (M x D)).
+  // groups (the runtime gives the auxiliary loss's gradient its share of the step's).
   void connect_expert_parallel() {
     expert_parallel_ = plan_.model.expert_parallel;
     if (!expert_parallel_) return;
     const int pipeline_ranks = plan_.pipeline_ranks;
     expert_parallel_->connect(*world_, env_.rank / pipeline_ranks, plan_.options.data_parallel,
                               env_.rank % pipeline_ranks, pipeline_ranks, timeout());
-    expert_parallel_->set_aux_gradient_scale(
-        1.0 / (static_cast<double>(plan_.schedule.num_micro_batches) * plan_.options.data_parallel));
   }
 
   // The engine pprun drives, on the plan's schedule and partition (make_run_plan built both):
@@ -306,6 +304,7 @@ class Worker {
     e.micro_batch_size = o.micro_batch_size;
     e.data_parallel = o.data_parallel;
     e.learning_rate = o.learning_rate;
+    e.gradient_clipping = o.clip_grad;
     e.activation_checkpoint_interval = o.recompute_layers;
     e.overlap_paired_passes = !o.no_overlap_moe_comm;
     e.timeout = o.timeout;

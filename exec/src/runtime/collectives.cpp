@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "runtime/compute_weights.hpp"
@@ -154,26 +155,38 @@ void Collectives::all_reduce_gradients(TensorList params, Transport* group) {
 
 // Clipping by the global norm: the gradients of every stage on every pipeline rank of this
 // replica (after the data-parallel reduction, so replicas agree), each tied weight counted
-// once (by the holder of its first layer). Runs once per step, at the first optimizer step.
-// Each layer's sum of squares has its own slot and the slots are added in layer order, so the
-// norm does not depend on how the layers are split (one contributor per slot: exact).
+// once (by the holder of its first layer), and with expert parallelism every expert of the
+// model once: the other members of this rank's expert-parallel group hold the layers' other
+// experts, and the same dense parameters (counted by the group's first member). Runs once per
+// step, at the first optimizer step. A layer's dense parameters and each of its experts have a
+// slot of their own, one contributor each, and the slots are added in order, so the norm does
+// not depend on how the layers are split or the experts placed (exact).
 void Collectives::clip_gradients() {
   if (clipped_ || ctx_.options.gradient_clipping <= 0) return;
   for (auto& [s, st] : ctx_.stages) reduce_grads(*st);
-  at::Tensor per_layer =
-      at::zeros({static_cast<std::int64_t>(ctx_.model.layers.size())}, at::TensorOptions().dtype(at::kDouble));
+  const ExpertParallel* expert_parallel = ctx_.model.expert_parallel.get();
+  const bool experts_across_ranks = expert_parallel && expert_parallel->distributed();
+  const std::int64_t slots_per_layer = 1 + (expert_parallel ? expert_parallel->experts() : 0);
+  at::Tensor slots = at::zeros({static_cast<std::int64_t>(ctx_.model.layers.size()) * slots_per_layer},
+                               at::TensorOptions().dtype(at::kDouble));
   for (auto& [s, st] : ctx_.stages)
     for (const auto& p : st->module->parameters()) {
       if (!p.tied_key.empty() && p.layer != tied_layers_.at(p.tied_key).front()) continue;
-      if (p.tensor.grad().defined()) per_layer[p.layer] += p.tensor.grad().to(at::kDouble).pow(2).sum().cpu();
+      const std::optional<int> expert = expert_id_of(p.name);
+      if (!expert && experts_across_ranks && expert_parallel->rank() != 0) continue;
+      if (!p.tensor.grad().defined()) continue;
+      const std::int64_t slot = p.layer * slots_per_layer + (expert ? 1 + *expert : 0);
+      slots[slot] += p.tensor.grad().to(at::kDouble).pow(2).sum().cpu();
     }
-  if (pipe_group_) {
-    at::Tensor reduced = ctx_.to_device(per_layer);
-    pipe_group_->all_reduce_sum(reduced)->wait(ctx_.options.timeout);
-    per_layer = reduced.cpu();
+  for (Transport* group : {experts_across_ranks ? expert_parallel->group() : nullptr, pipe_group_.get()}) {
+    if (!group) continue;
+    at::Tensor reduced = ctx_.to_device(slots);
+    group->all_reduce_sum(reduced)->wait(ctx_.options.timeout);
+    slots = reduced.cpu();
   }
   double square_sum = 0;
-  for (std::int64_t l = 0; l < per_layer.numel(); ++l) square_sum += per_layer[l].item<double>();
+  const double* slot_sums = slots.data_ptr<double>();
+  for (std::int64_t i = 0; i < slots.numel(); ++i) square_sum += slot_sums[i];
   const double norm = std::sqrt(square_sum);
   recorder_.result().grad_norm = norm;
   const double coefficient = ctx_.options.gradient_clipping / (norm + 1e-6);
@@ -200,9 +213,13 @@ void Collectives::unscale_gradients() {
         p.mutable_grad().mul_(1.0 / scale);  // exact while the scale is a power of two, as by default
         found_inf = found_inf || !at::isfinite(p.grad()).all().item<bool>();
       }
-  if (pipe_group_) {
+  // The members of an expert-parallel group hold different experts: they agree too.
+  const ExpertParallel* expert_parallel = ctx_.model.expert_parallel.get();
+  Transport* experts_group = expert_parallel && expert_parallel->distributed() ? expert_parallel->group() : nullptr;
+  for (Transport* group : {experts_group, pipe_group_.get()}) {
+    if (!group) continue;
     at::Tensor flag = ctx_.to_device(at::full({1}, found_inf ? 1.0 : 0.0, at::TensorOptions().dtype(at::kFloat)));
-    pipe_group_->all_reduce_sum(flag)->wait(ctx_.options.timeout);
+    group->all_reduce_sum(flag)->wait(ctx_.options.timeout);
     found_inf = flag.cpu().item<float>() > 0;
   }
   recorder_.result().loss_scale = scale;

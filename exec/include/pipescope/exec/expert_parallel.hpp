@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,8 +74,9 @@ class ExpertParallel {
   const std::vector<int>& group_world_ranks() const { return group_world_ranks_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
-  // What the auxiliary load-balancing loss's gradient is multiplied by: the runtime scales each
-  // micro-batch's loss by 1 / (micro-batches x replicas), and the auxiliary loss is part of it.
+  // What the auxiliary load-balancing loss's gradient is multiplied by: the runtime sets it at
+  // each step to what it scales each micro-batch's loss by (1 / (micro-batches x replicas),
+  // times the loss scale with loss scaling), since the auxiliary loss is part of it.
   void set_aux_gradient_scale(double scale) { aux_gradient_scale_ = scale; }
   double aux_gradient_scale() const { return aux_gradient_scale_; }
 
@@ -101,5 +103,7 @@ class ExpertParallel {
 // expert of a MoE layer: those are reduced over the expert data-parallel group and stored in
 // checkpoints by expert id.
 bool is_expert_parameter(const std::string& name);
+// The expert id in such a name (5 in "layer3.expert5.fc1.weight"); none for any other parameter.
+std::optional<int> expert_id_of(const std::string& name);
 
 }  // namespace pipescope::exec
