@@ -21,11 +21,13 @@ void Collectives::make_groups() {
   const int p = position.pipeline_ranks;
   if (position.num_replicas > 1) {
     std::vector<int> members;
+    members.reserve(static_cast<std::size_t>(position.num_replicas));
     for (int d = 0; d < position.num_replicas; ++d) members.push_back(d * p + position.pipe_rank);
     dp_group_ = ctx_.world.subgroup(members, fmt::format("dp{}", position.pipe_rank));
   }
   if ((ctx_.options.gradient_clipping > 0 || ctx_.options.loss_scaling) && p > 1) {
     std::vector<int> members;
+    members.reserve(static_cast<std::size_t>(p));
     for (int r = 0; r < p; ++r) members.push_back(position.replica * p + r);
     pipe_group_ = ctx_.world.subgroup(members, fmt::format("pipe{}", position.replica));
   }
@@ -40,6 +42,7 @@ void Collectives::make_groups() {
       holder_pipe_ranks.insert(ctx_.built_for->stage_to_rank.at(static_cast<std::size_t>(stage_of_layer(l))));
     if (!holder_pipe_ranks.count(position.pipe_rank) || holder_pipe_ranks.size() < 2) continue;
     std::vector<int> members;
+    members.reserve(holder_pipe_ranks.size());
     for (int r : holder_pipe_ranks) members.push_back(position.replica * p + r);
     tied_groups_[key] = ctx_.world.subgroup(members, fmt::format("tied-{}-r{}", key, position.replica));
   }
