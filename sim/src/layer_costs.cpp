@@ -70,8 +70,8 @@ LayerTimes layer_times(const ModelSpec& model, const DeviceSpec& device, const L
   const ContextParallelExchange exchange = context_parallel_exchange(model, device, links.context_parallel, parallel);
   out.cp_f_s = exchange.forward_s;
   out.cp_b_s = exchange.backward_s;
-  out.f_s += core_forward_s + out.cp_f_s +
-             memory_bound_time_s(forward_elementwise_bytes + fp8_forward_cast_bytes(l), device);
+  out.f_s +=
+      core_forward_s + out.cp_f_s + memory_bound_time_s(forward_elementwise_bytes + fp8_forward_cast_bytes(l), device);
   out.b_s += attention_core_backward_s(model, device, parallel) + out.cp_b_s +
              memory_bound_time_s(2 * forward_elementwise_bytes + fp8_backward_cast_bytes(l), device);
 
@@ -107,12 +107,26 @@ HeadTimes head_times(const ModelSpec& model, const DeviceSpec& device, const Par
   return out;
 }
 
-std::int64_t memory_figure_bytes(double bytes, std::string_view figure, const ModelSpec& model, const ParallelConfig& parallel) {
+HeadTimes mtp_projection_times(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel) {
+  const LayerShape l(model, parallel);
+  const double out_on_rank = l.h / l.t;
+  // Two RMS norms (read and write h a token each, twice in the backward) and the concatenation.
+  const double norm_bytes = 2.0 * 2.0 * l.tokens * l.h * 2.0 / l.replicated_split;
+  HeadTimes out;
+  out.f_s = gemm_time_s({l.tokens, out_on_rank, 2 * l.h}, device) + memory_bound_time_s(norm_bytes, device);
+  out.b_s = gemm_time_s({l.tokens, 2 * l.h, out_on_rank}, device) + memory_bound_time_s(2 * norm_bytes, device);
+  out.w_s = gemm_time_s({2 * l.h, out_on_rank, l.tokens}, device);
+  return out;
+}
+
+std::int64_t memory_figure_bytes(double bytes, std::string_view figure, const ModelSpec& model,
+                                 const ParallelConfig& parallel) {
   if (bytes >= 0 && bytes <= 0x1p60) return static_cast<std::int64_t>(bytes);
-  throw UsageError(fmt::format("--model {} with --micro-batch-size {} (seq {}, hidden {}, {} heads, tensor-parallel {}): {} "
-                               "come to {:.3g} bytes, beyond the limit of 2^60 bytes (1 EiB)",
-                               model.name, parallel.micro_batch_size, model.seq, model.hidden, model.heads,
-                               parallel.tensor_parallel, figure, bytes));
+  throw UsageError(
+      fmt::format("--model {} with --micro-batch-size {} (seq {}, hidden {}, {} heads, tensor-parallel {}): {} "
+                  "come to {:.3g} bytes, beyond the limit of 2^60 bytes (1 EiB)",
+                  model.name, parallel.micro_batch_size, model.seq, model.hidden, model.heads, parallel.tensor_parallel,
+                  figure, bytes));
 }
 
 LayerMemory layer_memory(const ModelSpec& model, const ParallelConfig& parallel) {
@@ -136,15 +150,19 @@ LayerMemory layer_memory(const ModelSpec& model, const ParallelConfig& parallel)
   const double core = l.flash ? 4 * l.heads * l.tokens : (l.dropout ? 5 : 2) * l.heads * l.local_seq() * l.s * l.b;
   const double without_recomputation = replicated / l.replicated_split + (split + core) / l.t;
   LayerMemory out;
-  out.weight_stash_bytes = memory_figure_bytes(32.0 * l.tokens * l.h / l.t, "one layer's weight-gradient inputs", model, parallel);
+  out.weight_stash_bytes =
+      memory_figure_bytes(32.0 * l.tokens * l.h / l.t, "one layer's weight-gradient inputs", model, parallel);
   switch (parallel.recomputation) {
-    case Recomputation::none: out.held_bytes = memory_figure_bytes(without_recomputation, kActivations, model, parallel); break;
+    case Recomputation::none:
+      out.held_bytes = memory_figure_bytes(without_recomputation, kActivations, model, parallel);
+      break;
     case Recomputation::selective:
       if (l.flash) {
         out.held_bytes = memory_figure_bytes(without_recomputation, kActivations, model, parallel);
         break;
       }
-      out.held_bytes = memory_figure_bytes(replicated / l.replicated_split + split / l.t, kActivations, model, parallel);
+      out.held_bytes =
+          memory_figure_bytes(replicated / l.replicated_split + split / l.t, kActivations, model, parallel);
       out.rebuilt_bytes = memory_figure_bytes(core / l.t, kActivations, model, parallel);
       break;
     case Recomputation::full:

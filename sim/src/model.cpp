@@ -38,7 +38,7 @@ LayerFigures layer_figures(const ModelSpec& model, int micro_batch_size) {
 }
 
 std::vector<int> stage_layers(const ModelSpec& model, const ParallelConfig& parallel) {
-  return stage_layer_counts(parallel.layout, model.layers, parallel.pipeline, parallel.chunks);
+  return stage_layer_counts(parallel.layout, model.layers, parallel.pipeline, parallel.chunks, model.mtp_num_layers);
 }
 
 Topology with_parallel_layout(Topology topology, const ParallelConfig& parallel) {
@@ -228,6 +228,11 @@ struct StageInputs {
   LayerKindCosts dense{};
   LayerKindCosts moe{};
   HeadTimes head{};
+  // The last stage's multi-token prediction layers (each a layer of the kind of the decoder's
+  // last, its projection and another pass of the head) and one's projection and norms.
+  int mtp_layers = 0;
+  bool mtp_moe = false;
+  HeadTimes mtp_projection{};
   int expert_shards = 1;
   std::int64_t embedding_parameters = 0;
   double s = 0, b = 0, h = 0, vocab_on_rank = 0;
@@ -262,6 +267,9 @@ StageInputs stage_inputs(const ModelSpec& model, const DeviceSpec& device, const
       ExpertLinks{topology.intra_node, topology.inter_node, topology.gpus_per_node, device.all_to_all}, parallel);
   in.moe_layers = moe_layers_per_stage(model, in.layers);
   in.head = head_times(model, device, parallel);
+  in.mtp_layers = model.mtp_num_layers;
+  in.mtp_moe = model.mtp_layer_is_moe();
+  in.mtp_projection = mtp_projection_times(model, device, parallel);
   // The routed experts' gradients are reduced, and their optimizer state sharded, over the
   // expert data-parallel group: members EP x ETP apart (Megatron's "tp-ep-dp-pp" expert order).
   in.expert_topology = topology;
@@ -292,18 +300,39 @@ struct StageParameters {
   std::int64_t matrix = 0;
 };
 
+// The transformer layers a stage runs, by kind: its decoder layers and, on the last stage, the
+// multi-token prediction layers' (of the decoder's last layer's kind).
+struct StageLayerCounts {
+  int dense = 0;
+  int moe = 0;
+  int mtp = 0;
+};
+
+StageLayerCounts stage_layer_kinds(const StageInputs& in, int st) {
+  StageLayerCounts n;
+  n.moe = in.moe_layers[st];
+  n.dense = in.layers[st] - n.moe;
+  if (st == in.num_stages - 1) n.mtp = in.mtp_layers;
+  (in.mtp_moe ? n.moe : n.dense) += n.mtp;
+  return n;
+}
+
 StageParameters stage_parameters(const StageInputs& in, int st) {
   const bool first = st == 0;
   const bool last = st == in.num_stages - 1;
-  const int layers = in.layers[st];
-  const int moe_layers = in.moe_layers[st];
+  const StageLayerCounts n = stage_layer_kinds(in, st);
+  const std::int64_t projection_matrix =
+      2 * static_cast<std::int64_t>(in.model.hidden) * in.model.hidden / in.parallel.tensor_parallel;
   StageParameters p;
-  p.experts = moe_layers * in.moe.expert_parameters;
-  p.all = static_cast<std::int64_t>(layers - moe_layers) * in.dense.parameters + moe_layers * in.moe.parameters;
+  p.experts = n.moe * in.moe.expert_parameters;
+  p.all = static_cast<std::int64_t>(n.dense) * in.dense.parameters + n.moe * in.moe.parameters +
+          n.mtp * (projection_matrix + 3 * static_cast<std::int64_t>(in.model.hidden));
   if (first) p.all += in.embedding_parameters;
   if (last && !(first && in.model.tied_embeddings)) p.all += in.embedding_parameters + 2 * in.model.hidden;
-  p.matrix = static_cast<std::int64_t>(layers - moe_layers) * in.dense.matrix_parameters +
-             moe_layers * in.moe.matrix_parameters;
+  // The MTP layers embed the next tokens on the last stage: it holds the embedding too.
+  if (last && n.mtp > 0 && !first && !in.model.tied_embeddings) p.all += in.embedding_parameters;
+  p.matrix = static_cast<std::int64_t>(n.dense) * in.dense.matrix_parameters + n.moe * in.moe.matrix_parameters +
+             n.mtp * projection_matrix;
   return p;
 }
 
@@ -311,8 +340,10 @@ StageParameters stage_parameters(const StageInputs& in, int st) {
 // all-to-all inside them.
 void set_stage_times(StageCost& c, const StageInputs& in, int st) {
   const bool last = st == in.num_stages - 1;
-  const double n = in.layers[st] - in.moe_layers[st];  // dense layers
-  const double n_moe = in.moe_layers[st];
+  const StageLayerCounts counts = stage_layer_kinds(in, st);
+  const double n = counts.dense;
+  const double n_moe = counts.moe;
+  const double n_mtp = counts.mtp;
   const LayerTimes& layer = in.dense.times;
   const LayerTimes& m = in.moe.times;
   c.tensor_parallel_f_s = n * layer.tp_f_s + n_moe * m.tp_f_s;
@@ -322,15 +353,16 @@ void set_stage_times(StageCost& c, const StageInputs& in, int st) {
   c.b_s = n * (layer.b_s + layer.recompute_s) + n_moe * (m.b_s + m.recompute_s) + c.tensor_parallel_b_s;
   c.w_s = n * layer.w_s + n_moe * m.w_s;
   if (last) {
-    c.f_s += in.head.f_s;
-    c.b_s += in.head.b_s;
-    c.w_s += in.head.w_s;
+    // The head once for the decoder and once more for each MTP layer, with its projection.
+    c.f_s += (1 + n_mtp) * in.head.f_s + n_mtp * in.mtp_projection.f_s;
+    c.b_s += (1 + n_mtp) * in.head.b_s + n_mtp * in.mtp_projection.b_s;
+    c.w_s += (1 + n_mtp) * in.head.w_s + n_mtp * in.mtp_projection.w_s;
   }
   // The experts' all-to-all inside those passes, apart, for the schedules that overlap it.
   // Full recomputation runs the forward's dispatch and combine again in the backward.
   const ExpertTimes& e = in.moe.experts;
   const double recomputed = in.parallel.recomputation == Recomputation::full ? 1.0 : 0.0;
-  c.all_to_all.moe_layers = in.moe_layers[st];
+  c.all_to_all.moe_layers = counts.moe;
   c.all_to_all.group_size = std::max(in.parallel.expert_parallel, 1);
   c.all_to_all.dispatch_f_s = n_moe * e.dispatch_f_s;
   c.all_to_all.combine_f_s = n_moe * e.combine_f_s;
@@ -347,8 +379,9 @@ void set_stage_times(StageCost& c, const StageInputs& in, int st) {
 // weights and optimizer state, and its output.
 void set_stage_memory(StageCost& c, const StageInputs& in, int st, const StageParameters& p) {
   const bool last = st == in.num_stages - 1;
-  const double n = in.layers[st] - in.moe_layers[st];  // dense layers
-  const double n_moe = in.moe_layers[st];
+  const StageLayerCounts counts = stage_layer_kinds(in, st);
+  const double n = counts.dense;
+  const double n_moe = counts.moe;
   const LayerMemory& layer_bytes = in.dense.memory;
   const ModelSpec& model = in.model;
   const ParallelConfig& parallel = in.parallel;
@@ -356,8 +389,13 @@ void set_stage_memory(StageCost& c, const StageInputs& in, int st, const StagePa
   double stash = n * static_cast<double>(layer_bytes.weight_stash_bytes) +
                  n_moe * static_cast<double>(in.moe.memory.weight_stash_bytes);
   if (last) {
-    held += 4.0 * in.s * in.b * in.vocab_on_rank;  // fp32 logits for the loss
-    stash += 2.0 * in.s * in.b * in.h;
+    // fp32 logits for the loss and the head's input, once more for each MTP layer, whose
+    // projection also keeps its input (2h) and its norms' (2 x h).
+    const double passes = 1.0 + counts.mtp;
+    held += passes * 4.0 * in.s * in.b * in.vocab_on_rank;
+    stash += passes * 2.0 * in.s * in.b * in.h;
+    const int split = in.parallel.sequence_parallel ? in.parallel.tensor_parallel : 1;
+    held += counts.mtp * 2.0 * 4.0 * in.s * in.b * in.h / split;
   }
   c.f_mem_bytes = memory_figure_bytes(held, "a stage's activations of one micro-batch", model, parallel);
   c.w_mem_bytes = -memory_figure_bytes(stash, "a stage's weight-gradient inputs of one micro-batch", model, parallel);
@@ -369,8 +407,8 @@ void set_stage_memory(StageCost& c, const StageInputs& in, int st, const StagePa
   // beside the 16-bit one; with --fp8-param-gather those two replace it. Recomputation rebuilds
   // one layer at a time, charged throughout (a stage of only the embedding or head rebuilds none).
   const double fp8_copy_bytes = in.fp8 && !parallel.fp8_param_gather ? 2.0 * static_cast<double>(p.matrix) : 0.0;
-  const std::int64_t rebuilt_bytes = std::max(in.layers[st] > in.moe_layers[st] ? layer_bytes.rebuilt_bytes : 0,
-                                              in.moe_layers[st] > 0 ? in.moe.memory.rebuilt_bytes : 0);
+  const std::int64_t rebuilt_bytes =
+      std::max(counts.dense > 0 ? layer_bytes.rebuilt_bytes : 0, counts.moe > 0 ? in.moe.memory.rebuilt_bytes : 0);
   c.static_bytes = memory_figure_bytes(static_cast<double>(p.all) * (4.0 + in.optimizer_bytes_per_parameter) +
                                            static_cast<double>(p.experts) * (4.0 + 16.0 / in.expert_shards) +
                                            fp8_copy_bytes + static_cast<double>(rebuilt_bytes),
@@ -425,7 +463,9 @@ void set_stage_reductions(StageCost& c, const StageInputs& in, int st, const Sta
   if (in.fp8 && !parallel.fp8_param_gather)
     c.optimizer_s += memory_bound_time_s(4.0 * static_cast<double>(p.matrix), in.device);
   if (parallel.zero1) c.optimizer_s += parameter_gather_s(in, st, p, bucket_count);
-  if (in.model.tied_embeddings && in.num_stages > 1 && (first || last))
+  // A tied embedding, or the one the MTP layers use on the last stage: its two copies' gradients
+  // are summed between the first and the last stage.
+  if ((in.model.tied_embeddings || in.mtp_layers > 0) && in.num_stages > 1 && (first || last))
     c.reduce_tied_s =
         ring_all_reduce_s(in.embedding_parameters * 2, 2, topology.link_between(0, parallel.pipeline - 1));
 }

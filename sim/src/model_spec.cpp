@@ -38,7 +38,8 @@ std::string_view fp8_format_name(Fp8Format format) {
 
 std::int64_t ModelSpec::kv_width() const {
   // MLA's per-head keys (qk + rope) and values (v) taken at their mean width.
-  if (multi_latent_attention()) return static_cast<std::int64_t>(heads) * (qk_head_dim + qk_pos_emb_head_dim + v_head_dim) / 2;
+  if (multi_latent_attention())
+    return static_cast<std::int64_t>(heads) * (qk_head_dim + qk_pos_emb_head_dim + v_head_dim) / 2;
   return static_cast<std::int64_t>(kv_heads_or_heads()) * head_dim_or_default();
 }
 
@@ -54,7 +55,8 @@ std::int64_t ModelSpec::attention_input_parameters() const {
   // RoPE key, and up (kv_lora x heads (qk + v)).
   const std::int64_t a = heads;
   const std::int64_t query_width = a * (qk_head_dim + qk_pos_emb_head_dim);
-  const std::int64_t query = q_lora_rank > 0 ? h * q_lora_rank + std::int64_t{q_lora_rank} * query_width : h * query_width;
+  const std::int64_t query =
+      q_lora_rank > 0 ? h * q_lora_rank + std::int64_t{q_lora_rank} * query_width : h * query_width;
   const std::int64_t key_value =
       h * (kv_lora_rank + qk_pos_emb_head_dim) + std::int64_t{kv_lora_rank} * a * (qk_head_dim + v_head_dim);
   return query + key_value;
@@ -117,8 +119,10 @@ std::int64_t parameters_with_experts(const ModelSpec& m, int experts_per_moe_lay
   const std::int64_t moe_layer = m.is_moe() ? m.moe_layer_dense_part().layer_parameters() + m.router_parameters() +
                                                   experts_per_moe_layer * m.expert_parameters()
                                             : 0;
-  return dense * m.layer_parameters() + moe * moe_layer + m.embedding_parameters() * (m.tied_embeddings ? 1 : 2) +
-         2 * static_cast<std::int64_t>(m.hidden);
+  const std::int64_t mtp_layer =
+      (m.mtp_layer_is_moe() ? moe_layer : m.layer_parameters()) + m.mtp_projection_parameters();
+  return dense * m.layer_parameters() + moe * moe_layer + m.mtp_num_layers * mtp_layer +
+         m.embedding_parameters() * (m.tied_embeddings ? 1 : 2) + 2 * static_cast<std::int64_t>(m.hidden);
 }
 
 }  // namespace
@@ -231,38 +235,41 @@ void check_model(const ModelSpec& m, const std::string& source) {
     throw UsageError(source + ": kv_heads must divide heads");
   if (m.ffn_hidden < 0) throw UsageError(source + ": ffn_hidden must be >= 0");
   if (m.head_dim < 0) throw UsageError(source + ": head_dim must be >= 0");
-  if (m.multi_latent_attention() && (m.qk_head_dim < 1 || m.v_head_dim < 1 || m.qk_pos_emb_head_dim < 0 || m.q_lora_rank < 0))
+  if (m.multi_latent_attention() &&
+      (m.qk_head_dim < 1 || m.v_head_dim < 1 || m.qk_pos_emb_head_dim < 0 || m.q_lora_rank < 0))
     throw UsageError(source + ": kv_lora_rank (multi-latent attention) needs positive qk_head_dim and v_head_dim");
   check_experts(m, source);
+  if (m.mtp_num_layers < 0) throw UsageError(source + ": mtp_num_layers must be >= 0");
   // The count in double, whose rounding is far below the bound: every field is at most 2^28, so
   // no product overflows here, and a total within the bound keeps the int64 counts exact.
   const double h = m.hidden, kv = h * m.kv_heads_or_heads() / m.heads;
   const double ffn = m.ffn_hidden > 0 ? m.ffn_hidden : 4 * h;
   const double experts_width = static_cast<double>(m.num_experts) * (m.moe_ffn_hidden > 0 ? m.moe_ffn_hidden : ffn) +
                                static_cast<double>(m.shared_expert_ffn_hidden);
-  const double layer = 2 * h * h + 2 * h * kv + (m.gated_mlp ? 3 : 2) * h * std::max(ffn, experts_width) + 4 * h + 3 * h +
-                       2 * kv + ffn;
-  const double total = m.layers * layer + 2.0 * m.vocab * h + 2 * h;
+  const double layer =
+      2 * h * h + 2 * h * kv + (m.gated_mlp ? 3 : 2) * h * std::max(ffn, experts_width) + 4 * h + 3 * h + 2 * kv + ffn;
+  const double total = m.layers * layer + m.mtp_num_layers * (layer + 2 * h * h) + 2.0 * m.vocab * h + 2 * h;
   if (total > static_cast<double>(kMaxParameters))
-    throw UsageError(fmt::format("{}: layers {} x hidden {} (ffn_hidden {}, vocab {}) give {:.3g} parameters, beyond the "
-                                 "limit of 2^50 (about 1.1e15)",
-                                 source, m.layers, m.hidden, ffn, m.vocab, total));
+    throw UsageError(
+        fmt::format("{}: layers {} x hidden {} (ffn_hidden {}, vocab {}) give {:.3g} parameters, beyond the "
+                    "limit of 2^50 (about 1.1e15)",
+                    source, m.layers, m.hidden, ffn, m.vocab, total));
 }
 
 // The fields of a model file (SPEC.md section 6).
 const std::vector<std::string>& known_model_fields() {
-  static const std::vector<std::string> fields = {"name", "layers", "hidden", "heads", "seq", "vocab", "kv_heads",
-                                                  "ffn_hidden", "gated_mlp", "tied_embeddings", "flash_attention",
-                                                  "dropout", "biases",
-                                                  // attention's own widths, multi-head latent attention (DeepSeek)
-                                                  "head_dim", "kv_channels", "q_lora_rank", "kv_lora_rank", "qk_head_dim",
-                                                  "qk_nope_head_dim", "qk_pos_emb_head_dim", "qk_rope_head_dim", "v_head_dim",
-                                                  // mixture of experts, SPEC's names and Megatron's / Hugging Face's
-                                                  "num_experts", "num_moe_experts", "top_k", "moe_router_topk",
-                                                  "moe_ffn_hidden", "moe_ffn_hidden_size", "shared_experts",
-                                                  "shared_expert_ffn_hidden", "moe_shared_expert_intermediate_size",
-                                                  "moe_layer_freq", "first_k_dense_layers", "first_k_dense_replace",
-                                                  "capacity_factor", "moe_expert_capacity_factor"};
+  static const std::vector<std::string> fields = {
+      "name", "layers", "hidden", "heads", "seq", "vocab", "kv_heads", "ffn_hidden", "gated_mlp", "tied_embeddings",
+      "flash_attention", "dropout", "biases",
+      // attention's own widths, multi-head latent attention (DeepSeek)
+      "head_dim", "kv_channels", "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_nope_head_dim",
+      "qk_pos_emb_head_dim", "qk_rope_head_dim", "v_head_dim",
+      // mixture of experts, SPEC's names and Megatron's / Hugging Face's
+      "num_experts", "num_moe_experts", "top_k", "moe_router_topk", "moe_ffn_hidden", "moe_ffn_hidden_size",
+      "shared_experts", "shared_expert_ffn_hidden", "moe_shared_expert_intermediate_size", "moe_layer_freq",
+      "first_k_dense_layers", "first_k_dense_replace", "capacity_factor", "moe_expert_capacity_factor",
+      // multi-token prediction (Megatron's, DeepSeek-V3's name)
+      "mtp_num_layers", "num_nextn_predict_layers"};
   return fields;
 }
 
@@ -305,7 +312,8 @@ ModelSpec parse_model_json(const std::string& text, const std::string& source) {
     if (!v.is_number_integer()) throw UsageError(source + ": model field '" + field + "' must be an integer");
     const auto value = json_integer_in(v, INT_MIN, kMaxModelField);
     if (!value)
-      throw UsageError(fmt::format("{}: model field '{}' is {}, above the limit {} (2^28)", source, field, v.dump(), kMaxModelField));
+      throw UsageError(fmt::format("{}: model field '{}' is {}, above the limit {} (2^28)", source, field, v.dump(),
+                                   kMaxModelField));
     out = static_cast<int>(*value);
   };
   auto get_bool = [&](const char* field, bool& out) {
@@ -364,6 +372,7 @@ ModelSpec parse_model_json(const std::string& text, const std::string& source) {
     if (!j[name].is_number()) throw UsageError(source + ": model field '" + name + "' must be a number");
     m.capacity_factor = j[name].get<double>();
   }
+  get_int_named({"mtp_num_layers", "num_nextn_predict_layers"}, m.mtp_num_layers);
   get_optional_bool("dropout", m.dropout);
   get_optional_bool("biases", m.biases);
   check_model(m, source);

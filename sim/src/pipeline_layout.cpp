@@ -51,13 +51,14 @@ class LayoutUnroller {
         if (pos_ >= text_.size()) fail("a '(' is never closed");
         ++pos_;  // ')'
         if (pos_ >= text_.size() || text_[pos_] != '*') fail("a group '(...)' must be followed by *N");
-      } else if (c == 'E' || c == 't' || c == 'L' || c == '|') {
+      } else if (c == 'E' || c == 't' || c == 'm' || c == 'L' || c == '|') {
         item = std::string(1, c);
         ++pos_;
-      } else if (c == 'm') {
-        fail("'m' (a multi-token prediction layer) is not modelled");
       } else {
-        fail(fmt::format("'{}' is not a layer (E embedding, t transformer layer, L loss, | between stages)", c));
+        fail(fmt::format(
+            "'{}' is not a layer (E embedding, t transformer layer, m multi-token prediction layer, L loss, | between "
+            "stages)",
+            c));
       }
       if (pos_ < text_.size() && text_[pos_] == '*') {
         ++pos_;
@@ -88,20 +89,22 @@ class LayoutUnroller {
 std::string stage_text(const LayoutStage& s) {
   std::string text = s.embedding ? "E" : "";
   text += s.layers > 0 ? (s.layers == 1 ? std::string("t") : fmt::format("t*{}", s.layers)) : std::string();
+  text += s.mtp_layers > 0 ? (s.mtp_layers == 1 ? std::string("m") : fmt::format("m*{}", s.mtp_layers)) : std::string();
   if (s.loss) text += "L";
   return text.empty() ? std::string("(empty)") : text;
 }
 
-std::vector<int> counts_from_layout(const std::string& text, int layers, int pipeline, int chunks) {
+std::vector<int> counts_from_layout(const std::string& text, int layers, int pipeline, int chunks, int mtp_layers) {
   const std::vector<LayoutStage> stages = parse_pipeline_layout(text);
   const int num_stages = pipeline * chunks;
   if (static_cast<std::int64_t>(stages.size()) != num_stages)
-    throw UsageError(fmt::format("{} '{}' has {} stages, but --stages {} x --chunks {} is {} (Megatron takes the "
-                                 "virtual stages from the layout: give --chunks {})",
-                                 kLayoutOption, text, stages.size(), pipeline, chunks, num_stages,
-                                 stages.size() % static_cast<std::size_t>(pipeline) == 0
-                                     ? fmt::format("{}", stages.size() / static_cast<std::size_t>(pipeline))
-                                     : std::string("a count that makes them equal")));
+    throw UsageError(
+        fmt::format("{} '{}' has {} stages, but --stages {} x --chunks {} is {} (Megatron takes the "
+                    "virtual stages from the layout: give --chunks {})",
+                    kLayoutOption, text, stages.size(), pipeline, chunks, num_stages,
+                    stages.size() % static_cast<std::size_t>(pipeline) == 0
+                        ? fmt::format("{}", stages.size() / static_cast<std::size_t>(pipeline))
+                        : std::string("a count that makes them equal")));
   std::vector<int> counts;
   int total = 0;
   for (std::size_t i = 0; i < stages.size(); ++i) {
@@ -109,22 +112,27 @@ std::vector<int> counts_from_layout(const std::string& text, int layers, int pip
     const bool first = i == 0;
     const bool last = i + 1 == stages.size();
     auto refuse = [&](const std::string& why) -> void {
-      throw UsageError(fmt::format("{} '{}': stage {} ({}, rank {}, chunk {}) {}", kLayoutOption, text, i, stage_text(s),
-                                   static_cast<int>(i) % pipeline, static_cast<int>(i) / pipeline, why));
+      throw UsageError(fmt::format("{} '{}': stage {} ({}, rank {}, chunk {}) {}", kLayoutOption, text, i,
+                                   stage_text(s), static_cast<int>(i) % pipeline, static_cast<int>(i) / pipeline, why));
     };
     if (s.embedding && !first) refuse("holds the embedding E: only the first stage may (the schedule feeds stage 0)");
     if (first && !s.embedding) refuse("lacks the embedding E, which opens the first stage");
     if (s.loss && !last) refuse("holds the loss L: only the last stage may");
     if (last && !s.loss) refuse("lacks the loss L, which closes the last stage");
+    if (s.mtp_layers > 0 && !last)
+      refuse("holds multi-token prediction layers m: pipescope runs them on the last stage, with the loss");
+    if (last && s.mtp_layers > 0 && s.mtp_layers != mtp_layers)
+      refuse(fmt::format("holds {} multi-token prediction layer(s) m, the model has {} (mtp_num_layers)", s.mtp_layers,
+                         mtp_layers));
     total += s.layers;
-    if (total > layers)
-      refuse(fmt::format("brings the transformer layers to {}: the model has {}", total, layers));
+    if (total > layers) refuse(fmt::format("brings the transformer layers to {}: the model has {}", total, layers));
     counts.push_back(s.layers);
   }
   if (total < layers)
-    throw UsageError(fmt::format("{} '{}': its {} stages hold {} transformer layers, the model has {} (the last "
-                                 "stage, {}, ends {} short)",
-                                 kLayoutOption, text, stages.size(), total, layers, stages.size() - 1, layers - total));
+    throw UsageError(
+        fmt::format("{} '{}': its {} stages hold {} transformer layers, the model has {} (the last "
+                    "stage, {}, ends {} short)",
+                    kLayoutOption, text, stages.size(), total, layers, stages.size() - 1, layers - total));
   return counts;
 }
 
@@ -150,8 +158,7 @@ std::vector<int> counts_with_first_last(const LayoutOptions& o, int layers, int 
   take(o.first_stage_layers, first_option);
   take(o.last_stage_layers, last_option);
   const std::string given = o.describe();
-  if (middle_layers < 0)
-    throw UsageError(fmt::format("{}: more layers than the model's {}", given, layers));
+  if (middle_layers < 0) throw UsageError(fmt::format("{}: more layers than the model's {}", given, layers));
   if ((middle_layers > 0) != (middle_ranks > 0))
     throw UsageError(fmt::format("{}: leaves {} layers for {} middle pipeline ranks (Megatron needs both or neither)",
                                  given, middle_layers, middle_ranks));
@@ -160,8 +167,8 @@ std::vector<int> counts_with_first_last(const LayoutOptions& o, int layers, int 
                                  middle_layers, middle_ranks));
   const int per_middle_rank = middle_ranks > 0 ? middle_layers / middle_ranks : 0;
   if (per_middle_rank % chunks != 0)
-    throw UsageError(fmt::format("{}: each middle rank's {} layers do not divide by --chunks {}", given, per_middle_rank,
-                                 chunks));
+    throw UsageError(
+        fmt::format("{}: each middle rank's {} layers do not divide by --chunks {}", given, per_middle_rank, chunks));
   std::vector<int> counts(static_cast<std::size_t>(pipeline * chunks), per_middle_rank / chunks);
   for (int chunk = 0; chunk < chunks; ++chunk) {
     if (o.first_stage_layers) counts[static_cast<std::size_t>(chunk * pipeline)] = *o.first_stage_layers / chunks;
@@ -177,12 +184,13 @@ std::vector<int> counts_with_accounting(const LayoutOptions& o, int layers, int 
   const int counted = layers + (o.account_for_embedding ? 1 : 0) + (o.account_for_loss ? 1 : 0);
   const std::string given = o.describe();
   if (counted % pipeline != 0)
-    throw UsageError(fmt::format("{}: {} layers (the model's {} and the counted embedding/loss) do not divide by "
-                                 "--stages {}",
-                                 given, counted, layers, pipeline));
+    throw UsageError(
+        fmt::format("{}: {} layers (the model's {} and the counted embedding/loss) do not divide by "
+                    "--stages {}",
+                    given, counted, layers, pipeline));
   if ((counted / pipeline) % chunks != 0)
-    throw UsageError(fmt::format("{}: each rank's {} layers do not divide by --chunks {}", given, counted / pipeline,
-                                 chunks));
+    throw UsageError(
+        fmt::format("{}: each rank's {} layers do not divide by --chunks {}", given, counted / pipeline, chunks));
   std::vector<int> counts(static_cast<std::size_t>(pipeline * chunks), counted / pipeline / chunks);
   if (o.account_for_embedding) --counts.front();
   if (o.account_for_loss) --counts.back();
@@ -213,22 +221,25 @@ std::vector<LayoutStage> parse_pipeline_layout(std::string_view text) {
     switch (c) {
       case '|': stages.emplace_back(); break;
       case 't': ++s.layers; break;
+      case 'm': ++s.mtp_layers; break;
       case 'E':
-        if (s.embedding || s.layers > 0 || s.loss)
-          throw UsageError(fmt::format("{} '{}': stage {}: E must open its stage, once", kLayoutOption, text,
-                                       stages.size() - 1));
+        if (s.embedding || s.layers > 0 || s.mtp_layers > 0 || s.loss)
+          throw UsageError(
+              fmt::format("{} '{}': stage {}: E must open its stage, once", kLayoutOption, text, stages.size() - 1));
         s.embedding = true;
         break;
       case 'L':
-        if (s.loss)
-          throw UsageError(fmt::format("{} '{}': stage {}: L twice", kLayoutOption, text, stages.size() - 1));
+        if (s.loss) throw UsageError(fmt::format("{} '{}': stage {}: L twice", kLayoutOption, text, stages.size() - 1));
         s.loss = true;
         break;
       default: break;
     }
-    if (c == 't' && stages.back().loss)
+    if ((c == 't' || c == 'm') && stages.back().loss)
       throw UsageError(fmt::format("{} '{}': stage {}: a transformer layer after the loss L", kLayoutOption, text,
                                    stages.size() - 1));
+    if (c == 't' && stages.back().mtp_layers > 0)
+      throw UsageError(fmt::format("{} '{}': stage {}: a decoder layer t after a multi-token prediction layer m",
+                                   kLayoutOption, text, stages.size() - 1));
   }
   const auto embeddings = std::count_if(stages.begin(), stages.end(), [](const LayoutStage& s) { return s.embedding; });
   const auto losses = std::count_if(stages.begin(), stages.end(), [](const LayoutStage& s) { return s.loss; });
@@ -261,13 +272,15 @@ void check_layout_options(const LayoutOptions& o) {
   const bool uneven = o.first_stage_layers || o.last_stage_layers;
   const bool accounting = o.account_for_embedding || o.account_for_loss;
   if (!o.layout.empty() && (uneven || accounting))
-    throw UsageError(fmt::format("{}: a layout string cannot be combined with the other layout options (Megatron "
-                                 "refuses them together)",
-                                 o.describe()));
+    throw UsageError(
+        fmt::format("{}: a layout string cannot be combined with the other layout options (Megatron "
+                    "refuses them together)",
+                    o.describe()));
   if (uneven && accounting)
-    throw UsageError(fmt::format("{}: Megatron refuses the uneven first/last stage together with counting the "
-                                 "embedding or the loss as a layer",
-                                 o.describe()));
+    throw UsageError(
+        fmt::format("{}: Megatron refuses the uneven first/last stage together with counting the "
+                    "embedding or the loss as a layer",
+                    o.describe()));
   if (o.first_stage_layers && *o.first_stage_layers < 1)
     throw UsageError(fmt::format("--decoder-first-pipeline-num-layers {}: must be at least 1", *o.first_stage_layers));
   if (o.last_stage_layers && *o.last_stage_layers < 1)
@@ -275,12 +288,12 @@ void check_layout_options(const LayoutOptions& o) {
   if (!o.layout.empty()) (void)parse_pipeline_layout(o.layout);
 }
 
-std::vector<int> stage_layer_counts(const LayoutOptions& o, int layers, int pipeline, int chunks) {
+std::vector<int> stage_layer_counts(const LayoutOptions& o, int layers, int pipeline, int chunks, int mtp_layers) {
   if (pipeline < 1 || chunks < 1) throw UsageError("--stages and --chunks must be at least 1");
   check_layout_options(o);
   const bool uneven = o.first_stage_layers || o.last_stage_layers;
   const bool accounting = o.account_for_embedding || o.account_for_loss;
-  if (!o.layout.empty()) return counts_from_layout(o.layout, layers, pipeline, chunks);
+  if (!o.layout.empty()) return counts_from_layout(o.layout, layers, pipeline, chunks, mtp_layers);
   if (uneven) return counts_with_first_last(o, layers, pipeline, chunks);
   if (accounting) return counts_with_accounting(o, layers, pipeline, chunks);
   return split_layers(layers, pipeline * chunks);

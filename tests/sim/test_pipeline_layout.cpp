@@ -10,6 +10,10 @@
 //   unbalanced parentheses, an unknown letter;
 // - Megatron's refusals: uneven first/last with accounting, a layout string with either, first
 //   layers not dividing by the chunks;
+// - multi-token prediction layers `m`: on the last stage, after its decoder layers and before the
+//   loss, as many as the model has ("Et*15|t*15mL" for 30 layers and one MTP layer; a layout
+//   without `m` leaves them on the last stage); refused on another stage, in another number,
+//   before a decoder layer or after the loss, each naming the stage;
 // - with nothing given pipescope's split (22 layers on 8 stages: 2, 3 x 6, 2), whose Megatron
 //   options megatron_layout_of_split names: none (even), the loss (one short), both (two short),
 //   else a layout string.
@@ -65,7 +69,8 @@ TEST_CASE("Megatron's uneven first and last stage") {
   first_only.first_stage_layers = 2;
   CHECK(stage_layer_counts(first_only, 32, 4, 1) == std::vector<int>{2, 10, 10, 10});
   o.first_stage_layers = 5;
-  CHECK_THROWS_WITH(stage_layer_counts(o, 30, 4, 3), Catch::Contains("--decoder-first-pipeline-num-layers 5: must divide by --chunks 3"));
+  CHECK_THROWS_WITH(stage_layer_counts(o, 30, 4, 3),
+                    Catch::Contains("--decoder-first-pipeline-num-layers 5: must divide by --chunks 3"));
   o.first_stage_layers = 7;
   CHECK_THROWS_WITH(stage_layer_counts(o, 30, 4, 1), Catch::Contains("do not divide over the 2 middle pipeline ranks"));
   CHECK_THROWS_WITH(stage_layer_counts(first_only, 32, 1, 1), Catch::Contains("needs --stages 2 or more"));
@@ -90,24 +95,47 @@ TEST_CASE("a layout string in Megatron's grammar") {
 TEST_CASE("a layout that does not describe the model is refused at the stage it fails") {
   LayoutOptions o;
   o.layout = "Et*3|(t*4|)*6tL";  // 28 layers
-  CHECK_THROWS_WITH(stage_layer_counts(o, 30, 8, 1),
-                    Catch::Contains("hold 28 transformer layers, the model has 30") && Catch::Contains("stage, 7, ends 2 short"));
+  CHECK_THROWS_WITH(stage_layer_counts(o, 30, 8, 1), Catch::Contains("hold 28 transformer layers, the model has 30") &&
+                                                         Catch::Contains("stage, 7, ends 2 short"));
   o.layout = "Et*8|t*8|t*8|t*8L";
-  CHECK_THROWS_WITH(stage_layer_counts(o, 30, 4, 1), Catch::Contains("stage 3 (t*8L, rank 3, chunk 0) brings the transformer layers to 32"));
+  CHECK_THROWS_WITH(stage_layer_counts(o, 30, 4, 1),
+                    Catch::Contains("stage 3 (t*8L, rank 3, chunk 0) brings the transformer layers to 32"));
   o.layout = "t*8|t*8|Et*8|t*6L";
-  CHECK_THROWS_WITH(stage_layer_counts(o, 30, 4, 1), Catch::Contains("stage 0 (t*8, rank 0, chunk 0) lacks the embedding E"));
+  CHECK_THROWS_WITH(stage_layer_counts(o, 30, 4, 1),
+                    Catch::Contains("stage 0 (t*8, rank 0, chunk 0) lacks the embedding E"));
   o.layout = "Et*8|t*8|t*8|t*6L";
-  CHECK_THROWS_WITH(stage_layer_counts(o, 30, 2, 1), Catch::Contains("has 4 stages, but --stages 2 x --chunks 1 is 2") &&
-                                                         Catch::Contains("give --chunks 2"));
+  CHECK_THROWS_WITH(
+      stage_layer_counts(o, 30, 2, 1),
+      Catch::Contains("has 4 stages, but --stages 2 x --chunks 1 is 2") && Catch::Contains("give --chunks 2"));
   CHECK_THROWS_WITH(parse_pipeline_layout("Et*3|(t*4|*6tL"), Catch::Contains("a '(' is never closed"));
-  CHECK_THROWS_WITH(parse_pipeline_layout("Et*3|x|tL"), Catch::Contains("'x' is not a layer") && Catch::Contains("character 6"));
+  CHECK_THROWS_WITH(parse_pipeline_layout("Et*3|x|tL"),
+                    Catch::Contains("'x' is not a layer") && Catch::Contains("character 6"));
   CHECK_THROWS_WITH(parse_pipeline_layout("Et|(t)|L"), Catch::Contains("must be followed by *N"));
-  CHECK_THROWS_WITH(parse_pipeline_layout("Etm|tL"), Catch::Contains("multi-token prediction"));
   CHECK_THROWS_WITH(parse_pipeline_layout("t*3|tL"), Catch::Contains("exactly one E"));
   CHECK_THROWS_WITH(parse_pipeline_layout("(t)*99999999999"), Catch::Contains("unroll to more than"));
   o.layout = "Et|tL";
   o.account_for_loss = true;
   CHECK_THROWS_WITH(stage_layer_counts(o, 2, 2, 1), Catch::Contains("cannot be combined"));
+}
+
+TEST_CASE("multi-token prediction layers m sit on the last stage, with the loss") {
+  LayoutOptions o;
+  o.layout = "Et*15|t*15mL";
+  CHECK(parse_pipeline_layout(o.layout).back() == LayoutStage{15, false, true, 1});
+  CHECK(stage_layer_counts(o, 30, 2, 1, 1) == std::vector<int>{15, 15});
+  o.layout = "Et*15|t*15L";  // the model's MTP layers left out of the string: still on the last stage
+  CHECK(stage_layer_counts(o, 30, 2, 1, 1) == std::vector<int>{15, 15});
+  o.layout = "Et*15m|t*15L";
+  CHECK_THROWS_WITH(stage_layer_counts(o, 30, 2, 1, 1),
+                    Catch::Contains("stage 0 (Et*15m, rank 0, chunk 0) holds multi-token prediction layers m"));
+  o.layout = "Et*15|t*15m*2L";
+  CHECK_THROWS_WITH(stage_layer_counts(o, 30, 2, 1, 1),
+                    Catch::Contains("holds 2 multi-token prediction layer(s) m, the model has 1 (mtp_num_layers)"));
+  CHECK_THROWS_WITH(parse_pipeline_layout("Et*15|t*14mtL"),
+                    Catch::Contains("stage 1: a decoder layer t after a multi-token"));
+  CHECK_THROWS_WITH(parse_pipeline_layout("Et*15|t*15Lm"),
+                    Catch::Contains("stage 1: a transformer layer after the loss L"));
+  CHECK_THROWS_WITH(parse_pipeline_layout("Et*3|x|tL"), Catch::Contains("m multi-token prediction layer"));
 }
 
 TEST_CASE("pipescope's split where nothing is given, and the Megatron options that name it") {

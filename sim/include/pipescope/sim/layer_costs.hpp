@@ -78,8 +78,8 @@ struct ContextParallelExchange {
   double forward_s = 0;
   double backward_s = 0;
 };
-ContextParallelExchange context_parallel_exchange(const ModelSpec& model, const DeviceSpec& device, const LinkSpec& link,
-                                                  const ParallelConfig& parallel);
+ContextParallelExchange context_parallel_exchange(const ModelSpec& model, const DeviceSpec& device,
+                                                  const LinkSpec& link, const ParallelConfig& parallel);
 
 // Seconds of the attention core on the rank (its s/C queries against the keys, causal blocks
 // skipped by a fused kernel), forward and backward.
@@ -94,6 +94,12 @@ struct HeadTimes {
   double w_s = 0;
 };
 HeadTimes head_times(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel);
+
+// Seconds of one multi-token prediction layer's own work beside its transformer layer and its
+// pass of the head (ModelSpec::mtp_num_layers): the norms of the next token's embedding and of
+// the hidden state, and the projection of the two joined (2h) to h, column-parallel. Its
+// tensor-parallel gathers are left out, as the head's loss all-reduces are.
+HeadTimes mtp_projection_times(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel);
 
 // Bytes of one layer of one micro-batch on one rank (16-bit activations, 1-byte dropout masks and
 // FP8 copies).
@@ -110,7 +116,8 @@ LayerMemory layer_memory(const ModelSpec& model, const ParallelConfig& parallel)
 // beyond 2^60 bytes (1 EiB: a model and micro-batch no device holds), naming the figure and the
 // sizes it comes from: a plain conversion would wrap it to a small or negative figure that
 // "fits" in memory.
-std::int64_t memory_figure_bytes(double bytes, std::string_view figure, const ModelSpec& model, const ParallelConfig& parallel);
+std::int64_t memory_figure_bytes(double bytes, std::string_view figure, const ModelSpec& model,
+                                 const ParallelConfig& parallel);
 
 // Parameters of one layer on one tensor-parallel rank: the matrices and the column-parallel
 // biases divided by T, the layer norms and the row-parallel biases whole.

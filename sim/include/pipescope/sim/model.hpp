@@ -23,9 +23,9 @@ struct ModelSpec {
   int layers = 0;
   int hidden = 0;
   int heads = 0;
-  int kv_heads = 0;       // 0: same as heads (no grouped-query attention)
-  int ffn_hidden = 0;     // 0: 4 * hidden
-  bool gated_mlp = false; // SwiGLU: three MLP matrices instead of two
+  int kv_heads = 0;        // 0: same as heads (no grouped-query attention)
+  int ffn_hidden = 0;      // 0: 4 * hidden
+  bool gated_mlp = false;  // SwiGLU: three MLP matrices instead of two
   int seq = 0;
   int vocab = 0;
   bool tied_embeddings = true;
@@ -51,13 +51,18 @@ struct ModelSpec {
   int v_head_dim = 0;
   // Mixture of experts (Megatron's names; docs/MODEL.md "Mixture of experts"). 0 experts: dense.
   int num_experts = 0;
-  int top_k = 0;                 // experts each token is routed to (--moe-router-topk)
-  int moe_ffn_hidden = 0;        // one routed expert's FFN width (0: ffn_hidden)
-  int shared_experts = 0;        // experts every token goes through
+  int top_k = 0;                     // experts each token is routed to (--moe-router-topk)
+  int moe_ffn_hidden = 0;            // one routed expert's FFN width (0: ffn_hidden)
+  int shared_experts = 0;            // experts every token goes through
   int shared_expert_ffn_hidden = 0;  // one shared expert's width (0: moe_ffn_hidden)
-  int moe_layer_freq = 1;        // every moe_layer_freq-th layer (after the dense ones) is MoE
-  int first_k_dense_layers = 0;  // the first layers keep a dense MLP (DeepSeek's first_k_dense_replace)
-  double capacity_factor = 0;    // tokens an expert takes, over the mean; 0: dropless
+  int moe_layer_freq = 1;            // every moe_layer_freq-th layer (after the dense ones) is MoE
+  int first_k_dense_layers = 0;      // the first layers keep a dense MLP (DeepSeek's first_k_dense_replace)
+  double capacity_factor = 0;        // tokens an expert takes, over the mean; 0: dropless
+  // Multi-token prediction (Megatron's --mtp-num-layers; DeepSeek-V3's num_nextn_predict_layers):
+  // after the decoder, on the last pipeline stage, each MTP layer joins the next token's
+  // embedding to the hidden state (two norms, a projection of 2h to h), runs one transformer
+  // layer of the last decoder layer's kind, and the shared head and a loss again.
+  int mtp_num_layers = 0;
   // A MoE layer's dense part (attention and shared experts) with no shared expert has no MLP.
   bool without_mlp = false;
 
@@ -79,6 +84,14 @@ struct ModelSpec {
   double attention_core_head_dim() const;
 
   bool is_moe() const { return num_experts > 0; }
+  // An MTP layer's transformer layer has routed experts where the decoder's last layer does.
+  bool mtp_layer_is_moe() const { return is_moe_layer(layers - 1); }
+  // One MTP layer's own parameters beside its transformer layer: the 2h x h projection and its
+  // three norms (the embedding's, the hidden state's, its output's); the embedding and the head
+  // are the model's.
+  std::int64_t mtp_projection_parameters() const {
+    return 2 * static_cast<std::int64_t>(hidden) * hidden + 3 * static_cast<std::int64_t>(hidden);
+  }
   // Layer `index` (0-based) has routed experts: past the first dense ones, every moe_layer_freq-th.
   bool is_moe_layer(int index) const;
   int moe_layers() const;
@@ -96,9 +109,9 @@ struct ModelSpec {
   // biases either: their activations have no dropout masks.
   bool has_dropout() const { return dropout.value_or(!gated_mlp); }
   bool has_biases() const { return biases.value_or(!gated_mlp); }
-    // Parameters of one transformer layer's matrices (biases and norms excluded).
+  // Parameters of one transformer layer's matrices (biases and norms excluded).
   std::int64_t layer_matrix_parameters() const;
-  std::int64_t layer_parameters() const;   // with biases and layer norms
+  std::int64_t layer_parameters() const;      // with biases and layer norms
   std::int64_t embedding_parameters() const;  // vocab * hidden
   std::int64_t total_parameters() const;
   // Parameters a token meets: the routed experts counted top_k times instead of num_experts
@@ -126,8 +139,8 @@ struct LayerFigures {
   double f_flops = 0;
   double b_flops = 0;
   double w_flops = 0;
-  std::int64_t activation_bytes = 0;     // held from F until B: sb(34h + 5as)
-  std::int64_t weight_stash_bytes = 0;   // held from B until W: 32 sbh
+  std::int64_t activation_bytes = 0;    // held from F until B: sb(34h + 5as)
+  std::int64_t weight_stash_bytes = 0;  // held from B until W: 32 sbh
 };
 LayerFigures layer_figures(const ModelSpec& model, int micro_batch_size);
 
@@ -153,10 +166,10 @@ enum class ContextParallelComm : std::uint8_t { p2p, all_gather };
 // CP, then DP, then PP: "tp-cp-dp-pp"). GPUs = tensor x context x data x pipeline. A further
 // dimension (expert parallelism) takes its place in that order beside the others.
 struct ParallelConfig {
-  int pipeline = 4;          // pipeline ranks
-  int chunks = 1;            // stages per rank: pipeline * chunks stages in all
+  int pipeline = 4;  // pipeline ranks
+  int chunks = 1;    // stages per rank: pipeline * chunks stages in all
   int data_parallel = 1;
-  int tensor_parallel = 1;   // Megatron tensor parallelism: GPUs of one node per stage
+  int tensor_parallel = 1;         // Megatron tensor parallelism: GPUs of one node per stage
   bool sequence_parallel = false;  // Megatron sequence parallelism (with tensor_parallel > 1)
   // Context parallelism (--context-parallel-size): each sequence split over this many GPUs, with
   // causal load balancing (each holds two of 2C chunks), keys and values exchanged in attention.

@@ -30,11 +30,14 @@ struct LayoutOptions {
   friend bool operator==(const LayoutOptions&, const LayoutOptions&) = default;
 };
 
-// Layers of each of the pipeline x chunks stages (stage i on rank i mod pipeline, Megatron's
-// virtual stages in rank order). Throws UsageError naming the option (and, for a layout string,
-// the stage) when the options do not describe `layers` layers on that many stages, or when they
-// contradict each other as Megatron says they do.
-std::vector<int> stage_layer_counts(const LayoutOptions& options, int layers, int pipeline, int chunks);
+// Decoder layers of each of the pipeline x chunks stages (stage i on rank i mod pipeline,
+// Megatron's virtual stages in rank order). Throws UsageError naming the option (and, for a
+// layout string, the stage) when the options do not describe `layers` layers on that many
+// stages, or when they contradict each other as Megatron says they do. The model's
+// `mtp_layers` multi-token prediction layers run on the last stage: a layout string may name
+// them there (`m`, before `L`; all of them), or leave them out.
+std::vector<int> stage_layer_counts(const LayoutOptions& options, int layers, int pipeline, int chunks,
+                                    int mtp_layers = 0);
 
 // What can be checked without the model or the sizes: the combinations Megatron refuses, a
 // first/last stage count below 1, the layout string's grammar. Throws UsageError naming the option
@@ -46,16 +49,18 @@ void check_layout_options(const LayoutOptions& options);
 // when a stage other than the first and the last would hold no layer.
 std::vector<int> split_layers(int layers, int num_stages);
 
-// One stage of a parsed layout string: its transformer layers and whether it holds the embedding
-// (E) or the loss (L).
+// One stage of a parsed layout string: its transformer layers, its multi-token prediction layers
+// (m) and whether it holds the embedding (E) or the loss (L).
 struct LayoutStage {
   int layers = 0;
   bool embedding = false;
   bool loss = false;
+  int mtp_layers = 0;
   friend bool operator==(const LayoutStage&, const LayoutStage&) = default;
 };
 
-// Megatron's layout grammar: `E` embedding, `t` a transformer layer, `L` loss, `|` between stages,
+// Megatron's layout grammar: `E` embedding, `t` a transformer layer, `m` a multi-token prediction
+// layer, `L` loss, `|` between stages,
 // `(...)*N` and `x*N` repeats, commas ignored. Throws UsageError naming the option and the place
 // where the text does not parse. Checks the grammar only (stage_layer_counts checks the model).
 std::vector<LayoutStage> parse_pipeline_layout(std::string_view text);
