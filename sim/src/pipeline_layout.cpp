@@ -170,10 +170,10 @@ std::vector<int> counts_with_first_last(const LayoutOptions& o, int layers, int 
     throw UsageError(
         fmt::format("{}: each middle rank's {} layers do not divide by --chunks {}", given, per_middle_rank, chunks));
   std::vector<int> counts(static_cast<std::size_t>(pipeline * chunks), per_middle_rank / chunks);
-  for (int chunk = 0; chunk < chunks; ++chunk) {
-    if (o.first_stage_layers) counts[static_cast<std::size_t>(chunk * pipeline)] = *o.first_stage_layers / chunks;
-    if (o.last_stage_layers)
-      counts[static_cast<std::size_t>(chunk * pipeline + pipeline - 1)] = *o.last_stage_layers / chunks;
+  const auto ranks = static_cast<std::size_t>(pipeline);
+  for (std::size_t chunk = 0; chunk < static_cast<std::size_t>(chunks); ++chunk) {
+    if (o.first_stage_layers) counts[chunk * ranks] = *o.first_stage_layers / chunks;
+    if (o.last_stage_layers) counts[chunk * ranks + ranks - 1] = *o.last_stage_layers / chunks;
   }
   return counts;
 }
