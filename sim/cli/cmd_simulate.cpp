@@ -5,6 +5,8 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -56,7 +58,8 @@ struct SimulateOptions {
        quiet = false, overlap_moe_comm = false, delay_wgrad_compute = false;
   ClusterOptions cluster;
   MegatronOptions megatron;
-  std::string recompute_granularity;  // empty: --recompute decides (full or none)
+  std::string recompute_granularity;           // empty: --recompute decides (full or none)
+  std::vector<std::string> recompute_modules;  // Megatron's --recompute-modules; empty: core_attn
 };
 
 void add_options(po::options_description& o, SimulateOptions& s) {
@@ -104,7 +107,12 @@ void add_options(po::options_description& o, SimulateOptions& s) {
        "C, Megatron context parallelism (--context-parallel-size): each sequence split over C GPUs with causal "
        "load balancing; its group sits inside a node before the data-parallel one (GPUs = P x T x C x DP)")
       ("recompute-granularity", po::value(&s.recompute_granularity),
-       "full or selective (the attention core) activation recomputation, with --model (default: none)")
+       "full or selective (the attention core, or --recompute-modules) activation recomputation, with --model "
+       "(default: none)")
+      ("recompute-modules", po::value(&s.recompute_modules)->multitoken(),
+       "what selective recomputation runs again, Megatron's names (spaces or commas): core_attn (the default), "
+       "moe_act, layernorm, mla_up_proj, mlp, moe (its all-to-all too), shared_experts; implies "
+       "--recompute-granularity selective")
       ("data-parallel", po::value(&s.data_parallel)->default_value(s.data_parallel),
        "data-parallel replicas (gradients reduced over data x context parallelism)")
       ("micro-batch-size", po::value(&s.micro_batch_size)->default_value(s.micro_batch_size), "samples per micro-batch")
@@ -179,6 +187,13 @@ std::string cost_options_text(const SimulateOptions& s, const po::variables_map&
 
 // --recompute alone keeps meaning full recomputation; --recompute-granularity names which.
 sim::Recomputation recomputation_of(const SimulateOptions& s) {
+  if (!s.recompute_modules.empty()) {
+    if (s.recompute || (!s.recompute_granularity.empty() && s.recompute_granularity != "selective"))
+      throw UsageError(
+          "--recompute-modules: selective recomputation's modules, not with --recompute or "
+          "--recompute-granularity full");
+    return sim::Recomputation::selective;
+  }
   if (s.recompute_granularity.empty()) return s.recompute ? sim::Recomputation::full : sim::Recomputation::none;
   if (s.recompute_granularity == "full") return sim::Recomputation::full;
   if (s.recompute_granularity == "selective") {
@@ -205,7 +220,9 @@ void check_model_only_options(const SimulateOptions& s, const po::variables_map&
 
   if (s.sequence_parallel) throw UsageError("--sequence-parallel needs --model: not with " + source);
   if (recomputation_of(s) == sim::Recomputation::selective)
-    throw UsageError("--recompute-granularity selective needs --model: not with " + source);
+    throw UsageError(
+        std::string(s.recompute_modules.empty() ? "--recompute-granularity selective" : "--recompute-modules") +
+        " needs --model: not with " + source);
   if (s.cluster.overlap_grad_reduce) throw UsageError("--overlap-grad-reduce needs --model: not with " + source);
   if (s.cluster.no_async_tp)
     throw UsageError("--no-async-tensor-model-parallel-allreduce needs --model: not with " + source);
@@ -291,6 +308,11 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
     parallel.context_parallel = s.context_parallel;
     parallel.sequence_parallel = s.sequence_parallel;
     parallel.recomputation = recomputation_of(s);
+    if (!s.recompute_modules.empty()) {
+      std::string names;
+      for (const std::string& name : s.recompute_modules) names += name + ",";
+      parallel.recompute_modules = sim::parse_recompute_modules(names);
+    }
     parallel.overlap_grad_reduce = s.cluster.overlap_grad_reduce;
     parallel.async_tensor_parallel_backward = !s.cluster.no_async_tp;
     s.megatron.apply(parallel);
@@ -299,7 +321,10 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
         s.cluster.gpus_per_node, s.tensor_parallel, s.sequence_parallel ? " with sp" : "",
         s.context_parallel > 1 ? fmt::format(", cp {}", s.context_parallel) : "",
         model.is_moe() ? fmt::format(", ep {} etp {}", parallel.expert_parallel, parallel.expert_tp()) : "",
-        sim::recomputation_name(parallel.recomputation),
+        parallel.recomputation == sim::Recomputation::selective &&
+                parallel.recompute_modules != sim::kRecomputeCoreAttention
+            ? fmt::format("selective ({})", sim::recompute_modules_text(parallel.recompute_modules))
+            : std::string(sim::recomputation_name(parallel.recomputation)),
         parallel.fp8 != sim::Fp8Format::none ? fmt::format(", fp8 {}", sim::fp8_format_name(parallel.fp8)) : "");
     source.costs = sim::derive_costs(model, device, topology, parallel);
     source.costs.overlap_moe_all_to_all = s.overlap_moe_comm;

@@ -160,6 +160,17 @@ std::int64_t expert_activation_bytes(const ModelSpec& model, const ParallelConfi
   return static_cast<std::int64_t>(router + inputs + hidden + outputs);
 }
 
+ExpertActivation expert_activation(const ModelSpec& model, const ParallelConfig& parallel) {
+  if (!model.is_moe()) return {};
+  const detail::LayerShape l(model, parallel);
+  const double elements =
+      expert_rows_on_rank(model, parallel) * model.moe_ffn_or_default() / static_cast<double>(parallel.expert_tp());
+  ExpertActivation out;
+  out.output_bytes = (l.fp8 ? 1.0 : 2.0) * elements;
+  out.moved_bytes = (l.gated ? 6.0 : 4.0) * elements;
+  return out;
+}
+
 std::int64_t expert_parameters_on_rank(const ModelSpec& model, const ParallelConfig& parallel) {
   if (!model.is_moe()) return 0;
   const std::int64_t experts_here = model.num_experts / std::max(parallel.expert_parallel, 1);

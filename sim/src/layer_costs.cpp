@@ -41,6 +41,25 @@ double fp8_backward_cast_bytes(const LayerShape& l) {
   return 4 * l.tokens * outputs;
 }
 
+// What the two layer norms' forward reads and writes (the hidden state in, their outputs out):
+// what --recompute-modules layernorm runs again.
+double norm_forward_bytes(const LayerShape& l) { return 2 * 4 * l.tokens * l.h / l.replicated_split; }
+
+// MLA's up-projections forward (the queries' from q_lora_rank, the keys' and values' from
+// kv_lora_rank), column-parallel: what --recompute-modules mla_up_proj runs again.
+double mla_up_projection_forward_s(const ModelSpec& model, const LayerShape& l, const DeviceSpec& device) {
+  const GemmPrecision precision = l.fp8 ? GemmPrecision::fp8 : GemmPrecision::bf16;
+  const double heads = l.heads / l.t;
+  double seconds =
+      gemm_time_s({l.tokens, heads * (model.qk_head_dim + model.v_head_dim), static_cast<double>(model.kv_lora_rank)},
+                  device, precision);
+  if (model.q_lora_rank > 0)
+    seconds += gemm_time_s(
+        {l.tokens, heads * (model.qk_head_dim + model.qk_pos_emb_head_dim), static_cast<double>(model.q_lora_rank)},
+        device, precision);
+  return seconds;
+}
+
 double elementwise_forward_bytes(const LayerShape& l) {
   const double activation = (l.gated ? 6 : 4) * l.tokens * l.ffn / l.t;
   return replicated_elementwise_bytes(l) / l.replicated_split + activation + softmax_bytes(l);
@@ -85,7 +104,16 @@ LayerTimes layer_times(const ModelSpec& model, const DeviceSpec& device, const L
     case Recomputation::none: break;
     case Recomputation::selective:
       // FlashAttention stores no attention core to drop: its backward already rebuilds it.
-      if (!l.flash) out.recompute_s = core_forward_s + memory_bound_time_s(softmax_bytes(l), device);
+      if (parallel.recomputes(kRecomputeCoreAttention) && !l.flash)
+        out.recompute_s += core_forward_s + memory_bound_time_s(softmax_bytes(l), device);
+      if (parallel.recomputes(kRecomputeLayernorm))
+        out.recompute_s += memory_bound_time_s(norm_forward_bytes(l), device);
+      if (parallel.recomputes(kRecomputeMlaUpProjection) && model.multi_latent_attention())
+        out.recompute_s += mla_up_projection_forward_s(model, l, device);
+      // The MLP's products and activation (its tensor-parallel collectives are left out).
+      if (parallel.recomputes(kRecomputeMlp) && l.ffn > 0)
+        out.recompute_s += products.forward_s[2] * slowdown.forward[2] + products.forward_s[3] * slowdown.forward[3] +
+                           memory_bound_time_s((l.gated ? 6 : 4) * l.tokens * l.ffn / l.t, device);
       break;
     case Recomputation::full:
       out.recompute_s = out.f_s;
@@ -156,15 +184,24 @@ LayerMemory layer_memory(const ModelSpec& model, const ParallelConfig& parallel)
     case Recomputation::none:
       out.held_bytes = memory_figure_bytes(without_recomputation, kActivations, model, parallel);
       break;
-    case Recomputation::selective:
-      if (l.flash) {
-        out.held_bytes = memory_figure_bytes(without_recomputation, kActivations, model, parallel);
-        break;
+    case Recomputation::selective: {
+      // What each module recomputed drops from the forward's keep and rebuilds in the backward:
+      // the attention core (not kept by a fused kernel), the norms' outputs (QKV's and the MLP's
+      // inputs, FP8 copies under FP8), MLA's up-projected queries, keys and values (its two
+      // latents kept instead), the MLP's hidden activations.
+      double dropped = 0, kept = 0;
+      if (parallel.recomputes(kRecomputeCoreAttention) && !l.flash) dropped += core / l.t;
+      if (parallel.recomputes(kRecomputeLayernorm))
+        dropped += (4 - 2 * fp8_saved) * l.tokens * l.h / l.replicated_split;
+      if (parallel.recomputes(kRecomputeMlaUpProjection) && model.multi_latent_attention()) {
+        dropped += (2 * l.attention_width + 4 * l.kv_width) * l.tokens / l.t;
+        kept += 2.0 * (model.q_lora_rank + model.kv_lora_rank) * l.tokens / l.replicated_split;
       }
-      out.held_bytes =
-          memory_figure_bytes(replicated / l.replicated_split + split / l.t, kActivations, model, parallel);
-      out.rebuilt_bytes = memory_figure_bytes(core / l.t, kActivations, model, parallel);
+      if (parallel.recomputes(kRecomputeMlp)) dropped += ((l.gated ? 6 : 4) - fp8_saved) * l.ffn * l.tokens / l.t;
+      out.held_bytes = memory_figure_bytes(without_recomputation - dropped + kept, kActivations, model, parallel);
+      out.rebuilt_bytes = memory_figure_bytes(dropped, kActivations, model, parallel);
       break;
+    }
     case Recomputation::full:
       out.held_bytes = memory_figure_bytes(2.0 * l.tokens * l.h / l.replicated_split, kActivations, model, parallel);
       out.rebuilt_bytes = memory_figure_bytes(without_recomputation, kActivations, model, parallel);

@@ -1,6 +1,10 @@
 #include "pipescope/sim/model.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/sim/expert_layer.hpp"
@@ -183,7 +187,12 @@ LayerKindCosts dense_layer_costs(const ModelSpec& model, const DeviceSpec& devic
 LayerKindCosts moe_layer_costs(const ModelSpec& model, const DeviceSpec& device, const LayerLinks& links,
                                const ExpertLinks& expert_links, const ParallelConfig& parallel) {
   if (!model.is_moe()) return {};
-  LayerKindCosts kind = dense_layer_costs(model.moe_layer_dense_part(), device, links, parallel);
+  // The dense part's MLP is the shared experts: --recompute-modules names it shared_experts.
+  ParallelConfig dense_part = parallel;
+  dense_part.recompute_modules =
+      static_cast<std::uint8_t>((parallel.recompute_modules & ~kRecomputeMlp) |
+                                ((parallel.recompute_modules & kRecomputeSharedExperts) != 0 ? kRecomputeMlp : 0));
+  LayerKindCosts kind = dense_layer_costs(model.moe_layer_dense_part(), device, links, dense_part);
   const ExpertTimes experts = expert_times(model, device, expert_links, parallel);
   kind.experts = experts;
   kind.times.f_s += experts.f_s;
@@ -196,8 +205,21 @@ LayerKindCosts moe_layer_costs(const ModelSpec& model, const DeviceSpec& device,
       kind.times.recompute_s += experts.f_s;
       kind.memory.rebuilt_bytes += expert_bytes;
       break;
-    case Recomputation::none:
-    case Recomputation::selective: kind.memory.held_bytes += expert_bytes; break;
+    case Recomputation::selective:
+      if (parallel.recomputes(kRecomputeMoe)) {
+        // The whole MoE layer again, its router and all-to-all included (set_stage_times).
+        kind.times.recompute_s += experts.f_s;
+        kind.memory.rebuilt_bytes += expert_bytes;
+      } else if (parallel.recomputes(kRecomputeMoeActivation)) {
+        const ExpertActivation activation = expert_activation(model, parallel);
+        kind.times.recompute_s += memory_bound_time_s(activation.moved_bytes, device);
+        kind.memory.held_bytes += expert_bytes - static_cast<std::int64_t>(activation.output_bytes);
+        kind.memory.rebuilt_bytes += static_cast<std::int64_t>(activation.output_bytes);
+      } else {
+        kind.memory.held_bytes += expert_bytes;
+      }
+      break;
+    case Recomputation::none: kind.memory.held_bytes += expert_bytes; break;
   }
   kind.parameters += model.router_parameters();
   kind.expert_parameters = expert_parameters_on_rank(model, parallel);
@@ -212,6 +234,21 @@ std::vector<int> moe_layers_per_stage(const ModelSpec& model, const std::vector<
   for (std::size_t st = 0; st < layers.size(); ++st)
     for (int i = 0; i < layers[st]; ++i) moe[st] += model.is_moe_layer(next++) ? 1 : 0;
   return moe;
+}
+
+// A module to recompute that the model does not have: MLA's up-projections on ordinary
+// attention, an expert module on a dense model.
+std::optional<std::string> recompute_modules_problem(const ModelSpec& model, const ParallelConfig& parallel) {
+  if (parallel.recomputation != Recomputation::selective) return std::nullopt;
+  if (parallel.recomputes(kRecomputeMlaUpProjection) && !model.multi_latent_attention())
+    return fmt::format("--recompute-modules mla_up_proj: {} has no multi-latent attention (kv_lora_rank)", model.name);
+  const std::uint8_t expert_modules = kRecomputeMoe | kRecomputeMoeActivation | kRecomputeSharedExperts;
+  if ((parallel.recompute_modules & expert_modules) != 0 && !model.is_moe())
+    return fmt::format("--recompute-modules {}: {} has no experts (num_experts)",
+                       recompute_modules_text(parallel.recompute_modules & expert_modules), model.name);
+  if (parallel.recomputes(kRecomputeSharedExperts) && model.shared_experts == 0)
+    return fmt::format("--recompute-modules shared_experts: {} has no shared expert", model.name);
+  return std::nullopt;
 }
 
 // What every stage of one configuration shares: its layers by kind and their costs, the head's,
@@ -252,6 +289,7 @@ StageInputs stage_inputs(const ModelSpec& model, const DeviceSpec& device, const
   if (auto problem = context_parallel_problem(model, parallel)) throw UsageError(*problem);
   if (auto problem = precision_problem(device, parallel)) throw UsageError(*problem);
   if (auto problem = expert_parallel_problem(model, parallel, topology_in.gpus_per_node)) throw UsageError(*problem);
+  if (auto problem = recompute_modules_problem(model, parallel)) throw UsageError(*problem);
   check_option_pairs(parallel);
   StageInputs in{
       .model = model, .device = device, .parallel = parallel, .topology = with_parallel_layout(topology_in, parallel)};
@@ -361,7 +399,8 @@ void set_stage_times(StageCost& c, const StageInputs& in, int st) {
   // The experts' all-to-all inside those passes, apart, for the schedules that overlap it.
   // Full recomputation runs the forward's dispatch and combine again in the backward.
   const ExpertTimes& e = in.moe.experts;
-  const double recomputed = in.parallel.recomputation == Recomputation::full ? 1.0 : 0.0;
+  const double recomputed =
+      in.parallel.recomputation == Recomputation::full || in.parallel.recomputes(kRecomputeMoe) ? 1.0 : 0.0;
   c.all_to_all.moe_layers = counts.moe;
   c.all_to_all.group_size = std::max(in.parallel.expert_parallel, 1);
   c.all_to_all.dispatch_f_s = n_moe * e.dispatch_f_s;

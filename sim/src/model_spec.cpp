@@ -2,8 +2,11 @@
 #include "pipescope/sim/model.hpp"
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <filesystem>
+#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -25,6 +28,49 @@ std::string_view recomputation_name(Recomputation recomputation) {
     case Recomputation::full: return "full";
   }
   return "none";
+}
+
+namespace {
+
+// Megatron's --recompute-modules names, in its order.
+constexpr std::array<std::pair<std::string_view, RecomputeModule>, 7> kRecomputeModuleNames{{
+    {"core_attn", kRecomputeCoreAttention},
+    {"moe_act", kRecomputeMoeActivation},
+    {"layernorm", kRecomputeLayernorm},
+    {"mla_up_proj", kRecomputeMlaUpProjection},
+    {"mlp", kRecomputeMlp},
+    {"moe", kRecomputeMoe},
+    {"shared_experts", kRecomputeSharedExperts},
+}};
+
+}  // namespace
+
+std::uint8_t parse_recompute_modules(const std::string& names) {
+  std::uint8_t modules = 0;
+  std::size_t start = 0;
+  while (start <= names.size()) {
+    const std::size_t end = std::min(names.find_first_of(", ", start), names.size());
+    const std::string_view name = std::string_view(names).substr(start, end - start);
+    start = end + 1;
+    if (name.empty()) continue;
+    const auto* found = std::find_if(kRecomputeModuleNames.begin(), kRecomputeModuleNames.end(),
+                                     [&](const auto& entry) { return entry.first == name; });
+    if (found == kRecomputeModuleNames.end()) {
+      std::string known;
+      for (const auto& entry : kRecomputeModuleNames) known += (known.empty() ? "" : ", ") + std::string(entry.first);
+      throw UsageError(fmt::format("--recompute-modules: '{}' is not a module (known: {})", name, known));
+    }
+    modules |= found->second;
+  }
+  if (modules == 0) throw UsageError("--recompute-modules: names no module (give, e.g., core_attn,moe_act)");
+  return modules;
+}
+
+std::string recompute_modules_text(std::uint8_t modules) {
+  std::string text;
+  for (const auto& [name, bit] : kRecomputeModuleNames)
+    if ((modules & bit) != 0) text += (text.empty() ? "" : ",") + std::string(name);
+  return text;
 }
 
 std::string_view fp8_format_name(Fp8Format format) {

@@ -75,6 +75,15 @@ double compute_slowdown_beside_all_to_all(const DeviceSpec& device, const Expert
 // combine's backward), sized for the load factor.
 std::int64_t expert_activation_bytes(const ModelSpec& model, const ParallelConfig& parallel);
 
+// The routed experts' activation function on the rank, one micro-batch of one MoE layer: its
+// output's bytes (the second product's input, FP8 under FP8: what --recompute-modules moe_act
+// drops) and what its kernel reads and writes (what running it again costs).
+struct ExpertActivation {
+  double output_bytes = 0;
+  double moved_bytes = 0;
+};
+ExpertActivation expert_activation(const ModelSpec& model, const ParallelConfig& parallel);
+
 // Parameters of the routed experts of one MoE layer on one rank: num_experts / EP experts, each
 // split over expert tensor parallelism. The router (replicated) is counted with the dense part.
 std::int64_t expert_parameters_on_rank(const ModelSpec& model, const ParallelConfig& parallel);

@@ -150,6 +150,23 @@ LayerFigures layer_figures(const ModelSpec& model, int micro_batch_size);
 enum class Recomputation : std::uint8_t { none, selective, full };
 std::string_view recomputation_name(Recomputation recomputation);  // "none", "selective", "full"
 
+// What selective recomputation runs again (Megatron's --recompute-modules), as bits: the backward
+// rebuilds these modules' activations from their inputs instead of keeping them from the forward.
+enum RecomputeModule : std::uint8_t {
+  kRecomputeCoreAttention = 1U << 0,    // core_attn: the attention core (Megatron's default)
+  kRecomputeLayernorm = 1U << 1,        // layernorm: the two norms' outputs (QKV's and the MLP's input)
+  kRecomputeMlaUpProjection = 1U << 2,  // mla_up_proj: MLA's up-projected queries, keys and values
+  kRecomputeMlp = 1U << 3,              // mlp: a dense layer's MLP
+  kRecomputeMoeActivation = 1U << 4,    // moe_act: the routed experts' activation function
+  kRecomputeMoe = 1U << 5,              // moe: the whole MoE layer, its all-to-all included
+  kRecomputeSharedExperts = 1U << 6,    // shared_experts: a MoE layer's shared experts
+};
+// Megatron's names, separated by commas or spaces ("core_attn,moe_act"); throws UsageError naming
+// --recompute-modules and the name it does not know (and the names it knows).
+std::uint8_t parse_recompute_modules(const std::string& names);
+// The names of the bits, in Megatron's order, comma-separated.
+std::string recompute_modules_text(std::uint8_t modules);
+
 // FP8 linear layers as Transformer Engine runs them (its delayed-scaling recipe): `hybrid` keeps
 // E4M3 for the forward and E5M2 for the gradients, `e4m3` E4M3 for both; both run at the
 // device's FP8 rate.
@@ -177,6 +194,12 @@ struct ParallelConfig {
   ContextParallelComm context_parallel_comm = ContextParallelComm::p2p;
   int micro_batch_size = 1;
   Recomputation recomputation = Recomputation::none;
+  // With selective recomputation: which modules (RecomputeModule bits).
+  std::uint8_t recompute_modules = kRecomputeCoreAttention;
+  // The bits of `module` that recomputation runs again (none unless selective).
+  bool recomputes(RecomputeModule module) const {
+    return recomputation == Recomputation::selective && (recompute_modules & module) != 0;
+  }
   // The distributed optimizer (Megatron's --use-distributed-optimizer; ZeRO-1): optimizer state
   // sharded over the data-parallel x context-parallel group, gradients reduce-scattered and the
   // updated parameters all-gathered.

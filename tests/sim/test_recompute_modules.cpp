@@ -1,0 +1,156 @@
+// Selective recomputation by module (Megatron's --recompute-modules; layer_costs.cpp, model.cpp's
+// MoE layer and its all-to-all, ppsim simulate's option).
+// Expected:
+// - the names: Megatron's, separated by commas or spaces, in any order; an unknown or empty list
+//   refused naming --recompute-modules (and the names it knows);
+// - a dense layer (Llama-3-8B's shape, TP 2 with sequence parallelism, FlashAttention): core_attn
+//   keeps and rebuilds nothing (a fused core keeps no scores); layernorm drops the norms'
+//   outputs, 4 sbh / T bytes, and runs the two norms again; mlp drops the SwiGLU activations,
+//   6 sbf / T bytes, and runs its two products again (more time than the norms);
+// - DeepSeek-V3's MLA: mla_up_proj drops the up-projected queries, keys and values and keeps the
+//   two latents, runs the up-projections again;
+// - Mixtral's MoE layer: moe drops all of the experts' activations and runs the layer again, its
+//   dispatch and combine included (each backward all-to-all grows by the forward's); moe_act
+//   drops only the activation's output; shared_experts on a model without one, mla_up_proj on
+//   ordinary attention and moe on a dense model are refused naming the module;
+// - ppsim simulate --recompute-modules: the description names them, the peak falls; with
+//   --recompute it is refused in one line.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "pipescope/core/errors.hpp"
+#include "pipescope/sim/efficiency.hpp"
+#include "pipescope/sim/expert_layer.hpp"
+#include "pipescope/sim/layer_costs.hpp"
+#include "pipescope/sim/model.hpp"
+#include "ppsim_run.hpp"
+
+using namespace pipescope;
+using namespace pipescope::sim;
+
+namespace {
+
+ParallelConfig selective(std::uint8_t modules) {
+  ParallelConfig p;
+  p.pipeline = 2;
+  p.tensor_parallel = 2;
+  p.sequence_parallel = true;
+  p.micro_batch_size = 1;
+  p.recomputation = Recomputation::selective;
+  p.recompute_modules = modules;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("--recompute-modules takes Megatron's names") {
+  CHECK(parse_recompute_modules("core_attn") == kRecomputeCoreAttention);
+  CHECK(parse_recompute_modules("moe_act, layernorm,mla_up_proj") ==
+        (kRecomputeMoeActivation | kRecomputeLayernorm | kRecomputeMlaUpProjection));
+  CHECK(recompute_modules_text(parse_recompute_modules("shared_experts moe mlp")) == "mlp,moe,shared_experts");
+  CHECK_THROWS_WITH(parse_recompute_modules("core_attn,attention"),
+                    Catch::Contains("--recompute-modules: 'attention' is not a module (known: core_attn, moe_act"));
+  CHECK_THROWS_WITH(parse_recompute_modules(" , "), Catch::Contains("--recompute-modules: names no module"));
+}
+
+TEST_CASE("a dense layer's recomputed modules: what each drops and runs again") {
+  const ModelSpec llama = resolve_model("llama-3-8b");
+  const DeviceSpec h100 = device_preset("h100");
+  const LinkSpec nvlink = device_preset("h100").nvlink;
+  const double s = llama.seq, h = llama.hidden, f = llama.ffn_or_default(), t = 2;
+  const LayerMemory core = layer_memory(llama, selective(kRecomputeCoreAttention));
+  const LayerMemory none = layer_memory(llama, ParallelConfig{});
+  CHECK(core.rebuilt_bytes == 0);
+  const LayerMemory norms = layer_memory(llama, selective(kRecomputeLayernorm));
+  CHECK(static_cast<double>(core.held_bytes - norms.held_bytes) == Approx(4 * s * h / t).epsilon(1e-9));
+  CHECK(static_cast<double>(norms.rebuilt_bytes) == Approx(4 * s * h / t).epsilon(1e-9));
+  const LayerMemory mlp = layer_memory(llama, selective(kRecomputeMlp));
+  CHECK(static_cast<double>(core.held_bytes - mlp.held_bytes) == Approx(6 * s * f / t).epsilon(1e-9));
+  CHECK(none.held_bytes > 0);
+
+  const LayerTimes core_times = layer_times(llama, h100, nvlink, selective(kRecomputeCoreAttention));
+  const LayerTimes norm_times = layer_times(llama, h100, nvlink, selective(kRecomputeLayernorm));
+  const LayerTimes mlp_times = layer_times(llama, h100, nvlink, selective(kRecomputeMlp));
+  CHECK(core_times.recompute_s == 0);
+  CHECK(norm_times.recompute_s > 0);
+  CHECK(mlp_times.recompute_s > norm_times.recompute_s);
+  CHECK(mlp_times.f_s == core_times.f_s);  // the forward is the same
+}
+
+TEST_CASE("MLA's up-projections recomputed keep the latents") {
+  const ModelSpec deepseek = resolve_model("deepseek-v3");
+  const ModelSpec dense_part = deepseek;  // a dense layer of it (the first three)
+  const LayerMemory core = layer_memory(dense_part, selective(kRecomputeCoreAttention));
+  const LayerMemory up = layer_memory(dense_part, selective(kRecomputeMlaUpProjection));
+  CHECK(up.held_bytes < core.held_bytes);
+  CHECK(up.rebuilt_bytes > 0);
+  const LinkSpec nvlink = device_preset("h100").nvlink;
+  CHECK(layer_times(dense_part, device_preset("h100"), nvlink, selective(kRecomputeMlaUpProjection)).recompute_s > 0);
+}
+
+TEST_CASE("a MoE layer recomputed whole runs its all-to-all again; moe_act drops the activation only") {
+  const ModelSpec mixtral = resolve_model("mixtral-8x7b");
+  const DeviceSpec h100 = device_preset("h100");
+  ParallelConfig base = selective(kRecomputeCoreAttention);
+  base.tensor_parallel = 1;
+  base.sequence_parallel = false;
+  base.data_parallel = 8;
+  base.expert_parallel = 8;
+  ParallelConfig moe = base, act = base;
+  moe.recompute_modules = kRecomputeMoe;
+  act.recompute_modules = kRecomputeMoeActivation;
+  const CostModel kept = derive_costs(mixtral, h100, Topology{}, base);
+  const CostModel whole = derive_costs(mixtral, h100, Topology{}, moe);
+  const CostModel activation = derive_costs(mixtral, h100, Topology{}, act);
+  const StageCost& k = kept.stages[0];
+  const StageCost& w = whole.stages[0];
+  const double layers = k.all_to_all.moe_layers;
+  REQUIRE(layers > 0);
+  CHECK(static_cast<double>(k.f_mem_bytes - w.f_mem_bytes) ==
+        Approx(layers * static_cast<double>(expert_activation_bytes(mixtral, base))).epsilon(1e-9));
+  CHECK(w.all_to_all.dispatch_b_s == Approx(k.all_to_all.dispatch_b_s + k.all_to_all.dispatch_f_s).epsilon(1e-12));
+  CHECK(w.all_to_all.combine_b_s == Approx(k.all_to_all.combine_b_s + k.all_to_all.combine_f_s).epsilon(1e-12));
+  CHECK(w.b_s > k.b_s);
+  CHECK(static_cast<double>(k.f_mem_bytes - activation.stages[0].f_mem_bytes) ==
+        Approx(layers * expert_activation(mixtral, base).output_bytes).epsilon(1e-9));
+  CHECK(activation.stages[0].all_to_all.dispatch_b_s == k.all_to_all.dispatch_b_s);
+
+  ParallelConfig shared = base;
+  shared.recompute_modules = kRecomputeSharedExperts;
+  CHECK_THROWS_WITH(derive_costs(mixtral, h100, Topology{}, shared),
+                    Catch::Contains("--recompute-modules shared_experts: mixtral-8x7b has no shared expert"));
+  ParallelConfig up = base;
+  up.recompute_modules = kRecomputeMlaUpProjection;
+  CHECK_THROWS_WITH(derive_costs(mixtral, h100, Topology{}, up),
+                    Catch::Contains("--recompute-modules mla_up_proj: mixtral-8x7b has no multi-latent attention"));
+  ParallelConfig dense = selective(kRecomputeMoe);
+  CHECK_THROWS_WITH(derive_costs(resolve_model("llama-3-8b"), h100, Topology{}, dense),
+                    Catch::Contains("--recompute-modules moe: llama-3-8b has no experts"));
+}
+
+TEST_CASE("ppsim simulate --recompute-modules", "[cli]") {
+  const std::string run =
+      "simulate --model mixtral-8x7b --stages 4 --micro-batches 8 --data-parallel 8 --expert-parallel 8 --json ";
+  const auto plain = ppsim_test::run_ppsim(run);
+  const auto recomputed = ppsim_test::run_ppsim(run + "--recompute-modules moe_act layernorm");
+  INFO(plain.err << recomputed.err);
+  REQUIRE(plain.status == 0);
+  REQUIRE(recomputed.status == 0);
+  auto peak = [](const std::string& text) {
+    std::int64_t most = 0;
+    const nlohmann::json summary = nlohmann::json::parse(text);
+    for (const auto& rank : summary.at("ranks"))
+      most = std::max(most, rank.at("peak_memory_bytes").get<std::int64_t>());
+    return most;
+  };
+  CHECK(peak(recomputed.out) < peak(plain.out));
+  const auto table = ppsim_test::run_ppsim(
+      "simulate --model mixtral-8x7b --stages 4 --micro-batches 8 --data-parallel 8 --expert-parallel 8 "
+      "--recompute-modules core_attn,moe_act");
+  CHECK(table.out.find("recomputation selective (core_attn,moe_act)") != std::string::npos);
+  const auto refused = ppsim_test::run_ppsim(run + "--recompute --recompute-modules moe_act");
+  CHECK(refused.status != 0);
+  CHECK(refused.one_error_line());
+  CHECK(refused.err.find("--recompute-modules") != std::string::npos);
+}
