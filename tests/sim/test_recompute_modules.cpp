@@ -79,8 +79,7 @@ TEST_CASE("a dense layer's recomputed modules: what each drops and runs again") 
 }
 
 TEST_CASE("MLA's up-projections recomputed keep the latents") {
-  const ModelSpec deepseek = resolve_model("deepseek-v3");
-  const ModelSpec dense_part = deepseek;  // a dense layer of it (the first three)
+  const ModelSpec dense_part = resolve_model("deepseek-v3");  // a dense layer of it (the first three)
   const LayerMemory core = layer_memory(dense_part, selective(kRecomputeCoreAttention));
   const LayerMemory up = layer_memory(dense_part, selective(kRecomputeMlaUpProjection));
   CHECK(up.held_bytes < core.held_bytes);
