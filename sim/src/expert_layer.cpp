@@ -116,6 +116,15 @@ ExpertTimes expert_times(const ModelSpec& model, const DeviceSpec& device, const
   const double elementwise_bytes = 8.0 * copies * l.h + (l.gated ? 6 : 4) * rows * width;
   out.f_s += memory_bound_time_s(elementwise_bytes, device);
   out.b_s += memory_bound_time_s(2 * elementwise_bytes, device);
+  // Under FP8 Transformer Engine's grouped products quantize what no kernel before them wrote in
+  // FP8 (GroupedLinear's split_quantize): in the forward the experts' inputs (unless dispatched
+  // in FP8) and the activation's output, in the backward each product's output gradient; each
+  // cast reads 16 bits and writes FP8 with its transpose, 4 bytes an element, as the dense
+  // layers' casts (layer_costs.cpp).
+  if (l.fp8) {
+    out.f_s += memory_bound_time_s(4.0 * rows * ((parallel.fp8_dispatch ? 0.0 : l.h) + width), device);
+    out.b_s += memory_bound_time_s(4.0 * rows * (l.h + first_width), device);
+  }
 
   // Dispatch (FP8 when asked) and combine (BF16) over the EP group, members ETP apart; their
   // gradients travel back in BF16. With ETP > 1 the dispatched tokens are all-gathered over the
