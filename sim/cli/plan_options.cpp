@@ -1,6 +1,7 @@
 // `ppsim plan`'s options: declared with their help, read into a PlanRequest and checked.
 #include "plan_options.hpp"
 
+#include <algorithm>
 #include <sstream>
 #include <vector>
 
@@ -100,6 +101,9 @@ void add_search_options(po::options_description& options, PlanOptions& o) {
        "and the first and last rank one layer per chunk lighter (default: the even split, or the layout options given)")
       ("recompute", po::value(&o.recompute)->default_value(o.recompute),
        "activation recomputation: comma-separated none, selective, full (or both = none,full; on = full; off = none)")
+      ("recompute-modules", po::value(&o.recompute_modules),
+       "what the selective rows recompute, Megatron's names, comma-separated (core_attn, moe_act, layernorm, "
+       "mla_up_proj, mlp, moe, shared_experts; default core_attn; needs selective in --recompute)")
       ("no-zero1", po::bool_switch(&o.no_zero1), "keep the full optimizer state on every replica (default: ZeRO-1)");
   // clang-format on
 }
@@ -154,6 +158,13 @@ void take_search_lists(const PlanOptions& o, const po::variables_map& vm, sim::P
   request.microbatch_group_size = o.microbatch_group_size;
   request.tensor_parallel_sizes = int_list(o.tensor_parallel_sizes, "--tensor-parallel-sizes");
   request.recomputations = recomputation_list(o.recompute);
+  if (!o.recompute_modules.empty()) {
+    if (std::find(request.recomputations.begin(), request.recomputations.end(), sim::Recomputation::selective) ==
+        request.recomputations.end())
+      throw UsageError("--recompute-modules " + o.recompute_modules +
+                       ": the selective rows' modules, but --recompute " + o.recompute + " searches none");
+    request.options.recompute_modules = sim::parse_recompute_modules(o.recompute_modules);
+  }
   request.sequence_parallel_options = sequence_parallel_list(o.sequence_parallel);
   request.context_parallel_sizes = int_list(o.context_parallel_sizes, "--context-parallel-sizes");
   if (o.use_profile())

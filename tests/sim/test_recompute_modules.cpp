@@ -14,7 +14,9 @@
 //   drops only the activation's output; shared_experts on a model without one, mla_up_proj on
 //   ordinary attention and moe on a dense model are refused naming the module;
 // - ppsim simulate --recompute-modules: the description names them, the peak falls; with
-//   --recompute it is refused in one line.
+//   --recompute it is refused in one line;
+// - ppsim plan --recompute-modules: its selective rows recompute them (a lower peak than
+//   core_attn's); without selective in --recompute it is refused in one line.
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -152,4 +154,32 @@ TEST_CASE("ppsim simulate --recompute-modules", "[cli]") {
   CHECK(refused.status != 0);
   CHECK(refused.one_error_line());
   CHECK(refused.err.find("--recompute-modules") != std::string::npos);
+}
+
+TEST_CASE("ppsim plan --recompute-modules: what its selective rows recompute", "[cli]") {
+  const std::string plan =
+      "plan --model mixtral-8x7b --gpus 32 --global-batch 64 --tensor-parallel-sizes 1 --context-parallel-sizes 1 "
+      "--expert-parallel-sizes 8 --schedules 1f1b --micro-batch-sizes 1 --max-pipeline 4 --format json --quiet ";
+  auto lowest_selective_peak = [](const std::string& text) {
+    const nlohmann::json rows = nlohmann::json::parse(text);
+    double lowest = 0;
+    for (const auto& row : rows.at("configurations"))
+      if (row.at("recompute_granularity") == "selective") {
+        const double peak = row.at("peak_memory_bytes").get<double>();
+        lowest = lowest == 0 ? peak : std::min(lowest, peak);
+      }
+    return lowest;
+  };
+  const auto core = ppsim_test::run_ppsim(plan + "--recompute selective");
+  const auto experts = ppsim_test::run_ppsim(plan + "--recompute selective --recompute-modules moe_act,layernorm");
+  INFO(core.err << experts.err);
+  REQUIRE(core.status == 0);
+  REQUIRE(experts.status == 0);
+  CHECK(lowest_selective_peak(experts.out) > 0);
+  CHECK(lowest_selective_peak(experts.out) < lowest_selective_peak(core.out));
+  const auto refused = ppsim_test::run_ppsim(plan + "--recompute none,full --recompute-modules moe_act");
+  CHECK(refused.status != 0);
+  CHECK(refused.one_error_line());
+  CHECK(refused.err.find("--recompute-modules moe_act: the selective rows' modules, but --recompute none,full "
+                         "searches none") != std::string::npos);
 }
