@@ -111,7 +111,7 @@ class PipelineRuntime::Impl {
   void scale_auxiliary_loss_gradient() {
     const auto& expert_parallel = ctx_.model.expert_parallel;
     if (!expert_parallel) return;
-    double scale = 1.0 / (static_cast<double>(ctx_.micro_batch_count()) * ctx_.position.num_replicas);
+    double scale = ctx_.micro_batch_loss_share();
     if (ctx_.options.loss_scaling) scale *= ctx_.loss_scaler.scale();
     expert_parallel->set_aux_gradient_scale(scale);
   }

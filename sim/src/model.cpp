@@ -359,12 +359,14 @@ StageParameters stage_parameters(const StageInputs& in, int st) {
   const bool first = st == 0;
   const bool last = st == in.num_stages - 1;
   const StageLayerCounts n = stage_layer_kinds(in, st);
-  const std::int64_t projection_matrix =
-      2 * static_cast<std::int64_t>(in.model.hidden) * in.model.hidden / in.parallel.tensor_parallel;
+  // An MTP layer's projection is column-parallel; its norms are whole on every rank.
+  const std::int64_t projection_matrix = in.model.mtp_projection_matrix_parameters() / in.parallel.tensor_parallel;
+  const std::int64_t projection_norms =
+      in.model.mtp_projection_parameters() - in.model.mtp_projection_matrix_parameters();
   StageParameters p;
   p.experts = n.moe * in.moe.expert_parameters;
   p.all = static_cast<std::int64_t>(n.dense) * in.dense.parameters + n.moe * in.moe.parameters +
-          n.mtp * (projection_matrix + 3 * static_cast<std::int64_t>(in.model.hidden));
+          n.mtp * (projection_matrix + projection_norms);
   if (first) p.all += in.embedding_parameters;
   if (last && !(first && in.model.tied_embeddings)) p.all += in.embedding_parameters + 2 * in.model.hidden;
   // The MTP layers embed the next tokens on the last stage: it holds the embedding too.

@@ -156,6 +156,19 @@ void Collectives::all_reduce_gradients(TensorList params, Transport* group) {
   }
 }
 
+at::Tensor Collectives::sum_over_model_holders(const at::Tensor& values) {
+  const ExpertParallel* expert_parallel = ctx_.model.expert_parallel.get();
+  Transport* experts_group = expert_parallel && expert_parallel->distributed() ? expert_parallel->group() : nullptr;
+  at::Tensor sum = values;
+  for (Transport* group : {experts_group, pipe_group_.get()}) {
+    if (!group) continue;
+    at::Tensor on_device = ctx_.to_device(sum);
+    group->all_reduce_sum(on_device)->wait(ctx_.options.timeout);
+    sum = on_device.cpu();
+  }
+  return sum;
+}
+
 // Clipping by the global norm: the gradients of every stage on every pipeline rank of this
 // replica (after the data-parallel reduction, so replicas agree), each tied weight counted
 // once (by the holder of its first layer), and with expert parallelism every expert of the
@@ -181,12 +194,7 @@ void Collectives::clip_gradients() {
       const std::int64_t slot = p.layer * slots_per_layer + (expert ? 1 + *expert : 0);
       slots[slot] += p.tensor.grad().to(at::kDouble).pow(2).sum().cpu();
     }
-  for (Transport* group : {experts_across_ranks ? expert_parallel->group() : nullptr, pipe_group_.get()}) {
-    if (!group) continue;
-    at::Tensor reduced = ctx_.to_device(slots);
-    group->all_reduce_sum(reduced)->wait(ctx_.options.timeout);
-    slots = reduced.cpu();
-  }
+  slots = sum_over_model_holders(slots);
   double square_sum = 0;
   const double* slot_sums = slots.data_ptr<double>();
   for (std::int64_t i = 0; i < slots.numel(); ++i) square_sum += slot_sums[i];
@@ -217,14 +225,8 @@ void Collectives::unscale_gradients() {
         found_inf = found_inf || !at::isfinite(p.grad()).all().item<bool>();
       }
   // The members of an expert-parallel group hold different experts: they agree too.
-  const ExpertParallel* expert_parallel = ctx_.model.expert_parallel.get();
-  Transport* experts_group = expert_parallel && expert_parallel->distributed() ? expert_parallel->group() : nullptr;
-  for (Transport* group : {experts_group, pipe_group_.get()}) {
-    if (!group) continue;
-    at::Tensor flag = ctx_.to_device(at::full({1}, found_inf ? 1.0 : 0.0, at::TensorOptions().dtype(at::kFloat)));
-    group->all_reduce_sum(flag)->wait(ctx_.options.timeout);
-    found_inf = flag.cpu().item<float>() > 0;
-  }
+  found_inf = sum_over_model_holders(at::full({1}, found_inf ? 1.0 : 0.0, at::TensorOptions().dtype(at::kFloat)))
+                  .item<float>() > 0;
   recorder_.result().loss_scale = scale;
   skip_step_ = !ctx_.loss_scaler.update(found_inf);
   recorder_.result().step_skipped = skip_step_;

@@ -55,12 +55,15 @@ class Collectives {
   void unscale_gradients();
   // Sums the gradients of `params` over `group` (nothing without one).
   void all_reduce_gradients(TensorList params, Transport* group);
+  // Sums `values` (on the CPU) over the ranks whose gradients together make this replica's whole
+  // model: its expert-parallel group (each holding other experts), then its pipeline ranks.
+  at::Tensor sum_over_model_holders(const at::Tensor& values);
   void clip_gradients();
 
   RankContext& ctx_;
   StepRecorder& recorder_;
   std::unique_ptr<Transport> dp_group_;
-  std::unique_ptr<Transport> pipe_group_;  // this replica's pipeline ranks (clipping, loss scaling)
+  std::unique_ptr<Transport> pipe_group_;                // this replica's pipeline ranks (clipping, loss scaling)
   std::map<std::string, std::vector<int>> tied_layers_;  // per key, the layers using the weight
   std::map<std::string, std::unique_ptr<Transport>> tied_groups_;
   bool tied_done_ = false;

@@ -97,6 +97,11 @@ struct RankContext {
   }
   bool holds(int s) const { return stages.count(s) > 0; }
   int micro_batch_count() const { return active->num_micro_batches; }
+  // What each micro-batch's loss (the auxiliary losses in it included) is scaled by: the step's
+  // gradient is the mean over the micro-batches of every replica.
+  double micro_batch_loss_share() const {
+    return 1.0 / (static_cast<double>(micro_batch_count()) * position.num_replicas);
+  }
   StageState& stage(int s);
   MicroBatchState& micro_batch(int s, int micro_batch) { return stage(s).micro_batches[micro_batch]; }
   at::Device device() const { return options.device->device(); }

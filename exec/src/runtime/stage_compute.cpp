@@ -245,9 +245,8 @@ void StageCompute::seed_backward(StageState& st, MicroBatchState& state) {
   if (st.is_last) {
     if (!state.loss.defined()) ctx_.fail_here("backward before the forward of this micro-batch");
     // Every micro-batch loss is scaled by 1 / (M * D): the step's gradient is the mean.
-    const double scale = 1.0 / (static_cast<double>(ctx_.micro_batch_count()) * ctx_.position.num_replicas);
     last.roots = {state.loss};
-    last.seeds = {at::full({}, scale, state.loss.options())};
+    last.seeds = {at::full({}, ctx_.micro_batch_loss_share(), state.loss.options())};
     // With loss scaling, also by the scale (the fp32 sums are divided by it before the step), in
     // fp32 as GradScaler does: a scale past fp32's range gives inf, and the step is skipped.
     if (ctx_.options.loss_scaling)

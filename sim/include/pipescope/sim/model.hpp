@@ -89,8 +89,9 @@ struct ModelSpec {
   // One MTP layer's own parameters beside its transformer layer: the 2h x h projection and its
   // three norms (the embedding's, the hidden state's, its output's); the embedding and the head
   // are the model's.
+  std::int64_t mtp_projection_matrix_parameters() const { return 2 * static_cast<std::int64_t>(hidden) * hidden; }
   std::int64_t mtp_projection_parameters() const {
-    return 2 * static_cast<std::int64_t>(hidden) * hidden + 3 * static_cast<std::int64_t>(hidden);
+    return mtp_projection_matrix_parameters() + 3 * static_cast<std::int64_t>(hidden);
   }
   // Layer `index` (0-based) has routed experts: past the first dense ones, every moe_layer_freq-th.
   bool is_moe_layer(int index) const;
