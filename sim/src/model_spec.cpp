@@ -388,8 +388,19 @@ ModelSpec parse_model_json(const std::string& text, const std::string& source) {
     out = value;
   };
   // Megatron's and Hugging Face's names are taken beside pipescope's (SPEC section 6).
+  // Two names of one field that disagree are a slip in one of them, not a choice: refused.
   auto get_int_named = [&](std::initializer_list<const char*> names, int& out) {
-    for (const char* name : names) get_int(name, out, false);
+    const char* taken = nullptr;
+    for (const char* name : names) {
+      if (!j.contains(name)) continue;
+      int value = 0;
+      get_int(name, value, false);
+      if (taken != nullptr && value != out)
+        throw UsageError(fmt::format("{}: model fields '{}' ({}) and '{}' ({}) are one field and disagree", source,
+                                     taken, out, name, value));
+      out = value;
+      taken = name;
+    }
   };
   get_int_named({"head_dim", "kv_channels"}, m.head_dim);
   get_int_named({"q_lora_rank"}, m.q_lora_rank);
@@ -409,14 +420,26 @@ ModelSpec parse_model_json(const std::string& text, const std::string& source) {
     if (m.shared_experts == 0) m.shared_experts = 1;
     if (shared_total % m.shared_experts != 0)
       throw UsageError(source + ": moe_shared_expert_intermediate_size must divide by shared_experts");
-    m.shared_expert_ffn_hidden = shared_total / m.shared_experts;
+    const int width = shared_total / m.shared_experts;
+    if (j.contains("shared_expert_ffn_hidden") && width != m.shared_expert_ffn_hidden)
+      throw UsageError(
+          fmt::format("{}: model fields 'moe_shared_expert_intermediate_size' ({}, over {} shared "
+                      "experts) and 'shared_expert_ffn_hidden' ({}) disagree",
+                      source, shared_total, m.shared_experts, m.shared_expert_ffn_hidden));
+    m.shared_expert_ffn_hidden = width;
   }
   get_int_named({"moe_layer_freq"}, m.moe_layer_freq);
   get_int_named({"first_k_dense_layers", "first_k_dense_replace"}, m.first_k_dense_layers);
+  const char* capacity_taken = nullptr;
   for (const char* name : {"capacity_factor", "moe_expert_capacity_factor"}) {
     if (!j.contains(name)) continue;
     if (!j[name].is_number()) throw UsageError(source + ": model field '" + name + "' must be a number");
-    m.capacity_factor = j[name].get<double>();
+    const double value = j[name].get<double>();
+    if (capacity_taken != nullptr && value != m.capacity_factor)
+      throw UsageError(fmt::format("{}: model fields '{}' ({}) and '{}' ({}) are one field and disagree", source,
+                                   capacity_taken, m.capacity_factor, name, value));
+    m.capacity_factor = value;
+    capacity_taken = name;
   }
   get_int_named({"mtp_num_layers", "num_nextn_predict_layers"}, m.mtp_num_layers);
   get_optional_bool("dropout", m.dropout);

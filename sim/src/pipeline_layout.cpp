@@ -121,7 +121,9 @@ std::vector<int> counts_from_layout(const std::string& text, int layers, int pip
     if (last && !s.loss) refuse("lacks the loss L, which closes the last stage");
     if (s.mtp_layers > 0 && !last)
       refuse("holds multi-token prediction layers m: pipescope runs them on the last stage, with the loss");
-    if (last && s.mtp_layers > 0 && s.mtp_layers != mtp_layers)
+    // Megatron's layout names every MTP layer ("Number of mtp layers in layout must match
+    // mtp_num_layers"): a layout without them describes another model.
+    if (last && s.mtp_layers != mtp_layers)
       refuse(fmt::format("holds {} multi-token prediction layer(s) m, the model has {} (mtp_num_layers)", s.mtp_layers,
                          mtp_layers));
     total += s.layers;

@@ -37,24 +37,31 @@ void check_model_refused(const CliRun& run, const std::vector<std::string>& part
 
 TEST_CASE("model-file integers beyond the limit are refused, not cut to 32 bits", "[reliability][models]") {
   const auto dir = case_dir("models-wide-integers");
-  write_text(dir / "m.json", "{\"layers\": 24, \"hidden\": 4294971392, \"heads\": 16, \"seq\": 2048, \"vocab\": 50257}");
-  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"m.json: model field 'hidden' is 4294971392, above the limit 268435456 (2^28)"});
-  write_text(dir / "m.json", "{\"layers\": 4294967297, \"hidden\": 2048, \"heads\": 16, \"seq\": 2048, \"vocab\": 50257}");
+  write_text(dir / "m.json",
+             "{\"layers\": 24, \"hidden\": 4294971392, \"heads\": 16, \"seq\": 2048, \"vocab\": 50257}");
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20),
+                      {"m.json: model field 'hidden' is 4294971392, above the limit 268435456 (2^28)"});
+  write_text(dir / "m.json",
+             "{\"layers\": 4294967297, \"hidden\": 2048, \"heads\": 16, \"seq\": 2048, \"vocab\": 50257}");
   check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"m.json: model field 'layers' is 4294967297"});
-  write_text(dir / "m.json", "{\"layers\": 24, \"hidden\": 2048, \"heads\": 16, \"seq\": 2147483647, \"vocab\": 50257}");
+  write_text(dir / "m.json",
+             "{\"layers\": 24, \"hidden\": 2048, \"heads\": 16, \"seq\": 2147483647, \"vocab\": 50257}");
   check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"model field 'seq' is 2147483647"});
 }
 
 TEST_CASE("a misspelt model field is refused with the field it meant", "[reliability][models]") {
   const auto dir = case_dir("models-misspelt");
   write_text(dir / "m.json", model_file_with(", \"kv_head\": 4"));
-  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"unknown model field 'kv_head': did you mean 'kv_heads'?"});
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20),
+                      {"unknown model field 'kv_head': did you mean 'kv_heads'?"});
   write_text(dir / "m.json", model_file_with(", \"ffn_hiden\": 8192"));
-  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"unknown model field 'ffn_hiden': did you mean 'ffn_hidden'?"});
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20),
+                      {"unknown model field 'ffn_hiden': did you mean 'ffn_hidden'?"});
   write_text(dir / "m.json", model_file_with(", \"num_experts\": 8"));
   check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"top_k must be at least 1 with num_experts"});
   write_text(dir / "m.json", model_file_with(", \"num_expert\": 8, \"top_k\": 2"));
-  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"unknown model field 'num_expert': did you mean 'num_experts'?"});
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20),
+                      {"unknown model field 'num_expert': did you mean 'num_experts'?"});
   write_text(dir / "m.json", model_file_with(", \"kv_heads\": 4, \"ffn_hidden\": 8192"));
   const CliRun fine = run_cli(PPSIM_PATH, dir, kModelFileRun, 20);
   INFO(fine.err);
@@ -64,13 +71,16 @@ TEST_CASE("a misspelt model field is refused with the field it meant", "[reliabi
 TEST_CASE("a model field given twice is refused, not the last one taken", "[reliability][models]") {
   const auto dir = case_dir("models-duplicate-key");
   write_text(dir / "m.json", model_file_with(", \"hidden\": 4096"));
-  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"m.json: key 'hidden' appears twice in one object"});
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20),
+                      {"m.json: key 'hidden' appears twice in one object"});
 }
 
 TEST_CASE("a model of more than 2^50 parameters is refused naming its sizes", "[reliability][models]") {
   const auto dir = case_dir("models-too-many-parameters");
-  write_text(dir / "m.json", "{\"layers\": 268435456, \"hidden\": 268435456, \"heads\": 16, \"seq\": 2048, \"vocab\": 50257}");
-  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"layers 268435456 x hidden 268435456", "beyond the limit of 2^50"});
+  write_text(dir / "m.json",
+             "{\"layers\": 268435456, \"hidden\": 268435456, \"heads\": 16, \"seq\": 2048, \"vocab\": 50257}");
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20),
+                      {"layers 268435456 x hidden 268435456", "beyond the limit of 2^50"});
 }
 
 TEST_CASE("a micro-batch whose memory passes 2^60 bytes is refused, not wrapped", "[reliability][models]") {
@@ -78,19 +88,89 @@ TEST_CASE("a micro-batch whose memory passes 2^60 bytes is refused, not wrapped"
   for (const char* model : {"llama-70b", "gpt-1.3b"}) {
     INFO(model);
     check_model_refused(run_cli(PPSIM_PATH, dir,
-                          std::string("simulate --model ") + model +
-                              " --gpu h100 --stages 4 --micro-batches 8 --micro-batch-size 2000000000",
-                          20),
-                  {"--micro-batch-size 2000000000", "beyond the limit of 2^60 bytes"});
+                                std::string("simulate --model ") + model +
+                                    " --gpu h100 --stages 4 --micro-batches 8 --micro-batch-size 2000000000",
+                                20),
+                        {"--micro-batch-size 2000000000", "beyond the limit of 2^60 bytes"});
   }
 }
 
 TEST_CASE("memory and size options out of their range are refused", "[reliability][models]") {
   const auto dir = case_dir("models-options");
   const std::string run = "simulate --schedule 1f1b --stages 2 --micro-batches 4 ";
-  check_model_refused(run_cli(PPSIM_PATH, dir, run + "--f-mem -2 --b-mem 1 --w-mem 1", 20), {"--f-mem -2", "give 0 or more"});
-  check_model_refused(run_cli(PPSIM_PATH, dir, run + "--f-mem 0 --b-mem -1 --w-mem 1", 20), {"--w-mem 1", "give 0 or less"});
-  check_model_refused(run_cli(PPSIM_PATH, dir, run + "--f-mem 4611686018427387904 --b-mem 0 --w-mem -4611686018427387904", 20),
-                {"--f-mem", "beyond the limit of 2^60 bytes"});
+  check_model_refused(run_cli(PPSIM_PATH, dir, run + "--f-mem -2 --b-mem 1 --w-mem 1", 20),
+                      {"--f-mem -2", "give 0 or more"});
+  check_model_refused(run_cli(PPSIM_PATH, dir, run + "--f-mem 0 --b-mem -1 --w-mem 1", 20),
+                      {"--w-mem 1", "give 0 or less"});
+  check_model_refused(
+      run_cli(PPSIM_PATH, dir, run + "--f-mem 4611686018427387904 --b-mem 0 --w-mem -4611686018427387904", 20),
+      {"--f-mem", "beyond the limit of 2^60 bytes"});
   check_model_refused(run_cli(PPSIM_PATH, dir, "plan --max-pipeline -1 -q", 20), {"--max-pipeline -1"});
+}
+
+TEST_CASE("two names of one model field that disagree are refused, not the last one taken", "[reliability][models]") {
+  const auto dir = case_dir("models-alias-disagree");
+  write_text(dir / "m.json", model_file_with(", \"mtp_num_layers\": 1, \"num_nextn_predict_layers\": 2"));
+  check_model_refused(
+      run_cli(PPSIM_PATH, dir, kModelFileRun, 20),
+      {"m.json: model fields 'mtp_num_layers' (1) and 'num_nextn_predict_layers' (2) are one field and disagree"});
+  write_text(dir / "m.json", model_file_with(", \"num_experts\": 8, \"num_moe_experts\": 16, \"top_k\": 2"));
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"'num_experts' (8) and 'num_moe_experts' (16)"});
+  write_text(dir / "m.json", model_file_with(", \"num_experts\": 8, \"top_k\": 2, \"capacity_factor\": 1.0, "
+                                             "\"moe_expert_capacity_factor\": 1.25"));
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20),
+                      {"'capacity_factor' (1) and 'moe_expert_capacity_factor' (1.25)"});
+  write_text(dir / "m.json",
+             model_file_with(", \"num_experts\": 8, \"top_k\": 2, \"shared_experts\": 2, "
+                             "\"shared_expert_ffn_hidden\": 1024, \"moe_shared_expert_intermediate_size\": 4096"));
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20),
+                      {"'moe_shared_expert_intermediate_size' (4096, over 2 shared experts) and "
+                       "'shared_expert_ffn_hidden' (1024) disagree"});
+  // Both names with one value: read as one field.
+  write_text(dir / "m.json", model_file_with(", \"mtp_num_layers\": 1, \"num_nextn_predict_layers\": 1"));
+  const CliRun same = run_cli(PPSIM_PATH, dir, kModelFileRun, 20);
+  INFO(same.err);
+  CHECK(same.status == 0);
+  write_text(dir / "m.json", model_file_with(", \"mtp_num_layers\": -1"));
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"m.json: mtp_num_layers must be >= 0"});
+}
+
+TEST_CASE("a layout that leaves out or misplaces the model's MTP layers is refused naming the stage",
+          "[reliability][models]") {
+  const auto dir = case_dir("models-mtp-layout");
+  write_text(dir / "m.json", model_file_with(", \"mtp_num_layers\": 1"));
+  const std::string run =
+      "simulate --model m.json --gpu h100 --stages 2 --micro-batches 4 --json --pipeline-model-parallel-layout ";
+  check_model_refused(run_cli(PPSIM_PATH, dir, run + "'Et*12|t*12L'", 20),
+                      {"stage 1 (t*12L, rank 1, chunk 0) holds 0 multi-token prediction layer(s) m, the model has 1"});
+  check_model_refused(run_cli(PPSIM_PATH, dir, run + "'Et*12m|t*12L'", 20),
+                      {"stage 0 (Et*12m, rank 0, chunk 0) holds multi-token"});
+  check_model_refused(run_cli(PPSIM_PATH, dir, run + "'Et*12|t*11mtL'", 20),
+                      {"stage 1: a decoder layer t after a multi-token"});
+  const CliRun named = run_cli(PPSIM_PATH, dir, run + "'Et*12|t*12mL'", 20);
+  INFO(named.err);
+  CHECK(named.status == 0);
+}
+
+TEST_CASE("--recompute-modules that name no module, a module the model lacks, or contradict --recompute are refused",
+          "[reliability][models]") {
+  const auto dir = case_dir("models-recompute-modules");
+  const std::string run =
+      "simulate --model mixtral-8x7b --gpu h100 --stages 4 --micro-batches 8 --expert-parallel 8 --data-parallel 8 "
+      "--json ";
+  check_model_refused(run_cli(PPSIM_PATH, dir, run + "--recompute-modules moe_act,bogus", 20),
+                      {"--recompute-modules: 'bogus' is not a module (known: core_attn, moe_act"});
+  check_model_refused(run_cli(PPSIM_PATH, dir, run + "--recompute-modules mla_up_proj", 20),
+                      {"--recompute-modules", "mla_up_proj"});
+  check_model_refused(run_cli(PPSIM_PATH, dir, run + "--recompute-modules moe_act --recompute", 20),
+                      {"--recompute-modules: selective recomputation's modules, not with --recompute"});
+  check_model_refused(
+      run_cli(PPSIM_PATH, dir,
+              "simulate --model llama-70b --gpu h100 --stages 4 --micro-batches 8 --json --recompute-modules moe_act",
+              20),
+      {"--recompute-modules moe_act: llama-70b has no experts (num_experts)"});
+  check_model_refused(
+      run_cli(PPSIM_PATH, dir,
+              "plan --model llama-70b --gpus 64 --global-batch 64 --recompute none --recompute-modules core_attn", 20),
+      {"--recompute-modules core_attn"});
 }

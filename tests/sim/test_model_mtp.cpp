@@ -74,9 +74,11 @@ TEST_CASE("an MTP layer is a decoder layer more on the last stage, with another 
   CHECK(without.stages[1].reduce_tied_s == 0);
   CHECK(last.static_bytes > layer_more.stages[1].static_bytes);
   CHECK(last.f_mem_bytes > layer_more.stages[1].f_mem_bytes);
-  // A layout without m leaves the model's MTP layer on the last stage all the same.
-  const CostModel unnamed = derive_costs(small_moe(4, 1), h100, Topology{}, two_stages("Et*2|t*2L"));
+  // Without a layout the MTP layer goes on the last stage all the same; a layout must name it.
+  const CostModel unnamed = derive_costs(small_moe(4, 1), h100, Topology{}, two_stages(""));
   CHECK(unnamed.stages[1].f_s == last.f_s);
+  CHECK_THROWS_WITH(derive_costs(small_moe(4, 1), h100, Topology{}, two_stages("Et*2|t*2L")),
+                    Catch::Contains("holds 0 multi-token prediction layer(s) m, the model has 1"));
 }
 
 TEST_CASE("DeepSeek-V3's MTP layer counts a MoE layer, its projection and norms") {

@@ -123,8 +123,11 @@ TEST_CASE("multi-token prediction layers m sit on the last stage, with the loss"
   o.layout = "Et*15|t*15mL";
   CHECK(parse_pipeline_layout(o.layout).back() == LayoutStage{15, false, true, 1});
   CHECK(stage_layer_counts(o, 30, 2, 1, 1) == std::vector<int>{15, 15});
-  o.layout = "Et*15|t*15L";  // the model's MTP layers left out of the string: still on the last stage
-  CHECK(stage_layer_counts(o, 30, 2, 1, 1) == std::vector<int>{15, 15});
+  o.layout = "Et*15|t*15L";  // the model's MTP layer left out: Megatron refuses it, so does pipescope
+  CHECK_THROWS_WITH(stage_layer_counts(o, 30, 2, 1, 1),
+                    Catch::Contains("stage 1 (t*15L, rank 1, chunk 0) holds 0 multi-token prediction layer(s) m, "
+                                    "the model has 1 (mtp_num_layers)"));
+  CHECK(stage_layer_counts(o, 30, 2, 1, 0) == std::vector<int>{15, 15});
   o.layout = "Et*15m|t*15L";
   CHECK_THROWS_WITH(stage_layer_counts(o, 30, 2, 1, 1),
                     Catch::Contains("stage 0 (Et*15m, rank 0, chunk 0) holds multi-token prediction layers m"));
