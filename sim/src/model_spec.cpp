@@ -327,7 +327,135 @@ std::vector<std::string> model_preset_names() {
   return names;
 }
 
-ModelSpec parse_model_json(const std::string& text, const std::string& source) {
+namespace {
+
+// Reads one model file's fields into a ModelSpec, each refusal naming the file and the field.
+class ModelFieldReader {
+ public:
+  ModelFieldReader(const nlohmann::json& j, const std::string& source) : j_(j), source_(source) {}
+
+  void get_int(const char* field, int& out, bool required) const {
+    if (!j_.contains(field)) {
+      if (required) throw UsageError(source_ + ": model field '" + field + "' is missing");
+      return;
+    }
+    const nlohmann::json& v = j_[field];
+    if (!v.is_number_integer()) throw UsageError(source_ + ": model field '" + field + "' must be an integer");
+    const auto value = json_integer_in(v, INT_MIN, kMaxModelField);
+    if (!value)
+      throw UsageError(fmt::format("{}: model field '{}' is {}, above the limit {} (2^28)", source_, field, v.dump(),
+                                   kMaxModelField));
+    out = static_cast<int>(*value);
+  }
+
+  void get_bool(const char* field, bool& out) const {
+    if (!j_.contains(field)) return;
+    if (!j_[field].is_boolean()) throw UsageError(source_ + ": model field '" + field + "' must be true or false");
+    out = j_[field].get<bool>();
+  }
+
+  void get_optional_bool(const char* field, std::optional<bool>& out) const {
+    if (!j_.contains(field)) return;
+    bool value = false;
+    get_bool(field, value);
+    out = value;
+  }
+
+  // Megatron's and Hugging Face's names are taken beside pipescope's (SPEC section 6). Two names
+  // of one field that disagree are a slip in one of them, not a choice: refused.
+  void get_int_named(std::initializer_list<const char*> names, int& out) const {
+    const char* taken = nullptr;
+    for (const char* name : names) {
+      if (!j_.contains(name)) continue;
+      int value = 0;
+      get_int(name, value, false);
+      if (taken != nullptr && value != out)
+        refuse_disagreement(taken, std::to_string(out), name, std::to_string(value));
+      out = value;
+      taken = name;
+    }
+  }
+
+  void get_number_named(std::initializer_list<const char*> names, double& out) const {
+    const char* taken = nullptr;
+    for (const char* name : names) {
+      if (!j_.contains(name)) continue;
+      if (!j_[name].is_number()) throw UsageError(source_ + ": model field '" + name + "' must be a number");
+      const double value = j_[name].get<double>();
+      if (taken != nullptr && value != out)
+        refuse_disagreement(taken, fmt::format("{}", out), name, fmt::format("{}", value));
+      out = value;
+      taken = name;
+    }
+  }
+
+  void read_dense_fields(ModelSpec& m) const {
+    if (j_.contains("name")) {
+      if (!j_["name"].is_string()) throw UsageError(source_ + ": model field 'name' must be a string");
+      m.name = j_["name"].get<std::string>();
+    }
+    get_int("layers", m.layers, true);
+    get_int("hidden", m.hidden, true);
+    get_int("heads", m.heads, true);
+    get_int("seq", m.seq, true);
+    get_int("vocab", m.vocab, true);
+    get_int("kv_heads", m.kv_heads, false);
+    get_int("ffn_hidden", m.ffn_hidden, false);
+    get_bool("gated_mlp", m.gated_mlp);
+    get_bool("tied_embeddings", m.tied_embeddings);
+    get_bool("flash_attention", m.flash_attention);
+    get_optional_bool("dropout", m.dropout);
+    get_optional_bool("biases", m.biases);
+    get_int_named({"mtp_num_layers", "num_nextn_predict_layers"}, m.mtp_num_layers);
+  }
+
+  void read_attention_fields(ModelSpec& m) const {
+    get_int_named({"head_dim", "kv_channels"}, m.head_dim);
+    get_int_named({"q_lora_rank"}, m.q_lora_rank);
+    get_int_named({"kv_lora_rank"}, m.kv_lora_rank);
+    get_int_named({"qk_head_dim", "qk_nope_head_dim"}, m.qk_head_dim);
+    get_int_named({"qk_pos_emb_head_dim", "qk_rope_head_dim"}, m.qk_pos_emb_head_dim);
+    get_int_named({"v_head_dim"}, m.v_head_dim);
+  }
+
+  void read_expert_fields(ModelSpec& m) const {
+    get_int_named({"num_experts", "num_moe_experts"}, m.num_experts);
+    get_int_named({"top_k", "moe_router_topk"}, m.top_k);
+    get_int_named({"moe_ffn_hidden", "moe_ffn_hidden_size"}, m.moe_ffn_hidden);
+    get_int_named({"shared_experts"}, m.shared_experts);
+    get_int_named({"shared_expert_ffn_hidden"}, m.shared_expert_ffn_hidden);
+    // Megatron's --moe-shared-expert-intermediate-size is all shared experts' width together.
+    int shared_total = 0;
+    get_int_named({"moe_shared_expert_intermediate_size"}, shared_total);
+    if (shared_total > 0) {
+      if (m.shared_experts == 0) m.shared_experts = 1;
+      if (shared_total % m.shared_experts != 0)
+        throw UsageError(source_ + ": moe_shared_expert_intermediate_size must divide by shared_experts");
+      const int width = shared_total / m.shared_experts;
+      if (j_.contains("shared_expert_ffn_hidden") && width != m.shared_expert_ffn_hidden)
+        throw UsageError(
+            fmt::format("{}: model fields 'moe_shared_expert_intermediate_size' ({}, over {} shared "
+                        "experts) and 'shared_expert_ffn_hidden' ({}) disagree",
+                        source_, shared_total, m.shared_experts, m.shared_expert_ffn_hidden));
+      m.shared_expert_ffn_hidden = width;
+    }
+    get_int_named({"moe_layer_freq"}, m.moe_layer_freq);
+    get_int_named({"first_k_dense_layers", "first_k_dense_replace"}, m.first_k_dense_layers);
+    get_number_named({"capacity_factor", "moe_expert_capacity_factor"}, m.capacity_factor);
+  }
+
+ private:
+  [[noreturn]] void refuse_disagreement(const char* first, const std::string& first_value, const char* second,
+                                        const std::string& second_value) const {
+    throw UsageError(fmt::format("{}: model fields '{}' ({}) and '{}' ({}) are one field and disagree", source_, first,
+                                 first_value, second, second_value));
+  }
+
+  const nlohmann::json& j_;
+  const std::string& source_;
+};
+
+nlohmann::json parse_model_object(const std::string& text, const std::string& source) {
   if (auto problem = json_depth_problem(text)) throw UsageError(source + ": not a JSON model file: " + *problem);
   if (auto problem = json_duplicate_key_problem(text)) throw UsageError(source + ": " + *problem);
   nlohmann::json j;
@@ -347,103 +475,19 @@ ModelSpec parse_model_json(const std::string& text, const std::string& source) {
                                  nearest ? fmt::format(": did you mean '{}'?", *nearest) : std::string(),
                                  fmt::join(known, ", ")));
   }
+  return j;
+}
+
+}  // namespace
+
+ModelSpec parse_model_json(const std::string& text, const std::string& source) {
+  const nlohmann::json j = parse_model_object(text, source);
+  const ModelFieldReader reader(j, source);
   ModelSpec m;
   m.name = std::filesystem::path(source).stem().string();
-  auto get_int = [&](const char* field, int& out, bool required) {
-    if (!j.contains(field)) {
-      if (required) throw UsageError(source + ": model field '" + field + "' is missing");
-      return;
-    }
-    const nlohmann::json& v = j[field];
-    if (!v.is_number_integer()) throw UsageError(source + ": model field '" + field + "' must be an integer");
-    const auto value = json_integer_in(v, INT_MIN, kMaxModelField);
-    if (!value)
-      throw UsageError(fmt::format("{}: model field '{}' is {}, above the limit {} (2^28)", source, field, v.dump(),
-                                   kMaxModelField));
-    out = static_cast<int>(*value);
-  };
-  auto get_bool = [&](const char* field, bool& out) {
-    if (!j.contains(field)) return;
-    if (!j[field].is_boolean()) throw UsageError(source + ": model field '" + field + "' must be true or false");
-    out = j[field].get<bool>();
-  };
-  if (j.contains("name")) {
-    if (!j["name"].is_string()) throw UsageError(source + ": model field 'name' must be a string");
-    m.name = j["name"].get<std::string>();
-  }
-  get_int("layers", m.layers, true);
-  get_int("hidden", m.hidden, true);
-  get_int("heads", m.heads, true);
-  get_int("seq", m.seq, true);
-  get_int("vocab", m.vocab, true);
-  get_int("kv_heads", m.kv_heads, false);
-  get_int("ffn_hidden", m.ffn_hidden, false);
-  get_bool("gated_mlp", m.gated_mlp);
-  get_bool("tied_embeddings", m.tied_embeddings);
-  get_bool("flash_attention", m.flash_attention);
-  auto get_optional_bool = [&](const char* field, std::optional<bool>& out) {
-    bool value = false;
-    if (!j.contains(field)) return;
-    get_bool(field, value);
-    out = value;
-  };
-  // Megatron's and Hugging Face's names are taken beside pipescope's (SPEC section 6).
-  // Two names of one field that disagree are a slip in one of them, not a choice: refused.
-  auto get_int_named = [&](std::initializer_list<const char*> names, int& out) {
-    const char* taken = nullptr;
-    for (const char* name : names) {
-      if (!j.contains(name)) continue;
-      int value = 0;
-      get_int(name, value, false);
-      if (taken != nullptr && value != out)
-        throw UsageError(fmt::format("{}: model fields '{}' ({}) and '{}' ({}) are one field and disagree", source,
-                                     taken, out, name, value));
-      out = value;
-      taken = name;
-    }
-  };
-  get_int_named({"head_dim", "kv_channels"}, m.head_dim);
-  get_int_named({"q_lora_rank"}, m.q_lora_rank);
-  get_int_named({"kv_lora_rank"}, m.kv_lora_rank);
-  get_int_named({"qk_head_dim", "qk_nope_head_dim"}, m.qk_head_dim);
-  get_int_named({"qk_pos_emb_head_dim", "qk_rope_head_dim"}, m.qk_pos_emb_head_dim);
-  get_int_named({"v_head_dim"}, m.v_head_dim);
-  get_int_named({"num_experts", "num_moe_experts"}, m.num_experts);
-  get_int_named({"top_k", "moe_router_topk"}, m.top_k);
-  get_int_named({"moe_ffn_hidden", "moe_ffn_hidden_size"}, m.moe_ffn_hidden);
-  get_int_named({"shared_experts"}, m.shared_experts);
-  get_int_named({"shared_expert_ffn_hidden"}, m.shared_expert_ffn_hidden);
-  // Megatron's --moe-shared-expert-intermediate-size is all shared experts' width together.
-  int shared_total = 0;
-  get_int_named({"moe_shared_expert_intermediate_size"}, shared_total);
-  if (shared_total > 0) {
-    if (m.shared_experts == 0) m.shared_experts = 1;
-    if (shared_total % m.shared_experts != 0)
-      throw UsageError(source + ": moe_shared_expert_intermediate_size must divide by shared_experts");
-    const int width = shared_total / m.shared_experts;
-    if (j.contains("shared_expert_ffn_hidden") && width != m.shared_expert_ffn_hidden)
-      throw UsageError(
-          fmt::format("{}: model fields 'moe_shared_expert_intermediate_size' ({}, over {} shared "
-                      "experts) and 'shared_expert_ffn_hidden' ({}) disagree",
-                      source, shared_total, m.shared_experts, m.shared_expert_ffn_hidden));
-    m.shared_expert_ffn_hidden = width;
-  }
-  get_int_named({"moe_layer_freq"}, m.moe_layer_freq);
-  get_int_named({"first_k_dense_layers", "first_k_dense_replace"}, m.first_k_dense_layers);
-  const char* capacity_taken = nullptr;
-  for (const char* name : {"capacity_factor", "moe_expert_capacity_factor"}) {
-    if (!j.contains(name)) continue;
-    if (!j[name].is_number()) throw UsageError(source + ": model field '" + name + "' must be a number");
-    const double value = j[name].get<double>();
-    if (capacity_taken != nullptr && value != m.capacity_factor)
-      throw UsageError(fmt::format("{}: model fields '{}' ({}) and '{}' ({}) are one field and disagree", source,
-                                   capacity_taken, m.capacity_factor, name, value));
-    m.capacity_factor = value;
-    capacity_taken = name;
-  }
-  get_int_named({"mtp_num_layers", "num_nextn_predict_layers"}, m.mtp_num_layers);
-  get_optional_bool("dropout", m.dropout);
-  get_optional_bool("biases", m.biases);
+  reader.read_dense_fields(m);
+  reader.read_attention_fields(m);
+  reader.read_expert_fields(m);
   check_model(m, source);
   return m;
 }
