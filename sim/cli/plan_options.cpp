@@ -101,9 +101,11 @@ void add_search_options(po::options_description& options, PlanOptions& o) {
        "and the first and last rank one layer per chunk lighter (default: the even split, or the layout options given)")
       ("recompute", po::value(&o.recompute)->default_value(o.recompute),
        "activation recomputation: comma-separated none, selective, full (or both = none,full; on = full; off = none)")
-      ("recompute-modules", po::value(&o.recompute_modules),
+      ("recompute-modules", po::value(&o.recompute_modules)->composing(),
        "what the selective rows recompute, Megatron's names, comma-separated (core_attn, moe_act, layernorm, "
-       "mla_up_proj, mlp, moe, shared_experts; default core_attn; needs selective in --recompute)")
+       "mla_up_proj, mlp, moe, shared_experts; default core_attn; needs selective in --recompute); give it again "
+       "for each further set to try, or 'auto' for the model's sets, lightest first: core_attn, then moe_act, "
+       "layernorm, mla_up_proj, shared_experts, mlp, moe added one by one where the model has them")
       ("no-zero1", po::bool_switch(&o.no_zero1), "keep the full optimizer state on every replica (default: ZeRO-1)");
   // clang-format on
 }
@@ -143,6 +145,37 @@ void take_profile(PlanOptions& o, const po::variables_map& vm, sim::PlanRequest&
   o.model_name = sim::profile_model_name(profile);
 }
 
+// --recompute-modules, once per set to try (or "auto": the model's ladder), each refused here if
+// the model lacks a module it names (an error, not a refusal of every selective row).
+void take_recompute_modules(const PlanOptions& o, sim::PlanRequest& request) {
+  const std::string given = fmt::format("{}", fmt::join(o.recompute_modules, " "));
+  if (std::find(request.recomputations.begin(), request.recomputations.end(), sim::Recomputation::selective) ==
+      request.recomputations.end())
+    throw UsageError("--recompute-modules " + given + ": the selective rows' modules, but --recompute " + o.recompute +
+                     " searches none");
+  std::vector<std::uint8_t> sets;
+  for (const std::string& text : o.recompute_modules) {
+    if (text == "auto") {
+      if (o.use_profile())
+        throw UsageError("--recompute-modules auto: the profile " + o.profile_path +
+                         " has no model to list modules of");
+      for (std::uint8_t modules : sim::recompute_module_ladder(request.model)) sets.push_back(modules);
+      continue;
+    }
+    sets.push_back(sim::parse_recompute_modules(text));
+    sim::ParallelConfig selective;
+    selective.recomputation = sim::Recomputation::selective;
+    selective.recompute_modules = sets.back();
+    if (!o.use_profile())
+      if (auto problem = sim::recompute_modules_problem(request.model, selective)) throw UsageError(*problem);
+  }
+  std::vector<std::uint8_t> distinct;
+  for (std::uint8_t modules : sets)
+    if (std::find(distinct.begin(), distinct.end(), modules) == distinct.end()) distinct.push_back(modules);
+  request.options.recompute_modules = distinct.front();
+  if (distinct.size() > 1) request.recompute_module_sets = std::move(distinct);
+}
+
 // The lists of the search: schedules, sizes, recomputation, sequence and context parallelism.
 void take_search_lists(const PlanOptions& o, const po::variables_map& vm, sim::PlanRequest& request) {
   request.schedules = split_list(o.schedules);
@@ -158,13 +191,7 @@ void take_search_lists(const PlanOptions& o, const po::variables_map& vm, sim::P
   request.microbatch_group_size = o.microbatch_group_size;
   request.tensor_parallel_sizes = int_list(o.tensor_parallel_sizes, "--tensor-parallel-sizes");
   request.recomputations = recomputation_list(o.recompute);
-  if (!o.recompute_modules.empty()) {
-    if (std::find(request.recomputations.begin(), request.recomputations.end(), sim::Recomputation::selective) ==
-        request.recomputations.end())
-      throw UsageError("--recompute-modules " + o.recompute_modules +
-                       ": the selective rows' modules, but --recompute " + o.recompute + " searches none");
-    request.options.recompute_modules = sim::parse_recompute_modules(o.recompute_modules);
-  }
+  if (!o.recompute_modules.empty()) take_recompute_modules(o, request);
   request.sequence_parallel_options = sequence_parallel_list(o.sequence_parallel);
   request.context_parallel_sizes = int_list(o.context_parallel_sizes, "--context-parallel-sizes");
   if (o.use_profile())

@@ -19,7 +19,9 @@ struct PlanOptions {
   std::string tensor_parallel_sizes = "1,2,4,8", sequence_parallel = "both", context_parallel_sizes = "1,2,4,8";
   std::string expert_parallel_sizes;         // empty: --expert-parallel alone
   std::string expert_tensor_parallel_sizes;  // empty: --expert-tensor-parallel alone
-  std::string recompute_modules;             // what `selective` recomputes; empty: core_attn
+  // The module sets `selective` tries, one per --recompute-modules, or "auto" (the model's ladder);
+  // none given: core_attn.
+  std::vector<std::string> recompute_modules;
   ClusterOptions cluster;
   MegatronOptions megatron;
   bool verbose = false;

@@ -18,14 +18,45 @@
 namespace pipescope::cli {
 namespace {
 
-// Short forms for the table: "-", "sel", "full".
-const char* recomputation_short(sim::Recomputation r) {
-  switch (r) {
+// Short forms for the table: "-", "sel" (Megatron's default, core_attn), "full"; other selective
+// sets by their modules' short names, "act+ln" (the legend under the table names them).
+std::string recomputation_short(const sim::ParallelConfig& parallel) {
+  switch (parallel.recomputation) {
     case sim::Recomputation::none: return "-";
-    case sim::Recomputation::selective: return "sel";
     case sim::Recomputation::full: return "full";
+    case sim::Recomputation::selective: break;
   }
-  return "?";
+  if (parallel.recompute_modules == sim::kRecomputeCoreAttention) return "sel";
+  static constexpr std::pair<std::uint8_t, const char*> kShort[] = {{sim::kRecomputeCoreAttention, "attn"},
+                                                                    {sim::kRecomputeMoeActivation, "act"},
+                                                                    {sim::kRecomputeLayernorm, "ln"},
+                                                                    {sim::kRecomputeMlaUpProjection, "mla"},
+                                                                    {sim::kRecomputeSharedExperts, "shx"},
+                                                                    {sim::kRecomputeMlp, "mlp"},
+                                                                    {sim::kRecomputeMoe, "moe"}};
+  std::string text;
+  for (const auto& [module, name] : kShort)
+    if ((parallel.recompute_modules & module) != 0) text += (text.empty() ? "" : "+") + std::string(name);
+  return text;
+}
+
+// The selective rows' modules as Megatron names them, one string each (JSON).
+std::vector<std::string> split_modules(const std::string& text) {
+  std::vector<std::string> names;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    names.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return names;
+}
+
+// The selective rows' modules as Megatron names them (JSON, CSV, trace names); "" for the others.
+std::string recomputed_modules(const sim::ParallelConfig& parallel) {
+  return parallel.recomputation == sim::Recomputation::selective
+             ? sim::recompute_modules_text(parallel.recompute_modules)
+             : std::string();
 }
 
 // Short forms for the table: "-" (BF16), "hyb", "e4m3".
@@ -52,7 +83,11 @@ std::string candidate_label(const sim::PlanCandidate& c) {
                      c.parallel.sequence_parallel ? "sp" : "",
                      c.parallel.context_parallel > 1 ? fmt::format("_cp{}", c.parallel.context_parallel) : "",
                      c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks, c.parallel.micro_batch_size,
-                     c.num_micro_batches, sim::recomputation_name(c.parallel.recomputation),
+                     c.num_micro_batches,
+                     c.parallel.recomputation == sim::Recomputation::selective &&
+                             c.parallel.recompute_modules != sim::kRecomputeCoreAttention
+                         ? fmt::format("selective-{}", recomputation_short(c.parallel))
+                         : std::string(sim::recomputation_name(c.parallel.recomputation)),
                      c.parallel.fp8 != sim::Fp8Format::none
                          ? fmt::format("_fp8-{}", sim::fp8_format_name(c.parallel.fp8))
                          : "") +
@@ -104,6 +139,9 @@ nlohmann::json row_json(std::size_t rank, const sim::PlanRow& r, const std::stri
           // `recompute` (any recomputation) is kept for the readers written before granularities.
           {"recompute", c.parallel.recomputation != sim::Recomputation::none},
           {"recompute_granularity", sim::recomputation_name(c.parallel.recomputation)},
+          {"recompute_modules", c.parallel.recomputation == sim::Recomputation::selective
+                                    ? nlohmann::json(split_modules(recomputed_modules(c.parallel)))
+                                    : nlohmann::json(nullptr)},
           {"zero1", c.parallel.zero1},
           {"overlap_grad_reduce", c.parallel.overlap_grad_reduce},
           {"async_tensor_parallel_backward", c.parallel.async_tensor_parallel_backward},
@@ -182,19 +220,20 @@ void print_plan_csv(const PlanOutput& out) {
   std::cout << "rank,schedule,pipeline,data_parallel,chunks,micro_batch_size,num_micro_batches,recompute,zero1,"
                "iteration_time_s,throughput_samples_per_s,tokens_per_s,mfu,bubble_fraction,peak_memory_bytes,"
                "tensor_parallel,sequence_parallel,recompute_granularity,context_parallel,fp8_format,layout,equivalents,"
-               "expert_parallel,expert_tensor_parallel\n";
+               "expert_parallel,expert_tensor_parallel,recompute_modules\n";
   for (std::size_t i = 0; i < out.shown; ++i) {
     const auto& r = out.result.rows[i];
     const auto& c = r.candidate;
     std::cout << fmt::format(
-        "{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g},{},{},{},{},{},{},\"{}\",\"{}\",{},{}\n", i + 1,
-        c.schedule, c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks, c.parallel.micro_batch_size,
-        c.num_micro_batches, c.parallel.recomputation != sim::Recomputation::none ? 1 : 0, c.parallel.zero1 ? 1 : 0,
-        r.iteration_time_s, r.throughput_samples_per_s, r.tokens_per_s, r.mfu, r.bubble_fraction, r.peak_memory_bytes,
-        c.parallel.tensor_parallel, c.parallel.sequence_parallel ? 1 : 0,
+        "{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g},{},{},{},{},{},{},\"{}\",\"{}\",{},{},\"{}\"\n",
+        i + 1, c.schedule, c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks,
+        c.parallel.micro_batch_size, c.num_micro_batches, c.parallel.recomputation != sim::Recomputation::none ? 1 : 0,
+        c.parallel.zero1 ? 1 : 0, r.iteration_time_s, r.throughput_samples_per_s, r.tokens_per_s, r.mfu,
+        r.bubble_fraction, r.peak_memory_bytes, c.parallel.tensor_parallel, c.parallel.sequence_parallel ? 1 : 0,
         sim::recomputation_name(c.parallel.recomputation), c.parallel.context_parallel,
         c.parallel.fp8 == sim::Fp8Format::none ? "" : sim::fp8_format_name(c.parallel.fp8), layout_text(out.request, c),
-        fmt::join(r.equivalents, "; "), c.parallel.expert_parallel, c.parallel.expert_tp());
+        fmt::join(r.equivalents, "; "), c.parallel.expert_parallel, c.parallel.expert_tp(),
+        recomputed_modules(c.parallel));
   }
 }
 
@@ -210,22 +249,27 @@ void print_plan_table(const PlanOutput& out) {
   // An expert-parallel column for a MoE model (dense models' tables keep their columns).
   const bool moe = !o.use_profile() && out.request.model.is_moe();
   const auto ep_cell = [&](const std::string& text) { return moe ? fmt::format(" {:>3}", text) : std::string(); };
+  // The recomputation column widens for the module sets a search tries ("act+ln+mla").
+  std::size_t recomp_width = 6;
+  for (std::size_t i = 0; i < out.shown; ++i)
+    recomp_width = std::max(recomp_width, recomputation_short(result.rows[i].candidate.parallel).size());
+  const auto recomp_cell = [&](const std::string& text) { return fmt::format("{:>{}}", text, recomp_width); };
   std::cout << fmt::format(
-      "{:>4}  {:<17} {:>2} {:>2} {:>2}{} {:>3} {:>4} {:>2} {:>4} {:>5} {:>6} {:>4}  {:>11} {:>10} {:>6} {:>7} {:>11}  "
+      "{:>4}  {:<17} {:>2} {:>2} {:>2}{} {:>3} {:>4} {:>2} {:>4} {:>5} {} {:>4}  {:>11} {:>10} {:>6} {:>7} {:>11}  "
       "{}{}\n",
-      "#", "schedule", "tp", "sp", "cp", ep_cell("ep"), "pp", "dp", "v", "mbs", "m", "recomp", "fp8", "iteration",
-      "samples/s", "MFU", "bubble", "peak mem", o.search_layouts ? fmt::format("{:<16}  ", "layout") : std::string(),
-      "same run as");
+      "#", "schedule", "tp", "sp", "cp", ep_cell("ep"), "pp", "dp", "v", "mbs", "m", recomp_cell("recomp"), "fp8",
+      "iteration", "samples/s", "MFU", "bubble", "peak mem",
+      o.search_layouts ? fmt::format("{:<16}  ", "layout") : std::string(), "same run as");
   for (std::size_t i = 0; i < out.shown; ++i) {
     const auto& r = result.rows[i];
     const auto& c = r.candidate;
     std::string line = fmt::format(
-        "{:>4}  {:<17} {:>2} {:>2} {:>2}{} {:>3} {:>4} {:>2} {:>4} {:>5} {:>6} {:>4}  {:>11} {:>10.2f} {:>5.1f}% "
+        "{:>4}  {:<17} {:>2} {:>2} {:>2}{} {:>3} {:>4} {:>2} {:>4} {:>5} {} {:>4}  {:>11} {:>10.2f} {:>5.1f}% "
         "{:>6.2f}% {:>11}  {}{}",
         i + 1, c.schedule, c.parallel.tensor_parallel, c.parallel.sequence_parallel ? "sp" : "-",
         c.parallel.context_parallel, ep_cell(expert_cell(c.parallel)), c.parallel.pipeline, c.parallel.data_parallel,
         c.parallel.chunks, c.parallel.micro_batch_size, c.num_micro_batches,
-        recomputation_short(c.parallel.recomputation), precision_short(c.parallel.fp8),
+        recomp_cell(recomputation_short(c.parallel)), precision_short(c.parallel.fp8),
         sim::format_seconds(r.iteration_time_s), r.throughput_samples_per_s, 100 * r.mfu, 100 * r.bubble_fraction,
         sim::format_bytes(r.peak_memory_bytes), layout_cell(c.parallel.layout), fmt::join(r.equivalents, ", "));
     line.erase(line.find_last_not_of(' ') + 1);
@@ -236,6 +280,9 @@ void print_plan_table(const PlanOutput& out) {
                                interval->estimated.empty() ? "" : " (backward split estimated)");
   }
   if (result.rows.empty()) std::cout << "nothing fits: raise --max-mem, add GPUs, or allow recomputation\n";
+  if (recomp_width > 6 || out.request.recompute_module_sets.size() > 1)
+    std::cout << "recomp: selective recomputation of attn core_attn, act moe_act, ln layernorm, mla mla_up_proj, "
+                 "shx shared_experts, mlp mlp, moe moe (sel: core_attn alone)\n";
   if (o.verbose) {
     for (const std::string& why : result.refusals) std::cout << "refused: " << why << "\n";
   } else if (result.refused > 0) {

@@ -236,21 +236,6 @@ std::vector<int> moe_layers_per_stage(const ModelSpec& model, const std::vector<
   return moe;
 }
 
-// A module to recompute that the model does not have: MLA's up-projections on ordinary
-// attention, an expert module on a dense model.
-std::optional<std::string> recompute_modules_problem(const ModelSpec& model, const ParallelConfig& parallel) {
-  if (parallel.recomputation != Recomputation::selective) return std::nullopt;
-  if (parallel.recomputes(kRecomputeMlaUpProjection) && !model.multi_latent_attention())
-    return fmt::format("--recompute-modules mla_up_proj: {} has no multi-latent attention (kv_lora_rank)", model.name);
-  const std::uint8_t expert_modules = kRecomputeMoe | kRecomputeMoeActivation | kRecomputeSharedExperts;
-  if ((parallel.recompute_modules & expert_modules) != 0 && !model.is_moe())
-    return fmt::format("--recompute-modules {}: {} has no experts (num_experts)",
-                       recompute_modules_text(parallel.recompute_modules & expert_modules), model.name);
-  if (parallel.recomputes(kRecomputeSharedExperts) && model.shared_experts == 0)
-    return fmt::format("--recompute-modules shared_experts: {} has no shared expert", model.name);
-  return std::nullopt;
-}
-
 // What every stage of one configuration shares: its layers by kind and their costs, the head's,
 // the two gradient groups' topologies and the sizes the stages' figures scale with.
 struct StageInputs {
@@ -512,6 +497,21 @@ void set_stage_reductions(StageCost& c, const StageInputs& in, int st, const Sta
 }
 
 }  // namespace
+
+// A module to recompute that the model does not have: MLA's up-projections on ordinary
+// attention, an expert module on a dense model.
+std::optional<std::string> recompute_modules_problem(const ModelSpec& model, const ParallelConfig& parallel) {
+  if (parallel.recomputation != Recomputation::selective) return std::nullopt;
+  if (parallel.recomputes(kRecomputeMlaUpProjection) && !model.multi_latent_attention())
+    return fmt::format("--recompute-modules mla_up_proj: {} has no multi-latent attention (kv_lora_rank)", model.name);
+  const std::uint8_t expert_modules = kRecomputeMoe | kRecomputeMoeActivation | kRecomputeSharedExperts;
+  if ((parallel.recompute_modules & expert_modules) != 0 && !model.is_moe())
+    return fmt::format("--recompute-modules {}: {} has no experts (num_experts)",
+                       recompute_modules_text(parallel.recompute_modules & expert_modules), model.name);
+  if (parallel.recomputes(kRecomputeSharedExperts) && model.shared_experts == 0)
+    return fmt::format("--recompute-modules shared_experts: {} has no shared expert", model.name);
+  return std::nullopt;
+}
 
 CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const Topology& topology_in,
                        const ParallelConfig& parallel) {

@@ -73,6 +73,27 @@ std::string recompute_modules_text(std::uint8_t modules) {
   return text;
 }
 
+std::vector<std::uint8_t> recompute_module_ladder(const ModelSpec& model) {
+  const bool some_dense_layer = model.moe_layers() < model.layers;
+  const std::pair<std::uint8_t, bool> steps[] = {
+      {kRecomputeCoreAttention, true},
+      {kRecomputeMoeActivation, model.is_moe()},
+      {kRecomputeLayernorm, true},
+      {kRecomputeMlaUpProjection, model.multi_latent_attention()},
+      {kRecomputeSharedExperts, model.is_moe() && model.shared_experts > 0},
+      {kRecomputeMlp, some_dense_layer},
+      {kRecomputeMoe, model.is_moe()},
+  };
+  std::vector<std::uint8_t> ladder;
+  std::uint8_t modules = 0;
+  for (const auto& [module, has] : steps) {
+    if (!has) continue;
+    modules |= module;
+    ladder.push_back(modules);
+  }
+  return ladder;
+}
+
 std::string_view fp8_format_name(Fp8Format format) {
   switch (format) {
     case Fp8Format::none: return "none";

@@ -354,8 +354,9 @@ class PlanSearch {
     };
     const PlanRequest& request = request_;
     auto preferred = [&](const PlanCandidate& c) {
-      return std::make_pair(order_of(request.schedules, c.schedule),
-                            order_of(request.recomputations, c.parallel.recomputation));
+      return Preference(order_of(request.schedules, c.schedule),
+                        order_of(request.recomputations, c.parallel.recomputation),
+                        order_of(request.recompute_module_sets, c.parallel.recompute_modules));
     };
     std::stable_sort(result_.rows.begin(), result_.rows.end(), [&](const PlanRow& a, const PlanRow& b) {
       if (a.throughput_samples_per_s != b.throughput_samples_per_s)

@@ -29,6 +29,22 @@ int layer_count(const PlanRequest& request) {
   return std::numeric_limits<int>::max();
 }
 
+// Each recomputation with the modules it recomputes: the selective rows once per module set.
+std::vector<std::pair<Recomputation, std::uint8_t>> recomputation_choices(const PlanRequest& request) {
+  const std::vector<std::uint8_t> sets = request.recompute_module_sets.empty()
+                                             ? std::vector<std::uint8_t>{request.options.recompute_modules}
+                                             : request.recompute_module_sets;
+  std::vector<std::pair<Recomputation, std::uint8_t>> choices;
+  for (Recomputation recomputation : request.recomputations) {
+    if (recomputation != Recomputation::selective) {
+      choices.emplace_back(recomputation, request.options.recompute_modules);
+      continue;
+    }
+    for (std::uint8_t modules : sets) choices.emplace_back(recomputation, modules);
+  }
+  return choices;
+}
+
 }  // namespace
 
 int profile_pipeline_ranks(const Profile& profile) {
@@ -154,7 +170,7 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
             for (int chunks : chunk_choices(request, schedule)) {
               if (pp * chunks > layers) continue;
               for (const LayoutOptions& layout : layout_choices(request, layers, pp, chunks)) {
-                for (Recomputation recomputation : request.recomputations) {
+                for (const auto& [recomputation, modules] : recomputation_choices(request)) {
                   for (bool sp : sequence_parallel) {
                     for (Fp8Format precision : request.precisions) {
                       for (int ep : expert_parallel_sizes) {
@@ -171,6 +187,7 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
                           c.parallel.sequence_parallel = sp;
                           c.parallel.micro_batch_size = mbs;
                           c.parallel.recomputation = recomputation;
+                          c.parallel.recompute_modules = modules;
                           c.parallel.fp8 = precision;
                           // The distributed optimizer shards over DP x CP: nothing to shard over one GPU.
                           c.parallel.zero1 = request.zero1 && dp * cp > 1;

@@ -21,9 +21,15 @@ namespace {
 std::string choice_difference(const PlanCandidate& kept, const PlanCandidate& other) {
   std::string text;
   if (other.schedule != kept.schedule) text = other.schedule;
-  if (other.parallel.recomputation != kept.parallel.recomputation)
+  const Recomputation recomputation = other.parallel.recomputation;
+  const bool other_modules =
+      recomputation == Recomputation::selective && other.parallel.recompute_modules != kept.parallel.recompute_modules;
+  if (recomputation != kept.parallel.recomputation || other_modules)
     text += (text.empty() ? "" : " with ") + std::string("recompute ") +
-            std::string(recomputation_name(other.parallel.recomputation));
+            std::string(recomputation_name(recomputation)) +
+            (recomputation == Recomputation::selective && other.parallel.recompute_modules != kRecomputeCoreAttention
+                 ? " (" + recompute_modules_text(other.parallel.recompute_modules) + ")"
+                 : std::string());
   return text;
 }
 
@@ -71,7 +77,6 @@ void fold_equal_runs(PlanResult& result, const std::function<Preference(const Pl
   }
   result.rows = std::move(rows);
 }
-
 
 std::uint64_t program_signature(const CompiledSchedule& schedule) {
   std::uint64_t hash = 1469598103934665603ull;  // FNV-1a

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -31,14 +32,16 @@ class RunIndex {
  public:
   // The position given when `time_s` was first recorded for this key and memory, or nothing (and
   // it is recorded at `position`).
-  std::optional<std::size_t> find_or_add(const std::string& key, std::int64_t memory, double time_s, std::size_t position);
+  std::optional<std::size_t> find_or_add(const std::string& key, std::int64_t memory, double time_s,
+                                         std::size_t position);
 
  private:
   std::map<std::pair<std::string, std::int64_t>, std::vector<std::pair<double, std::size_t>>> runs_;
 };
 
-// A choice's place in the request's order (its schedule's, then its recomputation's): lower first.
-using Preference = std::pair<std::size_t, std::size_t>;
+// A choice's place in the request's order (its schedule's, its recomputation's, then its
+// recomputed modules'): lower first.
+using Preference = std::tuple<std::size_t, std::size_t, std::size_t>;
 
 // Rows with the same fold_key, time and memory become one, at the place of the best placed
 // (fastest to the last bit) of them. The choice that stands for the run is the one `preferred`

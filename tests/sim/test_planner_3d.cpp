@@ -119,7 +119,7 @@ TEST_CASE("every 3D row is the simulation of its layout, recomputation trading m
   request.tensor_parallel_sizes = {2};
   const PlanResult result = plan(request);
   REQUIRE(result.rows.size() == static_cast<std::size_t>(result.considered));  // all fit on 80 GB
-  using Layout = std::tuple<int, bool>;  // pipeline, sequence parallel
+  using Layout = std::tuple<int, bool>;                                        // pipeline, sequence parallel
   std::map<Layout, std::map<Recomputation, const PlanRow*>> by_layout;
   for (const PlanRow& row : result.rows) {
     const PlanCandidate& c = row.candidate;
@@ -181,9 +181,11 @@ TEST_CASE("the memory walk before simulating drops exactly what simulation would
   for (const PlanRow& row : result.rows) {
     const auto same = [&](const auto& entry) {
       const PlanCandidate& c = entry.first;
-      return c.schedule == row.candidate.schedule && c.parallel.tensor_parallel == row.candidate.parallel.tensor_parallel &&
+      return c.schedule == row.candidate.schedule &&
+             c.parallel.tensor_parallel == row.candidate.parallel.tensor_parallel &&
              c.parallel.sequence_parallel == row.candidate.parallel.sequence_parallel &&
-             c.parallel.pipeline == row.candidate.parallel.pipeline && c.parallel.chunks == row.candidate.parallel.chunks &&
+             c.parallel.pipeline == row.candidate.parallel.pipeline &&
+             c.parallel.chunks == row.candidate.parallel.chunks &&
              c.parallel.micro_batch_size == row.candidate.parallel.micro_batch_size &&
              c.parallel.recomputation == row.candidate.parallel.recomputation;
     };
@@ -195,8 +197,9 @@ TEST_CASE("the memory walk before simulating drops exactly what simulation would
 }
 
 TEST_CASE("ppsim plan prints tp, sp and the recomputation granularity", "[cli]") {
-  const std::string search = "plan --model gpt-1.3b --gpus 8 --global-batch 16 --schedules 1f1b --micro-batch-sizes 1 "
-                             "--tensor-parallel-sizes 1,2,3 --recompute none,selective --top 0 --context-parallel-sizes 1 --quiet";
+  const std::string search =
+      "plan --model gpt-1.3b --gpus 8 --global-batch 16 --schedules 1f1b --micro-batch-sizes 1 "
+      "--tensor-parallel-sizes 1,2,3 --recompute none,selective --top 0 --context-parallel-sizes 1 --quiet";
   const ppsim_test::PpsimRun as_json = run_ppsim(search + " --format json");
   INFO(as_json.err);
   REQUIRE(as_json.status == 0);
@@ -220,9 +223,10 @@ TEST_CASE("ppsim plan prints tp, sp and the recomputation granularity", "[cli]")
   }
   CHECK(granularities == std::set<std::string>{"none", "selective"});
   REQUIRE(tp_row != nullptr);
-  const ppsim_test::PpsimRun simulated = run_ppsim("simulate --model gpt-1.3b --stages 2 --data-parallel 2 --tensor-parallel 2 "
-                              "--sequence-parallel --recompute-granularity selective --micro-batches 8 "
-                              "--schedule 1f1b --zero1 --json");
+  const ppsim_test::PpsimRun simulated = run_ppsim(
+      "simulate --model gpt-1.3b --stages 2 --data-parallel 2 --tensor-parallel 2 "
+      "--sequence-parallel --recompute-granularity selective --micro-batches 8 "
+      "--schedule 1f1b --zero1 --json");
   INFO(simulated.err);
   REQUIRE(simulated.status == 0);
   const json summary = json::parse(simulated.out);
@@ -233,7 +237,7 @@ TEST_CASE("ppsim plan prints tp, sp and the recomputation granularity", "[cli]")
   CHECK(csv.out.rfind("rank,schedule,pipeline,data_parallel,", 0) == 0);
   // Columns appended after recompute_granularity keep the earlier ones in their places.
   CHECK(csv.out.find(",tensor_parallel,sequence_parallel,recompute_granularity,context_parallel,fp8_format,layout,"
-                     "equivalents,expert_parallel,expert_tensor_parallel\n") != std::string::npos);
+                     "equivalents,expert_parallel,expert_tensor_parallel,recompute_modules\n") != std::string::npos);
 
   // The table says what it refused in one line; --verbose gives each reason.
   const ppsim_test::PpsimRun table = run_ppsim(search);
@@ -243,8 +247,9 @@ TEST_CASE("ppsim plan prints tp, sp and the recomputation granularity", "[cli]")
   REQUIRE(verbose.status == 0);
   CHECK(verbose.out.find("refused: tensor parallel 3: does not divide the 8 GPUs") != std::string::npos);
 
-  const ppsim_test::PpsimRun both = run_ppsim("plan --model gpt-1.3b --gpus 8 --global-batch 16 --schedules 1f1b --micro-batch-sizes 1 "
-                         "--tensor-parallel-sizes 2 --sequence-parallel off --recompute both --top 0 -q --format json");
+  const ppsim_test::PpsimRun both = run_ppsim(
+      "plan --model gpt-1.3b --gpus 8 --global-batch 16 --schedules 1f1b --micro-batch-sizes 1 "
+      "--tensor-parallel-sizes 2 --sequence-parallel off --recompute both --top 0 -q --format json");
   REQUIRE(both.status == 0);
   std::set<std::string> old_words;
   const json both_plan = json::parse(both.out);
@@ -267,8 +272,9 @@ TEST_CASE("ppsim plan prints tp, sp and the recomputation granularity", "[cli]")
 // `ppsim plan --steady-state` and `--overlap-grad-reduce`: the JSON says which, every row
 // carries overlap_grad_reduce, the table's head says the steady state; no traces with it.
 TEST_CASE("ppsim plan ranks the steady state and overlaps the gradient reduction when asked", "[cli]") {
-  const std::string search = "plan --model gpt-1.3b --gpus 8 --global-batch 16 --schedules 1f1b,zb-auto --micro-batch-sizes 1 "
-                             "--tensor-parallel-sizes 1 --recompute none --top 0 -q";
+  const std::string search =
+      "plan --model gpt-1.3b --gpus 8 --global-batch 16 --schedules 1f1b,zb-auto --micro-batch-sizes 1 "
+      "--tensor-parallel-sizes 1 --recompute none --top 0 -q";
   const ppsim_test::PpsimRun steady = run_ppsim(search + " --steady-state --overlap-grad-reduce --format json");
   INFO(steady.err);
   REQUIRE(steady.status == 0);

@@ -16,8 +16,17 @@
 // - ppsim simulate --recompute-modules: the description names them, the peak falls; with
 //   --recompute it is refused in one line;
 // - ppsim plan --recompute-modules: its selective rows recompute them (a lower peak than
-//   core_attn's); without selective in --recompute it is refused in one line.
+//   core_attn's); without selective in --recompute it is refused in one line;
+// - the ladder `--recompute-modules auto` tries: Llama core_attn, +layernorm, +mlp; Mixtral adds
+//   moe_act after core_attn and moe last, no mlp (every layer MoE); DeepSeek-V3 adds mla_up_proj,
+//   shared_experts and mlp (its first three layers are dense);
+// - plan with several sets (given twice, or auto): every set's rows searched, each row naming
+//   its modules (table "act+ln" with a legend, JSON recompute_modules, CSV's last column); on
+//   DeepSeek-V3 at 1,024 H100s under 80 GB only the sets with mla_up_proj fit (NeMo's recipe
+//   recomputes mla_up_proj); a set the model lacks refused naming it.
 #include <catch2/catch.hpp>
+
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -182,4 +191,67 @@ TEST_CASE("ppsim plan --recompute-modules: what its selective rows recompute", "
   CHECK(refused.one_error_line());
   CHECK(refused.err.find("--recompute-modules moe_act: the selective rows' modules, but --recompute none,full "
                          "searches none") != std::string::npos);
+}
+
+TEST_CASE("the module sets a plan tries with --recompute-modules auto, lightest first") {
+  CHECK(recompute_module_ladder(resolve_model("llama-3-8b")) ==
+        std::vector<std::uint8_t>{kRecomputeCoreAttention, kRecomputeCoreAttention | kRecomputeLayernorm,
+                                  kRecomputeCoreAttention | kRecomputeLayernorm | kRecomputeMlp});
+  const std::uint8_t mixtral_act = kRecomputeCoreAttention | kRecomputeMoeActivation;
+  CHECK(recompute_module_ladder(resolve_model("mixtral-8x7b")) ==
+        std::vector<std::uint8_t>{kRecomputeCoreAttention, mixtral_act, mixtral_act | kRecomputeLayernorm,
+                                  mixtral_act | kRecomputeLayernorm | kRecomputeMoe});
+  const std::vector<std::uint8_t> deepseek = recompute_module_ladder(resolve_model("deepseek-v3"));
+  REQUIRE(deepseek.size() == 7);
+  CHECK(deepseek[3] == (mixtral_act | kRecomputeLayernorm | kRecomputeMlaUpProjection));
+  CHECK(deepseek.back() == 0x7f);  // every module
+  for (std::uint8_t modules : deepseek) {
+    ParallelConfig p = selective(modules);
+    CHECK_FALSE(recompute_modules_problem(resolve_model("deepseek-v3"), p));
+  }
+}
+
+TEST_CASE("ppsim plan tries several module sets, each row naming its own", "[cli]") {
+  const std::string plan =
+      "plan --model deepseek-v3 --gpus 1024 --global-batch 8192 --tensor-parallel-sizes 1 "
+      "--context-parallel-sizes 2 --expert-parallel-sizes 64 --schedules dualpipev --micro-batch-sizes 1 "
+      "--recompute none,selective --quiet ";
+  const auto json_run = ppsim_test::run_ppsim(plan + "--recompute-modules auto --format json --top 0");
+  INFO(json_run.err);
+  REQUIRE(json_run.status == 0);
+  const nlohmann::json planned = nlohmann::json::parse(json_run.out);
+  std::set<std::string> sets;
+  for (const auto& row : planned.at("configurations")) {
+    if (row.at("recompute_granularity") != "selective") {
+      CHECK(row.at("recompute_modules").is_null());
+      continue;
+    }
+    std::string names;
+    for (const auto& name : row.at("recompute_modules")) names += name.get<std::string>() + ",";
+    sets.insert(names);
+    // Under 80 GB DeepSeek-V3 needs its MLA up-projections recomputed.
+    CHECK(names.find("mla_up_proj") != std::string::npos);
+  }
+  CHECK(sets.size() >= 2);
+  CHECK(sets.count("core_attn,moe_act,layernorm,mla_up_proj,") == 1);
+
+  const auto table = ppsim_test::run_ppsim(plan +
+                                           "--recompute-modules core_attn,moe_act,layernorm,mla_up_proj "
+                                           "--recompute-modules core_attn,mla_up_proj --top 5");
+  INFO(table.err);
+  REQUIRE(table.status == 0);
+  CHECK(table.out.find("attn+act+ln+mla") != std::string::npos);
+  CHECK(table.out.find("recomp: selective recomputation of attn core_attn") != std::string::npos);
+  const auto csv = ppsim_test::run_ppsim(plan + "--recompute-modules mla_up_proj --format csv --top 1");
+  REQUIRE(csv.status == 0);
+  CHECK(csv.out.find(",expert_parallel,expert_tensor_parallel,recompute_modules\n") != std::string::npos);
+  CHECK(csv.out.find(",\"mla_up_proj\"\n") != std::string::npos);
+
+  const auto lacks = ppsim_test::run_ppsim(
+      "plan --model mixtral-8x7b --gpus 64 --recompute selective --recompute-modules moe_act "
+      "--recompute-modules mla_up_proj --quiet");
+  CHECK(lacks.status == 2);
+  CHECK(lacks.one_error_line());
+  CHECK(lacks.err.find("--recompute-modules mla_up_proj: mixtral-8x7b has no multi-latent attention") !=
+        std::string::npos);
 }

@@ -167,6 +167,11 @@ enum RecomputeModule : std::uint8_t {
 std::uint8_t parse_recompute_modules(const std::string& names);
 // The names of the bits, in Megatron's order, comma-separated.
 std::string recompute_modules_text(std::uint8_t modules);
+// The module sets a planner tries for a model's selective rows, lightest first, each the one
+// before plus the next module the model has: core_attn; moe_act; layernorm; mla_up_proj;
+// shared_experts; mlp (where some layer is dense); moe. Megatron's guidance ranks the first four
+// as cheap to recompute for the memory they free, the last three as costly.
+std::vector<std::uint8_t> recompute_module_ladder(const ModelSpec& model);
 
 // FP8 linear layers as Transformer Engine runs them (its delayed-scaling recipe): `hybrid` keeps
 // E4M3 for the forward and E5M2 for the gradients, `e4m3` E4M3 for both; both run at the
@@ -268,6 +273,10 @@ std::optional<std::string> context_parallel_problem(const ModelSpec& model, cons
 // without sequence parallelism on a MoE model, an imbalance below 1; nothing when it can.
 std::optional<std::string> expert_parallel_problem(const ModelSpec& model, const ParallelConfig& parallel,
                                                    int gpus_per_node);
+
+// Why `parallel`'s selective recomputation names a module `model` lacks (MLA's up-projections on
+// ordinary attention, an expert module on a dense model, shared experts where there are none).
+std::optional<std::string> recompute_modules_problem(const ModelSpec& model, const ParallelConfig& parallel);
 
 // Why `device` cannot run `parallel`'s precision (FP8 on a device without FP8 tensor cores).
 std::optional<std::string> precision_problem(const DeviceSpec& device, const ParallelConfig& parallel);

@@ -37,6 +37,9 @@ struct PlanRequest {
   // and the FFN width (tensor_parallel_problem); the others are refused with that reason.
   std::vector<int> tensor_parallel_sizes{1, 2, 4, 8};
   std::vector<Recomputation> recomputations{Recomputation::none, Recomputation::selective, Recomputation::full};
+  // The module sets the selective rows try (Megatron's --recompute-modules), in the order of
+  // preference among equal runs; empty: options.recompute_modules alone.
+  std::vector<std::uint8_t> recompute_module_sets;
   // Sequence parallelism, tried where T > 1 (it has nothing to split at T = 1).
   std::vector<bool> sequence_parallel_options{false, true};
   // Context-parallel sizes C: each must split the sequence in 2C equal chunks
