@@ -165,6 +165,7 @@ TEST_CASE("the memory walk before simulating drops exactly what simulation would
     }
   }
   std::vector<std::int64_t> peaks;
+  peaks.reserve(simulated.size());
   for (const auto& [c, r] : simulated) peaks.push_back(r.summary.max_peak_memory_bytes());
   std::sort(peaks.begin(), peaks.end());
   request.max_mem_bytes = peaks[peaks.size() / 2];  // about half fit
