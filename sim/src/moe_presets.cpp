@@ -4,9 +4,9 @@ namespace pipescope::sim::detail {
 
 namespace {
 
-// What the four presets share: SwiGLU experts, RMSNorm-style layers without biases or dropout,
+// What the presets share: SwiGLU experts, RMSNorm-style layers without biases or dropout,
 // untied embeddings, FlashAttention, pre-trained on sequences of 4096 (the length Megatron's and
-// NeMo's recipes for these models train with).
+// NeMo's recipes for Mixtral, Qwen3 and DeepSeek-V3 train with; Llama 4's and Grok-1's use 8192).
 ModelSpec gated_moe_base() {
   ModelSpec m;
   m.gated_mlp = true;
@@ -86,8 +86,88 @@ ModelSpec deepseek_v3() {
   return m;
 }
 
+// Qwen/Qwen3-30B-A3B config.json: 128 experts of 768, 8 a token, every layer; 32 query heads of
+// 128 over a hidden of 2048, 4 key/value heads.
+ModelSpec qwen3_30b_a3b() {
+  ModelSpec m = gated_moe_base();
+  m.name = "qwen3-30b-a3b";
+  m.layers = 48;
+  m.hidden = 2048;
+  m.heads = 32;
+  m.kv_heads = 4;
+  m.head_dim = 128;
+  m.ffn_hidden = 6144;
+  m.vocab = 151936;
+  m.num_experts = 128;
+  m.top_k = 8;
+  m.moe_ffn_hidden = 768;
+  return m;
+}
+
+// meta-llama/Llama-4-Maverick-17B-128E config.json (its text model): 128 experts of 8192, 1 a
+// token, and a shared expert of 8192, in every other layer (interleave_moe_layer_step 2: layers
+// 1, 3, 5, ..., here one dense layer first, then moe_layer_freq 2); the other layers dense
+// (intermediate_size_mlp 16384).
+// The vision encoder and the chunked local attention of 3 layers in 4 are left out: the first is
+// not in the language model's step, the second changes only attention's core at sequences above
+// its 8192-token chunk.
+ModelSpec llama4_maverick() {
+  ModelSpec m = gated_moe_base();
+  m.name = "llama4-maverick";
+  m.layers = 48;
+  m.hidden = 5120;
+  m.heads = 40;
+  m.kv_heads = 8;
+  m.head_dim = 128;
+  m.ffn_hidden = 16384;
+  m.vocab = 202048;
+  m.seq = 8192;
+  m.num_experts = 128;
+  m.top_k = 1;
+  m.moe_ffn_hidden = 8192;
+  m.shared_experts = 1;
+  m.shared_expert_ffn_hidden = 8192;
+  m.moe_layer_freq = 2;
+  m.first_k_dense_layers = 1;
+  return m;
+}
+
+// meta-llama/Llama-4-Scout-17B-16E config.json: 16 experts of 8192 and a shared one in every
+// layer; otherwise Maverick's shape.
+ModelSpec llama4_scout() {
+  ModelSpec m = llama4_maverick();
+  m.name = "llama4-scout";
+  m.num_experts = 16;
+  m.moe_layer_freq = 1;
+  m.first_k_dense_layers = 0;
+  m.ffn_hidden = 8192;  // no dense layer: the experts' width
+  return m;
+}
+
+// xai-org/grok-1 (its model.py's configuration): 8 experts of 32768, 2 a token, every layer; 48
+// query heads of 128, 8 key/value heads, a vocabulary of 131072.
+ModelSpec grok1() {
+  ModelSpec m = gated_moe_base();
+  m.name = "grok-1";
+  m.layers = 64;
+  m.hidden = 6144;
+  m.heads = 48;
+  m.kv_heads = 8;
+  m.head_dim = 128;
+  m.ffn_hidden = 32768;
+  m.vocab = 131072;
+  m.seq = 8192;
+  m.num_experts = 8;
+  m.top_k = 2;
+  m.moe_ffn_hidden = 32768;
+  return m;
+}
+
 }  // namespace
 
-std::vector<ModelSpec> moe_presets() { return {mixtral_8x7b(), mixtral_8x22b(), qwen3_235b_a22b(), deepseek_v3()}; }
+std::vector<ModelSpec> moe_presets() {
+  return {mixtral_8x7b(), mixtral_8x22b(),   qwen3_235b_a22b(), qwen3_30b_a3b(),
+          deepseek_v3(),  llama4_maverick(), llama4_scout(),    grok1()};
+}
 
 }  // namespace pipescope::sim::detail

@@ -2,13 +2,16 @@
 // - Totals and active (per-token) parameters, both embeddings counted: Mixtral 8x7B 46.7B / 12.9B
 //   and 8x22B 141B / 39B (Mistral AI's announcements), Qwen3-235B-A22B 235B / 22B (its model
 //   card), DeepSeek-V3 671B / 37B (its technical report, without the 14B of the multi-token
-//   prediction module). Published figures are rounded to the digits shown, so each check allows
+//   prediction module), Qwen3-30B-A3B 30.5B / 3.3B, Llama 4 Maverick 400B / 17B and Scout 109B
+//   (with its vision encoder) / 17B (Meta's model cards), Grok-1 314B with about a quarter of
+//   its weights active (xAI's release). Published figures are rounded to the digits shown, so each check allows
 //   half a unit of the last digit shown plus 1% for what the presets leave out (Qwen3's
 //   query/key norms, DeepSeek's expert biases: thousands of parameters per layer, far below 1%).
 //   DeepSeek's 37B active: its own configuration counts 37.5B with both embeddings, 36.6B without
 //   the input embedding (a lookup, no products); the check allows 2.5%.
 // - Which layers are MoE: DeepSeek-V3's first 3 of 61 dense, 58 MoE; moe_layer_freq 2 after one
-//   dense layer of 6: layers 1, 3, 5.
+//   dense layer of 6: layers 1, 3, 5; Llama 4 Maverick's 24 of 48 (layers 1, 3, ...), Scout's and
+//   Qwen3-30B-A3B's all.
 // - FLOPs (the planner's MFU): a Mixtral layer's forward is 2 s P + 4 s^2 h with P its active
 //   matrices: attention 2h^2 + 2h kv, the router 8h and two experts of 3hf.
 // - Model files: Megatron's and Hugging Face's names are read like pipescope's; top_k above the
@@ -38,6 +41,15 @@ TEST_CASE("MoE presets have their published total and active parameters") {
   check_published("mixtral-8x22b", 141e9, 0.014, 39e9, 0.023);
   check_published("qwen3-235b-a22b", 235e9, 0.013, 22e9, 0.033);
   check_published("deepseek-v3", 671e9, 0.011, 37e9, 0.025);
+  check_published("qwen3-30b-a3b", 30.5e9, 0.012, 3.3e9, 0.026);
+  check_published("llama4-maverick", 400e9, 0.012, 17e9, 0.04);
+  // Meta's 109B counts Scout's vision encoder (about 1B), left out of the preset.
+  check_published("llama4-scout", 109e9, 0.025, 17e9, 0.04);
+  // xAI publishes Grok-1's total alone ("314B"; "25% of the weights active on a given token").
+  const ModelSpec grok = resolve_model("grok-1");
+  CHECK(static_cast<double>(grok.total_parameters()) == Approx(314e9).epsilon(0.012));
+  CHECK(static_cast<double>(grok.active_parameters()) / static_cast<double>(grok.total_parameters()) ==
+        Approx(0.25).epsilon(0.1));
   // Dense presets: every parameter is active.
   const ModelSpec llama = resolve_model("llama-3-70b");
   CHECK(llama.active_parameters() == llama.total_parameters());
@@ -90,7 +102,8 @@ TEST_CASE("MoE model files read Megatron's names and refuse what cannot route") 
 
   // Megatron's moe_shared_expert_intermediate_size is the shared experts' width together.
   const ModelSpec shared = parse_model_json("{" + base + R"(, "num_experts": 8, "top_k": 2,
-      "shared_experts": 2, "moe_shared_expert_intermediate_size": 4096})", "shared.json");
+      "shared_experts": 2, "moe_shared_expert_intermediate_size": 4096})",
+                                            "shared.json");
   CHECK(shared.shared_expert_ffn_hidden == 2048);
   CHECK(shared.shared_expert_width() == 4096);
 
@@ -116,4 +129,14 @@ TEST_CASE("a MoE layer's FLOPs count the experts a token meets") {
   const LayerFigures figures = layer_figures(m, 1);
   CHECK(figures.f_flops == Approx(2 * s * active + 4 * s * s * h));
   CHECK(figures.w_flops == Approx(2 * s * active));
+}
+
+TEST_CASE("Llama 4 Maverick alternates dense and MoE layers; Scout's are all MoE") {
+  const ModelSpec maverick = resolve_model("llama4-maverick");
+  CHECK(maverick.moe_layers() == 24);
+  CHECK_FALSE(maverick.is_moe_layer(0));
+  CHECK(maverick.is_moe_layer(1));  // interleave_moe_layer_step 2: layers 1, 3, 5, ...
+  CHECK(maverick.shared_experts == 1);
+  CHECK(resolve_model("llama4-scout").moe_layers() == 48);
+  CHECK(resolve_model("qwen3-30b-a3b").moe_layers() == 48);
 }
