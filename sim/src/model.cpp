@@ -156,6 +156,13 @@ std::optional<std::string> expert_parallel_problem(const ModelSpec& model, const
            std::to_string(model.num_experts) + " experts of " + model.name;
   if (!(parallel.moe_imbalance >= 1))
     return std::string("--moe-imbalance must be at least 1 (the busiest expert's tokens over the mean)");
+  // A token goes to an expert once at most: the busiest takes every token, E / top_k the mean.
+  const double most = static_cast<double>(model.num_experts) / model.top_k;
+  if (parallel.moe_imbalance > most)
+    return fmt::format(
+        "--moe-imbalance {}: above {:g} ({} experts over top_k {}), where the busiest expert takes "
+        "every token",
+        parallel.moe_imbalance, most, model.num_experts, model.top_k);
   return std::nullopt;
 }
 

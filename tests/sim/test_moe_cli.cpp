@@ -4,7 +4,8 @@
 //   --expert-model-parallel-size and --expert-tensor-parallel-size give the same prediction.
 // - Bad input exits 2 with one line naming the option: EP not dividing the experts, EP not
 //   dividing the stage's GPUs, expert options on a dense model, TP without SP on a MoE model, a
-//   size given under both its names with two values, and top_k above the experts of a model file.
+//   size given under both its names with two values, an imbalance above experts / top_k (the
+//   busiest expert taking every token), and top_k above the experts of a model file.
 #include <catch2/catch.hpp>
 #include <sys/wait.h>
 
@@ -51,9 +52,13 @@ TEST_CASE("ppsim simulate refuses expert parallelism Megatron would refuse, nami
     std::string args, reason;
   } cases[] = {
       {kMixtral + "--expert-parallel 3", "--expert-parallel 3: does not divide the 8 experts of mixtral-8x7b"},
-      {"--model mixtral-8x7b --data-parallel 4 --expert-parallel 8", "--expert-parallel 8: EP x expert TP = 8 does not divide the 4 GPUs"},
+      {"--model mixtral-8x7b --data-parallel 4 --expert-parallel 8",
+       "--expert-parallel 8: EP x expert TP = 8 does not divide the 4 GPUs"},
       {"--model gpt-7b --expert-parallel 2", "--expert-parallel 2: gpt-7b has no experts (a dense model)"},
       {"--model gpt-7b --moe-imbalance 2", "--moe-imbalance: gpt-7b has no experts"},
+      // Before: the activations overflowed and the refusal blamed --micro-batch-size.
+      {kMixtral + "--expert-parallel 8 --moe-imbalance 1e308",
+       "--moe-imbalance 1e+308: above 4 (8 experts over top_k 2), where the busiest expert takes every token"},
       {kMixtral + "--tensor-parallel 2", "--tensor-parallel 2: a MoE model needs --sequence-parallel"},
       {kMixtral + "--expert-parallel 8 --expert-model-parallel-size 4",
        "--expert-parallel 8 and --expert-model-parallel-size 4 name one size: give one"},
@@ -66,7 +71,8 @@ TEST_CASE("ppsim simulate refuses expert parallelism Megatron would refuse, nami
     CHECK(run.err.find(c.reason) != std::string::npos);
   }
 
-  const std::filesystem::path file = std::filesystem::temp_directory_path() / ("pipescope-moe-top-k-" + std::to_string(::getpid()) + ".json");
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("pipescope-moe-top-k-" + std::to_string(::getpid()) + ".json");
   std::ofstream(file) << R"({"layers": 4, "hidden": 1024, "heads": 8, "seq": 2048, "vocab": 32000,
                             "num_experts": 8, "top_k": 9})";
   const ppsim_test::PpsimRun top_k = moe_simulate("--model " + file.string());
@@ -82,7 +88,8 @@ TEST_CASE("ppsim simulate takes a measured routing histogram", "[cli]") {
   const std::filesystem::path file =
       std::filesystem::temp_directory_path() / ("pipescope-moe-routing-" + std::to_string(::getpid()) + ".json");
   std::ofstream(file) << R"({"expert_tokens": [4, 1, 1, 1, 1, 1, 1, 6]})";
-  const ppsim_test::PpsimRun measured = moe_simulate(kMixtral + "--expert-parallel 8 --json --moe-routing " + file.string());
+  const ppsim_test::PpsimRun measured =
+      moe_simulate(kMixtral + "--expert-parallel 8 --json --moe-routing " + file.string());
   const ppsim_test::PpsimRun factor = moe_simulate(kMixtral + "--expert-parallel 8 --json --moe-imbalance 3");
   const ppsim_test::PpsimRun both = moe_simulate(kMixtral + "--moe-imbalance 3 --moe-routing " + file.string());
   std::filesystem::remove(file);
@@ -109,7 +116,8 @@ TEST_CASE("ppsim plan searches expert parallelism and refuses what Megatron woul
   CHECK(plan.at("considered") == 9);
   CHECK(plan.at("refused") == 4);
   REQUIRE(plan.at("refusals").size() == 2);
-  CHECK(plan.at("refusals").at(0).get<std::string>() == "--expert-parallel 3: does not divide the 8 experts of mixtral-8x7b");
+  CHECK(plan.at("refusals").at(0).get<std::string>() ==
+        "--expert-parallel 3: does not divide the 8 experts of mixtral-8x7b");
   std::set<int> searched;
   for (const nlohmann::json& row : plan.at("configurations")) searched.insert(row.at("expert_parallel").get<int>());
   CHECK_FALSE(searched.count(3));
@@ -132,6 +140,7 @@ TEST_CASE("ppsim plan searches expert tensor parallelism", "[cli]") {
   REQUIRE(plan.at("refusals").size() == 2);
   CHECK(plan.at("refusals").at(1).get<std::string>() == "--expert-tensor-parallel 16: more than the 8 GPUs of a node");
   std::set<int> searched;
-  for (const nlohmann::json& row : plan.at("configurations")) searched.insert(row.at("expert_tensor_parallel").get<int>());
+  for (const nlohmann::json& row : plan.at("configurations"))
+    searched.insert(row.at("expert_tensor_parallel").get<int>());
   CHECK_FALSE(searched.count(16));
 }
