@@ -174,3 +174,12 @@ TEST_CASE("--recompute-modules that name no module, a module the model lacks, or
               "plan --model llama-70b --gpus 64 --global-batch 64 --recompute none --recompute-modules core_attn", 20),
       {"--recompute-modules core_attn"});
 }
+
+TEST_CASE("an expert imbalance beyond every token on one expert is refused naming it", "[reliability][models]") {
+  const auto dir = case_dir("models-moe-imbalance");
+  check_model_refused(run_cli(PPSIM_PATH, dir,
+                              "simulate --model mixtral-8x7b --gpu h100 --stages 2 --micro-batches 4 --data-parallel 8 "
+                              "--expert-parallel 8 --json --moe-imbalance 1e308",
+                              20),
+                      {"--moe-imbalance 1e+308: above 4 (8 experts over top_k 2)"});
+}

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <tuple>
 
 #include "data/default_corpus.hpp"
 #include "data/text_corpus.hpp"
@@ -338,6 +339,12 @@ void check_moe_options(const RunOptions& o) {
   at_least("--moe-ffn-hidden", o.moe_ffn_hidden, 1);
   at_least("--shared-expert-ffn-hidden", o.shared_expert_ffn_hidden, 0);
   at_least("--expert-parallel", o.expert_parallel, 1);
+  for (const auto& [name, value, log2_limit] : {std::tuple<const char*, int, int>{"--experts", o.experts, 16},
+                                                {"--moe-ffn-hidden", o.moe_ffn_hidden, 20},
+                                                {"--shared-expert-ffn-hidden", o.shared_expert_ffn_hidden, 20}})
+    if (value > (1LL << log2_limit))
+      throw UsageError(
+          fmt::format("option {}: {} is above the limit {} (2^{})", name, value, 1LL << log2_limit, log2_limit));
   if (o.top_k > o.experts)
     throw UsageError(fmt::format("option --top-k {}: more than the {} expert(s) of --experts", o.top_k, o.experts));
   if (o.experts % o.expert_parallel != 0)
@@ -369,6 +376,17 @@ void check_run_options(const RunOptions& o) {
   at_least("--checkpoint-every", o.checkpoint_every, 0);
   at_least("--dp", o.data_parallel, 1);
   at_least("--recompute-layers", o.recompute_layers, 0);
+  // Sizes whose products (a layer's parameter count) could pass 64 bits are typing slips; the
+  // machine's memory bounds the rest (model_memory.hpp).
+  auto at_most = [](const char* name, long long value, int log2_limit) {
+    if (value > (1LL << log2_limit))
+      throw UsageError(
+          fmt::format("option {}: {} is above the limit {} (2^{})", name, value, 1LL << log2_limit, log2_limit));
+  };
+  at_most("--layers", o.layers, 20);
+  at_most("--hidden", o.hidden, 20);
+  at_most("--seq-len", o.seq_len, 24);
+  at_most("--vocab", o.vocab, 24);
   if (o.timeout.count() <= 0)
     throw UsageError(fmt::format("option --timeout: {:g} must be positive", seconds(o.timeout)));
   if (!(o.learning_rate > 0)) throw UsageError(fmt::format("option --lr: {:g} must be positive", o.learning_rate));

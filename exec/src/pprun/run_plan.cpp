@@ -18,6 +18,7 @@
 #include "pipescope/exec/transport.hpp"
 #include "data/default_corpus.hpp"
 #include "pprun/metrics_row.hpp"
+#include "pprun/model_memory.hpp"
 
 namespace pipescope::exec {
 namespace {
@@ -169,6 +170,7 @@ RunPlan make_run_plan(const RunOptions& options, int world_size) {
                                  options.data_parallel));
   validate(plan.schedule);
   plan.model = make_model_spec(model_config(options));
+  check_model_fits_machine(plan, physical_memory_bytes());
   try {
     plan.partition = partition_layers(plan.model.layer_infos(), plan.schedule.num_stages, options.partition_method);
   } catch (const std::exception& e) {
