@@ -17,7 +17,12 @@ from .errors import Error
 
 
 def option_args(options: Mapping[str, Any]) -> list[str]:
-    """``{"f_cost": 1, "json": True, "schedules": ["1f1b", "zbv"]}`` -> ``--f-cost 1 --json --schedules 1f1b,zbv``."""
+    """``{"f_cost": 1, "json": True, "schedules": ["1f1b", "zbv"]}`` -> ``--f-cost 1 --json --schedules 1f1b,zbv``.
+
+    A list of lists gives the option once per inner list, for the options a command takes more than
+    once: ``{"recompute_modules": [["moe_act"], ["moe_act", "layernorm"]]}`` ->
+    ``--recompute-modules moe_act --recompute-modules moe_act,layernorm``.
+    """
     args: list[str] = []
     for key, value in options.items():
         if value is None or value is False:
@@ -25,6 +30,9 @@ def option_args(options: Mapping[str, Any]) -> list[str]:
         flag = "--" + key.replace("_", "-")
         if value is True:
             args.append(flag)
+        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, (list, tuple)) for v in value):
+            for inner in value:
+                args += [flag, ",".join(_text(v) for v in inner)]
         elif isinstance(value, (list, tuple)):
             args += [flag, ",".join(_text(v) for v in value)]
         else:

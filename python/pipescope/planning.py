@@ -44,6 +44,8 @@ def plan(**options: Any) -> PlanRows:
     ``model="gpt-7b"``, ``gpus=64``, ``gpu="h100"``, ``max_mem="80GB"``, ``top=10`` (0: all rows),
     ``schedules=["1f1b", "zb-h1"]`` (lists for the comma-separated ones), ``profile=`` (a profile
     file or a :class:`pipescope.Calibration`: plan with measured costs). Defaults are ppsim's.
+    Selective recomputation's module sets: ``recompute_modules="auto"`` (the model's ladder), one
+    set as a list, or several as a list of lists (``[["moe_act"], ["moe_act", "layernorm"]]``).
     """
     profile = options.pop("profile", None)
     args = _options.option_args(options)

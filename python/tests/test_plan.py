@@ -1,6 +1,7 @@
 """Planning from Python: gpt-7b on 64 H100s ranks its fitting layouts best throughput first, the
 same rows `ppsim plan --format json` gives, each a plain dict; a schedule list is passed as a
-Python list; a bad option raises the CLI's message; to_pandas needs pandas; with a profile
+Python list; a bad option raises the CLI's message; several recomputed module sets are a list of lists, each
+selective row naming its set; to_pandas needs pandas; with a profile
 calibrated from full backwards each row carries an interval, and the split-backward ones name
 the estimated split."""
 
@@ -28,6 +29,18 @@ def test_plan_refuses_what_the_cli_refuses():
         ps.plan(format="xml")
     with pytest.raises(ps.UsageError, match="--micro-batch-sizes: 'x' is not a positive integer"):
         ps.plan(micro_batch_sizes=["x"])
+
+
+def test_plan_searches_several_module_sets():
+    sets = [["core_attn"], ["core_attn", "moe_act", "layernorm"]]
+    rows = ps.plan(model="mixtral-8x7b", gpus=32, global_batch=64, tensor_parallel_sizes=[1],
+                   context_parallel_sizes=[1], expert_parallel_sizes=[8], schedules=["1f1b"],
+                   micro_batch_sizes=[1], recompute="selective", recompute_modules=sets, top=0)
+    named = {tuple(r["recompute_modules"]) for r in rows}
+    assert named <= {tuple(s) for s in sets}
+    assert ("core_attn", "moe_act", "layernorm") in named
+    with pytest.raises(ps.UsageError, match="--recompute-modules mla_up_proj: mixtral-8x7b has no multi-latent"):
+        ps.plan(model="mixtral-8x7b", recompute="selective", recompute_modules=[["moe_act"], ["mla_up_proj"]])
 
 
 def test_to_pandas():
