@@ -14,7 +14,6 @@
 #include <functional>
 #include <map>
 #include <optional>
-#include <tuple>
 
 #include "data/default_corpus.hpp"
 #include "data/text_corpus.hpp"
@@ -321,6 +320,14 @@ namespace {
 // The mixture-of-experts sizes: only tiny-moe has experts, and E must divide both the
 // data-parallel size (the expert-parallel group is part of it, as Megatron places it) and the
 // experts.
+// Sizes whose products (a layer's parameter count) could pass 64 bits are typing slips; the
+// machine's memory bounds the rest (model_memory.hpp).
+void at_most_power_of_two(const char* name, long long value, int log2_limit) {
+  if (value > (1LL << log2_limit))
+    throw UsageError(
+        fmt::format("option {}: {} is above the limit {} (2^{})", name, value, 1LL << log2_limit, log2_limit));
+}
+
 void check_moe_options(const RunOptions& o) {
   static const std::vector<std::string> moe_options = {"--experts", "--top-k", "--moe-ffn-hidden",
                                                        "--shared-expert-ffn-hidden", "--expert-parallel"};
@@ -339,12 +346,9 @@ void check_moe_options(const RunOptions& o) {
   at_least("--moe-ffn-hidden", o.moe_ffn_hidden, 1);
   at_least("--shared-expert-ffn-hidden", o.shared_expert_ffn_hidden, 0);
   at_least("--expert-parallel", o.expert_parallel, 1);
-  for (const auto& [name, value, log2_limit] : {std::tuple<const char*, int, int>{"--experts", o.experts, 16},
-                                                {"--moe-ffn-hidden", o.moe_ffn_hidden, 20},
-                                                {"--shared-expert-ffn-hidden", o.shared_expert_ffn_hidden, 20}})
-    if (value > (1LL << log2_limit))
-      throw UsageError(
-          fmt::format("option {}: {} is above the limit {} (2^{})", name, value, 1LL << log2_limit, log2_limit));
+  at_most_power_of_two("--experts", o.experts, 16);
+  at_most_power_of_two("--moe-ffn-hidden", o.moe_ffn_hidden, 20);
+  at_most_power_of_two("--shared-expert-ffn-hidden", o.shared_expert_ffn_hidden, 20);
   if (o.top_k > o.experts)
     throw UsageError(fmt::format("option --top-k {}: more than the {} expert(s) of --experts", o.top_k, o.experts));
   if (o.experts % o.expert_parallel != 0)
@@ -376,17 +380,10 @@ void check_run_options(const RunOptions& o) {
   at_least("--checkpoint-every", o.checkpoint_every, 0);
   at_least("--dp", o.data_parallel, 1);
   at_least("--recompute-layers", o.recompute_layers, 0);
-  // Sizes whose products (a layer's parameter count) could pass 64 bits are typing slips; the
-  // machine's memory bounds the rest (model_memory.hpp).
-  auto at_most = [](const char* name, long long value, int log2_limit) {
-    if (value > (1LL << log2_limit))
-      throw UsageError(
-          fmt::format("option {}: {} is above the limit {} (2^{})", name, value, 1LL << log2_limit, log2_limit));
-  };
-  at_most("--layers", o.layers, 20);
-  at_most("--hidden", o.hidden, 20);
-  at_most("--seq-len", o.seq_len, 24);
-  at_most("--vocab", o.vocab, 24);
+  at_most_power_of_two("--layers", o.layers, 20);
+  at_most_power_of_two("--hidden", o.hidden, 20);
+  at_most_power_of_two("--seq-len", o.seq_len, 24);
+  at_most_power_of_two("--vocab", o.vocab, 24);
   if (o.timeout.count() <= 0)
     throw UsageError(fmt::format("option --timeout: {:g} must be positive", seconds(o.timeout)));
   if (!(o.learning_rate > 0)) throw UsageError(fmt::format("option --lr: {:g} must be positive", o.learning_rate));
