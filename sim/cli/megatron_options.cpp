@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <exception>
+
 #include "pipescope/core/atomic_file.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/core/input_file.hpp"
@@ -13,62 +16,62 @@ namespace pipescope::cli {
 
 void MegatronOptions::add_to(po::options_description& options, bool with_optimizer) {
   po::options_description group("Megatron-Core options (with --model; Megatron's names)");
-  group.add_options()
-      ("cp-comm-type", po::value(&cp_comm_type)->default_value(cp_comm_type),
-       "how context parallelism exchanges keys and values: p2p (a ring, each transfer behind one attention "
-       "block) or all_gather (before the attention)")
-      ("attention-backend", po::value(&attention_backend)->default_value(attention_backend),
-       "the fused attention kernel of a flash_attention model: flash (FlashAttention-2), fused (cuDNN), or auto "
-       "(fused where the device has its figures)")
-      ("fp8-format", po::value(&fp8_format),
-       "hybrid or e4m3: the linear layers in FP8 as Transformer Engine runs them (delayed scaling; hybrid: E4M3 "
-       "forward, E5M2 gradients); attention, norms and the head stay BF16 (default: BF16)")
-      ("fp8-param-gather", po::bool_switch(&fp8_param_gather),
-       "keep the linear layers' weights in FP8 only and all-gather them in FP8 (default off: an FP8 copy beside "
-       "the BF16 weights)")
-      ("overlap-param-gather", po::bool_switch(&overlap_param_gather),
-       "with the distributed optimizer: all-gather the updated parameters bucket by bucket beside the next "
-       "forward (default: after the optimizer step)")
-      ("ddp-bucket-size", po::value(&ddp_bucket_size)->default_value(ddp_bucket_size),
-       "parameters per gradient/parameter bucket (0: one bucket per layer)")
-      ("tp-comm-overlap", po::bool_switch(&tp_comm_overlap),
-       "pipeline sequence parallelism's all-gathers and reduce-scatters with the products (Transformer Engine "
-       "userbuffers; needs --sequence-parallel; default off)")
-      ("decoder-first-pipeline-num-layers", po::value<int>()->notifier([this](int n) { first_stage_layers = n; }),
-       "layers on the first pipeline rank (its chunks share them); the other ranks split the rest evenly")
-      ("decoder-last-pipeline-num-layers", po::value<int>()->notifier([this](int n) { last_stage_layers = n; }),
-       "layers on the last pipeline rank")
-      ("account-for-embedding-in-pipeline-split", po::bool_switch(&account_for_embedding),
-       "count the embedding as a layer in the even split (the first stage holds one layer fewer)")
-      ("account-for-loss-in-pipeline-split", po::bool_switch(&account_for_loss),
-       "count the loss as a layer in the even split (the last stage holds one layer fewer)")
-      ("pipeline-model-parallel-layout", po::value(&layout),
-       "Megatron's layout string: E embedding, t a decoder layer, L loss, | between stages (virtual stages in "
-       "rank order), (...)*N repeats, e.g. 'Et*3|(t*4|)*6t*3L' (default: the even split)")
+  group.add_options()(
+      "cp-comm-type", po::value(&cp_comm_type)->default_value(cp_comm_type),
+      "how context parallelism exchanges keys and values: p2p (a ring, each transfer behind one attention "
+      "block) or all_gather (before the attention)")(
+      "attention-backend", po::value(&attention_backend)->default_value(attention_backend),
+      "the fused attention kernel of a flash_attention model: flash (FlashAttention-2), fused (cuDNN), or auto "
+      "(fused where the device has its figures)")(
+      "fp8-format", po::value(&fp8_format),
+      "hybrid or e4m3: the linear layers in FP8 as Transformer Engine runs them (delayed scaling; hybrid: E4M3 "
+      "forward, E5M2 gradients); attention, norms and the head stay BF16 (default: BF16)")(
+      "fp8-param-gather", po::bool_switch(&fp8_param_gather),
+      "keep the linear layers' weights in FP8 only and all-gather them in FP8 (default off: an FP8 copy beside "
+      "the BF16 weights)")(
+      "overlap-param-gather", po::bool_switch(&overlap_param_gather),
+      "with the distributed optimizer: all-gather the updated parameters bucket by bucket beside the next "
+      "forward (default: after the optimizer step)")(
+      "ddp-bucket-size", po::value(&ddp_bucket_size)->default_value(ddp_bucket_size),
+      "parameters per gradient/parameter bucket (0: one bucket per layer)")(
+      "tp-comm-overlap", po::bool_switch(&tp_comm_overlap),
+      "pipeline sequence parallelism's all-gathers and reduce-scatters with the products (Transformer Engine "
+      "userbuffers; needs --sequence-parallel; default off)")(
+      "decoder-first-pipeline-num-layers", po::value<int>()->notifier([this](int n) { first_stage_layers = n; }),
+      "layers on the first pipeline rank (its chunks share them); the other ranks split the rest evenly")(
+      "decoder-last-pipeline-num-layers", po::value<int>()->notifier([this](int n) { last_stage_layers = n; }),
+      "layers on the last pipeline rank")(
+      "account-for-embedding-in-pipeline-split", po::bool_switch(&account_for_embedding),
+      "count the embedding as a layer in the even split (the first stage holds one layer fewer)")(
+      "account-for-loss-in-pipeline-split", po::bool_switch(&account_for_loss),
+      "count the loss as a layer in the even split (the last stage holds one layer fewer)")(
+      "pipeline-model-parallel-layout", po::value(&layout),
+      "Megatron's layout string: E embedding, t a decoder layer, L loss, | between stages (virtual stages in "
+      "rank order), (...)*N repeats, e.g. 'Et*3|(t*4|)*6t*3L' (default: the even split)")
       // No default_value on the two names of one size: a defaulted name would overwrite the other.
       ("expert-parallel", po::value<int>()->notifier([this](int e) { expert_parallel = e; }),
        "a MoE model's routed experts split over E GPUs of each stage, tokens dispatched and combined by "
-       "all-to-all (EP x expert TP divides tensor x context x data parallel; default 1)")
-      ("expert-model-parallel-size", po::value<int>()->notifier([this](int e) { expert_model_parallel_size = e; }),
-       "the same as --expert-parallel")
-      ("expert-tensor-parallel", po::value<int>()->notifier([this](int t) { expert_tensor_parallel = t; }),
-       "each routed expert split over T GPUs of a node (default: the tensor-parallel size, as Megatron's)")
-      ("expert-tensor-parallel-size", po::value<int>()->notifier([this](int t) { expert_tensor_parallel_size = t; }),
-       "the same as --expert-tensor-parallel")
-      ("moe-imbalance", po::value(&moe_imbalance)->default_value(moe_imbalance),
-       "the busiest expert-parallel rank's routed tokens over the mean (>= 1): it gates the experts' compute and "
-       "the all-to-all, and dropless memory is sized for it")
-      ("moe-routing", po::value(&moe_routing),
-       "a measured routing: a JSON file of the tokens each expert took, [n0, n1, ...] or {\"expert_tokens\": "
-       "[...]}; the busiest EP rank's share over the mean replaces --moe-imbalance")
-      ("moe-fp8-dispatch", po::bool_switch(&moe_fp8_dispatch),
-       "the dispatch all-to-all in FP8 (DeepSeek-V3's; the combine stays BF16)");
+       "all-to-all (EP x expert TP divides tensor x context x data parallel; default 1)")(
+          "expert-model-parallel-size", po::value<int>()->notifier([this](int e) { expert_model_parallel_size = e; }),
+          "the same as --expert-parallel")(
+          "expert-tensor-parallel", po::value<int>()->notifier([this](int t) { expert_tensor_parallel = t; }),
+          "each routed expert split over T GPUs of a node (default: the tensor-parallel size, as Megatron's)")(
+          "expert-tensor-parallel-size", po::value<int>()->notifier([this](int t) { expert_tensor_parallel_size = t; }),
+          "the same as --expert-tensor-parallel")(
+          "moe-imbalance", po::value(&moe_imbalance)->default_value(moe_imbalance),
+          "the busiest expert-parallel rank's routed tokens over the mean (>= 1): it gates the experts' compute and "
+          "the all-to-all, and dropless memory is sized for it")(
+          "moe-routing", po::value(&moe_routing),
+          "a measured routing: a JSON file of the tokens each expert took, [n0, n1, ...] or {\"expert_tokens\": "
+          "[...]}; the busiest EP rank's share over the mean replaces --moe-imbalance")(
+          "moe-fp8-dispatch", po::bool_switch(&moe_fp8_dispatch),
+          "the dispatch all-to-all in FP8 (DeepSeek-V3's; the combine stays BF16)");
   if (with_optimizer)
-    group.add_options()
-        ("use-distributed-optimizer", po::bool_switch(&distributed_optimizer),
-         "Megatron's distributed optimizer: optimizer state sharded over data x context parallelism, gradients "
-         "reduce-scattered, parameters all-gathered (default off)")
-        ("zero1", po::bool_switch(&zero1), "the same as --use-distributed-optimizer");
+    group.add_options()(
+        "use-distributed-optimizer", po::bool_switch(&distributed_optimizer),
+        "Megatron's distributed optimizer: optimizer state sharded over data x context parallelism, gradients "
+        "reduce-scattered, parameters all-gathered (default off)")("zero1", po::bool_switch(&zero1),
+                                                                   "the same as --use-distributed-optimizer");
   options.add(group);
 }
 
@@ -93,11 +96,18 @@ namespace {
 
 // --moe-routing's file: tokens per expert, as a list or under "expert_tokens".
 std::vector<double> read_expert_tokens(const std::string& path) {
-  if (auto problem = input_file_problem(path, "a routing histogram (JSON)")) throw UsageError("--moe-routing: " + *problem);
+  if (auto problem = input_file_problem(path, "a routing histogram (JSON)"))
+    throw UsageError("--moe-routing: " + *problem);
   const std::string where = "--moe-routing " + path + ": ";
+  std::string text;
+  try {
+    text = read_file(path);
+  } catch (const std::exception& e) {  // a missing or unreadable file: the option's error, not the program's
+    throw UsageError(std::string("--moe-routing: ") + e.what());
+  }
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(read_file(path));
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number beyond double
     throw UsageError(where + "not JSON: " + e.what());
   }
@@ -108,6 +118,8 @@ std::vector<double> read_expert_tokens(const std::string& path) {
     if (!n.is_number() || n.get<double>() < 0) throw UsageError(where + "each expert's tokens must be a number >= 0");
     tokens.push_back(n.get<double>());
   }
+  if (std::all_of(tokens.begin(), tokens.end(), [](double t) { return t == 0; }))
+    throw UsageError(where + "every expert's count is 0: a histogram of no tokens gives no imbalance");
   return tokens;
 }
 
@@ -123,13 +135,20 @@ std::optional<int> one_size(std::optional<int> ours, const char* our_name, std::
 }  // namespace
 
 void MegatronOptions::apply(sim::ParallelConfig& parallel) const {
-  if (cp_comm_type == "p2p") parallel.context_parallel_comm = sim::ContextParallelComm::p2p;
-  else if (cp_comm_type == "all_gather") parallel.context_parallel_comm = sim::ContextParallelComm::all_gather;
-  else throw UsageError("--cp-comm-type: '" + cp_comm_type + "' (p2p or all_gather)");
-  if (attention_backend == "auto") parallel.attention_backend = sim::AttentionBackend::auto_select;
-  else if (attention_backend == "flash") parallel.attention_backend = sim::AttentionBackend::flash;
-  else if (attention_backend == "fused") parallel.attention_backend = sim::AttentionBackend::fused;
-  else throw UsageError("--attention-backend: '" + attention_backend + "' (auto, flash or fused)");
+  if (cp_comm_type == "p2p")
+    parallel.context_parallel_comm = sim::ContextParallelComm::p2p;
+  else if (cp_comm_type == "all_gather")
+    parallel.context_parallel_comm = sim::ContextParallelComm::all_gather;
+  else
+    throw UsageError("--cp-comm-type: '" + cp_comm_type + "' (p2p or all_gather)");
+  if (attention_backend == "auto")
+    parallel.attention_backend = sim::AttentionBackend::auto_select;
+  else if (attention_backend == "flash")
+    parallel.attention_backend = sim::AttentionBackend::flash;
+  else if (attention_backend == "fused")
+    parallel.attention_backend = sim::AttentionBackend::fused;
+  else
+    throw UsageError("--attention-backend: '" + attention_backend + "' (auto, flash or fused)");
   parallel.fp8 = fp8();
   parallel.fp8_param_gather = fp8_param_gather;
   parallel.zero1 = parallel.zero1 || distributed_optimizer || zero1;
@@ -137,8 +156,9 @@ void MegatronOptions::apply(sim::ParallelConfig& parallel) const {
   parallel.tp_comm_overlap = tp_comm_overlap;
   parallel.bucket_parameters = sim::parse_bytes(ddp_bucket_size, "--ddp-bucket-size");
   parallel.layout = layout_options(*this);
-  parallel.expert_parallel = one_size(expert_parallel, "--expert-parallel", expert_model_parallel_size,
-                                      "--expert-model-parallel-size").value_or(1);
+  parallel.expert_parallel =
+      one_size(expert_parallel, "--expert-parallel", expert_model_parallel_size, "--expert-model-parallel-size")
+          .value_or(1);
   parallel.expert_tensor_parallel = one_size(expert_tensor_parallel, "--expert-tensor-parallel",
                                              expert_tensor_parallel_size, "--expert-tensor-parallel-size")
                                         .value_or(0);
@@ -152,12 +172,12 @@ void MegatronOptions::apply(sim::ParallelConfig& parallel) const {
 
 std::vector<std::string> MegatronOptions::given(const po::variables_map& vm) const {
   std::vector<std::string> names;
-  for (const char* name : {"cp-comm-type", "attention-backend", "fp8-format", "fp8-param-gather", "overlap-param-gather", "ddp-bucket-size",
-                           "tp-comm-overlap", "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers",
-                           "account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split",
-                           "pipeline-model-parallel-layout", "expert-parallel", "expert-model-parallel-size",
-                           "expert-tensor-parallel", "expert-tensor-parallel-size", "moe-imbalance", "moe-routing",
-                           "moe-fp8-dispatch"}) {
+  for (const char* name :
+       {"cp-comm-type", "attention-backend", "fp8-format", "fp8-param-gather", "overlap-param-gather",
+        "ddp-bucket-size", "tp-comm-overlap", "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers",
+        "account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split",
+        "pipeline-model-parallel-layout", "expert-parallel", "expert-model-parallel-size", "expert-tensor-parallel",
+        "expert-tensor-parallel-size", "moe-imbalance", "moe-routing", "moe-fp8-dispatch"}) {
     if (!vm.count(name) || vm[name].defaulted()) continue;
     // A bool_switch not given is "defaulted"; one given false cannot be.
     names.push_back(std::string("--") + name);

@@ -154,6 +154,17 @@ std::optional<std::string> expert_parallel_problem(const ModelSpec& model, const
   if (!parallel.expert_tokens.empty() && parallel.expert_tokens.size() != static_cast<std::size_t>(model.num_experts))
     return "--moe-routing: " + std::to_string(parallel.expert_tokens.size()) + " expert counts for the " +
            std::to_string(model.num_experts) + " experts of " + model.name;
+  if (!parallel.expert_tokens.empty()) {
+    // A token is routed to an expert once at most: one expert holds at most 1 / top_k of the sum.
+    double total = 0;
+    for (double t : parallel.expert_tokens) total += t;
+    const auto busiest = std::max_element(parallel.expert_tokens.begin(), parallel.expert_tokens.end());
+    if (*busiest > total / model.top_k * (1 + 1e-12))
+      return fmt::format(
+          "--moe-routing: expert {} has {:g} of the {:g} assignments, more than one a token (the "
+          "histogram counts top_k = {} assignments a token)",
+          busiest - parallel.expert_tokens.begin(), *busiest, total, model.top_k);
+  }
   if (!(parallel.moe_imbalance >= 1))
     return std::string("--moe-imbalance must be at least 1 (the busiest expert's tokens over the mean)");
   // A token goes to an expert once at most: the busiest takes every token, E / top_k the mean.

@@ -82,6 +82,34 @@ TEST_CASE("ppsim simulate refuses expert parallelism Megatron would refuse, nami
   CHECK(top_k.err.find("top_k 9 is more than the 8 experts (num_experts)") != std::string::npos);
 }
 
+// A histogram that cannot come from a run is refused in one line naming --moe-routing: a file
+// that is not there (before: exit 1, the program's error), every count 0 (before: read as
+// balanced), an expert with more than one assignment a token (before: [1e300, 1, ...] predicted
+// a step 6.5 times as long).
+TEST_CASE("ppsim simulate refuses a routing histogram no run could give", "[cli]") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pipescope-moe-routing-bad-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "zero.json") << "[0, 0, 0, 0, 0, 0, 0, 0]";
+  std::ofstream(dir / "one-expert.json") << "[1e300, 1, 1, 1, 1, 1, 1, 1]";
+  const struct {
+    std::string file, reason;
+  } cases[] = {
+      {(dir / "missing.json").string(), "--moe-routing: cannot read"},
+      {(dir / "zero.json").string(), "every expert's count is 0"},
+      {(dir / "one-expert.json").string(),
+       "--moe-routing: expert 0 has 1e+300 of the 1e+300 assignments, more than one a token"},
+  };
+  for (const auto& c : cases) {
+    const ppsim_test::PpsimRun run = moe_simulate(kMixtral + "--expert-parallel 8 --moe-routing " + c.file);
+    INFO(c.file << ": " << run.err);
+    CHECK(run.status == 2);
+    CHECK(run.one_error_line());
+    CHECK(run.err.find(c.reason) != std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // --moe-routing reads tokens per expert; the busiest EP rank's share slows the step as
 // --moe-imbalance of the same factor does (here 6 of a mean 2 over EP 8: 3).
 TEST_CASE("ppsim simulate takes a measured routing histogram", "[cli]") {
