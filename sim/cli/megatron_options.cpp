@@ -1,5 +1,6 @@
 #include "megatron_options.hpp"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -159,9 +160,15 @@ void MegatronOptions::apply(sim::ParallelConfig& parallel) const {
   parallel.expert_parallel =
       one_size(expert_parallel, "--expert-parallel", expert_model_parallel_size, "--expert-model-parallel-size")
           .value_or(1);
-  parallel.expert_tensor_parallel = one_size(expert_tensor_parallel, "--expert-tensor-parallel",
-                                             expert_tensor_parallel_size, "--expert-tensor-parallel-size")
-                                        .value_or(0);
+  const std::optional<int> expert_tp = one_size(expert_tensor_parallel, "--expert-tensor-parallel",
+                                                expert_tensor_parallel_size, "--expert-tensor-parallel-size");
+  // 0 inside means "the tensor-parallel size"; a size given is a size.
+  if (expert_tp && *expert_tp < 1)
+    throw UsageError(
+        fmt::format("--expert-tensor-parallel {}: must be at least 1 (leave it out for the "
+                    "tensor-parallel size)",
+                    *expert_tp));
+  parallel.expert_tensor_parallel = expert_tp.value_or(0);
   parallel.moe_imbalance = moe_imbalance;
   if (!moe_routing.empty()) {
     if (moe_imbalance != 1) throw UsageError("--moe-routing and --moe-imbalance both give the imbalance: give one");

@@ -56,6 +56,9 @@ TEST_CASE("ppsim simulate refuses expert parallelism Megatron would refuse, nami
        "--expert-parallel 8: EP x expert TP = 8 does not divide the 4 GPUs"},
       {"--model gpt-7b --expert-parallel 2", "--expert-parallel 2: gpt-7b has no experts (a dense model)"},
       {"--model gpt-7b --moe-imbalance 2", "--moe-imbalance: gpt-7b has no experts"},
+      // Before: read as "the tensor-parallel size".
+      {kMixtral + "--expert-parallel 8 --expert-tensor-parallel -2",
+       "--expert-tensor-parallel -2: must be at least 1 (leave it out for the tensor-parallel size)"},
       // Before: the activations overflowed and the refusal blamed --micro-batch-size.
       {kMixtral + "--expert-parallel 8 --moe-imbalance 1e308",
        "--moe-imbalance 1e+308: above 4 (8 experts over top_k 2), where the busiest expert takes every token"},
