@@ -276,7 +276,8 @@ void check_experts(const ModelSpec& m, const std::string& source) {
   if (m.moe_ffn_hidden < 0 || m.shared_experts < 0 || m.shared_expert_ffn_hidden < 0)
     throw UsageError(source + ": moe_ffn_hidden, shared_experts and shared_expert_ffn_hidden must be >= 0");
   if (m.moe_layer_freq < 1) throw UsageError(source + ": moe_layer_freq must be at least 1");
-  if (m.first_k_dense_layers < 0 || m.first_k_dense_layers >= m.layers)
+  if (m.first_k_dense_layers < 0) throw UsageError(source + ": first_k_dense_layers must be >= 0");
+  if (m.first_k_dense_layers >= m.layers)
     throw UsageError(source + ": first_k_dense_layers must leave at least one MoE layer");
   if (m.capacity_factor < 0) throw UsageError(source + ": capacity_factor must be > 0 (absent: dropless)");
 }
@@ -302,6 +303,12 @@ void check_model(const ModelSpec& m, const std::string& source) {
     throw UsageError(source + ": kv_heads must divide heads");
   if (m.ffn_hidden < 0) throw UsageError(source + ": ffn_hidden must be >= 0");
   if (m.head_dim < 0) throw UsageError(source + ": head_dim must be >= 0");
+  // A negative width read as "absent" would plan ordinary attention for a latent-attention file.
+  for (const auto& [value, field] :
+       {std::pair{m.q_lora_rank, "q_lora_rank"}, std::pair{m.kv_lora_rank, "kv_lora_rank"},
+        std::pair{m.qk_head_dim, "qk_head_dim"}, std::pair{m.qk_pos_emb_head_dim, "qk_pos_emb_head_dim"},
+        std::pair{m.v_head_dim, "v_head_dim"}})
+    if (value < 0) throw UsageError(fmt::format("{}: model field '{}' is {}: it must be >= 0", source, field, value));
   if (m.multi_latent_attention() &&
       (m.qk_head_dim < 1 || m.v_head_dim < 1 || m.qk_pos_emb_head_dim < 0 || m.q_lora_rank < 0))
     throw UsageError(source + ": kv_lora_rank (multi-latent attention) needs positive qk_head_dim and v_head_dim");

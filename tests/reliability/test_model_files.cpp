@@ -131,6 +131,10 @@ TEST_CASE("two names of one model field that disagree are refused, not the last 
   const CliRun same = run_cli(PPSIM_PATH, dir, kModelFileRun, 20);
   INFO(same.err);
   CHECK(same.status == 0);
+  // A negative latent-attention width (before: read as absent, ordinary attention planned).
+  write_text(dir / "m.json", model_file_with(", \"kv_lora_rank\": -5"));
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20),
+                      {"m.json: model field 'kv_lora_rank' is -5: it must be >= 0"});
   write_text(dir / "m.json", model_file_with(", \"mtp_num_layers\": -1"));
   check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"m.json: mtp_num_layers must be >= 0"});
 }
