@@ -17,62 +17,64 @@ namespace pipescope::cli {
 
 void MegatronOptions::add_to(po::options_description& options, bool with_optimizer) {
   po::options_description group("Megatron-Core options (with --model; Megatron's names)");
-  group.add_options()(
-      "cp-comm-type", po::value(&cp_comm_type)->default_value(cp_comm_type),
-      "how context parallelism exchanges keys and values: p2p (a ring, each transfer behind one attention "
-      "block) or all_gather (before the attention)")(
-      "attention-backend", po::value(&attention_backend)->default_value(attention_backend),
-      "the fused attention kernel of a flash_attention model: flash (FlashAttention-2), fused (cuDNN), or auto "
-      "(fused where the device has its figures)")(
-      "fp8-format", po::value(&fp8_format),
-      "hybrid or e4m3: the linear layers in FP8 as Transformer Engine runs them (delayed scaling; hybrid: E4M3 "
-      "forward, E5M2 gradients); attention, norms and the head stay BF16 (default: BF16)")(
-      "fp8-param-gather", po::bool_switch(&fp8_param_gather),
-      "keep the linear layers' weights in FP8 only and all-gather them in FP8 (default off: an FP8 copy beside "
-      "the BF16 weights)")(
-      "overlap-param-gather", po::bool_switch(&overlap_param_gather),
-      "with the distributed optimizer: all-gather the updated parameters bucket by bucket beside the next "
-      "forward (default: after the optimizer step)")(
-      "ddp-bucket-size", po::value(&ddp_bucket_size)->default_value(ddp_bucket_size),
-      "parameters per gradient/parameter bucket (0: one bucket per layer)")(
-      "tp-comm-overlap", po::bool_switch(&tp_comm_overlap),
-      "pipeline sequence parallelism's all-gathers and reduce-scatters with the products (Transformer Engine "
-      "userbuffers; needs --sequence-parallel; default off)")(
-      "decoder-first-pipeline-num-layers", po::value<int>()->notifier([this](int n) { first_stage_layers = n; }),
-      "layers on the first pipeline rank (its chunks share them); the other ranks split the rest evenly")(
-      "decoder-last-pipeline-num-layers", po::value<int>()->notifier([this](int n) { last_stage_layers = n; }),
-      "layers on the last pipeline rank")(
-      "account-for-embedding-in-pipeline-split", po::bool_switch(&account_for_embedding),
-      "count the embedding as a layer in the even split (the first stage holds one layer fewer)")(
-      "account-for-loss-in-pipeline-split", po::bool_switch(&account_for_loss),
-      "count the loss as a layer in the even split (the last stage holds one layer fewer)")(
-      "pipeline-model-parallel-layout", po::value(&layout),
-      "Megatron's layout string: E embedding, t a decoder layer, L loss, | between stages (virtual stages in "
-      "rank order), (...)*N repeats, e.g. 'Et*3|(t*4|)*6t*3L' (default: the even split)")
+  // clang-format off
+  group.add_options()
+      ("cp-comm-type", po::value(&cp_comm_type)->default_value(cp_comm_type),
+       "how context parallelism exchanges keys and values: p2p (a ring, each transfer behind one attention "
+       "block) or all_gather (before the attention)")
+      ("attention-backend", po::value(&attention_backend)->default_value(attention_backend),
+       "the fused attention kernel of a flash_attention model: flash (FlashAttention-2), fused (cuDNN), or auto "
+       "(fused where the device has its figures)")
+      ("fp8-format", po::value(&fp8_format),
+       "hybrid or e4m3: the linear layers in FP8 as Transformer Engine runs them (delayed scaling; hybrid: E4M3 "
+       "forward, E5M2 gradients); attention, norms and the head stay BF16 (default: BF16)")
+      ("fp8-param-gather", po::bool_switch(&fp8_param_gather),
+       "keep the linear layers' weights in FP8 only and all-gather them in FP8 (default off: an FP8 copy beside "
+       "the BF16 weights)")
+      ("overlap-param-gather", po::bool_switch(&overlap_param_gather),
+       "with the distributed optimizer: all-gather the updated parameters bucket by bucket beside the next "
+       "forward (default: after the optimizer step)")
+      ("ddp-bucket-size", po::value(&ddp_bucket_size)->default_value(ddp_bucket_size),
+       "parameters per gradient/parameter bucket (0: one bucket per layer)")
+      ("tp-comm-overlap", po::bool_switch(&tp_comm_overlap),
+       "pipeline sequence parallelism's all-gathers and reduce-scatters with the products (Transformer Engine "
+       "userbuffers; needs --sequence-parallel; default off)")
+      ("decoder-first-pipeline-num-layers", po::value<int>()->notifier([this](int n) { first_stage_layers = n; }),
+       "layers on the first pipeline rank (its chunks share them); the other ranks split the rest evenly")
+      ("decoder-last-pipeline-num-layers", po::value<int>()->notifier([this](int n) { last_stage_layers = n; }),
+       "layers on the last pipeline rank")
+      ("account-for-embedding-in-pipeline-split", po::bool_switch(&account_for_embedding),
+       "count the embedding as a layer in the even split (the first stage holds one layer fewer)")
+      ("account-for-loss-in-pipeline-split", po::bool_switch(&account_for_loss),
+       "count the loss as a layer in the even split (the last stage holds one layer fewer)")
+      ("pipeline-model-parallel-layout", po::value(&layout),
+       "Megatron's layout string: E embedding, t a decoder layer, L loss, | between stages (virtual stages in "
+       "rank order), (...)*N repeats, e.g. 'Et*3|(t*4|)*6t*3L' (default: the even split)")
       // No default_value on the two names of one size: a defaulted name would overwrite the other.
       ("expert-parallel", po::value<int>()->notifier([this](int e) { expert_parallel = e; }),
        "a MoE model's routed experts split over E GPUs of each stage, tokens dispatched and combined by "
-       "all-to-all (EP x expert TP divides tensor x context x data parallel; default 1)")(
-          "expert-model-parallel-size", po::value<int>()->notifier([this](int e) { expert_model_parallel_size = e; }),
-          "the same as --expert-parallel")(
-          "expert-tensor-parallel", po::value<int>()->notifier([this](int t) { expert_tensor_parallel = t; }),
-          "each routed expert split over T GPUs of a node (default: the tensor-parallel size, as Megatron's)")(
-          "expert-tensor-parallel-size", po::value<int>()->notifier([this](int t) { expert_tensor_parallel_size = t; }),
-          "the same as --expert-tensor-parallel")(
-          "moe-imbalance", po::value(&moe_imbalance)->default_value(moe_imbalance),
-          "the busiest expert-parallel rank's routed tokens over the mean (>= 1): it gates the experts' compute and "
-          "the all-to-all, and dropless memory is sized for it")(
-          "moe-routing", po::value(&moe_routing),
-          "a measured routing: a JSON file of the tokens each expert took, [n0, n1, ...] or {\"expert_tokens\": "
-          "[...]}; the busiest EP rank's share over the mean replaces --moe-imbalance")(
-          "moe-fp8-dispatch", po::bool_switch(&moe_fp8_dispatch),
-          "the dispatch all-to-all in FP8 (DeepSeek-V3's; the combine stays BF16)");
+       "all-to-all (EP x expert TP divides tensor x context x data parallel; default 1)")
+      ("expert-model-parallel-size", po::value<int>()->notifier([this](int e) { expert_model_parallel_size = e; }),
+       "the same as --expert-parallel")
+      ("expert-tensor-parallel", po::value<int>()->notifier([this](int t) { expert_tensor_parallel = t; }),
+       "each routed expert split over T GPUs of a node (default: the tensor-parallel size, as Megatron's)")
+      ("expert-tensor-parallel-size", po::value<int>()->notifier([this](int t) { expert_tensor_parallel_size = t; }),
+       "the same as --expert-tensor-parallel")
+      ("moe-imbalance", po::value(&moe_imbalance)->default_value(moe_imbalance),
+       "the busiest expert-parallel rank's routed tokens over the mean (>= 1): it gates the experts' compute and "
+       "the all-to-all, and dropless memory is sized for it")
+      ("moe-routing", po::value(&moe_routing),
+       "a measured routing: a JSON file of the tokens each expert took, [n0, n1, ...] or {\"expert_tokens\": "
+       "[...]}; the busiest EP rank's share over the mean replaces --moe-imbalance")
+      ("moe-fp8-dispatch", po::bool_switch(&moe_fp8_dispatch),
+       "the dispatch all-to-all in FP8 (DeepSeek-V3's; the combine stays BF16)");
   if (with_optimizer)
-    group.add_options()(
-        "use-distributed-optimizer", po::bool_switch(&distributed_optimizer),
-        "Megatron's distributed optimizer: optimizer state sharded over data x context parallelism, gradients "
-        "reduce-scattered, parameters all-gathered (default off)")("zero1", po::bool_switch(&zero1),
-                                                                   "the same as --use-distributed-optimizer");
+    group.add_options()
+        ("use-distributed-optimizer", po::bool_switch(&distributed_optimizer),
+         "Megatron's distributed optimizer: optimizer state sharded over data x context parallelism, gradients "
+         "reduce-scattered, parameters all-gathered (default off)")
+        ("zero1", po::bool_switch(&zero1), "the same as --use-distributed-optimizer");
+  // clang-format on
   options.add(group);
 }
 

@@ -5,6 +5,8 @@
 #include <iostream>
 #include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -18,6 +20,15 @@
 namespace pipescope::cli {
 namespace {
 
+// The table's short name of each recomputed module, in the order rows and the legend list them.
+constexpr std::pair<std::uint8_t, const char*> kModuleShortNames[] = {{sim::kRecomputeCoreAttention, "attn"},
+                                                                      {sim::kRecomputeMoeActivation, "act"},
+                                                                      {sim::kRecomputeLayernorm, "ln"},
+                                                                      {sim::kRecomputeMlaUpProjection, "mla"},
+                                                                      {sim::kRecomputeSharedExperts, "shx"},
+                                                                      {sim::kRecomputeMlp, "mlp"},
+                                                                      {sim::kRecomputeMoe, "moe"}};
+
 // Short forms for the table: "-", "sel" (Megatron's default, core_attn), "full"; other selective
 // sets by their modules' short names, "act+ln" (the legend under the table names them).
 std::string recomputation_short(const sim::ParallelConfig& parallel) {
@@ -27,32 +38,21 @@ std::string recomputation_short(const sim::ParallelConfig& parallel) {
     case sim::Recomputation::selective: break;
   }
   if (parallel.recompute_modules == sim::kRecomputeCoreAttention) return "sel";
-  static constexpr std::pair<std::uint8_t, const char*> kShort[] = {{sim::kRecomputeCoreAttention, "attn"},
-                                                                    {sim::kRecomputeMoeActivation, "act"},
-                                                                    {sim::kRecomputeLayernorm, "ln"},
-                                                                    {sim::kRecomputeMlaUpProjection, "mla"},
-                                                                    {sim::kRecomputeSharedExperts, "shx"},
-                                                                    {sim::kRecomputeMlp, "mlp"},
-                                                                    {sim::kRecomputeMoe, "moe"}};
   std::string text;
-  for (const auto& [module, name] : kShort)
+  for (const auto& [module, name] : kModuleShortNames)
     if ((parallel.recompute_modules & module) != 0) text += (text.empty() ? "" : "+") + std::string(name);
   return text;
 }
 
-// The selective rows' modules as Megatron names them, one string each (JSON).
-std::vector<std::string> split_modules(const std::string& text) {
-  std::vector<std::string> names;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    const std::size_t end = std::min(text.find(',', start), text.size());
-    names.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return names;
+// The legend of those short names: "attn core_attn, act moe_act, ...".
+std::string module_legend() {
+  std::vector<std::string> entries;
+  for (const auto& [module, name] : kModuleShortNames)
+    entries.push_back(fmt::format("{} {}", name, sim::recompute_modules_text(module)));
+  return fmt::format("{}", fmt::join(entries, ", "));
 }
 
-// The selective rows' modules as Megatron names them (JSON, CSV, trace names); "" for the others.
+// The selective rows' modules as Megatron names them (CSV); "" for the others.
 std::string recomputed_modules(const sim::ParallelConfig& parallel) {
   return parallel.recomputation == sim::Recomputation::selective
              ? sim::recompute_modules_text(parallel.recompute_modules)
@@ -140,7 +140,7 @@ nlohmann::json row_json(std::size_t rank, const sim::PlanRow& r, const std::stri
           {"recompute", c.parallel.recomputation != sim::Recomputation::none},
           {"recompute_granularity", sim::recomputation_name(c.parallel.recomputation)},
           {"recompute_modules", c.parallel.recomputation == sim::Recomputation::selective
-                                    ? nlohmann::json(split_modules(recomputed_modules(c.parallel)))
+                                    ? nlohmann::json(sim::recompute_module_names(c.parallel.recompute_modules))
                                     : nlohmann::json(nullptr)},
           {"zero1", c.parallel.zero1},
           {"overlap_grad_reduce", c.parallel.overlap_grad_reduce},
@@ -281,8 +281,7 @@ void print_plan_table(const PlanOutput& out) {
   }
   if (result.rows.empty()) std::cout << "nothing fits: raise --max-mem, add GPUs, or allow recomputation\n";
   if (recomp_width > 6 || out.request.recompute_module_sets.size() > 1)
-    std::cout << "recomp: selective recomputation of attn core_attn, act moe_act, ln layernorm, mla mla_up_proj, "
-                 "shx shared_experts, mlp mlp, moe moe (sel: core_attn alone)\n";
+    std::cout << "recomp: selective recomputation of " << module_legend() << " (sel: core_attn alone)\n";
   if (o.verbose) {
     for (const std::string& why : result.refusals) std::cout << "refused: " << why << "\n";
   } else if (result.refused > 0) {

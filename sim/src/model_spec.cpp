@@ -5,8 +5,10 @@
 #include <array>
 #include <climits>
 #include <filesystem>
+#include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -66,11 +68,15 @@ std::uint8_t parse_recompute_modules(const std::string& names) {
   return modules;
 }
 
-std::string recompute_modules_text(std::uint8_t modules) {
-  std::string text;
+std::vector<std::string> recompute_module_names(std::uint8_t modules) {
+  std::vector<std::string> names;
   for (const auto& [name, bit] : kRecomputeModuleNames)
-    if ((modules & bit) != 0) text += (text.empty() ? "" : ",") + std::string(name);
-  return text;
+    if ((modules & bit) != 0) names.emplace_back(name);
+  return names;
+}
+
+std::string recompute_modules_text(std::uint8_t modules) {
+  return fmt::format("{}", fmt::join(recompute_module_names(modules), ","));
 }
 
 std::vector<std::uint8_t> recompute_module_ladder(const ModelSpec& model) {
@@ -392,29 +398,14 @@ class ModelFieldReader {
   // Megatron's and Hugging Face's names are taken beside pipescope's (SPEC section 6). Two names
   // of one field that disagree are a slip in one of them, not a choice: refused.
   void get_int_named(std::initializer_list<const char*> names, int& out) const {
-    const char* taken = nullptr;
-    for (const char* name : names) {
-      if (!j_.contains(name)) continue;
-      int value = 0;
-      get_int(name, value, false);
-      if (taken != nullptr && value != out)
-        refuse_disagreement(taken, std::to_string(out), name, std::to_string(value));
-      out = value;
-      taken = name;
-    }
+    get_named(names, out, [this](const char* name, int& value) { get_int(name, value, false); });
   }
 
   void get_number_named(std::initializer_list<const char*> names, double& out) const {
-    const char* taken = nullptr;
-    for (const char* name : names) {
-      if (!j_.contains(name)) continue;
+    get_named(names, out, [this](const char* name, double& value) {
       if (!j_[name].is_number()) throw UsageError(source_ + ": model field '" + name + "' must be a number");
-      const double value = j_[name].get<double>();
-      if (taken != nullptr && value != out)
-        refuse_disagreement(taken, fmt::format("{}", out), name, fmt::format("{}", value));
-      out = value;
-      taken = name;
-    }
+      value = j_[name].get<double>();
+    });
   }
 
   void read_dense_fields(ModelSpec& m) const {
@@ -473,6 +464,21 @@ class ModelFieldReader {
   }
 
  private:
+  // The value of whichever of `names` the file gives, read by `read`; two that disagree refused.
+  template <typename T, typename Read>
+  void get_named(std::initializer_list<const char*> names, T& out, const Read& read) const {
+    const char* taken = nullptr;
+    for (const char* name : names) {
+      if (!j_.contains(name)) continue;
+      T value{};
+      read(name, value);
+      if (taken != nullptr && value != out)
+        refuse_disagreement(taken, fmt::format("{}", out), name, fmt::format("{}", value));
+      out = value;
+      taken = name;
+    }
+  }
+
   [[noreturn]] void refuse_disagreement(const char* first, const std::string& first_value, const char* second,
                                         const std::string& second_value) const {
     throw UsageError(fmt::format("{}: model fields '{}' ({}) and '{}' ({}) are one field and disagree", source_, first,

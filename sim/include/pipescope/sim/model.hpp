@@ -167,6 +167,8 @@ enum RecomputeModule : std::uint8_t {
 std::uint8_t parse_recompute_modules(const std::string& names);
 // The names of the bits, in Megatron's order, comma-separated.
 std::string recompute_modules_text(std::uint8_t modules);
+// The same names, one each (plan's JSON rows).
+std::vector<std::string> recompute_module_names(std::uint8_t modules);
 // The module sets a planner tries for a model's selective rows, lightest first, each the one
 // before plus the next module the model has: core_attn; moe_act; layernorm; mla_up_proj;
 // shared_experts; mlp (where some layer is dense); moe. Megatron's guidance ranks the first four
