@@ -1,8 +1,9 @@
 // Sets kernel figures measured on a GPU (bench/kernels/measure_kernels.py's JSON) beside what a
-// device preset's model gives for the same shapes (sim/src/efficiency.cpp), as the figure a
-// kernel reaches alone: the preset's sustained fraction, a training step's share of the lone
-// figures, is left out so that lone is compared with lone. Prints markdown tables and, per
-// group, the median and the range of measured / model.
+// device preset's model gives for the same shapes (sim/src/efficiency.cpp; the routed experts'
+// products as sim/src/expert_layer.cpp prices them), as the figure a kernel reaches alone: the
+// preset's sustained fraction, a training step's share of the lone figures, is left out so that
+// lone is compared with lone. Prints markdown tables and, per group, the median and the range of
+// measured / model.
 //
 //   bench_kernel_presets bench/kernels/results/h100.json --gpu h100
 #include <algorithm>
@@ -58,6 +59,48 @@ void print_products(const json& measured, const DeviceSpec& device, std::map<std
                config, row.at("product").get<std::string>(), row.at("role").get<std::string>(), shape.m, shape.n,
                shape.k, got / 1e12, model / 1e12, got / model);
     groups[fp8 ? "FP8 products" : "BF16 products"].add(got / model);
+  }
+}
+
+// The routed experts' products of the published MoE runs, against expert_times's price
+// (sim/src/expert_layer.cpp): experts_here products of one expert's shape. Each shape is measured
+// twice, as that many products one after another and as one grouped kernel; an entry whose kernel
+// failed is listed with its error. Files measured before the group existed have none.
+void print_experts(const json& measured, const DeviceSpec& device, std::map<std::string, GroupRatios>& groups) {
+  if (!measured.contains("experts")) return;
+  std::puts(
+      "\n| precision | model | kernel | product | role | experts x (m x n x k) | measured µs | model µs | measured "
+      "TFLOP/s | measured / model |");
+  std::puts("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+  for (const json& row : measured.at("experts")) {
+    const bool fp8 = row.at("precision") == "fp8";
+    const bool per_expert = row.at("method") == "per_expert";
+    const double experts_here = row.at("experts_here").get<double>();
+    const GemmShape shape{row.at("m").get<double>(), row.at("gemm_n").get<double>(), row.at("gemm_k").get<double>()};
+    // The precision the published run did not use is measured too: marked, so that the runs'
+    // own figures can be read apart.
+    const std::string label =
+        fmt::format("{} tp{} cp{} ep{} etp{}{}", row.at("model").get<std::string>(), row.at("tp").get<int>(),
+                    row.at("cp").get<int>(), row.at("ep").get<int>(), row.at("etp").get<int>(),
+                    row.value("run_precision", true) ? "" : " (not as run)");
+    const std::string prefix =
+        fmt::format("| {} | {} | {} | {} | {} | {} x ({} x {} x {}) |", fp8 ? "FP8" : "BF16", label,
+                    row.at("kernel").get<std::string>(), row.at("product").get<std::string>(),
+                    row.at("role").get<std::string>(), experts_here, shape.m, shape.n, shape.k);
+    if (row.contains("error")) {
+      fmt::print("{} error: {} | | | |\n", prefix, row.at("error").get<std::string>());
+      continue;
+    }
+    const double model_s =
+        experts_here * pipescope::sim::gemm_time_s(shape, device, fp8 ? GemmPrecision::fp8 : GemmPrecision::bf16);
+    const double got_s = row.at("seconds").get<double>();
+    // As the other groups: of FLOP/s, the model's time over the measured (above 1: faster than
+    // modelled).
+    fmt::print("{} {:.0f} | {:.0f} | {:.0f} | {:.2f} |\n", prefix, got_s * 1e6, model_s * 1e6,
+               row.at("tflops").get<double>(), model_s / got_s);
+    groups[fmt::format("experts {}, {}", fp8 ? "FP8" : "BF16",
+                       per_expert ? "one product per expert" : "one grouped kernel")]
+        .add(model_s / got_s);
   }
 }
 
@@ -129,6 +172,7 @@ int main(int argc, char** argv) {
         argv[3]);
     std::map<std::string, GroupRatios> groups;
     print_products(measured, device, groups);
+    print_experts(measured, device, groups);
     print_attention(measured, device, groups);
     print_elementwise(measured, device, groups);
     std::puts("\n| group | measured / model |\n| --- | --- |");

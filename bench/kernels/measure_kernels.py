@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Measures, on the GPU at hand, the kernels the device presets price (sim/src/efficiency.cpp):
 the matrix products of the published H100 runs' layers by shape (forward, input gradient and
-weight gradient; BF16 and FP8), the fused attention kernels by sequence length (FlashAttention-2
-and cuDNN through torch's scaled_dot_product_attention, causal, BF16), and element-wise work
-(copies, norms, activations, the FP8 cast). Writes one JSON file that
-`bench/kernels/compare-presets.py` sets beside the presets' figures (docs/MODEL.md).
+weight gradient; BF16 and FP8), the routed experts' products of the published MoE runs (one
+product per expert, as sim/src/expert_layer.cpp prices them, and one grouped kernel), the fused
+attention kernels by sequence length (FlashAttention-2 and cuDNN through torch's
+scaled_dot_product_attention, causal, BF16), and element-wise work (copies, norms, activations,
+the FP8 cast). Writes one JSON file that `bench_kernel_presets` (bench/kernels/kernel_presets.cpp)
+sets beside the presets' figures (docs/MODEL.md).
 
-    python3 bench/kernels/measure_kernels.py --out kernels-h100.json [--quick]
+    python3 bench/kernels/measure_kernels.py --out kernels-h100.json [--quick] [--only experts]
+    python3 bench/kernels/measure_kernels.py --dry-run    # the shapes only; needs neither torch nor a GPU
 
 Each figure is the median of timed repeats (CUDA events around a batch of launches) after
 warm-ups, on random data; the GPU's name, clocks and the torch/CUDA/cuDNN versions go with it.
@@ -19,8 +22,11 @@ import subprocess
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # --dry-run lists the shapes on a machine without torch
+    torch = F = None
 
 # The layer shapes of the published H100 runs in tests/sim/data/published_runs.json: model
 # (hidden, heads, kv_heads, ffn_hidden, gated MLP, vocabulary, sequence) with the tensor and
@@ -40,6 +46,99 @@ MODELS = {
     "nemotron4-340b": dict(hidden=18432, heads=96, kv=8, ffn=73728, gated=False, vocab=256000, seq=4096,
                            configs=[(8, 1, 1)]),
 }
+
+
+# The routed experts of the published MoE runs in tests/sim/data/published_runs.json (model
+# files in tests/sim/data/published_models/): the model's hidden size, experts, top_k, expert
+# width and gated MLP, the run's sequence, micro-batch size, tensor, context, expert and
+# expert-tensor parallel sizes, and the precisions its published rows ran in. Runs that differ in
+# nothing here share a row. No published run of Mixtral is among them.
+EXPERT_RUNS = {
+    # mbridge2606-qwen3-30b-a3b-fp8-16 (16 H100 FP8, EP 16; no TP, so no expert TP).
+    "qwen3-30b-a3b": dict(hidden=2048, experts=128, top_k=8, moe_ffn=768, gated=True, seq=4096, mbs=1,
+                          tp=1, cp=1, ep=16, etp=1, run_precisions=("fp8",)),
+    # mbridge2604-qwen3-235b-a22b-fp8-256 and mbridge2511-qwen3-235b-a22b-fp8-256 (TP 2 with
+    # sequence parallelism, EP 32, ETP 1).
+    "qwen3-235b-a22b": dict(hidden=4096, experts=128, top_k=8, moe_ffn=1536, gated=True, seq=4096, mbs=1,
+                            tp=2, cp=1, ep=32, etp=1, run_precisions=("fp8",)),
+    # dgxc2505-deepseek-v3-bf16-512 and dgxc2505-deepseek-v3-bf16-1024 (TP 2 with sequence
+    # parallelism, EP 64, ETP 1).
+    "deepseek-v3": dict(hidden=7168, experts=256, top_k=8, moe_ffn=2048, gated=True, seq=4096, mbs=1,
+                        tp=2, cp=1, ep=64, etp=1, run_precisions=("bf16",)),
+    # dgxc2505-grok1-314b-bf16-512 and dgxc2505-grok1-314b-fp8-512 (TP 4 with sequence
+    # parallelism, CP 2, EP 8, ETP 1).
+    "grok1-314b": dict(hidden=6144, experts=8, top_k=2, moe_ffn=32768, gated=True, seq=8192, mbs=1,
+                       tp=4, cp=2, ep=8, etp=1, run_precisions=("bf16", "fp8")),
+    # dgxc2505-llama4-maverick-bf16-512 and dgxc2505-llama4-maverick-fp8-512 (TP 4 with sequence
+    # parallelism, EP 128, ETP 4).
+    "llama4-maverick": dict(hidden=5120, experts=128, top_k=1, moe_ffn=8192, gated=True, seq=8192, mbs=1,
+                            tp=4, cp=1, ep=128, etp=4, run_precisions=("bf16", "fp8")),
+}
+
+
+def exact_division(numerator, denominator, what):
+    quotient, remainder = divmod(numerator, denominator)
+    if remainder:
+        raise ValueError(f"{what}: {numerator} / {denominator} is not whole")
+    return quotient
+
+
+def expert_layer_shape(name):
+    """One rank's routed experts in one micro-batch, as sim/src/expert_layer.cpp counts them with a
+    balanced router (load factor 1, at which the capacity factor of 1 that DeepSeek-V3, Grok-1 and
+    Llama 4 set drops nothing; the Qwen3 runs are dropless): the rank's tokens s b / C, split by T
+    (Megatron routes each tensor-parallel rank's own tokens under the sequence parallelism it
+    requires with MoE), top_k copies each, gathered over the expert-tensor-parallel group, shared
+    by the E / EP experts on the rank; each expert's width divided by ETP, doubled for the gated
+    first product."""
+    r = EXPERT_RUNS[name]
+    tokens_on_rank = exact_division(r["mbs"] * r["seq"], r["cp"], f"{name} tokens on a rank")
+    routed_tokens = exact_division(tokens_on_rank, r["tp"], f"{name} routed tokens")
+    rows_on_rank = routed_tokens * r["top_k"] * r["etp"]
+    experts_here = exact_division(r["experts"], r["ep"], f"{name} experts on a rank")
+    rows_per_expert = exact_division(rows_on_rank, experts_here, f"{name} rows per expert")
+    width = exact_division(r["moe_ffn"], r["etp"], f"{name} expert width")
+    first_width = (2 if r["gated"] else 1) * width
+    return dict(model=name, tp=r["tp"], cp=r["cp"], ep=r["ep"], etp=r["etp"], mbs=r["mbs"],
+                tokens_on_rank=tokens_on_rank, routed_tokens=routed_tokens, rows_on_rank=rows_on_rank,
+                experts_here=experts_here, rows_per_expert=rows_per_expert, width=width,
+                first_width=first_width)
+
+
+def expert_products(name):
+    """The six (m, n, k) of one expert's products in expert_times's order, each priced experts_here
+    times: the first (fc1, to the gated width) and second (fc2) product's forward, input gradient
+    and weight gradient. `grouped` is the dimension the experts' rows lie along: m for the forward
+    and input gradient, k for the weight gradient."""
+    shape = expert_layer_shape(name)
+    h = EXPERT_RUNS[name]["hidden"]
+    rows, width, first = shape["rows_per_expert"], shape["width"], shape["first_width"]
+    out = []
+    for product, role, m, n, k in (("fc1", "forward", rows, first, h),
+                                   ("fc2", "forward", rows, h, width),
+                                   ("fc1", "input_grad", rows, h, first),
+                                   ("fc2", "input_grad", rows, width, h),
+                                   ("fc1", "weight_grad", h, first, rows),
+                                   ("fc2", "weight_grad", width, h, rows)):
+        out.append(dict(shape, product=product, role=role, m=m, gemm_n=n, gemm_k=k,
+                        grouped="k" if role == "weight_grad" else "m"))
+    return out
+
+
+def expert_rows(fp8_ok, quick=False):
+    """Every expert product in both precisions and both ways of running it. FP8 is measured for the
+    runs published in BF16 too (and BF16 for those in FP8): the same shape in both precisions
+    tells the preset's FP8 fraction apart from its shape model, and `ppsim plan --fp8-format`
+    weighs both precisions; `run_precision` marks the precision the published run used."""
+    out = []
+    for name in list(EXPERT_RUNS)[:1] if quick else EXPERT_RUNS:
+        for precision in ("bf16", "fp8") if fp8_ok else ("bf16",):
+            for p in expert_products(name):
+                for method in ("per_expert", "grouped"):
+                    out.append(dict(p, precision=precision, method=method,
+                                    kernel=expert_kernel(precision, method),
+                                    run_precision=precision in EXPERT_RUNS[name]["run_precisions"]))
+    return out
 
 
 def time_cuda(fn, warmup=3, repeats=7, inner=None, budget_s=0.05):
@@ -120,6 +219,73 @@ def run_gemm(row):
     seconds = time_cuda(fn)
     del x, w
     return dict(row, seconds=seconds, tflops=2.0 * m * n * k / seconds / 1e12)
+
+
+def expert_kernel(precision, method):
+    if method == "per_expert":
+        return "F.linear" if precision == "bf16" else "torch._scaled_mm"
+    return "torch._grouped_mm" if precision == "bf16" else "torch._scaled_grouped_mm"
+
+
+def random_operand(*size, precision):
+    x = torch.randn(*size, device="cuda", dtype=torch.bfloat16)
+    return x.to(torch.float8_e4m3fn) if precision == "fp8" else x
+
+
+def per_expert_call(row):
+    """The rank's experts' products one after another, each a launch of its own on its own tokens
+    (m x k) and weights (n x k): what the simulator prices, experts_here products of one expert's
+    shape. FP8 as the gemm rows' products: e4m3 operands, per-tensor scales, BF16 result."""
+    m, n, k, precision = row["m"], row["gemm_n"], row["gemm_k"], row["precision"]
+    pairs = [(random_operand(m, k, precision=precision), random_operand(n, k, precision=precision))
+             for _ in range(row["experts_here"])]
+    if precision == "bf16":
+        def call():
+            for x, w in pairs:
+                F.linear(x, w)
+    else:
+        one = torch.ones((), device="cuda")
+
+        def call():
+            for x, w in pairs:
+                torch._scaled_mm(x, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    return call
+
+
+def grouped_call(row):
+    """The rank's experts' products in one grouped kernel: torch._grouped_mm (BF16) or
+    torch._scaled_grouped_mm (FP8 e4m3, row-wise scales, the only scaling it takes on an H100;
+    BF16 result). The experts' rows lie one after another along m (forward and input gradient:
+    the tokens 2-D, the weights a 3-D stack) or along k (weight gradient: both 2-D); int32
+    offsets mark each expert's end. Both operands keep F.linear's layout (k contiguous)."""
+    m, n, k = row["m"], row["gemm_n"], row["gemm_k"]
+    precision, experts = row["precision"], row["experts_here"]
+    along_m = row["grouped"] == "m"
+    step = m if along_m else k
+    offsets = torch.arange(1, experts + 1, device="cuda", dtype=torch.int32) * step
+    if along_m:
+        a = random_operand(experts * m, k, precision=precision)
+        b = random_operand(experts, n, k, precision=precision).transpose(-2, -1)
+    else:
+        a = random_operand(m, experts * k, precision=precision)
+        b = random_operand(n, experts * k, precision=precision).t()
+    kernel = expert_kernel(precision, "grouped")
+    if not hasattr(torch, kernel.split(".")[1]):
+        raise RuntimeError(f"torch {torch.__version__} has no {kernel}")
+    if precision == "bf16":
+        return lambda: torch._grouped_mm(a, b, offs=offsets)
+    # One scale per row of a and per column of b, each expert's own: (experts m) and (experts, n)
+    # along m, (m experts) and (n experts) along k.
+    scale_a = torch.ones(experts * m, device="cuda", dtype=torch.float32)
+    scale_b = torch.ones(*((experts, n) if along_m else (experts * n,)), device="cuda", dtype=torch.float32)
+    return lambda: torch._scaled_grouped_mm(a, b, scale_a, scale_b, offs=offsets, out_dtype=torch.bfloat16)
+
+
+def run_expert(row):
+    call = (per_expert_call if row["method"] == "per_expert" else grouped_call)(row)
+    seconds = time_cuda(call)
+    flops = 2.0 * row["experts_here"] * row["m"] * row["gemm_n"] * row["gemm_k"]
+    return dict(row, flops=flops, seconds=seconds, tflops=flops / seconds / 1e12)
 
 
 def attention_flops(batch, heads, seq_q, seq_k, head_dim, causal):
@@ -234,19 +400,51 @@ def device_facts():
     return facts
 
 
+def print_shapes():
+    """--dry-run: the experts' shapes as expert_layer_shape derives them, and how many figures each
+    group would take; touches neither torch nor a GPU."""
+    for name, run in EXPERT_RUNS.items():
+        s = expert_layer_shape(name)
+        print(f"{name}: TP {s['tp']} CP {s['cp']} EP {s['ep']} ETP {s['etp']} micro-batch {s['mbs']}: "
+              f"{s['tokens_on_rank']} tokens on a rank, {s['routed_tokens']} routed, "
+              f"{s['rows_on_rank']} rows over the rank's {s['experts_here']} of {run['experts']} experts, "
+              f"{s['rows_per_expert']} rows each; expert width {s['width']} (first product "
+              f"{s['first_width']}); published in {', '.join(run['run_precisions'])}")
+        for p in expert_products(name):
+            flops = 2.0 * p["experts_here"] * p["m"] * p["gemm_n"] * p["gemm_k"]
+            print(f"  {p['product']} {p['role']:<11} {p['experts_here']} x "
+                  f"({p['m']} x {p['gemm_n']} x {p['gemm_k']}), grouped along {p['grouped']}: "
+                  f"{flops / 1e9:.1f} GFLOP")
+    experts = expert_rows(True)
+    products = [row for row in gemm_rows("bf16", True) if not row.get("duplicate")]
+    print(f"experts: {len(experts)} figures ({len(EXPERT_RUNS)} runs x 6 products x BF16, FP8 x one product "
+          f"per expert, one grouped kernel)")
+    print(f"gemm: {len(products)} products in each of BF16 and FP8")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="JSON file to write")
-    parser.add_argument("--quick", action="store_true", help="the square products and one attention size only")
-    parser.add_argument("--only", choices=("gemm", "attention", "elementwise"), action="append",
+    parser.add_argument("--out", help="JSON file to write")
+    parser.add_argument("--quick", action="store_true",
+                        help="the square products, one attention size and one MoE run's experts only")
+    parser.add_argument("--only", choices=("gemm", "experts", "attention", "elementwise"), action="append",
                         help="measure these groups only (repeatable; default all)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the experts' shapes and each group's size; needs neither torch nor a GPU")
     args = parser.parse_args()
+    if args.dry_run:
+        print_shapes()
+        return
+    if not args.out:
+        parser.error("--out is required (or --dry-run)")
+    if torch is None:
+        sys.exit("measure_kernels: error: torch is not importable")
     if not torch.cuda.is_available():
         sys.exit("measure_kernels: error: no CUDA device")
     started = time.time()
-    result = dict(device=device_facts(), gemm=[], attention=[], elementwise=[])
+    result = dict(device=device_facts(), gemm=[], experts=[], attention=[], elementwise=[])
     fp8_ok = torch.cuda.get_device_capability(0) >= (8, 9) and hasattr(torch, "_scaled_mm")
-    groups = set(args.only or ("gemm", "attention", "elementwise"))
+    groups = set(args.only or ("gemm", "experts", "attention", "elementwise"))
     result["burst"] = burst_figure()
     for precision in ("bf16", "fp8") if "gemm" in groups else ():
         for row in gemm_rows(precision, fp8_ok):
@@ -260,6 +458,15 @@ def main():
                 result["gemm"].append(dict(row, error=str(error).splitlines()[0][:200]))
             torch.cuda.empty_cache()
         print(f"measure_kernels: {precision} products done at {time.time() - started:.0f} s", flush=True)
+    for row in expert_rows(fp8_ok, args.quick) if "experts" in groups else ():
+        try:
+            result["experts"].append(run_expert(row))
+        except Exception as error:  # a grouped kernel this torch or GPU lacks
+            text = str(error).strip().splitlines() or [repr(error)]
+            result["experts"].append(dict(row, error=text[0][:200]))
+        torch.cuda.empty_cache()
+    if "experts" in groups:
+        print(f"measure_kernels: experts done at {time.time() - started:.0f} s", flush=True)
     # FlashAttention-3 paper's sweep: head dimension 128, 16k tokens per batch, hidden 2048.
     seqs = (512, 1024, 2048, 4096, 8192, 16384) if not args.quick else (4096,)
     for backend in ("flash", "cudnn") if "attention" in groups else ():
@@ -280,8 +487,9 @@ def main():
     result["seconds"] = time.time() - started
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
-    print(f"measure_kernels: {len(result['gemm'])} products, {len(result['attention'])} attention, "
-          f"{len(result['elementwise'])} element-wise figures in {result['seconds']:.0f} s -> {args.out}")
+    print(f"measure_kernels: {len(result['gemm'])} products, {len(result['experts'])} expert products, "
+          f"{len(result['attention'])} attention, {len(result['elementwise'])} element-wise figures in "
+          f"{result['seconds']:.0f} s -> {args.out}")
 
 
 if __name__ == "__main__":

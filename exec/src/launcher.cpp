@@ -469,6 +469,7 @@ WorldOptions world_options(const WorkerEnvironment& env, std::chrono::millisecon
   world.master_port = env.master_port;
   world.rank = env.rank;
   world.world_size = env.world_size;
+  world.local_world_size = env.local_world_size;
   world.run_secret = env.run_secret;
   world.timeout = timeout;
   return world;

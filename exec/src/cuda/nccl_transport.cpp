@@ -18,13 +18,16 @@
 
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
 
 #include "checked_call.hpp"
+#include "pipescope/exec/device.hpp"
 #include "pipescope/exec/transport.hpp"
 #include "../rendezvous_store.hpp"
+#include "../shared_gpu.hpp"
 
 namespace pipescope::exec {
 namespace {
@@ -54,7 +57,8 @@ class NcclGroup {
     c10::cuda::CUDAGuard guard(device_);
     // Blocking, one after the other: every rank initialises the channels in the same order.
     for (int c = 0; c < kNumChannels; ++c) PIPESCOPE_CHECKED_CALL(ncclCommInitRank(&comms_[c], size_, ids[c], rank_));
-    for (int c = 0; c < kNumChannels; ++c) streams_.push_back(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device_));
+    for (int c = 0; c < kNumChannels; ++c)
+      streams_.push_back(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device_));
   }
   ~NcclGroup() {
     if (aborted_) return;
@@ -72,7 +76,9 @@ class NcclGroup {
   c10::cuda::CUDAStream stream(Channel c) const { return streams_[static_cast<std::size_t>(c)]; }
 
   void throw_if_aborted(const std::string& what) const {
-    if (aborted_) throw TransportError(fmt::format("{}: the NCCL communicators of group '{}' were aborted by an earlier failure", what, name_));
+    if (aborted_)
+      throw TransportError(
+          fmt::format("{}: the NCCL communicators of group '{}' were aborted by an earlier failure", what, name_));
   }
   bool aborted() const { return aborted_; }
   // The first asynchronous error of any communicator, or ncclSuccess. Holds the mutex: an abort
@@ -112,8 +118,13 @@ class NcclPending final : public PendingTransfer {
   // data) gets it copied back once done.
   NcclPending(std::shared_ptr<NcclGroup> group, cudaEvent_t done, std::vector<at::Tensor> keep_alive,
               at::Tensor device_result, at::Tensor host_result, bool writes, std::string what)
-      : group_(std::move(group)), done_(done), keep_alive_(std::move(keep_alive)), device_result_(std::move(device_result)),
-        host_result_(std::move(host_result)), writes_(writes), what_(std::move(what)) {}
+      : group_(std::move(group)),
+        done_(done),
+        keep_alive_(std::move(keep_alive)),
+        device_result_(std::move(device_result)),
+        host_result_(std::move(host_result)),
+        writes_(writes),
+        what_(std::move(what)) {}
   ~NcclPending() override {
     if (done_) cudaEventDestroy(done_);
   }
@@ -129,8 +140,9 @@ class NcclPending final : public PendingTransfer {
       group_->throw_if_aborted(what_);
       if (state != cudaErrorNotReady) {
         group_->abort();
-        throw TransportError(fmt::format("{}: CUDA failed while waiting: {}; aborted the NCCL communicators of group '{}'",
-                                         what_, cudaGetErrorString(state), group_->name()));
+        throw TransportError(
+            fmt::format("{}: CUDA failed while waiting: {}; aborted the NCCL communicators of group '{}'", what_,
+                        cudaGetErrorString(state), group_->name()));
       }
       if (const ncclResult_t error = group_->async_error(); error != ncclSuccess) {
         group_->abort();
@@ -139,8 +151,8 @@ class NcclPending final : public PendingTransfer {
       }
       if (std::chrono::steady_clock::now() >= deadline) {
         group_->abort();
-        throw TransportError(fmt::format("{}: timed out after {} ms; aborted the NCCL communicators of group '{}'", what_,
-                                         timeout.count(), group_->name()));
+        throw TransportError(fmt::format("{}: timed out after {} ms; aborted the NCCL communicators of group '{}'",
+                                         what_, timeout.count(), group_->name()));
       }
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(1000));
@@ -178,85 +190,101 @@ class NcclTransport final : public Transport {
     const std::string what = fmt::format("send to rank {}", member(peer));
     const Channel channel = rank() < peer ? kUpward : kDownward;
     at::Tensor buffer = on_device(tensor, what);
-    return issue(what, channel, {tensor, buffer}, buffer, at::Tensor(), false, [&](ncclComm_t comm, cudaStream_t stream) {
-      PIPESCOPE_CHECKED_CALL(ncclSend(buffer.data_ptr(), static_cast<std::size_t>(buffer.numel()),
-                                      nccl_type(buffer.scalar_type(), what), peer, comm, stream));
-    });
+    return issue(what, channel, {tensor, buffer}, buffer, at::Tensor(), false,
+                 [&](ncclComm_t comm, cudaStream_t stream) {
+                   PIPESCOPE_CHECKED_CALL(ncclSend(buffer.data_ptr(), static_cast<std::size_t>(buffer.numel()),
+                                                   nccl_type(buffer.scalar_type(), what), peer, comm, stream));
+                 });
   }
 
   std::unique_ptr<PendingTransfer> recv(at::Tensor tensor, int peer, int /*tag*/) override {
     const std::string what = fmt::format("receive from rank {}", member(peer));
     const Channel channel = peer < rank() ? kUpward : kDownward;
     at::Tensor buffer = device_buffer(tensor, what);
-    return issue(what, channel, {tensor, buffer}, buffer, host_side(tensor), true, [&](ncclComm_t comm, cudaStream_t stream) {
-      PIPESCOPE_CHECKED_CALL(ncclRecv(buffer.data_ptr(), static_cast<std::size_t>(buffer.numel()),
-                                      nccl_type(buffer.scalar_type(), what), peer, comm, stream));
-    });
+    return issue(what, channel, {tensor, buffer}, buffer, host_side(tensor), true,
+                 [&](ncclComm_t comm, cudaStream_t stream) {
+                   PIPESCOPE_CHECKED_CALL(ncclRecv(buffer.data_ptr(), static_cast<std::size_t>(buffer.numel()),
+                                                   nccl_type(buffer.scalar_type(), what), peer, comm, stream));
+                 });
   }
 
   std::unique_ptr<PendingTransfer> all_reduce_sum(at::Tensor tensor) override {
     const std::string what = fmt::format("all-reduce over group '{}'", group_->name());
     at::Tensor buffer = on_device(tensor, what);
-    return issue(what, kCollective, {tensor, buffer}, buffer, host_side(tensor), true, [&](ncclComm_t comm, cudaStream_t stream) {
-      PIPESCOPE_CHECKED_CALL(ncclAllReduce(buffer.data_ptr(), buffer.data_ptr(), static_cast<std::size_t>(buffer.numel()),
-                                           nccl_type(buffer.scalar_type(), what), ncclSum, comm, stream));
-    });
+    return issue(what, kCollective, {tensor, buffer}, buffer, host_side(tensor), true,
+                 [&](ncclComm_t comm, cudaStream_t stream) {
+                   PIPESCOPE_CHECKED_CALL(ncclAllReduce(buffer.data_ptr(), buffer.data_ptr(),
+                                                        static_cast<std::size_t>(buffer.numel()),
+                                                        nccl_type(buffer.scalar_type(), what), ncclSum, comm, stream));
+                 });
   }
 
   std::unique_ptr<PendingTransfer> all_gather(at::Tensor input, at::Tensor output) override {
     const std::string what = fmt::format("all-gather over group '{}'", group_->name());
     if (output.numel() != input.numel() * size())
-      throw TransportError(fmt::format("{}: output has {} elements, expected {}", what, output.numel(), input.numel() * size()));
+      throw TransportError(
+          fmt::format("{}: output has {} elements, expected {}", what, output.numel(), input.numel() * size()));
     at::Tensor in = on_device(input, what);
     at::Tensor out = device_buffer(output, what);
-    return issue(what, kCollective, {input, output, in, out}, out, host_side(output), true, [&](ncclComm_t comm, cudaStream_t stream) {
-      PIPESCOPE_CHECKED_CALL(ncclAllGather(in.data_ptr(), out.data_ptr(), static_cast<std::size_t>(in.numel()),
-                                           nccl_type(in.scalar_type(), what), comm, stream));
-    });
+    return issue(
+        what, kCollective, {input, output, in, out}, out, host_side(output), true,
+        [&](ncclComm_t comm, cudaStream_t stream) {
+          PIPESCOPE_CHECKED_CALL(ncclAllGather(in.data_ptr(), out.data_ptr(), static_cast<std::size_t>(in.numel()),
+                                               nccl_type(in.scalar_type(), what), comm, stream));
+        });
   }
 
   // ProcessGroupNCCL's alltoall_base: one grouped send and receive per peer (this rank too).
-  std::unique_ptr<PendingTransfer> all_to_all(at::Tensor output, at::Tensor input, const std::vector<std::int64_t>& output_splits,
+  std::unique_ptr<PendingTransfer> all_to_all(at::Tensor output, at::Tensor input,
+                                              const std::vector<std::int64_t>& output_splits,
                                               const std::vector<std::int64_t>& input_splits) override {
     const std::string what = fmt::format("all-to-all over group '{}'", group_->name());
     const auto peers = static_cast<std::size_t>(size());
     if (output_splits.size() != peers || input_splits.size() != peers)
-      throw TransportError(fmt::format("{}: {} output and {} input split sizes for {} ranks", what, output_splits.size(),
-                                       input_splits.size(), peers));
+      throw TransportError(fmt::format("{}: {} output and {} input split sizes for {} ranks", what,
+                                       output_splits.size(), input_splits.size(), peers));
     at::Tensor in = on_device(input, what);
     at::Tensor out = device_buffer(output, what);
     const std::int64_t rows = input.dim() > 0 ? input.size(0) : 0;
-    const std::int64_t row_elements = rows > 0 ? input.numel() / rows : (output.dim() > 0 && output.size(0) > 0 ? output.numel() / output.size(0) : 0);
+    const std::int64_t row_elements =
+        rows > 0 ? input.numel() / rows
+                 : (output.dim() > 0 && output.size(0) > 0 ? output.numel() / output.size(0) : 0);
     const std::size_t row_bytes = static_cast<std::size_t>(row_elements) * in.element_size();
-    return issue(what, kCollective, {input, output, in, out}, out, host_side(output), true, [&](ncclComm_t comm, cudaStream_t stream) {
-      const ncclDataType_t type = nccl_type(in.scalar_type(), what);
-      auto* send_base = static_cast<char*>(in.data_ptr());
-      auto* receive_base = static_cast<char*>(out.data_ptr());
-      std::size_t send_offset = 0, receive_offset = 0;
-      for (std::size_t p = 0; p < peers; ++p) {
-        const auto send_rows = static_cast<std::size_t>(input_splits[p]), receive_rows = static_cast<std::size_t>(output_splits[p]);
-        if (send_rows > 0)
-          PIPESCOPE_CHECKED_CALL(ncclSend(send_base + send_offset * row_bytes, send_rows * static_cast<std::size_t>(row_elements), type,
-                                          static_cast<int>(p), comm, stream));
-        if (receive_rows > 0)
-          PIPESCOPE_CHECKED_CALL(ncclRecv(receive_base + receive_offset * row_bytes,
-                                          receive_rows * static_cast<std::size_t>(row_elements), type, static_cast<int>(p), comm, stream));
-        send_offset += send_rows;
-        receive_offset += receive_rows;
-      }
-    });
+    return issue(what, kCollective, {input, output, in, out}, out, host_side(output), true,
+                 [&](ncclComm_t comm, cudaStream_t stream) {
+                   const ncclDataType_t type = nccl_type(in.scalar_type(), what);
+                   auto* send_base = static_cast<char*>(in.data_ptr());
+                   auto* receive_base = static_cast<char*>(out.data_ptr());
+                   std::size_t send_offset = 0, receive_offset = 0;
+                   for (std::size_t p = 0; p < peers; ++p) {
+                     const auto send_rows = static_cast<std::size_t>(input_splits[p]),
+                                receive_rows = static_cast<std::size_t>(output_splits[p]);
+                     if (send_rows > 0)
+                       PIPESCOPE_CHECKED_CALL(ncclSend(send_base + send_offset * row_bytes,
+                                                       send_rows * static_cast<std::size_t>(row_elements), type,
+                                                       static_cast<int>(p), comm, stream));
+                     if (receive_rows > 0)
+                       PIPESCOPE_CHECKED_CALL(ncclRecv(receive_base + receive_offset * row_bytes,
+                                                       receive_rows * static_cast<std::size_t>(row_elements), type,
+                                                       static_cast<int>(p), comm, stream));
+                     send_offset += send_rows;
+                     receive_offset += receive_rows;
+                   }
+                 });
   }
 
   std::unique_ptr<Transport> subgroup(const std::vector<int>& ranks, const std::string& name) override {
     int my_index = -1;
     std::vector<int> world_members;
     for (int r : ranks) {
-      if (r < 0 || r >= size()) throw TransportError(fmt::format("subgroup {}: rank {} is outside group '{}'", name, r, group_->name()));
+      if (r < 0 || r >= size())
+        throw TransportError(fmt::format("subgroup {}: rank {} is outside group '{}'", name, r, group_->name()));
       if (r == rank()) my_index = static_cast<int>(world_members.size());
       world_members.push_back(members_.at(static_cast<std::size_t>(r)));
     }
     if (my_index < 0) throw TransportError(fmt::format("subgroup {}: rank {} is not a member", name, rank()));
-    auto group = make_group(store_, group_->name() + "/" + name, my_index, static_cast<int>(ranks.size()), group_->device());
+    auto group =
+        make_group(store_, group_->name() + "/" + name, my_index, static_cast<int>(ranks.size()), group_->device());
     return std::make_unique<NcclTransport>(std::move(group), store_, std::move(world_members));
   }
 
@@ -274,7 +302,8 @@ class NcclTransport final : public Transport {
       } else {
         const auto bytes = store->get(key);
         if (bytes.size() != sizeof(ids))
-          throw TransportError(fmt::format("store key '{}' holds {} bytes, expected {}", key, bytes.size(), sizeof(ids)));
+          throw TransportError(
+              fmt::format("store key '{}' holds {} bytes, expected {}", key, bytes.size(), sizeof(ids)));
         std::memcpy(ids.data(), bytes.data(), sizeof(ids));
       }
       return std::make_shared<NcclGroup>(ids, rank, size, device, name);
@@ -288,14 +317,16 @@ class NcclTransport final : public Transport {
  private:
   int member(int group_rank) const {
     if (group_rank < 0 || group_rank >= size())
-      throw TransportError(fmt::format("group '{}': peer {} is outside the group of {}", group_->name(), group_rank, size()));
+      throw TransportError(
+          fmt::format("group '{}': peer {} is outside the group of {}", group_->name(), group_rank, size()));
     return members_[static_cast<std::size_t>(group_rank)];
   }
 
   void check_tensor(const at::Tensor& t, const std::string& what) const {
     if (!t.is_contiguous()) throw TransportError(fmt::format("{}: the tensor is not contiguous", what));
     if (t.is_cuda() && t.device().index() != group_->device())
-      throw TransportError(fmt::format("{}: the tensor is on GPU {}, the group on GPU {}", what, t.device().index(), group_->device()));
+      throw TransportError(
+          fmt::format("{}: the tensor is on GPU {}, the group on GPU {}", what, t.device().index(), group_->device()));
   }
   // The tensor itself when it is on this GPU, else a GPU copy (CPU tensors are staged).
   at::Tensor on_device(const at::Tensor& t, const std::string& what) const {
@@ -342,9 +373,10 @@ class NcclTransport final : public Transport {
     }
     // The caching allocator must not hand the GPU memory to another tensor before NCCL is done.
     for (const auto& t : keep)
-      if (t.defined() && t.is_cuda()) c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), comm_stream);
-    return std::make_unique<NcclPending>(group_, done, std::move(keep), std::move(device_result), std::move(host_result),
-                                         writes, what);
+      if (t.defined() && t.is_cuda())
+        c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), comm_stream);
+    return std::make_unique<NcclPending>(group_, done, std::move(keep), std::move(device_result),
+                                         std::move(host_result), writes, what);
   }
 
   std::shared_ptr<NcclGroup> group_;
@@ -355,6 +387,10 @@ class NcclTransport final : public Transport {
 }  // namespace
 
 World make_nccl_world(const WorldOptions& o, int device_index) {
+  // Before the first communicator: NCCL reads its host identity when a rank joins one.
+  if (const auto host_id = nccl_host_id_for_shared_gpu(o.rank, o.local_world_size, cuda_device_count(),
+                                                       std::getenv("NCCL_HOSTID"), this_host_name()))
+    setenv("NCCL_HOSTID", host_id->c_str(), 1);
   c10::intrusive_ptr<c10d::Store> store = open_rendezvous_store(o);
   auto nccl_store = c10::make_intrusive<c10d::PrefixStore>("nccl", store);
   const auto device = static_cast<c10::DeviceIndex>(device_index);
@@ -362,8 +398,8 @@ World make_nccl_world(const WorldOptions& o, int device_index) {
   std::vector<int> members(static_cast<std::size_t>(o.world_size));
   for (int r = 0; r < o.world_size; ++r) members[static_cast<std::size_t>(r)] = r;
   World world;
-  world.transport = std::make_unique<NcclTransport>(NcclTransport::make_group(nccl_store, "world", o.rank, o.world_size, device),
-                                                    nccl_store, std::move(members));
+  world.transport = std::make_unique<NcclTransport>(
+      NcclTransport::make_group(nccl_store, "world", o.rank, o.world_size, device), nccl_store, std::move(members));
   world.store = std::make_shared<StoreAdapter>(c10::make_intrusive<c10d::PrefixStore>("kv", store));
   return world;
 }

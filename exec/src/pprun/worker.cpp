@@ -30,6 +30,7 @@
 #include "pprun/rank_trace_record.hpp"
 #include "pprun/stolen_time.hpp"
 #include "pprun/thread_cpu_time.hpp"
+#include "shared_gpu.hpp"
 #include "threads.hpp"
 #include "transport_errors.hpp"
 
@@ -106,6 +107,9 @@ class Worker {
     const std::shared_ptr<ComputeDevice> device =
         make_local_device(o.device == "cuda" ? at::kCUDA : at::kCPU, env_.local_rank);
     World world = make_world(device->device(), world_options(env_, o.timeout));
+    if (o.device == "cuda" && env_.rank == 0 && !o.quiet &&
+        ranks_share_gpus(env_.local_world_size, cuda_device_count()))
+      std::fputs(shared_gpu_notice(env_.local_world_size, cuda_device_count()).c_str(), stderr);
     std::ranges::set_difference(process_threads(), threads_before_transport, std::back_inserter(transport_threads_));
     world_ = std::move(world.transport);
     store_ = world.store;

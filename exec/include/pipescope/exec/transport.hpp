@@ -31,7 +31,7 @@ class PendingTransfer {
 class Transport {
  public:
   virtual ~Transport() = default;
-  virtual int rank() const = 0;   // in this group
+  virtual int rank() const = 0;  // in this group
   virtual int size() const = 0;
   virtual std::string backend() const = 0;
 
@@ -50,7 +50,8 @@ class Transport {
   // this rank land at the same place of `output` by `output_splits`. Both are contiguous with
   // the same row shape; a split is counted in rows (first dimension). Backends without it throw
   // TransportError naming themselves.
-  virtual std::unique_ptr<PendingTransfer> all_to_all(at::Tensor output, at::Tensor input, const std::vector<std::int64_t>& output_splits,
+  virtual std::unique_ptr<PendingTransfer> all_to_all(at::Tensor output, at::Tensor input,
+                                                      const std::vector<std::int64_t>& output_splits,
                                                       const std::vector<std::int64_t>& input_splits);
 
   // A transport over `ranks` (ascending ranks of this group; this rank among them). Every
@@ -77,6 +78,9 @@ struct WorldOptions {
   int master_port = 29500;
   int rank = 0;
   int world_size = 1;
+  // Ranks started on this node (LOCAL_WORLD_SIZE; 0 when unknown). With more of them than GPUs,
+  // NCCL connects the ranks that share a GPU as ranks of different hosts (exec/src/shared_gpu.hpp).
+  int local_world_size = 0;
   // What each rank proves it knows before the backend starts (never sent itself): a worker of
   // another run, or with another world size, is refused by name. Empty: nothing to prove.
   std::string run_secret;
