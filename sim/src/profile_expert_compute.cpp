@@ -49,11 +49,14 @@ ExpertCallCost parse_call_cost(const json& object, const char* field, const std:
     if (!c["per_row_only"].is_boolean()) throw UsageError(at + ".per_row_only: must be true or false");
     cost.per_row_only = c["per_row_only"].get<bool>();
   }
+  cost.probe_samples = c.contains("probe_samples") ? expert_count(c, "probe_samples", at, 0) : 0;
   return cost;
 }
 
 json call_cost_json(const ExpertCallCost& c) {
-  return {{"call_s", c.call_s}, {"row_s", c.row_s}, {"samples", c.samples}, {"per_row_only", c.per_row_only}};
+  json j = {{"call_s", c.call_s}, {"row_s", c.row_s}, {"samples", c.samples}, {"per_row_only", c.per_row_only}};
+  if (c.probe_samples > 0) j["probe_samples"] = c.probe_samples;
+  return j;
 }
 
 // The share of a full data-parallel all-reduce (a ring over `replicas`) that one over `group`

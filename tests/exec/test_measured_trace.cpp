@@ -2,15 +2,18 @@
 // Expected:
 // - rank_trace_record puts a step's events and memory samples on the rank's steady clock (each
 //   ts_us + origin_us = 1000), keeps the args by event index, and turns the probe into the
-//   trace's form: stage 1's inner part, which it lacks, is left out; stage 0's is kept.
+//   trace's form: stage 1's inner part, which it lacks, is left out; stage 0's is kept; the
+//   expert-call probe's entries go in as they are.
 // - append_all_to_all_events adds an exchange after the step's own events on the Collective
 //   lane, relative to the step's origin (1000 + 30 -> 30), lasting end - start (12 us; never
 //   below 0), with its peers, rows and routing histogram in args under the event's index (2).
 // - measured_trace takes records[r] as rank r: 2 ranks, names "rank 0" and "rank 1", rank 1's
 //   events after rank 0's, the earliest event or sample of any rank at 0 (rank 1's at 400 of
 //   the shared clock, so rank 0's event at 1000 lands at 600), one core list per rank, both
-//   ranks' probes in rank order, the plan's schedule, layers, bounds and options, the step's
-//   time, and no stolen or transport CPU time when the step has none.
+//   ranks' probes in rank order (the backward split's and the expert-call one's), the plan's
+//   schedule, layers, bounds and options, the step's time, and no stolen or transport CPU time
+//   when the step has none; records without expert-call entries (models without experts) leave
+//   expert_call_probe out.
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -71,7 +74,9 @@ TEST_CASE("measured trace: a rank's record is on its own clock, with its args an
   const StepResult step = measured_test_step(0);
   PipelineRuntime::BackwardSplitTiming first{0, {{4.0}, {1.0}, {3.0}}, {{2.0}, {0.5}, {1.5}}};
   PipelineRuntime::BackwardSplitTiming last{1, {{6.0}, {2.0}, {4.0}}, {}};
-  const RankTraceRecord record = rank_trace_record(step, {first, last}, {{1, R"({"layer":"blocks.0"})"}});
+  const std::vector<traces::ExpertCallProbe> expert_calls = {{1, "blocks.1", false, 16, {3.0, 3.5}},
+                                                             {1, "blocks.1", true, 16, {7.0, 7.5}}};
+  const RankTraceRecord record = rank_trace_record(step, {first, last}, expert_calls, {{1, R"({"layer":"blocks.0"})"}});
   REQUIRE(record.events.size() == 2);
   CHECK(record.events[0].ts_us == 1000);
   CHECK(record.events[1].ts_us == 1010);
@@ -88,6 +93,9 @@ TEST_CASE("measured trace: a rank's record is on its own clock, with its args an
   CHECK(record.backward_split_probe[0].inner->weight_us == std::vector<double>{1.5});
   CHECK(record.backward_split_probe[1].stage == 1);
   CHECK_FALSE(record.backward_split_probe[1].inner.has_value());
+  // Compared as one bool: LibTorch's logging header would print the vectors and cannot.
+  const bool same_expert_calls = record.expert_call_probe == expert_calls;
+  CHECK(same_expert_calls);
 }
 
 TEST_CASE("measured trace: an all-to-all exchange follows the step's events on the all-to-all lane") {
@@ -132,17 +140,19 @@ TEST_CASE("measured trace: an all-to-all exchange follows the step's events on t
 
 TEST_CASE("measured trace: rank 0's trace from every rank's record, the earliest event at 0") {
   const RunPlan plan = measured_test_plan();
-  TracedStep traced{7, 0.25, {}, {}, measured_test_step(0), {}, "t.json", {}};
-  RankTraceRecord rank0 = rank_trace_record(traced.result, {}, {});
+  TracedStep traced{7, 0.25, {}, {}, measured_test_step(0), {}, {}, "t.json", {}};
+  RankTraceRecord rank0 = rank_trace_record(traced.result, {}, {}, {});
   rank0.cores = "0";
   rank0.transport_cores = "0";
   rank0.backward_split_probe = {{0, {{4.0}, {1.0}, {3.0}}, std::nullopt}};
-  RankTraceRecord rank1 = rank_trace_record(measured_test_step(1), {}, {});
+  rank0.expert_call_probe = {{0, "blocks.0", false, 8, {2.0}}};
+  RankTraceRecord rank1 = rank_trace_record(measured_test_step(1), {}, {}, {});
   for (auto& e : rank1.events) e.ts_us -= 600;  // rank 1's step started earlier on the shared clock
   for (auto& m : rank1.memory) m.ts_us -= 600;
   rank1.cores = "1";
   rank1.transport_cores = "1";
   rank1.backward_split_probe = {{1, {{6.0}, {2.0}, {4.0}}, std::nullopt}};
+  rank1.expert_call_probe = {{1, "blocks.1", true, 16, {5.0}}};
 
   const traces::Trace trace = measured_trace(plan, traced, {rank0, rank1}, true);
   CHECK(trace.meta.source == "measured");
@@ -175,6 +185,11 @@ TEST_CASE("measured trace: rank 0's trace from every rank's record, the earliest
   REQUIRE(run.backward_split_probe.has_value());
   REQUIRE(run.backward_split_probe->size() == 2);
   CHECK((*run.backward_split_probe)[1].stage == 1);
+  REQUIRE(run.expert_call_probe.has_value());
+  REQUIRE(run.expert_call_probe->size() == 2);
+  CHECK((*run.expert_call_probe)[0].layer == "blocks.0");
+  CHECK((*run.expert_call_probe)[1].layer == "blocks.1");
+  CHECK((*run.expert_call_probe)[1].backward);
   CHECK_FALSE(run.stolen_time_s.has_value());
   CHECK_FALSE(run.transport_cpu_s.has_value());
   REQUIRE(run.layers.has_value());
@@ -189,13 +204,14 @@ TEST_CASE("measured trace: rank 0's trace from every rank's record, the earliest
 
 TEST_CASE("measured trace: a step's stolen and transport CPU time are kept per rank") {
   const RunPlan plan = measured_test_plan();
-  TracedStep traced{3, 0.5, {0.01, 0.0}, {0.002, 0.003}, measured_test_step(0), {}, "t.json", {}};
-  const RankTraceRecord rank0 = rank_trace_record(traced.result, {}, {});
-  const RankTraceRecord rank1 = rank_trace_record(measured_test_step(1), {}, {});
+  TracedStep traced{3, 0.5, {0.01, 0.0}, {0.002, 0.003}, measured_test_step(0), {}, {}, "t.json", {}};
+  const RankTraceRecord rank0 = rank_trace_record(traced.result, {}, {}, {});
+  const RankTraceRecord rank1 = rank_trace_record(measured_test_step(1), {}, {}, {});
   const traces::Trace trace = measured_trace(plan, traced, {rank0, rank1}, false);
   CHECK(trace.meta.run.stolen_time_s == std::vector<double>{0.01, 0.0});
   CHECK(trace.meta.run.transport_cpu_s == std::vector<double>{0.002, 0.003});
   CHECK(trace.meta.run.bind_cores == false);
   CHECK_FALSE(trace.meta.run.backward_split_probe.has_value());
+  CHECK_FALSE(trace.meta.run.expert_call_probe.has_value());
   CHECK(trace.events.front().ts_us == 0);  // both ranks' steps started together
 }

@@ -113,7 +113,7 @@ TEST_CASE("measured trace: a MoE block's experts and their parameters are in the
   block.type = kMoeBlockType;
   block.parameters = 83456;
   plan.model.layers = {dense, block};
-  TracedStep traced{0, 0.01, {}, {}, StepResult{}, {}, "t.json", {}};
+  TracedStep traced{0, 0.01, {}, {}, StepResult{}, {}, {}, "t.json", {}};
   const traces::Trace trace = measured_trace(plan, traced, {RankTraceRecord{}}, false);
   REQUIRE(trace.meta.run.layers);
   const auto& layers = *trace.meta.run.layers;

@@ -12,9 +12,10 @@
 //   than the step's time) per step.
 // - the measured trace of the 1f1b run holds 8 F, 8 B, 4 SEND_F and 4 RECV_F events (2 stages x
 //   4 micro-batches), source "measured", the earliest event or counter at 0, memory counters,
-//   the backward split probe, each rank's stolen time and its transport threads' CPU time (above
-//   0 on some rank: they moved the step's messages); with --trace-steps 2 the step before sits in 1f1b-trace.step2.json
-//   with the same events and no probe, and no earlier step is written.
+//   the backward split probe and no expert-call probe (no experts), each rank's stolen time and
+//   its transport threads' CPU time (above 0 on some rank: they moved the step's messages); with
+//   --trace-steps 2 the step before sits in 1f1b-trace.step2.json with the same events and no
+//   probe, and no earlier step is written.
 // - a forward-only schedule (deepspeed-inference, 2 ranks): runs its forwards and losses (step 0's
 //   loss is the reference's first: the same samples and weights), and its trace has 8 F and no B.
 // - a run killed at step 2 with --checkpoint-every 1 resumes and then gives steps 2 and 3 with
@@ -62,10 +63,12 @@ namespace {
 // The exactness cases below run on the synthetic generator (said explicitly: pprun's default
 // data is the text corpus); the text cases at the end use kText.
 const std::string kPprunModel =
-    "--data synthetic --model tiny-gpt --layers 2 --hidden 32 --seq-len 8 --vocab 64 --micro-batch-size 2 --quiet --timeout 20";
+    "--data synthetic --model tiny-gpt --layers 2 --hidden 32 --seq-len 8 --vocab 64 --micro-batch-size 2 --quiet "
+    "--timeout 20";
 // tiny-gpt on the default corpus (the project's docs, byte tokens): 4 layers (2 blocks), so 4
 // stages fit; a learning rate at which 8 steps show the loss falling.
-const std::string kText = "--model tiny-gpt --layers 2 --hidden 32 --seq-len 32 --micro-batch-size 4 --lr 0.01 --quiet --timeout 20";
+const std::string kText =
+    "--model tiny-gpt --layers 2 --hidden 32 --seq-len 32 --micro-batch-size 4 --lr 0.01 --quiet --timeout 20";
 
 using pprun_test::PprunRun;
 using pprun_test::run_pprun;
@@ -80,7 +83,8 @@ const PprunRun& cached_run(const std::string& name, const std::string& args) {
 }
 
 const PprunRun& reference_run() {
-  return cached_run("reference", "--nproc-per-node 1 --schedule data-parallel --micro-batches 4 --steps 4 " + kPprunModel);
+  return cached_run("reference",
+                    "--nproc-per-node 1 --schedule data-parallel --micro-batches 4 --steps 4 " + kPprunModel);
 }
 
 int line_count(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
@@ -89,7 +93,8 @@ int line_count(const std::string& text) { return static_cast<int>(std::count(tex
 
 // A run with --trace and no --trace-steps: the default traces every step after the first.
 std::string interleaved_traced_args() {
-  return "--nproc-per-node 2 --schedule interleaved-1f1b --chunks 2 --trace " + (work_dir() / "interleaved-trace.json").string();
+  return "--nproc-per-node 2 --schedule interleaved-1f1b --chunks 2 --trace " +
+         (work_dir() / "interleaved-trace.json").string();
 }
 
 TEST_CASE("pipelined schedules reproduce the single-process losses") {
@@ -102,7 +107,8 @@ TEST_CASE("pipelined schedules reproduce the single-process losses") {
     bool bitwise;
   };
   const std::vector<Case> cases = {
-      {"1f1b", "--nproc-per-node 2 --schedule 1f1b --trace-steps 2 --trace " + (work_dir() / "1f1b-trace.json").string(), true},
+      {"1f1b",
+       "--nproc-per-node 2 --schedule 1f1b --trace-steps 2 --trace " + (work_dir() / "1f1b-trace.json").string(), true},
       {"interleaved", interleaved_traced_args(), true},
       {"1f1b-4", "--nproc-per-node 4 --schedule 1f1b", true},
       {"zb-h1", "--nproc-per-node 2 --schedule zb-h1", false},
@@ -129,8 +135,9 @@ TEST_CASE("pipelined schedules reproduce the single-process losses") {
 TEST_CASE("a forward-only schedule runs its forwards through the engine") {
   const PprunRun& ref = reference_run();
   const fs::path trace_path = work_dir() / "inference-trace.json";
-  const PprunRun run = run_pprun("inference", "--nproc-per-node 2 --schedule deepspeed-inference --micro-batches 4 --steps 2 --trace " +
-                                                   trace_path.string() + " " + kPprunModel);
+  const PprunRun run =
+      run_pprun("inference", "--nproc-per-node 2 --schedule deepspeed-inference --micro-batches 4 --steps 2 --trace " +
+                                 trace_path.string() + " " + kPprunModel);
   INFO(run.err);
   REQUIRE(run.status == 0);
   REQUIRE(run.losses.size() == 2);
@@ -147,8 +154,10 @@ TEST_CASE("a forward-only schedule runs its forwards through the engine") {
 }
 
 TEST_CASE("data parallel x pipeline grid") {
-  const PprunRun& ref8 = cached_run("reference-8", "--nproc-per-node 1 --schedule data-parallel --micro-batches 8 --steps 3 " + kPprunModel);
-  const PprunRun& grid = cached_run("dp2xpp2", "--nproc-per-node 4 --dp 2 --schedule 1f1b --micro-batches 4 --steps 3 " + kPprunModel);
+  const PprunRun& ref8 = cached_run(
+      "reference-8", "--nproc-per-node 1 --schedule data-parallel --micro-batches 8 --steps 3 " + kPprunModel);
+  const PprunRun& grid =
+      cached_run("dp2xpp2", "--nproc-per-node 4 --dp 2 --schedule 1f1b --micro-batches 4 --steps 3 " + kPprunModel);
   INFO(grid.err);
   REQUIRE(ref8.status == 0);
   REQUIRE(grid.status == 0);
@@ -171,9 +180,9 @@ TEST_CASE("data parallel x pipeline grid") {
 }
 
 TEST_CASE("measured trace of the last step") {
-  const PprunRun& run = cached_run("1f1b", "--nproc-per-node 2 --schedule 1f1b --trace-steps 2 --trace " +
-                                                (work_dir() / "1f1b-trace.json").string() +
-                                                " --micro-batches 4 --steps 4 " + kPprunModel);
+  const PprunRun& run =
+      cached_run("1f1b", "--nproc-per-node 2 --schedule 1f1b --trace-steps 2 --trace " +
+                             (work_dir() / "1f1b-trace.json").string() + " --micro-batches 4 --steps 4 " + kPprunModel);
   REQUIRE(run.status == 0);
   const auto trace = pipescope::traces::read_trace((work_dir() / "1f1b-trace.json").string());
   CHECK(trace.meta.source == "measured");
@@ -213,6 +222,7 @@ TEST_CASE("measured trace of the last step") {
   CHECK(probe[0].inner->full_us.size() == probe[0].own.full_us.size());
   CHECK(probe[0].inner->input_us.size() == probe[0].own.full_us.size());
   CHECK_FALSE(probe[1].inner);
+  CHECK_FALSE(described.expert_call_probe);  // tiny-gpt has no experts
   CHECK(described.threads_per_rank.value_or(0) == 1);
   CHECK_FALSE(described.blas.value_or("").empty());
   REQUIRE(described.stolen_time_s);
@@ -235,14 +245,16 @@ TEST_CASE("measured trace of the last step") {
 }
 
 TEST_CASE("a killed run resumes from its last checkpoint with the same losses") {
-  const PprunRun& full = cached_run("1f1b", "--nproc-per-node 2 --schedule 1f1b --trace-steps 2 --trace " +
-                                                 (work_dir() / "1f1b-trace.json").string() +
-                                                 " --micro-batches 4 --steps 4 " + kPprunModel);
+  const PprunRun& full =
+      cached_run("1f1b", "--nproc-per-node 2 --schedule 1f1b --trace-steps 2 --trace " +
+                             (work_dir() / "1f1b-trace.json").string() + " --micro-batches 4 --steps 4 " + kPprunModel);
   REQUIRE(full.status == 0);
   const fs::path dir = work_dir() / "checkpoints";
   fs::remove_all(dir);
-  const std::string args = "--nproc-per-node 2 --schedule 1f1b --micro-batches 4 --steps 4 --checkpoint-every 1 "
-                           "--checkpoint-dir " + dir.string() + " " + kPprunModel;
+  const std::string args =
+      "--nproc-per-node 2 --schedule 1f1b --micro-batches 4 --steps 4 --checkpoint-every 1 "
+      "--checkpoint-dir " +
+      dir.string() + " " + kPprunModel;
   const PprunRun killed = run_pprun("resume-killed", args, "env PIPESCOPE_FAULT=1:2:kill");
   REQUIRE(killed.status == 1);
   REQUIRE(killed.losses.size() == 2);
@@ -259,7 +271,7 @@ TEST_CASE("a killed run resumes from its last checkpoint with the same losses") 
 TEST_CASE("a dead or hung worker stops the run with errors naming ranks and instruction") {
   SECTION("killed") {
     const PprunRun run = run_pprun("killed", "--nproc-per-node 2 --schedule 1f1b --steps 3 " + kPprunModel,
-                                    "env PIPESCOPE_FAULT=1:1:kill");
+                                   "env PIPESCOPE_FAULT=1:1:kill");
     INFO(run.err);
     CHECK(run.status == 1);
     CHECK_THAT(run.err, Catch::Contains("pprun: error: rank 1 failed first (killed by signal 9"));
@@ -269,8 +281,9 @@ TEST_CASE("a dead or hung worker stops the run with errors naming ranks and inst
     CHECK_THAT(run.err, Catch::Contains("peer rank 1"));
   }
   SECTION("hung") {
-    const PprunRun run = run_pprun("hung", "--nproc-per-node 2 --schedule gpipe --steps 3 " + kPprunModel + " --timeout 2",
-                                    "env PIPESCOPE_FAULT=1:1:hang");
+    const PprunRun run =
+        run_pprun("hung", "--nproc-per-node 2 --schedule gpipe --steps 3 " + kPprunModel + " --timeout 2",
+                  "env PIPESCOPE_FAULT=1:1:hang");
     INFO(run.err);
     CHECK(run.status == 1);
     CHECK_THAT(run.err, Catch::Contains("pprun: error: rank 0: step 1: blocked in"));
@@ -282,7 +295,8 @@ TEST_CASE("a dead or hung worker stops the run with errors naming ranks and inst
 }
 
 TEST_CASE("pprun --trace alone traces every step after the first, on cores bound by default") {
-  const PprunRun& run = cached_run("interleaved", interleaved_traced_args() + " --micro-batches 4 --steps 4 " + kPprunModel);
+  const PprunRun& run =
+      cached_run("interleaved", interleaved_traced_args() + " --micro-batches 4 --steps 4 " + kPprunModel);
   INFO(run.err);
   REQUIRE(run.status == 0);
   // Steps 1 and 2 beside the file, step 3 (the last) in it; step 0, the warm-up, not traced.
@@ -303,8 +317,9 @@ TEST_CASE("pprun --bind-cores gives each rank cores of its own and the same loss
     return;
   }
   const fs::path trace_path = work_dir() / "bound-trace.json";
-  const PprunRun run = run_pprun("bound", "--nproc-per-node 2 --bind-cores --schedule 1f1b --micro-batches 4 --steps 2 --trace " +
-                                               trace_path.string() + " " + kPprunModel);
+  const PprunRun run =
+      run_pprun("bound", "--nproc-per-node 2 --bind-cores --schedule 1f1b --micro-batches 4 --steps 2 --trace " +
+                             trace_path.string() + " " + kPprunModel);
   INFO(run.err);
   REQUIRE(run.status == 0);
   const PprunRun& ref = reference_run();
@@ -360,7 +375,8 @@ TEST_CASE("bad runs are refused before any worker starts") {
 namespace {
 
 const PprunRun& text_reference_run() {
-  return cached_run("text-reference", "--nproc-per-node 1 --schedule data-parallel --micro-batches 4 --steps 8 --eval-every 3 " + kText);
+  return cached_run("text-reference",
+                    "--nproc-per-node 1 --schedule data-parallel --micro-batches 4 --steps 8 --eval-every 3 " + kText);
 }
 
 }  // namespace
@@ -371,14 +387,17 @@ TEST_CASE("text: pipelined runs on the default corpus equal one process bit for 
   REQUIRE(ref.status == 0);
   REQUIRE(ref.losses.size() == 8);
   CHECK(ref.losses.front() - ref.losses.back() > 1.0);
-  const PprunRun& four = cached_run("text-1f1b-4", "--nproc-per-node 4 --schedule 1f1b --micro-batches 4 --steps 8 --eval-every 3 " + kText);
+  const PprunRun& four = cached_run(
+      "text-1f1b-4", "--nproc-per-node 4 --schedule 1f1b --micro-batches 4 --steps 8 --eval-every 3 " + kText);
   INFO(four.err);
   REQUIRE(four.status == 0);
   REQUIRE(four.losses.size() == 8);
   for (std::size_t i = 0; i < 8; ++i) CHECK(four.losses[i] == ref.losses[i]);
 
-  const PprunRun& ref8 = cached_run("text-reference-8", "--nproc-per-node 1 --schedule data-parallel --micro-batches 8 --steps 4 " + kText);
-  const PprunRun& grid = cached_run("text-dp2xpp2", "--nproc-per-node 4 --dp 2 --schedule 1f1b --micro-batches 4 --steps 4 " + kText);
+  const PprunRun& ref8 = cached_run("text-reference-8",
+                                    "--nproc-per-node 1 --schedule data-parallel --micro-batches 8 --steps 4 " + kText);
+  const PprunRun& grid =
+      cached_run("text-dp2xpp2", "--nproc-per-node 4 --dp 2 --schedule 1f1b --micro-batches 4 --steps 4 " + kText);
   INFO(grid.err);
   REQUIRE(ref8.status == 0);
   REQUIRE(grid.status == 0);
@@ -389,7 +408,8 @@ TEST_CASE("text: pipelined runs on the default corpus equal one process bit for 
 
 TEST_CASE("text: --eval-every writes the held-out loss on its steps and the last") {
   const PprunRun& ref = text_reference_run();
-  const PprunRun& four = cached_run("text-1f1b-4", "--nproc-per-node 4 --schedule 1f1b --micro-batches 4 --steps 8 --eval-every 3 " + kText);
+  const PprunRun& four = cached_run(
+      "text-1f1b-4", "--nproc-per-node 4 --schedule 1f1b --micro-batches 4 --steps 8 --eval-every 3 " + kText);
   REQUIRE(ref.status == 0);
   REQUIRE(four.status == 0);
   std::vector<int> evaluated;
@@ -413,8 +433,10 @@ TEST_CASE("text: a killed run resumes at its data position with the same losses"
   REQUIRE(full.status == 0);
   const fs::path dir = work_dir() / "text-checkpoints";
   fs::remove_all(dir);
-  const std::string args = "--nproc-per-node 2 --schedule 1f1b --micro-batches 4 --steps 8 --eval-every 3 --checkpoint-every 1 "
-                           "--checkpoint-dir " + dir.string() + " " + kText;
+  const std::string args =
+      "--nproc-per-node 2 --schedule 1f1b --micro-batches 4 --steps 8 --eval-every 3 --checkpoint-every 1 "
+      "--checkpoint-dir " +
+      dir.string() + " " + kText;
   const PprunRun killed = run_pprun("text-resume-killed", args, "env PIPESCOPE_FAULT=1:3:kill");
   REQUIRE(killed.status == 1);
   REQUIRE(killed.losses.size() == 3);
@@ -424,7 +446,8 @@ TEST_CASE("text: a killed run resumes at its data position with the same losses"
   REQUIRE(resumed.metrics.size() == 5);  // steps 3 to 7 (its metrics file is a fresh one)
   CHECK(resumed.metrics[0].at("step") == 3);
   for (std::size_t i = 0; i < 5; ++i) CHECK(resumed.losses[i] == full.losses[i + 3]);
-  CHECK(resumed.metrics[4].at("eval_loss").get<double>() == Approx(full.metrics[7].at("eval_loss").get<double>()).epsilon(1e-6));
+  CHECK(resumed.metrics[4].at("eval_loss").get<double>() ==
+        Approx(full.metrics[7].at("eval_loss").get<double>()).epsilon(1e-6));
 }
 
 TEST_CASE("text: bad data and options that do not fit it are refused before any worker starts") {

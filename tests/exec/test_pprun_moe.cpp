@@ -20,7 +20,10 @@
 //   ALL_TO_ALL_COMBINE_B, 16 each (2 replicas x 4 micro-batches x 2 blocks), on the Collective
 //   lane, category collective, with bytes; their further args (read back into Trace::args)
 //   name the 2 peers and hold the routing histogram (4 experts, summing to the 4 x 32 x 2 assignments of a
-//   micro-batch).
+//   micro-batch); the expert-call probe from every rank (4), each holding one MoE layer (blocks.0
+//   on stage 0, blocks.1 on stage 1, as the trace's stage bounds say): its first local expert
+//   forward and backward at the same 4 distinct row counts, the largest 8 times the smallest
+//   (within rounding), 5 timings above 0 at each.
 // - a checkpoint saved at E = 2 (2 ranks, --dp 2) resumes at E = 1 with the losses of the
 //   uninterrupted E = 2 run within 1e-5 (experts are stored by id, found in the file of the
 //   replica that held them).
@@ -196,6 +199,46 @@ TEST_CASE("pprun --expert-parallel 2 x pipeline 2 gives the losses of one proces
   }
   CHECK(counts["F"] == 16);
   CHECK(counts["B"] == 16);
+
+  // The expert-call probe: each rank's entries follow the previous rank's, one MoE layer a rank.
+  const auto& run = trace.meta.run;
+  REQUIRE(run.expert_call_probe);
+  REQUIRE(run.layers);
+  REQUIRE(run.stage_bounds);
+  std::map<std::string, int> stage_of_layer;
+  for (std::size_t s = 0; s + 1 < run.stage_bounds->size(); ++s)
+    for (int l = run.stage_bounds->at(s); l < run.stage_bounds->at(s + 1); ++l)
+      stage_of_layer[run.layers->at(static_cast<std::size_t>(l)).name] = static_cast<int>(s);
+  CHECK(stage_of_layer.at("blocks.0") == 0);
+  CHECK(stage_of_layer.at("blocks.1") == 1);
+  struct RanksProbe {
+    int stage;
+    std::string layer;
+    std::vector<std::int64_t> forward_rows, backward_rows;
+  };
+  std::vector<RanksProbe> by_rank;
+  for (const auto& p : *run.expert_call_probe) {
+    INFO(p.layer << (p.backward ? " backward " : " forward ") << p.rows);
+    CHECK(p.stage == stage_of_layer.at(p.layer));
+    CHECK(p.us.size() == 5);
+    for (const double us : p.us) CHECK(us > 0);
+    if (by_rank.empty() || by_rank.back().stage != p.stage || by_rank.back().layer != p.layer)
+      by_rank.push_back({p.stage, p.layer, {}, {}});
+    (p.backward ? by_rank.back().backward_rows : by_rank.back().forward_rows).push_back(p.rows);
+  }
+  REQUIRE(by_rank.size() == 4);
+  std::map<std::string, int> ranks_of_layer;
+  for (const auto& rank : by_rank) {
+    INFO(rank.layer);
+    ++ranks_of_layer[rank.layer];
+    CHECK(rank.backward_rows == rank.forward_rows);
+    REQUIRE(rank.forward_rows.size() == 4);
+    for (std::size_t i = 1; i < 4; ++i) CHECK(rank.forward_rows[i] > rank.forward_rows[i - 1]);
+    const double spread =
+        static_cast<double>(rank.forward_rows.back()) / static_cast<double>(rank.forward_rows.front());
+    CHECK(spread == Approx(8).epsilon(0.1));
+  }
+  CHECK(ranks_of_layer == std::map<std::string, int>{{"blocks.0", 2}, {"blocks.1", 2}});
 }
 
 TEST_CASE("a checkpoint saved at --expert-parallel 2 resumes at 1 with the same losses") {

@@ -1,12 +1,13 @@
 // A rank's traced step as it travels to rank 0 (pprun/rank_trace_record.hpp).
 // Expected:
 // - Through JSON text and back, every field of every event, args entry, memory sample, probe
-//   (with and without its inner part) and both core lists is the same; each event's kind is
-//   parsed from its name ("F" a forward, "SEND_F" a send), whatever the sender held.
+//   (the backward split's, with and without its inner part, and the expert-call one's, forward
+//   and backward) and both core lists is the same; each event's kind is parsed from its name
+//   ("F" a forward, "SEND_F" a send), whatever the sender held.
 // - The JSON names its fields (objects, not positional arrays).
 // - append_rank_trace puts a second rank's events after the first's, with its args re-indexed
 //   to the trace's events, and its memory samples after the first's.
-// - A record missing a field is refused.
+// - A record missing a field (its expert-call probe too) is refused.
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -42,6 +43,7 @@ RankTraceRecord record_of(int rank) {
   record.memory = {{rank, 0.5, 123}, {rank, 1.5, 456}};
   record.backward_split_probe = {{0, {{1.0, 2.0}, {0.5}, {0.25}}, traces::BackwardSplitTimes{{3.0}, {1.5}, {1.25}}},
                                  {1, {{4.0}, {2.0}, {1.0}}, std::nullopt}};
+  record.expert_call_probe = {{1, "blocks.1", false, 32, {40.5, 41.25}}, {1, "blocks.1", true, 256, {900}}};
   record.cores = "0-3,8";
   record.transport_cores = "4";
   return record;
@@ -82,6 +84,9 @@ TEST_CASE("rank trace record: through JSON text and back, field for field") {
   // Compared as one bool: LibTorch's logging header would print the vectors and cannot.
   const bool same_probes = got.backward_split_probe == sent.backward_split_probe;
   CHECK(same_probes);
+  REQUIRE(got.expert_call_probe.size() == 2);
+  const bool same_expert_calls = got.expert_call_probe == sent.expert_call_probe;
+  CHECK(same_expert_calls);
   CHECK(got.cores == "0-3,8");
   CHECK(got.transport_cores == "4");
 }
@@ -106,4 +111,7 @@ TEST_CASE("rank trace record: a record missing a field is refused") {
   nlohmann::json no_bytes = record_of(0);
   no_bytes.at("events").at(0).erase("bytes");
   CHECK_THROWS(no_bytes.get<RankTraceRecord>());
+  nlohmann::json no_rows = record_of(0);
+  no_rows.at("expert_call_probe").at(1).erase("rows");
+  CHECK_THROWS(no_rows.get<RankTraceRecord>());
 }

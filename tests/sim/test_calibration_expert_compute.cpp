@@ -20,9 +20,13 @@
 // The same trace with exchanges of 8 and 16 KiB taking 40 us + bytes / 409.6 MB/s gives the
 // link: a parameter more costs 4 bytes x 2 x (2 - 1) / 2 / 409.6 MB/s, about 9.8 ns.
 // At E = 2, 2 calls of 64 rows: F 300 + 2 x 2 x (100 + 128) us; the reduction stays 1 ms.
+// The same trace with every call at 64 rows cannot tell a call's cost from a row's (per row
+// alone); with the executor's expert-call probe at 16 to 128 rows (its own level 20 and 30 us
+// above), it gives 100 us + 2 us/row and 150 us + 5 us/row again: the probe's slope, the run's level.
 // A profile without the new fields predicts as before; a bad --expert-parallel is refused.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 
 #include <fmt/format.h>
@@ -46,7 +50,11 @@ constexpr double kExchangeUs = 60;
 constexpr double kForwardCallUs = 100, kForwardRowUs = 2;
 constexpr double kBackwardCallUs = 150, kBackwardRowUs = 5;
 
-int rows_of(int expert, int layer, int micro_batch) { return 64 + (expert == 0 ? 1 : -1) * 8 * (micro_batch + layer); }
+// kRowSpread: how far the routing moves a call's rows from 64 (0: every call gets 64).
+int g_row_spread = 8;
+int rows_of(int expert, int layer, int micro_batch) {
+  return 64 + (expert == 0 ? 1 : -1) * g_row_spread * (micro_batch + layer);
+}
 
 // With varying_bytes, the exchanges of odd micro-batches send 16 KiB instead of 8 and take
 // 40 us + bytes / kLinkBytesPerS (60 and 80 us).
@@ -136,6 +144,25 @@ traces::Trace expert_calls_trace(bool varying_bytes = false) {
   return t;
 }
 
+// The trace with every call at 64 rows (a router that balances exactly), and the executor's
+// expert-call probe at 16 to 128 rows on each stage's layers: 120 us + 2 us a row forward,
+// 180 us + 5 us a row backward (its level above the passes' calls, as an expert run alone may be).
+traces::Trace balanced_trace_with_probe() {
+  g_row_spread = 0;
+  traces::Trace t = expert_calls_trace();
+  g_row_spread = 8;
+  auto& probe = t.meta.run.expert_call_probe.emplace();
+  for (int stage = 0; stage < 2; ++stage)
+    for (const std::int64_t rows : {16, 32, 64, 128}) {
+      const std::string layer = fmt::format("blocks.{}", 2 * stage);
+      const double forward_us = 120 + kForwardRowUs * static_cast<double>(rows);
+      const double backward_us = 180 + kBackwardRowUs * static_cast<double>(rows);
+      probe.push_back({stage, layer, false, rows, {forward_us + 1, forward_us, forward_us - 1}});
+      probe.push_back({stage, layer, true, rows, {backward_us, backward_us + 3, backward_us - 3}});
+    }
+  return t;
+}
+
 const Calibration& expert_calibration() {
   static const Calibration c = calibrate({{expert_calls_trace(), "moe-e2.json"}});
   return c;
@@ -215,6 +242,39 @@ TEST_CASE(
     CHECK(e1.stages[s].reduce_grads_s == Approx(1000e-6 + 2 * 8000 * per_parameter_s));
     CHECK(e2.stages[s].reduce_grads_s == Approx(1000e-6));
   }
+}
+
+TEST_CASE("with every call at one size, the probe's rows tell a call's cost from a row's") {
+  traces::Trace without_probe = balanced_trace_with_probe();
+  without_probe.meta.run.expert_call_probe.reset();
+  const Calibration alone = calibrate({{without_probe, "moe-e2-balanced.json"}});
+  REQUIRE(alone.profile.expert_compute);
+  CHECK(alone.profile.expert_compute->forward.per_row_only);  // 228 us at 64 rows: 3.56 us a row
+  CHECK(alone.profile.expert_compute->forward.row_s == Approx(228e-6 / 64));
+
+  const Calibration probed = calibrate({{balanced_trace_with_probe(), "moe-e2-probed.json"}});
+  REQUIRE(probed.profile.expert_compute);
+  const ExpertComputeProfile& x = *probed.profile.expert_compute;
+  // The probe's slope, and the level of the run's own calls (not the probe's 120 and 180 us).
+  CHECK(x.forward.row_s == Approx(kForwardRowUs * 1e-6));
+  CHECK(x.forward.call_s == Approx(kForwardCallUs * 1e-6));
+  CHECK(x.backward.row_s == Approx(kBackwardRowUs * 1e-6));
+  CHECK(x.backward.call_s == Approx(kBackwardCallUs * 1e-6));
+  CHECK_FALSE(x.forward.per_row_only);
+  CHECK(x.forward.probe_samples == 8);
+  CHECK(parse_profile(to_profile_json(probed.profile), "p.json") == probed.profile);
+  CHECK(std::any_of(probed.notes.begin(), probed.notes.end(), [](const std::string& n) {
+    return n.find("the cost per row from the probe's 8 row counts") != std::string::npos;
+  }));
+  // At E = 1, 4 calls of 32 rows a layer: what the run's costs give, where the per-row fit
+  // alone would charge 4 x 32 x 3.56 us.
+  const CostModel e1 = cost_model_from_profile(probed.profile, 1);
+  CHECK(e1.stages[0].f_s == Approx((300 + 2 * 4 * (100 + 2 * 32)) * 1e-6));
+
+  traces::Trace bad = balanced_trace_with_probe();
+  (*bad.meta.run.expert_call_probe)[3].us = {-1};
+  CHECK_THROWS_WITH(calibrate({{bad, "bad.json"}}),
+                    "bad.json: otherData.expert_call_probe[3].us: must hold numbers >= 0");
 }
 
 TEST_CASE("a profile without expert compute predicts as before, and a bad expert parallelism is refused") {

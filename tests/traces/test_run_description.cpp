@@ -53,6 +53,8 @@ Trace described_trace() {
   r.backward_split_probe =
       std::vector<BackwardSplitProbe>{{0, {{100.5, 90}, {0.25, 0.5}, {70, 71}}, BackwardSplitTimes{{80}, {30}, {60}}},
                                       {1, {{200}, {100}, {100}}, std::nullopt}};
+  r.expert_call_probe =
+      std::vector<ExpertCallProbe>{{1, "blocks.1", false, 32, {40.5, 41}}, {1, "blocks.1", true, 256, {900}}};
   r.torch_profiler = TorchProfilerRun{{"run/rank0.json", "run/rank1.json"}, 3, 15000.25, 2500.5};
   t.meta.extra["cost_model"] = "uniform";
   TraceEvent e;
@@ -87,9 +89,13 @@ TEST_CASE("the run description round-trips through the trace file", "[run_descri
   CHECK(to_trace_json(back) == text);
   // Under the otherData keys pprun always wrote, in their sorted order.
   CHECK_THAT(text, Catch::Contains(R"("backward_split_probe": [{"full_us":[100.5,90.0],"inner":{"full_us":[80.0],)"));
-  CHECK_THAT(text, Catch::Contains(
-                       R"("cost_model": "uniform", "data_parallel": 1, "device": "cpu", "gradient_clipping": 0.0,)"));
+  CHECK_THAT(
+      text, Catch::Contains(R"("cost_model": "uniform", "data_parallel": 1, "device": "cpu", "expert_call_probe": [)"));
   CHECK_THAT(text, Catch::Contains(R"("layers": [{"name":"blocks.0","parameters":262656,"type":"MlpBlock"},)"));
+  CHECK_THAT(
+      text,
+      Catch::Contains(
+          R"("expert_call_probe": [{"backward":false,"layer":"blocks.1","rows":32,"stage":1,"us":[40.5,41.0]},{"backward":true,)"));
   // A MoE layer's experts, only where there are some.
   CHECK_THAT(
       text,
@@ -179,6 +185,12 @@ TEST_CASE("a run description field of the wrong type names the file and the fiel
                       R"( "inner": {"full_us": [80], "input_us": "30", "weight_us": [60]}}])"),
                   "probed.json"),
       TraceError, Catch::Message("probed.json: otherData.backward_split_probe[0].inner.input_us must be an array"));
+  CHECK_THROWS_MATCHES(
+      parse_trace(
+          with_other_data(
+              R"("expert_call_probe": [{"stage": 0, "layer": "blocks.1", "backward": 1, "rows": 8, "us": []}])"),
+          "probed.json"),
+      TraceError, Catch::Message("probed.json: otherData.expert_call_probe[0].backward must be true or false"));
   CHECK_THROWS_MATCHES(parse_trace(with_other_data(R"("backward_split_probe": {"stage": 0})"), "probed.json"),
                        TraceError, Catch::Message("probed.json: otherData.backward_split_probe must be an array"));
   CHECK_THROWS_MATCHES(

@@ -39,6 +39,7 @@ void for_each_field(Run& run, F&& f) {
   f("stolen_time_s", run.stolen_time_s);
   f("transport_cpu_s", run.transport_cpu_s);
   f("backward_split_probe", run.backward_split_probe);
+  f("expert_call_probe", run.expert_call_probe);
   f("torch_profiler", run.torch_profiler);
 }
 
@@ -80,6 +81,7 @@ void read_value(const json& j, const std::string& where, int& out) {
 }
 void read_value(const json& j, const std::string& where, LayerDescription& out);
 void read_value(const json& j, const std::string& where, BackwardSplitProbe& out);
+void read_value(const json& j, const std::string& where, ExpertCallProbe& out);
 void read_value(const json& j, const std::string& where, TorchProfilerRun& out);
 // A member that may be absent or null (then `out` stays empty).
 template <class T>
@@ -111,6 +113,13 @@ void read_value(const json& j, const std::string& where, BackwardSplitProbe& out
   if (const json& inner = member(j, "inner", where); !inner.is_null())
     read_value(inner, where + ".inner", out.inner.emplace());
 }
+void read_value(const json& j, const std::string& where, ExpertCallProbe& out) {
+  read_value(member(j, "stage", where), where + ".stage", out.stage);
+  read_value(member(j, "layer", where), where + ".layer", out.layer);
+  read_value(member(j, "backward", where), where + ".backward", out.backward);
+  read_value(member(j, "rows", where), where + ".rows", out.rows);
+  read_value(member(j, "us", where), where + ".us", out.us);
+}
 void read_value(const json& j, const std::string& where, TorchProfilerRun& out) {
   read_value(member(j, "files", where), where + ".files", out.files);
   read_optional(j, "step", where, out.step);
@@ -132,6 +141,9 @@ json to_json(const BackwardSplitProbe& p) {
   j["stage"] = p.stage;
   if (p.inner) j["inner"] = to_json(*p.inner);
   return j;
+}
+json to_json(const ExpertCallProbe& p) {
+  return {{"stage", p.stage}, {"layer", p.layer}, {"backward", p.backward}, {"rows", p.rows}, {"us", p.us}};
 }
 // The step is written when absent too (null): the layout torch runs have always had.
 json to_json(const TorchProfilerRun& t) {

@@ -60,7 +60,7 @@ struct MoeBlockSizes {
   double aux_loss_coefficient = 0;
 };
 
-class MoeTransformerBlock : public Layer {
+class MoeTransformerBlock : public MoeBlock {
  public:
   MoeTransformerBlock(const MoeBlockSizes& sizes, std::shared_ptr<ExpertParallel> expert_parallel,
                       std::uint64_t expert_seed, std::string name)
@@ -92,6 +92,13 @@ class MoeTransformerBlock : public Layer {
     auto h = x + language_model::causal_self_attention(ln1_->forward(x), qkv_, proj_, sizes_.heads);
     auto tokens = ln2_->forward(h).reshape({-1, sizes_.hidden});
     return {h + mixture(tokens).view(h.sizes())};
+  }
+
+  at::Tensor run_local_expert(int local, const at::Tensor& rows) override {
+    return experts_.at(static_cast<std::size_t>(local))->forward(rows);
+  }
+  TensorList local_expert_parameters(int local) const override {
+    return experts_.at(static_cast<std::size_t>(local))->parameters();
   }
 
  private:

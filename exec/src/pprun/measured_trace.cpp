@@ -14,6 +14,7 @@
 namespace pipescope::exec {
 
 RankTraceRecord rank_trace_record(const StepResult& r, const std::vector<PipelineRuntime::BackwardSplitTiming>& probe,
+                                  const std::vector<traces::ExpertCallProbe>& expert_call_probe,
                                   const std::vector<std::pair<std::size_t, std::string>>& args) {
   RankTraceRecord record;
   record.events = r.events;
@@ -27,6 +28,7 @@ RankTraceRecord rank_trace_record(const StepResult& r, const std::vector<Pipelin
       entry.inner = traces::BackwardSplitTimes{t.inner.full_us, t.inner.input_us, t.inner.weight_us};
     record.backward_split_probe.push_back(std::move(entry));
   }
+  record.expert_call_probe = expert_call_probe;
   return record;
 }
 
@@ -145,14 +147,16 @@ traces::Trace measured_trace(const RunPlan& plan, const TracedStep& traced, cons
   // The step as --metrics has it: the events, then gathering the step's figures on rank 0
   // (calibration learns that part; readers take it as the iteration time).
   run.step_time_s = traced.iteration_time_s;
-  // The backward split probe, read by `ppsim calibrate` (sim/calibration.hpp); viewers and
-  // compare ignore it. So do the cores each rank computed and communicated on, bound or not:
-  // step times depend on how ranks share them.
+  // The backward split and expert-call probes, read by `ppsim calibrate` (sim/calibration.hpp);
+  // viewers and compare ignore them. So do the cores each rank computed and communicated on,
+  // bound or not: step times depend on how ranks share them.
   std::vector<traces::BackwardSplitProbe> split;
+  std::vector<traces::ExpertCallProbe> expert_calls;
   std::vector<std::string> cores, transport_cores;
   for (const RankTraceRecord& record : records) {
     append_rank_trace(trace, record);
     split.insert(split.end(), record.backward_split_probe.begin(), record.backward_split_probe.end());
+    expert_calls.insert(expert_calls.end(), record.expert_call_probe.begin(), record.expert_call_probe.end());
     cores.push_back(record.cores);
     transport_cores.push_back(record.transport_cores);
   }
@@ -166,6 +170,7 @@ traces::Trace measured_trace(const RunPlan& plan, const TracedStep& traced, cons
   // computation (thread_cpu_time.hpp); calibration reports it per message.
   if (!traced.transport_cpu_s.empty()) run.transport_cpu_s = traced.transport_cpu_s;
   if (!split.empty()) run.backward_split_probe = split;
+  if (!expert_calls.empty()) run.expert_call_probe = expert_calls;  // models with experts only
   // The model's layers and their split: calibration predicts other stage counts layer by layer.
   run.layers.emplace();
   // A MoE block's experts too: their share of the stage's gradients depends on E.

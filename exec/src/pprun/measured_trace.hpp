@@ -1,6 +1,7 @@
 // The measured trace of a traced step: each rank's record of the step (its events on its own
-// clock, the args of its all-to-all events, the backward split probe) and the one trace rank 0
-// writes from every rank's record, with the run described for calibration and compare.
+// clock, the args of its all-to-all events, the backward split and expert-call probes) and the
+// one trace rank 0 writes from every rank's record, with the run described for calibration and
+// compare.
 #pragma once
 
 #include <cstddef>
@@ -25,13 +26,15 @@ struct TracedStep {
   std::vector<double> transport_cpu_s;  // likewise
   StepResult result;
   std::vector<PipelineRuntime::BackwardSplitTiming> probe;
+  std::vector<traces::ExpertCallProbe> expert_call_probe;  // MoE models (moe/expert_call_probe.hpp)
   std::string path;
   std::vector<std::pair<std::size_t, std::string>> args;  // of result.events (the all-to-all ones)
 };
 
 // A step's events and memory samples on the rank's own steady clock, with their args and the
-// backward split probe, as the rank hands them to rank 0.
+// backward split and expert-call probes, as the rank hands them to rank 0.
 RankTraceRecord rank_trace_record(const StepResult& r, const std::vector<PipelineRuntime::BackwardSplitTiming>& probe,
+                                  const std::vector<traces::ExpertCallProbe>& expert_call_probe,
                                   const std::vector<std::pair<std::size_t, std::string>>& args);
 
 // The all-to-all exchanges of a step's MoE layers as events on the all-to-all lane (after the

@@ -18,6 +18,15 @@ traces::BackwardSplitTimes rank_record_times(const nlohmann::json& j) {
           j.at("weight_us").get<std::vector<double>>()};
 }
 
+nlohmann::json rank_record_expert_call_json(const traces::ExpertCallProbe& p) {
+  return {{"stage", p.stage}, {"layer", p.layer}, {"backward", p.backward}, {"rows", p.rows}, {"us", p.us}};
+}
+
+traces::ExpertCallProbe rank_record_expert_call(const nlohmann::json& j) {
+  return {j.at("stage").get<int>(), j.at("layer").get<std::string>(), j.at("backward").get<bool>(),
+          j.at("rows").get<std::int64_t>(), j.at("us").get<std::vector<double>>()};
+}
+
 nlohmann::json rank_record_event_json(const traces::TraceEvent& e) {
   return {{"rank", e.rank},           {"lane", e.lane},     {"name", e.name},   {"category", e.category},
           {"ts_us", e.ts_us},         {"dur_us", e.dur_us}, {"stage", e.stage}, {"micro_batch", e.micro_batch},
@@ -57,9 +66,16 @@ void to_json(nlohmann::json& j, const RankTraceRecord& record) {
     if (p.inner) entry["inner"] = rank_record_times_json(*p.inner);
     probe.push_back(std::move(entry));
   }
-  j = {{"events", std::move(events)}, {"args", std::move(args)},
-       {"memory", std::move(memory)}, {"backward_split_probe", std::move(probe)},
-       {"cores", record.cores},       {"transport_cores", record.transport_cores}};
+  nlohmann::json expert_calls = nlohmann::json::array();
+  for (const traces::ExpertCallProbe& p : record.expert_call_probe)
+    expert_calls.push_back(rank_record_expert_call_json(p));
+  j = {{"events", std::move(events)},
+       {"args", std::move(args)},
+       {"memory", std::move(memory)},
+       {"backward_split_probe", std::move(probe)},
+       {"expert_call_probe", std::move(expert_calls)},
+       {"cores", record.cores},
+       {"transport_cores", record.transport_cores}};
 }
 
 void from_json(const nlohmann::json& j, RankTraceRecord& record) {
@@ -74,6 +90,7 @@ void from_json(const nlohmann::json& j, RankTraceRecord& record) {
     if (p.contains("inner")) probe.inner = rank_record_times(p.at("inner"));
     record.backward_split_probe.push_back(std::move(probe));
   }
+  for (const auto& p : j.at("expert_call_probe")) record.expert_call_probe.push_back(rank_record_expert_call(p));
   record.cores = j.at("cores").get<std::string>();
   record.transport_cores = j.at("transport_cores").get<std::string>();
 }

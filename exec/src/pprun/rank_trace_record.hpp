@@ -1,7 +1,7 @@
 // What one rank hands rank 0 for a traced step, through the rendezvous store: its events and
 // memory samples on its own steady clock, the args of its all-to-all events, the backward split
-// probe (last step only) and the cores its threads ran on. Rank 0 builds its own record the same
-// way, so every rank's part of the trace is assembled by one function.
+// and expert-call probes (last step only) and the cores its threads ran on. Rank 0 builds its own
+// record the same way, so every rank's part of the trace is assembled by one function.
 #pragma once
 
 #include <string>
@@ -19,8 +19,9 @@ struct RankTraceRecord {
   std::vector<traces::EventArgs> args;     // EventArgs::event indexes `events`
   std::vector<traces::MemorySample> memory;
   std::vector<traces::BackwardSplitProbe> backward_split_probe;
-  std::string cores;            // core_list of the cores the rank may run on
-  std::string transport_cores;  // likewise, the union over its transport's threads
+  std::vector<traces::ExpertCallProbe> expert_call_probe;  // empty for models without experts
+  std::string cores;                                       // core_list of the cores the rank may run on
+  std::string transport_cores;                             // likewise, the union over its transport's threads
 };
 
 // Objects with named keys, not positional arrays: a field added later is a key more. The

@@ -23,6 +23,7 @@
 #include "pipescope/exec/transport.hpp"
 #include "pipescope/traces/trace_io.hpp"
 #include "data/text_batches.hpp"
+#include "moe/expert_call_probe.hpp"
 #include "moe/expert_calls.hpp"
 #include "pprun/core_binding.hpp"
 #include "pprun/measured_trace.hpp"
@@ -57,6 +58,8 @@ constexpr int kHeldOutBatches = 2;
 
 // Repetitions of the backward split probe after the traced step (calibration; a few backwards).
 constexpr int kBackwardSplitProbeRepetitions = 5;
+// Repetitions of the expert-call probe at each of its row counts (a few calls of one expert).
+constexpr int kExpertCallProbeRepetitions = 5;
 
 // The per-step numbers every rank contributes to rank 0.
 // kStolenS: seconds the host took from the rank's cores during the step (stolen_time.hpp);
@@ -106,6 +109,7 @@ class Worker {
     // --device cuda: GPU LOCAL_RANK of this node (modulo the GPUs there), NCCL between ranks.
     const std::shared_ptr<ComputeDevice> device =
         make_local_device(o.device == "cuda" ? at::kCUDA : at::kCPU, env_.local_rank);
+    device_ = device;
     World world = make_world(device->device(), world_options(env_, o.timeout));
     if (o.device == "cuda" && env_.rank == 0 && !o.quiet &&
         ranks_share_gpus(env_.local_world_size, cuda_device_count()))
@@ -142,7 +146,8 @@ class Worker {
     // (events through the store, JSON, a file synced to disk) slows the steps that follow, and
     // the traced steps must run as untraced ones do, since calibration learns from them.
     std::vector<TracedStep> traced_steps;
-    StolenTimeMeter stolen;  // after the binding: the cores this rank runs on
+    std::vector<moe::ExpertCallRecord> traced_expert_calls;  // the expert-call probe's rows come from them
+    StolenTimeMeter stolen;                                  // after the binding: the cores this rank runs on
     for (int step = engine.global_steps(); step < o.steps; ++step) {
       maybe_inject_fault(env_.rank, step);
       const int last_step = o.steps - 1;
@@ -183,17 +188,17 @@ class Worker {
       const double eval_loss = evaluate_now ? evaluate(engine) : 0.0;
 
       if (traced) {
-        // After the last timed step, on every rank at once: the backward's two halves timed apart.
-        std::vector<PipelineRuntime::BackwardSplitTiming> probe;
-        if (step == last_step) probe = engine.runtime().probe_backward_split(kBackwardSplitProbeRepetitions);
+        traced_expert_calls.insert(traced_expert_calls.end(), expert_calls.begin(), expert_calls.end());
         traced_steps.push_back({step,
                                 iteration_time_s,
                                 stolen_time_s,
                                 per_rank(gathered, env_.world_size, kTransportCpuS),
                                 result,
-                                std::move(probe),
+                                {},
+                                {},
                                 traced_step_path(o.trace_path, step, last_step),
                                 {}});
+        if (step == last_step) probe_after_last_step(engine, traced_expert_calls, traced_steps.back());
         append_pass_args(traced_steps.back().result, traced_steps.back().args, expert_calls);
         append_all_to_all_events(traced_steps.back().result, traced_steps.back().args, env_.rank, all_to_all);
       }
@@ -288,6 +293,18 @@ class Worker {
 
   std::chrono::milliseconds timeout() const { return plan_.options.timeout; }
 
+  // The probes of the last traced step, after it, on every rank at once: the backward's two
+  // halves timed apart and, in MoE models, the experts' calls at rows around those they got in
+  // the traced steps (`calls`).
+  void probe_after_last_step(PipelineEngine& engine, const std::vector<moe::ExpertCallRecord>& calls,
+                             TracedStep& traced) {
+    traced.probe = engine.runtime().probe_backward_split(kBackwardSplitProbeRepetitions);
+    if (!expert_parallel_) return;
+    traced.expert_call_probe = moe::probe_expert_calls(engine.runtime(), engine.model(), *device_,
+                                                       parse_compute_dtype(plan_.options.dtype, "option --dtype"),
+                                                       calls, kExpertCallProbeRepetitions);
+  }
+
   // MoE models: the expert-parallel groups, on every rank before the engine builds its own
   // groups (the runtime gives the auxiliary loss's gradient its share of the step's).
   void connect_expert_parallel() {
@@ -319,7 +336,7 @@ class Worker {
 
   // This rank's part of a trace: rank_trace_record and the cores its threads may run on.
   RankTraceRecord rank_trace(const TracedStep& traced) const {
-    RankTraceRecord record = rank_trace_record(traced.result, traced.probe, traced.args);
+    RankTraceRecord record = rank_trace_record(traced.result, traced.probe, traced.expert_call_probe, traced.args);
     record.cores = core_list(allowed_cores());
     std::vector<int> transport_cores;  // the union over the transport's threads
     for (pid_t tid : transport_threads_) std::ranges::copy(thread_cores(tid), std::back_inserter(transport_cores));
@@ -348,6 +365,7 @@ class Worker {
   WorkerEnvironment env_;
   std::unique_ptr<Transport> world_;
   std::shared_ptr<KeyValueStore> store_;
+  std::shared_ptr<ComputeDevice> device_;            // the one the engine computes on (the probes time it)
   std::vector<pid_t> transport_threads_;             // started by the transport: they move data between ranks
   bool bound_cores_ = false;                         // this rank runs on its share of the cores (binds_cores)
   std::shared_ptr<ExpertParallel> expert_parallel_;  // MoE models only

@@ -3,23 +3,10 @@
 
 #include <torch/csrc/autograd/autograd.h>
 
-#include "runtime/clock.hpp"
+#include "runtime/device_time.hpp"
 
 namespace pipescope::exec::runtime {
 namespace {
-
-// How long `work` keeps the device busy: its own timing where the device times itself (a
-// launch returns before its kernels have run), the steady clock around the call otherwise.
-template <typename Work>
-double device_time_us(ComputeDevice& device, Work&& work) {
-  auto timing = device.start_timing();
-  const double start = now_us();
-  work();
-  if (!timing) return now_us() - start;
-  timing->stop();
-  const auto [from_us, to_us] = timing->span_us();
-  return to_us - from_us;
-}
 
 // The input at `from_layer`: the data for the first stage's first layer, else small constants
 // of the declared boundary shapes.
@@ -42,7 +29,8 @@ TensorList synthetic_input(RankContext& ctx, const MicroBatch& batch, bool from_
 // state and data of the run are untouched. The weight gradients are then added into a scratch
 // sum, as a step adds every micro-batch's into its gradient sum: that sum reads and writes
 // every parameter once more, part of what the weight half costs in a run.
-PipelineRuntime::BackwardSplitSamples time_backward_split(RankContext& ctx, StageState& st, int from_layer, int repetitions) {
+PipelineRuntime::BackwardSplitSamples time_backward_split(RankContext& ctx, StageState& st, int from_layer,
+                                                          int repetitions) {
   PipelineRuntime::BackwardSplitSamples samples;
   ComputeDevice& device = *ctx.options.device;
   const bool from_data = st.is_first && from_layer == st.module->first_layer();
@@ -85,7 +73,8 @@ PipelineRuntime::BackwardSplitSamples time_backward_split(RankContext& ctx, Stag
         TensorList targets = grad_inputs;
         targets.insert(targets.end(), params.begin(), params.end());
         samples.full_us.push_back(device_time_us(device, [&] {
-          if (!targets.empty()) accumulate(torch::autograd::grad(roots, targets, seeds, false, false, true), grad_inputs.size());
+          if (!targets.empty())
+            accumulate(torch::autograd::grad(roots, targets, seeds, false, false, true), grad_inputs.size());
         }));
       } else {
         samples.input_us.push_back(device_time_us(device, [&] {

@@ -449,6 +449,7 @@ void collect_trace(const MeasuredTrace& mt, int stages, Collected& out) {
   if (const auto& data_parallel = mt.trace.meta.run.data_parallel) out.data_parallel = std::max(1, *data_parallel);
   const std::map<const TraceEvent*, double> exchange_us = all_to_all_exchange_times(mt.trace);
   collect_expert_layers(mt.trace.meta.run, out);
+  collect_expert_call_probe(mt, out);
   for (int rank = 0; rank < mt.trace.rank_count(); ++rank) collect_rank(mt, rank, exchange_us, out);
   collect_transfers(mt, out);
   for (const Collective collective : kCollectives) collect_collective_waits(mt, collective, stages, out);

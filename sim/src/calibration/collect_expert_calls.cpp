@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "estimation.hpp"
+#include "pipescope/core/errors.hpp"
 
 namespace pipescope::sim::calibration {
 
@@ -66,6 +67,26 @@ void collect_expert_layers(const traces::RunDescription& run, Collected& out) {
     if (!l.expert_parameters) continue;
     out.expert_parameters_of_layer[l.name] = *l.expert_parameters;
     if (l.experts) out.experts_per_layer = std::max(out.experts_per_layer, *l.experts);
+  }
+}
+
+void collect_expert_call_probe(const MeasuredTrace& mt, Collected& out) {
+  if (!mt.trace.meta.run.expert_call_probe) return;
+  const std::vector<traces::ExpertCallProbe>& probe = *mt.trace.meta.run.expert_call_probe;
+  for (std::size_t i = 0; i < probe.size(); ++i) {
+    const traces::ExpertCallProbe& entry = probe[i];
+    const std::string where = fmt::format("{}: otherData.expert_call_probe[{}]", mt.source, i);
+    if (entry.rows < 0) throw UsageError(where + ".rows: must be a number >= 0");
+    for (const double us : entry.us)
+      if (!(us >= 0)) throw UsageError(where + ".us: must hold numbers >= 0");
+    if (entry.us.empty()) continue;
+    ExpertCallSample sample;
+    sample.backward = entry.backward;
+    sample.rows = static_cast<double>(entry.rows);
+    sample.duration_s = median_of(entry.us) * 1e-6;
+    sample.stage = entry.stage;
+    sample.layer = entry.layer;
+    out.expert_call_probe.push_back(std::move(sample));
   }
 }
 

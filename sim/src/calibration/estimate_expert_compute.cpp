@@ -19,7 +19,7 @@ namespace {
 // spread; where they hardly vary (under 1% relative standard deviation), or the fit has a
 // negative cost per call or per row, a call's cost cannot be told from a row's: the cost is
 // per row alone (a line through the origin), or, with no rows at all, per call alone.
-ExpertCallCost fit_expert_calls(const std::vector<const ExpertCallSample*>& samples) {
+ExpertCallCost fit_run_calls(const std::vector<const ExpertCallSample*>& samples) {
   ExpertCallCost cost;
   cost.samples = static_cast<std::int64_t>(samples.size());
   if (samples.empty()) return cost;
@@ -43,10 +43,36 @@ ExpertCallCost fit_expert_calls(const std::vector<const ExpertCallSample*>& samp
   return cost;
 }
 
+// With the executor's probe, whose row counts spread from a quarter to twice a call's: the cost
+// per row is the probe's slope, and the cost per call what the run's own calls leave at their
+// mean rows. The run's calls keep the level (the probe runs an expert alone, outside the
+// passes, where caches and the other rank's work differ); the probe gives what the routing's
+// narrow spread cannot, how a call's time follows its rows. Without a usable probe (no spread,
+// no positive slope, no run calls), the run's calls alone.
+ExpertCallCost fit_expert_calls(const std::vector<const ExpertCallSample*>& run,
+                                const std::vector<const ExpertCallSample*>& probe) {
+  ExpertCallCost cost = fit_run_calls(run);
+  if (run.empty() || probe.empty()) return cost;
+  const LineSums p = line_sums(
+      probe, [](const ExpertCallSample& s) { return s.rows; }, [](const ExpertCallSample& s) { return s.duration_s; });
+  if (!p.x_varies() || p.sxy <= 0) return cost;
+  const LineSums r = line_sums(
+      run, [](const ExpertCallSample& s) { return s.rows; }, [](const ExpertCallSample& s) { return s.duration_s; });
+  cost.row_s = std::min(p.sxy / p.sxx, r.mean_x > 0 ? r.mean_y / r.mean_x : p.sxy / p.sxx);
+  cost.call_s = r.mean_y - cost.row_s * r.mean_x;
+  cost.per_row_only = false;
+  cost.probe_samples = static_cast<std::int64_t>(probe.size());
+  return cost;
+}
+
 std::string describe(const char* pass, const ExpertCallCost& c) {
-  return fmt::format("experts' {}: {:.1f} us per call + {:.3f} us per row over {} calls{}", pass, c.call_s * 1e6,
-                     c.row_s * 1e6, c.samples,
-                     c.per_row_only ? " (the rows did not separate a call's cost from a row's: per row alone)" : "");
+  return fmt::format(
+      "experts' {}: {:.1f} us per call + {:.3f} us per row over {} calls{}", pass, c.call_s * 1e6, c.row_s * 1e6,
+      c.samples,
+      c.probe_samples > 0
+          ? fmt::format(" (the cost per row from the probe's {} row counts)", c.probe_samples)
+          : std::string(c.per_row_only ? " (the rows did not separate a call's cost from a row's: per row alone)"
+                                       : ""));
 }
 
 // What a parameter more adds to the data-parallel reduction of its stage, reduced over all D
@@ -105,14 +131,16 @@ void estimate_expert_compute(Estimation& e) {
                        x.expert_parallel));
     return;
   }
-  std::vector<const ExpertCallSample*> forward, backward;
+  std::vector<const ExpertCallSample*> forward, backward, probed_forward, probed_backward;
   std::map<int, std::set<std::string>> stage_layers;
   for (const ExpertCallSample& c : calls) {
     (c.backward ? backward : forward).push_back(&c);
     if (c.stage >= 0 && !c.layer.empty()) stage_layers[c.stage].insert(c.layer);
   }
-  x.forward = fit_expert_calls(forward);
-  x.backward = fit_expert_calls(backward);
+  for (const ExpertCallSample& c : e.collected.expert_call_probe)
+    (c.backward ? probed_backward : probed_forward).push_back(&c);
+  x.forward = fit_expert_calls(forward, probed_forward);
+  x.backward = fit_expert_calls(backward, probed_backward);
   double rows = 0;
   for (const double r : e.collected.expert_rows_per_layer)
     rows += r / static_cast<double>(e.collected.expert_rows_per_layer.size());

@@ -129,6 +129,9 @@ struct Collected {
   std::map<Collective, int> sync_evidence, no_sync_evidence;
   std::vector<AllToAllSample> all_to_all;
   std::vector<ExpertCallSample> expert_calls;
+  // The executor's expert-call probe (run description's expert_call_probe): one sample per
+  // probed row count, its median time.
+  std::vector<ExpertCallSample> expert_call_probe;
   // Per forward and MoE layer: the rows the rank's experts got in it, together.
   std::vector<double> expert_rows_per_layer;
   // The run description's MoE layers: name -> the parameters of all its routed experts, and
@@ -164,6 +167,9 @@ std::map<const traces::TraceEvent*, double> collect_rank_expert_calls(const Meas
                                                                       Collected& out);
 // The run description's MoE layers (their experts and expert parameters) into `out`.
 void collect_expert_layers(const traces::RunDescription& run, Collected& out);
+// The run description's expert-call probe into `out`; a negative row count or time is refused
+// naming the trace and the entry.
+void collect_expert_call_probe(const MeasuredTrace& mt, Collected& out);
 
 // Whether each transfer's receive began while a message the other way was posted and not yet
 // received (traffic both ways on the pair).

@@ -44,7 +44,8 @@ class Layer : public torch::nn::Module {
 // "" when `given` names are what a layer taking `expected` keys accepts (the same keys in the
 // same order; unnamed tensors of the right count take the keys in order), else what is wrong,
 // naming the key: "no key 'mask'", "unexpected key 'msk'", "key 'mask' is at 0, not 1".
-std::string key_mismatch(const std::vector<std::string>& expected, const std::vector<std::string>& given, std::size_t given_count);
+std::string key_mismatch(const std::vector<std::string>& expected, const std::vector<std::string>& given,
+                         std::size_t given_count);
 // The dict of `inputs` for a layer taking `keys`; throws UsageError naming the key that does not fit.
 TensorDict tensor_dict_of(const NamedTensors& inputs, const std::vector<std::string>& keys);
 NamedTensors named_tensors_of(const TensorDict& dict);
@@ -56,14 +57,14 @@ struct TensorSpec {
 };
 
 struct LayerSpec {
-  std::string name;                  // "blocks.3"
-  std::string type;                  // "TransformerBlock" (matched by --partition type:REGEX)
+  std::string name;  // "blocks.3"
+  std::string type;  // "TransformerBlock" (matched by --partition type:REGEX)
   std::int64_t parameters = 0;
-  std::string tied_key;              // non-empty: a weight shared with other layers of this key
-  std::string tied_parameter;        // the parameter of this layer that holds the tied weight
+  std::string tied_key;        // non-empty: a weight shared with other layers of this key
+  std::string tied_parameter;  // the parameter of this layer that holds the tied weight
   std::function<std::shared_ptr<Layer>()> build;
-  double cost = 0;                   // > 0: the layer's relative or measured time (--partition cost);
-                                     // otherwise the partitioner's cost is the parameter count
+  double cost = 0;  // > 0: the layer's relative or measured time (--partition cost);
+                    // otherwise the partitioner's cost is the parameter count
   // Skip connections (torchgpipe's stash and pop): the layer's last outputs, one per name of
   // `stash`, leave the flow and are kept under those names; a later layer naming them in `pop`
   // gets them appended to its inputs, in `pop` order. Between stages on different ranks they
@@ -81,7 +82,7 @@ struct SkipEdge {
 };
 
 struct ModelConfig {
-  std::string name = "mlp";          // mlp | tiny-gpt | tiny-moe
+  std::string name = "mlp";  // mlp | tiny-gpt | tiny-moe
   int layers = 4;
   int hidden = 64;
   int seq_len = 16;
@@ -100,8 +101,8 @@ struct ModelConfig {
 };
 
 struct MicroBatch {
-  TensorList inputs;                 // what the first layer takes
-  at::Tensor labels;                 // what the loss compares with
+  TensorList inputs;  // what the first layer takes
+  at::Tensor labels;  // what the loss compares with
 };
 
 struct ModelSpec {
@@ -153,7 +154,8 @@ class StageModule {
   // `skips` (optional) holds the skip tensors the layers may pop (taken out when popped) and
   // receives those they stash; without it a layer that stashes or pops throws UsageError.
   NamedTensors forward_named(const NamedTensors& inputs, SkipTensors* skips = nullptr);
-  NamedTensors forward_range_named(const NamedTensors& inputs, int first_layer, int end_layer, SkipTensors* skips = nullptr);
+  NamedTensors forward_range_named(const NamedTensors& inputs, int first_layer, int end_layer,
+                                   SkipTensors* skips = nullptr);
   // The keys the stage's first layer takes (empty: a tuple layer), and its name.
   std::vector<std::string> input_keys() const;
   const std::string& first_layer_name() const { return layer_names_.front(); }
@@ -161,12 +163,15 @@ class StageModule {
   void to(at::Device device);
   int first_layer() const { return first_layer_; }
   int end_layer() const { return end_layer_; }
+  // Layer `index` (model-wide, in [first_layer, end_layer)), for what asks a layer of a given
+  // type more than its forward (the expert-call probe asks MoE blocks for their experts).
+  Layer& layer(int index) { return *layers_.at(static_cast<std::size_t>(index - first_layer_)); }
 
   struct Parameter {
-    std::string name;       // "layer3.fc.weight": unique in the whole model
+    std::string name;  // "layer3.fc.weight": unique in the whole model
     at::Tensor tensor;
     int layer = 0;
-    std::string tied_key;   // non-empty for a tied weight
+    std::string tied_key;  // non-empty for a tied weight
   };
   const std::vector<Parameter>& parameters() const { return parameters_; }
   TensorList parameter_tensors() const;

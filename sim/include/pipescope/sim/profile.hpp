@@ -196,12 +196,14 @@ struct AllToAllProfile {
 // calls of the measured passes: call_s + rows x row_s. An expert this small costs per call as
 // much as per row, so a pass's expert time follows the number of local experts (X / E) as well
 // as the rows. `per_row_only`: the rows did not vary enough to tell the two apart (or the fit
-// gave a negative cost per call), and call_s is 0.
+// gave a negative cost per call), and call_s is 0. `probe_samples`: the row counts of pprun's
+// expert-call probe that gave row_s (call_s is then what the run's calls leave at their rows).
 struct ExpertCallCost {
   double call_s = 0;
   double row_s = 0;
   std::int64_t samples = 0;  // calls it was fitted to
   bool per_row_only = false;
+  std::int64_t probe_samples = 0;
 
   double time_s(double rows) const { return call_s + rows * row_s; }
   friend bool operator==(const ExpertCallCost&, const ExpertCallCost&) = default;

@@ -42,6 +42,20 @@ struct BackwardSplitProbe {
   friend bool operator==(const BackwardSplitProbe&, const BackwardSplitProbe&) = default;
 };
 
+// The executor's expert-call probe of one MoE layer on one stage, taken outside the timed
+// iteration: one local expert's forward (or its backward) on `rows` rows, timed `us.size()`
+// times. The probe spreads the rows (a quarter to twice what a call got in the run), which the
+// run's own calls, balanced by the router, hardly do: calibration takes a row's cost from it and
+// so tells a call's fixed cost from its cost per row (sim/src/calibration/).
+struct ExpertCallProbe {
+  int stage = 0;
+  std::string layer;  // the MoE layer ("blocks.2")
+  bool backward = false;
+  std::int64_t rows = 0;
+  std::vector<double> us;
+  friend bool operator==(const ExpertCallProbe&, const ExpertCallProbe&) = default;
+};
+
 // What the torch.profiler reader (torch_profiler.hpp) says of the run it read: the files it
 // merged and the step it took from them (otherData "torch_profiler", an object with these keys).
 struct TorchProfilerRun {
@@ -94,6 +108,7 @@ struct RunDescription {
   std::optional<std::vector<double>> stolen_time_s;
   std::optional<std::vector<double>> transport_cpu_s;
   std::optional<std::vector<BackwardSplitProbe>> backward_split_probe;
+  std::optional<std::vector<ExpertCallProbe>> expert_call_probe;
   // A run read from torch.profiler's per-rank traces (absent for pprun's and the simulator's).
   std::optional<TorchProfilerRun> torch_profiler;
 
