@@ -142,6 +142,12 @@ Calibration calibrate(const std::vector<MeasuredTrace>& given, const Calibration
   const Traces traces = undisturbed_traces(given, options.max_stolen_fraction, left_out);
   Collected c;
   const auto [num_stages, num_ranks] = collect_all(traces, c);
+  // pprun's expert-call probe runs after the traced step and is timed apart from it (medians of
+  // five runs): a trace left out for the step's steal still gives its probe, which only the
+  // last trace of a run holds.
+  for (const MeasuredTrace& mt : given)
+    if (std::none_of(traces.begin(), traces.end(), [&](const auto& kept) { return &kept.get() == &mt; }))
+      calibration::collect_expert_call_probe(mt, c);
 
   Calibration result;
   calibration::Summariser summary(result, options);

@@ -22,7 +22,8 @@
 // At E = 2, 2 calls of 64 rows: F 300 + 2 x 2 x (100 + 128) us; the reduction stays 1 ms.
 // The same trace with every call at 64 rows cannot tell a call's cost from a row's (per row
 // alone); with the executor's expert-call probe at 16 to 128 rows (its own level 20 and 30 us
-// above), it gives 100 us + 2 us/row and 150 us + 5 us/row again: the probe's slope, the run's level.
+// above), it gives 100 us + 2 us/row and 150 us + 5 us/row again: the probe's slope, the run's level,
+// also where the trace holding the probe was left out for the step's steal.
 // A profile without the new fields predicts as before; a bad --expert-parallel is refused.
 #include <catch2/catch.hpp>
 
@@ -270,6 +271,15 @@ TEST_CASE("with every call at one size, the probe's rows tell a call's cost from
   // alone would charge 4 x 32 x 3.56 us.
   const CostModel e1 = cost_model_from_profile(probed.profile, 1);
   CHECK(e1.stages[0].f_s == Approx((300 + 2 * 4 * (100 + 2 * 32)) * 1e-6));
+
+  // The probe runs after the step: a trace left out for the step's steal still gives it.
+  traces::Trace disturbed = balanced_trace_with_probe();
+  disturbed.meta.run.stolen_time_s = std::vector<double>{1.0, 1.0};
+  const Calibration kept_probe =
+      calibrate({{without_probe, "moe-e2-balanced.json"}, {disturbed, "moe-e2-probed-stolen.json"}});
+  REQUIRE(kept_probe.profile.expert_compute);
+  CHECK(kept_probe.profile.expert_compute->forward.probe_samples == 8);
+  CHECK(kept_probe.profile.expert_compute->forward.row_s == Approx(kForwardRowUs * 1e-6));
 
   traces::Trace bad = balanced_trace_with_probe();
   (*bad.meta.run.expert_call_probe)[3].us = {-1};
