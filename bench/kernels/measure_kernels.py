@@ -281,10 +281,14 @@ def grouped_call(row):
     return lambda: torch._scaled_grouped_mm(a, b, scale_a, scale_b, offs=offsets, out_dtype=torch.bfloat16)
 
 
+def expert_flops(row):
+    return 2.0 * row["experts_here"] * row["m"] * row["gemm_n"] * row["gemm_k"]
+
+
 def run_expert(row):
     call = (per_expert_call if row["method"] == "per_expert" else grouped_call)(row)
     seconds = time_cuda(call)
-    flops = 2.0 * row["experts_here"] * row["m"] * row["gemm_n"] * row["gemm_k"]
+    flops = expert_flops(row)
     return dict(row, flops=flops, seconds=seconds, tflops=flops / seconds / 1e12)
 
 
@@ -411,7 +415,7 @@ def print_shapes():
               f"{s['rows_per_expert']} rows each; expert width {s['width']} (first product "
               f"{s['first_width']}); published in {', '.join(run['run_precisions'])}")
         for p in expert_products(name):
-            flops = 2.0 * p["experts_here"] * p["m"] * p["gemm_n"] * p["gemm_k"]
+            flops = expert_flops(p)
             print(f"  {p['product']} {p['role']:<11} {p['experts_here']} x "
                   f"({p['m']} x {p['gemm_n']} x {p['gemm_k']}), grouped along {p['grouped']}: "
                   f"{flops / 1e9:.1f} GFLOP")

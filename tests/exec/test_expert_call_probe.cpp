@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "moe/expert_call_probe.hpp"
+#include "pipescope/core/generators.hpp"
+#include "pipescope/core/registry.hpp"
 #include "pipescope/exec/device.hpp"
 #include "pipescope/exec/runtime.hpp"
 
@@ -45,22 +47,12 @@ ModelSpec probe_test_model() {
   return make_model_spec(c);
 }
 
+// One stage on one rank: the data-parallel schedule's program (core's generator).
 Schedule one_stage_schedule() {
-  const auto ins = [](Op op, int mb = kNone) { return Instruction{op, 0, mb, kNone, kNone}; };
-  Schedule s;
-  s.name = "one-stage";
-  s.num_ranks = 1;
-  s.num_stages = 1;
-  s.num_micro_batches = kProbeMicroBatches;
-  s.stage_to_rank = {0};
-  Program p;
-  for (int m = 0; m < kProbeMicroBatches; ++m)
-    p.push_back({ins(Op::LoadMicroBatch, m), ins(Op::ForwardPass, m), ins(Op::BackwardPass, m)});
-  p.push_back({ins(Op::ReduceTiedGrads)});
-  p.push_back({ins(Op::ReduceGrads)});
-  p.push_back({ins(Op::OptimizerStep)});
-  s.programs = {p};
-  return s;
+  ScheduleParams params;
+  params.num_ranks = 1;
+  params.num_micro_batches = kProbeMicroBatches;
+  return data_parallel_schedule(params);
 }
 
 // One rank holding the whole model, on the fake transport (the runtime keeps the schedule's address).

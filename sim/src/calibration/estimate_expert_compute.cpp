@@ -15,17 +15,21 @@ namespace pipescope::sim::calibration {
 
 namespace {
 
-// call_s + rows x row_s by least squares over the calls. The routing gives the rows their
-// spread; where they hardly vary (under 1% relative standard deviation), or the fit has a
-// negative cost per call or per row, a call's cost cannot be told from a row's: the cost is
-// per row alone (a line through the origin), or, with no rows at all, per call alone.
-ExpertCallCost fit_run_calls(const std::vector<const ExpertCallSample*>& samples) {
-  ExpertCallCost cost;
-  cost.samples = static_cast<std::int64_t>(samples.size());
-  if (samples.empty()) return cost;
-  const LineSums l = line_sums(
+// The calls' rows against their times, as sums for a line fit.
+LineSums rows_against_time(const std::vector<const ExpertCallSample*>& samples) {
+  return line_sums(
       samples, [](const ExpertCallSample& s) { return s.rows; },
       [](const ExpertCallSample& s) { return s.duration_s; });
+}
+
+// call_s + rows x row_s by least squares over the run's `calls` calls (sums `l`). The routing
+// gives the rows their spread; where they hardly vary (under 1% relative standard deviation),
+// or the fit has a negative cost per call or per row, a call's cost cannot be told from a row's:
+// the cost is per row alone (a line through the origin), or, with no rows at all, per call alone.
+ExpertCallCost fit_run_calls(const LineSums& l, std::size_t calls) {
+  ExpertCallCost cost;
+  cost.samples = static_cast<std::int64_t>(calls);
+  if (calls == 0) return cost;
   if (l.x_varies() && l.sxy > 0) {
     const double row_s = l.sxy / l.sxx;
     const double call_s = l.mean_y - row_s * l.mean_x;
@@ -51,14 +55,14 @@ ExpertCallCost fit_run_calls(const std::vector<const ExpertCallSample*>& samples
 // no positive slope, no run calls), the run's calls alone.
 ExpertCallCost fit_expert_calls(const std::vector<const ExpertCallSample*>& run,
                                 const std::vector<const ExpertCallSample*>& probe) {
-  ExpertCallCost cost = fit_run_calls(run);
+  const LineSums r = rows_against_time(run);
+  ExpertCallCost cost = fit_run_calls(r, run.size());
   if (run.empty() || probe.empty()) return cost;
-  const LineSums p = line_sums(
-      probe, [](const ExpertCallSample& s) { return s.rows; }, [](const ExpertCallSample& s) { return s.duration_s; });
+  const LineSums p = rows_against_time(probe);
   if (!p.x_varies() || p.sxy <= 0) return cost;
-  const LineSums r = line_sums(
-      run, [](const ExpertCallSample& s) { return s.rows; }, [](const ExpertCallSample& s) { return s.duration_s; });
-  cost.row_s = std::min(p.sxy / p.sxx, r.mean_x > 0 ? r.mean_y / r.mean_x : p.sxy / p.sxx);
+  const double probe_row_s = p.sxy / p.sxx;
+  // At most the run's mean time per row: the cost per call stays >= 0.
+  cost.row_s = r.mean_x > 0 ? std::min(probe_row_s, r.mean_y / r.mean_x) : probe_row_s;
   cost.call_s = r.mean_y - cost.row_s * r.mean_x;
   cost.per_row_only = false;
   cost.probe_samples = static_cast<std::int64_t>(probe.size());
