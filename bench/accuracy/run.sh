@@ -39,7 +39,9 @@
 # load average before and after. On a virtual machine the host may also take the cores away
 # (steal): pprun records it per rank and step (--metrics stolen_time_s), and a run that lost
 # more than STEAL_LIMIT (default 0.02) of a rank's time to it is left out, as are the traced
-# steps calibration would have learnt from (ppsim calibrate --max-stolen).
+# steps calibration would have learnt from (ppsim calibrate --max-stolen); such a run is first
+# measured again, up to RETRIES (default 2) times, so that a passing burst costs a rerun rather
+# than the round's run.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -60,6 +62,7 @@ fi
 statistic=${STATISTIC:-mean}
 disturbed=${DISTURBED:-1.3}
 steal_limit=${STEAL_LIMIT:-0.02}
+retries=${RETRIES:-2}
 bind_args=(--bind-cores)
 [[ ${BIND_CORES:-$((moe == 1 ? 0 : 1))} == 1 ]] || bind_args=(--no-bind-cores)
 read -r -a model_args <<< "${MODEL_ARGS:-$default_model_args}"
@@ -123,13 +126,29 @@ ep_args() {  # E (empty: none)
 data_args=(--data synthetic)
 [[ " ${model_args[*]} " == *" --data "* ]] && data_args=()
 
+# The most time the host took from any rank of a run over its steps after the warm-up, as a
+# fraction of those steps' time: what step_times_s below leaves a run out for.
+run_stolen_fraction() {  # METRICS-JSONL
+  jq -s --argjson warmup "$warmup" '[.[] | select(.step >= $warmup)] |
+    if length == 0 then 0 else (map(.stolen_time_s // []) | transpose | map(add) | max // 0) / (map(.iteration_time_s) | add) end' "$1"
+}
+
+# A run the host took more than STEAL_LIMIT from is measured again at once, up to RETRIES
+# times: on a virtual machine the host's other guests come and go within minutes, and a run
+# left out would leave its round without that configuration. The last try counts, disturbed
+# or not (the analysis then leaves it out); its traces replace the earlier tries'.
 measure() {  # name schedule m chunks trace-file traced-steps [E]: appends the run's steps to NAME.metrics.jsonl
-  local run_ep_args
+  local run_ep_args attempt stolen
   mapfile -t run_ep_args < <(ep_args "${7:-}")
-  "$pprun" --nproc-per-node "$((ranks * dp))" --dp "$dp" "${run_ep_args[@]}" --schedule "$2" --micro-batches "$3" \
-    --chunks "$4" "${model_args[@]}" "${data_args[@]}" \
-    --threads-per-rank 1 --device "$device" "${bind_args[@]}" --steps "$steps" --trace "$5" --trace-steps "${6:-1}" --metrics "$out/run.metrics.jsonl" --quiet
-  jq -c --argjson run "$round" '. + {run: $run}' "$out/run.metrics.jsonl" >> "$out/$1.metrics.jsonl"
+  for (( attempt = 0; ; ++attempt )); do
+    "$pprun" --nproc-per-node "$((ranks * dp))" --dp "$dp" "${run_ep_args[@]}" --schedule "$2" --micro-batches "$3" \
+      --chunks "$4" "${model_args[@]}" "${data_args[@]}" \
+      --threads-per-rank 1 --device "$device" "${bind_args[@]}" --steps "$steps" --trace "$5" --trace-steps "${6:-1}" --metrics "$out/run.metrics.jsonl" --quiet
+    stolen=$(run_stolen_fraction "$out/run.metrics.jsonl")
+    (( attempt < retries )) && jq -e --argjson limit "$steal_limit" ". > \$limit" <<< "$stolen" > /dev/null || break
+    echo "accuracy: round $round: $1 lost $(jq -n "$stolen * 100 | . * 10 | round / 10")% of a rank's time to the host, measuring it again" >&2
+  done
+  jq -c --argjson run "$round" --argjson retries "$attempt" '. + {run: $run, retries: $retries}' "$out/run.metrics.jsonl" >> "$out/$1.metrics.jsonl"
 }
 
 # jq definitions of the statistics below: the median, and the relative standard error of the
