@@ -10,43 +10,14 @@
 #include <optional>
 
 #include "runtime/step_recorder.hpp"
+#include "scripted_device.hpp"
 
 using namespace pipescope;
 using namespace pipescope::exec;
 using namespace pipescope::exec::runtime;
+using pipescope::exec::testing::ScriptedDevice;
 
 namespace {
-
-class ScriptedTiming : public DeviceTiming {
- public:
-  ScriptedTiming(double start_us, double end_us) : start_us_(start_us), end_us_(end_us) {}
-  void stop() override {}
-  std::pair<double, double> span_us() override { return {start_us_, end_us_}; }
-
- private:
-  double start_us_, end_us_;
-};
-
-// Memory counters set by the test; times only while `timed_span` is set.
-class ScriptedDevice : public ComputeDevice {
- public:
-  at::Device device() const override { return at::kCPU; }
-  MemoryCounters memory() const override {
-    MemoryCounters counters;
-    counters.current_bytes = current_bytes;
-    counters.peak_bytes = 4096;
-    return counters;
-  }
-  void reset_peak_memory() override {}
-  void begin_step() override { ++steps; }
-  std::unique_ptr<DeviceTiming> start_timing() override {
-    if (!timed_span) return nullptr;
-    return std::make_unique<ScriptedTiming>(timed_span->first, timed_span->second);
-  }
-  std::int64_t current_bytes = 0;
-  int steps = 0;
-  std::optional<std::pair<double, double>> timed_span;
-};
 
 Instruction instruction(Op op, int stage, int micro_batch) {
   Instruction instr;

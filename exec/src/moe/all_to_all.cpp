@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/graph_task.h>
 
 #include <cstdint>
+#include <memory>
 #include <numeric>
 
 #include "runtime/clock.hpp"
@@ -42,6 +43,7 @@ at::Tensor exchange_rows(ExpertParallel& ep, const at::Tensor& given, const std:
                          const std::vector<std::int64_t>& input_splits, traces::EventKind kind,
                          const std::vector<std::int64_t>& histogram, const std::string& layer, double started_us,
                          const at::Tensor& before, const at::Tensor& after) {
+  std::unique_ptr<DeviceTiming> timing = ep.start_device_timing();
   const double called_us = runtime::now_us();
   at::Tensor input = before.defined() ? given.index_select(0, before) : given.contiguous();
   auto sizes = input.sizes().vec();
@@ -58,6 +60,7 @@ at::Tensor exchange_rows(ExpertParallel& ep, const at::Tensor& given, const std:
   run_expert_exchange(ep, output, input, output_splits, input_splits);
   if (after.defined()) output = output.index_select(0, after);
   record.end_us = runtime::now_us();
+  if (timing) timing->stop();
   const std::int64_t row = row_bytes_of(input);
   record.rows_sent = input_splits;
   record.rows_received = output_splits;
@@ -65,7 +68,7 @@ at::Tensor exchange_rows(ExpertParallel& ep, const at::Tensor& given, const std:
   for (auto r : output_splits) record.bytes_received += r * row;
   record.peers = ep.group_world_ranks();
   record.tokens_per_expert = histogram;
-  ep.record(std::move(record));
+  ep.record(std::move(record), std::move(timing), started_us >= 0);
   return output;
 }
 

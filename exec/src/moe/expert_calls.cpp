@@ -66,32 +66,52 @@ class ExpertBackwardEnds : public torch::autograd::Function<ExpertBackwardEnds> 
 
 }  // namespace
 
-void ExpertCallLog::record(ExpertCallRecord record) {
+std::unique_ptr<DeviceTiming> ExpertCallLog::start_device_timing() const {
+  return device_ ? device_->start_timing() : nullptr;
+}
+
+void ExpertCallLog::record(ExpertCallRecord record, std::unique_ptr<DeviceTiming> timing) {
   std::lock_guard<std::mutex> lock(mutex_);
   records_.push_back(std::move(record));
+  timings_.push_back(std::move(timing));
 }
 
 std::vector<ExpertCallRecord> ExpertCallLog::take_records() {
-  std::lock_guard<std::mutex> lock(mutex_);
   std::vector<ExpertCallRecord> out;
-  out.swap(records_);
-  backward_started_us_.clear();
+  std::vector<std::unique_ptr<DeviceTiming>> timings;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    out.swap(records_);
+    timings.swap(timings_);
+    backward_started_.clear();
+  }
+  // Outside the lock: reading a device span waits for the device to get there.
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (!timings[i]) continue;
+    const auto [start_us, end_us] = timings[i]->span_us();
+    out[i].start_us = start_us;
+    out[i].end_us = end_us;
+  }
   return out;
 }
 
 void ExpertCallLog::begin_backward(const std::string& layer, int expert, double now_us) {
+  BackwardStart start{now_us, start_device_timing()};
   std::lock_guard<std::mutex> lock(mutex_);
-  backward_started_us_[{layer, expert, std::this_thread::get_id()}] = now_us;
+  backward_started_[{layer, expert, std::this_thread::get_id()}] = std::move(start);
 }
 
 void ExpertCallLog::end_backward(const std::string& layer, int expert, std::int64_t rows, double now_us) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto it = backward_started_us_.find({layer, expert, std::this_thread::get_id()});
+  const auto it = backward_started_.find({layer, expert, std::this_thread::get_id()});
   // A backward that computes the weights' gradients alone never reaches the input: no end, and
   // one without a beginning is not a call of its own.
-  if (it == backward_started_us_.end()) return;
-  records_.push_back({layer, expert, true, rows, it->second, now_us});
-  backward_started_us_.erase(it);
+  if (it == backward_started_.end()) return;
+  std::unique_ptr<DeviceTiming> timing = std::move(it->second.timing);
+  if (timing) timing->stop();
+  records_.push_back({layer, expert, true, rows, it->second.host_us, now_us});
+  timings_.push_back(std::move(timing));
+  backward_started_.erase(it);
 }
 
 ExpertCallLog& expert_call_log(const ExpertParallel& expert_parallel) {
@@ -110,10 +130,12 @@ at::Tensor timed_expert_call(const std::function<at::Tensor(const at::Tensor&)>&
   const bool grad = at::GradMode::is_enabled();
   const auto address = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(&log));
   const at::Tensor input = grad ? ExpertBackwardEnds::apply(rows, address, layer, expert_id) : rows;
+  std::unique_ptr<DeviceTiming> timing = log.start_device_timing();
   const double start_us = runtime::now_us();
   at::Tensor output = expert(input);
   const double end_us = runtime::now_us();
-  log.record({layer, expert_id, false, rows.size(0), start_us, end_us});
+  if (timing) timing->stop();
+  log.record({layer, expert_id, false, rows.size(0), start_us, end_us}, std::move(timing));
   return grad ? ExpertBackwardBegins::apply(output, address, layer, expert_id) : output;
 }
 

@@ -5,7 +5,10 @@
 //
 // A model's MoE blocks and pprun's worker share one log: the log of the model's ExpertParallel
 // (expert_call_log), which both already hold. Timing costs two clock reads per call and adds no
-// synchronisation: on the CPU an expert's call is done when it returns.
+// synchronisation: on the CPU an expert's call is done when it returns. On a device that times
+// its own work (a GPU, where a call returns once its kernels are queued) the log is told so
+// (time_on) and each call is also timed by the device, in the same clock as the passes' events
+// (runtime/step_recorder.hpp): the device's spans replace the host's when the records are taken.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -13,12 +16,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
 
+#include "pipescope/exec/device.hpp"
 #include "pipescope/exec/expert_parallel.hpp"
 
 namespace pipescope::exec::moe {
@@ -35,8 +40,15 @@ struct ExpertCallRecord {
 
 class ExpertCallLog {
  public:
-  void record(ExpertCallRecord record);
-  // The records since the last call, oldest first.
+  // The device the experts compute on; set once, before the first call. A device that leaves
+  // timing to the steady clock (the CPU: start_timing gives none) changes nothing.
+  void time_on(std::shared_ptr<ComputeDevice> device) { device_ = std::move(device); }
+  // The device's timing of a call about to be issued; none where the host's clock is the truth.
+  std::unique_ptr<DeviceTiming> start_device_timing() const;
+
+  // `timing` (stopped after the call's work was issued): its span replaces the record's.
+  void record(ExpertCallRecord record, std::unique_ptr<DeviceTiming> timing = nullptr);
+  // The records since the last call, oldest first; waits for the device where it timed them.
   std::vector<ExpertCallRecord> take_records();
 
   // An expert's backward is seen from its two ends: its output's gradient arriving (begin),
@@ -45,9 +57,15 @@ class ExpertCallLog {
   void end_backward(const std::string& layer, int expert, std::int64_t rows, double now_us);
 
  private:
+  struct BackwardStart {
+    double host_us = 0;
+    std::unique_ptr<DeviceTiming> timing;
+  };
+  std::shared_ptr<ComputeDevice> device_;
   std::mutex mutex_;
   std::vector<ExpertCallRecord> records_;
-  std::map<std::tuple<std::string, int, std::thread::id>, double> backward_started_us_;
+  std::vector<std::unique_ptr<DeviceTiming>> timings_;  // one per record; null: the host's span stands
+  std::map<std::tuple<std::string, int, std::thread::id>, BackwardStart> backward_started_;
 };
 
 // The log of the model whose MoE layers share `expert_parallel` (made on first use).

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 
 #include "pipescope/core/errors.hpp"
@@ -39,15 +40,31 @@ void ExpertParallel::connect(Transport& world, int replica, int num_replicas, in
   }
 }
 
-void ExpertParallel::record(AllToAllRecord record) {
+std::unique_ptr<DeviceTiming> ExpertParallel::start_device_timing() const {
+  return device_ ? device_->start_timing() : nullptr;
+}
+
+void ExpertParallel::record(AllToAllRecord record, std::unique_ptr<DeviceTiming> timing, bool keeps_start) {
   std::lock_guard<std::mutex> lock(mutex_);
   records_.push_back(std::move(record));
+  device_spans_.push_back({std::move(timing), keeps_start});
 }
 
 std::vector<AllToAllRecord> ExpertParallel::take_records() {
-  std::lock_guard<std::mutex> lock(mutex_);
   std::vector<AllToAllRecord> out;
-  out.swap(records_);
+  std::vector<DeviceSpan> spans;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    out.swap(records_);
+    spans.swap(device_spans_);
+  }
+  // Outside the lock: reading a device span waits for the device to get there.
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (!spans[i].timing) continue;
+    const auto [start_us, end_us] = spans[i].timing->span_us();
+    if (!spans[i].keeps_start) out[i].start_us = start_us;
+    out[i].end_us = std::max(end_us, out[i].start_us);
+  }
   return out;
 }
 

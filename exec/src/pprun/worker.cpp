@@ -310,6 +310,9 @@ class Worker {
   void connect_expert_parallel() {
     expert_parallel_ = plan_.model.expert_parallel;
     if (!expert_parallel_) return;
+    // On a GPU the exchanges and the experts' calls are timed by the device, as the passes are.
+    expert_parallel_->time_on(device_);
+    moe::expert_call_log(*expert_parallel_).time_on(device_);
     const int pipeline_ranks = plan_.pipeline_ranks;
     expert_parallel_->connect(*world_, env_.rank / pipeline_ranks, plan_.options.data_parallel,
                               env_.rank % pipeline_ranks, pipeline_ranks, timeout());

@@ -3,10 +3,29 @@
 
 #include <torch/csrc/autograd/autograd.h>
 
+#include "runtime/compute_weights.hpp"
 #include "runtime/device_time.hpp"
 
 namespace pipescope::exec::runtime {
 namespace {
+
+// For the probe's time, a 16-bit run's stage holds 16-bit copies of its weights, as in a step
+// (between steps the parameters hold the fp32 masters); the masters are back afterwards.
+class ComputeWeightsScope {
+ public:
+  ComputeWeightsScope(StageState& st, at::ScalarType compute_dtype) : st_(st), casts_(st.masters.empty()) {
+    use_compute_weights(st_, compute_dtype);
+  }
+  ~ComputeWeightsScope() {
+    if (casts_) restore_master_weights(st_);
+  }
+  ComputeWeightsScope(const ComputeWeightsScope&) = delete;
+  ComputeWeightsScope& operator=(const ComputeWeightsScope&) = delete;
+
+ private:
+  StageState& st_;
+  bool casts_;  // false where the stage held its compute weights already
+};
 
 // The input at `from_layer`: the data for the first stage's first layer, else small constants
 // of the declared boundary shapes.
@@ -28,23 +47,27 @@ TensorList synthetic_input(RankContext& ctx, const MicroBatch& batch, bool from_
 // Grad() returns the gradients instead of accumulating them, so weights, gradients, optimizer
 // state and data of the run are untouched. The weight gradients are then added into a scratch
 // sum, as a step adds every micro-batch's into its gradient sum: that sum reads and writes
-// every parameter once more, part of what the weight half costs in a run.
+// every parameter once more, part of what the weight half costs in a run. A 16-bit run is
+// timed as its steps compute: 16-bit weights and inputs, the loss in fp32, each weight gradient
+// cast to fp32 before it joins the fp32 sum.
 PipelineRuntime::BackwardSplitSamples time_backward_split(RankContext& ctx, StageState& st, int from_layer,
                                                           int repetitions) {
   PipelineRuntime::BackwardSplitSamples samples;
   ComputeDevice& device = *ctx.options.device;
+  const at::ScalarType dtype = ctx.options.dtype;
+  const ComputeWeightsScope compute_weights(st, dtype);
   const bool from_data = st.is_first && from_layer == st.module->first_layer();
   const MicroBatch batch = make_micro_batch(ctx.model.config, 0);
-  const TensorList base = synthetic_input(ctx, batch, from_data, from_layer);
+  const TensorList base = floats_as(synthetic_input(ctx, batch, from_data, from_layer), dtype);
   const at::Tensor labels = batch.labels.defined() ? ctx.to_device(batch.labels) : batch.labels;
   TensorList params;
   for (const auto& p : st.module->parameters())
     if (p.layer >= from_layer) params.push_back(p.tensor);
   TensorList grad_sums;
-  for (const auto& p : params) grad_sums.push_back(at::zeros_like(p));
+  for (const auto& p : params) grad_sums.push_back(at::zeros_like(p, at::TensorOptions().dtype(at::kFloat)));
   auto accumulate = [&](const TensorList& grads, std::size_t first_param) {
     for (std::size_t i = 0; i < params.size(); ++i)
-      if (grads.at(first_param + i).defined()) grad_sums[i].add_(grads[first_param + i]);
+      if (grads.at(first_param + i).defined()) grad_sums[i].add_(fp32_gradient(grads[first_param + i], params[i]));
   };
   for (int rep = 0; rep < repetitions; ++rep)
     for (const bool split : {false, true}) {
@@ -57,7 +80,7 @@ PipelineRuntime::BackwardSplitSamples time_backward_split(RankContext& ctx, Stag
       const TensorList outputs = st.module->forward_range(inputs, from_layer, st.module->end_layer());
       TensorList roots, seeds, grad_inputs;
       if (st.is_last) {
-        roots = {ctx.model.loss(outputs, labels)};
+        roots = {ctx.model.loss(floats_as(outputs, at::kFloat), labels)};
         seeds = {at::ones({}, roots[0].options())};
       } else {
         for (const auto& o : outputs)

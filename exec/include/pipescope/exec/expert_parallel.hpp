@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "pipescope/exec/device.hpp"
 #include "pipescope/exec/transport.hpp"
 #include "pipescope/traces/event_kind.hpp"
 
@@ -80,9 +81,20 @@ class ExpertParallel {
   void set_aux_gradient_scale(double scale) { aux_gradient_scale_ = scale; }
   double aux_gradient_scale() const { return aux_gradient_scale_; }
 
-  // Thread-safe: the two passes of an overlapped step record from two threads.
-  void record(AllToAllRecord record);
-  // The records since the last call, oldest first.
+  // The device the exchanged rows live on; set once, before the first exchange. Where it times
+  // its own work (a GPU: an exchange starts on the device only once the compute queued before
+  // it is done, and the host returns from a call before its kernels ran), the exchanges'
+  // spans are the device's, in the clock of the passes' events; the CPU changes nothing.
+  void time_on(std::shared_ptr<ComputeDevice> device) { device_ = std::move(device); }
+  // The device's timing of an exchange about to be issued; none where the host's clock is the truth.
+  std::unique_ptr<DeviceTiming> start_device_timing() const;
+
+  // Thread-safe: the two passes of an overlapped step record from two threads. `timing`
+  // (stopped once the exchanged rows are usable): its end replaces the record's, and its start
+  // too unless `keeps_start` (an exchange that began on the host before its rows were issued:
+  // the dispatch's count exchange, which the host waits for).
+  void record(AllToAllRecord record, std::unique_ptr<DeviceTiming> timing = nullptr, bool keeps_start = false);
+  // The records since the last call, oldest first; waits for the device where it timed them.
   std::vector<AllToAllRecord> take_records();
 
  private:
@@ -95,8 +107,14 @@ class ExpertParallel {
   std::vector<int> group_world_ranks_;
   std::chrono::milliseconds timeout_{60000};
   double aux_gradient_scale_ = 1.0;
+  struct DeviceSpan {
+    std::unique_ptr<DeviceTiming> timing;  // null: the host's span stands
+    bool keeps_start = false;
+  };
+  std::shared_ptr<ComputeDevice> device_;
   std::mutex mutex_;
   std::vector<AllToAllRecord> records_;
+  std::vector<DeviceSpan> device_spans_;  // one per record
 };
 
 // Whether a parameter (StageModule's model-wide name, "layer3.expert5.fc1.weight") belongs to an
