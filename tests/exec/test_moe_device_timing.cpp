@@ -95,6 +95,7 @@ TEST_CASE("on a device that times its work, an exchange's span is the device's, 
   std::array<at::Tensor, 2> arrived;
   std::array<std::shared_ptr<ScriptedDevice>, 2> devices{timing_device(), timing_device()};
   std::vector<std::thread> ranks;
+  ranks.reserve(2);
   for (int r = 0; r < 2; ++r)
     ranks.emplace_back([&, r] {
       WorldOptions options;
