@@ -4,9 +4,14 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
 #include "pipescope/exec/transport.hpp"
 #include "rendezvous_store.hpp"
 #include "transport_errors.hpp"
+#include "transport_wait.hpp"
 
 namespace pipescope::exec {
 namespace {
@@ -18,6 +23,7 @@ class GlooPending : public PendingTransfer {
   void wait(std::chrono::milliseconds timeout) override {
     if (!work_) return;
     try {
+      spin(timeout);
       work_->wait(timeout);
     } catch (const std::exception& e) {
       work_.reset();
@@ -28,6 +34,15 @@ class GlooPending : public PendingTransfer {
   }
 
  private:
+  // Within this thread's spin limit (transport_wait.hpp), the core stays this rank's: the
+  // transport's threads, runnable on it, get it at each yield.
+  void spin(std::chrono::milliseconds timeout) {
+    const auto limit = std::min<std::chrono::microseconds>(spin_limit_of_this_thread(), timeout);
+    if (limit.count() <= 0) return;
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!work_->isCompleted() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  }
+
   c10::intrusive_ptr<c10d::Work> work_;
   std::vector<at::Tensor> keep_alive_;
   std::string what_;
@@ -37,15 +52,20 @@ class GlooTransport : public Transport {
  public:
   GlooTransport(c10::intrusive_ptr<c10d::Store> store, std::vector<int> members, int group_rank, std::string name,
                 c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> options)
-      : store_(std::move(store)), members_(std::move(members)), group_rank_(group_rank), name_(std::move(name)),
+      : store_(std::move(store)),
+        members_(std::move(members)),
+        group_rank_(group_rank),
+        name_(std::move(name)),
         options_(std::move(options)) {
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>(name_, store_);
     try {
-      group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, group_rank_, static_cast<int>(members_.size()), options_);
+      group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, group_rank_, static_cast<int>(members_.size()),
+                                                           options_);
     } catch (const std::exception& e) {
       std::string message = e.what();
       if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
-      throw TransportError(fmt::format("process group '{}' (rank {} of {}): {}", name_, group_rank_, members_.size(), message));
+      throw TransportError(
+          fmt::format("process group '{}' (rank {} of {}): {}", name_, group_rank_, members_.size(), message));
     }
   }
 
@@ -55,11 +75,13 @@ class GlooTransport : public Transport {
 
   std::unique_ptr<PendingTransfer> send(at::Tensor tensor, int peer, int tag) override {
     std::vector<at::Tensor> tensors{tensor};
-    return run(fmt::format("send to rank {}", members_.at(peer)), tensors, [&] { return group_->send(tensors, peer, tag); });
+    return run(fmt::format("send to rank {}", members_.at(peer)), tensors,
+               [&] { return group_->send(tensors, peer, tag); });
   }
   std::unique_ptr<PendingTransfer> recv(at::Tensor tensor, int peer, int tag) override {
     std::vector<at::Tensor> tensors{tensor};
-    return run(fmt::format("receive from rank {}", members_.at(peer)), tensors, [&] { return group_->recv(tensors, peer, tag); });
+    return run(fmt::format("receive from rank {}", members_.at(peer)), tensors,
+               [&] { return group_->recv(tensors, peer, tag); });
   }
   std::unique_ptr<PendingTransfer> all_reduce_sum(at::Tensor tensor) override {
     std::vector<at::Tensor> tensors{tensor};
@@ -70,10 +92,12 @@ class GlooTransport : public Transport {
     std::vector<std::vector<at::Tensor>> outputs{output.view({-1}).chunk(size())};
     for (auto& o : outputs[0]) o = o.view(input.sizes());
     std::vector<at::Tensor> keep{input, output};
-    return run(fmt::format("all-gather over group '{}'", name_), keep, [&] { return group_->allgather(outputs, inputs); });
+    return run(fmt::format("all-gather over group '{}'", name_), keep,
+               [&] { return group_->allgather(outputs, inputs); });
   }
 
-  std::unique_ptr<PendingTransfer> all_to_all(at::Tensor output, at::Tensor input, const std::vector<std::int64_t>& output_splits,
+  std::unique_ptr<PendingTransfer> all_to_all(at::Tensor output, at::Tensor input,
+                                              const std::vector<std::int64_t>& output_splits,
                                               const std::vector<std::int64_t>& input_splits) override {
     std::vector<std::int64_t> out_splits = output_splits, in_splits = input_splits;
     std::vector<at::Tensor> keep{input, output};

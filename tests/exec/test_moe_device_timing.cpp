@@ -14,17 +14,13 @@
 //   its second to rank 1).
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <array>
 #include <chrono>
-#include <filesystem>
-#include <string>
-#include <thread>
 
 #include "moe/all_to_all.hpp"
 #include "moe/expert_calls.hpp"
 #include "pipescope/exec/expert_parallel.hpp"
+#include "gloo_in_process.hpp"
 #include "pipescope/exec/transport.hpp"
 #include "scripted_device.hpp"
 
@@ -88,38 +84,24 @@ TEST_CASE("on a device that leaves timing to the host, an expert call keeps the 
 
 TEST_CASE("on a device that times its work, an exchange's span is the device's, the dispatch's start the host's",
           "[moe][all_to_all]") {
-  const std::filesystem::path store_file =
-      std::filesystem::temp_directory_path() / ("pipescope-moe-device-timing-" + std::to_string(getpid()));
-  std::filesystem::remove(store_file);
   std::array<std::vector<AllToAllRecord>, 2> records;
   std::array<at::Tensor, 2> arrived;
   std::array<std::shared_ptr<ScriptedDevice>, 2> devices{timing_device(), timing_device()};
-  std::vector<std::thread> ranks;
-  ranks.reserve(2);
-  for (int r = 0; r < 2; ++r)
-    ranks.emplace_back([&, r] {
-      WorldOptions options;
-      options.store_file = store_file.string();
-      options.rank = r;
-      options.world_size = 2;
-      options.timeout = 20000ms;
-      World world = make_world(at::kCPU, options);
-      ExpertParallel expert_parallel(2, 2);
-      expert_parallel.connect(*world.transport, r, 2, 0, 1, 20000ms);
-      expert_parallel.time_on(devices[r]);
-      // Row 0 goes to rank 0, row 1 to rank 1.
-      const at::Tensor rows = at::arange(2 * 3, at::kFloat).reshape({2, 3}).add(10.0 * r).requires_grad_(true);
-      const moe::AllToAllKinds kinds{traces::EventKind::AllToAllDispatchForward,
-                                     traces::EventKind::AllToAllDispatchBackward};
-      const double count_exchange_started_us = 4000;
-      at::Tensor out =
-          moe::all_to_all(rows, {1, 1}, {1, 1}, expert_parallel, kinds, {1, 1}, "blocks.0", count_exchange_started_us);
-      arrived[r] = out.detach().clone();
-      out.sum().backward();
-      records[r] = expert_parallel.take_records();
-    });
-  for (auto& t : ranks) t.join();
-  std::filesystem::remove(store_file);
+  testing::run_over_gloo(2, [&](int r, Transport& world) {
+    ExpertParallel expert_parallel(2, 2);
+    expert_parallel.connect(world, r, 2, 0, 1, 20000ms);
+    expert_parallel.time_on(devices[r]);
+    // Row 0 goes to rank 0, row 1 to rank 1.
+    const at::Tensor rows = at::arange(2 * 3, at::kFloat).reshape({2, 3}).add(10.0 * r).requires_grad_(true);
+    const moe::AllToAllKinds kinds{traces::EventKind::AllToAllDispatchForward,
+                                   traces::EventKind::AllToAllDispatchBackward};
+    const double count_exchange_started_us = 4000;
+    at::Tensor out =
+        moe::all_to_all(rows, {1, 1}, {1, 1}, expert_parallel, kinds, {1, 1}, "blocks.0", count_exchange_started_us);
+    arrived[r] = out.detach().clone();
+    out.sum().backward();
+    records[r] = expert_parallel.take_records();
+  });
 
   CHECK(at::equal(arrived[0][1], at::arange(3, at::kFloat).add(10.0)));
   CHECK(at::equal(arrived[1][0], at::arange(3, 6, at::kFloat)));

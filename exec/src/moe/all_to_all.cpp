@@ -11,6 +11,7 @@
 
 #include "runtime/clock.hpp"
 #include "runtime/compute_baton.hpp"
+#include "transport_wait.hpp"
 
 namespace pipescope::exec::moe {
 namespace {
@@ -31,6 +32,9 @@ void run_expert_exchange(ExpertParallel& ep, at::Tensor& output, at::Tensor& inp
                          const std::vector<std::int64_t>& input_splits) {
   Transport* group = ep.group_for(runtime::backward_on_this_thread());
   auto pending = group->all_to_all(output, input, output_splits, input_splits);
+  // A pass of an overlapped step hands its core to the other pass while it waits: no spinning.
+  const bool overlapped = runtime::pass_on_this_thread().baton != nullptr;
+  const SpinWhileWaiting spin(overlapped ? std::chrono::microseconds(0) : ep.spin_limit());
   const runtime::OffCompute on_the_wire;
   pending->wait(ep.timeout());
 }

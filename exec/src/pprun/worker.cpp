@@ -60,6 +60,10 @@ constexpr int kHeldOutBatches = 2;
 constexpr int kBackwardSplitProbeRepetitions = 5;
 // Repetitions of the expert-call probe at each of its row counts (a few calls of one expert).
 constexpr int kExpertCallProbeRepetitions = 5;
+// How long a rank on cores of its own waits for an expert exchange with its core kept busy
+// before it sleeps (transport_wait.hpp): longer than this machine's exchanges of tiny-moe
+// (0.3 to 7 ms), short enough that a peer that stalls costs no more than that.
+constexpr std::chrono::microseconds kExchangeSpinLimit{20000};
 
 // The per-step numbers every rank contributes to rank 0.
 // kStolenS: seconds the host took from the rank's cores during the step (stolen_time.hpp);
@@ -104,7 +108,10 @@ class Worker {
     // --bind-cores (or its default, binds_cores): this rank, with the threads it starts later
     // (its transport's too), runs on its share of the launcher's cores (core_binding.hpp).
     bound_cores_ = binds_cores(o.bind_cores, o.no_bind_cores, env_);
-    if (bound_cores_) bind_to_core_share(env_.local_rank, local_world_size_for_binding(env_));
+    if (bound_cores_) {
+      own_cores_ = allowed_cores().size() >= static_cast<std::size_t>(local_world_size_for_binding(env_));
+      bind_to_core_share(env_.local_rank, local_world_size_for_binding(env_));
+    }
     const std::vector<pid_t> threads_before_transport = process_threads();
     // --device cuda: GPU LOCAL_RANK of this node (modulo the GPUs there), NCCL between ranks.
     const std::shared_ptr<ComputeDevice> device =
@@ -313,6 +320,8 @@ class Worker {
     // On a GPU the exchanges and the experts' calls are timed by the device, as the passes are.
     expert_parallel_->time_on(device_);
     moe::expert_call_log(*expert_parallel_).time_on(device_);
+    // On cores of its own a rank keeps its core through an exchange's wait (transport_wait.hpp).
+    if (own_cores_ && plan_.options.device == "cpu") expert_parallel_->set_spin_limit(kExchangeSpinLimit);
     const int pipeline_ranks = plan_.pipeline_ranks;
     expert_parallel_->connect(*world_, env_.rank / pipeline_ranks, plan_.options.data_parallel,
                               env_.rank % pipeline_ranks, pipeline_ranks, timeout());
@@ -371,6 +380,7 @@ class Worker {
   std::shared_ptr<ComputeDevice> device_;            // the one the engine computes on (the probes time it)
   std::vector<pid_t> transport_threads_;             // started by the transport: they move data between ranks
   bool bound_cores_ = false;                         // this rank runs on its share of the cores (binds_cores)
+  bool own_cores_ = false;                           // and that share is its own: no other rank's
   std::shared_ptr<ExpertParallel> expert_parallel_;  // MoE models only
   std::optional<TextBatches> text_;                  // the text data; empty for synthetic data
 };

@@ -86,6 +86,13 @@ class ExpertParallel {
   // it is done, and the host returns from a call before its kernels ran), the exchanges'
   // spans are the device's, in the clock of the passes' events; the CPU changes nothing.
   void time_on(std::shared_ptr<ComputeDevice> device) { device_ = std::move(device); }
+  // How long a wait for an exchange may keep the core busy before it blocks (zero, the default:
+  // it blocks at once). pprun sets it where each rank has cores of its own on the CPU: a rank
+  // that sleeps in every exchange hands its core to the host hundreds of times a step
+  // (docs/MOE-EXEC.md, "Waiting for an exchange"). An overlapped step's waiting pass never
+  // spins: the other pass computes on the same core meanwhile.
+  void set_spin_limit(std::chrono::microseconds limit) { spin_limit_ = limit; }
+  std::chrono::microseconds spin_limit() const { return spin_limit_; }
   // The device's timing of an exchange about to be issued; none where the host's clock is the truth.
   std::unique_ptr<DeviceTiming> start_device_timing() const;
 
@@ -106,6 +113,7 @@ class ExpertParallel {
   std::unique_ptr<Transport> expert_data_parallel_;
   std::vector<int> group_world_ranks_;
   std::chrono::milliseconds timeout_{60000};
+  std::chrono::microseconds spin_limit_{0};
   double aux_gradient_scale_ = 1.0;
   struct DeviceSpan {
     std::unique_ptr<DeviceTiming> timing;  // null: the host's span stands
