@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "runtime/clock.hpp"
+#include "runtime/device_time.hpp"
 
 namespace pipescope::exec::moe {
 namespace {
@@ -86,12 +87,8 @@ std::vector<ExpertCallRecord> ExpertCallLog::take_records() {
     backward_started_.clear();
   }
   // Outside the lock: reading a device span waits for the device to get there.
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    if (!timings[i]) continue;
-    const auto [start_us, end_us] = timings[i]->span_us();
-    out[i].start_us = start_us;
-    out[i].end_us = end_us;
-  }
+  for (std::size_t i = 0; i < out.size(); ++i)
+    runtime::take_device_span(timings[i].get(), out[i].start_us, out[i].end_us);
   return out;
 }
 

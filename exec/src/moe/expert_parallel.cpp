@@ -3,10 +3,10 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cctype>
 
 #include "pipescope/core/errors.hpp"
+#include "runtime/device_time.hpp"
 
 namespace pipescope::exec {
 
@@ -59,12 +59,8 @@ std::vector<AllToAllRecord> ExpertParallel::take_records() {
     spans.swap(device_spans_);
   }
   // Outside the lock: reading a device span waits for the device to get there.
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    if (!spans[i].timing) continue;
-    const auto [start_us, end_us] = spans[i].timing->span_us();
-    if (!spans[i].keeps_start) out[i].start_us = start_us;
-    out[i].end_us = std::max(end_us, out[i].start_us);
-  }
+  for (std::size_t i = 0; i < out.size(); ++i)
+    runtime::take_device_span(spans[i].timing.get(), out[i].start_us, out[i].end_us, spans[i].keeps_start);
   return out;
 }
 

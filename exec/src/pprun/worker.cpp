@@ -109,8 +109,9 @@ class Worker {
     // (its transport's too), runs on its share of the launcher's cores (core_binding.hpp).
     bound_cores_ = binds_cores(o.bind_cores, o.no_bind_cores, env_);
     if (bound_cores_) {
-      own_cores_ = allowed_cores().size() >= static_cast<std::size_t>(local_world_size_for_binding(env_));
-      bind_to_core_share(env_.local_rank, local_world_size_for_binding(env_));
+      const int ranks_here = local_world_size_for_binding(env_);
+      own_cores_ = allowed_cores().size() >= static_cast<std::size_t>(ranks_here);
+      bind_to_core_share(env_.local_rank, ranks_here);
     }
     const std::vector<pid_t> threads_before_transport = process_threads();
     // --device cuda: GPU LOCAL_RANK of this node (modulo the GPUs there), NCCL between ranks.
