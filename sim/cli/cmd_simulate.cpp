@@ -256,6 +256,10 @@ void check_moe_overlap_option(const SimulateOptions& s, const sim::ModelSpec& mo
         "--delay-wgrad-compute: for the overlapped F&B steps of --overlap-moe-expert-parallel-comm or dualpipev, "
         "not --schedule " +
         s.schedule + " without them");
+  if (s.megatron.defer_embedding_wgrad && model.is_moe() && (s.overlap_moe_comm || s.schedule == "dualpipev"))
+    throw UsageError(
+        "--defer-embedding-wgrad-compute is not modelled with a mixture of experts' overlapped F&B steps "
+        "(--overlap-moe-expert-parallel-comm, dualpipev)");
   if (!s.overlap_moe_comm) return;
   if (!model.is_moe())
     throw UsageError("--overlap-moe-expert-parallel-comm: " + model.name + " has no experts (a dense model)");

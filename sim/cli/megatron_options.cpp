@@ -67,7 +67,12 @@ void MegatronOptions::add_to(po::options_description& options, bool with_optimiz
        "a measured routing: a JSON file of the tokens each expert took, [n0, n1, ...] or {\"expert_tokens\": "
        "[...]}; the busiest EP rank's share over the mean replaces --moe-imbalance")
       ("moe-fp8-dispatch", po::bool_switch(&moe_fp8_dispatch),
-       "the dispatch all-to-all in FP8 (DeepSeek-V3's; the combine stays BF16)");
+       "the dispatch all-to-all in FP8 (DeepSeek-V3's; the combine stays BF16)")
+      ("defer-embedding-wgrad-compute", po::bool_switch(&defer_embedding_wgrad),
+       "compute the output layer's weight gradients in the pipeline's flush, after the last rank's last "
+       "backward, instead of in each backward (needs --stages 2 or more; default off)")
+      ("wgrad-deferral-limit", po::value(&wgrad_deferral_limit)->default_value(wgrad_deferral_limit),
+       "with --defer-embedding-wgrad-compute: defer only the first N micro-batches' (0: all of them)");
   if (with_optimizer)
     group.add_options()
         ("use-distributed-optimizer", po::bool_switch(&distributed_optimizer),
@@ -177,16 +182,21 @@ void MegatronOptions::apply(sim::ParallelConfig& parallel) const {
     parallel.expert_tokens = read_expert_tokens(moe_routing);
   }
   parallel.fp8_dispatch = moe_fp8_dispatch;
+  parallel.defer_embedding_wgrad = defer_embedding_wgrad;
+  parallel.wgrad_deferral_limit = wgrad_deferral_limit;
 }
 
 std::vector<std::string> MegatronOptions::given(const po::variables_map& vm) const {
   std::vector<std::string> names;
+  // clang-format off
   for (const char* name :
        {"cp-comm-type", "attention-backend", "fp8-format", "fp8-param-gather", "overlap-param-gather",
         "ddp-bucket-size", "tp-comm-overlap", "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers",
         "account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split",
         "pipeline-model-parallel-layout", "expert-parallel", "expert-model-parallel-size", "expert-tensor-parallel",
-        "expert-tensor-parallel-size", "moe-imbalance", "moe-routing", "moe-fp8-dispatch"}) {
+        "expert-tensor-parallel-size", "moe-imbalance", "moe-routing", "moe-fp8-dispatch",
+        "defer-embedding-wgrad-compute", "wgrad-deferral-limit"}) {
+    // clang-format on
     if (!vm.count(name) || vm[name].defaulted()) continue;
     // A bool_switch not given is "defaulted"; one given false cannot be.
     names.push_back(std::string("--") + name);

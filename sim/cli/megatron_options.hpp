@@ -29,11 +29,13 @@ struct MegatronOptions {
   std::string layout;
   // Mixture of experts (with a MoE model): expert parallelism and its routing.
   // Each size under pipescope's name and Megatron's: both given must agree.
-  std::optional<int> expert_parallel, expert_model_parallel_size;  // absent: 1
+  std::optional<int> expert_parallel, expert_model_parallel_size;          // absent: 1
   std::optional<int> expert_tensor_parallel, expert_tensor_parallel_size;  // absent: the tensor-parallel size
   double moe_imbalance = 1;
   std::string moe_routing;  // a JSON file of tokens per expert (empty: --moe-imbalance)
   bool moe_fp8_dispatch = false;
+  bool defer_embedding_wgrad = false;
+  int wgrad_deferral_limit = 0;
 
   // `with_optimizer`: also --use-distributed-optimizer / --zero1 (ppsim plan has its own default).
   void add_to(boost::program_options::options_description& options, bool with_optimizer);

@@ -60,7 +60,8 @@ void CostModel::check(int num_stages) const {
     check_time(s.reduce_grads_s, "gradient reduction time", id);
     check_time(s.reduce_grads_last_s, "gradient reduction time after the backward", id);
     if (s.reduce_grads_buckets < 0 || s.reduce_grads_last_s > s.reduce_grads_s)
-      throw UsageError("stage " + std::to_string(id) + ": overlapped gradient reduction: buckets must be >= 0 and "
+      throw UsageError("stage " + std::to_string(id) +
+                       ": overlapped gradient reduction: buckets must be >= 0 and "
                        "the part after the backward no longer than the whole");
     check_time(s.reduce_tied_s, "tied-gradient reduction time", id);
     check_time(s.optimizer_s, "optimizer time", id);
@@ -69,18 +70,26 @@ void CostModel::check(int num_stages) const {
     check_time(s.tensor_parallel_f_s, "tensor-parallel forward collectives time", id);
     check_time(s.tensor_parallel_b_s, "tensor-parallel backward collectives time", id);
     if (s.tensor_parallel_f_s > s.f_s || s.tensor_parallel_b_s > s.b_s)
-      throw UsageError("stage " + std::to_string(id) + ": tensor-parallel collectives longer than the pass that runs them");
+      throw UsageError("stage " + std::to_string(id) +
+                       ": tensor-parallel collectives longer than the pass that runs them");
     const ExpertAllToAll& a2a = s.all_to_all;
     check_time(a2a.dispatch_f_s, "all-to-all dispatch time", id);
     check_time(a2a.combine_f_s, "all-to-all combine time", id);
     check_time(a2a.dispatch_b_s, "all-to-all dispatch gradient time", id);
     check_time(a2a.combine_b_s, "all-to-all combine gradient time", id);
     if (a2a.forward_s() + s.tensor_parallel_f_s > s.f_s || a2a.backward_s() + s.tensor_parallel_b_s > s.b_s)
-      throw UsageError("stage " + std::to_string(id) + ": all-to-all and tensor-parallel collectives longer than the pass that runs them");
+      throw UsageError("stage " + std::to_string(id) +
+                       ": all-to-all and tensor-parallel collectives longer than the pass that runs them");
     if (a2a.moe_layers < 0 || a2a.group_size < 1 || a2a.dispatch_bytes < 0 || a2a.combine_bytes < 0 ||
         (a2a.any() && a2a.moe_layers == 0))
-      throw UsageError("stage " + std::to_string(id) + ": all-to-all: MoE layers, group size and bytes must be >= 0 "
+      throw UsageError("stage " + std::to_string(id) +
+                       ": all-to-all: MoE layers, group size and bytes must be >= 0 "
                        "(group >= 1), with at least one MoE layer when it takes time");
+    check_time(s.deferred_weight_s, "deferred output-layer weight gradient time", id);
+    if (s.deferred_weight_s > s.w_s || s.deferred_micro_batches < 0 || s.deferred_bytes < 0)
+      throw UsageError("stage " + std::to_string(id) +
+                       ": deferred output-layer weight gradients: no longer than the "
+                       "stage's weight gradients, with micro-batches and bytes >= 0");
     if (s.grad_buffer_bytes < 0) throw UsageError("stage " + std::to_string(id) + ": gradient buffer must be >= 0");
     if (s.f_mem_bytes + s.b_mem_bytes + s.w_mem_bytes != 0)
       throw UsageError("stage " + std::to_string(id) + ": f, b and w memory must sum to 0 (got " +
@@ -98,7 +107,8 @@ void RuntimeEffects::check(int num_stages) const {
                      std::to_string(num_stages));
   if (!std::isfinite(instruction_overhead_s) || instruction_overhead_s < 0)
     throw UsageError("instruction overhead must be a finite time >= 0");
-  if (!std::isfinite(step_overhead_s) || step_overhead_s < 0) throw UsageError("step overhead must be a finite time >= 0");
+  if (!std::isfinite(step_overhead_s) || step_overhead_s < 0)
+    throw UsageError("step overhead must be a finite time >= 0");
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const StageRuntimeEffects& s = stages[i];
     const int id = static_cast<int>(i);

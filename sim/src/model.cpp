@@ -85,6 +85,14 @@ void check_option_pairs(const ParallelConfig& parallel) {
   if (parallel.overlap_param_gather && !parallel.zero1)
     throw UsageError("--overlap-param-gather needs --use-distributed-optimizer (only it all-gathers parameters)");
   if (parallel.bucket_parameters < 0) throw UsageError("--ddp-bucket-size must be at least 1");
+  if (parallel.wgrad_deferral_limit < 0)
+    throw UsageError("--wgrad-deferral-limit must be at least 0 (0: every micro-batch)");
+  if (parallel.wgrad_deferral_limit > 0 && !parallel.defer_embedding_wgrad)
+    throw UsageError("--wgrad-deferral-limit needs --defer-embedding-wgrad-compute");
+  if (parallel.defer_embedding_wgrad && parallel.pipeline < 2)
+    throw UsageError(
+        "--defer-embedding-wgrad-compute needs pipeline parallelism (--stages 2 or more): the deferred weight "
+        "gradients fill the pipeline's flush, as in Megatron, which refuses it without one");
 }
 
 // The link context parallelism's ring runs on: its members sit T apart, on one node's NVLink while
@@ -400,6 +408,17 @@ void set_stage_times(StageCost& c, const StageInputs& in, int st) {
     c.f_s += (1 + n_mtp) * in.head.f_s + n_mtp * in.mtp_projection.f_s;
     c.b_s += (1 + n_mtp) * in.head.b_s + n_mtp * in.mtp_projection.b_s;
     c.w_s += (1 + n_mtp) * in.head.w_s + n_mtp * in.mtp_projection.w_s;
+    if (in.parallel.defer_embedding_wgrad) {
+      // The output layer's weight gradient of each of its passes; held meanwhile, its input (as
+      // it entered, split by sequence parallelism: the flush gathers it again) and the 16-bit
+      // gradient of its output, the rank's share of the vocabulary.
+      c.deferred_weight_s = (1 + n_mtp) * in.head.w_s;
+      c.deferred_micro_batches = in.parallel.wgrad_deferral_limit;
+      const double tokens = in.s * in.b;
+      c.deferred_bytes = static_cast<std::int64_t>(
+          (1 + n_mtp) * 2.0 * tokens *
+          (in.h / (in.parallel.sequence_parallel ? in.parallel.tensor_parallel : 1) + in.vocab_on_rank));
+    }
   }
   // The experts' all-to-all inside those passes, apart, for the schedules that overlap it.
   // Full recomputation runs the forward's dispatch and combine again in the backward.

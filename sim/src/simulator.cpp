@@ -92,7 +92,8 @@ bool Engine::timed_duration(std::int32_t rank, const CompiledInstruction& ci, bo
       break;
     // Micro-batch 0's weight gradient becomes the gradient sum: nothing to add it to.
     case Op::BackwardPass:
-      duration = cost.backward_pass_s() - effects.weight_gradient_saving_s(ci.micro_batch);
+      duration = cost.backward_pass_s() - effects.weight_gradient_saving_s(ci.micro_batch) +
+                 deferred_.pass_change_s(r.pc, cost);
       if (ends_step) {
         duration = std::max(0.0, r.pair_end_s - now);
         r.pair_backward_pc = -1;
@@ -112,7 +113,7 @@ bool Engine::timed_duration(std::int32_t rank, const CompiledInstruction& ci, bo
       }
       break;
     case Op::BackwardWeight:
-      duration = cost.w_s - effects.weight_gradient_saving_s(ci.micro_batch);
+      duration = cost.w_s - effects.weight_gradient_saving_s(ci.micro_batch) + deferred_.pass_change_s(r.pc, cost);
       note_weight_pass(ci.stage, now, duration);
       break;
     case Op::LoadMicroBatch: duration = cost.load_s; break;
@@ -144,6 +145,7 @@ bool Engine::timed_duration(std::int32_t rank, const CompiledInstruction& ci, bo
 bool Engine::run_timed(std::int32_t rank, const CompiledInstruction& ci, bool starts_step, double& now) {
   RankState& r = ranks_[rank];
   const StageCost& cost = stage_[ci.stage];
+  if (deferred_.any()) run_flush_before(rank, r.pc, now);
   double duration = 0;
   traces::Lane lane = traces::Lane::Compute;
   if (!timed_duration(rank, ci, starts_step, now, duration, lane)) return false;
@@ -152,8 +154,9 @@ bool Engine::run_timed(std::int32_t rank, const CompiledInstruction& ci, bool st
   if (!pass_barrier(rank, ci, now, event_start)) return false;
   const double end = now + duration;
   // After any barrier wait: the rules flip the stage's gradient-buffer flag (memory_rules.hpp).
-  const MemoryChange memory = memory_change(ci.op, cost, grad_buffer_held_[ci.stage]);
-  if (memory.grad_buffer_bytes > 0) change_memory(rank, memory.grad_buffer_bytes, now);
+  const MemoryChange memory = memory_change(ci.op, cost, grad_buffer_held_[ci.stage], deferred_, r.pc);
+  if (memory.grad_buffer_bytes + memory.deferred_bytes > 0)
+    change_memory(rank, memory.grad_buffer_bytes + memory.deferred_bytes, now);
   const std::int64_t delta = memory.delta_bytes;
   // Allocations count from the start of an op, frees from its end.
   if (delta > 0) change_memory(rank, delta, now);
@@ -170,6 +173,25 @@ bool Engine::run_timed(std::int32_t rank, const CompiledInstruction& ci, bool st
   }
   now = end + costs_.runtime.instruction_overhead_s;
   return true;
+}
+
+// Megatron's flush of the deferred output-layer weight gradients, before the rank's first
+// reduction after its last backward: compute on the rank's lane, drawn as one W of the stage.
+void Engine::run_flush_before(std::int32_t rank, std::int32_t pc, double& now) {
+  const double flush_s = deferred_.flush_before_s(pc);
+  if (flush_s <= 0 || flushed_before_[rank] == pc) return;
+  flushed_before_[rank] = pc;
+  RankState& r = ranks_[rank];
+  const double end = now + flush_s;
+  if (options_.build_trace)
+    add_event(rank, traces::Lane::Compute, CompiledInstruction{Op::BackwardWeight, deferred_.flush_stage[pc]}, now, end,
+              "compute");
+  change_memory(rank, -deferred_.flush_bytes[pc], end);
+  r.busy_s += flush_s;
+  if (r.first_compute_s < 0) r.first_compute_s = now;
+  r.last_compute_end_s = end;
+  r.compute_s += flush_s;
+  now = end + costs_.runtime.instruction_overhead_s;
 }
 
 // Clipping by the global norm: the first optimizer step of each rank waits for every rank's;

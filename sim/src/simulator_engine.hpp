@@ -14,6 +14,7 @@
 
 #include "pipescope/sim/simulator.hpp"
 #include "link_model.hpp"
+#include "memory_rules.hpp"
 
 namespace pipescope::sim::event_loop {
 
@@ -169,6 +170,10 @@ class Engine {
   // Per stage: start and length of its latest weight-gradient pass (BackwardPass or
   // BackwardWeight), which an overlapped gradient reduction runs beside.
   std::vector<double> weight_pass_start_s_, weight_pass_s_;
+  DeferredWeights deferred_;                  // Megatron's deferred output-layer weight gradients, per instruction
+  std::vector<std::int32_t> flushed_before_;  // per rank: the instruction whose flush has run (-1)
+  // The flush of deferred weight gradients due before instruction `pc`, once: false when none.
+  inline void run_flush_before(std::int32_t rank, std::int32_t pc, double& now);
   std::vector<RankState> ranks_;
   // Per instruction: for a ForwardPass that starts an overlapped F&B step, its backward's index
   // and the transfer bringing that backward's input (-1: none); empty when nothing overlaps.

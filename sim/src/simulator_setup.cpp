@@ -26,6 +26,8 @@ void Engine::prepare_stages() {
   find_overlapped_steps();
   weight_pass_start_s_.assign(static_cast<std::size_t>(s_.num_stages), 0.0);
   weight_pass_s_.assign(static_cast<std::size_t>(s_.num_stages), 0.0);
+  deferred_ = deferred_weights(s_, costs_);
+  flushed_before_.assign(static_cast<std::size_t>(s_.num_ranks), -1);
 
   ranks_.assign(static_cast<std::size_t>(s_.num_ranks), RankState{});
   for (int s = 0; s < s_.num_stages; ++s) {

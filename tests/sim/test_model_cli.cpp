@@ -76,7 +76,8 @@ TEST_CASE("ppsim simulate runs tensor and sequence parallelism and both recomput
 // after the backward adds its whole time; overlapped with the last backward, what is left is
 // the tail (the last bucket and the embedding).
 TEST_CASE("ppsim simulate overlaps the gradient reduction with the backward when asked", "[cli]") {
-  const std::string replicas = "--model gpt-1.3b --stages 1 --micro-batches 2 --data-parallel 32 --inter-bandwidth 5GB --json";
+  const std::string replicas =
+      "--model gpt-1.3b --stages 1 --micro-batches 2 --data-parallel 32 --inter-bandwidth 5GB --json";
   const ppsim_test::PpsimRun after = simulate(replicas);
   const ppsim_test::PpsimRun overlapped = simulate(replicas + " --overlap-grad-reduce");
   const ppsim_test::PpsimRun alone = simulate("--model gpt-1.3b --stages 1 --micro-batches 2 --json");
@@ -90,7 +91,8 @@ TEST_CASE("ppsim simulate overlaps the gradient reduction with the backward when
 }
 
 TEST_CASE("ppsim simulate predicts the steady state of back-to-back iterations", "[cli]") {
-  const std::string zb = "--schedule zb-h2 --stages 4 --micro-batches 8 --f-cost 1 --b-cost 1 --w-cost 1 --steady-state";
+  const std::string zb =
+      "--schedule zb-h2 --stages 4 --micro-batches 8 --f-cost 1 --b-cost 1 --w-cost 1 --steady-state";
   const PpsimRun table = simulate(zb);
   INFO(table.err);
   REQUIRE(table.status == 0);
@@ -144,7 +146,8 @@ TEST_CASE("ppsim simulate refuses tensor parallelism that cannot run, with the r
       {kLlama + "--recompute-granularity some", "--recompute-granularity: 'some' is neither full nor selective"},
       {"--stages 4 --micro-batches 8 --tensor-parallel 2", "--tensor-parallel needs --model: not with explicit costs"},
       {"--stages 4 --micro-batches 8 --recompute-granularity selective", "selective needs --model"},
-      {"--stages 4 --micro-batches 8 --overlap-grad-reduce", "--overlap-grad-reduce needs --model: not with explicit costs"},
+      {"--stages 4 --micro-batches 8 --overlap-grad-reduce",
+       "--overlap-grad-reduce needs --model: not with explicit costs"},
       {"--stages 4 --micro-batches 8 --profile nowhere.json --sequence-parallel", "--sequence-parallel needs --model"},
   };
   for (const auto& [args, reason] : cases) {
@@ -155,4 +158,43 @@ TEST_CASE("ppsim simulate refuses tensor parallelism that cannot run, with the r
     CHECK(run.err.find(reason) != std::string::npos);
     CHECK(run.out.empty());
   }
+}
+
+// Megatron's --defer-embedding-wgrad-compute on llama-3-70b (4 stages of TP 8 with sequence
+// parallelism, 8 micro-batches): the last rank holds the deferred passes' head inputs and logit
+// gradients until its flush, so its peak rises (all eight more than the first two of
+// --wgrad-deferral-limit 2), and the iteration is no longer; back-to-back iterations flush each
+// one. Refused in one line naming the option: the limit alone, a negative limit, one stage.
+TEST_CASE("ppsim simulate defers the output layer's weight gradients to the flush", "[cli]") {
+  const std::string base = kLlama + "--tensor-parallel 8 --sequence-parallel --json ";
+  const PpsimRun plain = simulate(base);
+  const PpsimRun all = simulate(base + "--defer-embedding-wgrad-compute");
+  const PpsimRun two = simulate(base + "--defer-embedding-wgrad-compute --wgrad-deferral-limit 2");
+  const PpsimRun steady_plain = simulate(base + "--steady-state");
+  const PpsimRun steady = simulate(base + "--steady-state --defer-embedding-wgrad-compute");
+  for (const PpsimRun* run : {&plain, &all, &two, &steady_plain, &steady}) {
+    INFO(run->err);
+    REQUIRE(run->status == 0);
+  }
+  const auto last_peak = [](const PpsimRun& run) {
+    return json::parse(run.out).at("ranks").at(3).at("peak_memory_bytes").get<std::int64_t>();
+  };
+  const auto iteration = [](const PpsimRun& run) { return json::parse(run.out).at("iteration_time_s").get<double>(); };
+  CHECK(last_peak(all) > last_peak(two));
+  CHECK(last_peak(two) > last_peak(plain));
+  CHECK(iteration(all) <= iteration(plain));
+  CHECK(iteration(steady) <= iteration(steady_plain));
+
+  for (const std::string& bad : {std::string("--wgrad-deferral-limit 2"),
+                                 std::string("--defer-embedding-wgrad-compute --wgrad-deferral-limit -1")}) {
+    const PpsimRun refused = simulate(base + bad);
+    CHECK(refused.status == 2);
+    CHECK(refused.one_error_line());
+    CHECK(refused.err.find("--wgrad-deferral-limit") != std::string::npos);
+  }
+  const PpsimRun one_stage =
+      simulate("--model llama-3-70b --stages 1 --micro-batches 8 --tensor-parallel 8 --defer-embedding-wgrad-compute");
+  CHECK(one_stage.status == 2);
+  CHECK(one_stage.one_error_line());
+  CHECK(one_stage.err.find("--defer-embedding-wgrad-compute needs pipeline parallelism") != std::string::npos);
 }

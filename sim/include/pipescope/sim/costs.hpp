@@ -75,6 +75,14 @@ struct StageCost {
   int reduce_grads_buckets = 0;
   double reduce_grads_last_s = 0;
   ExpertAllToAll all_to_all;  // inside f_s and b_s; none for a dense model
+  // Megatron's --defer-embedding-wgrad-compute: the output layer's weight gradient (part of w_s)
+  // of the stage's first `deferred_micro_batches` weight passes of an iteration (0: all of them;
+  // --wgrad-deferral-limit) is left out of them and computed after the rank's last backward and
+  // its sends, before its gradient reduction, in the pipeline's flush. Each deferred pass holds
+  // `deferred_bytes` (the layer's input and its output's gradient) until then.
+  double deferred_weight_s = 0;
+  int deferred_micro_batches = 0;
+  std::int64_t deferred_bytes = 0;
 
   double backward_pass_s() const { return full_backward_s > 0 ? full_backward_s : b_s + w_s; }
   bool reduce_grads_overlapped() const { return reduce_grads_buckets > 0 && reduce_grads_s > 0; }

@@ -246,6 +246,11 @@ struct ParallelConfig {
   // for whatever EP the run uses; empty: moe_imbalance.
   std::vector<double> expert_tokens;
   bool fp8_dispatch = false;  // the dispatch all-to-all in FP8 (DeepSeek-V3's; combine stays BF16)
+  // Megatron's --defer-embedding-wgrad-compute: the last stage's output-layer weight gradients of
+  // the first `wgrad_deferral_limit` micro-batches (0: all) computed in the pipeline's flush, after
+  // the rank's last backward (StageCost::deferred_weight_s). Megatron requires pipeline > 1.
+  bool defer_embedding_wgrad = false;
+  int wgrad_deferral_limit = 0;
 
   // The group gradients are reduced over: data parallelism with the context-parallel ranks.
   int gradient_group() const { return data_parallel * context_parallel; }
