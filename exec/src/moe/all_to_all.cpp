@@ -26,10 +26,11 @@ std::int64_t row_bytes_of(const at::Tensor& t) {
 }
 
 // The group of the instruction this thread runs (forward or backward), and the wait for its
-// exchange with the compute given to the other pass of an overlapped step meanwhile.
-void run_expert_exchange(ExpertParallel& ep, at::Tensor& output, at::Tensor& input,
-                         const std::vector<std::int64_t>& output_splits,
-                         const std::vector<std::int64_t>& input_splits) {
+// exchange with the compute given to the other pass of an overlapped step meanwhile. Returns
+// when the bytes were in (the runtime's clock), before the pass took the compute back.
+double run_expert_exchange(ExpertParallel& ep, at::Tensor& output, at::Tensor& input,
+                           const std::vector<std::int64_t>& output_splits,
+                           const std::vector<std::int64_t>& input_splits) {
   Transport* group = ep.group_for(runtime::backward_on_this_thread());
   auto pending = group->all_to_all(output, input, output_splits, input_splits);
   // A pass of an overlapped step hands its core to the other pass while it waits: no spinning.
@@ -37,6 +38,7 @@ void run_expert_exchange(ExpertParallel& ep, at::Tensor& output, at::Tensor& inp
   const SpinWhileWaiting spin(overlapped ? std::chrono::microseconds(0) : ep.spin_limit());
   const runtime::OffCompute on_the_wire;
   pending->wait(ep.timeout());
+  return runtime::now_us();
 }
 
 // One exchange, timed and recorded.
@@ -61,9 +63,12 @@ at::Tensor exchange_rows(ExpertParallel& ep, const at::Tensor& given, const std:
     record.micro_batch = pass->micro_batch;
   }
   record.start_us = started_us >= 0 ? started_us : called_us;
-  run_expert_exchange(ep, output, input, output_splits, input_splits);
+  const double arrived_us = run_expert_exchange(ep, output, input, output_splits, input_splits);
+  // In an overlapped step the pass may wait here for the other pass's compute to give the core
+  // back: not the exchange's time, which ends when the bytes are in (and the rows reordered).
+  const double resumed_us = runtime::now_us();
   if (after.defined()) output = output.index_select(0, after);
-  record.end_us = runtime::now_us();
+  record.end_us = runtime::now_us() - (resumed_us - arrived_us);
   if (timing) timing->stop();
   const std::int64_t row = row_bytes_of(input);
   record.rows_sent = input_splits;
