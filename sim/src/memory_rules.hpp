@@ -109,8 +109,8 @@ inline DeferredWeights deferred_weights(const CompiledSchedule& schedule, const 
 // `grad_buffer_held` is the stage's flag: set when the buffer is allocated, cleared when the
 // optimizer step frees it. Instruction `pc`'s part in the deferred weight gradients: what it
 // keeps for the flush, and what a flush inside it frees at its end (DeferredWeights).
-inline MemoryChange memory_change(Op op, const StageCost& cost, char& grad_buffer_held,
-                                  const DeferredWeights& deferred = {}, std::int32_t pc = 0) {
+inline MemoryChange memory_change(Op op, const StageCost& cost, char& grad_buffer_held, const DeferredWeights& deferred,
+                                  std::int32_t pc) {
   MemoryChange change;
   if (deferred.any()) {
     if (deferred.defers[pc]) change.deferred_bytes = cost.deferred_bytes;

@@ -409,15 +409,14 @@ void set_stage_times(StageCost& c, const StageInputs& in, int st) {
     c.b_s += (1 + n_mtp) * in.head.b_s + n_mtp * in.mtp_projection.b_s;
     c.w_s += (1 + n_mtp) * in.head.w_s + n_mtp * in.mtp_projection.w_s;
     if (in.parallel.defer_embedding_wgrad) {
-      // The output layer's weight gradient of each of its passes; held meanwhile, its input (as
-      // it entered, split by sequence parallelism: the flush gathers it again) and the 16-bit
-      // gradient of its output, the rank's share of the vocabulary.
+      // The output layer's weight gradient of each of its passes; held meanwhile, its input (a
+      // stage's output, as sequence parallelism splits it: the flush gathers it again) and the
+      // 16-bit gradient of its output, the rank's share of the vocabulary.
       c.deferred_weight_s = (1 + n_mtp) * in.head.w_s;
       c.deferred_micro_batches = in.parallel.wgrad_deferral_limit;
-      const double tokens = in.s * in.b;
-      c.deferred_bytes = static_cast<std::int64_t>(
-          (1 + n_mtp) * 2.0 * tokens *
-          (in.h / (in.parallel.sequence_parallel ? in.parallel.tensor_parallel : 1) + in.vocab_on_rank));
+      c.deferred_bytes =
+          memory_figure_bytes((1 + n_mtp) * (in.hidden_state_bytes + 2.0 * in.s * in.b * in.vocab_on_rank),
+                              "the deferred output-layer weight gradients' inputs", in.model, in.parallel);
     }
   }
   // The experts' all-to-all inside those passes, apart, for the schedules that overlap it.

@@ -166,13 +166,15 @@ bool Engine::run_timed(std::int32_t rank, const CompiledInstruction& ci, bool st
   }
   if (delta < 0) change_memory(rank, delta, end);
   if (traces::counts_as_busy(lane)) r.busy_s += duration;
-  if (is_compute_op(ci.op)) {
-    if (r.first_compute_s < 0) r.first_compute_s = now;
-    r.last_compute_end_s = end;
-    r.compute_s += duration;
-  }
+  if (is_compute_op(ci.op)) count_compute(r, now, duration);
   now = end + costs_.runtime.instruction_overhead_s;
   return true;
+}
+
+void Engine::count_compute(RankState& r, double start, double duration) {
+  if (r.first_compute_s < 0) r.first_compute_s = start;
+  r.last_compute_end_s = start + duration;
+  r.compute_s += duration;
 }
 
 // Megatron's flush of the deferred output-layer weight gradients, before the rank's first
@@ -188,9 +190,7 @@ void Engine::run_flush_before(std::int32_t rank, std::int32_t pc, double& now) {
               "compute");
   change_memory(rank, -deferred_.flush_bytes[pc], end);
   r.busy_s += flush_s;
-  if (r.first_compute_s < 0) r.first_compute_s = now;
-  r.last_compute_end_s = end;
-  r.compute_s += flush_s;
+  count_compute(r, now, flush_s);
   now = end + costs_.runtime.instruction_overhead_s;
 }
 

@@ -172,8 +172,10 @@ class Engine {
   std::vector<double> weight_pass_start_s_, weight_pass_s_;
   DeferredWeights deferred_;                  // Megatron's deferred output-layer weight gradients, per instruction
   std::vector<std::int32_t> flushed_before_;  // per rank: the instruction whose flush has run (-1)
-  // The flush of deferred weight gradients due before instruction `pc`, once: false when none.
+  // Runs the flush of deferred weight gradients due before instruction `pc` (if any), once.
   inline void run_flush_before(std::int32_t rank, std::int32_t pc, double& now);
+  // A compute of `duration` from `start` on the rank: its first compute, its last end, its total.
+  inline void count_compute(RankState& r, double start, double duration);
   std::vector<RankState> ranks_;
   // Per instruction: for a ForwardPass that starts an overlapped F&B step, its backward's index
   // and the transfer bringing that backward's input (-1: none); empty when nothing overlaps.

@@ -1,7 +1,8 @@
 // Issue 19, items 3 and 5: sizes that cannot fit, rank counts that differ, numbers that are not
 // numbers, directories given as files, predictions given as measurements, flags that
-// contradict a schedule file. Each case runs ppsim as a user would and expects one line on
-// stderr naming the option (or file) and a non-zero exit, quickly, with nothing allocated first.
+// contradict a schedule file, a deferral limit that is no count. Each case runs ppsim as a user
+// would and expects one line on stderr naming the option (or file) and a non-zero exit, quickly,
+// with nothing allocated first.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -21,8 +22,9 @@ void write_trace_of_ranks(const fs::path& path, int ranks, const std::string& so
   REQUIRE(out);
   std::fprintf(out, "{\"traceEvents\":[");
   for (int r = 0; r < ranks; ++r)
-    std::fprintf(out, "%s{\"name\":\"F\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%d,\"dur\":1,\"args\":{\"stage\":%d,"
-                      "\"micro_batch\":0}}",
+    std::fprintf(out,
+                 "%s{\"name\":\"F\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%d,\"dur\":1,\"args\":{\"stage\":%d,"
+                 "\"micro_batch\":0}}",
                  r ? "," : "", r, r, r);
   std::fprintf(out, "],\"otherData\":{\"format\":\"pipescope.trace/1\",\"source\":\"%s\",\"num_ranks\":%d}}\n",
                source.c_str(), ranks);
@@ -31,7 +33,8 @@ void write_trace_of_ranks(const fs::path& path, int ranks, const std::string& so
 
 }  // namespace
 
-TEST_CASE("simulate refuses 64 stages x 1e8 micro-batches before allocating, naming the options", "[reliability][limits]") {
+TEST_CASE("simulate refuses 64 stages x 1e8 micro-batches before allocating, naming the options",
+          "[reliability][limits]") {
   const auto dir = case_dir("huge-micro-batches");
   const CliRun run = run_cli(ppsim, dir, "simulate --schedule 1f1b --stages 64 --micro-batches 100000000", 20);
   CHECK_FALSE(run.timed_out);
@@ -39,6 +42,25 @@ TEST_CASE("simulate refuses 64 stages x 1e8 micro-batches before allocating, nam
   CHECK(run.one_error_line("ppsim"));
   CHECK(contains(run.err, "--micro-batches 100000000"));
   CHECK(contains(run.err, "instructions"));
+}
+
+// --wgrad-deferral-limit past an int, not a number, or negative: one line naming the option, and
+// the --trace asked for is not written.
+TEST_CASE("simulate refuses a deferral limit that is no count, naming the option", "[reliability][limits]") {
+  const auto dir = case_dir("deferral-limit");
+  for (const std::string limit : {"99999999999", "abc", "-3"}) {
+    INFO(limit);
+    const CliRun run = run_cli(ppsim, dir,
+                               "simulate --model llama-3-70b --stages 4 --defer-embedding-wgrad-compute "
+                               "--wgrad-deferral-limit=" +
+                                   limit + " --trace t.json",
+                               20);
+    CHECK_FALSE(run.timed_out);
+    CHECK(run.status == 2);
+    CHECK(run.one_error_line("ppsim"));
+    CHECK(contains(run.err, "--wgrad-deferral-limit"));
+    CHECK_FALSE(fs::exists(dir / "t.json"));
+  }
 }
 
 TEST_CASE("simulate refuses a million stages, naming --stages", "[reliability][limits]") {
@@ -121,7 +143,8 @@ TEST_CASE("compare of two 100k-rank traces is linear, not ranks x events", "[rel
   CHECK(contains(run.out, "\"matched_operations\":100000"));
 }
 
-TEST_CASE("costs whose sum overflows are refused with the options, not reported as a deadlock", "[reliability][limits]") {
+TEST_CASE("costs whose sum overflows are refused with the options, not reported as a deadlock",
+          "[reliability][limits]") {
   const auto dir = case_dir("cost-overflow");
   const CliRun run = run_cli(ppsim, dir, "simulate --f-cost 1e308 --b-cost 1e308", 20);
   CHECK(run.status == 2);
