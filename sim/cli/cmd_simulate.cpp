@@ -270,6 +270,16 @@ void check_moe_overlap_option(const SimulateOptions& s, const sim::ModelSpec& mo
         s.schedule + " (dualpipev overlaps its F&B steps without it)");
 }
 
+// Megatron splits the optimizer per chunk for it only under its interleaved schedule, where the
+// rank's chunks are stages r, r + P, ...; the V-shaped schedules place their second chunk otherwise.
+void check_gather_with_step_option(const SimulateOptions& s) {
+  if (s.megatron.overlap_param_gather_with_optimizer_step && s.schedule.rfind("interleaved-1f1b", 0) != 0)
+    throw UsageError(
+        "--overlap-param-gather-with-optimizer-step: for interleaved-1f1b (Megatron supports it only with a "
+        "virtual pipeline), not --schedule " +
+        s.schedule);
+}
+
 // `chunks`: the stages per rank the costs are derived for (the schedule's, which a generator
 // may choose itself when --chunks is not given).
 CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, int chunks) {
@@ -301,6 +311,7 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
   if (use_model) {
     const sim::ModelSpec model = sim::resolve_model(s.model);
     check_moe_overlap_option(s, model);
+    check_gather_with_step_option(s);
     const sim::DeviceSpec device = s.cluster.device();
     const sim::Topology topology = s.cluster.topology(device);
     sim::ParallelConfig parallel;

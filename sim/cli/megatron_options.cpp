@@ -34,8 +34,12 @@ void MegatronOptions::add_to(po::options_description& options, bool with_optimiz
       ("overlap-param-gather", po::bool_switch(&overlap_param_gather),
        "with the distributed optimizer: all-gather the updated parameters bucket by bucket beside the next "
        "forward (default: after the optimizer step)")
+      ("overlap-param-gather-with-optimizer-step", po::bool_switch(&overlap_param_gather_with_optimizer_step),
+       "with --overlap-param-gather and interleaving: the first chunk's all-gather starts right after its "
+       "optimizer step, beside the other chunks' steps (default off)")
       ("ddp-bucket-size", po::value(&ddp_bucket_size)->default_value(ddp_bucket_size),
-       "parameters per gradient/parameter bucket (0: one bucket per layer)")
+       "parameters per gradient/parameter bucket, on the first pipeline rank's first chunk (Megatron's DDP "
+       "makes one bucket of every other chunk; 0: one bucket per layer everywhere)")
       ("tp-comm-overlap", po::bool_switch(&tp_comm_overlap),
        "pipeline sequence parallelism's all-gathers and reduce-scatters with the products (Transformer Engine "
        "userbuffers; needs --sequence-parallel; default off)")
@@ -161,6 +165,7 @@ void MegatronOptions::apply(sim::ParallelConfig& parallel) const {
   parallel.fp8_param_gather = fp8_param_gather;
   parallel.zero1 = parallel.zero1 || distributed_optimizer || zero1;
   parallel.overlap_param_gather = overlap_param_gather;
+  parallel.overlap_param_gather_with_optimizer_step = overlap_param_gather_with_optimizer_step;
   parallel.tp_comm_overlap = tp_comm_overlap;
   parallel.bucket_parameters = sim::parse_bytes(ddp_bucket_size, "--ddp-bucket-size");
   parallel.layout = layout_options(*this);
@@ -191,6 +196,7 @@ std::vector<std::string> MegatronOptions::given(const po::variables_map& vm) con
   // clang-format off
   for (const char* name :
        {"cp-comm-type", "attention-backend", "fp8-format", "fp8-param-gather", "overlap-param-gather",
+        "overlap-param-gather-with-optimizer-step",
         "ddp-bucket-size", "tp-comm-overlap", "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers",
         "account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split",
         "pipeline-model-parallel-layout", "expert-parallel", "expert-model-parallel-size", "expert-tensor-parallel",

@@ -22,6 +22,7 @@ struct MegatronOptions {
   bool distributed_optimizer = false;  // --use-distributed-optimizer, or --zero1
   bool zero1 = false;
   bool overlap_param_gather = false;
+  bool overlap_param_gather_with_optimizer_step = false;
   bool tp_comm_overlap = false;
   std::string ddp_bucket_size = "0";
   std::optional<int> first_stage_layers, last_stage_layers;

@@ -218,6 +218,8 @@ void take_shared_choices(const PlanOptions& o, sim::PlanRequest& request) {
   request.search_layouts = o.search_layouts;
   if (request.options.overlap_param_gather && o.no_zero1)
     throw UsageError("--overlap-param-gather needs the distributed optimizer (drop --no-zero1)");
+  if (request.options.overlap_param_gather_with_optimizer_step && !request.options.overlap_param_gather)
+    throw UsageError("--overlap-param-gather-with-optimizer-step needs --overlap-param-gather, as in Megatron");
   if (request.options.tp_comm_overlap && o.sequence_parallel == "off")
     throw UsageError("--tp-comm-overlap needs sequence parallelism (--sequence-parallel on or both)");
   // --fp8-format adds FP8 to the search beside BF16.

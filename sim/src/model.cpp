@@ -84,6 +84,12 @@ void check_option_pairs(const ParallelConfig& parallel) {
         "parallelism's all-gathers and reduce-scatters)");
   if (parallel.overlap_param_gather && !parallel.zero1)
     throw UsageError("--overlap-param-gather needs --use-distributed-optimizer (only it all-gathers parameters)");
+  if (parallel.overlap_param_gather_with_optimizer_step && !parallel.overlap_param_gather)
+    throw UsageError("--overlap-param-gather-with-optimizer-step needs --overlap-param-gather, as in Megatron");
+  if (parallel.overlap_param_gather_with_optimizer_step && parallel.chunks < 2)
+    throw UsageError(
+        "--overlap-param-gather-with-optimizer-step needs interleaving (--chunks 2 or more): Megatron supports it "
+        "only with a virtual pipeline, whose later chunks' steps hide the first chunk's gather");
   if (parallel.bucket_parameters < 0) throw UsageError("--ddp-bucket-size must be at least 1");
   if (parallel.wgrad_deferral_limit < 0)
     throw UsageError("--wgrad-deferral-limit must be at least 0 (0: every micro-batch)");
@@ -478,9 +484,21 @@ void set_stage_memory(StageCost& c, const StageInputs& in, int st, const StagePa
   c.activation_bytes = memory_figure_bytes(in.hidden_state_bytes, "a stage's output", model, parallel);
 }
 
-// The distributed optimizer's all-gather of the updated parameters: after the step, or beside
-// the next forward, bucket by bucket.
-double parameter_gather_s(const StageInputs& in, int st, const StageParameters& p, std::int64_t bucket_count) {
+// How many buckets Megatron's DDP cuts a stage's parameters into, for the gradients' reduction
+// and the parameters' all-gather alike. --ddp-bucket-size's buckets only on the first pipeline
+// rank's first chunk: Megatron's DDP turns bucketing off on later pipeline ranks ("not on the
+// critical path") and on later chunks, and on every chunk with
+// --overlap-param-gather-with-optimizer-step (distributed_data_parallel.py, training's
+// get_model). Without a size: one bucket per layer on every stage.
+std::int64_t stage_buckets(const StageInputs& in, int st, const StageParameters& p) {
+  const ParallelConfig& parallel = in.parallel;
+  if (parallel.bucket_parameters <= 0) return std::max(in.layers[st], 1);
+  if (st != 0 || parallel.overlap_param_gather_with_optimizer_step) return 1;
+  return std::max<std::int64_t>(1, (p.all + parallel.bucket_parameters - 1) / parallel.bucket_parameters);
+}
+
+// The distributed optimizer's all-gather of a stage's updated parameters, all of its buckets.
+double parameter_gather_s(const StageInputs& in, const StageParameters& p) {
   const ParallelConfig& parallel = in.parallel;
   const double parameter_bytes =
       parallel.fp8_param_gather ? static_cast<double>(p.matrix - p.experts) + 2.0 * (p.all - (p.matrix - p.experts))
@@ -488,11 +506,47 @@ double parameter_gather_s(const StageInputs& in, int st, const StageParameters& 
   double gather_s = data_parallel_all_gather_s(static_cast<std::int64_t>(parameter_bytes), in.topology);
   if (p.experts > 0)
     gather_s += data_parallel_all_gather_s((parallel.fp8_param_gather ? 1 : 2) * p.experts, in.expert_topology);
-  // Beside the next forward, bucket by bucket, each chunk's before its first forward needs
-  // it: the first chunk waits for its first bucket, later chunks' gathers run behind the
-  // earlier chunks' forwards. Without the overlap the gather follows the step.
-  const bool first_chunk = st < parallel.pipeline;
-  return parallel.overlap_param_gather ? (first_chunk ? gather_s / static_cast<double>(bucket_count) : 0.0) : gather_s;
+  return gather_s;
+}
+
+// A stage's parameter all-gather: all of it and the buckets it runs in.
+struct ParameterGather {
+  double whole_s = 0;
+  std::int64_t buckets = 1;
+};
+
+// What of the parameters' all-gather the next iteration waits for, charged to the optimizer
+// step that ends this one. Without --overlap-param-gather it follows the step. With it, it runs
+// bucket by bucket beside the next forward: a later chunk's behind the earlier chunks' forwards
+// (none waited for), a rank's first chunk's first bucket before its first forward. Under
+// interleaving Megatron launches every rank's first chunks' gathers together at the step's start
+// (align_param_gather, its default with a virtual pipeline), so rank r, whose first forward
+// waits for the forwards of the r ranks before it, finds that much of its gather done; without
+// interleaving each rank launches its own at its first forward. With
+// --overlap-param-gather-with-optimizer-step the first chunk's gather (one bucket) leaves right
+// after that chunk's optimizer step, beside the rank's other chunks' steps (Megatron's
+// ChainedOptimizer: one optimizer for the first chunk, one for the rest).
+void charge_parameter_gathers(CostModel& costs, const StageInputs& in, const std::vector<ParameterGather>& gathers) {
+  const ParallelConfig& parallel = in.parallel;
+  if (!parallel.overlap_param_gather) {
+    for (std::size_t st = 0; st < gathers.size(); ++st) costs.stages[st].optimizer_s += gathers[st].whole_s;
+    return;
+  }
+  const int ranks = std::min(parallel.pipeline, in.num_stages);
+  const bool aligned = parallel.chunks > 1;
+  double ramp_s = 0;  // the forwards before rank r's first
+  for (int r = 0; r < ranks; ++r) {
+    double waited_s = gathers[r].whole_s / static_cast<double>(gathers[r].buckets);
+    if (parallel.overlap_param_gather_with_optimizer_step) {
+      double other_steps_s = 0;
+      for (int st = r + parallel.pipeline; st < in.num_stages; st += parallel.pipeline)
+        other_steps_s += costs.stages[st].optimizer_s;
+      waited_s = gathers[r].whole_s - other_steps_s;
+    }
+    if (aligned) waited_s -= ramp_s;
+    costs.stages[r].optimizer_s += std::max(0.0, waited_s);
+    ramp_s += costs.stages[r].f_s;
+  }
 }
 
 // The stage's gradient reductions and optimizer step.
@@ -509,10 +563,7 @@ void set_stage_reductions(StageCost& c, const StageInputs& in, int st, const Sta
   if (p.experts > 0)
     c.reduce_grads_s += parallel.zero1 ? data_parallel_reduce_scatter_s(p.experts * 2, in.expert_topology)
                                        : data_parallel_all_reduce_s(p.experts * 2, in.expert_topology);
-  const std::int64_t bucket_count =
-      parallel.bucket_parameters > 0
-          ? std::max<std::int64_t>(1, (p.all + parallel.bucket_parameters - 1) / parallel.bucket_parameters)
-          : std::max(in.layers[st], 1);
+  const std::int64_t bucket_count = stage_buckets(in, st, p);
   if (parallel.overlap_grad_reduce && c.reduce_grads_s > 0) {
     // A bucket's gradients are final as the backward leaves its layers; the first stage's
     // embedding only at the end of the pass, so its share runs after the backward.
@@ -524,7 +575,6 @@ void set_stage_reductions(StageCost& c, const StageInputs& in, int st, const Sta
   // Delayed scaling casts each linear weight to FP8 (and transposes it) once an iteration.
   if (in.fp8 && !parallel.fp8_param_gather)
     c.optimizer_s += memory_bound_time_s(4.0 * static_cast<double>(p.matrix), in.device);
-  if (parallel.zero1) c.optimizer_s += parameter_gather_s(in, st, p, bucket_count);
   // A tied embedding, or the one the MTP layers use on the last stage: its two copies' gradients
   // are summed between the first and the last stage.
   if ((in.model.tied_embeddings || in.mtp_layers > 0) && in.num_stages > 1 && (first || last))
@@ -556,6 +606,7 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
   costs.transfer_model = TransferModel::Links;
   costs.micro_batch_size = parallel.micro_batch_size;
   costs.data_parallel = parallel.data_parallel;
+  std::vector<ParameterGather> gathers;
   for (int st = 0; st < in.num_stages; ++st) {
     const StageParameters p = stage_parameters(in, st);
     StageCost c;
@@ -563,7 +614,9 @@ CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const T
     set_stage_memory(c, in, st, p);
     set_stage_reductions(c, in, st, p);
     costs.stages.push_back(c);
+    if (in.parallel.zero1) gathers.push_back({parameter_gather_s(in, p), stage_buckets(in, st, p)});
   }
+  if (in.parallel.zero1) charge_parameter_gathers(costs, in, gathers);
   return costs;
 }
 

@@ -192,6 +192,11 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
                           // The distributed optimizer shards over DP x CP: nothing to shard over one GPU.
                           c.parallel.zero1 = request.zero1 && dp * cp > 1;
                           c.parallel.overlap_param_gather = c.parallel.zero1 && request.options.overlap_param_gather;
+                          // Megatron's recipes set it where interleaving runs (its only schedule for it).
+                          c.parallel.overlap_param_gather_with_optimizer_step =
+                              c.parallel.overlap_param_gather && chunks > 1 &&
+                              schedule.rfind("interleaved-1f1b", 0) == 0 &&
+                              request.options.overlap_param_gather_with_optimizer_step;
                           // TE's userbuffers overlap sequence parallelism's collectives: without it, none.
                           c.parallel.tp_comm_overlap = sp && request.options.tp_comm_overlap;
                           c.parallel.overlap_grad_reduce = request.overlap_grad_reduce;

@@ -14,7 +14,10 @@
 //   with --fp8-param-gather; the linear products run faster; the A100 is refused;
 // - the distributed optimizer reduce-scatters: half the all-reduce's time; with
 //   --overlap-param-gather the first chunk waits for one of its n per-layer buckets of the gather
-//   G (G / n instead of G), later chunks for none;
+//   G (G / n instead of G; interleaved, less the forwards before the rank's first), later chunks
+//   for none; --ddp-bucket-size buckets only stage 0, as Megatron's DDP; with
+//   --overlap-param-gather-with-optimizer-step the first chunk's whole gather runs beside the
+//   rank's later chunks' optimizer steps;
 // - --tp-comm-overlap: each collective c beside its product g leaves max(0, c - g) + c / T, and the
 //   attention output's forward product takes 132 / (132 - 24) as long; it needs sequence
 //   parallelism, and --overlap-param-gather the distributed optimizer.
@@ -135,16 +138,95 @@ TEST_CASE("the distributed optimizer reduce-scatters, and gathers the parameters
     CHECK(sharded.stages[st].reduce_grads_s == Approx(all_reduce.stages[st].reduce_grads_s / 2));
   p.overlap_param_gather = true;
   const CostModel overlapped = derive_costs(llama, h100, node, p);
-  // Stage 1 is the first chunk of rank 1 (a middle stage): of its gather G it waits for one of its
-  // n per-layer buckets, G / n. Stage 2 is rank 0's second chunk: it waits for none.
+  // Stage 1 is the first chunk of rank 1 (a middle stage) with n per-layer buckets of its gather
+  // G. Interleaved, every rank's gather starts at the step's start, and rank 1's first forward
+  // comes after rank 0's: it waits for what of its first bucket, G / n, outlasts that forward.
+  // Stage 2 is rank 0's second chunk: it waits for none.
   const Topology ring = with_parallel_layout(node, p);
   const int n = stage_layers(llama, p)[1];
   const double gather_s = data_parallel_all_gather_s(n * layer_parameters_on_rank(llama, 1) * 2, ring);
-  CHECK(sharded.stages[1].optimizer_s - overlapped.stages[1].optimizer_s == Approx(gather_s * (n - 1) / n));
+  const double waited_s = std::max(0.0, gather_s / n - overlapped.stages[0].f_s);
+  CHECK(sharded.stages[1].optimizer_s - overlapped.stages[1].optimizer_s == Approx(gather_s - waited_s));
   CHECK(sharded.stages[2].optimizer_s - overlapped.stages[2].optimizer_s == Approx(gather_s));
+  // Without interleaving each rank launches its gather at its own first forward: G / n waited
+  // (stage 1 of 4, a middle stage).
+  ParallelConfig plain = p;
+  plain.pipeline = 4;
+  plain.chunks = 1;
+  plain.overlap_param_gather = false;
+  const CostModel plain_sharded = derive_costs(llama, h100, node, plain);
+  plain.overlap_param_gather = true;
+  const int layers = stage_layers(llama, plain)[1];
+  const double plain_gather_s = data_parallel_all_gather_s(layers * layer_parameters_on_rank(llama, 1) * 2, ring);
+  CHECK(plain_sharded.stages[1].optimizer_s - derive_costs(llama, h100, node, plain).stages[1].optimizer_s ==
+        Approx(plain_gather_s * (layers - 1) / layers));
   ParallelConfig without_optimizer = p;
   without_optimizer.zero1 = false;
   CHECK_THROWS_WITH(derive_costs(llama, h100, node, without_optimizer), Catch::Contains("--use-distributed-optimizer"));
+}
+
+TEST_CASE("Megatron's DDP buckets only the first pipeline rank's first chunk") {
+  const ModelSpec llama = resolve_model("llama-3-8b");
+  const DeviceSpec h100 = device_preset("h100");
+  ParallelConfig p = h100_parallel(1, 1);
+  p.pipeline = 2;
+  p.chunks = 2;
+  p.data_parallel = 4;
+  p.zero1 = true;
+  p.overlap_grad_reduce = true;
+  // Without --ddp-bucket-size: one bucket per layer on every stage (8 layers each).
+  for (const StageCost& stage : derive_costs(llama, h100, Topology{}, p).stages) CHECK(stage.reduce_grads_buckets == 8);
+  // 100 M parameters a bucket: stage 0 holds the embedding (525 M) and 8 layers of 218 M, so 23
+  // buckets; every other stage is one bucket, reduced after its last backward.
+  p.bucket_parameters = 100'000'000;
+  const CostModel bucketed = derive_costs(llama, h100, Topology{}, p);
+  const std::int64_t stage0 = llama.embedding_parameters() + 8 * layer_parameters_on_rank(llama, 1);
+  CHECK(bucketed.stages[0].reduce_grads_buckets == (stage0 + 99'999'999) / 100'000'000);
+  for (std::size_t st = 1; st < bucketed.stages.size(); ++st) CHECK(bucketed.stages[st].reduce_grads_buckets == 1);
+  // With --overlap-param-gather-with-optimizer-step Megatron buckets no chunk.
+  p.overlap_param_gather = true;
+  p.overlap_param_gather_with_optimizer_step = true;
+  for (const StageCost& stage : derive_costs(llama, h100, Topology{}, p).stages) CHECK(stage.reduce_grads_buckets == 1);
+}
+
+TEST_CASE("--overlap-param-gather-with-optimizer-step hides the first chunk's gather behind the other chunks' steps") {
+  const ModelSpec llama = resolve_model("llama-3-8b");
+  const DeviceSpec h100 = device_preset("h100");
+  // One GPU a node on a slow network, so that the gather outlasts what hides it.
+  Topology slow;
+  slow.gpus_per_node = 1;
+  slow.inter_node = LinkSpec{5e9, 5e-6};
+  ParallelConfig p = h100_parallel(1, 1);
+  p.pipeline = 2;
+  p.chunks = 2;
+  p.data_parallel = 4;
+  p.zero1 = true;
+  const CostModel after_step = derive_costs(llama, h100, slow, p);
+  p.overlap_param_gather = true;
+  p.overlap_param_gather_with_optimizer_step = true;
+  const CostModel with_step = derive_costs(llama, h100, slow, p);
+  // Rank 1's first chunk (stage 1): its whole gather G (one bucket) starts after its optimizer
+  // step, beside its second chunk's (stage 3, which waits for no gather), and rank 1's first
+  // forward comes after rank 0's (stage 0's forward): it waits for G less both.
+  const Topology ring = with_parallel_layout(slow, p);
+  const int n = stage_layers(llama, p)[1];
+  const double gather_s = data_parallel_all_gather_s(n * layer_parameters_on_rank(llama, 1) * 2, ring);
+  const double step_s = after_step.stages[1].optimizer_s - gather_s;
+  const double waited_s = gather_s - with_step.stages[3].optimizer_s - with_step.stages[0].f_s;
+  REQUIRE(waited_s > 0);
+  CHECK(with_step.stages[1].optimizer_s == Approx(step_s + waited_s));
+  // A later chunk waits for no gather, with or without the option.
+  ParallelConfig overlapped = p;
+  overlapped.overlap_param_gather_with_optimizer_step = false;
+  CHECK(with_step.stages[3].optimizer_s == Approx(derive_costs(llama, h100, slow, overlapped).stages[3].optimizer_s));
+  CHECK(with_step.stages[3].optimizer_s < after_step.stages[3].optimizer_s);
+  // Megatron's checks: it needs --overlap-param-gather, and a virtual pipeline.
+  ParallelConfig alone = p;
+  alone.overlap_param_gather = false;
+  CHECK_THROWS_WITH(derive_costs(llama, h100, slow, alone), Catch::Contains("needs --overlap-param-gather"));
+  ParallelConfig one_chunk = p;
+  one_chunk.chunks = 1;
+  CHECK_THROWS_WITH(derive_costs(llama, h100, slow, one_chunk), Catch::Contains("needs interleaving (--chunks 2"));
 }
 
 TEST_CASE("--tp-comm-overlap leaves what a product cannot hide, and slows the products it shares SMs with") {
@@ -181,6 +263,11 @@ TEST_CASE("ppsim simulate names the option of each bad input in one line", "[cli
       {llama + "--fp8-format e5m2", "--fp8-format: 'e5m2'"},
       {llama + "--pipeline-model-parallel-layout 'Et*8|(t*8|'", "--pipeline-model-parallel-layout"},
       {llama + "--overlap-param-gather", "--overlap-param-gather needs --use-distributed-optimizer"},
+      {llama + "--overlap-param-gather-with-optimizer-step",
+       "--overlap-param-gather-with-optimizer-step: for interleaved-1f1b"},
+      {"simulate --model llama-3-8b --schedule interleaved-1f1b --stages 2 --chunks 2 --data-parallel 2 "
+       "--use-distributed-optimizer --overlap-param-gather-with-optimizer-step",
+       "--overlap-param-gather-with-optimizer-step needs --overlap-param-gather"},
       {"simulate --stages 2 --context-parallel 2", "--context-parallel needs --model"},
       {"simulate --stages 2 --fp8-format hybrid", "--fp8-format needs --model"},
   };
@@ -191,6 +278,17 @@ TEST_CASE("ppsim simulate names the option of each bad input in one line", "[cli
     CHECK(run.one_error_line());
     CHECK(run.err.find(c.message) != std::string::npos);
   }
+  // Megatron's recipe settings together: each run predicts.
+  const std::string interleaved =
+      "simulate --model llama-3-8b --schedule interleaved-1f1b --stages 2 --chunks 2 --data-parallel 4 "
+      "--micro-batches 8 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather "
+      "--ddp-bucket-size 40000000 --json";
+  const ppsim_test::PpsimRun aligned = ppsim_test::run_ppsim(interleaved);
+  const ppsim_test::PpsimRun with_step =
+      ppsim_test::run_ppsim(interleaved + " --overlap-param-gather-with-optimizer-step");
+  CHECK(aligned.status == 0);
+  CHECK(with_step.status == 0);
+  CHECK(with_step.out.find("iteration_time_s") != std::string::npos);
   // --zero1 is --use-distributed-optimizer.
   const std::string sharded = llama + "--data-parallel 8 --micro-batches 4 --json ";
   CHECK(ppsim_test::run_ppsim(sharded + "--zero1").out ==

@@ -71,7 +71,8 @@ TEST_CASE("a CP row is ppsim simulate's prediction of it", "[cli]") {
   INFO(planned.err);
   REQUIRE(planned.status == 0);
   const nlohmann::json rows = nlohmann::json::parse(planned.out).at("configurations");
-  const auto row = std::find_if(rows.begin(), rows.end(), [](const nlohmann::json& r) { return r.at("pipeline") == 2; });
+  const auto row =
+      std::find_if(rows.begin(), rows.end(), [](const nlohmann::json& r) { return r.at("pipeline") == 2; });
   REQUIRE(row != rows.end());
   CHECK(row->at("context_parallel") == 2);
   const ppsim_test::PpsimRun simulated = ppsim_test::run_ppsim(
@@ -175,6 +176,8 @@ TEST_CASE("ppsim plan names the option that no configuration could honour, in on
       {"--decoder-last-pipeline-num-layers 0", "--decoder-last-pipeline-num-layers 0: must be at least 1"},
       {"--decoder-first-pipeline-num-layers 2 --account-for-loss-in-pipeline-split", "Megatron refuses"},
       {"--overlap-param-gather --no-zero1", "--overlap-param-gather needs the distributed optimizer"},
+      {"--overlap-param-gather-with-optimizer-step",
+       "--overlap-param-gather-with-optimizer-step needs --overlap-param-gather"},
       {"--tp-comm-overlap --sequence-parallel off", "--tp-comm-overlap needs sequence parallelism"},
       {"--context-parallel-sizes 0", "--context-parallel-sizes: '0'"},
       {"--gpu a100 --fp8-format hybrid", "--fp8-format hybrid: the a100 has no FP8"},
@@ -187,6 +190,25 @@ TEST_CASE("ppsim plan names the option that no configuration could honour, in on
     CHECK(run.err.find(c.message) != std::string::npos);
     CHECK(run.out.empty());
   }
+}
+
+TEST_CASE("the gather with the optimizer step is planned where Megatron runs it: interleaved, sharded, overlapped") {
+  PlanRequest r = megatron_request("llama-3-8b", 16, 32);
+  r.schedules = {"1f1b", "interleaved-1f1b", "zbv"};
+  r.zero1 = true;
+  r.options.overlap_param_gather = true;
+  r.options.overlap_param_gather_with_optimizer_step = true;
+  int with_step = 0;
+  for (const PlanCandidate& c : enumerate_candidates(r)) {
+    const bool expected = c.schedule == "interleaved-1f1b" && c.parallel.chunks > 1 && c.parallel.zero1;
+    CHECK(c.parallel.overlap_param_gather_with_optimizer_step == expected);
+    with_step += expected ? 1 : 0;
+  }
+  CHECK(with_step > 0);
+  // Every candidate it is set on is one the cost model takes: none refused for it.
+  const PlanResult result = plan(r);
+  CHECK_FALSE(result.rows.empty());
+  for (const std::string& refusal : result.refusals) CHECK(refusal.find("optimizer-step") == std::string::npos);
 }
 
 TEST_CASE("--search-layouts adds Megatron's uneven layouts where they describe the model and differ from the split") {
@@ -227,7 +249,8 @@ TEST_CASE("--search-layouts adds Megatron's uneven layouts where they describe t
   });
   REQUIRE(uneven != searched.rows.end());
   CHECK(uneven->candidate.parallel.pipeline * uneven->candidate.parallel.chunks >= 6);
-  CHECK(uneven->iteration_time_s == Approx(simulate_candidate(search, uneven->candidate, false).summary.iteration_time_s));
+  CHECK(uneven->iteration_time_s ==
+        Approx(simulate_candidate(search, uneven->candidate, false).summary.iteration_time_s));
 }
 
 TEST_CASE("ppsim plan --search-layouts shows each row's layout, and refuses a layout given beside it", "[cli]") {
@@ -240,7 +263,8 @@ TEST_CASE("ppsim plan --search-layouts shows each row's layout, and refuses a la
   CHECK(run.out.find("layout") != std::string::npos);
   CHECK(run.out.find("first 12 last 12") != std::string::npos);
   const ppsim_test::PpsimRun csv = ppsim_test::run_ppsim(args + " --format csv");
-  CHECK(csv.out.find("--decoder-first-pipeline-num-layers 12 --decoder-last-pipeline-num-layers 12") != std::string::npos);
+  CHECK(csv.out.find("--decoder-first-pipeline-num-layers 12 --decoder-last-pipeline-num-layers 12") !=
+        std::string::npos);
   const ppsim_test::PpsimRun both = ppsim_test::run_ppsim(args + " --account-for-loss-in-pipeline-split");
   CHECK(both.status == 2);
   CHECK(both.one_error_line());

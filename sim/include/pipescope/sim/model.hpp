@@ -218,7 +218,11 @@ struct ParallelConfig {
   // With the distributed optimizer: the parameters' all-gather runs beside the next iteration's
   // forward, bucket by bucket (--overlap-param-gather); off: after the optimizer step.
   bool overlap_param_gather = false;
-  // Parameters per gradient (and parameter) bucket (--ddp-bucket-size); 0: one bucket per layer.
+  // With it and interleaving: the first chunk's all-gather leaves right after that chunk's
+  // optimizer step, beside the other chunks' steps (--overlap-param-gather-with-optimizer-step).
+  bool overlap_param_gather_with_optimizer_step = false;
+  // Parameters per gradient (and parameter) bucket (--ddp-bucket-size), on the first pipeline
+  // rank's first chunk (Megatron's DDP: one bucket elsewhere); 0: one bucket per layer everywhere.
   std::int64_t bucket_parameters = 0;
   // A fused backward hides its tensor-parallel input-gradient collectives behind the weight
   // gradients (Megatron's default since 2022; --no-async-tensor-model-parallel-allreduce).
