@@ -497,6 +497,14 @@ std::int64_t stage_buckets(const StageInputs& in, int st, const StageParameters&
   return std::max<std::int64_t>(1, (p.all + parallel.bucket_parameters - 1) / parallel.bucket_parameters);
 }
 
+// The nodes a run spans: all its GPUs (pipeline x tensor x context x data parallel), by node.
+std::int64_t run_nodes(const Topology& topology, const ParallelConfig& parallel) {
+  const std::int64_t gpus = static_cast<std::int64_t>(parallel.pipeline) * parallel.tensor_parallel *
+                            parallel.context_parallel * parallel.data_parallel;
+  const std::int64_t per_node = std::max(topology.gpus_per_node, 1);
+  return (gpus + per_node - 1) / per_node;
+}
+
 // The distributed optimizer's all-gather of a stage's updated parameters, all of its buckets.
 double parameter_gather_s(const StageInputs& in, const StageParameters& p) {
   const ParallelConfig& parallel = in.parallel;
@@ -601,7 +609,11 @@ std::optional<std::string> recompute_modules_problem(const ModelSpec& model, con
 
 CostModel derive_costs(const ModelSpec& model, const DeviceSpec& device, const Topology& topology_in,
                        const ParallelConfig& parallel) {
-  const StageInputs in = stage_inputs(model, device, topology_in, parallel);
+  // Every node of the run meets the others each step: its compute runs at the slowest node's pace.
+  DeviceSpec paced = device;
+  if (device.per_shape())
+    paced.kernels.sustained_fraction /= slowest_node_slowdown(device.kernels, run_nodes(topology_in, parallel));
+  const StageInputs in = stage_inputs(model, paced, topology_in, parallel);
   CostModel costs;
   costs.transfer_model = TransferModel::Links;
   costs.micro_batch_size = parallel.micro_batch_size;

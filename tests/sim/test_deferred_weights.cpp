@@ -120,7 +120,8 @@ TEST_CASE("a model's last stage defers its head's weight gradient, and the optio
   const HeadTimes head = head_times(model, h100, parallel);
   for (int s = 0; s < 3; ++s) CHECK(costs.stages[s].deferred_weight_s == 0.0);
   const StageCost& last = costs.stages[3];
-  CHECK(last.deferred_weight_s == Approx(head.w_s));
+  // 16 GPUs, two nodes: the head's compute at the slower one's pace.
+  CHECK(last.deferred_weight_s == Approx(head.w_s * slowest_node_slowdown(h100.kernels, 2)));
   CHECK(last.deferred_micro_batches == 3);
   const double tokens = model.seq;
   CHECK(last.deferred_bytes ==

@@ -229,6 +229,26 @@ TEST_CASE("--overlap-param-gather-with-optimizer-step hides the first chunk's ga
   CHECK_THROWS_WITH(derive_costs(llama, h100, slow, one_chunk), Catch::Contains("needs interleaving (--chunks 2"));
 }
 
+TEST_CASE("the more nodes a run spans, the slower its compute: the slowest node's pace") {
+  const ModelSpec llama = resolve_model("llama-3-8b");
+  const DeviceSpec h100 = device_preset("h100");
+  ParallelConfig one_node = h100_parallel(1, 1);
+  one_node.data_parallel = 8;
+  ParallelConfig many = one_node;
+  many.data_parallel = 2048;  // 256 nodes of 8
+  const CostModel alone = derive_costs(llama, h100, Topology{}, one_node);
+  const CostModel paced = derive_costs(llama, h100, Topology{}, many);
+  // One stage, no pipeline transfers: its passes are all compute, slowed by the 256 nodes' factor.
+  const double slowdown = slowest_node_slowdown(h100.kernels, 256);
+  CHECK(paced.stages[0].f_s == Approx(alone.stages[0].f_s * slowdown));
+  CHECK(paced.stages[0].b_s + paced.stages[0].w_s == Approx((alone.stages[0].b_s + alone.stages[0].w_s) * slowdown));
+  // A constant efficiency is a figure of its own: no pace.
+  DeviceSpec constant = h100;
+  constant.efficiency = 0.5;
+  CHECK(derive_costs(llama, constant, Topology{}, many).stages[0].f_s ==
+        derive_costs(llama, constant, Topology{}, one_node).stages[0].f_s);
+}
+
 TEST_CASE("--tp-comm-overlap leaves what a product cannot hide, and slows the products it shares SMs with") {
   const ModelSpec gpt3 = resolve_model("gpt3-175b");
   const DeviceSpec h100 = device_preset("h100");

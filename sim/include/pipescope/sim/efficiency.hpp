@@ -71,6 +71,10 @@ struct KernelFigures {
   // between kernels): this fraction of the lone figures above (products, attention and
   // element-wise work alike). 1 where the figures are already end-to-end ones (the A100's).
   double sustained_fraction = 1;
+  // Every node of a run meets the others at each step's synchronisations, so the step runs at the
+  // pace of its slowest node. Each node's pace varies by this fraction (one standard deviation),
+  // fitted end to end (docs/MODEL.md); 0: not modelled (figures fitted at their own scales).
+  double node_pace_spread = 0;
 };
 
 // What a matrix product's operands are: 16-bit (BF16/FP16), or FP8 (Transformer Engine's linear
@@ -106,6 +110,11 @@ struct DeviceSpec {
   bool per_shape() const { return efficiency <= 0; }
   bool has_fp8() const { return peak_fp8_flops_per_s > 0; }
 };
+
+// How much slower than one node a synchronous step of `nodes` nodes computes: 1 + the spread
+// times the expected largest of `nodes` standard normal draws (Blom's approximation,
+// quantile((n - 0.375) / (n + 0.25))); 1 for one node.
+double slowest_node_slowdown(const KernelFigures& kernels, std::int64_t nodes);
 
 // Presets: h100, h200, b200, a100 (figures and sources in docs/MODEL.md). Throws UsageError naming
 // the presets for an unknown name.
