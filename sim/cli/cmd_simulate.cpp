@@ -2,6 +2,7 @@
 // --profile FILE] [--json] [--trace FILE]`: predicts iteration time, bubbles and peak memory
 // (SPEC.md section 6). Also registers zb-auto at start-up, so every command that builds
 // schedules knows it.
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <iostream>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "cluster_options.hpp"
 #include "command.hpp"
 #include "megatron_options.hpp"
+#include "megatron_size_names.hpp"
 #include "number_options.hpp"
 #include "schedule_options.hpp"
 #include "pipescope/core/errors.hpp"
@@ -151,6 +153,7 @@ void add_options(po::options_description& o, SimulateOptions& s) {
   // clang-format on
   o.add(schedule).add(costs).add(model);
   s.megatron.add_to(o, true);
+  add_megatron_size_names(o);
   o.add(measured).add(output);
 }
 
@@ -485,7 +488,9 @@ int run_simulate(const std::vector<std::string>& args) {
   po::options_description options("ppsim simulate [options]");
   add_options(options, s);
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
+  const bool help = std::find(args.begin(), args.end(), "--help") != args.end() ||
+                    std::find(args.begin(), args.end(), "-h") != args.end();
+  po::store(po::command_line_parser(help ? args : with_megatron_size_names(args)).options(options).run(), vm);
   if (vm.count("help")) {
     std::cout << options;
     return 0;
