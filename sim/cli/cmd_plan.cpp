@@ -12,6 +12,7 @@
 #include "command.hpp"
 #include "pipescope/sim/planner.hpp"
 #include "pipescope/sim/prediction_interval.hpp"
+#include "megatron_size_names.hpp"
 #include "plan_options.hpp"
 #include "plan_output.hpp"
 
@@ -67,8 +68,9 @@ int run_plan(const std::vector<std::string>& args) {
   PlanOptions o;
   po::options_description options("ppsim plan [options]");
   add_plan_options(options, o);
+  add_megatron_plan_names(options);
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
+  po::store(po::command_line_parser(with_megatron_plan_names(args)).options(options).run(), vm);
   if (vm.count("help")) {
     std::cout << options;
     return 0;

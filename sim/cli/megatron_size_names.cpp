@@ -21,12 +21,14 @@ struct SizeName {
   std::string_view ours;
 };
 
-constexpr std::array<SizeName, 4> kSizeNames{{
+constexpr std::array<SizeName, 4> kSimulateNames{{
     {"--tensor-model-parallel-size", "--tensor-parallel"},
     {"--pipeline-model-parallel-size", "--stages"},
     {"--context-parallel-size", "--context-parallel"},
     {"--virtual-pipeline-model-parallel-size", "--chunks"},
 }};
+
+constexpr std::array<SizeName, 1> kPlanNames{{{"--global-batch-size", "--global-batch"}}};
 
 constexpr std::string_view kGlobalBatch = "--global-batch-size";
 
@@ -78,11 +80,10 @@ std::vector<std::string> replaced(const std::vector<std::string>& args, const Gi
   return out;
 }
 
-}  // namespace
-
-std::vector<std::string> with_megatron_size_names(const std::vector<std::string>& args_in) {
-  std::vector<std::string> args = args_in;
-  for (const SizeName& name : kSizeNames) {
+// Each of Megatron's names read as ours: both given must agree.
+template <std::size_t N>
+std::vector<std::string> with_our_names(std::vector<std::string> args, const std::array<SizeName, N>& names) {
+  for (const SizeName& name : names) {
     const std::optional<Given> megatron = find_option(args, name.megatron);
     if (!megatron) continue;
     const int size = positive_size(megatron->value, name.megatron);
@@ -92,6 +93,17 @@ std::vector<std::string> with_megatron_size_names(const std::vector<std::string>
                                    megatron->value));
     args = replaced(args, *megatron, ours ? std::nullopt : std::optional(std::pair(name.ours, std::to_string(size))));
   }
+  return args;
+}
+
+}  // namespace
+
+std::vector<std::string> with_megatron_plan_names(const std::vector<std::string>& args) {
+  return with_our_names(args, kPlanNames);
+}
+
+std::vector<std::string> with_megatron_size_names(const std::vector<std::string>& args_in) {
+  std::vector<std::string> args = with_our_names(args_in, kSimulateNames);
   const std::optional<Given> global = find_option(args, kGlobalBatch);
   if (!global) return args;
   const long long batch = positive_size(global->value, kGlobalBatch);
@@ -115,6 +127,12 @@ std::vector<std::string> with_megatron_size_names(const std::vector<std::string>
     return replaced(args, *global, std::nullopt);
   }
   return replaced(args, *global, std::pair(std::string_view("--micro-batches"), micro_batches));
+}
+
+void add_megatron_plan_names(po::options_description& options) {
+  po::options_description names("Megatron's names (read as the options they name)");
+  names.add_options()("global-batch-size", po::value<int>(), "the same as --global-batch");
+  options.add(names);
 }
 
 void add_megatron_size_names(po::options_description& options) {

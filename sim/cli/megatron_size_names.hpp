@@ -2,7 +2,8 @@
 // command line's sizes can be pasted as they are: --tensor-model-parallel-size is
 // --tensor-parallel, --pipeline-model-parallel-size --stages, --context-parallel-size
 // --context-parallel, --virtual-pipeline-model-parallel-size --chunks, and --global-batch-size
-// gives --micro-batches as global batch / (micro-batch size x data parallel).
+// gives --micro-batches as global batch / (micro-batch size x data parallel); for `ppsim plan`,
+// --global-batch-size is --global-batch.
 #pragma once
 
 #include <boost/program_options.hpp>
@@ -20,5 +21,9 @@ std::vector<std::string> with_megatron_size_names(const std::vector<std::string>
 
 // The names in --help (the rewriting above reads them before the parser could).
 void add_megatron_size_names(boost::program_options::options_description& options);
+
+// `ppsim plan`'s: --global-batch-size is --global-batch.
+std::vector<std::string> with_megatron_plan_names(const std::vector<std::string>& args);
+void add_megatron_plan_names(boost::program_options::options_description& options);
 
 }  // namespace pipescope::cli

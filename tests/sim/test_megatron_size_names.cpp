@@ -9,7 +9,7 @@
 // - a global batch that micro-batch size x data parallelism does not divide, or that disagrees
 //   with --micro-batches, or a size that is no whole number: exit 2, one line naming the option,
 //   no --trace file written;
-// - --help lists the names.
+// - --help lists the names; ppsim plan reads --global-batch-size as its --global-batch.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -76,4 +76,19 @@ TEST_CASE("ppsim simulate refuses Megatron's sizes that disagree, in one line na
     CHECK_FALSE(fs::exists(dir / "t.json"));
   }
   fs::remove_all(dir);
+}
+
+TEST_CASE("ppsim plan reads --global-batch-size as --global-batch", "[cli]") {
+  const std::string plan = "plan --model gpt-1.3b --gpus 8 --quiet --top 2 ";
+  const ppsim_test::PpsimRun ours = ppsim_test::run_ppsim(plan + "--global-batch 16");
+  REQUIRE(ours.status == 0);
+  const ppsim_test::PpsimRun megatrons = ppsim_test::run_ppsim(plan + "--global-batch-size 16");
+  CHECK(megatrons.status == 0);
+  CHECK(megatrons.out == ours.out);
+  const ppsim_test::PpsimRun both = ppsim_test::run_ppsim(plan + "--global-batch 32 --global-batch-size 16");
+  INFO(both.err);
+  CHECK(both.status == 2);
+  CHECK(both.one_error_line());
+  CHECK(both.err.find("--global-batch 32 and --global-batch-size 16 name one size") != std::string::npos);
+  CHECK(ppsim_test::run_ppsim("plan --help").out.find("--global-batch-size") != std::string::npos);
 }
