@@ -1,5 +1,7 @@
 #include "cluster_options.hpp"
 
+#include <fmt/format.h>
+
 #include "number_options.hpp"
 #include "pipescope/core/errors.hpp"
 #include "pipescope/sim/units.hpp"
@@ -16,7 +18,11 @@ void ClusterOptions::add_device_to(po::options_description& options, ClusterHelp
   // clang-format off
   options.add_options()
       ("gpu", po::value(&gpu)->default_value(gpu), "device: h100, h200, b200, a100")
-      ("efficiency", po::value(&efficiency)->default_value(efficiency), efficiency_help);
+      ("efficiency", po::value(&efficiency)->default_value(efficiency), efficiency_help)
+      ("node-pace-spread", po::value<double>()->notifier([this](double s) { node_pace_spread = s; }),
+       "S: how much a node's pace varies from step to step (one standard deviation); a step of N nodes "
+       "computes at its slowest node's, 1 + S x the expected largest of N standard normals as long as one "
+       "node's (0: every node alike; default: the device's, 0.02 on h100, h200 and b200, 0 on a100)");
   // clang-format on
 }
 
@@ -52,6 +58,7 @@ void ClusterOptions::add_runtime_to(po::options_description& options) {
 std::vector<const char*> ClusterOptions::names() {
   return {"gpu",
           "efficiency",
+          "node-pace-spread",
           "gpus-per-node",
           "intra-bandwidth",
           "intra-latency",
@@ -63,6 +70,8 @@ std::vector<const char*> ClusterOptions::names() {
 
 void ClusterOptions::check_numbers() const {
   require_efficiency(efficiency, "--efficiency");
+  if (node_pace_spread && !(*node_pace_spread >= 0 && *node_pace_spread < 1))
+    throw UsageError(fmt::format("--node-pace-spread: must be in [0, 1), not {:g}", *node_pace_spread));
   require_finite_at_least(intra_latency_s, "--intra-latency", 0);
   require_finite_at_least(inter_latency_s, "--inter-latency", 0);
 }
@@ -74,6 +83,7 @@ void ClusterOptions::check_gpus_per_node() const {
 sim::DeviceSpec ClusterOptions::device() const {
   sim::DeviceSpec spec = sim::device_preset(gpu);
   if (efficiency > 0) spec.efficiency = efficiency;
+  if (node_pace_spread) spec.kernels.node_pace_spread = *node_pace_spread;
   return spec;
 }
 

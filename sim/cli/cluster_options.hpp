@@ -6,6 +6,7 @@
 #pragma once
 
 #include <boost/program_options.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,8 @@ enum class ClusterHelp { simulate, plan };
 
 struct ClusterOptions {
   std::string gpu = "h100";
-  double efficiency = 0;  // 0: the device preset's
+  double efficiency = 0;                   // 0: the device preset's
+  std::optional<double> node_pace_spread;  // nothing: the device preset's
   int gpus_per_node = 8;
   std::string intra_bandwidth = "0";  // 0: the device's NVLink
   std::string inter_bandwidth = "50GB";
@@ -29,7 +31,7 @@ struct ClusterOptions {
   bool no_async_tp = false;  // --no-async-tensor-model-parallel-allreduce
   bool overlap_grad_reduce = false;
 
-  // --gpu, --efficiency
+  // --gpu, --efficiency, --node-pace-spread
   void add_device_to(boost::program_options::options_description& options, ClusterHelp help);
   // --gpus-per-node, --intra-bandwidth, --intra-latency, --inter-bandwidth, --inter-latency
   void add_links_to(boost::program_options::options_description& options, ClusterHelp help);
@@ -39,12 +41,12 @@ struct ClusterOptions {
   // The options' names, without "--", in the order above: what a measured profile replaces.
   static std::vector<const char*> names();
 
-  // Throws UsageError naming the option: an efficiency outside (0, 1] (0 allowed), a latency
-  // that is not a finite number >= 0.
+  // Throws UsageError naming the option: an efficiency outside (0, 1] (0 allowed), a node pace
+  // spread outside [0, 1), a latency that is not a finite number >= 0.
   void check_numbers() const;
   // Throws UsageError "--gpus-per-node must be at least 1".
   void check_gpus_per_node() const;
-  // The --gpu preset with --efficiency where given.
+  // The --gpu preset with --efficiency and --node-pace-spread where given.
   sim::DeviceSpec device() const;
   // GPUs per node and the two links (an intra-node bandwidth of 0 is `device`'s NVLink); throws
   // UsageError for a bandwidth that does not read or an inter-node one of 0.

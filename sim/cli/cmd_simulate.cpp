@@ -215,6 +215,7 @@ void check_model_only_options(const SimulateOptions& s, const po::variables_map&
   const std::string source = s.profile.empty() ? "explicit costs" : "--profile (it measured its own layout)";
   if (given(vm, "tensor-parallel")) throw UsageError("--tensor-parallel needs --model: not with " + source);
   if (given(vm, "context-parallel")) throw UsageError("--context-parallel needs --model: not with " + source);
+  if (vm.count("node-pace-spread")) throw UsageError("--node-pace-spread needs --model: not with " + source);
   for (const std::string& option : s.megatron.given(vm)) {
     // A MoE profile predicts other expert-parallel sizes (profile_expert_parallel).
     if (!s.profile.empty() && (option == "--expert-parallel" || option == "--expert-model-parallel-size")) continue;

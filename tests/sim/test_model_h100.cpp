@@ -24,6 +24,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/sim/layer_costs.hpp"
@@ -249,6 +250,25 @@ TEST_CASE("the more nodes a run spans, the slower its compute: the slowest node'
         derive_costs(llama, constant, Topology{}, one_node).stages[0].f_s);
 }
 
+TEST_CASE("--node-pace-spread sets how much slower a run of many nodes computes", "[cli]") {
+  // Llama 3 8B on 256 nodes: the preset's spread, none, and twice the preset's.
+  const std::string run = "simulate --model llama-3-8b --stages 1 --data-parallel 2048 --micro-batches 4 --json";
+  auto seconds = [](const ppsim_test::PpsimRun& r) {
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out).at("iteration_time_s").get<double>();
+  };
+  const double preset = seconds(ppsim_test::run_ppsim(run));
+  const double none = seconds(ppsim_test::run_ppsim(run + " --node-pace-spread 0"));
+  const double twice = seconds(ppsim_test::run_ppsim(run + " --node-pace-spread 0.04"));
+  CHECK(none < preset);
+  CHECK(preset < twice);
+  CHECK(seconds(ppsim_test::run_ppsim(run + " --node-pace-spread 0.02")) == preset);
+  // One node: no slowest node to wait for, whatever the spread.
+  const std::string one_node = "simulate --model llama-3-8b --stages 1 --data-parallel 8 --micro-batches 4 --json";
+  CHECK(seconds(ppsim_test::run_ppsim(one_node + " --node-pace-spread 0.5")) ==
+        seconds(ppsim_test::run_ppsim(one_node + " --node-pace-spread 0")));
+}
+
 TEST_CASE("--tp-comm-overlap leaves what a product cannot hide, and slows the products it shares SMs with") {
   const ModelSpec gpt3 = resolve_model("gpt3-175b");
   const DeviceSpec h100 = device_preset("h100");
@@ -289,6 +309,10 @@ TEST_CASE("ppsim simulate names the option of each bad input in one line", "[cli
        "--use-distributed-optimizer --overlap-param-gather-with-optimizer-step",
        "--overlap-param-gather-with-optimizer-step needs --overlap-param-gather"},
       {"simulate --stages 2 --context-parallel 2", "--context-parallel needs --model"},
+      {llama + "--node-pace-spread -0.01", "--node-pace-spread: must be in [0, 1), not -0.01"},
+      {llama + "--node-pace-spread 1", "--node-pace-spread: must be in [0, 1), not 1"},
+      {llama + "--node-pace-spread nan", "--node-pace-spread: must be in [0, 1), not nan"},
+      {"simulate --stages 2 --node-pace-spread 0", "--node-pace-spread needs --model"},
       {"simulate --stages 2 --fp8-format hybrid", "--fp8-format needs --model"},
   };
   for (const Case& c : cases) {
