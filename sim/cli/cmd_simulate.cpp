@@ -2,7 +2,6 @@
 // --profile FILE] [--json] [--trace FILE]`: predicts iteration time, bubbles and peak memory
 // (SPEC.md section 6). Also registers zb-auto at start-up, so every command that builds
 // schedules knows it.
-#include <algorithm>
 #include <boost/program_options.hpp>
 #include <iostream>
 #include <optional>
@@ -489,9 +488,7 @@ int run_simulate(const std::vector<std::string>& args) {
   po::options_description options("ppsim simulate [options]");
   add_options(options, s);
   po::variables_map vm;
-  const bool help = std::find(args.begin(), args.end(), "--help") != args.end() ||
-                    std::find(args.begin(), args.end(), "-h") != args.end();
-  po::store(po::command_line_parser(help ? args : with_megatron_size_names(args)).options(options).run(), vm);
+  po::store(po::command_line_parser(with_megatron_size_names(args)).options(options).run(), vm);
   if (vm.count("help")) {
     std::cout << options;
     return 0;

@@ -28,9 +28,9 @@ constexpr std::array<SizeName, 4> kSimulateNames{{
     {"--virtual-pipeline-model-parallel-size", "--chunks"},
 }};
 
-constexpr std::array<SizeName, 1> kPlanNames{{{"--global-batch-size", "--global-batch"}}};
-
 constexpr std::string_view kGlobalBatch = "--global-batch-size";
+
+constexpr std::array<SizeName, 1> kPlanNames{{{kGlobalBatch, "--global-batch"}}};
 
 // One option on the command line: its name, its value, and where they are.
 struct Given {

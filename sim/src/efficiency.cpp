@@ -55,16 +55,6 @@ KernelFigures hopper_kernels() {
   return k;
 }
 
-}  // namespace
-
-double slowest_node_slowdown(const KernelFigures& kernels, std::int64_t nodes) {
-  if (nodes <= 1 || kernels.node_pace_spread <= 0) return 1.0;
-  const double n = static_cast<double>(nodes);
-  return 1.0 + kernels.node_pace_spread * boost::math::quantile(boost::math::normal(), (n - 0.375) / (n + 0.25));
-}
-
-namespace {
-
 // Memory sizes as the datasheets give them, in 10^9 bytes.
 constexpr std::int64_t decimal_gigabytes(std::int64_t n) { return n * 1000 * 1000 * 1000; }
 
@@ -136,6 +126,12 @@ void set_a100(DeviceSpec& d) {
 }
 
 }  // namespace
+
+double slowest_node_slowdown(const KernelFigures& kernels, std::int64_t nodes) {
+  if (nodes <= 1 || kernels.node_pace_spread <= 0) return 1.0;
+  const double n = static_cast<double>(nodes);
+  return 1.0 + kernels.node_pace_spread * boost::math::quantile(boost::math::normal(), (n - 0.375) / (n + 0.25));
+}
 
 DeviceSpec device_preset(const std::string& name) {
   DeviceSpec d;

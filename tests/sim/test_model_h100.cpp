@@ -48,6 +48,15 @@ ParallelConfig h100_parallel(int tp = 1, int cp = 1) {
   return p;
 }
 
+// Llama 3 8B's 32 layers on 2 pipeline ranks of 2 chunks (8 layers a stage), 4 replicas.
+ParallelConfig two_ranks_of_two_chunks() {
+  ParallelConfig p = h100_parallel(1, 1);
+  p.pipeline = 2;
+  p.chunks = 2;
+  p.data_parallel = 4;
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("context parallelism halves a layer's tokens and hides its key/value ring on NVLink") {
@@ -128,10 +137,7 @@ TEST_CASE("the distributed optimizer reduce-scatters, and gathers the parameters
   const ModelSpec llama = resolve_model("llama-3-8b");
   const DeviceSpec h100 = device_preset("h100");
   Topology node;
-  ParallelConfig p = h100_parallel(1, 1);
-  p.pipeline = 2;
-  p.chunks = 2;
-  p.data_parallel = 4;
+  ParallelConfig p = two_ranks_of_two_chunks();
   const CostModel all_reduce = derive_costs(llama, h100, node, p);
   p.zero1 = true;
   const CostModel sharded = derive_costs(llama, h100, node, p);
@@ -169,10 +175,7 @@ TEST_CASE("the distributed optimizer reduce-scatters, and gathers the parameters
 TEST_CASE("Megatron's DDP buckets only the first pipeline rank's first chunk") {
   const ModelSpec llama = resolve_model("llama-3-8b");
   const DeviceSpec h100 = device_preset("h100");
-  ParallelConfig p = h100_parallel(1, 1);
-  p.pipeline = 2;
-  p.chunks = 2;
-  p.data_parallel = 4;
+  ParallelConfig p = two_ranks_of_two_chunks();
   p.zero1 = true;
   p.overlap_grad_reduce = true;
   // Without --ddp-bucket-size: one bucket per layer on every stage (8 layers each).
@@ -197,10 +200,7 @@ TEST_CASE("--overlap-param-gather-with-optimizer-step hides the first chunk's ga
   Topology slow;
   slow.gpus_per_node = 1;
   slow.inter_node = LinkSpec{5e9, 5e-6};
-  ParallelConfig p = h100_parallel(1, 1);
-  p.pipeline = 2;
-  p.chunks = 2;
-  p.data_parallel = 4;
+  ParallelConfig p = two_ranks_of_two_chunks();
   p.zero1 = true;
   const CostModel after_step = derive_costs(llama, h100, slow, p);
   p.overlap_param_gather = true;
