@@ -63,6 +63,24 @@ TEST_CASE("simulate refuses a deferral limit that is no count, naming the option
   }
 }
 
+// Megatron's size names and --node-pace-spread past their types or their ranges: one line naming
+// the option as typed, and the --trace asked for is not written.
+TEST_CASE("simulate refuses Megatron's sizes and a node pace spread out of range, naming the option",
+          "[reliability][limits]") {
+  const auto dir = case_dir("megatron-sizes");
+  for (const std::string option : {"--pipeline-model-parallel-size=99999999999", "--global-batch-size=99999999999",
+                                   "--tensor-model-parallel-size=-2", "--node-pace-spread=1e400",
+                                   "--node-pace-spread=abc", "--node-pace-spread=-0.5"}) {
+    INFO(option);
+    const CliRun run = run_cli(ppsim, dir, "simulate --model llama-3-8b " + option + " --trace t.json", 20);
+    CHECK_FALSE(run.timed_out);
+    CHECK(run.status == 2);
+    CHECK(run.one_error_line("ppsim"));
+    CHECK(contains(run.err, option.substr(0, option.find('='))));
+    CHECK_FALSE(fs::exists(dir / "t.json"));
+  }
+}
+
 TEST_CASE("simulate refuses a million stages, naming --stages", "[reliability][limits]") {
   const auto dir = case_dir("huge-stages");
   const CliRun run = run_cli(ppsim, dir, "simulate --schedule gpipe --stages 1000000", 20);
