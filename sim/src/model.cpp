@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -523,36 +524,76 @@ struct ParameterGather {
   std::int64_t buckets = 1;
 };
 
+// When a rank's chunk may first run forward, given the parameters' all-gathers before it: the
+// gathers run one after another on the data-parallel group's stream, each chunk's in its
+// buckets, and a forward cannot pass a bucket still in flight.
+struct GatherChain {
+  double stream_end_s = 0;  // when the gathers launched so far are done
+  double delay_s = 0;       // how far the rank's forwards have slipped waiting for them
+
+  // Launches a chunk's gather at `launch_s` (or when the stream frees) and returns how much
+  // longer its first forward, due at `forward_start_s` and taking `forward_s`, must wait.
+  double wait_for(const ParameterGather& gather, double launch_s, double forward_start_s, double forward_s) {
+    const double gather_start_s = std::max(stream_end_s, launch_s);
+    stream_end_s = gather_start_s + gather.whole_s;
+    const double n = static_cast<double>(std::max<std::int64_t>(gather.buckets, 1));
+    // The first bucket before the forward starts; the last before its last share of the layers.
+    const double wait_s = std::max({0.0, gather_start_s + gather.whole_s / n - forward_start_s,
+                                    stream_end_s + forward_s / n - (forward_start_s + forward_s)});
+    delay_s += wait_s;
+    return wait_s;
+  }
+};
+
 // What of the parameters' all-gather the next iteration waits for, charged to the optimizer
 // step that ends this one. Without --overlap-param-gather it follows the step. With it, it runs
-// bucket by bucket beside the next forward: a later chunk's behind the earlier chunks' forwards
-// (none waited for), a rank's first chunk's first bucket before its first forward. Under
-// interleaving Megatron launches every rank's first chunks' gathers together at the step's start
-// (align_param_gather, its default with a virtual pipeline), so rank r, whose first forward
-// waits for the forwards of the r ranks before it, finds that much of its gather done; without
-// interleaving each rank launches its own at its first forward. With
-// --overlap-param-gather-with-optimizer-step the first chunk's gather (one bucket) leaves right
-// after that chunk's optimizer step, beside the rank's other chunks' steps (Megatron's
-// ChainedOptimizer: one optimizer for the first chunk, one for the rest).
+// bucket by bucket beside the next forward, each bucket's gather launched as the forward takes
+// the one before: rank r waits for its first bucket, or for as much of its whole gather as
+// outlasts its first micro-batch's forward. Under interleaving (Megatron's align_param_gather,
+// its default with a virtual pipeline) every rank launches its first two chunks' gathers at the
+// step's start and chunk k's (k >= 2) at its forward of virtual micro-batch (k - 1) p - r
+// (schedules.py, forward_step_helper_preprocess), all on one stream; chunk k's first forward is
+// its rank's virtual micro-batch k p (Megatron's default group of p micro-batches a chunk; the
+// warm-up runs forwards only that far). So rank r, whose first forward waits for the forwards of
+// the r ranks before it, finds that much of its gathers done, and a later chunk waits where the
+// gathers before it outlast the p forwards of each chunk before it: at a large data-parallel
+// group and few layers a chunk they can. With --overlap-param-gather-with-optimizer-step the
+// first chunk's gather (one bucket) leaves right after that chunk's optimizer step, beside the
+// rank's other chunks' steps (Megatron's ChainedOptimizer: one optimizer for the first chunk,
+// one for the rest).
 void charge_parameter_gathers(CostModel& costs, const StageInputs& in, const std::vector<ParameterGather>& gathers) {
   const ParallelConfig& parallel = in.parallel;
   if (!parallel.overlap_param_gather) {
     for (std::size_t st = 0; st < gathers.size(); ++st) costs.stages[st].optimizer_s += gathers[st].whole_s;
     return;
   }
-  const int ranks = std::min(parallel.pipeline, in.num_stages);
+  const int p = parallel.pipeline;
+  const int ranks = std::min(p, in.num_stages);
   const bool aligned = parallel.chunks > 1;
   double ramp_s = 0;  // the forwards before rank r's first
   for (int r = 0; r < ranks; ++r) {
-    double waited_s = gathers[r].whole_s / static_cast<double>(gathers[r].buckets);
+    std::vector<int> stages;  // the rank's chunks, first to last
+    for (int st = r; st < in.num_stages; st += p) stages.push_back(st);
+    const int chunks = static_cast<int>(stages.size());
+    // Where the rank's virtual micro-batch `id` starts, before any wait: its warm-up's forwards.
+    std::vector<double> forward_start_s(static_cast<std::size_t>(chunks) * p + 1, aligned ? ramp_s : 0.0);
+    for (std::size_t id = 1; id < forward_start_s.size(); ++id)
+      forward_start_s[id] = forward_start_s[id - 1] + costs.stages[stages[((id - 1) / p) % chunks]].f_s;
+    GatherChain chain;
+    ParameterGather first = gathers[r];
     if (parallel.overlap_param_gather_with_optimizer_step) {
       double other_steps_s = 0;
-      for (int st = r + parallel.pipeline; st < in.num_stages; st += parallel.pipeline)
-        other_steps_s += costs.stages[st].optimizer_s;
-      waited_s = gathers[r].whole_s - other_steps_s;
+      for (int k = 1; k < chunks; ++k) other_steps_s += costs.stages[stages[k]].optimizer_s;
+      chain.stream_end_s = -other_steps_s;  // launched that long before the step's end
+      first.buckets = 1;
     }
-    if (aligned) waited_s -= ramp_s;
-    costs.stages[r].optimizer_s += std::max(0.0, waited_s);
+    chain.wait_for(first, chain.stream_end_s, forward_start_s[0], costs.stages[r].f_s);
+    for (int k = 1; aligned && k < chunks; ++k) {
+      const double launched_s = k < 2 ? 0.0 : forward_start_s[std::max(0, (k - 1) * p - r)] + chain.delay_s;
+      chain.wait_for(gathers[stages[k]], launched_s, forward_start_s[static_cast<std::size_t>(k) * p] + chain.delay_s,
+                     costs.stages[stages[k]].f_s);
+    }
+    costs.stages[r].optimizer_s += chain.delay_s;
     ramp_s += costs.stages[r].f_s;
   }
 }

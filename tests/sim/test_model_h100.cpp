@@ -15,7 +15,10 @@
 // - the distributed optimizer reduce-scatters: half the all-reduce's time; with
 //   --overlap-param-gather the first chunk waits for one of its n per-layer buckets of the gather
 //   G (G / n instead of G; interleaved, less the forwards before the rank's first), later chunks
-//   for none; --ddp-bucket-size buckets only stage 0, as Megatron's DDP; with
+//   for none while the gathers keep up with the forwards; on a slow network the gathers run one
+//   after another and rank 0's second chunk's first forward ends just after the last of them
+//   (G0 + G2 + f2 / n less the undelayed 2 f0 + f2); --ddp-bucket-size buckets only stage 0, as
+//   Megatron's DDP; with
 //   --overlap-param-gather-with-optimizer-step the first chunk's whole gather runs beside the
 //   rank's later chunks' optimizer steps;
 // - --tp-comm-overlap: each collective c beside its product g leaves max(0, c - g) + c / T, and the
@@ -172,6 +175,45 @@ TEST_CASE("the distributed optimizer reduce-scatters, and gathers the parameters
   CHECK_THROWS_WITH(derive_costs(llama, h100, node, without_optimizer), Catch::Contains("--use-distributed-optimizer"));
 }
 
+TEST_CASE("a later chunk waits where the parameter gathers before it outlast its rank's forwards") {
+  const ModelSpec llama = resolve_model("llama-3-8b");
+  const DeviceSpec h100 = device_preset("h100");
+  // One GPU a node on a slow network: each chunk's gather far outlasts a forward.
+  Topology slow;
+  slow.gpus_per_node = 1;
+  slow.inter_node = LinkSpec{5e9, 5e-6};
+  ParallelConfig p = two_ranks_of_two_chunks();
+  p.zero1 = true;
+  const CostModel after_step = derive_costs(llama, h100, slow, p);
+  p.overlap_param_gather = true;
+  const CostModel overlapped = derive_costs(llama, h100, slow, p);
+  // Rank 0: stage 0 (the embedding and 8 layers, 8 buckets) then stage 2 (8 layers, 8 buckets),
+  // both launched at the step's start on one stream: G0, then G2. The first chunk's forward ends
+  // no sooner than G0 and its last bucket's share; the second chunk's first forward, due after
+  // two of the first's, no sooner than G0 + G2 and its last share: in all rank 0 waits
+  // G0 + G2 + f2 / 8 - (2 f0 + f2), charged to its first chunk's step.
+  const Topology ring = with_parallel_layout(slow, p);
+  const double first_gather_s =
+      data_parallel_all_gather_s((llama.embedding_parameters() + 8 * layer_parameters_on_rank(llama, 1)) * 2, ring);
+  const double second_gather_s = after_step.stages[2].optimizer_s - overlapped.stages[2].optimizer_s;
+  const double f0 = overlapped.stages[0].f_s;
+  const double f2 = overlapped.stages[2].f_s;
+  REQUIRE(first_gather_s > 2 * f0);
+  const double step_s = after_step.stages[0].optimizer_s - first_gather_s;
+  CHECK(overlapped.stages[0].optimizer_s == Approx(step_s + first_gather_s + second_gather_s + f2 / 8 - (2 * f0 + f2)));
+  // On the node's NVLink the gathers keep up: the first chunk waits for its first bucket alone.
+  const CostModel fast = derive_costs(llama, h100, Topology{}, p);
+  ParallelConfig whole = p;
+  whole.overlap_param_gather = false;
+  const CostModel fast_whole = derive_costs(llama, h100, Topology{}, whole);
+  const double fast_gather_s = fast_whole.stages[2].optimizer_s - fast.stages[2].optimizer_s;
+  CHECK(fast_whole.stages[0].optimizer_s - fast.stages[0].optimizer_s ==
+        Approx(data_parallel_all_gather_s((llama.embedding_parameters() + 8 * layer_parameters_on_rank(llama, 1)) * 2,
+                                          with_parallel_layout(Topology{}, p)) *
+               7 / 8));
+  CHECK(fast_gather_s > 0);
+}
+
 TEST_CASE("Megatron's DDP buckets only the first pipeline rank's first chunk") {
   const ModelSpec llama = resolve_model("llama-3-8b");
   const DeviceSpec h100 = device_preset("h100");
@@ -209,13 +251,20 @@ TEST_CASE("--overlap-param-gather-with-optimizer-step hides the first chunk's ga
   // Rank 1's first chunk (stage 1): its whole gather G (one bucket) starts after its optimizer
   // step, beside its second chunk's (stage 3, which waits for no gather), and rank 1's first
   // forward comes after rank 0's (stage 0's forward): it waits for G less both.
+  // Its second chunk's gather G3 (8 per-layer buckets), launched at the step's start, follows on
+  // the same stream: that chunk's first forward, due after two of the first chunk's, ends no
+  // sooner than G3's last bucket and the layer it brings.
   const Topology ring = with_parallel_layout(slow, p);
   const int n = stage_layers(llama, p)[1];
   const double gather_s = data_parallel_all_gather_s(n * layer_parameters_on_rank(llama, 1) * 2, ring);
   const double step_s = after_step.stages[1].optimizer_s - gather_s;
-  const double waited_s = gather_s - with_step.stages[3].optimizer_s - with_step.stages[0].f_s;
-  REQUIRE(waited_s > 0);
-  CHECK(with_step.stages[1].optimizer_s == Approx(step_s + waited_s));
+  const double second_gather_s = after_step.stages[3].optimizer_s - with_step.stages[3].optimizer_s;
+  const double first_wait_s = gather_s - with_step.stages[3].optimizer_s - with_step.stages[0].f_s;
+  const double second_wait_s =
+      second_gather_s + with_step.stages[3].f_s / 8 - with_step.stages[3].f_s - 2 * with_step.stages[1].f_s;
+  REQUIRE(first_wait_s > 0);
+  REQUIRE(second_wait_s > 0);
+  CHECK(with_step.stages[1].optimizer_s == Approx(step_s + first_wait_s + second_wait_s));
   // A later chunk waits for no gather, with or without the option.
   ParallelConfig overlapped = p;
   overlapped.overlap_param_gather_with_optimizer_step = false;
