@@ -52,6 +52,14 @@ ParallelConfig h100_parallel(int tp = 1, int cp = 1) {
 }
 
 // Llama 3 8B's 32 layers on 2 pipeline ranks of 2 chunks (8 layers a stage), 4 replicas.
+// One GPU a node on a slow network (5 GB/s): a chunk's parameter gather far outlasts its forward.
+Topology one_gpu_nodes_on_a_slow_network() {
+  Topology slow;
+  slow.gpus_per_node = 1;
+  slow.inter_node = LinkSpec{5e9, 5e-6};
+  return slow;
+}
+
 ParallelConfig two_ranks_of_two_chunks() {
   ParallelConfig p = h100_parallel(1, 1);
   p.pipeline = 2;
@@ -178,10 +186,7 @@ TEST_CASE("the distributed optimizer reduce-scatters, and gathers the parameters
 TEST_CASE("a later chunk waits where the parameter gathers before it outlast its rank's forwards") {
   const ModelSpec llama = resolve_model("llama-3-8b");
   const DeviceSpec h100 = device_preset("h100");
-  // One GPU a node on a slow network: each chunk's gather far outlasts a forward.
-  Topology slow;
-  slow.gpus_per_node = 1;
-  slow.inter_node = LinkSpec{5e9, 5e-6};
+  const Topology slow = one_gpu_nodes_on_a_slow_network();
   ParallelConfig p = two_ranks_of_two_chunks();
   p.zero1 = true;
   const CostModel after_step = derive_costs(llama, h100, slow, p);
@@ -238,10 +243,7 @@ TEST_CASE("Megatron's DDP buckets only the first pipeline rank's first chunk") {
 TEST_CASE("--overlap-param-gather-with-optimizer-step hides the first chunk's gather behind the other chunks' steps") {
   const ModelSpec llama = resolve_model("llama-3-8b");
   const DeviceSpec h100 = device_preset("h100");
-  // One GPU a node on a slow network, so that the gather outlasts what hides it.
-  Topology slow;
-  slow.gpus_per_node = 1;
-  slow.inter_node = LinkSpec{5e9, 5e-6};
+  const Topology slow = one_gpu_nodes_on_a_slow_network();
   ParallelConfig p = two_ranks_of_two_chunks();
   p.zero1 = true;
   const CostModel after_step = derive_costs(llama, h100, slow, p);
