@@ -13,6 +13,7 @@ each error against the run's tolerance.
 """
 import argparse
 import concurrent.futures
+import functools
 import json
 import math
 import os
@@ -71,10 +72,15 @@ def predict_all(ppsim, runs):
     return {run["id"]: {"args": list(run["args"]), "summary": summary} for run, summary in zip(runs, summaries)}
 
 
-def model_of(run):
-    path = run["args"][run["args"].index("--model") + 1]
+@functools.lru_cache(maxsize=None)
+def model_file(path):
     with open(path) as f:
         return json.load(f)
+
+
+def model_of(run):
+    """The run's model file, read once however many runs and tables ask for it."""
+    return model_file(run["args"][run["args"].index("--model") + 1])
 
 
 def schedule_ranking(group_runs, values):
@@ -124,7 +130,7 @@ def micro_batch_table(data, predicted):
     for run in data["runs"]:
         if "family" not in run or run.get("fitted") or "--micro-batches" not in run["args"]:
             continue
-        if "--model" in run["args"] and model_of(run).get("num_experts", 0) > 0:
+        if model_of(run).get("num_experts", 0) > 0:
             continue
         m = int(run["args"][run["args"].index("--micro-batches") + 1])
         for low, high in MICRO_BATCH_BANDS:

@@ -531,9 +531,9 @@ struct GatherChain {
   double stream_end_s = 0;  // when the gathers launched so far are done
   double delay_s = 0;       // how far the rank's forwards have slipped waiting for them
 
-  // Launches a chunk's gather at `launch_s` (or when the stream frees) and returns how much
-  // longer its first forward, due at `forward_start_s` and taking `forward_s`, must wait.
-  double wait_for(const ParameterGather& gather, double launch_s, double forward_start_s, double forward_s) {
+  // Launches a chunk's gather at `launch_s` (or when the stream frees) and adds to the delay how
+  // much longer its first forward, due at `forward_start_s` and taking `forward_s`, must wait.
+  void wait_for(const ParameterGather& gather, double launch_s, double forward_start_s, double forward_s) {
     const double gather_start_s = std::max(stream_end_s, launch_s);
     stream_end_s = gather_start_s + gather.whole_s;
     const double n = static_cast<double>(std::max<std::int64_t>(gather.buckets, 1));
@@ -541,7 +541,6 @@ struct GatherChain {
     const double wait_s = std::max({0.0, gather_start_s + gather.whole_s / n - forward_start_s,
                                     stream_end_s + forward_s / n - (forward_start_s + forward_s)});
     delay_s += wait_s;
-    return wait_s;
   }
 };
 
@@ -575,10 +574,11 @@ void charge_parameter_gathers(CostModel& costs, const StageInputs& in, const std
     std::vector<int> stages;  // the rank's chunks, first to last
     for (int st = r; st < in.num_stages; st += p) stages.push_back(st);
     const int chunks = static_cast<int>(stages.size());
-    // Where the rank's virtual micro-batch `id` starts, before any wait: its warm-up's forwards.
-    std::vector<double> forward_start_s(static_cast<std::size_t>(chunks) * p + 1, aligned ? ramp_s : 0.0);
+    // Where the rank's virtual micro-batch `id` starts, before any wait: its warm-up's forwards,
+    // p of each chunk, up to its last chunk's first.
+    std::vector<double> forward_start_s(static_cast<std::size_t>(chunks - 1) * p + 1, aligned ? ramp_s : 0.0);
     for (std::size_t id = 1; id < forward_start_s.size(); ++id)
-      forward_start_s[id] = forward_start_s[id - 1] + costs.stages[stages[((id - 1) / p) % chunks]].f_s;
+      forward_start_s[id] = forward_start_s[id - 1] + costs.stages[stages[(id - 1) / p]].f_s;
     GatherChain chain;
     ParameterGather first = gathers[r];
     if (parallel.overlap_param_gather_with_optimizer_step) {
