@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cluster_options.hpp"
 #include "command.hpp"
@@ -95,8 +96,8 @@ void add_options(po::options_description& o, SimulateOptions& s) {
   // clang-format off
   model.add_options()
       ("model", po::value(&s.model),
-       "gpt-1.3b, gpt-7b, gpt3-175b, llama-70b, llama-3-8b, llama-3-70b, llama-3-405b, mixtral-8x7b, mixtral-8x22b, "
-       "qwen3-235b-a22b, deepseek-v3, or a JSON model file (default: none, explicit costs)");
+       fmt::format("{}, or a JSON model file (default: none, explicit costs)",
+                   fmt::join(sim::model_preset_names(), ", ")).c_str());
   // clang-format on
   s.cluster.add_device_to(model, ClusterHelp::simulate);
   // clang-format off

@@ -120,47 +120,67 @@ TensorParallelPass tensor_parallel_backward(const ModelSpec& model, const Device
 namespace {
 
 // A fused kernel's forward FLOPs on the rank, counted as FlashAttention's papers count them: the
-// two products of its s/C queries against the sequence's keys, half of them under the causal mask
-// (context parallelism's load balancing gives every rank that half). Its backward does 2.5 times
-// as much (the scores again, then four products).
-double fused_attention_forward_flops(const LayerShape& l) {
-  return 0.5 * 4.0 * l.local_seq() * l.s * l.head_dim() * l.b * l.heads_on_rank();
+// two products of its s/C queries, each against the keys it meets under the causal mask (half the
+// sequence's, which context parallelism's load balancing gives every rank; fewer in a window).
+// Its backward does 2.5 times as much (the scores again, then four products).
+double fused_attention_forward_flops(const LayerShape& l, double keys_per_query) {
+  return 4.0 * l.local_seq() * keys_per_query * l.head_dim() * l.b * l.heads_on_rank();
 }
 
 // A fused kernel's time from the device's measured curve, by the keys each of its blocks meets
-// (the sequence's, or under context parallelism a block's s/C); 0 without a curve.
+// (the sequence's, under context parallelism a block's s/C, in a window the length of a causal
+// sequence whose queries meet as many keys); 0 without a curve.
 double measured_attention_s(const LayerShape& l, const DeviceSpec& device, const ParallelConfig& parallel,
-                            bool backward) {
+                            bool backward, double keys_per_query, bool windowed) {
   if (!l.flash) return 0.0;
-  const double flops = fused_attention_forward_flops(l) * (backward ? 2.5 : 1.0);
+  const double flops = fused_attention_forward_flops(l, keys_per_query) * (backward ? 2.5 : 1.0);
   const double blocks = l.b * l.heads_on_rank() * std::ceil(l.local_seq() / 128);
-  return attention_kernel_time_s(flops, l.local_seq(), parallel.attention_backend, backward, device, blocks);
+  const double keys = windowed ? 2 * keys_per_query : l.local_seq();
+  return attention_kernel_time_s(flops, keys, parallel.attention_backend, backward, device, blocks);
+}
+
+// One layer's attention core, full or windowed. Without a measured curve it is priced as its
+// products: scores Q K^T and their product with V per head, the rank's s/C queries against the
+// keys they meet; a fused kernel skips the causal mask's empty blocks (half the sequence's keys)
+// and a window's, an unfused one computes every score and masks them.
+double attention_core_s(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel, bool backward,
+                        bool windowed) {
+  const LayerShape l(model, parallel);
+  const double keys_per_query = model.causal_keys_per_query(windowed);
+  if (const double measured_s = measured_attention_s(l, device, parallel, backward, keys_per_query, windowed);
+      measured_s > 0)
+    return measured_s;
+  const double batch = l.b * l.heads_on_rank();
+  // The keys each product runs over: the sequence's, of which a fused kernel computes the share
+  // its queries meet.
+  const double keys = l.flash ? 2 * keys_per_query : l.s;
+  const double causal = l.flash ? 0.5 : 1.0;
+  const double scores_s = gemm_time_s({l.local_seq(), keys, l.head_dim(), batch}, device);
+  const double values_s = gemm_time_s({l.local_seq(), l.head_dim(), keys, batch}, device);
+  // Backward: dP = dO V^T (scores-sized), then dV = P^T dO, dQ = dS K and dK = dS^T Q; a fused
+  // kernel first computes the scores Q K^T again.
+  if (backward) return causal * ((l.flash ? 2 : 1) * scores_s + 3 * values_s);
+  return causal * (scores_s + values_s);
+}
+
+// The layers' mean attention core: the windowed layers' share at a window's cost. An unfused core
+// computes every score whatever the window, so only a fused one gains.
+double mean_attention_core_s(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel,
+                             bool backward) {
+  const double full_s = attention_core_s(model, device, parallel, backward, false);
+  if (!model.flash_attention || model.window_layers() == 0) return full_s;
+  const double windowed = static_cast<double>(model.window_layers()) / model.layers;
+  return (1 - windowed) * full_s + windowed * attention_core_s(model, device, parallel, backward, true);
 }
 
 }  // namespace
 
 double attention_core_forward_s(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel) {
-  const LayerShape l(model, parallel);
-  if (const double measured_s = measured_attention_s(l, device, parallel, false); measured_s > 0) return measured_s;
-  // Priced as its products: scores Q K^T and their product with V, per head, for the rank's s/C
-  // queries against the sequence's s keys. A fused kernel skips the causal mask's empty blocks:
-  // half the work.
-  const double batch = l.b * l.heads_on_rank();
-  const double causal = l.flash ? 0.5 : 1.0;
-  return causal * (gemm_time_s({l.local_seq(), l.s, l.head_dim(), batch}, device) +
-                   gemm_time_s({l.local_seq(), l.head_dim(), l.s, batch}, device));
+  return mean_attention_core_s(model, device, parallel, false);
 }
 
 double attention_core_backward_s(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel) {
-  const LayerShape l(model, parallel);
-  if (const double measured_s = measured_attention_s(l, device, parallel, true); measured_s > 0) return measured_s;
-  // dP = dO V^T (scores-sized), then dV = P^T dO, dQ = dS K and dK = dS^T Q; a fused kernel first
-  // computes the scores Q K^T again.
-  const double batch = l.b * l.heads_on_rank();
-  const double causal = l.flash ? 0.5 : 1.0;
-  const double score_products = l.flash ? 2 : 1;
-  return causal * (score_products * gemm_time_s({l.local_seq(), l.s, l.head_dim(), batch}, device) +
-                   3 * gemm_time_s({l.local_seq(), l.head_dim(), l.s, batch}, device));
+  return mean_attention_core_s(model, device, parallel, true);
 }
 
 ContextParallelExchange context_parallel_exchange(const ModelSpec& model, const DeviceSpec& device,

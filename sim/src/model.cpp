@@ -31,9 +31,11 @@ LayerFigures layer_figures(const ModelSpec& model, int micro_batch_size) {
     core_width = model.heads * model.attention_core_head_dim();
   }
   const double matrix_flops = 2.0 * s * b * matrix_parameters;
+  // Windowed layers' queries meet fewer keys: their share of the attention core's work.
+  const double core_flops = s * s * b * core_width * model.attention_window_share();
   LayerFigures out;
-  out.f_flops = matrix_flops + 4.0 * s * s * b * core_width;
-  out.b_flops = matrix_flops + 8.0 * s * s * b * core_width;
+  out.f_flops = matrix_flops + 4.0 * core_flops;
+  out.b_flops = matrix_flops + 8.0 * core_flops;
   out.w_flops = matrix_flops;
   ParallelConfig sizes;
   sizes.micro_batch_size = micro_batch_size;
@@ -59,6 +61,10 @@ std::optional<std::string> context_parallel_problem(const ModelSpec& model, cons
   const int cp = parallel.context_parallel;
   if (cp < 1) return std::string("--context-parallel must be at least 1");
   if (cp == 1) return std::nullopt;
+  if (model.window_layers() > 0)
+    return "--context-parallel " + std::to_string(cp) + ": " + model.name +
+           "'s sliding-window attention (window_size " + std::to_string(model.window_size) +
+           ") is not modelled under context parallelism";
   if (model.seq % (2 * cp) != 0)
     return "--context-parallel " + std::to_string(cp) + ": 2 x " + std::to_string(cp) + " chunks do not divide the " +
            std::to_string(model.seq) + "-token sequence of " + model.name +

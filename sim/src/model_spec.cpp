@@ -142,6 +142,30 @@ double ModelSpec::attention_core_head_dim() const {
   return 0.5 * (qk_head_dim + qk_pos_emb_head_dim + v_head_dim);
 }
 
+bool ModelSpec::is_window_layer(int index) const {
+  if (window_size <= 0) return false;
+  return window_attn_skip_freq <= 0 || (index + 1) % window_attn_skip_freq != 0;
+}
+
+int ModelSpec::window_layers() const {
+  int count = 0;
+  for (int i = 0; i < layers; ++i) count += is_window_layer(i) ? 1 : 0;
+  return count;
+}
+
+double ModelSpec::causal_keys_per_query(bool windowed) const {
+  const double s = seq;
+  if (!windowed || window_size >= seq) return s / 2;
+  const double w = window_size;
+  return w - w * w / (2 * s);
+}
+
+double ModelSpec::attention_window_share() const {
+  if (layers <= 0 || window_layers() == 0) return 1.0;
+  const double windowed = static_cast<double>(window_layers()) / layers;
+  return (1 - windowed) + windowed * causal_keys_per_query(true) / causal_keys_per_query(false);
+}
+
 bool ModelSpec::is_moe_layer(int index) const {
   if (!is_moe() || index < first_k_dense_layers) return false;
   return (index - first_k_dense_layers) % std::max(moe_layer_freq, 1) == 0;
@@ -319,6 +343,11 @@ void check_model(const ModelSpec& m, const std::string& source) {
       (m.qk_head_dim < 1 || m.v_head_dim < 1 || m.qk_pos_emb_head_dim < 0 || m.q_lora_rank < 0))
     throw UsageError(source + ": kv_lora_rank (multi-latent attention) needs positive qk_head_dim and v_head_dim");
   check_experts(m, source);
+  if (m.window_attn_skip_freq < 0)
+    throw UsageError(
+        fmt::format("{}: model field 'window_attn_skip_freq' is {}: it must be >= 0", source, m.window_attn_skip_freq));
+  if (m.window_attn_skip_freq > 0 && m.window_size == 0)
+    throw UsageError(source + ": model field 'window_attn_skip_freq' needs 'window_size' (a sliding window)");
   if (m.mtp_num_layers < 0) throw UsageError(source + ": mtp_num_layers must be >= 0");
   // The count in double, whose rounding is far below the bound: every field is at most 2^28, so
   // no product overflows here, and a total within the bound keeps the int64 counts exact.
@@ -344,6 +373,8 @@ const std::vector<std::string>& known_model_fields() {
       // attention's own widths, multi-head latent attention (DeepSeek)
       "head_dim", "kv_channels", "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_nope_head_dim",
       "qk_pos_emb_head_dim", "qk_rope_head_dim", "v_head_dim",
+      // sliding-window attention, Megatron's names and Hugging Face's
+      "window_size", "sliding_window", "window_attn_skip_freq",
       // mixture of experts, SPEC's names and Megatron's / Hugging Face's
       "num_experts", "num_moe_experts", "top_k", "moe_router_topk", "moe_ffn_hidden", "moe_ffn_hidden_size",
       "shared_experts", "shared_expert_ffn_hidden", "moe_shared_expert_intermediate_size", "moe_layer_freq",
@@ -435,6 +466,38 @@ class ModelFieldReader {
     get_int_named({"qk_head_dim", "qk_nope_head_dim"}, m.qk_head_dim);
     get_int_named({"qk_pos_emb_head_dim", "qk_rope_head_dim"}, m.qk_pos_emb_head_dim);
     get_int_named({"v_head_dim"}, m.v_head_dim);
+    read_window_fields(m);
+  }
+
+  // Megatron's window_size is (left, right), -1 for no bound on a side; a causal decoder's right
+  // side is 0, and a left side of -1 is full attention. Hugging Face's sliding_window is the left
+  // side alone.
+  void read_window_fields(ModelSpec& m) const {
+    get_named({"window_size", "sliding_window"}, m.window_size, [this](const char* name, int& value) {
+      const nlohmann::json& v = j_[name];
+      if (v.is_array()) {
+        if (v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer())
+          throw UsageError(source_ + ": model field '" + name + "' must be an integer or a pair [left, right]");
+        if (v[1].get<std::int64_t>() != 0)
+          throw UsageError(fmt::format(
+              "{}: model field '{}' is {}: its right side must be 0 (a causal decoder attends to no later key)",
+              source_, name, v.dump()));
+        get_window_left(name, v[0], value);
+        return;
+      }
+      if (!v.is_number_integer())
+        throw UsageError(source_ + ": model field '" + name + "' must be an integer or a pair [left, right]");
+      get_window_left(name, v, value);
+    });
+    get_int_named({"window_attn_skip_freq"}, m.window_attn_skip_freq);
+  }
+
+  void get_window_left(const char* name, const nlohmann::json& v, int& value) const {
+    const auto left = json_integer_in(v, -1, kMaxModelField);
+    if (!left)
+      throw UsageError(
+          fmt::format("{}: model field '{}' is {}: a window is -1 (none) or 0 to 2^28 keys", source_, name, v.dump()));
+    value = *left < 0 ? 0 : static_cast<int>(*left);
   }
 
   void read_expert_fields(ModelSpec& m) const {

@@ -163,11 +163,45 @@ ModelSpec grok1() {
   return m;
 }
 
+// openai/gpt-oss-120b config.json and OpenAI's gpt-oss model card (2025): 128 experts of 2880, 4 a
+// token, every layer; 64 query heads of 64 over a hidden of 2880, 8 key/value heads; biases on the
+// attention's and the experts' matrices; layers alternately attending within a sliding window of
+// 128 tokens and to the whole sequence (layer_types, the first windowed: Megatron's
+// window_attn_skip_freq 2). The experts' biases (8640 a expert), the attention sinks (one logit a
+// head) and the clamped SwiGLU are below 0.1 % of the parameters and FLOPs: left out.
+ModelSpec gpt_oss_120b() {
+  ModelSpec m = gated_moe_base();
+  m.name = "gpt-oss-120b";
+  m.layers = 36;
+  m.hidden = 2880;
+  m.heads = 64;
+  m.kv_heads = 8;
+  m.head_dim = 64;
+  m.ffn_hidden = 2880;
+  m.vocab = 201088;
+  m.biases = true;
+  m.window_size = 128;
+  m.window_attn_skip_freq = 2;
+  m.num_experts = 128;
+  m.top_k = 4;
+  m.moe_ffn_hidden = 2880;
+  return m;
+}
+
+// openai/gpt-oss-20b config.json: 24 layers and 32 experts; otherwise gpt-oss-120b's shape.
+ModelSpec gpt_oss_20b() {
+  ModelSpec m = gpt_oss_120b();
+  m.name = "gpt-oss-20b";
+  m.layers = 24;
+  m.num_experts = 32;
+  return m;
+}
+
 }  // namespace
 
 std::vector<ModelSpec> moe_presets() {
-  return {mixtral_8x7b(), mixtral_8x22b(),   qwen3_235b_a22b(), qwen3_30b_a3b(),
-          deepseek_v3(),  llama4_maverick(), llama4_scout(),    grok1()};
+  return {mixtral_8x7b(),    mixtral_8x22b(), qwen3_235b_a22b(), qwen3_30b_a3b(), deepseek_v3(),
+          llama4_maverick(), llama4_scout(),  grok1(),           gpt_oss_120b(),  gpt_oss_20b()};
 }
 
 }  // namespace pipescope::sim::detail

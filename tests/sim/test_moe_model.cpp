@@ -4,8 +4,10 @@
 //   card), DeepSeek-V3 671B / 37B (its technical report, without the 14B of the multi-token
 //   prediction module), Qwen3-30B-A3B 30.5B / 3.3B, Llama 4 Maverick 400B / 17B and Scout 109B
 //   (with its vision encoder) / 17B (Meta's model cards), Grok-1 314B with about a quarter of
-//   its weights active (xAI's release). Published figures are rounded to the digits shown, so each check allows
-//   half a unit of the last digit shown plus 1% for what the presets leave out (Qwen3's
+//   its weights active (xAI's release), GPT-OSS 120B and 20B 116.83B / 5.13B and 20.91B / 3.61B
+//   (OpenAI's model card, active without the input embedding). Published figures are rounded to
+//   the digits shown, so each check allows half a unit of the last digit shown plus 1% for what
+//   the presets leave out (Qwen3's
 //   query/key norms, DeepSeek's expert biases: thousands of parameters per layer, far below 1%).
 //   DeepSeek's 37B active: its own configuration counts 37.5B with both embeddings, 36.6B without
 //   the input embedding (a lookup, no products); the check allows 2.5%.
@@ -17,6 +19,8 @@
 // - Model files: Megatron's and Hugging Face's names are read like pipescope's; top_k above the
 //   experts and MoE fields without experts are refused naming the field.
 #include <catch2/catch.hpp>
+
+#include <tuple>
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/sim/model.hpp"
@@ -50,6 +54,17 @@ TEST_CASE("MoE presets have their published total and active parameters") {
   CHECK(static_cast<double>(grok.total_parameters()) == Approx(314e9).epsilon(0.012));
   CHECK(static_cast<double>(grok.active_parameters()) / static_cast<double>(grok.total_parameters()) ==
         Approx(0.25).epsilon(0.1));
+  // OpenAI's model card counts GPT-OSS's active parameters without the input embedding (a
+  // lookup): 5.13B of 116.83B and 3.61B of 20.91B; the presets leave out the experts' biases
+  // (8640 an expert: 40M in the 120B).
+  for (const auto& [preset, total, active] :
+       {std::tuple{"gpt-oss-120b", 116.83e9, 5.13e9}, std::tuple{"gpt-oss-20b", 20.91e9, 3.61e9}}) {
+    const ModelSpec gpt_oss = resolve_model(preset);
+    INFO(preset);
+    CHECK(static_cast<double>(gpt_oss.total_parameters()) == Approx(total).epsilon(0.001));
+    CHECK(static_cast<double>(gpt_oss.active_parameters() - gpt_oss.embedding_parameters()) ==
+          Approx(active).epsilon(0.002));
+  }
   // Dense presets: every parameter is active.
   const ModelSpec llama = resolve_model("llama-3-70b");
   CHECK(llama.active_parameters() == llama.total_parameters());

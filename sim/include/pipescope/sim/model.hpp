@@ -49,6 +49,13 @@ struct ModelSpec {
   int qk_head_dim = 0;
   int qk_pos_emb_head_dim = 0;
   int v_head_dim = 0;
+  // Sliding-window attention (Megatron's --window-size and --window-attn-skip-freq; Hugging
+  // Face's sliding_window): a windowed layer's query attends to itself and the window_size keys
+  // before it (0: no window). With window_attn_skip_freq N > 0 every N-th layer, counted from 1,
+  // keeps full attention (Megatron's is_layer_window_attention: GPT-OSS's N = 2 alternates
+  // windowed and full layers, the first windowed); 0: every layer is windowed.
+  int window_size = 0;
+  int window_attn_skip_freq = 0;
   // Mixture of experts (Megatron's names; docs/MODEL.md "Mixture of experts"). 0 experts: dense.
   int num_experts = 0;
   int top_k = 0;                     // experts each token is routed to (--moe-router-topk)
@@ -82,6 +89,16 @@ struct ModelSpec {
   // The head width the attention core's two products run at (MLA: the mean of the query/key and
   // the value widths, which gives its FLOPs).
   double attention_core_head_dim() const;
+
+  // Layer `index` (0-based) attends within the window.
+  bool is_window_layer(int index) const;
+  int window_layers() const;
+  // Keys a query meets on average under the causal mask, the causal core's work per query:
+  // s/2 in a full layer; w - w^2 / (2s) in a window of w < s, whose first w queries meet fewer.
+  double causal_keys_per_query(bool windowed) const;
+  // The attention core's work averaged over the layers, over its work with every layer full:
+  // 1 without a window.
+  double attention_window_share() const;
 
   bool is_moe() const { return num_experts > 0; }
   // An MTP layer's transformer layer has routed experts where the decoder's last layer does.
@@ -121,12 +138,14 @@ struct ModelSpec {
 };
 
 // Presets: gpt-1.3b, gpt-7b, llama-70b, llama-3-8b, llama-3-70b, llama-3-405b, gpt3-175b, and
-// the mixtures of experts mixtral-8x7b, mixtral-8x22b, qwen3-235b-a22b, deepseek-v3 (sources in
+// the mixtures of experts mixtral-8x7b, mixtral-8x22b, qwen3-235b-a22b, qwen3-30b-a3b,
+// deepseek-v3, llama4-maverick, llama4-scout, grok-1, gpt-oss-120b, gpt-oss-20b (sources in
 // docs/MODEL.md).
 std::vector<std::string> model_preset_names();
 // A preset name, or a path to a JSON model file {"name", "layers", "hidden", "heads", "seq",
 // "vocab", optional "kv_heads", "ffn_hidden", "gated_mlp", "tied_embeddings", "flash_attention", "dropout",
-// "biases", "head_dim", MLA's and MoE's fields in Megatron's names (docs/MODEL.md)}. Throws
+// "biases", "head_dim", MLA's, the sliding window's and MoE's fields in Megatron's names
+// (docs/MODEL.md)}. Throws
 // UsageError naming the preset list or the file and field.
 ModelSpec resolve_model(const std::string& name_or_path);
 ModelSpec parse_model_json(const std::string& text, const std::string& source);

@@ -1,0 +1,155 @@
+// Sliding-window attention (ModelSpec's window_size and window_attn_skip_freq, Megatron's
+// --window-size and --window-attn-skip-freq):
+// - which layers are windowed: Megatron's is_layer_window_attention, layer numbers from 1, every
+//   N-th full (GPT-OSS alternates, the first windowed); no skip frequency: every layer;
+// - a windowed query meets w - w^2 / (2s) keys under the causal mask against a full one's s/2,
+//   and the layers' mean share prices the fused attention core and the MFU's FLOPs;
+// - a fused core's windowed layers cost what a model of windowed layers alone costs, in their
+//   share; an unfused core computes every score whatever the window;
+// - context parallelism with a window is refused naming the option, in the model and through
+//   `ppsim simulate`;
+// - model files: Megatron's [left, right] pair and Hugging Face's sliding_window are read; a right
+//   side, a skip frequency without a window, a negative frequency and two names that disagree are
+//   refused naming the field.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <string>
+
+#include "pipescope/core/errors.hpp"
+#include "pipescope/sim/layer_costs.hpp"
+#include "pipescope/sim/model.hpp"
+#include "ppsim_run.hpp"
+
+using namespace pipescope;
+using namespace pipescope::sim;
+
+namespace {
+
+ModelSpec with_window(ModelSpec m, int window, int skip_freq) {
+  m.window_size = window;
+  m.window_attn_skip_freq = skip_freq;
+  return m;
+}
+
+ParallelConfig one_gpu() {
+  ParallelConfig p;
+  p.pipeline = 1;
+  return p;
+}
+
+std::string model_file(const std::string& window_fields) {
+  return R"({"layers": 4, "hidden": 256, "heads": 4, "seq": 1024, "vocab": 1000, "flash_attention": true)" +
+         window_fields + "}";
+}
+
+}  // namespace
+
+TEST_CASE("Megatron's window_attn_skip_freq keeps every N-th layer full, counted from 1") {
+  const ModelSpec gpt_oss = resolve_model("gpt-oss-120b");
+  CHECK(gpt_oss.is_window_layer(0));
+  CHECK_FALSE(gpt_oss.is_window_layer(1));
+  CHECK(gpt_oss.is_window_layer(34));
+  CHECK_FALSE(gpt_oss.is_window_layer(35));
+  CHECK(gpt_oss.window_layers() == 18);
+  const ModelSpec llama = resolve_model("llama-3-8b");
+  CHECK(llama.window_layers() == 0);
+  CHECK(with_window(llama, 4096, 0).window_layers() == 32);  // no skip frequency: every layer
+  CHECK(with_window(llama, 4096, 4).window_layers() == 24);  // layers 4, 8, ... full
+  CHECK(with_window(llama, 4096, 1).window_layers() == 0);
+}
+
+TEST_CASE("a windowed query meets w - w^2 / 2s keys, and the layers' mean share follows") {
+  const ModelSpec gpt_oss = resolve_model("gpt-oss-120b");  // s = 4096, w = 128
+  CHECK(gpt_oss.causal_keys_per_query(false) == 2048);
+  CHECK(gpt_oss.causal_keys_per_query(true) == Approx(128 - 128.0 * 128 / 8192));
+  CHECK(gpt_oss.attention_window_share() == Approx(0.5 + 0.5 * 126.0 / 2048));
+  CHECK(resolve_model("mixtral-8x7b").attention_window_share() == 1.0);
+  // A window as long as the sequence is full attention.
+  const ModelSpec wide = with_window(resolve_model("llama-3-8b"), 8192, 0);
+  CHECK(wide.causal_keys_per_query(true) == wide.causal_keys_per_query(false));
+  CHECK(wide.attention_window_share() == 1.0);
+
+  // The MFU's FLOPs: the attention core's term at its share, the products unchanged.
+  const ModelSpec full = with_window(gpt_oss, 0, 0);
+  const LayerFigures windowed_figures = layer_figures(gpt_oss, 1);
+  const LayerFigures full_figures = layer_figures(full, 1);
+  const double core = 4096.0 * 4096 * 64 * 64;  // s^2 b x heads x head width
+  CHECK(full_figures.f_flops - windowed_figures.f_flops == Approx(4 * core * (1 - gpt_oss.attention_window_share())));
+  CHECK(full_figures.w_flops == windowed_figures.w_flops);
+}
+
+TEST_CASE("a fused core prices its windowed layers as a model of windowed layers alone, in their share") {
+  const ModelSpec gpt_oss = resolve_model("gpt-oss-120b");
+  const ModelSpec full = with_window(gpt_oss, 0, 0);
+  const ModelSpec all_windowed = with_window(gpt_oss, 128, 0);
+  for (const char* gpu : {"h100", "a100"}) {
+    INFO(gpu);
+    const DeviceSpec device = device_preset(gpu);
+    for (const bool backward : {false, true}) {
+      auto core_s = [&](const ModelSpec& m) {
+        return backward ? attention_core_backward_s(m, device, one_gpu())
+                        : attention_core_forward_s(m, device, one_gpu());
+      };
+      const double full_s = core_s(full), windowed_s = core_s(all_windowed);
+      CHECK(core_s(gpt_oss) == Approx((full_s + windowed_s) / 2));
+      // Its queries meet 126 of the 2048 keys; at so few keys a kernel runs below its rate at 4096.
+      CHECK(windowed_s > full_s * 126 / 2048);
+      CHECK(windowed_s < full_s * 0.25);
+    }
+  }
+  // An unfused core computes every score and masks them: the window saves nothing.
+  ModelSpec unfused = gpt_oss;
+  unfused.flash_attention = false;
+  const DeviceSpec h100 = device_preset("h100");
+  CHECK(attention_core_forward_s(unfused, h100, one_gpu()) ==
+        attention_core_forward_s(with_window(unfused, 0, 0), h100, one_gpu()));
+}
+
+TEST_CASE("context parallelism with a sliding window is refused naming the option") {
+  ParallelConfig cp = one_gpu();
+  cp.context_parallel = 2;
+  const auto problem = context_parallel_problem(resolve_model("gpt-oss-20b"), cp);
+  REQUIRE(problem);
+  CHECK(problem->find("--context-parallel 2") == 0);
+  CHECK(problem->find("sliding-window") != std::string::npos);
+  CHECK_FALSE(context_parallel_problem(resolve_model("mixtral-8x7b"), cp));
+
+  const ppsim_test::PpsimRun run = ppsim_test::run_ppsim(
+      "simulate --model gpt-oss-20b --schedule 1f1b --stages 2 --micro-batches 4 --context-parallel 2");
+  CHECK(run.status == 2);
+  CHECK(run.one_error_line());
+  CHECK(run.err.find("--context-parallel 2") != std::string::npos);
+}
+
+TEST_CASE("model files give the window in Megatron's or Hugging Face's form") {
+  CHECK(parse_model_json(model_file(R"(, "window_size": [128, 0], "window_attn_skip_freq": 2)"), "m.json")
+            .window_layers() == 2);
+  const ModelSpec hugging_face = parse_model_json(model_file(R"(, "sliding_window": 256)"), "m.json");
+  CHECK(hugging_face.window_size == 256);
+  CHECK(hugging_face.window_layers() == 4);
+  CHECK(parse_model_json(model_file(R"(, "window_size": [-1, 0])"), "m.json").window_layers() == 0);
+  CHECK(parse_model_json(model_file(R"(, "window_size": 128, "sliding_window": 128)"), "m.json").window_size == 128);
+
+  auto refusal = [](const std::string& fields) {
+    try {
+      parse_model_json(model_file(fields), "m.json");
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK(refusal(R"(, "window_size": [128, 4])") ==
+        "m.json: model field 'window_size' is [128,4]: its right side must be 0 (a causal decoder attends to no "
+        "later key)");
+  CHECK(refusal(R"(, "window_size": [128])") ==
+        "m.json: model field 'window_size' must be an integer or a pair [left, right]");
+  CHECK(refusal(R"(, "sliding_window": -2)") ==
+        "m.json: model field 'sliding_window' is -2: a window is -1 (none) or 0 to 2^28 keys");
+  CHECK(refusal(R"(, "window_attn_skip_freq": 2)") ==
+        "m.json: model field 'window_attn_skip_freq' needs 'window_size' (a sliding window)");
+  CHECK(refusal(R"(, "window_size": 128, "window_attn_skip_freq": -1)") ==
+        "m.json: model field 'window_attn_skip_freq' is -1: it must be >= 0");
+  CHECK(refusal(R"(, "window_size": 128, "sliding_window": 64)") ==
+        "m.json: model fields 'window_size' (128) and 'sliding_window' (64) are one field and disagree");
+}
