@@ -143,7 +143,7 @@ double ModelSpec::attention_core_head_dim() const {
 }
 
 bool ModelSpec::is_window_layer(int index) const {
-  if (window_size <= 0) return false;
+  if (window_size < 0) return false;
   return window_attn_skip_freq <= 0 || (index + 1) % window_attn_skip_freq != 0;
 }
 
@@ -155,9 +155,9 @@ int ModelSpec::window_layers() const {
 
 double ModelSpec::causal_keys_per_query(bool windowed) const {
   const double s = seq;
-  if (!windowed || window_size >= seq) return s / 2;
-  const double w = window_size;
-  return w - w * w / (2 * s);
+  const double span = window_size + 1.0;  // the query and the keys before it
+  if (!windowed || span >= s) return s / 2;
+  return span - span * span / (2 * s);
 }
 
 double ModelSpec::attention_window_share() const {
@@ -346,7 +346,7 @@ void check_model(const ModelSpec& m, const std::string& source) {
   if (m.window_attn_skip_freq < 0)
     throw UsageError(
         fmt::format("{}: model field 'window_attn_skip_freq' is {}: it must be >= 0", source, m.window_attn_skip_freq));
-  if (m.window_attn_skip_freq > 0 && m.window_size == 0)
+  if (m.window_attn_skip_freq > 0 && m.window_size < 0)
     throw UsageError(source + ": model field 'window_attn_skip_freq' needs 'window_size' (a sliding window)");
   if (m.mtp_num_layers < 0) throw UsageError(source + ": mtp_num_layers must be >= 0");
   // The count in double, whose rounding is far below the bound: every field is at most 2^28, so
@@ -469,35 +469,56 @@ class ModelFieldReader {
     read_window_fields(m);
   }
 
-  // Megatron's window_size is (left, right), -1 for no bound on a side; a causal decoder's right
-  // side is 0, and a left side of -1 is full attention. Hugging Face's sliding_window is the left
-  // side alone.
+  // Megatron's window_size is (left, right): the keys a query attends to before and after it, -1
+  // for no bound; a causal decoder's right side is 0, and a left side of -1 (or null) is full
+  // attention. Hugging Face's sliding_window is the span a query attends to, itself included:
+  // Megatron's left side plus one (GPT-OSS: 128, Megatron's (127, 0)).
   void read_window_fields(ModelSpec& m) const {
-    get_named({"window_size", "sliding_window"}, m.window_size, [this](const char* name, int& value) {
-      const nlohmann::json& v = j_[name];
-      if (v.is_array()) {
-        if (v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer())
-          throw UsageError(source_ + ": model field '" + name + "' must be an integer or a pair [left, right]");
-        if (v[1].get<std::int64_t>() != 0)
+    std::optional<int> megatron_left, hugging_face_left;
+    if (j_.contains("window_size")) megatron_left = window_left("window_size", j_["window_size"]);
+    if (j_.contains("sliding_window")) {
+      const nlohmann::json& v = j_["sliding_window"];
+      if (v.is_null()) {
+        hugging_face_left = -1;
+      } else {
+        const auto span = v.is_number_integer() ? json_integer_in(v, 1, kMaxModelField) : std::nullopt;
+        if (!span)
           throw UsageError(fmt::format(
-              "{}: model field '{}' is {}: its right side must be 0 (a causal decoder attends to no later key)",
-              source_, name, v.dump()));
-        get_window_left(name, v[0], value);
-        return;
+              "{}: model field 'sliding_window' is {}: it must be the keys a query attends to, itself included "
+              "(1 to 2^28), or null",
+              source_, v.dump()));
+        hugging_face_left = static_cast<int>(*span) - 1;
       }
-      if (!v.is_number_integer())
-        throw UsageError(source_ + ": model field '" + name + "' must be an integer or a pair [left, right]");
-      get_window_left(name, v, value);
-    });
+    }
+    if (megatron_left && hugging_face_left && *megatron_left != *hugging_face_left)
+      throw UsageError(fmt::format(
+          "{}: model fields 'window_size' ({}) and 'sliding_window' ({}) disagree: a window of w keys before the "
+          "query is a sliding_window of w + 1",
+          source_, j_["window_size"].dump(), j_["sliding_window"].dump()));
+    m.window_size = megatron_left.value_or(hugging_face_left.value_or(-1));
     get_int_named({"window_attn_skip_freq"}, m.window_attn_skip_freq);
   }
 
-  void get_window_left(const char* name, const nlohmann::json& v, int& value) const {
-    const auto left = json_integer_in(v, -1, kMaxModelField);
-    if (!left)
+  int window_left(const char* name, const nlohmann::json& v) const {
+    if (v.is_null()) return -1;
+    const nlohmann::json* left = &v;
+    if (v.is_array()) {
+      if (v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer())
+        throw UsageError(source_ + ": model field '" + name + "' must be an integer or a pair [left, right]");
+      if (v[1].get<std::int64_t>() != 0)
+        throw UsageError(fmt::format(
+            "{}: model field '{}' is {}: its right side must be 0 (a causal decoder attends to no later key)", source_,
+            name, v.dump()));
+      left = &v[0];
+    } else if (!v.is_number_integer()) {
+      throw UsageError(source_ + ": model field '" + name + "' must be an integer or a pair [left, right]");
+    }
+    const auto value = json_integer_in(*left, -1, kMaxModelField);
+    if (!value)
       throw UsageError(
-          fmt::format("{}: model field '{}' is {}: a window is -1 (none) or 0 to 2^28 keys", source_, name, v.dump()));
-    value = *left < 0 ? 0 : static_cast<int>(*left);
+          fmt::format("{}: model field '{}' is {}: its left side is -1 (no window) or 0 to 2^28 keys before the query",
+                      source_, name, v.dump()));
+    return static_cast<int>(*value);
   }
 
   void read_expert_fields(ModelSpec& m) const {

@@ -180,7 +180,7 @@ ModelSpec gpt_oss_120b() {
   m.ffn_hidden = 2880;
   m.vocab = 201088;
   m.biases = true;
-  m.window_size = 128;
+  m.window_size = 127;  // Megatron's (127, 0): Hugging Face's sliding_window of 128
   m.window_attn_skip_freq = 2;
   m.num_experts = 128;
   m.top_k = 4;

@@ -8,9 +8,10 @@
 //   share; an unfused core computes every score whatever the window;
 // - context parallelism with a window is refused naming the option, in the model and through
 //   `ppsim simulate`;
-// - model files: Megatron's [left, right] pair and Hugging Face's sliding_window are read; a right
-//   side, a skip frequency without a window, a negative frequency and two names that disagree are
-//   refused naming the field.
+// - model files: Megatron's window_size (an integer or its [left, right] pair, -1 none) and
+//   Hugging Face's sliding_window (the span, the query included: one more) are read; a right side,
+//   a left side below -1, an empty span, a skip frequency without a window or below 0, and the two
+//   fields disagreeing are refused naming the field.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -57,10 +58,14 @@ TEST_CASE("Megatron's window_attn_skip_freq keeps every N-th layer full, counted
   CHECK(with_window(llama, 4096, 0).window_layers() == 32);  // no skip frequency: every layer
   CHECK(with_window(llama, 4096, 4).window_layers() == 24);  // layers 4, 8, ... full
   CHECK(with_window(llama, 4096, 1).window_layers() == 0);
+  CHECK(with_window(llama, 0, 0).window_layers() == 32);  // Megatron's (0, 0): each query alone
+  CHECK(with_window(llama, -1, 0).window_layers() == 0);
 }
 
 TEST_CASE("a windowed query meets w - w^2 / 2s keys, and the layers' mean share follows") {
-  const ModelSpec gpt_oss = resolve_model("gpt-oss-120b");  // s = 4096, w = 128
+  // s = 4096; Megatron's window (127, 0): a span of w = 128 keys, the query's own included.
+  const ModelSpec gpt_oss = resolve_model("gpt-oss-120b");
+  CHECK(gpt_oss.window_size == 127);
   CHECK(gpt_oss.causal_keys_per_query(false) == 2048);
   CHECK(gpt_oss.causal_keys_per_query(true) == Approx(128 - 128.0 * 128 / 8192));
   CHECK(gpt_oss.attention_window_share() == Approx(0.5 + 0.5 * 126.0 / 2048));
@@ -71,7 +76,7 @@ TEST_CASE("a windowed query meets w - w^2 / 2s keys, and the layers' mean share 
   CHECK(wide.attention_window_share() == 1.0);
 
   // The MFU's FLOPs: the attention core's term at its share, the products unchanged.
-  const ModelSpec full = with_window(gpt_oss, 0, 0);
+  const ModelSpec full = with_window(gpt_oss, -1, 0);
   const LayerFigures windowed_figures = layer_figures(gpt_oss, 1);
   const LayerFigures full_figures = layer_figures(full, 1);
   const double core = 4096.0 * 4096 * 64 * 64;  // s^2 b x heads x head width
@@ -81,8 +86,8 @@ TEST_CASE("a windowed query meets w - w^2 / 2s keys, and the layers' mean share 
 
 TEST_CASE("a fused core prices its windowed layers as a model of windowed layers alone, in their share") {
   const ModelSpec gpt_oss = resolve_model("gpt-oss-120b");
-  const ModelSpec full = with_window(gpt_oss, 0, 0);
-  const ModelSpec all_windowed = with_window(gpt_oss, 128, 0);
+  const ModelSpec full = with_window(gpt_oss, -1, 0);
+  const ModelSpec all_windowed = with_window(gpt_oss, 127, 0);
   for (const char* gpu : {"h100", "a100"}) {
     INFO(gpu);
     const DeviceSpec device = device_preset(gpu);
@@ -103,7 +108,7 @@ TEST_CASE("a fused core prices its windowed layers as a model of windowed layers
   unfused.flash_attention = false;
   const DeviceSpec h100 = device_preset("h100");
   CHECK(attention_core_forward_s(unfused, h100, one_gpu()) ==
-        attention_core_forward_s(with_window(unfused, 0, 0), h100, one_gpu()));
+        attention_core_forward_s(with_window(unfused, -1, 0), h100, one_gpu()));
 }
 
 TEST_CASE("context parallelism with a sliding window is refused naming the option") {
@@ -125,11 +130,13 @@ TEST_CASE("context parallelism with a sliding window is refused naming the optio
 TEST_CASE("model files give the window in Megatron's or Hugging Face's form") {
   CHECK(parse_model_json(model_file(R"(, "window_size": [128, 0], "window_attn_skip_freq": 2)"), "m.json")
             .window_layers() == 2);
+  // Hugging Face's span counts the query itself: Megatron's left side plus one.
   const ModelSpec hugging_face = parse_model_json(model_file(R"(, "sliding_window": 256)"), "m.json");
-  CHECK(hugging_face.window_size == 256);
+  CHECK(hugging_face.window_size == 255);
   CHECK(hugging_face.window_layers() == 4);
   CHECK(parse_model_json(model_file(R"(, "window_size": [-1, 0])"), "m.json").window_layers() == 0);
-  CHECK(parse_model_json(model_file(R"(, "window_size": 128, "sliding_window": 128)"), "m.json").window_size == 128);
+  CHECK(parse_model_json(model_file(R"(, "sliding_window": null)"), "m.json").window_layers() == 0);
+  CHECK(parse_model_json(model_file(R"(, "window_size": 127, "sliding_window": 128)"), "m.json").window_size == 127);
 
   auto refusal = [](const std::string& fields) {
     try {
@@ -144,12 +151,16 @@ TEST_CASE("model files give the window in Megatron's or Hugging Face's form") {
         "later key)");
   CHECK(refusal(R"(, "window_size": [128])") ==
         "m.json: model field 'window_size' must be an integer or a pair [left, right]");
-  CHECK(refusal(R"(, "sliding_window": -2)") ==
-        "m.json: model field 'sliding_window' is -2: a window is -1 (none) or 0 to 2^28 keys");
+  CHECK(refusal(R"(, "window_size": -2)") ==
+        "m.json: model field 'window_size' is -2: its left side is -1 (no window) or 0 to 2^28 keys before the query");
+  CHECK(refusal(R"(, "sliding_window": 0)") ==
+        "m.json: model field 'sliding_window' is 0: it must be the keys a query attends to, itself included (1 to "
+        "2^28), or null");
   CHECK(refusal(R"(, "window_attn_skip_freq": 2)") ==
         "m.json: model field 'window_attn_skip_freq' needs 'window_size' (a sliding window)");
   CHECK(refusal(R"(, "window_size": 128, "window_attn_skip_freq": -1)") ==
         "m.json: model field 'window_attn_skip_freq' is -1: it must be >= 0");
-  CHECK(refusal(R"(, "window_size": 128, "sliding_window": 64)") ==
-        "m.json: model fields 'window_size' (128) and 'sliding_window' (64) are one field and disagree");
+  CHECK(refusal(R"(, "window_size": 128, "sliding_window": 128)") ==
+        "m.json: model fields 'window_size' (128) and 'sliding_window' (128) disagree: a window of w keys before the "
+        "query is a sliding_window of w + 1");
 }

@@ -50,11 +50,12 @@ struct ModelSpec {
   int qk_pos_emb_head_dim = 0;
   int v_head_dim = 0;
   // Sliding-window attention (Megatron's --window-size and --window-attn-skip-freq; Hugging
-  // Face's sliding_window): a windowed layer's query attends to itself and the window_size keys
-  // before it (0: no window). With window_attn_skip_freq N > 0 every N-th layer, counted from 1,
-  // keeps full attention (Megatron's is_layer_window_attention: GPT-OSS's N = 2 alternates
-  // windowed and full layers, the first windowed); 0: every layer is windowed.
-  int window_size = 0;
+  // Face's sliding_window, one more): a windowed layer's query attends to itself and the
+  // window_size keys before it (Megatron's left side; -1: no window). With window_attn_skip_freq
+  // N > 0 every N-th layer, counted from 1, keeps full attention (Megatron's
+  // is_layer_window_attention: GPT-OSS's N = 2 alternates windowed and full layers, the first
+  // windowed); 0: every layer is windowed.
+  int window_size = -1;
   int window_attn_skip_freq = 0;
   // Mixture of experts (Megatron's names; docs/MODEL.md "Mixture of experts"). 0 experts: dense.
   int num_experts = 0;
@@ -94,7 +95,8 @@ struct ModelSpec {
   bool is_window_layer(int index) const;
   int window_layers() const;
   // Keys a query meets on average under the causal mask, the causal core's work per query:
-  // s/2 in a full layer; w - w^2 / (2s) in a window of w < s, whose first w queries meet fewer.
+  // s/2 in a full layer; w - w^2 / (2s) in a window spanning w = window_size + 1 < s keys (the
+  // query's own included), whose first w queries meet fewer.
   double causal_keys_per_query(bool windowed) const;
   // The attention core's work averaged over the layers, over its work with every layer full:
   // 1 without a window.
