@@ -5,6 +5,7 @@
 #include <array>
 #include <climits>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -144,6 +145,8 @@ double ModelSpec::attention_core_head_dim() const {
 
 bool ModelSpec::is_window_layer(int index) const {
   if (window_size < 0) return false;
+  if (!window_layer_pattern.empty())
+    return index >= 0 && index < static_cast<int>(window_layer_pattern.size()) && window_layer_pattern[index];
   return window_attn_skip_freq <= 0 || (index + 1) % window_attn_skip_freq != 0;
 }
 
@@ -346,8 +349,16 @@ void check_model(const ModelSpec& m, const std::string& source) {
   if (m.window_attn_skip_freq < 0)
     throw UsageError(
         fmt::format("{}: model field 'window_attn_skip_freq' is {}: it must be >= 0", source, m.window_attn_skip_freq));
-  if (m.window_attn_skip_freq > 0 && m.window_size < 0)
-    throw UsageError(source + ": model field 'window_attn_skip_freq' needs 'window_size' (a sliding window)");
+  const bool pattern_windows =
+      std::find(m.window_layer_pattern.begin(), m.window_layer_pattern.end(), true) != m.window_layer_pattern.end();
+  if ((m.window_attn_skip_freq > 0 || pattern_windows) && m.window_size < 0)
+    throw UsageError(source +
+                     ": windowed layers (window_attn_skip_freq or layer_types) need a window ('window_size' or "
+                     "'sliding_window')");
+  if (!m.window_layer_pattern.empty() && static_cast<int>(m.window_layer_pattern.size()) != m.layers)
+    throw UsageError(
+        fmt::format("{}: the window pattern has {} entries for {} layers: one a layer, as Megatron requires", source,
+                    m.window_layer_pattern.size(), m.layers));
   if (m.mtp_num_layers < 0) throw UsageError(source + ": mtp_num_layers must be >= 0");
   // The count in double, whose rounding is far below the bound: every field is at most 2^28, so
   // no product overflows here, and a total within the bound keeps the int64 counts exact.
@@ -374,7 +385,7 @@ const std::vector<std::string>& known_model_fields() {
       "head_dim", "kv_channels", "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_nope_head_dim",
       "qk_pos_emb_head_dim", "qk_rope_head_dim", "v_head_dim",
       // sliding-window attention, Megatron's names and Hugging Face's
-      "window_size", "sliding_window", "window_attn_skip_freq",
+      "window_size", "sliding_window", "window_attn_skip_freq", "layer_types",
       // mixture of experts, SPEC's names and Megatron's / Hugging Face's
       "num_experts", "num_moe_experts", "top_k", "moe_router_topk", "moe_ffn_hidden", "moe_ffn_hidden_size",
       "shared_experts", "shared_expert_ffn_hidden", "moe_shared_expert_intermediate_size", "moe_layer_freq",
@@ -496,7 +507,49 @@ class ModelFieldReader {
           "query is a sliding_window of w + 1",
           source_, j_["window_size"].dump(), j_["sliding_window"].dump()));
     m.window_size = megatron_left.value_or(hugging_face_left.value_or(-1));
-    get_int_named({"window_attn_skip_freq"}, m.window_attn_skip_freq);
+    read_window_pattern(m);
+  }
+
+  // window_attn_skip_freq: an integer N (every N-th layer full), or Megatron's list of one 1
+  // (windowed) or 0 (full) a layer; Hugging Face's layer_types names each layer's attention.
+  void read_window_pattern(ModelSpec& m) const {
+    std::vector<bool> megatron, hugging_face;
+    if (j_.contains("window_attn_skip_freq")) {
+      const nlohmann::json& v = j_["window_attn_skip_freq"];
+      if (v.is_array()) {
+        for (std::size_t i = 0; i < v.size(); ++i) {
+          if (!v[i].is_number_integer() || (v[i].get<std::int64_t>() != 0 && v[i].get<std::int64_t>() != 1))
+            throw UsageError(fmt::format(
+                "{}: model field 'window_attn_skip_freq' entry {} is {}: 1 (a windowed layer) or 0 (a full one)",
+                source_, i, v[i].dump()));
+          megatron.push_back(v[i].get<std::int64_t>() == 1);
+        }
+      } else if (!v.is_null()) {
+        get_int("window_attn_skip_freq", m.window_attn_skip_freq, false);
+      }
+    }
+    if (j_.contains("layer_types")) {
+      const nlohmann::json& v = j_["layer_types"];
+      if (!v.is_array()) throw UsageError(source_ + ": model field 'layer_types' must be a list, one entry a layer");
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        const std::string kind = v[i].is_string() ? v[i].get<std::string>() : v[i].dump();
+        if (kind != "sliding_attention" && kind != "full_attention")
+          throw UsageError(
+              fmt::format("{}: model field 'layer_types' entry {} is '{}': pipescope prices 'sliding_attention' and "
+                          "'full_attention' layers",
+                          source_, i, kind));
+        hugging_face.push_back(kind == "sliding_attention");
+      }
+    }
+    if (!megatron.empty() && !hugging_face.empty() && megatron != hugging_face)
+      throw UsageError(source_ +
+                       ": model fields 'window_attn_skip_freq' and 'layer_types' disagree on which layers "
+                       "are windowed");
+    m.window_layer_pattern = megatron.empty() ? hugging_face : megatron;
+    if (!m.window_layer_pattern.empty() && m.window_attn_skip_freq != 0)
+      throw UsageError(source_ +
+                       ": model field 'window_attn_skip_freq' is an integer, and 'layer_types' lists the "
+                       "layers too: give one");
   }
 
   int window_left(const char* name, const nlohmann::json& v) const {

@@ -11,7 +11,10 @@
 // - model files: Megatron's window_size (an integer or its [left, right] pair, -1 none) and
 //   Hugging Face's sliding_window (the span, the query included: one more) are read; a right side,
 //   a left side below -1, an empty span, a skip frequency without a window or below 0, and the two
-//   fields disagreeing are refused naming the field.
+//   fields disagreeing are refused naming the field; the windowed layers listed one by one
+//   (Megatron's list form of window_attn_skip_freq, Hugging Face's layer_types), a list of
+//   another length, another entry, another kind of attention, and two lists or a list and a
+//   frequency that disagree refused.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -127,6 +130,55 @@ TEST_CASE("context parallelism with a sliding window is refused naming the optio
   CHECK(run.err.find("--context-parallel 2") != std::string::npos);
 }
 
+TEST_CASE("a model file lists its windowed layers in Megatron's or Hugging Face's form") {
+  // Megatron's list form of window_attn_skip_freq: 1 windowed, 0 full, one entry a layer.
+  const ModelSpec listed =
+      parse_model_json(model_file(R"(, "window_size": 127, "window_attn_skip_freq": [1, 1, 1, 0])"), "m.json");
+  CHECK(listed.window_layers() == 3);
+  CHECK_FALSE(listed.is_window_layer(3));
+  const ModelSpec hugging_face = parse_model_json(
+      model_file(
+          R"(, "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"])"),
+      "m.json");
+  CHECK(hugging_face.window_layers() == 2);
+  CHECK(hugging_face.is_window_layer(0));
+  CHECK_FALSE(hugging_face.is_window_layer(1));
+  // Every layer full, and no window: nothing to refuse.
+  CHECK(parse_model_json(
+            model_file(R"(, "layer_types": ["full_attention", "full_attention", "full_attention", "full_attention"])"),
+            "m.json")
+            .window_layers() == 0);
+
+  auto refusal = [](const std::string& fields) {
+    try {
+      parse_model_json(model_file(fields), "m.json");
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK(refusal(R"(, "window_size": 127, "window_attn_skip_freq": [1, 0])") ==
+        "m.json: the window pattern has 2 entries for 4 layers: one a layer, as Megatron requires");
+  CHECK(refusal(R"(, "window_size": 127, "window_attn_skip_freq": [1, 2, 1, 0])") ==
+        "m.json: model field 'window_attn_skip_freq' entry 1 is 2: 1 (a windowed layer) or 0 (a full one)");
+  CHECK(
+      refusal(
+          R"(, "sliding_window": 128, "layer_types": ["sliding_attention", "linear_attention", "full_attention", "full_attention"])") ==
+      "m.json: model field 'layer_types' entry 1 is 'linear_attention': pipescope prices 'sliding_attention' and "
+      "'full_attention' layers");
+  CHECK(refusal(R"(, "layer_types": ["sliding_attention", "full_attention", "full_attention", "full_attention"])") ==
+        "m.json: windowed layers (window_attn_skip_freq or layer_types) need a window ('window_size' or "
+        "'sliding_window')");
+  CHECK(
+      refusal(
+          R"(, "window_size": 127, "window_attn_skip_freq": [1, 0, 1, 0], "layer_types": ["full_attention", "sliding_attention", "full_attention", "sliding_attention"])") ==
+      "m.json: model fields 'window_attn_skip_freq' and 'layer_types' disagree on which layers are windowed");
+  CHECK(
+      refusal(
+          R"(, "window_size": 127, "window_attn_skip_freq": 2, "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"])") ==
+      "m.json: model field 'window_attn_skip_freq' is an integer, and 'layer_types' lists the layers too: give one");
+}
+
 TEST_CASE("model files give the window in Megatron's or Hugging Face's form") {
   CHECK(parse_model_json(model_file(R"(, "window_size": [128, 0], "window_attn_skip_freq": 2)"), "m.json")
             .window_layers() == 2);
@@ -157,7 +209,8 @@ TEST_CASE("model files give the window in Megatron's or Hugging Face's form") {
         "m.json: model field 'sliding_window' is 0: it must be the keys a query attends to, itself included (1 to "
         "2^28), or null");
   CHECK(refusal(R"(, "window_attn_skip_freq": 2)") ==
-        "m.json: model field 'window_attn_skip_freq' needs 'window_size' (a sliding window)");
+        "m.json: windowed layers (window_attn_skip_freq or layer_types) need a window ('window_size' or "
+        "'sliding_window')");
   CHECK(refusal(R"(, "window_size": 128, "window_attn_skip_freq": -1)") ==
         "m.json: model field 'window_attn_skip_freq' is -1: it must be >= 0");
   CHECK(refusal(R"(, "window_size": 128, "sliding_window": 128)") ==

@@ -57,6 +57,9 @@ struct ModelSpec {
   // windowed); 0: every layer is windowed.
   int window_size = -1;
   int window_attn_skip_freq = 0;
+  // Megatron's list form of window_attn_skip_freq (Hugging Face's layer_types): one entry a layer,
+  // true where it is windowed; empty: the integer form above decides.
+  std::vector<bool> window_layer_pattern;
   // Mixture of experts (Megatron's names; docs/MODEL.md "Mixture of experts"). 0 experts: dense.
   int num_experts = 0;
   int top_k = 0;                     // experts each token is routed to (--moe-router-topk)
