@@ -47,6 +47,16 @@ std::string model_file(const std::string& window_fields) {
          window_fields + "}";
 }
 
+// What reading a model file with these fields says: its refusal, or "accepted".
+std::string refusal(const std::string& fields) {
+  try {
+    parse_model_json(model_file(fields), "m.json");
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
 }  // namespace
 
 TEST_CASE("Megatron's window_attn_skip_freq keeps every N-th layer full, counted from 1") {
@@ -149,14 +159,6 @@ TEST_CASE("a model file lists its windowed layers in Megatron's or Hugging Face'
             "m.json")
             .window_layers() == 0);
 
-  auto refusal = [](const std::string& fields) {
-    try {
-      parse_model_json(model_file(fields), "m.json");
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
   CHECK(refusal(R"(, "window_size": 127, "window_attn_skip_freq": [1, 0])") ==
         "m.json: the window pattern has 2 entries for 4 layers: one a layer, as Megatron requires");
   CHECK(refusal(R"(, "window_size": 127, "window_attn_skip_freq": [1, 2, 1, 0])") ==
@@ -190,14 +192,6 @@ TEST_CASE("model files give the window in Megatron's or Hugging Face's form") {
   CHECK(parse_model_json(model_file(R"(, "sliding_window": null)"), "m.json").window_layers() == 0);
   CHECK(parse_model_json(model_file(R"(, "window_size": 127, "sliding_window": 128)"), "m.json").window_size == 127);
 
-  auto refusal = [](const std::string& fields) {
-    try {
-      parse_model_json(model_file(fields), "m.json");
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
   CHECK(refusal(R"(, "window_size": [128, 4])") ==
         "m.json: model field 'window_size' is [128,4]: its right side must be 0 (a causal decoder attends to no "
         "later key)");
