@@ -11,7 +11,10 @@
 // - --micro-batch-size 2000000000 on llama-70b and gpt-1.3b: refused naming the option and the
 //   figure past 2^60 bytes (before: the activations wrapped to a peak that "fits");
 // - --f-mem -2 (with --b-mem 1 --w-mem 1): refused (before: peaks of 0 B); --w-mem 1 likewise;
-//   --max-pipeline -1: refused (before: read as no limit); --f-mem 2^62: refused naming the limit.
+//   --max-pipeline -1: refused (before: read as no limit); --f-mem 2^62: refused naming the limit;
+// - a sliding window with a right side, or a window list of another length than the layers:
+//   refused naming the field; Megatron's and Hugging Face's windows one apart read as one, and
+//   context parallelism with a window refused naming the option.
 #include <catch2/catch.hpp>
 
 #include "hostile_files.hpp"
@@ -186,4 +189,25 @@ TEST_CASE("an expert imbalance beyond every token on one expert is refused namin
                               "--expert-parallel 8 --json --moe-imbalance 1e308",
                               20),
                       {"--moe-imbalance 1e+308: above 4 (8 experts over top_k 2)"});
+}
+
+TEST_CASE("a sliding window that does not describe the model is refused through ppsim, naming the field",
+          "[reliability][models]") {
+  const auto dir = case_dir("models-window");
+  write_text(dir / "m.json", model_file_with(", \"flash_attention\": true, \"window_size\": [127, 3]"));
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20),
+                      {"m.json: model field 'window_size' is [127,3]: its right side must be 0"});
+  write_text(dir / "m.json", model_file_with(", \"flash_attention\": true, \"window_size\": 127, "
+                                             "\"window_attn_skip_freq\": [1, 0]"));
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20),
+                      {"m.json: the window pattern has 2 entries for 24 layers"});
+  // Hugging Face's span (the query included) and Megatron's keys before the query, one apart: one
+  // field; the run simulates, and context parallelism with the window is refused naming the option.
+  write_text(dir / "m.json", model_file_with(", \"flash_attention\": true, \"window_size\": 127, "
+                                             "\"sliding_window\": 128, \"window_attn_skip_freq\": 2"));
+  const CliRun windowed = run_cli(PPSIM_PATH, dir, kModelFileRun, 20);
+  INFO(windowed.err);
+  CHECK(windowed.status == 0);
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun + " --context-parallel 2", 20),
+                      {"--context-parallel 2", "sliding-window attention (window_size 127)"});
 }
