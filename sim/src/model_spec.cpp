@@ -514,9 +514,11 @@ class ModelFieldReader {
   // (windowed) or 0 (full) a layer; Hugging Face's layer_types names each layer's attention.
   void read_window_pattern(ModelSpec& m) const {
     std::vector<bool> megatron, hugging_face;
+    bool listed = false;  // an empty list is a list of the wrong length, not an absent field
     if (j_.contains("window_attn_skip_freq")) {
       const nlohmann::json& v = j_["window_attn_skip_freq"];
       if (v.is_array()) {
+        listed = true;
         for (std::size_t i = 0; i < v.size(); ++i) {
           if (!v[i].is_number_integer() || (v[i].get<std::int64_t>() != 0 && v[i].get<std::int64_t>() != 1))
             throw UsageError(fmt::format(
@@ -531,6 +533,7 @@ class ModelFieldReader {
     if (j_.contains("layer_types")) {
       const nlohmann::json& v = j_["layer_types"];
       if (!v.is_array()) throw UsageError(source_ + ": model field 'layer_types' must be a list, one entry a layer");
+      listed = true;
       for (std::size_t i = 0; i < v.size(); ++i) {
         const std::string kind = v[i].is_string() ? v[i].get<std::string>() : v[i].dump();
         if (kind != "sliding_attention" && kind != "full_attention")
@@ -546,6 +549,9 @@ class ModelFieldReader {
                        ": model fields 'window_attn_skip_freq' and 'layer_types' disagree on which layers "
                        "are windowed");
     m.window_layer_pattern = megatron.empty() ? hugging_face : megatron;
+    if (listed && m.window_layer_pattern.empty())
+      throw UsageError(fmt::format(
+          "{}: the window pattern has 0 entries for {} layers: one a layer, as Megatron requires", source_, m.layers));
     if (!m.window_layer_pattern.empty() && m.window_attn_skip_freq != 0)
       throw UsageError(source_ +
                        ": model field 'window_attn_skip_freq' is an integer, and 'layer_types' lists the "

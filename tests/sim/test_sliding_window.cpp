@@ -161,6 +161,8 @@ TEST_CASE("a model file lists its windowed layers in Megatron's or Hugging Face'
 
   CHECK(refusal(R"(, "window_size": 127, "window_attn_skip_freq": [1, 0])") ==
         "m.json: the window pattern has 2 entries for 4 layers: one a layer, as Megatron requires");
+  CHECK(refusal(R"(, "window_size": 127, "layer_types": [])") ==
+        "m.json: the window pattern has 0 entries for 4 layers: one a layer, as Megatron requires");
   CHECK(refusal(R"(, "window_size": 127, "window_attn_skip_freq": [1, 2, 1, 0])") ==
         "m.json: model field 'window_attn_skip_freq' entry 1 is 2: 1 (a windowed layer) or 0 (a full one)");
   CHECK(
