@@ -128,32 +128,34 @@ double fused_attention_forward_flops(const LayerShape& l, double keys_per_query)
 }
 
 // A fused kernel's time from the device's measured curve, by the keys each of its blocks meets
-// (the sequence's, under context parallelism a block's s/C, in a window the length of a causal
-// sequence whose queries meet as many keys); 0 without a curve.
-double measured_attention_s(const LayerShape& l, const DeviceSpec& device, const ParallelConfig& parallel,
-                            bool backward, double keys_per_query, bool windowed) {
+// (the sequence's, under context parallelism a block's s/C; in a window the length of a causal
+// sequence whose queries meet as many keys; in chunks a chunk's); 0 without a curve.
+double measured_attention_s(const LayerShape& l, const ModelSpec& model, const DeviceSpec& device,
+                            const ParallelConfig& parallel, bool backward, AttentionSpan span) {
   if (!l.flash) return 0.0;
+  const double keys_per_query = model.causal_keys_per_query(span);
   const double flops = fused_attention_forward_flops(l, keys_per_query) * (backward ? 2.5 : 1.0);
   const double blocks = l.b * l.heads_on_rank() * std::ceil(l.local_seq() / 128);
-  const double keys = windowed ? 2 * keys_per_query : l.local_seq();
+  double keys = l.local_seq();
+  if (span == AttentionSpan::window) keys = 2 * keys_per_query;
+  if (span == AttentionSpan::chunk && model.attention_chunk_size > 0)
+    keys = std::min<double>(keys, model.attention_chunk_size);
   return attention_kernel_time_s(flops, keys, parallel.attention_backend, backward, device, blocks);
 }
 
-// One layer's attention core, full or windowed. Without a measured curve it is priced as its
+// One layer's attention core, of the given span. Without a measured curve it is priced as its
 // products: scores Q K^T and their product with V per head, the rank's s/C queries against the
 // keys they meet; a fused kernel skips the causal mask's empty blocks (half the sequence's keys)
-// and a window's, an unfused one computes every score and masks them.
+// and those outside a window or a chunk, an unfused one computes every score and masks them.
 double attention_core_s(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel, bool backward,
-                        bool windowed) {
+                        AttentionSpan span) {
   const LayerShape l(model, parallel);
-  const double keys_per_query = model.causal_keys_per_query(windowed);
-  if (const double measured_s = measured_attention_s(l, device, parallel, backward, keys_per_query, windowed);
-      measured_s > 0)
+  if (const double measured_s = measured_attention_s(l, model, device, parallel, backward, span); measured_s > 0)
     return measured_s;
   const double batch = l.b * l.heads_on_rank();
   // The keys each product runs over: the sequence's, of which a fused kernel computes the share
   // its queries meet.
-  const double keys = l.flash ? 2 * keys_per_query : l.s;
+  const double keys = l.flash ? 2 * model.causal_keys_per_query(span) : l.s;
   const double causal = l.flash ? 0.5 : 1.0;
   const double scores_s = gemm_time_s({l.local_seq(), keys, l.head_dim(), batch}, device);
   const double values_s = gemm_time_s({l.local_seq(), l.head_dim(), keys, batch}, device);
@@ -163,14 +165,18 @@ double attention_core_s(const ModelSpec& model, const DeviceSpec& device, const 
   return causal * (scores_s + values_s);
 }
 
-// The layers' mean attention core: the windowed layers' share at a window's cost. An unfused core
-// computes every score whatever the window, so only a fused one gains.
+// The layers' mean attention core: each span's layers at its cost. An unfused core computes every
+// score whatever the span, so only a fused one gains.
 double mean_attention_core_s(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel,
                              bool backward) {
-  const double full_s = attention_core_s(model, device, parallel, backward, false);
-  if (!model.flash_attention || model.window_layers() == 0) return full_s;
-  const double windowed = static_cast<double>(model.window_layers()) / model.layers;
-  return (1 - windowed) * full_s + windowed * attention_core_s(model, device, parallel, backward, true);
+  const double full_s = attention_core_s(model, device, parallel, backward, AttentionSpan::full);
+  if (!model.flash_attention || model.layers_with(AttentionSpan::full) == model.layers) return full_s;
+  double total_s = 0;
+  for (const AttentionSpan span : {AttentionSpan::full, AttentionSpan::window, AttentionSpan::chunk})
+    if (const int count = model.layers_with(span); count > 0)
+      total_s +=
+          count * (span == AttentionSpan::full ? full_s : attention_core_s(model, device, parallel, backward, span));
+  return total_s / model.layers;
 }
 
 }  // namespace

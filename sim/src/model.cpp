@@ -31,8 +31,8 @@ LayerFigures layer_figures(const ModelSpec& model, int micro_batch_size) {
     core_width = model.heads * model.attention_core_head_dim();
   }
   const double matrix_flops = 2.0 * s * b * matrix_parameters;
-  // Windowed layers' queries meet fewer keys: their share of the attention core's work.
-  const double core_flops = s * s * b * core_width * model.attention_window_share();
+  // Windowed and chunked layers' queries meet fewer keys: their share of the attention core's work.
+  const double core_flops = s * s * b * core_width * model.attention_span_share();
   LayerFigures out;
   out.f_flops = matrix_flops + 4.0 * core_flops;
   out.b_flops = matrix_flops + 8.0 * core_flops;
@@ -61,9 +61,18 @@ std::optional<std::string> context_parallel_problem(const ModelSpec& model, cons
   const int cp = parallel.context_parallel;
   if (cp < 1) return std::string("--context-parallel must be at least 1");
   if (cp == 1) return std::nullopt;
-  if (model.window_layers() > 0)
+  // A window or chunks as long as the sequence are full attention.
+  auto limits = [&](AttentionSpan span) {
+    return model.layers_with(span) > 0 &&
+           model.causal_keys_per_query(span) < model.causal_keys_per_query(AttentionSpan::full);
+  };
+  if (limits(AttentionSpan::window))
     return "--context-parallel " + std::to_string(cp) + ": " + model.name +
            "'s sliding-window attention (window_size " + std::to_string(model.window_size) +
+           ") is not modelled under context parallelism";
+  if (limits(AttentionSpan::chunk))
+    return "--context-parallel " + std::to_string(cp) + ": " + model.name +
+           "'s chunked attention (attention_chunk_size " + std::to_string(model.attention_chunk_size) +
            ") is not modelled under context parallelism";
   if (model.seq % (2 * cp) != 0)
     return "--context-parallel " + std::to_string(cp) + ": 2 x " + std::to_string(cp) + " chunks do not divide the " +

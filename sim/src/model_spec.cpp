@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -143,30 +144,44 @@ double ModelSpec::attention_core_head_dim() const {
   return 0.5 * (qk_head_dim + qk_pos_emb_head_dim + v_head_dim);
 }
 
-bool ModelSpec::is_window_layer(int index) const {
-  if (window_size < 0) return false;
-  if (!window_layer_pattern.empty())
-    return index >= 0 && index < static_cast<int>(window_layer_pattern.size()) && window_layer_pattern[index];
-  return window_attn_skip_freq <= 0 || (index + 1) % window_attn_skip_freq != 0;
+AttentionSpan ModelSpec::attention_span(int index) const {
+  if (!attention_pattern.empty())
+    return index >= 0 && index < static_cast<int>(attention_pattern.size()) ? attention_pattern[index]
+                                                                            : AttentionSpan::full;
+  if (window_size >= 0 && (window_attn_skip_freq <= 0 || (index + 1) % window_attn_skip_freq != 0))
+    return AttentionSpan::window;
+  if (attention_chunk_size > 0 && (nope_layer_interval <= 0 || (index + 1) % nope_layer_interval != 0))
+    return AttentionSpan::chunk;
+  return AttentionSpan::full;
 }
 
-int ModelSpec::window_layers() const {
+int ModelSpec::layers_with(AttentionSpan span) const {
   int count = 0;
-  for (int i = 0; i < layers; ++i) count += is_window_layer(i) ? 1 : 0;
+  for (int i = 0; i < layers; ++i) count += attention_span(i) == span ? 1 : 0;
   return count;
 }
 
-double ModelSpec::causal_keys_per_query(bool windowed) const {
+double ModelSpec::causal_keys_per_query(AttentionSpan span) const {
   const double s = seq;
-  const double span = window_size + 1.0;  // the query and the keys before it
-  if (!windowed || span >= s) return s / 2;
-  return span - span * span / (2 * s);
+  if (span == AttentionSpan::window && window_size + 1.0 < s) {
+    const double w = window_size + 1.0;  // the query and the keys before it
+    return w - w * w / (2 * s);
+  }
+  if (span == AttentionSpan::chunk && attention_chunk_size > 0 && attention_chunk_size < seq) {
+    const double c = attention_chunk_size;
+    const double whole = std::floor(s / c);
+    const double rest = s - whole * c;
+    return (whole * c * c / 2 + rest * rest / 2) / s;
+  }
+  return s / 2;
 }
 
-double ModelSpec::attention_window_share() const {
-  if (layers <= 0 || window_layers() == 0) return 1.0;
-  const double windowed = static_cast<double>(window_layers()) / layers;
-  return (1 - windowed) + windowed * causal_keys_per_query(true) / causal_keys_per_query(false);
+double ModelSpec::attention_span_share() const {
+  if (layers <= 0) return 1.0;
+  double keys = 0;
+  for (const AttentionSpan span : {AttentionSpan::full, AttentionSpan::window, AttentionSpan::chunk})
+    keys += layers_with(span) * causal_keys_per_query(span);
+  return keys / (layers * causal_keys_per_query(AttentionSpan::full));
 }
 
 bool ModelSpec::is_moe_layer(int index) const {
@@ -315,6 +330,32 @@ void check_experts(const ModelSpec& m, const std::string& source) {
   if (m.capacity_factor < 0) throw UsageError(source + ": capacity_factor must be > 0 (absent: dropless)");
 }
 
+// The sliding window's and the chunks' fields, each refused by its name where it does not describe
+// the layers.
+void check_attention_spans(const ModelSpec& m, const std::string& source) {
+  for (const auto& [value, field] : {std::pair{m.window_attn_skip_freq, "window_attn_skip_freq"},
+                                     std::pair{m.attention_chunk_size, "attention_chunk_size"},
+                                     std::pair{m.nope_layer_interval, "nope_layer_interval"}})
+    if (value < 0) throw UsageError(fmt::format("{}: model field '{}' is {}: it must be >= 0", source, field, value));
+  auto listed = [&](AttentionSpan span) {
+    return std::find(m.attention_pattern.begin(), m.attention_pattern.end(), span) != m.attention_pattern.end();
+  };
+  if ((m.window_attn_skip_freq > 0 || listed(AttentionSpan::window)) && m.window_size < 0)
+    throw UsageError(source +
+                     ": windowed layers (window_attn_skip_freq or layer_types) need a window ('window_size' or "
+                     "'sliding_window')");
+  if ((m.nope_layer_interval > 0 || listed(AttentionSpan::chunk)) && m.attention_chunk_size == 0)
+    throw UsageError(source + ": chunked layers (nope_layer_interval or layer_types) need 'attention_chunk_size'");
+  if (!m.attention_pattern.empty() && static_cast<int>(m.attention_pattern.size()) != m.layers)
+    throw UsageError(
+        fmt::format("{}: the layers' attention pattern has {} entries for {} layers: one a layer, as Megatron requires",
+                    source, m.attention_pattern.size(), m.layers));
+  if (m.attention_pattern.empty() && m.window_size >= 0 && m.attention_chunk_size > 0)
+    throw UsageError(source +
+                     ": model fields 'window_size' and 'attention_chunk_size' both limit every layer's attention: "
+                     "list which layers do which in 'layer_types'");
+}
+
 // Every integer field of a model file is at most this: 2^28 is far beyond any model's width,
 // depth, sequence or vocabulary, and keeps the derived widths (4 x hidden) within int.
 constexpr std::int64_t kMaxModelField = std::int64_t{1} << 28;
@@ -346,19 +387,7 @@ void check_model(const ModelSpec& m, const std::string& source) {
       (m.qk_head_dim < 1 || m.v_head_dim < 1 || m.qk_pos_emb_head_dim < 0 || m.q_lora_rank < 0))
     throw UsageError(source + ": kv_lora_rank (multi-latent attention) needs positive qk_head_dim and v_head_dim");
   check_experts(m, source);
-  if (m.window_attn_skip_freq < 0)
-    throw UsageError(
-        fmt::format("{}: model field 'window_attn_skip_freq' is {}: it must be >= 0", source, m.window_attn_skip_freq));
-  const bool pattern_windows =
-      std::find(m.window_layer_pattern.begin(), m.window_layer_pattern.end(), true) != m.window_layer_pattern.end();
-  if ((m.window_attn_skip_freq > 0 || pattern_windows) && m.window_size < 0)
-    throw UsageError(source +
-                     ": windowed layers (window_attn_skip_freq or layer_types) need a window ('window_size' or "
-                     "'sliding_window')");
-  if (!m.window_layer_pattern.empty() && static_cast<int>(m.window_layer_pattern.size()) != m.layers)
-    throw UsageError(
-        fmt::format("{}: the window pattern has {} entries for {} layers: one a layer, as Megatron requires", source,
-                    m.window_layer_pattern.size(), m.layers));
+  check_attention_spans(m, source);
   if (m.mtp_num_layers < 0) throw UsageError(source + ": mtp_num_layers must be >= 0");
   // The count in double, whose rounding is far below the bound: every field is at most 2^28, so
   // no product overflows here, and a total within the bound keeps the int64 counts exact.
@@ -386,6 +415,8 @@ const std::vector<std::string>& known_model_fields() {
       "qk_pos_emb_head_dim", "qk_rope_head_dim", "v_head_dim",
       // sliding-window attention, Megatron's names and Hugging Face's
       "window_size", "sliding_window", "window_attn_skip_freq", "layer_types",
+      // chunked attention (Llama 4), Hugging Face's and Megatron-Bridge's names
+      "attention_chunk_size", "nope_layer_interval", "no_rope_layer_interval",
       // mixture of experts, SPEC's names and Megatron's / Hugging Face's
       "num_experts", "num_moe_experts", "top_k", "moe_router_topk", "moe_ffn_hidden", "moe_ffn_hidden_size",
       "shared_experts", "shared_expert_ffn_hidden", "moe_shared_expert_intermediate_size", "moe_layer_freq",
@@ -507,13 +538,14 @@ class ModelFieldReader {
           "query is a sliding_window of w + 1",
           source_, j_["window_size"].dump(), j_["sliding_window"].dump()));
     m.window_size = megatron_left.value_or(hugging_face_left.value_or(-1));
-    read_window_pattern(m);
+    read_attention_pattern(m);
   }
 
   // window_attn_skip_freq: an integer N (every N-th layer full), or Megatron's list of one 1
   // (windowed) or 0 (full) a layer; Hugging Face's layer_types names each layer's attention.
-  void read_window_pattern(ModelSpec& m) const {
-    std::vector<bool> megatron, hugging_face;
+  // Chunks: attention_chunk_size, and every nope_layer_interval-th layer full.
+  void read_attention_pattern(ModelSpec& m) const {
+    std::vector<AttentionSpan> megatron, hugging_face;
     bool listed = false;  // an empty list is a list of the wrong length, not an absent field
     if (j_.contains("window_attn_skip_freq")) {
       const nlohmann::json& v = j_["window_attn_skip_freq"];
@@ -524,7 +556,7 @@ class ModelFieldReader {
             throw UsageError(fmt::format(
                 "{}: model field 'window_attn_skip_freq' entry {} is {}: 1 (a windowed layer) or 0 (a full one)",
                 source_, i, v[i].dump()));
-          megatron.push_back(v[i].get<std::int64_t>() == 1);
+          megatron.push_back(v[i].get<std::int64_t>() == 1 ? AttentionSpan::window : AttentionSpan::full);
         }
       } else if (!v.is_null()) {
         get_int("window_attn_skip_freq", m.window_attn_skip_freq, false);
@@ -534,28 +566,35 @@ class ModelFieldReader {
       const nlohmann::json& v = j_["layer_types"];
       if (!v.is_array()) throw UsageError(source_ + ": model field 'layer_types' must be a list, one entry a layer");
       listed = true;
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        const std::string kind = v[i].is_string() ? v[i].get<std::string>() : v[i].dump();
-        if (kind != "sliding_attention" && kind != "full_attention")
-          throw UsageError(
-              fmt::format("{}: model field 'layer_types' entry {} is '{}': pipescope prices 'sliding_attention' and "
-                          "'full_attention' layers",
-                          source_, i, kind));
-        hugging_face.push_back(kind == "sliding_attention");
-      }
+      for (std::size_t i = 0; i < v.size(); ++i) hugging_face.push_back(layer_type(i, v[i]));
     }
     if (!megatron.empty() && !hugging_face.empty() && megatron != hugging_face)
       throw UsageError(source_ +
                        ": model fields 'window_attn_skip_freq' and 'layer_types' disagree on which layers "
                        "are windowed");
-    m.window_layer_pattern = megatron.empty() ? hugging_face : megatron;
-    if (listed && m.window_layer_pattern.empty())
-      throw UsageError(fmt::format(
-          "{}: the window pattern has 0 entries for {} layers: one a layer, as Megatron requires", source_, m.layers));
-    if (!m.window_layer_pattern.empty() && m.window_attn_skip_freq != 0)
+    m.attention_pattern = megatron.empty() ? hugging_face : megatron;
+    if (listed && m.attention_pattern.empty())
+      throw UsageError(
+          fmt::format("{}: the layers' attention pattern has 0 entries for {} layers: one a layer, as "
+                      "Megatron requires",
+                      source_, m.layers));
+    get_int("attention_chunk_size", m.attention_chunk_size, false);
+    get_int_named({"nope_layer_interval", "no_rope_layer_interval"}, m.nope_layer_interval);
+    if (!m.attention_pattern.empty() && (m.window_attn_skip_freq != 0 || m.nope_layer_interval != 0))
       throw UsageError(source_ +
-                       ": model field 'window_attn_skip_freq' is an integer, and 'layer_types' lists the "
-                       "layers too: give one");
+                       ": an integer 'window_attn_skip_freq' or 'nope_layer_interval', and a list of the layers' "
+                       "attention too: give one");
+  }
+
+  AttentionSpan layer_type(std::size_t index, const nlohmann::json& entry) const {
+    const std::string kind = entry.is_string() ? entry.get<std::string>() : entry.dump();
+    if (kind == "full_attention") return AttentionSpan::full;
+    if (kind == "sliding_attention") return AttentionSpan::window;
+    if (kind == "chunked_attention") return AttentionSpan::chunk;
+    throw UsageError(fmt::format(
+        "{}: model field 'layer_types' entry {} is '{}': pipescope prices 'full_attention', 'sliding_attention' and "
+        "'chunked_attention' layers",
+        source_, index, kind));
   }
 
   int window_left(const char* name, const nlohmann::json& v) const {

@@ -108,9 +108,10 @@ ModelSpec qwen3_30b_a3b() {
 // token, and a shared expert of 8192, in every other layer (interleave_moe_layer_step 2: layers
 // 1, 3, 5, ..., here one dense layer first, then moe_layer_freq 2); the other layers dense
 // (intermediate_size_mlp 16384).
-// The vision encoder and the chunked local attention of 3 layers in 4 are left out: the first is
-// not in the language model's step, the second changes only attention's core at sequences above
-// its 8192-token chunk.
+// Chunked attention (attention_chunk_size 8192) in 3 layers of 4, every 4th without RoPE and full
+// (no_rope_layer_interval 4): at the preset's sequence of 8192 a chunk is the whole sequence, so it
+// changes attention's core only where a model file's seq is longer. The vision encoder is left out:
+// it is not in the language model's step.
 ModelSpec llama4_maverick() {
   ModelSpec m = gated_moe_base();
   m.name = "llama4-maverick";
@@ -129,6 +130,8 @@ ModelSpec llama4_maverick() {
   m.shared_expert_ffn_hidden = 8192;
   m.moe_layer_freq = 2;
   m.first_k_dense_layers = 1;
+  m.attention_chunk_size = 8192;
+  m.nope_layer_interval = 4;
   return m;
 }
 

@@ -200,7 +200,7 @@ TEST_CASE("a sliding window that does not describe the model is refused through 
   write_text(dir / "m.json", model_file_with(", \"flash_attention\": true, \"window_size\": 127, "
                                              "\"window_attn_skip_freq\": [1, 0]"));
   check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20),
-                      {"m.json: the window pattern has 2 entries for 24 layers"});
+                      {"m.json: the layers' attention pattern has 2 entries for 24 layers"});
   // Hugging Face's span (the query included) and Megatron's keys before the query, one apart: one
   // field; the run simulates, and context parallelism with the window is refused naming the option.
   write_text(dir / "m.json", model_file_with(", \"flash_attention\": true, \"window_size\": 127, "

@@ -18,6 +18,10 @@
 
 namespace pipescope::sim {
 
+// What a layer's query attends to, under the causal mask: the whole sequence before it, a sliding
+// window of the keys just before it, or its own chunk of the sequence up to itself.
+enum class AttentionSpan { full, window, chunk };
+
 struct ModelSpec {
   std::string name;
   int layers = 0;
@@ -57,9 +61,16 @@ struct ModelSpec {
   // windowed); 0: every layer is windowed.
   int window_size = -1;
   int window_attn_skip_freq = 0;
-  // Megatron's list form of window_attn_skip_freq (Hugging Face's layer_types): one entry a layer,
-  // true where it is windowed; empty: the integer form above decides.
-  std::vector<bool> window_layer_pattern;
+  // Chunked attention (Llama 4's; attention_chunk_size in Hugging Face's and Megatron-Bridge's
+  // configurations): a chunked layer's query attends to its own chunk of attention_chunk_size
+  // tokens up to itself (0: no chunks); every nope_layer_interval-th layer, counted from 1, keeps
+  // full attention (Llama 4's layers without RoPE, every 4th; Hugging Face's
+  // no_rope_layer_interval); 0: every layer is chunked.
+  int attention_chunk_size = 0;
+  int nope_layer_interval = 0;
+  // Each layer's span listed (Megatron's list form of window_attn_skip_freq, Hugging Face's
+  // layer_types); empty: the fields above decide.
+  std::vector<AttentionSpan> attention_pattern;
   // Mixture of experts (Megatron's names; docs/MODEL.md "Mixture of experts"). 0 experts: dense.
   int num_experts = 0;
   int top_k = 0;                     // experts each token is routed to (--moe-router-topk)
@@ -94,16 +105,17 @@ struct ModelSpec {
   // the value widths, which gives its FLOPs).
   double attention_core_head_dim() const;
 
-  // Layer `index` (0-based) attends within the window.
-  bool is_window_layer(int index) const;
-  int window_layers() const;
+  // What layer `index` (0-based) attends to, and how many layers attend so.
+  AttentionSpan attention_span(int index) const;
+  int layers_with(AttentionSpan span) const;
   // Keys a query meets on average under the causal mask, the causal core's work per query:
   // s/2 in a full layer; w - w^2 / (2s) in a window spanning w = window_size + 1 < s keys (the
-  // query's own included), whose first w queries meet fewer.
-  double causal_keys_per_query(bool windowed) const;
+  // query's own included), whose first w queries meet fewer; in chunks of c < s, c/2 in each whole
+  // chunk and r/2 in a last one of r.
+  double causal_keys_per_query(AttentionSpan span) const;
   // The attention core's work averaged over the layers, over its work with every layer full:
-  // 1 without a window.
-  double attention_window_share() const;
+  // 1 without windows or chunks.
+  double attention_span_share() const;
 
   bool is_moe() const { return num_experts > 0; }
   // An MTP layer's transformer layer has routed experts where the decoder's last layer does.
