@@ -169,13 +169,12 @@ double attention_core_s(const ModelSpec& model, const DeviceSpec& device, const 
 // score whatever the span, so only a fused one gains.
 double mean_attention_core_s(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel,
                              bool backward) {
-  const double full_s = attention_core_s(model, device, parallel, backward, AttentionSpan::full);
-  if (!model.flash_attention || model.layers_with(AttentionSpan::full) == model.layers) return full_s;
+  if (!model.flash_attention || model.layers_with(AttentionSpan::full) == model.layers)
+    return attention_core_s(model, device, parallel, backward, AttentionSpan::full);
   double total_s = 0;
   for (const AttentionSpan span : {AttentionSpan::full, AttentionSpan::window, AttentionSpan::chunk})
     if (const int count = model.layers_with(span); count > 0)
-      total_s +=
-          count * (span == AttentionSpan::full ? full_s : attention_core_s(model, device, parallel, backward, span));
+      total_s += count * attention_core_s(model, device, parallel, backward, span);
   return total_s / model.layers;
 }
 

@@ -60,6 +60,11 @@ Topology one_gpu_nodes_on_a_slow_network() {
   return slow;
 }
 
+// Stage 0 of two_ranks_of_two_chunks on one GPU of tensor parallelism: the embedding and 8 layers.
+std::int64_t first_stage_parameters(const ModelSpec& llama) {
+  return llama.embedding_parameters() + 8 * layer_parameters_on_rank(llama, 1);
+}
+
 ParallelConfig two_ranks_of_two_chunks() {
   ParallelConfig p = h100_parallel(1, 1);
   p.pipeline = 2;
@@ -198,8 +203,7 @@ TEST_CASE("a later chunk waits where the parameter gathers before it outlast its
   // two of the first's, no sooner than G0 + G2 and its last share: in all rank 0 waits
   // G0 + G2 + f2 / 8 - (2 f0 + f2), charged to its first chunk's step.
   const Topology ring = with_parallel_layout(slow, p);
-  const double first_gather_s =
-      data_parallel_all_gather_s((llama.embedding_parameters() + 8 * layer_parameters_on_rank(llama, 1)) * 2, ring);
+  const double first_gather_s = data_parallel_all_gather_s(first_stage_parameters(llama) * 2, ring);
   const double second_gather_s = after_step.stages[2].optimizer_s - overlapped.stages[2].optimizer_s;
   const double f0 = overlapped.stages[0].f_s;
   const double f2 = overlapped.stages[2].f_s;
@@ -213,9 +217,8 @@ TEST_CASE("a later chunk waits where the parameter gathers before it outlast its
   const CostModel fast_whole = derive_costs(llama, h100, Topology{}, whole);
   const double fast_gather_s = fast_whole.stages[2].optimizer_s - fast.stages[2].optimizer_s;
   CHECK(fast_whole.stages[0].optimizer_s - fast.stages[0].optimizer_s ==
-        Approx(data_parallel_all_gather_s((llama.embedding_parameters() + 8 * layer_parameters_on_rank(llama, 1)) * 2,
-                                          with_parallel_layout(Topology{}, p)) *
-               7 / 8));
+        Approx(data_parallel_all_gather_s(first_stage_parameters(llama) * 2, with_parallel_layout(Topology{}, p)) * 7 /
+               8));
   CHECK(fast_gather_s > 0);
 }
 
@@ -231,7 +234,7 @@ TEST_CASE("Megatron's DDP buckets only the first pipeline rank's first chunk") {
   // buckets; every other stage is one bucket, reduced after its last backward.
   p.bucket_parameters = 100'000'000;
   const CostModel bucketed = derive_costs(llama, h100, Topology{}, p);
-  const std::int64_t stage0 = llama.embedding_parameters() + 8 * layer_parameters_on_rank(llama, 1);
+  const std::int64_t stage0 = first_stage_parameters(llama);
   CHECK(bucketed.stages[0].reduce_grads_buckets == (stage0 + 99'999'999) / 100'000'000);
   for (std::size_t st = 1; st < bucketed.stages.size(); ++st) CHECK(bucketed.stages[st].reduce_grads_buckets == 1);
   // With --overlap-param-gather-with-optimizer-step Megatron buckets no chunk.
