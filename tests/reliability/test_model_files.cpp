@@ -14,7 +14,8 @@
 //   --max-pipeline -1: refused (before: read as no limit); --f-mem 2^62: refused naming the limit;
 // - a sliding window with a right side, or a window list of another length than the layers:
 //   refused naming the field; Megatron's and Hugging Face's windows one apart read as one, and
-//   context parallelism with a window refused naming the option.
+//   context parallelism with a window refused naming the option; likewise chunks without their
+//   size, chunks and a window on every layer at once, and context parallelism with chunks.
 #include <catch2/catch.hpp>
 
 #include "hostile_files.hpp"
@@ -210,4 +211,25 @@ TEST_CASE("a sliding window that does not describe the model is refused through 
   CHECK(windowed.status == 0);
   check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun + " --context-parallel 2", 20),
                       {"--context-parallel 2", "sliding-window attention (window_size 127)"});
+}
+
+TEST_CASE("attention chunks that do not describe the model are refused through ppsim, naming the field",
+          "[reliability][models]") {
+  const auto dir = case_dir("models-chunks");
+  write_text(dir / "m.json", model_file_with(", \"flash_attention\": true, \"nope_layer_interval\": 4"));
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20),
+                      {"m.json: chunked layers (nope_layer_interval or layer_types) need 'attention_chunk_size'"});
+  write_text(dir / "m.json",
+             model_file_with(", \"flash_attention\": true, \"attention_chunk_size\": 512, \"sliding_window\": 128"));
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20),
+                      {"'window_size' and 'attention_chunk_size' both limit every layer's attention"});
+  // Chunks of 512 in a sequence of 2048 in 3 layers of 4: the run simulates, context parallelism
+  // with them is refused naming the option.
+  write_text(dir / "m.json", model_file_with(", \"flash_attention\": true, \"attention_chunk_size\": 512, "
+                                             "\"no_rope_layer_interval\": 4"));
+  const CliRun chunked = run_cli(PPSIM_PATH, dir, kModelFileRun, 20);
+  INFO(chunked.err);
+  CHECK(chunked.status == 0);
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun + " --context-parallel 2", 20),
+                      {"--context-parallel 2", "chunked attention (attention_chunk_size 512)"});
 }
