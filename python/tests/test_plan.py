@@ -1,7 +1,8 @@
 """Planning from Python: gpt-7b on 64 H100s ranks its fitting layouts best throughput first, the
 same rows `ppsim plan --format json` gives, each a plain dict; a schedule list is passed as a
 Python list; a bad option raises the CLI's message; several recomputed module sets are a list of lists, each
-selective row naming its set; to_pandas needs pandas; with a profile
+selective row naming its set; a Hugging Face config.json plans at seq_length's sequence, its
+expert-parallel sizes searched; to_pandas needs pandas; with a profile
 calibrated from full backwards each row carries an interval, and the split-backward ones name
 the estimated split."""
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 import pytest
 
 import pipescope as ps
+
+from conftest import ROOT
 
 
 def test_plan_rows_are_dicts_best_first():
@@ -22,6 +25,16 @@ def test_plan_rows_are_dicts_best_first():
     for row in rows:
         assert row["tensor_parallel"] * row["context_parallel"] * row["pipeline"] * row["data_parallel"] == 64
         assert "iteration_time_interval_s" not in row  # no profile: no measured spread
+
+
+def test_plan_reads_a_hugging_face_config():
+    config = ROOT / "tests" / "sim" / "data" / "hugging_face" / "Qwen__Qwen3-30B-A3B.json"
+    rows = ps.plan(model=config, seq_length=4096, gpu="h100", gpus=16, global_batch=64, top=3)
+    assert 0 < len(rows) <= 3
+    assert rows.model == "Qwen__Qwen3-30B-A3B"
+    assert any(r["expert_parallel"] > 1 for r in rows)  # a MoE model's EP searched without being asked
+    with pytest.raises(ps.UsageError, match="give --seq-length"):
+        ps.plan(model=config, gpus=16, global_batch=64)
 
 
 def test_plan_refuses_what_the_cli_refuses():

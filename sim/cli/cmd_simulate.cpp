@@ -96,7 +96,8 @@ void add_options(po::options_description& o, SimulateOptions& s) {
   // clang-format off
   model.add_options()
       ("model", po::value(&s.model),
-       fmt::format("{}, or a JSON model file (default: none, explicit costs)",
+       fmt::format("{}, a JSON model file, or a Hugging Face config.json (with --seq-length) (default: none, "
+                   "explicit costs)",
                    fmt::join(sim::model_preset_names(), ", ")).c_str());
   // clang-format on
   s.cluster.add_device_to(model, ClusterHelp::simulate);
@@ -313,7 +314,7 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
     return source;
   }
   if (use_model) {
-    const sim::ModelSpec model = sim::resolve_model(s.model);
+    const sim::ModelSpec model = sim::resolve_model(s.model, s.megatron.seq_length);
     check_moe_overlap_option(s, model);
     check_gather_with_step_option(s);
     const sim::DeviceSpec device = s.cluster.device();

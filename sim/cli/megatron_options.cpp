@@ -19,6 +19,9 @@ void MegatronOptions::add_to(po::options_description& options, bool with_optimiz
   po::options_description group("Megatron-Core options (with --model; Megatron's names)");
   // clang-format off
   group.add_options()
+      ("seq-length", po::value<int>()->notifier([this](int n) { seq_length = n; }),
+       "tokens a sequence: the model trains at this length instead of its own (required with a Hugging Face "
+       "config.json, which gives only the longest context the model supports)")
       ("cp-comm-type", po::value(&cp_comm_type)->default_value(cp_comm_type),
        "how context parallelism exchanges keys and values: p2p (a ring, each transfer behind one attention "
        "block) or all_gather (before the attention)")
@@ -195,7 +198,7 @@ std::vector<std::string> MegatronOptions::given(const po::variables_map& vm) con
   std::vector<std::string> names;
   // clang-format off
   for (const char* name :
-       {"cp-comm-type", "attention-backend", "fp8-format", "fp8-param-gather", "overlap-param-gather",
+       {"seq-length", "cp-comm-type", "attention-backend", "fp8-format", "fp8-param-gather", "overlap-param-gather",
         "overlap-param-gather-with-optimizer-step",
         "ddp-bucket-size", "tp-comm-overlap", "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers",
         "account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split",

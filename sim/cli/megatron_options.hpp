@@ -15,6 +15,7 @@
 namespace pipescope::cli {
 
 struct MegatronOptions {
+  std::optional<int> seq_length;  // --seq-length: the model's sequence instead of its own
   std::string cp_comm_type = "p2p";
   std::string attention_backend = "auto";
   std::string fp8_format;  // empty: BF16

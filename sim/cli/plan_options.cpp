@@ -92,7 +92,8 @@ void add_search_options(po::options_description& options, PlanOptions& o) {
        "comma-separated context-parallel sizes (each splitting the sequence in 2C chunks; with --profile: 1)")
       ("expert-parallel-sizes", po::value(&o.expert_parallel_sizes),
        "comma-separated expert-parallel sizes of a MoE model (each dividing the experts and, with the expert TP "
-       "size, tensor x context x data parallel; default: --expert-parallel)")
+       "size, tensor x context x data parallel; default: --expert-parallel, else every power of two that divides "
+       "the experts, up to the GPUs)")
       ("expert-tensor-parallel-sizes", po::value(&o.expert_tensor_parallel_sizes),
        "comma-separated expert tensor-parallel sizes of a MoE model (each within a node, dividing the experts' "
        "FFN; default: --expert-tensor-parallel, else each row's tensor-parallel size)")
@@ -203,12 +204,24 @@ void take_search_lists(const PlanOptions& o, const po::variables_map& vm, sim::P
                         cp, o.profile_path));
 }
 
+// A MoE model planned without an expert-parallel size: the sizes Megatron's recipes use, powers of
+// two dividing the experts (Mixtral's 8: 1 to 8; DeepSeek-V3's 256: up to the GPUs). Where EP does
+// not also divide a row's T x C x d, that row is refused with its reason, as for sizes given.
+std::vector<int> default_expert_parallel_sizes(const sim::PlanRequest& request) {
+  if (request.profile || !request.model.is_moe()) return {};
+  std::vector<int> sizes;
+  for (int ep = 1; ep <= request.num_gpus && request.model.num_experts % ep == 0; ep *= 2) sizes.push_back(ep);
+  return sizes;
+}
+
 // Megatron's options, the layouts and the runtime choices every configuration shares, with the
 // combinations no configuration could honour refused here (an error, not a refusal of every row).
 void take_shared_choices(const PlanOptions& o, sim::PlanRequest& request) {
   o.megatron.apply(request.options);
   if (!o.expert_parallel_sizes.empty())
     request.expert_parallel_sizes = int_list(o.expert_parallel_sizes, "--expert-parallel-sizes");
+  else if (!o.megatron.expert_parallel && !o.megatron.expert_model_parallel_size)
+    request.expert_parallel_sizes = default_expert_parallel_sizes(request);
   if (!o.expert_tensor_parallel_sizes.empty())
     request.expert_tensor_parallel_sizes = int_list(o.expert_tensor_parallel_sizes, "--expert-tensor-parallel-sizes");
   sim::check_layout_options(request.options.layout);
@@ -243,7 +256,7 @@ void take_shared_choices(const PlanOptions& o, sim::PlanRequest& request) {
 void add_plan_options(po::options_description& options, PlanOptions& o) {
   // clang-format off
   options.add_options()
-      ("model", po::value(&o.model_name)->default_value(o.model_name), fmt::format("{}, or a JSON model file", fmt::join(sim::model_preset_names(), ", ")).c_str())
+      ("model", po::value(&o.model_name)->default_value(o.model_name), fmt::format("{}, a JSON model file, or a Hugging Face config.json (with --seq-length)", fmt::join(sim::model_preset_names(), ", ")).c_str())
       ("profile", po::value(&o.profile_path), "plan with costs measured by pprun (pipescope.profile/1, ppsim calibrate) "
                                               "for its model and world size instead of --model/--gpu (default: none)");
   // clang-format on
@@ -280,7 +293,7 @@ sim::PlanRequest plan_request(PlanOptions& o, const po::variables_map& vm) {
   if (o.use_profile())
     take_profile(o, vm, request);
   else
-    request.model = sim::resolve_model(o.model_name);
+    request.model = sim::resolve_model(o.model_name, o.megatron.seq_length);
   request.device = o.cluster.device();
   request.topology = o.cluster.topology(request.device);
   request.num_gpus = o.gpus;

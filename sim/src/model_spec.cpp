@@ -21,6 +21,7 @@
 #include "pipescope/core/input_file.hpp"
 #include "pipescope/core/json_limits.hpp"
 #include "pipescope/core/nearest_name.hpp"
+#include "hugging_face_config.hpp"
 #include "moe_presets.hpp"
 
 namespace pipescope::sim {
@@ -185,6 +186,9 @@ double ModelSpec::attention_span_share() const {
 }
 
 bool ModelSpec::is_moe_layer(int index) const {
+  if (!moe_layer_pattern.empty())
+    return is_moe() && index >= 0 && index < static_cast<int>(moe_layer_pattern.size()) &&
+           moe_layer_pattern[static_cast<std::size_t>(index)];
   if (!is_moe() || index < first_k_dense_layers) return false;
   return (index - first_k_dense_layers) % std::max(moe_layer_freq, 1) == 0;
 }
@@ -311,7 +315,7 @@ std::vector<ModelSpec> presets() {
 void check_experts(const ModelSpec& m, const std::string& source) {
   const bool moe_field = m.top_k != 0 || m.moe_ffn_hidden != 0 || m.shared_experts != 0 ||
                          m.shared_expert_ffn_hidden != 0 || m.moe_layer_freq != 1 || m.first_k_dense_layers != 0 ||
-                         m.capacity_factor != 0;
+                         m.capacity_factor != 0 || !m.moe_layer_pattern.empty();
   if (m.num_experts < 0) throw UsageError(source + ": num_experts must be >= 0");
   if (m.num_experts == 0) {
     if (moe_field) throw UsageError(source + ": MoE fields (top_k, moe_ffn_hidden, ...) need num_experts");
@@ -327,6 +331,19 @@ void check_experts(const ModelSpec& m, const std::string& source) {
   if (m.first_k_dense_layers < 0) throw UsageError(source + ": first_k_dense_layers must be >= 0");
   if (m.first_k_dense_layers >= m.layers)
     throw UsageError(source + ": first_k_dense_layers must leave at least one MoE layer");
+  if (!m.moe_layer_pattern.empty()) {
+    if (static_cast<int>(m.moe_layer_pattern.size()) != m.layers)
+      throw UsageError(
+          fmt::format("{}: model field 'moe_layer_freq' lists {} layers of {}: one 0 or 1 a layer, as "
+                      "Megatron requires",
+                      source, m.moe_layer_pattern.size(), m.layers));
+    if (std::none_of(m.moe_layer_pattern.begin(), m.moe_layer_pattern.end(), [](bool moe) { return moe; }))
+      throw UsageError(source + ": model field 'moe_layer_freq' lists no MoE layer (no 1)");
+    if (m.first_k_dense_layers != 0)
+      throw UsageError(source +
+                       ": model fields 'moe_layer_freq' (a list) and 'first_k_dense_layers' both say which "
+                       "layers are dense: give one");
+  }
   if (m.capacity_factor < 0) throw UsageError(source + ": capacity_factor must be > 0 (absent: dropless)");
 }
 
@@ -640,9 +657,27 @@ class ModelFieldReader {
                         source_, shared_total, m.shared_experts, m.shared_expert_ffn_hidden));
       m.shared_expert_ffn_hidden = width;
     }
-    get_int_named({"moe_layer_freq"}, m.moe_layer_freq);
+    read_moe_layer_freq(m);
     get_int_named({"first_k_dense_layers", "first_k_dense_replace"}, m.first_k_dense_layers);
     get_number_named({"capacity_factor", "moe_expert_capacity_factor"}, m.capacity_factor);
+  }
+
+  // Megatron's --moe-layer-freq: an integer N (every N-th layer has experts), or a list of one 1
+  // (experts) or 0 (a dense MLP) a layer.
+  void read_moe_layer_freq(ModelSpec& m) const {
+    if (!j_.contains("moe_layer_freq") || !j_["moe_layer_freq"].is_array()) {
+      get_int_named({"moe_layer_freq"}, m.moe_layer_freq);
+      return;
+    }
+    const nlohmann::json& v = j_["moe_layer_freq"];
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].is_number_integer() || (v[i].get<std::int64_t>() != 0 && v[i].get<std::int64_t>() != 1))
+        throw UsageError(
+            fmt::format("{}: model field 'moe_layer_freq' entry {} is {}: 1 (a layer with experts) or 0 (a dense one)",
+                        source_, i, v[i].dump()));
+      m.moe_layer_pattern.push_back(v[i].get<std::int64_t>() == 1);
+    }
+    if (m.moe_layer_pattern.empty()) throw UsageError(source_ + ": model field 'moe_layer_freq' is an empty list");
   }
 
  private:
@@ -671,7 +706,8 @@ class ModelFieldReader {
   const std::string& source_;
 };
 
-nlohmann::json parse_model_object(const std::string& text, const std::string& source) {
+// The file's one JSON object: a model file's, or a Hugging Face config's.
+nlohmann::json parse_json_object(const std::string& text, const std::string& source) {
   if (auto problem = json_depth_problem(text)) throw UsageError(source + ": not a JSON model file: " + *problem);
   if (auto problem = json_duplicate_key_problem(text)) throw UsageError(source + ": " + *problem);
   nlohmann::json j;
@@ -681,8 +717,12 @@ nlohmann::json parse_model_object(const std::string& text, const std::string& so
     throw UsageError(source + ": not a JSON model file: " + e.what());
   }
   if (!j.is_object()) throw UsageError(source + ": a model file holds one JSON object");
-  // A field a model file does not have is a slip, not a default: `kv_head` read as absent would
-  // plan a model with as many key/value heads as heads.
+  return j;
+}
+
+// A field a model file does not have is a slip, not a default: `kv_head` read as absent would
+// plan a model with as many key/value heads as heads.
+void check_field_names(const nlohmann::json& j, const std::string& source) {
   for (const auto& [key, value] : j.items()) {
     const auto& known = known_model_fields();
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
@@ -691,31 +731,50 @@ nlohmann::json parse_model_object(const std::string& text, const std::string& so
                                  nearest ? fmt::format(": did you mean '{}'?", *nearest) : std::string(),
                                  fmt::join(known, ", ")));
   }
-  return j;
+}
+
+void check_seq_length(std::optional<int> seq_length) {
+  if (seq_length && (*seq_length < 1 || *seq_length > kMaxModelField))
+    throw UsageError(fmt::format("--seq-length is {}: it must be from 1 to 2^28 tokens", *seq_length));
 }
 
 }  // namespace
 
-ModelSpec parse_model_json(const std::string& text, const std::string& source) {
-  const nlohmann::json j = parse_model_object(text, source);
-  const ModelFieldReader reader(j, source);
+ModelSpec parse_model_json(const std::string& text, const std::string& source, std::optional<int> seq_length) {
+  check_seq_length(seq_length);
+  nlohmann::json j = parse_json_object(text, source);
+  const bool hugging_face = detail::is_hugging_face_config(j);
+  if (hugging_face) {
+    j = detail::model_fields_from_hugging_face(j, source, seq_length);
+  } else {
+    check_field_names(j, source);
+    if (seq_length) j["seq"] = *seq_length;  // as Megatron's --seq-length overrides a recipe's
+  }
+  // What the translated fields fail is said of the config, not of a model file the user never wrote.
+  const std::string named = hugging_face ? source + " (Hugging Face config, read as a model file)" : source;
+  const ModelFieldReader reader(j, named);
   ModelSpec m;
   m.name = std::filesystem::path(source).stem().string();
   reader.read_dense_fields(m);
   reader.read_attention_fields(m);
   reader.read_expert_fields(m);
-  check_model(m, source);
+  check_model(m, named);
   return m;
 }
 
-ModelSpec resolve_model(const std::string& name_or_path) {
-  for (const auto& m : presets())
-    if (m.name == name_or_path) return m;
+ModelSpec resolve_model(const std::string& name_or_path, std::optional<int> seq_length) {
+  check_seq_length(seq_length);
+  for (auto m : presets())
+    if (m.name == name_or_path) {
+      if (seq_length) m.seq = *seq_length;
+      return m;
+    }
   if (auto problem = input_file_problem(name_or_path, "a model file (JSON)")) throw UsageError("--model: " + *problem);
-  if (std::filesystem::exists(name_or_path)) return parse_model_json(read_file(name_or_path), name_or_path);
+  if (std::filesystem::exists(name_or_path)) return parse_model_json(read_file(name_or_path), name_or_path, seq_length);
   std::string known;
   for (const auto& n : model_preset_names()) known += (known.empty() ? "" : ", ") + n;
-  throw UsageError("--model: '" + name_or_path + "' is neither a preset (" + known + ") nor a model file");
+  throw UsageError("--model: '" + name_or_path + "' is neither a preset (" + known +
+                   "), a model file nor a Hugging Face config.json");
 }
 
 }  // namespace pipescope::sim

@@ -79,7 +79,10 @@ struct ModelSpec {
   int shared_expert_ffn_hidden = 0;  // one shared expert's width (0: moe_ffn_hidden)
   int moe_layer_freq = 1;            // every moe_layer_freq-th layer (after the dense ones) is MoE
   int first_k_dense_layers = 0;      // the first layers keep a dense MLP (DeepSeek's first_k_dense_replace)
-  double capacity_factor = 0;        // tokens an expert takes, over the mean; 0: dropless
+  // Each layer's MLP listed (Megatron's list form of --moe-layer-freq: 1 experts, 0 a dense MLP;
+  // a Hugging Face config's mlp_only_layers or moe_layers); empty: the two fields above decide.
+  std::vector<bool> moe_layer_pattern;
+  double capacity_factor = 0;  // tokens an expert takes, over the mean; 0: dropless
   // Multi-token prediction (Megatron's --mtp-num-layers; DeepSeek-V3's num_nextn_predict_layers):
   // after the decoder, on the last pipeline stage, each MTP layer joins the next token's
   // embedding to the hidden state (two norms, a projection of 2h to h), runs one transformer
@@ -164,8 +167,12 @@ std::vector<std::string> model_preset_names();
 // "biases", "head_dim", MLA's, the sliding window's and MoE's fields in Megatron's names
 // (docs/MODEL.md)}. Throws
 // UsageError naming the preset list or the file and field.
-ModelSpec resolve_model(const std::string& name_or_path);
-ModelSpec parse_model_json(const std::string& text, const std::string& source);
+// A Hugging Face config.json (one naming its model_type) is read too (docs/MODEL.md). With
+// `seq_length` (--seq-length) the model trains at that many tokens a sequence instead of its own
+// (a config.json gives none: it is required there).
+ModelSpec resolve_model(const std::string& name_or_path, std::optional<int> seq_length = std::nullopt);
+ModelSpec parse_model_json(const std::string& text, const std::string& source,
+                           std::optional<int> seq_length = std::nullopt);
 
 // DeviceSpec and the device presets: efficiency.hpp.
 

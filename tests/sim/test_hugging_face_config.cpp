@@ -1,0 +1,255 @@
+// A Hugging Face config.json read as a model (sim/src/hugging_face_config.cpp), from the Hub's own
+// files (tests/sim/data/hugging_face/, sources in its README):
+// - each file gives the model its preset was written from, field by field and layer by layer
+//   (which layers carry experts, which attend within a window or a chunk): Llama 3.1 8B, Mixtral
+//   8x7B, Qwen3-30B-A3B and 235B-A22B, DeepSeek-V3 (its MTP layer as the file says), GPT-OSS 120B,
+//   Llama 4 Maverick (a text_config inside a multimodal one);
+// - the others' parameters are their published totals: Mistral 7B (every layer windowed), Qwen2
+//   57B-A14B (a shared expert), Kimi K2 (DeepSeek-V3's architecture, 1.03 T);
+// - the training sequence is --seq-length's: without it a config is refused, naming the option
+//   and the longest context the file gives; with it a preset or a model file trains at that length;
+// - refused in one line naming the file and the config's field: a model_type pipescope does not
+//   read, a field of the wrong type, a multimodal config without its text_config, Llama 4's
+//   lists that do not describe its layers;
+// - Megatron's list form of moe_layer_freq in a pipescope model file (what a config's dense layers
+//   become), and its refusals;
+// - through the real ppsim binary: simulate and plan take a config with --seq-length, refuse it
+//   without in one line, and refuse --seq-length beside --profile.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "pipescope/core/errors.hpp"
+#include "pipescope/sim/model.hpp"
+#include "ppsim_run.hpp"
+
+using namespace pipescope;
+using namespace pipescope::sim;
+
+namespace {
+
+const std::filesystem::path kConfigs = std::filesystem::path(PIPESCOPE_SOURCE_DIR) / "tests/sim/data/hugging_face";
+
+std::string config_path(const std::string& name) { return (kConfigs / (name + ".json")).string(); }
+
+ModelSpec config(const std::string& name, int seq) { return resolve_model(config_path(name), seq); }
+
+// What reading `text` as a config at 4096 tokens says: its refusal, or "accepted".
+std::string refusal(const std::string& text, std::optional<int> seq = 4096) {
+  try {
+    parse_model_json(text, "config.json", seq);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+// Every field that prices a layer, and each layer's kind, the same.
+void require_same_model(const ModelSpec& read, const ModelSpec& preset) {
+  CHECK(read.layers == preset.layers);
+  CHECK(read.hidden == preset.hidden);
+  CHECK(read.heads == preset.heads);
+  CHECK(read.kv_heads_or_heads() == preset.kv_heads_or_heads());
+  CHECK(read.head_dim_or_default() == preset.head_dim_or_default());
+  CHECK(read.ffn_or_default() == preset.ffn_or_default());
+  CHECK(read.gated_mlp == preset.gated_mlp);
+  CHECK(read.vocab == preset.vocab);
+  CHECK(read.seq == preset.seq);
+  CHECK(read.tied_embeddings == preset.tied_embeddings);
+  CHECK(read.flash_attention == preset.flash_attention);
+  CHECK(read.has_biases() == preset.has_biases());
+  CHECK(read.has_dropout() == preset.has_dropout());
+  CHECK(read.q_lora_rank == preset.q_lora_rank);
+  CHECK(read.kv_lora_rank == preset.kv_lora_rank);
+  CHECK(read.qk_head_dim == preset.qk_head_dim);
+  CHECK(read.qk_pos_emb_head_dim == preset.qk_pos_emb_head_dim);
+  CHECK(read.v_head_dim == preset.v_head_dim);
+  CHECK(read.num_experts == preset.num_experts);
+  CHECK(read.top_k == preset.top_k);
+  CHECK(read.moe_ffn_or_default() == preset.moe_ffn_or_default());
+  CHECK(read.shared_expert_width() == preset.shared_expert_width());
+  CHECK(read.capacity_factor == preset.capacity_factor);
+  CHECK(read.window_size == preset.window_size);
+  CHECK(read.attention_chunk_size == preset.attention_chunk_size);
+  for (int i = 0; i < preset.layers; ++i) {
+    INFO("layer " << i);
+    CHECK(read.is_moe_layer(i) == preset.is_moe_layer(i));
+    CHECK(read.attention_span(i) == preset.attention_span(i));
+  }
+  CHECK(read.total_parameters() == preset.total_parameters());
+  CHECK(read.active_parameters() == preset.active_parameters());
+}
+
+}  // namespace
+
+TEST_CASE("a Hugging Face config gives the model its preset was written from", "[model][hugging_face]") {
+  const std::pair<const char*, const char*> pairs[] = {
+      {"meta-llama__Llama-3.1-8B", "llama-3-8b"}, {"mistralai__Mixtral-8x7B-v0.1", "mixtral-8x7b"},
+      {"Qwen__Qwen3-30B-A3B", "qwen3-30b-a3b"},   {"Qwen__Qwen3-235B-A22B", "qwen3-235b-a22b"},
+      {"openai__gpt-oss-120b", "gpt-oss-120b"},   {"meta-llama__Llama-4-Maverick-17B-128E-Instruct", "llama4-maverick"},
+  };
+  for (const auto& [file, preset_name] : pairs) {
+    INFO(file);
+    const ModelSpec preset = resolve_model(preset_name);
+    require_same_model(config(file, preset.seq), preset);
+  }
+}
+
+TEST_CASE("DeepSeek-V3's config is the preset with the MTP layer its file names", "[model][hugging_face]") {
+  const ModelSpec read = config("deepseek-ai__DeepSeek-V3", 4096);
+  CHECK(read.mtp_num_layers == 1);  // num_nextn_predict_layers, as DeepSeek trained it
+  ModelSpec without_mtp = read;
+  without_mtp.mtp_num_layers = 0;
+  require_same_model(without_mtp, resolve_model("deepseek-v3"));
+  // 671 B without the MTP module, as the report counts (the preset's test pins that figure).
+  CHECK(read.total_parameters() > without_mtp.total_parameters());
+}
+
+TEST_CASE("Hugging Face configs of models without a preset come to their published totals", "[model][hugging_face]") {
+  // Mistral 7B: 7.24 B; every layer attends within its sliding window of 4096.
+  const ModelSpec mistral = config("mistralai__Mistral-7B-v0.1", 8192);
+  CHECK(mistral.total_parameters() == Approx(7.24e9).epsilon(0.002));
+  CHECK(mistral.window_size == 4095);
+  CHECK(mistral.layers_with(AttentionSpan::window) == 32);
+  // Qwen2-57B-A14B: 64 experts of 2560, 8 a token, and a shared expert of 20480; its
+  // sliding_window is not used (use_sliding_window false). Qwen's card: 57 B, 14 B active.
+  const ModelSpec qwen2 = config("Qwen__Qwen2-57B-A14B", 4096);
+  CHECK(qwen2.shared_experts == 1);
+  CHECK(qwen2.shared_expert_width() == 20480);
+  CHECK(qwen2.moe_layers() == 28);
+  CHECK(qwen2.window_size == -1);
+  CHECK(qwen2.total_parameters() == Approx(57.4e9).epsilon(0.005));
+  CHECK(qwen2.active_parameters() == Approx(14.2e9).epsilon(0.01));
+  // Kimi K2: DeepSeek-V3's layers with 384 experts and 64 heads, the first layer dense: 1.03 T, 32 B active.
+  const ModelSpec kimi = config("moonshotai__Kimi-K2-Instruct", 4096);
+  CHECK(kimi.multi_latent_attention());
+  CHECK(kimi.moe_layers() == 60);
+  CHECK(kimi.total_parameters() == Approx(1.026e12).epsilon(0.002));
+  CHECK(kimi.active_parameters() == Approx(32.9e9).epsilon(0.01));
+}
+
+TEST_CASE("a Hugging Face config trains at --seq-length's sequence, and needs it", "[model][hugging_face]") {
+  CHECK(config("meta-llama__Llama-3.1-8B", 16384).seq == 16384);
+  const std::string no_seq = refusal(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
+      "num_attention_heads": 4, "vocab_size": 100, "max_position_embeddings": 131072})",
+                                     std::nullopt);
+  CHECK(no_seq ==
+        "config.json: a Hugging Face config does not say the sequence length to train at "
+        "(max_position_embeddings 131072 is the longest context the model supports): give --seq-length");
+  // A preset or a model file trains at the length given, as Megatron's --seq-length overrides a recipe.
+  CHECK(resolve_model("llama-3-8b", 2048).seq == 2048);
+  CHECK(parse_model_json(R"({"layers": 2, "hidden": 64, "heads": 4, "seq": 128, "vocab": 100})", "m.json", 512).seq ==
+        512);
+  CHECK_THROWS_WITH(resolve_model("llama-3-8b", 0), "--seq-length is 0: it must be from 1 to 2^28 tokens");
+}
+
+TEST_CASE("a Hugging Face config that does not describe a model pipescope prices is refused naming the field",
+          "[model][hugging_face]") {
+  const std::string layers =
+      R"("num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100)";
+  CHECK(
+      refusal(R"({"model_type": "nemotron_h", )" + layers + "}")
+          .rfind(
+              "config.json: Hugging Face config field 'model_type' is 'nemotron_h', which pipescope does not read (it "
+              "reads llama, mistral,",
+              0) == 0);
+  CHECK(refusal(R"({"model_type": 7, )" + layers + "}") ==
+        "config.json: Hugging Face config field 'model_type' must be a string");
+  CHECK(refusal(R"({"model_type": "llama", "num_hidden_layers": "2", "hidden_size": 64, "num_attention_heads": 4,
+      "vocab_size": 100})") ==
+        "config.json: Hugging Face config field 'num_hidden_layers' is \"2\": it must be an integer from 0 to 2^28");
+  CHECK(refusal(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100})") ==
+        "config.json: Hugging Face config field 'num_hidden_layers' is missing");
+  CHECK(refusal(R"({"model_type": "llama", "tie_word_embeddings": "no", )" + layers + "}") ==
+        "config.json: Hugging Face config field 'tie_word_embeddings' is \"no\": it must be true or false");
+  CHECK(refusal(R"({"model_type": "llama4", )" + layers + "}") ==
+        "config.json: Hugging Face config of model_type 'llama4' has no 'text_config' object");
+  // Inside a text_config the field is named with its path.
+  CHECK(refusal(R"({"model_type": "llama4", "text_config": {"model_type": "llama4_text", "num_hidden_layers": 2,
+      "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100, "num_local_experts": 4,
+      "num_experts_per_tok": 1, "intermediate_size": 128, "moe_layers": [1, 2]}})") ==
+        "config.json: Hugging Face config field 'text_config.moe_layers' is [1,2]: it must be layer indices below "
+        "num_hidden_layers");
+  CHECK(refusal(R"({"model_type": "llama4", "text_config": {"num_hidden_layers": 2, "hidden_size": 64,
+      "num_attention_heads": 4, "vocab_size": 100, "num_local_experts": 4, "num_experts_per_tok": 1,
+      "intermediate_size": 128, "attention_chunk_size": 16, "no_rope_layers": [1]}})") ==
+        "config.json: Hugging Face config field 'text_config.no_rope_layers' is [1]: it must be one 0 or 1 a layer");
+  // What the translated fields fail is said of the config.
+  CHECK(refusal(R"({"model_type": "mixtral", "num_local_experts": 2, "num_experts_per_tok": 3,
+      "intermediate_size": 128, )" +
+                layers + "}") ==
+        "config.json (Hugging Face config, read as a model file): top_k 3 is more than the 2 experts (num_experts)");
+}
+
+TEST_CASE("Qwen's mlp_only_layers and decoder_sparse_step, and Llama 4's interleaving, place the experts",
+          "[model][hugging_face]") {
+  const std::string qwen = R"({"model_type": "qwen3_moe", "num_hidden_layers": 6, "hidden_size": 64,
+      "num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 256, "num_experts": 4,
+      "num_experts_per_tok": 2, "moe_intermediate_size": 32, "decoder_sparse_step": 2, "mlp_only_layers": [3]})";
+  const ModelSpec m = parse_model_json(qwen, "config.json", 64);
+  // transformers: experts where (index + 1) divides by the step and the layer is not listed dense.
+  CHECK_FALSE(m.is_moe_layer(0));
+  CHECK(m.is_moe_layer(1));
+  CHECK_FALSE(m.is_moe_layer(2));
+  CHECK_FALSE(m.is_moe_layer(3));
+  CHECK_FALSE(m.is_moe_layer(4));
+  CHECK(m.is_moe_layer(5));
+  CHECK(m.ffn_or_default() == 256);  // the dense layers' MLP
+  const std::string llama4 = R"({"model_type": "llama4", "text_config": {"num_hidden_layers": 8, "hidden_size": 64,
+      "num_attention_heads": 4, "vocab_size": 100, "num_local_experts": 4, "num_experts_per_tok": 1,
+      "intermediate_size": 32, "intermediate_size_mlp": 128, "interleave_moe_layer_step": 4,
+      "attention_chunk_size": 16, "no_rope_layers": [1, 1, 0, 1, 1, 1, 1, 0]}})";
+  const ModelSpec l = parse_model_json(llama4, "config.json", 64);
+  CHECK(l.moe_layers() == 2);
+  CHECK(l.is_moe_layer(3));
+  CHECK(l.is_moe_layer(7));
+  CHECK(l.shared_expert_width() == 32);
+  CHECK(l.ffn_or_default() == 128);
+  CHECK(l.attention_span(2) == AttentionSpan::full);  // a NoPE layer attends to everything
+  CHECK(l.attention_span(3) == AttentionSpan::chunk);
+  CHECK(l.layers_with(AttentionSpan::chunk) == 6);
+}
+
+TEST_CASE("a model file's moe_layer_freq may list each layer, as Megatron's list form does", "[model]") {
+  const std::string base = R"({"layers": 4, "hidden": 64, "heads": 4, "seq": 64, "vocab": 100, "gated_mlp": true,
+      "num_experts": 4, "top_k": 1, )";
+  const ModelSpec m = parse_model_json(base + R"("moe_layer_freq": [0, 1, 1, 0]})", "m.json");
+  CHECK(m.moe_layers() == 2);
+  CHECK_FALSE(m.is_moe_layer(0));
+  CHECK(m.is_moe_layer(2));
+  CHECK(refusal(base + R"("moe_layer_freq": [0, 1]})") ==
+        "config.json: model field 'moe_layer_freq' lists 2 layers of 4: one 0 or 1 a layer, as Megatron requires");
+  CHECK(refusal(base + R"("moe_layer_freq": [0, 2, 1, 0]})") ==
+        "config.json: model field 'moe_layer_freq' entry 1 is 2: 1 (a layer with experts) or 0 (a dense one)");
+  CHECK(refusal(base + R"("moe_layer_freq": [0, 0, 0, 0]})") ==
+        "config.json: model field 'moe_layer_freq' lists no MoE layer (no 1)");
+  CHECK(refusal(base + R"("moe_layer_freq": [0, 1, 1, 1], "first_k_dense_layers": 1})") ==
+        "config.json: model fields 'moe_layer_freq' (a list) and 'first_k_dense_layers' both say which layers are "
+        "dense: give one");
+}
+
+TEST_CASE("ppsim simulate and plan read a Hugging Face config with --seq-length", "[model][hugging_face][cli]") {
+  using ppsim_test::run_ppsim;
+  const std::string qwen = ppsim_test::quoted(config_path("Qwen__Qwen3-30B-A3B"));
+  const auto simulated = run_ppsim("simulate --model " + qwen +
+                                   " --seq-length 4096 --gpu h100 --schedule 1f1b --stages 2 "
+                                   "--micro-batches 8 --expert-parallel 2 --data-parallel 2 --json");
+  REQUIRE(simulated.status == 0);
+  CHECK(simulated.out.find("\"parameters\":30532308992") != std::string::npos);
+  const auto refused =
+      run_ppsim("simulate --model " + qwen + " --gpu h100 --schedule 1f1b --stages 2 --micro-batches 8");
+  CHECK(refused.status != 0);
+  CHECK(refused.one_error_line());
+  CHECK(refused.err.find("give --seq-length") != std::string::npos);
+  const auto planned = run_ppsim("plan --model " + qwen + " --seq-length 4096 --gpu h100 --gpus 16 --global-batch 64");
+  CHECK(planned.status == 0);
+  CHECK(planned.out.find("Qwen__Qwen3-30B-A3B") != std::string::npos);
+  const auto with_profile = run_ppsim(
+      "simulate --profile x.json --seq-length 4096 --schedule 1f1b --stages 2 "
+      "--micro-batches 8");
+  CHECK(with_profile.status != 0);
+  CHECK(with_profile.one_error_line());
+  CHECK(with_profile.err.find("--seq-length") != std::string::npos);
+}
