@@ -48,8 +48,10 @@ constexpr std::array kFamilies = {
     Family{"qwen3_moe", true, false, false, Experts::qwen},
     Family{"deepseek_v2", true, false, false, Experts::deepseek},
     Family{"deepseek_v3", true, false, false, Experts::deepseek},
-    Family{"kimi_k2", true, false, false, Experts::deepseek},  // Kimi K2: DeepSeek-V3's architecture
+    Family{"kimi_k2", true, false, false, Experts::deepseek},   // Kimi K2: DeepSeek-V3's architecture
+    Family{"glm4_moe", true, false, false, Experts::deepseek},  // GLM-4.5: DeepSeek's experts, GQA
     Family{"gpt_oss", true, false, false, Experts::gpt_oss},
+    Family{"minimax_m2", true, false, false, Experts::mixtral},  // Mixtral's names, no window
     Family{"llama4_text", true, false, false, Experts::llama4},
     Family{"gpt2", false, true, false, Experts::none},
 };
@@ -369,9 +371,9 @@ json model_fields_from_hugging_face(const json& config, const std::string& sourc
   }
   out["seq"] = *seq_length;
   if (const auto kv = r.integer("num_key_value_heads")) out["kv_heads"] = *kv;
-  // DeepSeek's head_dim, where a file has it, is the RoPE part of MLA's heads, which the MLA
+  // With multi-head latent attention a file's head_dim is the RoPE part of its heads, which the MLA
   // fields below give; elsewhere it is the head width.
-  if (f.experts != Experts::deepseek)
+  if (!r.has("kv_lora_rank"))
     if (const auto width = r.integer("head_dim")) out["head_dim"] = *width;
   if (const auto ffn = r.integer(gpt2 ? "n_inner" : "intermediate_size")) out["ffn_hidden"] = *ffn;
   out["gated_mlp"] = f.gated;

@@ -389,7 +389,10 @@ void check_model(const ModelSpec& m, const std::string& source) {
   positive(m.heads, "heads");
   positive(m.seq, "seq");
   positive(m.vocab, "vocab");
-  if (m.hidden % m.heads != 0) throw UsageError(source + ": hidden must be divisible by heads");
+  // A head's width is hidden / heads unless head_dim (or MLA's widths) says otherwise: GLM-4.5's 96
+  // heads of 128 over a hidden of 5120.
+  if (m.head_dim == 0 && !m.multi_latent_attention() && m.hidden % m.heads != 0)
+    throw UsageError(source + ": hidden must be divisible by heads (or give head_dim)");
   if (m.kv_heads < 0 || m.kv_heads > m.heads || (m.kv_heads > 0 && m.heads % m.kv_heads != 0))
     throw UsageError(source + ": kv_heads must divide heads");
   if (m.ffn_hidden < 0) throw UsageError(source + ": ffn_hidden must be >= 0");

@@ -5,7 +5,8 @@
 //   8x7B, Qwen3-30B-A3B and 235B-A22B, DeepSeek-V3 (its MTP layer as the file says), GPT-OSS 120B,
 //   Llama 4 Maverick (a text_config inside a multimodal one);
 // - the others' parameters are their published totals: Mistral 7B (every layer windowed), Qwen2
-//   57B-A14B (a shared expert), Kimi K2 (DeepSeek-V3's architecture, 1.03 T);
+//   57B-A14B (a shared expert), Kimi K2 (DeepSeek-V3's architecture, 1.03 T), GLM-4.5-Air (96 heads
+//   of 128 over a hidden of 4096), MiniMax-M2.5;
 // - the training sequence is --seq-length's: without it a config is refused, naming the option
 //   and the longest context the file gives; with it a preset or a model file trains at that length;
 // - refused in one line naming the file and the config's field: a model_type pipescope does not
@@ -128,6 +129,40 @@ TEST_CASE("Hugging Face configs of models without a preset come to their publish
   CHECK(kimi.moe_layers() == 60);
   CHECK(kimi.total_parameters() == Approx(1.026e12).epsilon(0.002));
   CHECK(kimi.active_parameters() == Approx(32.9e9).epsilon(0.01));
+}
+
+TEST_CASE("GLM-4.5's and MiniMax-M2's configs: DeepSeek's and Mixtral's names, heads wider than hidden / heads",
+          "[model][hugging_face]") {
+  // GLM-4.5-Air's config (zai-org/GLM-4.5-Air): 96 heads of 128 over a hidden of 4096, 128
+  // experts of 1408 and a shared one from the second layer on, ordinary (not latent) attention, an
+  // MTP layer. Zhipu's card: 106 B, 12 B active, without the MTP layer (the checkpoint's 110 B has
+  // it) and, for the active count, without the embeddings.
+  const ModelSpec air = parse_model_json(R"({"architectures": ["Glm4MoeForCausalLM"], "attention_bias": true,
+      "first_k_dense_replace": 1, "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096,
+      "intermediate_size": 10944, "max_position_embeddings": 131072, "model_type": "glm4_moe",
+      "moe_intermediate_size": 1408, "n_group": 1, "n_routed_experts": 128, "n_shared_experts": 1,
+      "norm_topk_prob": true, "num_attention_heads": 96, "num_experts_per_tok": 8, "num_hidden_layers": 46,
+      "num_key_value_heads": 8, "num_nextn_predict_layers": 1, "partial_rotary_factor": 0.5,
+      "tie_word_embeddings": false, "vocab_size": 151552})",
+                                         "config.json", 4096);
+  CHECK_FALSE(air.multi_latent_attention());
+  CHECK(air.head_dim_or_default() == 128);
+  CHECK(air.attention_width() == 96 * 128);
+  CHECK(air.moe_layers() == 45);
+  CHECK(air.mtp_num_layers == 1);
+  CHECK(air.total_parameters() == Approx(109.2e9).epsilon(0.002));
+  ModelSpec air_without_mtp = air;
+  air_without_mtp.mtp_num_layers = 0;
+  const double embeddings = 2.0 * air.embedding_parameters();
+  CHECK(air_without_mtp.total_parameters() == Approx(106e9).epsilon(0.01));
+  CHECK(air_without_mtp.active_parameters() - embeddings == Approx(12e9).epsilon(0.02));
+  // MiniMax-M2.5: 256 experts of 1536 in every layer, 8 a token, 48 heads of 128 over 3072.
+  // MiniMax's card: 229 B, 10 B active (without the embeddings).
+  const ModelSpec minimax = config("MiniMaxAI__MiniMax-M2.5", 4096);
+  CHECK(minimax.moe_layers() == 62);
+  CHECK(minimax.window_size == -1);
+  CHECK(minimax.total_parameters() == Approx(229e9).epsilon(0.01));
+  CHECK(minimax.active_parameters() - 2.0 * minimax.embedding_parameters() == Approx(10e9).epsilon(0.03));
 }
 
 TEST_CASE("a Hugging Face config trains at --seq-length's sequence, and needs it", "[model][hugging_face]") {
