@@ -430,6 +430,9 @@ const std::vector<std::string>& known_model_fields() {
   static const std::vector<std::string> fields = {
       "name", "layers", "hidden", "heads", "seq", "vocab", "kv_heads", "ffn_hidden", "gated_mlp", "tied_embeddings",
       "flash_attention", "dropout", "biases",
+      // the same in Megatron-Core's TransformerConfig names
+      "num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size", "num_query_groups",
+      "ffn_hidden_size", "gated_linear_unit", "share_embeddings_and_output_weights", "add_bias_linear",
       // attention's own widths, multi-head latent attention (DeepSeek)
       "head_dim", "kv_channels", "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_nope_head_dim",
       "qk_pos_emb_head_dim", "qk_rope_head_dim", "v_head_dim",
@@ -494,6 +497,18 @@ class ModelFieldReader {
     get_named(names, out, [this](const char* name, int& value) { get_int(name, value, false); });
   }
 
+  // A required field: missing under every name, refused naming the first (SPEC's).
+  void get_required_named(std::initializer_list<const char*> names, int& out) const {
+    if (std::none_of(names.begin(), names.end(), [this](const char* name) { return j_.contains(name); }))
+      throw UsageError(fmt::format("{}: model field '{}' is missing (Megatron's '{}')", source_, *names.begin(),
+                                   *std::next(names.begin())));
+    get_int_named(names, out);
+  }
+
+  void get_bool_named(std::initializer_list<const char*> names, bool& out) const {
+    get_named(names, out, [this](const char* name, bool& value) { get_bool(name, value); });
+  }
+
   void get_number_named(std::initializer_list<const char*> names, double& out) const {
     get_named(names, out, [this](const char* name, double& value) {
       if (!j_[name].is_number()) throw UsageError(source_ + ": model field '" + name + "' must be a number");
@@ -506,18 +521,23 @@ class ModelFieldReader {
       if (!j_["name"].is_string()) throw UsageError(source_ + ": model field 'name' must be a string");
       m.name = j_["name"].get<std::string>();
     }
-    get_int("layers", m.layers, true);
-    get_int("hidden", m.hidden, true);
-    get_int("heads", m.heads, true);
-    get_int("seq", m.seq, true);
-    get_int("vocab", m.vocab, true);
-    get_int("kv_heads", m.kv_heads, false);
-    get_int("ffn_hidden", m.ffn_hidden, false);
-    get_bool("gated_mlp", m.gated_mlp);
-    get_bool("tied_embeddings", m.tied_embeddings);
+    // Each under SPEC's name or Megatron-Core's (a provider's fields pasted as they are).
+    get_required_named({"layers", "num_layers"}, m.layers);
+    get_required_named({"hidden", "hidden_size"}, m.hidden);
+    get_required_named({"heads", "num_attention_heads"}, m.heads);
+    get_required_named({"seq", "seq_length"}, m.seq);
+    get_required_named({"vocab", "vocab_size"}, m.vocab);
+    get_int_named({"kv_heads", "num_query_groups"}, m.kv_heads);
+    get_int_named({"ffn_hidden", "ffn_hidden_size"}, m.ffn_hidden);
+    get_bool_named({"gated_mlp", "gated_linear_unit"}, m.gated_mlp);
+    get_bool_named({"tied_embeddings", "share_embeddings_and_output_weights"}, m.tied_embeddings);
     get_bool("flash_attention", m.flash_attention);
     get_optional_bool("dropout", m.dropout);
-    get_optional_bool("biases", m.biases);
+    if (j_.contains("biases") || j_.contains("add_bias_linear")) {
+      bool biases = false;
+      get_bool_named({"biases", "add_bias_linear"}, biases);
+      m.biases = biases;
+    }
     get_int_named({"mtp_num_layers", "num_nextn_predict_layers"}, m.mtp_num_layers);
   }
 
@@ -751,7 +771,10 @@ ModelSpec parse_model_json(const std::string& text, const std::string& source, s
     j = detail::model_fields_from_hugging_face(j, source, seq_length);
   } else {
     check_field_names(j, source);
-    if (seq_length) j["seq"] = *seq_length;  // as Megatron's --seq-length overrides a recipe's
+    if (seq_length) {  // as Megatron's --seq-length overrides a recipe's
+      j.erase("seq_length");
+      j["seq"] = *seq_length;
+    }
   }
   // What the translated fields fail is said of the config, not of a model file the user never wrote.
   const std::string named = hugging_face ? source + " (Hugging Face config, read as a model file)" : source;

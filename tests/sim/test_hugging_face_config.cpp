@@ -13,7 +13,7 @@
 //   read, a field of the wrong type, a multimodal config without its text_config, Llama 4's
 //   lists that do not describe its layers;
 // - Megatron's list form of moe_layer_freq in a pipescope model file (what a config's dense layers
-//   become), and its refusals;
+//   become), and its refusals; a model file's fields under Megatron-Core's TransformerConfig names;
 // - through the real ppsim binary: simulate and plan take a config with --seq-length, refuse it
 //   without in one line, and refuse --seq-length beside --profile.
 #include <catch2/catch.hpp>
@@ -263,6 +263,30 @@ TEST_CASE("a model file's moe_layer_freq may list each layer, as Megatron's list
   CHECK(refusal(base + R"("moe_layer_freq": [0, 1, 1, 1], "first_k_dense_layers": 1})") ==
         "config.json: model fields 'moe_layer_freq' (a list) and 'first_k_dense_layers' both say which layers are "
         "dense: give one");
+}
+
+TEST_CASE("a model file may name its fields as Megatron-Core's TransformerConfig does", "[model]") {
+  // Megatron-Bridge's provider for Llama 3 8B, its fields as they are.
+  const ModelSpec megatron = parse_model_json(R"({"num_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+      "num_query_groups": 8, "ffn_hidden_size": 14336, "seq_length": 8192, "vocab_size": 128256,
+      "gated_linear_unit": true, "share_embeddings_and_output_weights": false, "add_bias_linear": false,
+      "kv_channels": 128, "flash_attention": true})",
+                                              "llama3.json");
+  ModelSpec preset = resolve_model("llama-3-8b");
+  CHECK(megatron.total_parameters() == preset.total_parameters());
+  CHECK(megatron.kv_heads_or_heads() == 8);
+  CHECK_FALSE(megatron.has_biases());
+  CHECK(parse_model_json(R"({"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "seq_length": 128,
+      "vocab_size": 100})",
+                         "m.json", 512)
+            .seq == 512);
+  CHECK(refusal(R"({"num_layers": 2, "num_attention_heads": 4, "seq_length": 128, "vocab_size": 100})") ==
+        "config.json: model field 'hidden' is missing (Megatron's 'hidden_size')");
+  CHECK(refusal(R"({"layers": 2, "num_layers": 3, "hidden": 64, "heads": 4, "seq": 128, "vocab": 100})") ==
+        "config.json: model fields 'layers' (2) and 'num_layers' (3) are one field and disagree");
+  CHECK(refusal(R"({"layers": 2, "hidden": 64, "heads": 4, "seq": 128, "vocab": 100, "gated_mlp": true,
+      "gated_linear_unit": false})") ==
+        "config.json: model fields 'gated_mlp' (true) and 'gated_linear_unit' (false) are one field and disagree");
 }
 
 TEST_CASE("ppsim simulate and plan read a Hugging Face config with --seq-length", "[model][hugging_face][cli]") {
