@@ -24,7 +24,8 @@ void MegatronOptions::add_to(po::options_description& options, bool with_optimiz
        "config.json, which gives only the longest context the model supports)")
       ("cp-comm-type", po::value(&cp_comm_type)->default_value(cp_comm_type),
        "how context parallelism exchanges keys and values: p2p (a ring, each transfer behind one attention "
-       "block) or all_gather (before the attention)")
+       "block), all_gather (before the attention) or a2a (all-to-alls of Q, K, V and the output: each rank "
+       "attends the whole sequence with a C-th of the heads; runs sliding windows and chunks)")
       ("attention-backend", po::value(&attention_backend)->default_value(attention_backend),
        "the fused attention kernel of a flash_attention model: flash (FlashAttention-2), fused (cuDNN), or auto "
        "(fused where the device has its figures)")
@@ -154,8 +155,10 @@ void MegatronOptions::apply(sim::ParallelConfig& parallel) const {
     parallel.context_parallel_comm = sim::ContextParallelComm::p2p;
   else if (cp_comm_type == "all_gather")
     parallel.context_parallel_comm = sim::ContextParallelComm::all_gather;
+  else if (cp_comm_type == "a2a")
+    parallel.context_parallel_comm = sim::ContextParallelComm::a2a;
   else
-    throw UsageError("--cp-comm-type: '" + cp_comm_type + "' (p2p or all_gather)");
+    throw UsageError("--cp-comm-type: '" + cp_comm_type + "' (p2p, all_gather or a2a)");
   if (attention_backend == "auto")
     parallel.attention_backend = sim::AttentionBackend::auto_select;
   else if (attention_backend == "flash")

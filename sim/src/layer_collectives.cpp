@@ -149,6 +149,14 @@ double measured_attention_s(const LayerShape& l, const ModelSpec& model, const D
 // and those outside a window or a chunk, an unfused one computes every score and masks them.
 double attention_core_s(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel, bool backward,
                         AttentionSpan span) {
+  if (parallel.context_parallel > 1 && parallel.context_parallel_comm == ContextParallelComm::a2a) {
+    // After the all-to-all the rank holds the whole sequence of a C-th of its heads: the core of
+    // a run without context parallelism whose heads are split T x C ways.
+    ParallelConfig whole = parallel;
+    whole.context_parallel = 1;
+    whole.tensor_parallel = parallel.tensor_parallel * parallel.context_parallel;
+    return attention_core_s(model, device, whole, backward, span);
+  }
   const LayerShape l(model, parallel);
   if (const double measured_s = measured_attention_s(l, model, device, parallel, backward, span); measured_s > 0)
     return measured_s;
@@ -197,6 +205,17 @@ ContextParallelExchange context_parallel_exchange(const ModelSpec& model, const 
   // The rank's keys and values: two of the 2C chunks of each sequence, the tensor-parallel rank's
   // kv heads, 16-bit.
   const double kv_bytes = 2.0 * 2.0 * l.local_seq() * l.b * l.kv_width / l.t;
+  if (parallel.context_parallel_comm == ContextParallelComm::a2a) {
+    // Transformer Engine's AttnFuncWithCPAndQKVOA2A: Q, K and V all-to-all before the core (each
+    // rank keeps a C-th of what it holds), the output back after it; the backward's output
+    // gradient before and the three input gradients after. The core waits for each: nothing hides.
+    const double query_bytes = 2.0 * l.local_seq() * l.b * l.attention_width / l.t;
+    const double sent = static_cast<double>(cp - 1) / cp;
+    auto all_to_all_s = [&](double bytes) { return link.latency_s + sent * bytes / link.bandwidth_bytes_per_s; };
+    out.forward_s = all_to_all_s(query_bytes + kv_bytes) + all_to_all_s(query_bytes);
+    out.backward_s = all_to_all_s(query_bytes) + all_to_all_s(query_bytes + kv_bytes);
+    return out;
+  }
   if (parallel.context_parallel_comm == ContextParallelComm::all_gather) {
     // Gathered before the attention and their gradients reduce-scattered after its backward: the
     // attention waits for both.

@@ -61,19 +61,31 @@ std::optional<std::string> context_parallel_problem(const ModelSpec& model, cons
   const int cp = parallel.context_parallel;
   if (cp < 1) return std::string("--context-parallel must be at least 1");
   if (cp == 1) return std::nullopt;
-  // A window or chunks as long as the sequence are full attention.
-  auto limits = [&](AttentionSpan span) {
-    return model.layers_with(span) > 0 &&
-           model.causal_keys_per_query(span) < model.causal_keys_per_query(AttentionSpan::full);
-  };
-  if (limits(AttentionSpan::window))
-    return "--context-parallel " + std::to_string(cp) + ": " + model.name +
-           "'s sliding-window attention (window_size " + std::to_string(model.window_size) +
-           ") is not modelled under context parallelism";
-  if (limits(AttentionSpan::chunk))
-    return "--context-parallel " + std::to_string(cp) + ": " + model.name +
-           "'s chunked attention (attention_chunk_size " + std::to_string(model.attention_chunk_size) +
-           ") is not modelled under context parallelism";
+  const std::string option = "--context-parallel " + std::to_string(cp);
+  if (parallel.context_parallel_comm == ContextParallelComm::a2a) {
+    // Each rank attends with a C-th of its tensor-parallel rank's query and key/value heads.
+    const int t = std::max(parallel.tensor_parallel, 1);
+    for (const auto& [count, what] :
+         {std::pair{model.heads, "attention heads"}, std::pair{model.kv_heads_or_heads(), "key/value heads"}})
+      if (count % t == 0 && (count / t) % cp != 0)
+        return option + " with --cp-comm-type a2a: does not divide the " + std::to_string(count / t) + " " + what +
+               " of " + model.name + " on a tensor-parallel rank (each CP rank attends with a C-th of them)";
+  } else {
+    // A window or chunks as long as the sequence are full attention; shorter ones need every
+    // query's keys on its own rank, which only the all-to-all gives.
+    auto limits = [&](AttentionSpan span) {
+      return model.layers_with(span) > 0 &&
+             model.causal_keys_per_query(span) < model.causal_keys_per_query(AttentionSpan::full);
+    };
+    if (limits(AttentionSpan::window))
+      return option + ": " + model.name + "'s sliding-window attention (window_size " +
+             std::to_string(model.window_size) +
+             ") is not modelled with this --cp-comm-type (give --cp-comm-type a2a, as Transformer Engine requires)";
+    if (limits(AttentionSpan::chunk))
+      return option + ": " + model.name + "'s chunked attention (attention_chunk_size " +
+             std::to_string(model.attention_chunk_size) +
+             ") is not modelled with this --cp-comm-type (give --cp-comm-type a2a)";
+  }
   if (model.seq % (2 * cp) != 0)
     return "--context-parallel " + std::to_string(cp) + ": 2 x " + std::to_string(cp) + " chunks do not divide the " +
            std::to_string(model.seq) + "-token sequence of " + model.name +
@@ -117,11 +129,15 @@ void check_option_pairs(const ParallelConfig& parallel) {
         "gradients fill the pipeline's flush, as in Megatron, which refuses it without one");
 }
 
-// The link context parallelism's ring runs on: its members sit T apart, on one node's NVLink while
-// T x C GPUs fit in a node, else some hops cross the network.
-LinkSpec context_parallel_link(const Topology& topology, const ParallelConfig& parallel) {
+// The link context parallelism's exchange runs on: its members sit T apart, on one node's NVLink
+// while T x C GPUs fit in a node, else some hops cross the network. Its all-to-alls (a2a) run at
+// what NCCL's all-to-all achieves there, as the experts' do.
+LinkSpec context_parallel_link(const Topology& topology, const ParallelConfig& parallel, const DeviceSpec& device) {
   const bool in_node = parallel.tensor_parallel * parallel.context_parallel <= topology.gpus_per_node;
-  return in_node ? topology.intra_node : topology.inter_node;
+  LinkSpec link = in_node ? topology.intra_node : topology.inter_node;
+  if (parallel.context_parallel_comm == ContextParallelComm::a2a)
+    link.bandwidth_bytes_per_s *= in_node ? device.all_to_all.nvlink_fraction : device.all_to_all.network_fraction;
+  return link;
 }
 
 }  // namespace
@@ -331,7 +347,7 @@ StageInputs stage_inputs(const ModelSpec& model, const DeviceSpec& device, const
   in.layers = stage_layers(model, parallel);
   const int tp = parallel.tensor_parallel;
   // Tensor parallelism stays inside a node: its collectives run on NVLink.
-  const LayerLinks links{topology.intra_node, context_parallel_link(topology, parallel)};
+  const LayerLinks links{topology.intra_node, context_parallel_link(topology, parallel, device)};
   in.dense = dense_layer_costs(model, device, links, parallel);
   in.moe = moe_layer_costs(
       model, device, links,

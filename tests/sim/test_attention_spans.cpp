@@ -8,7 +8,7 @@
 // - a fused core's windowed layers cost what a model of windowed layers alone costs, in their
 //   share; an unfused core computes every score whatever the window;
 // - context parallelism with a window is refused naming the option, in the model and through
-//   `ppsim simulate`;
+//   `ppsim simulate`, unless its exchange is the all-to-all (--cp-comm-type a2a), which runs it;
 // - model files: Megatron's window_size (an integer or its [left, right] pair, -1 none) and
 //   Hugging Face's sliding_window (the span, the query included: one more) are read; a right side,
 //   a left side below -1, an empty span, a skip frequency without a window or below 0, and the two
@@ -130,7 +130,7 @@ TEST_CASE("a fused core prices its windowed layers as a model of windowed layers
         attention_core_forward_s(with_window(unfused, -1, 0), h100, one_gpu()));
 }
 
-TEST_CASE("context parallelism with a sliding window is refused naming the option") {
+TEST_CASE("context parallelism with a sliding window is refused naming the option, but for a2a's") {
   ParallelConfig cp = one_gpu();
   cp.context_parallel = 2;
   const auto problem = context_parallel_problem(resolve_model("gpt-oss-20b"), cp);
@@ -144,6 +144,12 @@ TEST_CASE("context parallelism with a sliding window is refused naming the optio
   CHECK(run.status == 2);
   CHECK(run.one_error_line());
   CHECK(run.err.find("--context-parallel 2") != std::string::npos);
+  CHECK(run.err.find("--cp-comm-type a2a") != std::string::npos);
+  // With the all-to-all every query meets its window on its own rank: priced.
+  const ppsim_test::PpsimRun ulysses = ppsim_test::run_ppsim(
+      "simulate --model gpt-oss-20b --schedule 1f1b --stages 2 --micro-batches 4 --context-parallel 2 "
+      "--cp-comm-type a2a");
+  CHECK(ulysses.status == 0);
 }
 
 TEST_CASE("a model file lists its windowed layers in Megatron's or Hugging Face's form") {
@@ -245,8 +251,11 @@ TEST_CASE("chunked layers meet their chunk's keys, and a chunk as long as the se
   const auto problem = context_parallel_problem(long_scout, cp);
   REQUIRE(problem);
   CHECK(*problem ==
-        "--context-parallel 2: llama4-scout's chunked attention (attention_chunk_size 8192) is not modelled under "
-        "context parallelism");
+        "--context-parallel 2: llama4-scout's chunked attention (attention_chunk_size 8192) is not modelled with "
+        "this --cp-comm-type (give --cp-comm-type a2a)");
+  ParallelConfig ulysses = cp;
+  ulysses.context_parallel_comm = ContextParallelComm::a2a;
+  CHECK_FALSE(context_parallel_problem(long_scout, ulysses));
   // The fused core: the chunked layers cost a causal core of one chunk's length, four times over.
   ModelSpec all_chunked = long_scout;
   all_chunked.nope_layer_interval = 0;

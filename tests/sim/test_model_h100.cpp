@@ -6,6 +6,10 @@
 //   2 us + 37.28 us on NVLink, hidden behind the forward's blocks; the backward's last transfer
 //   (the gradients home) stays: 39.28 us; the all-gather variant exposes one ring step each way;
 //   across nodes (50 GB/s) the forward's step outlasts its block;
+// - --cp-comm-type a2a (Ulysses): the core is CP 1's with half the heads, the all-to-alls move
+//   half of Q, K, V (2 x 4096 x (4096 + 2 x 1024) bytes) and of the output (2 x 4096 x 4096) each
+//   way, nothing hidden, at NCCL's all-to-all rate on NVLink; it needs the heads and the key/value
+//   heads of a tensor-parallel rank to divide by C, and it runs sliding windows;
 // - gradients over DP x CP: T = 2, C = 2, DP = 4 put 8 members T apart in the gradients' group,
 //   pipeline neighbours 16 apart; the distributed optimizer shards over the 8;
 // - C = 3 does not split 8192 in 6 chunks: refused naming --context-parallel 3;
@@ -102,6 +106,46 @@ TEST_CASE("context parallelism halves a layer's tokens and hides its key/value r
   ParallelConfig wide = h100_parallel(1, 8);
   CHECK(context_parallel_exchange(llama, h100, kNdrAdapter, wide).forward_s > 0.0);
   CHECK(context_parallel_exchange(llama, h100, kH100Nvlink, h100_parallel(1, 1)).backward_s == 0.0);
+}
+
+TEST_CASE("--cp-comm-type a2a gives each rank the whole sequence of a C-th of the heads") {
+  const ModelSpec llama = resolve_model("llama-3-8b");
+  const DeviceSpec h100 = device_preset("h100");
+  ParallelConfig ulysses = h100_parallel(1, 2);
+  ulysses.context_parallel_comm = ContextParallelComm::a2a;
+  // The core: what one GPU without context parallelism spends on 16 of its 32 heads.
+  CHECK(attention_core_forward_s(llama, h100, ulysses) ==
+        Approx(attention_core_forward_s(llama, h100, h100_parallel(2, 1))));
+  CHECK(attention_core_backward_s(llama, h100, ulysses) ==
+        Approx(attention_core_backward_s(llama, h100, h100_parallel(2, 1))));
+  // Q, K and V of the rank's 4096 tokens, half of them sent; then the output's half.
+  const double qkv_s = 2e-6 + 0.5 * 2.0 * 4096 * (4096 + 2 * 1024) / 450e9;
+  const double output_s = 2e-6 + 0.5 * 2.0 * 4096 * 4096 / 450e9;
+  const ContextParallelExchange exchange = context_parallel_exchange(llama, h100, kH100Nvlink, ulysses);
+  CHECK(exchange.forward_s == Approx(qkv_s + output_s));
+  CHECK(exchange.backward_s == Approx(qkv_s + output_s));
+  // In a run the link is NVLink at what NCCL's all-to-all achieves there (370 of 450 GB/s).
+  ParallelConfig run = ulysses;
+  run.data_parallel = 4;
+  const CostModel costs = derive_costs(llama, h100, Topology{}, run);
+  ParallelConfig ring = run;
+  ring.context_parallel_comm = ContextParallelComm::p2p;
+  CHECK(costs.stage(0).f_s > derive_costs(llama, h100, Topology{}, ring).stage(0).f_s);
+  // The heads and the key/value heads of a tensor-parallel rank must divide by C: 8 kv heads over
+  // T = 4 leave 2, which C = 4 cannot split.
+  ParallelConfig too_wide = h100_parallel(4, 4);
+  too_wide.context_parallel_comm = ContextParallelComm::a2a;
+  const auto problem = context_parallel_problem(llama, too_wide);
+  REQUIRE(problem);
+  CHECK(*problem ==
+        "--context-parallel 4 with --cp-comm-type a2a: does not divide the 2 key/value heads of llama-3-8b on a "
+        "tensor-parallel rank (each CP rank attends with a C-th of them)");
+  // It runs a sliding window, which the ring refuses.
+  const ModelSpec gpt_oss = resolve_model("gpt-oss-20b");
+  ParallelConfig windowed = ulysses;
+  CHECK_FALSE(context_parallel_problem(gpt_oss, windowed));
+  windowed.context_parallel_comm = ContextParallelComm::p2p;
+  CHECK(context_parallel_problem(gpt_oss, windowed));
 }
 
 TEST_CASE("gradients are reduced over data x context parallelism, and C must split the sequence") {

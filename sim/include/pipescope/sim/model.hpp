@@ -226,9 +226,11 @@ std::string_view fp8_format_name(Fp8Format format);  // "none", "hybrid", "e4m3"
 
 // How attention's keys and values travel around the context-parallel group (Megatron's
 // --cp-comm-type): a ring of point-to-point transfers, each behind one attention block (the
-// default), or one all-gather before the attention (and a reduce-scatter of their gradients after
-// its backward).
-enum class ContextParallelComm : std::uint8_t { p2p, all_gather };
+// default), one all-gather before the attention (and a reduce-scatter of their gradients after
+// its backward), or all-to-alls that give each rank the whole sequence of a C-th of its heads
+// (a2a, DeepSpeed-Ulysses' exchange: the one that runs sliding windows and chunks, since every
+// query then meets its keys on its own rank).
+enum class ContextParallelComm : std::uint8_t { p2p, all_gather, a2a };
 
 // How the GPUs of a run split the work, in Megatron-Core's names and order (TP innermost, then
 // CP, then DP, then PP: "tp-cp-dp-pp"). GPUs = tensor x context x data x pipeline. A further
