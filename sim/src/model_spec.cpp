@@ -795,6 +795,14 @@ ModelSpec resolve_model(const std::string& name_or_path, std::optional<int> seq_
       if (seq_length) m.seq = *seq_length;
       return m;
     }
+  // A model's folder (a Hugging Face snapshot, as transformers' from_pretrained takes it): its config.json.
+  std::error_code ignored;
+  if (std::filesystem::is_directory(name_or_path, ignored)) {
+    const std::string config = (std::filesystem::path(name_or_path) / "config.json").string();
+    if (!std::filesystem::exists(config, ignored))
+      throw UsageError("--model: " + name_or_path + " is a folder without a config.json (a Hugging Face model's)");
+    return resolve_model(config, seq_length);
+  }
   if (auto problem = input_file_problem(name_or_path, "a model file (JSON)")) throw UsageError("--model: " + *problem);
   if (std::filesystem::exists(name_or_path)) return parse_model_json(read_file(name_or_path), name_or_path, seq_length);
   std::string known;

@@ -199,7 +199,8 @@ TEST_CASE("a directory given as a file is refused as such, for every file input"
       {"compare d d", "d is a directory, expected a trace file"},
       {"calibrate d -o p.json", "d is a directory, expected a trace file"},
       {"simulate --profile d", "d is a directory, expected a profile file"},
-      {"simulate --model d", "d is a directory, expected a model file"}};
+      // A model's folder is read for its config.json (a Hugging Face snapshot): one without it is named so.
+      {"simulate --model d", "d is a folder without a config.json (a Hugging Face model's)"}};
   for (const auto& [args, message] : cases) {
     const CliRun run = run_cli(ppsim, dir, args, 20);
     INFO(args << " -> " << run.err);

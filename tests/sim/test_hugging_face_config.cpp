@@ -7,6 +7,7 @@
 // - the others' parameters are their published totals: Mistral 7B (every layer windowed), Qwen2
 //   57B-A14B (a shared expert), Kimi K2 (DeepSeek-V3's architecture, 1.03 T), GLM-4.5-Air (96 heads
 //   of 128 over a hidden of 4096), MiniMax-M2.5;
+// - a model's folder (a Hub snapshot) is read for its config.json;
 // - the training sequence is --seq-length's: without it a config is refused, naming the option
 //   and the longest context the file gives; with it a preset or a model file trains at that length;
 // - refused in one line naming the file and the config's field: a model_type pipescope does not
@@ -163,6 +164,20 @@ TEST_CASE("GLM-4.5's and MiniMax-M2's configs: DeepSeek's and Mixtral's names, h
   CHECK(minimax.window_size == -1);
   CHECK(minimax.total_parameters() == Approx(229e9).epsilon(0.01));
   CHECK(minimax.active_parameters() - 2.0 * minimax.embedding_parameters() == Approx(10e9).epsilon(0.03));
+}
+
+TEST_CASE("a model's folder is read for its config.json, named after the folder", "[model][hugging_face]") {
+  const auto folder = std::filesystem::temp_directory_path() / "pipescope-hf-folder-test" / "Qwen3-30B-A3B";
+  std::filesystem::create_directories(folder);
+  std::filesystem::copy_file(config_path("Qwen__Qwen3-30B-A3B"), folder / "config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  const ModelSpec from_folder = resolve_model(folder.string(), 4096);
+  CHECK(from_folder.name == "Qwen3-30B-A3B");
+  CHECK(from_folder.total_parameters() == resolve_model("qwen3-30b-a3b").total_parameters());
+  std::filesystem::remove(folder / "config.json");
+  CHECK_THROWS_WITH(resolve_model(folder.string(), 4096),
+                    "--model: " + folder.string() + " is a folder without a config.json (a Hugging Face model's)");
+  std::filesystem::remove_all(folder.parent_path());
 }
 
 TEST_CASE("a Hugging Face config trains at --seq-length's sequence, and needs it", "[model][hugging_face]") {
