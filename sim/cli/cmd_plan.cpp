@@ -69,8 +69,9 @@ int run_plan(const std::vector<std::string>& args) {
   po::options_description options("ppsim plan [options]");
   add_plan_options(options, o);
   add_megatron_plan_names(options);
+  add_megatron_model_names(options);
   po::variables_map vm;
-  po::store(po::command_line_parser(with_megatron_plan_names(args)).options(options).run(), vm);
+  po::store(po::command_line_parser(with_megatron_model(with_megatron_plan_names(args))).options(options).run(), vm);
   if (vm.count("help")) {
     std::cout << options;
     return 0;

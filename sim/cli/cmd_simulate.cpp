@@ -155,6 +155,7 @@ void add_options(po::options_description& o, SimulateOptions& s) {
   o.add(schedule).add(costs).add(model);
   s.megatron.add_to(o, true);
   add_megatron_size_names(o);
+  add_megatron_model_names(o);
   o.add(measured).add(output);
 }
 
@@ -490,7 +491,7 @@ int run_simulate(const std::vector<std::string>& args) {
   po::options_description options("ppsim simulate [options]");
   add_options(options, s);
   po::variables_map vm;
-  po::store(po::command_line_parser(with_megatron_size_names(args)).options(options).run(), vm);
+  po::store(po::command_line_parser(with_megatron_model(with_megatron_size_names(args))).options(options).run(), vm);
   if (vm.count("help")) {
     std::cout << options;
     return 0;

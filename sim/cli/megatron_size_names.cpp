@@ -1,14 +1,18 @@
 #include "megatron_size_names.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <array>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <string_view>
 #include <utility>
 
 #include "pipescope/core/errors.hpp"
+#include "pipescope/sim/model.hpp"
 
 namespace po = boost::program_options;
 
@@ -96,7 +100,181 @@ std::vector<std::string> with_our_names(std::vector<std::string> args, const std
   return args;
 }
 
+// Megatron's model-shape arguments (megatron/training/arguments.py) and the model-file field each
+// gives (SPEC section 6's names).
+struct ModelName {
+  std::string_view megatron;
+  std::string_view field;
+};
+
+constexpr std::array<ModelName, 15> kModelSizes{{
+    {"--num-layers", "layers"},
+    {"--hidden-size", "hidden"},
+    {"--num-attention-heads", "heads"},
+    {"--num-query-groups", "kv_heads"},
+    {"--ffn-hidden-size", "ffn_hidden"},
+    {"--kv-channels", "head_dim"},
+    {"--vocab-size", "vocab"},
+    {"--num-experts", "num_experts"},
+    {"--moe-router-topk", "top_k"},
+    {"--moe-ffn-hidden-size", "moe_ffn_hidden"},
+    {"--moe-shared-expert-intermediate-size", "moe_shared_expert_intermediate_size"},
+    {"--moe-layer-freq", "moe_layer_freq"},
+    {"--mtp-num-layers", "mtp_num_layers"},
+    {"--q-lora-rank", "q_lora_rank"},
+    {"--kv-lora-rank", "kv_lora_rank"},
+}};
+constexpr std::array<ModelName, 3> kModelHeadSizes{{
+    {"--qk-head-dim", "qk_head_dim"},
+    {"--qk-pos-emb-head-dim", "qk_pos_emb_head_dim"},
+    {"--v-head-dim", "v_head_dim"},
+}};
+constexpr std::array<std::string_view, 3> kModelRates = {"--hidden-dropout", "--attention-dropout",
+                                                         "--moe-expert-capacity-factor"};
+constexpr std::array<std::string_view, 6> kModelSwitches = {
+    "--group-query-attention",  "--swiglu",        "--untie-embeddings-and-output-weights", "--disable-bias-linear",
+    "--multi-latent-attention", "--use-flash-attn"};
+
+// Whether the switch `name` is on the command line, taken out of it.
+bool take_switch(std::vector<std::string>& args, std::string_view name) {
+  bool found = false;
+  for (auto it = args.begin(); it != args.end();) {
+    if (*it == name) {
+      found = true;
+      it = args.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return found;
+}
+
+std::optional<std::string> take_value(std::vector<std::string>& args, std::string_view name) {
+  const std::optional<Given> given = find_option(args, name);
+  if (!given) return std::nullopt;
+  args = replaced(args, *given, std::nullopt);
+  return given->value;
+}
+
+double rate(const std::string& text, std::string_view option) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || value < 0)
+    throw UsageError(fmt::format("{} '{}': must be a number >= 0", option, text));
+  return value;
+}
+
+// Megatron's --moe-layer-freq: an integer, or its list form written as a list ("[0,1,1,...]").
+nlohmann::json moe_layer_freq(const std::string& text) {
+  if (!text.empty() && text.front() == '[') {
+    try {
+      return nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception&) {
+      throw UsageError("--moe-layer-freq '" + text + "': an integer, or a list of 0 and 1 such as [0,1,1,1]");
+    }
+  }
+  return positive_size(text, "--moe-layer-freq");
+}
+
 }  // namespace
+
+std::vector<std::string> with_megatron_model(const std::vector<std::string>& args_in) {
+  std::vector<std::string> args = args_in;
+  nlohmann::json model;
+  std::vector<std::string> given;
+  for (const auto& names : {std::vector<ModelName>(kModelSizes.begin(), kModelSizes.end()),
+                            std::vector<ModelName>(kModelHeadSizes.begin(), kModelHeadSizes.end())})
+    for (const ModelName& name : names)
+      if (const auto value = take_value(args, name.megatron)) {
+        given.emplace_back(name.megatron);
+        model[std::string(name.field)] = name.megatron == "--moe-layer-freq"
+                                             ? moe_layer_freq(*value)
+                                             : nlohmann::json(positive_size(*value, name.megatron));
+      }
+  std::array<std::optional<double>, kModelRates.size()> rates;
+  for (std::size_t i = 0; i < kModelRates.size(); ++i)
+    if (const auto value = take_value(args, kModelRates[i])) {
+      given.emplace_back(kModelRates[i]);
+      rates[i] = rate(*value, kModelRates[i]);
+    }
+  std::array<bool, kModelSwitches.size()> switches{};
+  for (std::size_t i = 0; i < kModelSwitches.size(); ++i)
+    if ((switches[i] = take_switch(args, kModelSwitches[i]))) given.emplace_back(kModelSwitches[i]);
+  if (given.empty()) return args_in;
+
+  if (find_option(args, "--model") || std::find(args.begin(), args.end(), "--model") != args.end())
+    throw UsageError(fmt::format("--model and {} both describe the model: give one", given.front()));
+  for (std::string_view required : {"--num-layers", "--hidden-size", "--num-attention-heads", "--vocab-size"})
+    if (std::find(given.begin(), given.end(), required) == given.end())
+      throw UsageError(
+          fmt::format("{}: Megatron's model options also need {} (and --num-layers, --hidden-size, "
+                      "--num-attention-heads, --vocab-size, --seq-length)",
+                      given.front(), required));
+  const std::optional<Given> seq = find_option(args, "--seq-length");
+  if (!seq) throw UsageError(given.front() + ": Megatron's model options also need --seq-length");
+  model["seq"] = positive_size(seq->value, "--seq-length");
+  const bool group_query = switches[0], swiglu = switches[1], untie = switches[2], no_bias = switches[3],
+             latent = switches[4];
+  if (model.contains("kv_heads") && !group_query)
+    throw UsageError("--num-query-groups needs --group-query-attention, as Megatron reads it only with it");
+  if (!latent)
+    for (const char* field : {"q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim"})
+      if (model.contains(field))
+        throw UsageError("--q-lora-rank, --kv-lora-rank and the head dims need --multi-latent-attention");
+  const int hidden = model["hidden"].get<int>();
+  // Megatron's defaults (arguments.py): a SwiGLU FFN of 4h x 2/3 rounded down to a multiple of 64,
+  // else 4h; embeddings tied and linear layers biased unless told otherwise; dropout 0.1.
+  if (!model.contains("ffn_hidden")) model["ffn_hidden"] = swiglu ? (4 * hidden * 2 / 3) / 64 * 64 : 4 * hidden;
+  model["gated_mlp"] = swiglu;
+  model["tied_embeddings"] = !untie;
+  model["biases"] = !no_bias;
+  model["dropout"] = rates[0].value_or(0.1) > 0 || rates[1].value_or(0.1) > 0;
+  if (rates[2]) model["capacity_factor"] = *rates[2];
+  model["flash_attention"] = true;  // Megatron-Core's attention backend: Transformer Engine's fused kernels
+  model["name"] = fmt::format("megatron-{}x{}", model["layers"].get<int>(), hidden);
+  // What the model's own checks refuse is said of these options, not of a --model never typed.
+  (void)sim::parse_model_json(model.dump(), "Megatron's model options");
+  args.emplace_back("--model");
+  args.push_back(model.dump());
+  return args;
+}
+
+void add_megatron_model_names(po::options_description& options) {
+  po::options_description names(
+      "Megatron's model options (instead of --model; with --seq-length; Megatron's defaults: FFN 4h, or "
+      "4h x 2/3 with --swiglu; tied embeddings, biases, dropout 0.1)");
+  // clang-format off
+  names.add_options()
+      ("num-layers", po::value<int>(), "transformer layers")
+      ("hidden-size", po::value<int>(), "hidden width")
+      ("num-attention-heads", po::value<int>(), "attention heads")
+      ("group-query-attention", "grouped-query attention, with --num-query-groups")
+      ("num-query-groups", po::value<int>(), "key/value heads")
+      ("ffn-hidden-size", po::value<int>(), "the MLP's width")
+      ("kv-channels", po::value<int>(), "a head's width (default hidden / heads)")
+      ("vocab-size", po::value<int>(), "the vocabulary (padded as the tokenizer pads it)")
+      ("swiglu", "gated MLP (SwiGLU)")
+      ("untie-embeddings-and-output-weights", "separate input embedding and output layer")
+      ("disable-bias-linear", "no biases on the linear layers")
+      ("hidden-dropout", po::value<double>(), "dropout rate of the hidden states (0: no dropout)")
+      ("attention-dropout", po::value<double>(), "dropout rate of the attention probabilities")
+      ("use-flash-attn", "a fused attention kernel (the default)")
+      ("num-experts", po::value<int>(), "routed experts (a mixture of experts)")
+      ("moe-router-topk", po::value<int>(), "experts a token is routed to")
+      ("moe-ffn-hidden-size", po::value<int>(), "one routed expert's width")
+      ("moe-shared-expert-intermediate-size", po::value<int>(), "the shared experts' width together")
+      ("moe-layer-freq", po::value<std::string>(), "every N-th layer MoE, or a list of 0 and 1 a layer")
+      ("moe-expert-capacity-factor", po::value<double>(), "tokens an expert takes over the mean (absent: dropless)")
+      ("mtp-num-layers", po::value<int>(), "multi-token prediction layers")
+      ("multi-latent-attention", "multi-head latent attention, with the ranks and head widths below")
+      ("q-lora-rank", po::value<int>(), "MLA's query rank")
+      ("kv-lora-rank", po::value<int>(), "MLA's key/value rank")
+      ("qk-head-dim", po::value<int>(), "MLA's query/key head width")
+      ("qk-pos-emb-head-dim", po::value<int>(), "MLA's RoPE head width")
+      ("v-head-dim", po::value<int>(), "MLA's value head width");
+  // clang-format on
+  options.add(names);
+}
 
 std::vector<std::string> with_megatron_plan_names(const std::vector<std::string>& args) {
   return with_our_names(args, kPlanNames);

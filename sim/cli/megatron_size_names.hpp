@@ -22,6 +22,14 @@ std::vector<std::string> with_megatron_size_names(const std::vector<std::string>
 // The names in --help (the rewriting above reads them before the parser could).
 void add_megatron_size_names(boost::program_options::options_description& options);
 
+// Megatron's model-shape arguments (--num-layers, --hidden-size, --num-attention-heads,
+// --vocab-size with --seq-length; --swiglu, --num-experts, ...) read as an inline --model, with
+// Megatron's defaults for what they leave out. Refused in one line: beside --model, a required one
+// missing, --num-query-groups without --group-query-attention, MLA's sizes without
+// --multi-latent-attention.
+std::vector<std::string> with_megatron_model(const std::vector<std::string>& args);
+void add_megatron_model_names(boost::program_options::options_description& options);
+
 // `ppsim plan`'s: --global-batch-size is --global-batch.
 std::vector<std::string> with_megatron_plan_names(const std::vector<std::string>& args);
 void add_megatron_plan_names(boost::program_options::options_description& options);

@@ -795,6 +795,12 @@ ModelSpec resolve_model(const std::string& name_or_path, std::optional<int> seq_
       if (seq_length) m.seq = *seq_length;
       return m;
     }
+  // A model file's object written out as the argument itself (as Megatron's model options become).
+  if (!name_or_path.empty() && name_or_path.front() == '{') {
+    ModelSpec m = parse_model_json(name_or_path, "--model", seq_length);
+    if (m.name == "--model") m.name = "model";
+    return m;
+  }
   // A model's folder (a Hugging Face snapshot, as transformers' from_pretrained takes it): its config.json.
   std::error_code ignored;
   if (std::filesystem::is_directory(name_or_path, ignored)) {

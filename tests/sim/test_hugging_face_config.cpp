@@ -295,6 +295,13 @@ TEST_CASE("a model file may name its fields as Megatron-Core's TransformerConfig
       "vocab_size": 100})",
                          "m.json", 512)
             .seq == 512);
+  // The same object written as --model's argument itself.
+  const ModelSpec inline_model = resolve_model(R"({"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+      "seq_length": 128, "vocab_size": 100})");
+  CHECK(inline_model.layers == 2);
+  CHECK(inline_model.name == "model");
+  CHECK_THROWS_WITH(resolve_model(R"({"num_layers": 2})"),
+                    "--model: model field 'hidden' is missing (Megatron's 'hidden_size')");
   CHECK(refusal(R"({"num_layers": 2, "num_attention_heads": 4, "seq_length": 128, "vocab_size": 100})") ==
         "config.json: model field 'hidden' is missing (Megatron's 'hidden_size')");
   CHECK(refusal(R"({"layers": 2, "num_layers": 3, "hidden": 64, "heads": 4, "seq": 128, "vocab": 100})") ==

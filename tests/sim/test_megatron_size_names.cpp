@@ -9,7 +9,11 @@
 // - a global batch that micro-batch size x data parallelism does not divide, or that disagrees
 //   with --micro-batches, or a size that is no whole number: exit 2, one line naming the option,
 //   no --trace file written;
-// - --help lists the names; ppsim plan reads --global-batch-size as its --global-batch.
+// - --help lists the names; ppsim plan reads --global-batch-size as its --global-batch;
+// - Megatron's model options (--num-layers, --hidden-size, --num-attention-heads, --vocab-size,
+//   --seq-length, --swiglu, --group-query-attention --num-query-groups, ...) describe Llama 3 8B
+//   and GPT 1.3B as their presets do, to the byte, with Megatron's defaults for what they leave
+//   out; in simulate and plan; what does not describe a model is refused in one line.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -91,4 +95,71 @@ TEST_CASE("ppsim plan reads --global-batch-size as --global-batch", "[cli]") {
   CHECK(both.one_error_line());
   CHECK(both.err.find("--global-batch 32 and --global-batch-size 16 name one size") != std::string::npos);
   CHECK(ppsim_test::run_ppsim("plan --help").out.find("--global-batch-size") != std::string::npos);
+}
+
+TEST_CASE("Megatron's model options describe the model instead of --model, with Megatron's defaults", "[cli]") {
+  // Llama 3 8B as Megatron's arguments give it: the preset's prediction, to the byte of its JSON.
+  const std::string parallel =
+      "--schedule 1f1b --tensor-parallel 2 --sequence-parallel --stages 2 "
+      "--micro-batches 8 --data-parallel 2 --json";
+  const ppsim_test::PpsimRun preset = ppsim_test::run_ppsim("simulate --model llama-3-8b " + parallel);
+  REQUIRE(preset.status == 0);
+  const ppsim_test::PpsimRun megatron = ppsim_test::run_ppsim(
+      "simulate --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --group-query-attention "
+      "--num-query-groups 8 --ffn-hidden-size 14336 --swiglu --untie-embeddings-and-output-weights "
+      "--disable-bias-linear --hidden-dropout 0 --attention-dropout 0 --vocab-size 128256 --seq-length 8192 " +
+      parallel);
+  INFO(megatron.err);
+  REQUIRE(megatron.status == 0);
+  CHECK(megatron.out == preset.out);
+  // Megatron's defaults: an FFN of 4h (4h x 2/3 rounded down to 64 with --swiglu), tied embeddings,
+  // biases: GPT-style 24 layers of 2048 have gpt-1.3b's parameters (its attention fused, as
+  // Megatron-Core's is, where the preset's is not).
+  const ppsim_test::PpsimRun gpt = ppsim_test::run_ppsim(
+      "simulate --num-layers 24 --hidden-size 2048 --num-attention-heads 16 --vocab-size 50257 --seq-length 2048 "
+      "--schedule 1f1b --stages 2 --micro-batches 4 --json");
+  REQUIRE(gpt.status == 0);
+  CHECK(gpt.out.find("\"parameters\":1311528960") != std::string::npos);  // gpt-1.3b's
+  const std::string swiglu =
+      "simulate --num-layers 2 --hidden-size 4096 --num-attention-heads 32 --vocab-size 1000 "
+      "--seq-length 1024 --swiglu --schedule 1f1b --stages 2 --micro-batches 2 --json";
+  const ppsim_test::PpsimRun defaulted = ppsim_test::run_ppsim(swiglu);
+  REQUIRE(defaulted.status == 0);
+  CHECK(defaulted.out == ppsim_test::run_ppsim(swiglu + " --ffn-hidden-size 10880").out);  // 4 x 4096 x 2/3 -> 10880
+  const ppsim_test::PpsimRun planned = ppsim_test::run_ppsim(
+      "plan --num-layers 24 --hidden-size 2048 --num-attention-heads 16 --vocab-size 50257 "
+      "--seq-length 2048 --gpus 8 --global-batch 32 --top 1 --quiet");
+  CHECK(planned.status == 0);
+  CHECK(planned.out.find("megatron-24x2048 on 8 x h100") != std::string::npos);
+}
+
+TEST_CASE("Megatron's model options that do not describe a model are refused in one line", "[cli]") {
+  const std::string shape = "simulate --num-layers 4 --hidden-size 256 --num-attention-heads 4 --vocab-size 1000 ";
+  const std::pair<std::string, std::string> cases[] = {
+      {"simulate --num-layers 4 --hidden-size 256 --vocab-size 1000 --seq-length 128",
+       "--num-layers: Megatron's model options also need --num-attention-heads"},
+      {shape, "--num-layers: Megatron's model options also need --seq-length"},
+      {"simulate --model gpt-7b --num-layers 4", "--model and --num-layers both describe the model: give one"},
+      {shape + "--seq-length 128 --num-query-groups 2",
+       "--num-query-groups needs --group-query-attention, as Megatron reads it only with it"},
+      {shape + "--seq-length 128 --kv-lora-rank 64", "need --multi-latent-attention"},
+      {shape + "--seq-length 128 --num-experts 8 --moe-router-topk 9",
+       "Megatron's model options: top_k 9 is more than the 8 experts (num_experts)"},
+      {shape + "--seq-length 128 --hidden-dropout x", "--hidden-dropout 'x': must be a number >= 0"},
+      {shape + "--seq-length 128 --num-experts 4 --moe-router-topk 1 --moe-layer-freq [0,1]",
+       "Megatron's model options: model field 'moe_layer_freq' lists 2 layers of 4"},
+  };
+  for (const auto& [args, message] : cases) {
+    const ppsim_test::PpsimRun run = ppsim_test::run_ppsim(args + " --schedule 1f1b --stages 2 --micro-batches 4");
+    INFO(args << " -> " << run.err);
+    CHECK(run.status == 2);
+    CHECK(run.one_error_line());
+    CHECK(run.err.find(message) != std::string::npos);
+  }
+  // --moe-layer-freq's list form, one entry a layer.
+  const ppsim_test::PpsimRun listed =
+      ppsim_test::run_ppsim(shape +
+                            "--seq-length 128 --swiglu --num-experts 4 --moe-router-topk 1 --moe-layer-freq [0,1,0,1] "
+                            "--schedule 1f1b --stages 2 --micro-batches 4");
+  CHECK(listed.status == 0);
 }
