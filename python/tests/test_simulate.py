@@ -2,7 +2,8 @@
 (m + p - 1)(F + B + W) = 33 s with a bubble of 1 - 24/33 on every rank, the same numbers
 `ppsim simulate --json` prints; a Schedule object and its name give the same result; the
 predicted trace is written on demand and read back with its 96 compute events; the model path
-(gpt-7b on H100) fits memory; unknown or contradictory options raise the CLI's message."""
+(gpt-7b on H100) fits memory; Megatron's model arguments as keywords describe Llama 3 8B as its
+preset does; unknown or contradictory options raise the CLI's message."""
 
 from __future__ import annotations
 
@@ -64,3 +65,15 @@ def test_options_are_checked_by_the_command():
         ps.simulate("1f1b", model="gpt-7b", profile="p.json")
     with pytest.raises(ps.UsageError, match="fixes its own sizes"):
         ps.simulate(ps.schedule("1f1b", 4, 8), stages=2)
+
+
+def test_megatron_model_arguments_as_keywords():
+    shape = dict(num_layers=32, hidden_size=4096, num_attention_heads=32, group_query_attention=True,
+                 num_query_groups=8, ffn_hidden_size=14336, swiglu=True, vocab_size=128256, seq_length=8192,
+                 untie_embeddings_and_output_weights=True, disable_bias_linear=True, hidden_dropout=0.0,
+                 attention_dropout=0.0)
+    megatron = ps.simulate("1f1b", stages=2, micro_batches=4, **shape)
+    preset = ps.simulate("1f1b", stages=2, micro_batches=4, model="llama-3-8b")
+    assert megatron.iteration_time_s == preset.iteration_time_s
+    with pytest.raises(ps.UsageError, match="--seq-length"):
+        ps.simulate("1f1b", stages=2, micro_batches=4, **{k: v for k, v in shape.items() if k != "seq_length"})
