@@ -25,7 +25,8 @@ void MegatronOptions::add_to(po::options_description& options, bool with_optimiz
       ("cp-comm-type", po::value(&cp_comm_type)->default_value(cp_comm_type),
        "how context parallelism exchanges keys and values: p2p (a ring, each transfer behind one attention "
        "block), all_gather (before the attention) or a2a (all-to-alls of Q, K, V and the output: each rank "
-       "attends the whole sequence with a C-th of the heads; runs sliding windows and chunks)")
+       "attends the whole sequence with a C-th of the heads; runs sliding windows and chunks; ppsim plan's default "
+       "for a model with them)")
       ("attention-backend", po::value(&attention_backend)->default_value(attention_backend),
        "the fused attention kernel of a flash_attention model: flash (FlashAttention-2), fused (cuDNN), or auto "
        "(fused where the device has its figures)")

@@ -301,6 +301,10 @@ sim::PlanRequest plan_request(PlanOptions& o, const po::variables_map& vm) {
   request.max_mem_bytes = sim::parse_bytes(o.max_mem, "--max-mem");
   take_search_lists(o, vm, request);
   take_shared_choices(o, request);
+  // A model whose layers attend within windows or chunks runs context parallelism only with the
+  // all-to-all exchange, as Transformer Engine does: its rows take it unless --cp-comm-type says.
+  if (!o.use_profile() && vm["cp-comm-type"].defaulted() && request.model.has_limited_attention())
+    request.options.context_parallel_comm = sim::ContextParallelComm::a2a;
   request.max_pipeline = o.max_pipeline;
   request.keep_best = static_cast<std::size_t>(o.top);  // the rows beyond the top K are never shown
   return request;

@@ -165,9 +165,12 @@ void print_table_heading(const PlanOutput& out) {
         "{} measured on {} process(es) (profile {}), global batch {}, memory limit {} per process\n",
         printable(o.model_name), o.gpus, printable(o.profile_path), o.global_batch, limit);
   else
-    std::cout << fmt::format("{} on {} x {} ({} per node), global batch {}, memory limit {} per GPU{}\n",
+    std::cout << fmt::format("{} on {} x {} ({} per node), global batch {}, memory limit {} per GPU{}{}\n",
                              printable(out.request.model.name), o.gpus, out.request.device.name,
                              o.cluster.gpus_per_node, o.global_batch, limit,
+                             out.request.options.context_parallel_comm == sim::ContextParallelComm::a2a
+                                 ? "; context parallelism by all-to-all (--cp-comm-type a2a)"
+                                 : "",
                              o.steady_state ? "; steady state of back-to-back iterations" : "");
   std::cout << fmt::format("{} configurations: {} simulated, {} fit, {} dropped for memory, {} refused",
                            result.considered, result.simulated, result.rows.size() + result.folded,

@@ -73,15 +73,11 @@ std::optional<std::string> context_parallel_problem(const ModelSpec& model, cons
   } else {
     // A window or chunks as long as the sequence are full attention; shorter ones need every
     // query's keys on its own rank, which only the all-to-all gives.
-    auto limits = [&](AttentionSpan span) {
-      return model.layers_with(span) > 0 &&
-             model.causal_keys_per_query(span) < model.causal_keys_per_query(AttentionSpan::full);
-    };
-    if (limits(AttentionSpan::window))
+    if (model.attention_limited(AttentionSpan::window))
       return option + ": " + model.name + "'s sliding-window attention (window_size " +
              std::to_string(model.window_size) +
              ") is not modelled with this --cp-comm-type (give --cp-comm-type a2a, as Transformer Engine requires)";
-    if (limits(AttentionSpan::chunk))
+    if (model.attention_limited(AttentionSpan::chunk))
       return option + ": " + model.name + "'s chunked attention (attention_chunk_size " +
              std::to_string(model.attention_chunk_size) +
              ") is not modelled with this --cp-comm-type (give --cp-comm-type a2a)";

@@ -8,7 +8,8 @@
 // - a fused core's windowed layers cost what a model of windowed layers alone costs, in their
 //   share; an unfused core computes every score whatever the window;
 // - context parallelism with a window is refused naming the option, in the model and through
-//   `ppsim simulate`, unless its exchange is the all-to-all (--cp-comm-type a2a), which runs it;
+//   `ppsim simulate`, unless its exchange is the all-to-all (--cp-comm-type a2a), which runs it
+//   and which `ppsim plan` takes for such a model unless told otherwise;
 // - model files: Megatron's window_size (an integer or its [left, right] pair, -1 none) and
 //   Hugging Face's sliding_window (the span, the query included: one more) are read; a right side,
 //   a left side below -1, an empty span, a skip frequency without a window or below 0, and the two
@@ -24,6 +25,7 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "pipescope/core/errors.hpp"
@@ -290,4 +292,26 @@ TEST_CASE("model files give chunks in Hugging Face's and Megatron-Bridge's names
         "layers do which in 'layer_types'");
   CHECK(refusal(R"(, "nope_layer_interval": 4, "no_rope_layer_interval": 2, "attention_chunk_size": 256)") ==
         "m.json: model fields 'nope_layer_interval' (4) and 'no_rope_layer_interval' (2) are one field and disagree");
+}
+
+TEST_CASE("ppsim plan's context-parallel rows of a windowed model take the all-to-all exchange", "[cli][plan]") {
+  const std::string search =
+      "plan --model gpt-oss-20b --gpus 16 --global-batch 32 --context-parallel-sizes 1,2 --tensor-parallel-sizes 1 "
+      "--schedules 1f1b --micro-batch-sizes 1 --recompute none --top 0 --format json --quiet";
+  auto context_parallel_rows = [](const std::string& out) {
+    const nlohmann::json plan = nlohmann::json::parse(out);
+    int rows = 0;
+    for (const auto& row : plan["configurations"]) rows += row["context_parallel"] == 2 ? 1 : 0;
+    return rows;
+  };
+  const ppsim_test::PpsimRun planned = ppsim_test::run_ppsim(search);
+  REQUIRE(planned.status == 0);
+  CHECK(context_parallel_rows(planned.out) > 0);
+  // The ring, asked for, cannot run the windows: every CP row refused.
+  const ppsim_test::PpsimRun ring = ppsim_test::run_ppsim(search + " --cp-comm-type p2p");
+  REQUIRE(ring.status == 0);
+  CHECK(context_parallel_rows(ring.out) == 0);
+  const ppsim_test::PpsimRun table = ppsim_test::run_ppsim(
+      "plan --model gpt-oss-20b --gpus 16 --global-batch 32 --context-parallel-sizes 1,2 --top 1 --quiet");
+  CHECK(table.out.find("; context parallelism by all-to-all (--cp-comm-type a2a)") != std::string::npos);
 }

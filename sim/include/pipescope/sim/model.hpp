@@ -119,6 +119,14 @@ struct ModelSpec {
   // The attention core's work averaged over the layers, over its work with every layer full:
   // 1 without windows or chunks.
   double attention_span_share() const;
+  // Some layer's queries meet fewer keys than the causal sequence's (a window or chunks shorter
+  // than it): context parallelism then needs the all-to-all exchange.
+  bool has_limited_attention() const {
+    return attention_limited(AttentionSpan::window) || attention_limited(AttentionSpan::chunk);
+  }
+  bool attention_limited(AttentionSpan span) const {
+    return layers_with(span) > 0 && causal_keys_per_query(span) < causal_keys_per_query(AttentionSpan::full);
+  }
 
   bool is_moe() const { return num_experts > 0; }
   // An MTP layer's transformer layer has routed experts where the decoder's last layer does.
