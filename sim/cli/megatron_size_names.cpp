@@ -224,7 +224,8 @@ std::vector<std::string> with_megatron_model(const std::vector<std::string>& arg
   const int hidden = model["hidden"].get<int>();
   // Megatron's defaults (arguments.py): a SwiGLU FFN of 4h x 2/3 rounded down to a multiple of 64,
   // else 4h; embeddings tied and linear layers biased unless told otherwise; dropout 0.1.
-  if (!model.contains("ffn_hidden")) model["ffn_hidden"] = swiglu ? (4 * hidden * 2 / 3) / 64 * 64 : 4 * hidden;
+  const std::int64_t wide = 4LL * hidden;  // in 64 bits: the model's own check bounds it
+  if (!model.contains("ffn_hidden")) model["ffn_hidden"] = swiglu ? (wide * 2 / 3) / 64 * 64 : wide;
   model["gated_mlp"] = swiglu;
   model["tied_embeddings"] = !untie;
   model["biases"] = !no_bias;
