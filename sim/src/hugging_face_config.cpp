@@ -65,6 +65,7 @@ bool read_family(std::string_view model_type) {
 }
 
 constexpr std::int64_t kMaxField = std::int64_t{1} << 28;  // as for a model file's integers
+constexpr int kMaxLayers = 1 << 16;
 
 // Reads a config's fields, each refusal naming the file and the field as the config spells it.
 class ConfigReader {
@@ -356,7 +357,11 @@ json model_fields_from_hugging_face(const json& config, const std::string& sourc
 
   json out;
   out["name"] = model_name(config, source);
-  const int layers = r.required(gpt2 ? "n_layer" : "num_hidden_layers");
+  const char* layers_field = gpt2 ? "n_layer" : "num_hidden_layers";
+  const int layers = r.required(layers_field);
+  // The translation lists some fields layer by layer: a bound far above any model's depth keeps
+  // those lists small.
+  if (layers > kMaxLayers) r.refuse(layers_field, r.raw(layers_field), "at most 65536 layers");
   out["layers"] = layers;
   out["hidden"] = r.required(gpt2 ? "n_embd" : "hidden_size");
   out["heads"] = r.required(gpt2 ? "n_head" : "num_attention_heads");

@@ -210,6 +210,9 @@ TEST_CASE("a Hugging Face config that does not describe a model pipescope prices
   CHECK(refusal(R"({"model_type": "llama", "num_hidden_layers": "2", "hidden_size": 64, "num_attention_heads": 4,
       "vocab_size": 100})") ==
         "config.json: Hugging Face config field 'num_hidden_layers' is \"2\": it must be an integer from 0 to 2^28");
+  CHECK(refusal(R"({"model_type": "gemma2", "num_hidden_layers": 100000, "hidden_size": 64, "num_attention_heads": 4,
+      "vocab_size": 100, "sliding_window": 8})") ==
+        "config.json: Hugging Face config field 'num_hidden_layers' is 100000: it must be at most 65536 layers");
   CHECK(refusal(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100})") ==
         "config.json: Hugging Face config field 'num_hidden_layers' is missing");
   CHECK(refusal(R"({"model_type": "llama", "tie_word_embeddings": "no", )" + layers + "}") ==
