@@ -25,7 +25,7 @@ namespace {
 using nlohmann::json;
 
 // Where a model_type keeps its experts, and how many layers carry them.
-enum class Experts { none, mixtral, qwen, deepseek, gpt_oss, llama4 };
+enum class Experts { none, mixtral, qwen, deepseek, gpt_oss, llama4, olmoe };
 
 struct Family {
   std::string_view model_type;
@@ -43,6 +43,11 @@ constexpr std::array kFamilies = {
     Family{"gemma", true, true, false, Experts::none},
     Family{"gemma2", true, true, false, Experts::none},
     Family{"gemma3_text", true, true, false, Experts::none},
+    Family{"olmo2", true, false, false, Experts::none},
+    Family{"granite", true, false, false, Experts::none},
+    Family{"phi3", true, false, true, Experts::none},        // Phi-3/4: a sliding_window bounds every layer
+    Family{"gpt_neox", false, false, false, Experts::none},  // Pythia: GELU MLP, biases
+    Family{"olmoe", true, false, false, Experts::olmoe},
     Family{"mixtral", true, false, true, Experts::mixtral},
     Family{"qwen2_moe", true, false, false, Experts::qwen},
     Family{"qwen3_moe", true, false, false, Experts::qwen},
@@ -246,6 +251,12 @@ void translate_experts(const ConfigReader& r, const Family& f, int layers, json&
       if (experts == 0) return;
       write_routed(out, experts, r.has("num_experts_per_tok") ? top_k() : r.required("experts_per_token"),
                    r.required("intermediate_size"));
+      return;
+    }
+    case Experts::olmoe: {  // every layer's MLP is num_experts of intermediate_size
+      const int experts = r.required("num_experts");
+      if (experts == 0) return;
+      write_routed(out, experts, top_k(), r.required("intermediate_size"));
       return;
     }
     case Experts::qwen: {

@@ -17,7 +17,7 @@ bool is_hugging_face_config(const nlohmann::json& j);
 
 // The model_types read (those of transformers' configuration classes for Llama, Mistral, Mixtral,
 // Qwen2/3 and their MoE, DeepSeek-V2/V3 and Kimi K2, GLM-4.5, MiniMax-M2, GPT-OSS, Llama 4,
-// Gemma 1-3 and GPT-2).
+// Gemma 1-3, OLMo 2 and OLMoE, Granite, Phi-3, GPT-NeoX and GPT-2).
 const std::vector<std::string>& hugging_face_model_types();
 
 // The model-file object the config describes, at `seq_length` tokens a sequence: a config gives

@@ -180,6 +180,34 @@ TEST_CASE("a model's folder is read for its config.json, named after the folder"
   std::filesystem::remove_all(folder.parent_path());
 }
 
+TEST_CASE("OLMoE's, Pythia's and Phi-3's configs come to their published totals", "[model][hugging_face]") {
+  // allenai/OLMoE-1B-7B-0924: 64 experts of 1024 in every layer, 8 a token: 6.9 B, 1.3 B active.
+  const ModelSpec olmoe = parse_model_json(R"({"model_type": "olmoe", "num_hidden_layers": 16, "hidden_size": 2048,
+      "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 1024, "num_experts": 64,
+      "num_experts_per_tok": 8, "vocab_size": 50304, "tie_word_embeddings": false, "attention_bias": false})",
+                                           "config.json", 4096);
+  CHECK(olmoe.moe_layers() == 16);
+  CHECK(olmoe.total_parameters() == Approx(6.92e9).epsilon(0.01));
+  CHECK(olmoe.active_parameters() == Approx(1.28e9).epsilon(0.02));
+  // EleutherAI/pythia-6.9b: GPT-NeoX's GELU MLP with biases, untied: 6,857,302,016 parameters.
+  const ModelSpec pythia = parse_model_json(R"({"model_type": "gpt_neox", "num_hidden_layers": 32,
+      "hidden_size": 4096, "num_attention_heads": 32, "intermediate_size": 16384, "vocab_size": 50432,
+      "attention_dropout": 0.0, "hidden_dropout": 0.0, "tie_word_embeddings": false})",
+                                            "config.json", 2048);
+  CHECK_FALSE(pythia.gated_mlp);
+  CHECK(pythia.has_biases());
+  CHECK_FALSE(pythia.has_dropout());
+  CHECK(pythia.total_parameters() == Approx(6'857'302'016.0).epsilon(0.001));
+  // microsoft/Phi-3-mini-4k-instruct: gated, untied, every layer within a window of 2047: 3.82 B.
+  const ModelSpec phi3 = parse_model_json(R"({"model_type": "phi3", "num_hidden_layers": 32, "hidden_size": 3072,
+      "num_attention_heads": 32, "num_key_value_heads": 32, "intermediate_size": 8192, "vocab_size": 32064,
+      "sliding_window": 2047, "tie_word_embeddings": false})",
+                                          "config.json", 4096);
+  CHECK(phi3.layers_with(AttentionSpan::window) == 32);
+  CHECK(phi3.window_size == 2046);
+  CHECK(phi3.total_parameters() == Approx(3.82e9).epsilon(0.005));
+}
+
 TEST_CASE("a Hugging Face config trains at --seq-length's sequence, and needs it", "[model][hugging_face]") {
   CHECK(config("meta-llama__Llama-3.1-8B", 16384).seq == 16384);
   const std::string no_seq = refusal(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
