@@ -107,7 +107,7 @@ struct ModelName {
   std::string_view field;
 };
 
-constexpr std::array<ModelName, 15> kModelSizes{{
+constexpr std::array<ModelName, 18> kModelSizes{{
     {"--num-layers", "layers"},
     {"--hidden-size", "hidden"},
     {"--num-attention-heads", "heads"},
@@ -123,17 +123,12 @@ constexpr std::array<ModelName, 15> kModelSizes{{
     {"--mtp-num-layers", "mtp_num_layers"},
     {"--q-lora-rank", "q_lora_rank"},
     {"--kv-lora-rank", "kv_lora_rank"},
-}};
-constexpr std::array<ModelName, 3> kModelHeadSizes{{
     {"--qk-head-dim", "qk_head_dim"},
     {"--qk-pos-emb-head-dim", "qk_pos_emb_head_dim"},
     {"--v-head-dim", "v_head_dim"},
 }};
 constexpr std::array<std::string_view, 3> kModelRates = {"--hidden-dropout", "--attention-dropout",
                                                          "--moe-expert-capacity-factor"};
-constexpr std::array<std::string_view, 6> kModelSwitches = {
-    "--group-query-attention",  "--swiglu",        "--untie-embeddings-and-output-weights", "--disable-bias-linear",
-    "--multi-latent-attention", "--use-flash-attn"};
 
 // Whether the switch `name` is on the command line, taken out of it.
 bool take_switch(std::vector<std::string>& args, std::string_view name) {
@@ -182,24 +177,28 @@ std::vector<std::string> with_megatron_model(const std::vector<std::string>& arg
   std::vector<std::string> args = args_in;
   nlohmann::json model;
   std::vector<std::string> given;
-  for (const auto& names : {std::vector<ModelName>(kModelSizes.begin(), kModelSizes.end()),
-                            std::vector<ModelName>(kModelHeadSizes.begin(), kModelHeadSizes.end())})
-    for (const ModelName& name : names)
-      if (const auto value = take_value(args, name.megatron)) {
-        given.emplace_back(name.megatron);
-        model[std::string(name.field)] = name.megatron == "--moe-layer-freq"
-                                             ? moe_layer_freq(*value)
-                                             : nlohmann::json(positive_size(*value, name.megatron));
-      }
+  for (const ModelName& name : kModelSizes)
+    if (const auto value = take_value(args, name.megatron)) {
+      given.emplace_back(name.megatron);
+      model[std::string(name.field)] = name.megatron == "--moe-layer-freq"
+                                           ? moe_layer_freq(*value)
+                                           : nlohmann::json(positive_size(*value, name.megatron));
+    }
   std::array<std::optional<double>, kModelRates.size()> rates;
   for (std::size_t i = 0; i < kModelRates.size(); ++i)
     if (const auto value = take_value(args, kModelRates[i])) {
       given.emplace_back(kModelRates[i]);
       rates[i] = rate(*value, kModelRates[i]);
     }
-  std::array<bool, kModelSwitches.size()> switches{};
-  for (std::size_t i = 0; i < kModelSwitches.size(); ++i)
-    if ((switches[i] = take_switch(args, kModelSwitches[i]))) given.emplace_back(kModelSwitches[i]);
+  auto take = [&](std::string_view name) {
+    const bool on = take_switch(args, name);
+    if (on) given.emplace_back(name);
+    return on;
+  };
+  const bool group_query = take("--group-query-attention"), swiglu = take("--swiglu"),
+             untie = take("--untie-embeddings-and-output-weights"), no_bias = take("--disable-bias-linear"),
+             latent = take("--multi-latent-attention");
+  take("--use-flash-attn");  // accepted: the fused kernel is the default
   if (given.empty()) return args_in;
 
   if (find_option(args, "--model") || std::find(args.begin(), args.end(), "--model") != args.end())
@@ -213,8 +212,6 @@ std::vector<std::string> with_megatron_model(const std::vector<std::string>& arg
   const std::optional<Given> seq = find_option(args, "--seq-length");
   if (!seq) throw UsageError(given.front() + ": Megatron's model options also need --seq-length");
   model["seq"] = positive_size(seq->value, "--seq-length");
-  const bool group_query = switches[0], swiglu = switches[1], untie = switches[2], no_bias = switches[3],
-             latent = switches[4];
   if (model.contains("kv_heads") && !group_query)
     throw UsageError("--num-query-groups needs --group-query-attention, as Megatron reads it only with it");
   if (!latent)

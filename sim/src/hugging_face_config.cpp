@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <array>
-#include <climits>
 #include <cstdint>
 #include <filesystem>
 #include <string_view>
@@ -65,8 +64,11 @@ constexpr std::array kFamilies = {
 // in a text_config; its own model_type, where the file leaves it out, is the outer one's text model.
 constexpr std::array<std::string_view, 2> kWrappers = {"llama4", "gemma3"};
 
-bool read_family(std::string_view model_type) {
-  return std::any_of(kFamilies.begin(), kFamilies.end(), [&](const Family& f) { return f.model_type == model_type; });
+// The family of a model_type pipescope reads; none for another.
+const Family* find_family(std::string_view model_type) {
+  const auto it =
+      std::find_if(kFamilies.begin(), kFamilies.end(), [&](const Family& f) { return f.model_type == model_type; });
+  return it == kFamilies.end() ? nullptr : &*it;
 }
 
 constexpr std::int64_t kMaxField = std::int64_t{1} << 28;  // as for a model file's integers
@@ -129,9 +131,6 @@ class ConfigReader {
         fmt::format("{}: Hugging Face config field '{}{}' is {}: it must be {}", source_, prefix_, field, shown, what));
   }
 
-  const std::string& source() const { return source_; }
-  const std::string& prefix() const { return prefix_; }
-
  private:
   const json& config_;
   const std::string& source_;
@@ -139,8 +138,7 @@ class ConfigReader {
 };
 
 const Family& family_of(const std::string& model_type, const std::string& source, const std::string& prefix) {
-  for (const Family& f : kFamilies)
-    if (f.model_type == model_type) return f;
+  if (const Family* f = find_family(model_type)) return *f;
   throw UsageError(fmt::format(
       "{}: Hugging Face config field '{}model_type' is '{}', which pipescope does not read (it reads {}): write "
       "its shape as a pipescope model file (docs/MODEL.md)",
@@ -351,7 +349,7 @@ json model_fields_from_hugging_face(const json& config, const std::string& sourc
   const json* text = &config;
   std::string prefix;
   const bool wrapper = std::find(kWrappers.begin(), kWrappers.end(), model_type) != kWrappers.end();
-  if (wrapper || (!read_family(model_type) && config.contains("text_config"))) {
+  if (wrapper || (!find_family(model_type) && config.contains("text_config"))) {
     if (!config.contains("text_config") || !config["text_config"].is_object())
       throw UsageError(
           fmt::format("{}: Hugging Face config of model_type '{}' has no 'text_config' object", source, model_type));

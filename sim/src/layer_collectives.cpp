@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "layer_shape.hpp"
+#include "pipescope/sim/expert_layer.hpp"
 #include "pipescope/sim/layer_costs.hpp"
 
 namespace pipescope::sim {
@@ -209,11 +210,13 @@ ContextParallelExchange context_parallel_exchange(const ModelSpec& model, const 
     // Transformer Engine's AttnFuncWithCPAndQKVOA2A: Q, K and V all-to-all before the core (each
     // rank keeps a C-th of what it holds), the output back after it; the backward's output
     // gradient before and the three input gradients after. The core waits for each: nothing hides.
+    // Priced as the experts' all-to-all is, its C members on the one link the CP group uses.
     const double query_bytes = 2.0 * l.local_seq() * l.b * l.attention_width / l.t;
-    const double sent = static_cast<double>(cp - 1) / cp;
-    auto all_to_all_s = [&](double bytes) { return link.latency_s + sent * bytes / link.bandwidth_bytes_per_s; };
-    out.forward_s = all_to_all_s(query_bytes + kv_bytes) + all_to_all_s(query_bytes);
-    out.backward_s = all_to_all_s(query_bytes) + all_to_all_s(query_bytes + kv_bytes);
+    const ExpertLinks group{link, link, cp};
+    const double qkv_s = all_to_all_s(query_bytes + kv_bytes, cp, cp, group);
+    const double output_s = all_to_all_s(query_bytes, cp, cp, group);
+    out.forward_s = qkv_s + output_s;
+    out.backward_s = output_s + qkv_s;
     return out;
   }
   if (parallel.context_parallel_comm == ContextParallelComm::all_gather) {
