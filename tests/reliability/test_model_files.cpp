@@ -233,3 +233,34 @@ TEST_CASE("attention chunks that do not describe the model are refused through p
   check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun + " --context-parallel 2", 20),
                       {"--context-parallel 2", "chunked attention (attention_chunk_size 512)"});
 }
+
+TEST_CASE(
+    "a Hugging Face config or Megatron's model options that do not describe a model are refused through "
+    "ppsim",
+    "[reliability][models]") {
+  const auto dir = case_dir("models-hugging-face");
+  const std::string config = R"({"model_type": "llama", "num_hidden_layers": 24, "hidden_size": 2048,
+      "num_attention_heads": 16, "vocab_size": 50257, "max_position_embeddings": 4096)";
+  write_text(dir / "m.json", config + "}");
+  check_model_refused(
+      run_cli(PPSIM_PATH, dir, kModelFileRun, 20),
+      {"m.json: a Hugging Face config does not say the sequence length to train at", "give --seq-length"});
+  const CliRun read = run_cli(PPSIM_PATH, dir, kModelFileRun + " --seq-length 2048", 20);
+  INFO(read.err);
+  CHECK(read.status == 0);
+  write_text(dir / "m.json", config + R"(, "num_key_value_heads": "8"})");
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun + " --seq-length 2048", 20),
+                      {"m.json: Hugging Face config field 'num_key_value_heads' is \"8\": it must be an integer"});
+  write_text(dir / "m.json", R"({"model_type": "nemotron_h", "num_hidden_layers": 4})");
+  check_model_refused(
+      run_cli(PPSIM_PATH, dir, kModelFileRun + " --seq-length 2048", 20),
+      {"m.json: Hugging Face config field 'model_type' is 'nemotron_h', which pipescope does not read"});
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun + " --seq-length 0", 20),
+                      {"--seq-length is 0: it must be from 1 to 2^28 tokens"});
+  check_model_refused(
+      run_cli(PPSIM_PATH, dir,
+              "simulate --num-layers 24 --hidden-size 2048 --num-attention-heads 16 --vocab-size 50257 --stages 4 "
+              "--micro-batches 8",
+              20),
+      {"--num-layers: Megatron's model options also need --seq-length"});
+}
