@@ -157,7 +157,7 @@ class PipelineRuntime::Impl {
         ctx_.fail_here(first_line(e.what()));
       }
     }
-    runtime::ComputeBaton baton(ctx_);
+    runtime::ComputeBaton baton(ctx_.current);
     std::exception_ptr backward_error;
     const at::ThreadLocalState thread_state;
     std::thread worker([&] {

@@ -13,9 +13,9 @@
 //   rank no two of those compute intervals overlap (one pass computes at a time), each lies in
 //   its pass; on some rank an all-to-all of one micro-batch's pass lies inside the span of the
 //   other pass of its pair, and that other pass computed while the exchange was on the wire.
-//   All-to-all events name the stage and micro-batch of their pass. An exchange's event ends
-//   when its bytes are in, not when its pass gets the compute back: on some rank an exchange
-//   of a paired pass ends before that pass computes again (the other pass held the core).
+//   All-to-all events name the stage and micro-batch of their pass. (That an exchange's event
+//   ends when its bytes are in, not when its pass computes again, depends here on the machine's
+//   load; test_moe_overlapped_exchange.cpp settles it.)
 // - --no-overlap-moe-comm: overlapped_steps false, no compute events overlap on a rank.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -122,7 +122,7 @@ TEST_CASE("an overlapped step computes one pass at a time, the other pass comput
     for (std::size_t i = 1; i < intervals.size(); ++i) CHECK(intervals[i].first >= intervals[i - 1].second);
   }
   // An exchange of one pass inside the span of its pair's other pass, which computed meanwhile.
-  int hidden = 0, ended_before_resuming = 0;
+  int hidden = 0;
   for (const auto& a : trace.events) {
     if (!pipescope::traces::is_all_to_all(a.kind)) continue;
     REQUIRE(a.stage >= 0);
@@ -134,13 +134,6 @@ TEST_CASE("an overlapped step computes one pass at a time, the other pass comput
              e.ts_us <= a.ts_us + 1 && a.end_us() <= e.end_us() + 1;
     });
     if (own == passes.end()) continue;  // a pass run alone
-    const auto& own_event = trace.events.at(own->first);
-    double resumed = own_event.end_us();
-    for (const auto& span : own->second.at("computing_us")) {
-      const double from = own_event.ts_us + span.at(0).get<double>();
-      if (from >= a.ts_us) resumed = std::min(resumed, from);
-    }
-    if (a.end_us() < resumed - 1) ++ended_before_resuming;
     for (const auto& [index, args] : passes) {
       const auto& other = trace.events.at(index);
       if (index == own->first || other.rank != a.rank) continue;
@@ -151,7 +144,6 @@ TEST_CASE("an overlapped step computes one pass at a time, the other pass comput
     }
   }
   CHECK(hidden > 0);
-  CHECK(ended_before_resuming > 0);
 }
 
 TEST_CASE("--no-overlap-moe-comm runs the pairs one pass after the other, and says so") {

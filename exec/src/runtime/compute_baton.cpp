@@ -2,7 +2,6 @@
 #include "runtime/compute_baton.hpp"
 
 #include "runtime/clock.hpp"
-#include "runtime/rank_context.hpp"
 
 namespace pipescope::exec::runtime {
 namespace {
@@ -17,7 +16,7 @@ void ComputeBaton::take(int pass, const Instruction& instr) {
   first_taken_ = true;
   holder_ = pass;
   held_since_us_ = now_us();
-  ctx_.current = &instr;
+  current_ = &instr;
 }
 
 void ComputeBaton::give_back(int pass) {

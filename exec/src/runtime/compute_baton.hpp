@@ -23,12 +23,11 @@
 
 namespace pipescope::exec::runtime {
 
-struct RankContext;
-
 class ComputeBaton {
  public:
-  // `ctx.current` follows the baton: errors raised while computing name the holder's instruction.
-  explicit ComputeBaton(RankContext& ctx) : ctx_(ctx) {}
+  // `current` (the rank's RankContext::current) follows the baton: errors raised while computing
+  // name the holder's instruction.
+  explicit ComputeBaton(const Instruction*& current) : current_(current) {}
 
   // Waits until no pass holds the baton, then holds it for `pass` (0 or 1), running `instr`.
   // Pass 0 holds it first.
@@ -38,7 +37,7 @@ class ComputeBaton {
   std::vector<std::pair<double, double>> holds(int pass) const;
 
  private:
-  RankContext& ctx_;
+  const Instruction*& current_;
   mutable std::mutex mutex_;
   std::condition_variable freed_;
   int holder_ = -1;
