@@ -56,6 +56,15 @@ def test_plan_searches_several_module_sets():
         ps.plan(model="mixtral-8x7b", recompute="selective", recompute_modules=[["moe_act"], ["mla_up_proj"]])
 
 
+def test_plan_searches_the_context_parallel_exchange():
+    rows = ps.plan(model="llama-3-8b", gpus=16, global_batch=32, tensor_parallel_sizes=[1],
+                   context_parallel_sizes=[2], cp_comm_types=["p2p", "a2a"], schedules=["1f1b"],
+                   micro_batch_sizes=[1], recompute="none", top=0)
+    assert {r["context_parallel_comm"] for r in rows} == {"p2p", "a2a"}
+    with pytest.raises(ps.UsageError, match="--cp-comm-types: 'ring'"):
+        ps.plan(model="llama-3-8b", cp_comm_types=["ring"])
+
+
 def test_to_pandas():
     rows = ps.plan(model="gpt-7b", gpus=8, top=3, schedules=["1f1b"], recompute="none")
     try:

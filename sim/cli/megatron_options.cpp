@@ -152,12 +152,8 @@ std::optional<int> one_size(std::optional<int> ours, const char* our_name, std::
 }  // namespace
 
 void MegatronOptions::apply(sim::ParallelConfig& parallel) const {
-  if (cp_comm_type == "p2p")
-    parallel.context_parallel_comm = sim::ContextParallelComm::p2p;
-  else if (cp_comm_type == "all_gather")
-    parallel.context_parallel_comm = sim::ContextParallelComm::all_gather;
-  else if (cp_comm_type == "a2a")
-    parallel.context_parallel_comm = sim::ContextParallelComm::a2a;
+  if (const auto comm = sim::context_parallel_comm_named(cp_comm_type))
+    parallel.context_parallel_comm = *comm;
   else
     throw UsageError("--cp-comm-type: '" + cp_comm_type + "' (p2p, all_gather or a2a)");
   if (attention_backend == "auto")

@@ -44,6 +44,18 @@ std::vector<int> int_list(const std::string& text, const char* option) {
   return values;
 }
 
+// `--cp-comm-types`: Megatron's --cp-comm-type names.
+std::vector<sim::ContextParallelComm> context_parallel_comm_list(const std::string& text) {
+  std::vector<sim::ContextParallelComm> out;
+  for (const std::string& item : split_list(text)) {
+    const auto comm = sim::context_parallel_comm_named(item);
+    if (!comm) throw UsageError("--cp-comm-types: '" + item + "' (p2p, all_gather or a2a)");
+    if (std::find(out.begin(), out.end(), *comm) == out.end()) out.push_back(*comm);
+  }
+  if (out.empty()) throw UsageError("--cp-comm-types: give at least one of p2p, all_gather, a2a");
+  return out;
+}
+
 // `--recompute`: a list of granularities (none, selective, full), or the older single words
 // (off = none, on = full, both = none and full).
 std::vector<sim::Recomputation> recomputation_list(const std::string& text) {
@@ -90,6 +102,9 @@ void add_search_options(po::options_description& options, PlanOptions& o) {
        "sequence parallelism where tensor-parallel > 1: both, on, off")
       ("context-parallel-sizes", po::value(&o.context_parallel_sizes)->default_value(o.context_parallel_sizes),
        "comma-separated context-parallel sizes (each splitting the sequence in 2C chunks; with --profile: 1)")
+      ("cp-comm-types", po::value(&o.cp_comm_types),
+       "comma-separated context-parallel exchanges the rows with C > 1 try (p2p, all_gather, a2a; each refused "
+       "where it cannot run the model; default: --cp-comm-type alone, a2a for a model with windows or chunks)")
       ("expert-parallel-sizes", po::value(&o.expert_parallel_sizes),
        "comma-separated expert-parallel sizes of a MoE model (each dividing the experts and, with the expert TP "
        "size, tensor x context x data parallel; default: --expert-parallel, else every power of two that divides "
@@ -117,7 +132,7 @@ void take_profile(PlanOptions& o, const po::variables_map& vm, sim::PlanRequest&
   // The profile is one model on one machine: what describes another cannot come with it.
   std::vector<const char*> others = ClusterOptions::names();
   others.insert(others.begin(), "model");
-  for (const char* name : {"no-zero1", "search-layouts"}) others.push_back(name);
+  for (const char* name : {"no-zero1", "search-layouts", "cp-comm-types"}) others.push_back(name);
   for (const char* name : others)
     if (vm.count(name) && !vm[name].defaulted())
       throw UsageError(std::string("--") + name +
@@ -302,9 +317,14 @@ sim::PlanRequest plan_request(PlanOptions& o, const po::variables_map& vm) {
   take_search_lists(o, vm, request);
   take_shared_choices(o, request);
   // A model whose layers attend within windows or chunks runs context parallelism only with the
-  // all-to-all exchange, as Transformer Engine does: its rows take it unless --cp-comm-type says.
-  if (!o.use_profile() && vm["cp-comm-type"].defaulted() && request.model.has_limited_attention())
+  // all-to-all exchange, as Transformer Engine does: its rows take it unless --cp-comm-type(s) say.
+  if (!o.cp_comm_types.empty()) {
+    if (!vm["cp-comm-type"].defaulted())
+      throw UsageError("--cp-comm-types with --cp-comm-type " + o.megatron.cp_comm_type + ": give one");
+    request.context_parallel_comms = context_parallel_comm_list(o.cp_comm_types);
+  } else if (!o.use_profile() && vm["cp-comm-type"].defaulted() && request.model.has_limited_attention()) {
     request.options.context_parallel_comm = sim::ContextParallelComm::a2a;
+  }
   request.max_pipeline = o.max_pipeline;
   request.keep_best = static_cast<std::size_t>(o.top);  // the rows beyond the top K are never shown
   return request;

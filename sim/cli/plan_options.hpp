@@ -17,6 +17,7 @@ struct PlanOptions {
   std::string schedules = "gpipe,1f1b,interleaved-1f1b,zb-h1,zb-h2,zbv", micro_batch_sizes = "1,2,4,8";
   std::string chunk_options = "2,4", recompute = "none,selective,full";
   std::string tensor_parallel_sizes = "1,2,4,8", sequence_parallel = "both", context_parallel_sizes = "1,2,4,8";
+  std::string cp_comm_types;                 // empty: --cp-comm-type alone
   std::string expert_parallel_sizes;         // empty: --expert-parallel alone
   std::string expert_tensor_parallel_sizes;  // empty: --expert-tensor-parallel alone
   // The module sets `selective` tries, one per --recompute-modules, or "auto" (the model's ladder);

@@ -1,6 +1,7 @@
 // `ppsim plan`'s output: the table, CSV and JSON of the rows shown, and their predicted traces.
 #include "plan_output.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -78,19 +79,26 @@ std::string layout_label(const sim::LayoutOptions& layout) {
   return fmt::format("{}{}", layout.account_for_embedding ? "_emb" : "", layout.account_for_loss ? "_loss" : "");
 }
 
+// The context-parallel size with its exchange where it is not Megatron's default: "2", "2a2a",
+// "2ag" (all_gather); "1" without context parallelism.
+std::string context_parallel_cell(const sim::ParallelConfig& parallel) {
+  std::string cp = std::to_string(parallel.context_parallel);
+  if (parallel.context_parallel == 1 || parallel.context_parallel_comm == sim::ContextParallelComm::p2p) return cp;
+  return cp + (parallel.context_parallel_comm == sim::ContextParallelComm::a2a ? "a2a" : "ag");
+}
+
 std::string candidate_label(const sim::PlanCandidate& c) {
-  return fmt::format("{}_tp{}{}{}_pp{}_dp{}_v{}_mbs{}_m{}_recompute-{}{}", c.schedule, c.parallel.tensor_parallel,
-                     c.parallel.sequence_parallel ? "sp" : "",
-                     c.parallel.context_parallel > 1 ? fmt::format("_cp{}", c.parallel.context_parallel) : "",
-                     c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks, c.parallel.micro_batch_size,
-                     c.num_micro_batches,
-                     c.parallel.recomputation == sim::Recomputation::selective &&
-                             c.parallel.recompute_modules != sim::kRecomputeCoreAttention
-                         ? fmt::format("selective-{}", recomputation_short(c.parallel))
-                         : std::string(sim::recomputation_name(c.parallel.recomputation)),
-                     c.parallel.fp8 != sim::Fp8Format::none
-                         ? fmt::format("_fp8-{}", sim::fp8_format_name(c.parallel.fp8))
-                         : "") +
+  return fmt::format(
+             "{}_tp{}{}{}_pp{}_dp{}_v{}_mbs{}_m{}_recompute-{}{}", c.schedule, c.parallel.tensor_parallel,
+             c.parallel.sequence_parallel ? "sp" : "",
+             c.parallel.context_parallel > 1 ? "_cp" + context_parallel_cell(c.parallel) : "", c.parallel.pipeline,
+             c.parallel.data_parallel, c.parallel.chunks, c.parallel.micro_batch_size, c.num_micro_batches,
+             c.parallel.recomputation == sim::Recomputation::selective &&
+                     c.parallel.recompute_modules != sim::kRecomputeCoreAttention
+                 ? fmt::format("selective-{}", recomputation_short(c.parallel))
+                 : std::string(sim::recomputation_name(c.parallel.recomputation)),
+             c.parallel.fp8 != sim::Fp8Format::none ? fmt::format("_fp8-{}", sim::fp8_format_name(c.parallel.fp8))
+                                                    : "") +
          layout_label(c.parallel.layout);
 }
 
@@ -124,6 +132,7 @@ nlohmann::json row_json(std::size_t rank, const sim::PlanRow& r, const std::stri
           {"schedule", c.schedule},
           {"tensor_parallel", c.parallel.tensor_parallel},
           {"context_parallel", c.parallel.context_parallel},
+          {"context_parallel_comm", sim::context_parallel_comm_name(c.parallel.context_parallel_comm)},
           {"expert_parallel", c.parallel.expert_parallel},
           {"expert_tensor_parallel", c.parallel.expert_tp()},
           {"fp8_format", c.parallel.fp8 == sim::Fp8Format::none ? nlohmann::json(nullptr)
@@ -153,6 +162,25 @@ nlohmann::json row_json(std::size_t rank, const sim::PlanRow& r, const std::stri
           {"peak_memory_bytes", r.peak_memory_bytes}};
 }
 
+// What the heading says of context parallelism's exchange where it is not Megatron's default.
+std::string context_parallel_heading(const sim::PlanRequest& request) {
+  const bool split = std::any_of(request.context_parallel_sizes.begin(), request.context_parallel_sizes.end(),
+                                 [](int cp) { return cp > 1; });
+  if (!split) return "";
+  if (request.context_parallel_comms.size() > 1) {
+    std::vector<std::string_view> names;
+    for (sim::ContextParallelComm comm : request.context_parallel_comms)
+      names.push_back(sim::context_parallel_comm_name(comm));
+    return fmt::format("; context parallelism's exchange searched ({})", fmt::join(names, ", "));
+  }
+  const sim::ContextParallelComm comm = request.context_parallel_comms.empty() ? request.options.context_parallel_comm
+                                                                               : request.context_parallel_comms.front();
+  if (comm == sim::ContextParallelComm::a2a) return "; context parallelism by all-to-all (--cp-comm-type a2a)";
+  if (comm == sim::ContextParallelComm::all_gather)
+    return "; context parallelism by all-gather (--cp-comm-type all_gather)";
+  return "";
+}
+
 // The table's first lines: what was planned, and what became of the configurations.
 void print_table_heading(const PlanOutput& out) {
   const PlanOptions& o = out.options;
@@ -167,10 +195,7 @@ void print_table_heading(const PlanOutput& out) {
   else
     std::cout << fmt::format("{} on {} x {} ({} per node), global batch {}, memory limit {} per GPU{}{}\n",
                              printable(out.request.model.name), o.gpus, out.request.device.name,
-                             o.cluster.gpus_per_node, o.global_batch, limit,
-                             out.request.options.context_parallel_comm == sim::ContextParallelComm::a2a
-                                 ? "; context parallelism by all-to-all (--cp-comm-type a2a)"
-                                 : "",
+                             o.cluster.gpus_per_node, o.global_batch, limit, context_parallel_heading(out.request),
                              o.steady_state ? "; steady state of back-to-back iterations" : "");
   std::cout << fmt::format("{} configurations: {} simulated, {} fit, {} dropped for memory, {} refused",
                            result.considered, result.simulated, result.rows.size() + result.folded,
@@ -223,12 +248,13 @@ void print_plan_csv(const PlanOutput& out) {
   std::cout << "rank,schedule,pipeline,data_parallel,chunks,micro_batch_size,num_micro_batches,recompute,zero1,"
                "iteration_time_s,throughput_samples_per_s,tokens_per_s,mfu,bubble_fraction,peak_memory_bytes,"
                "tensor_parallel,sequence_parallel,recompute_granularity,context_parallel,fp8_format,layout,equivalents,"
-               "expert_parallel,expert_tensor_parallel,recompute_modules\n";
+               "expert_parallel,expert_tensor_parallel,recompute_modules,context_parallel_comm\n";
   for (std::size_t i = 0; i < out.shown; ++i) {
     const auto& r = out.result.rows[i];
     const auto& c = r.candidate;
     std::cout << fmt::format(
-        "{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g},{},{},{},{},{},{},\"{}\",\"{}\",{},{},\"{}\"\n",
+        "{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g},{},{},{},{},{},{},\"{}\",\"{}\",{},{},\"{}\",{}"
+        "\n",
         i + 1, c.schedule, c.parallel.pipeline, c.parallel.data_parallel, c.parallel.chunks,
         c.parallel.micro_batch_size, c.num_micro_batches, c.parallel.recomputation != sim::Recomputation::none ? 1 : 0,
         c.parallel.zero1 ? 1 : 0, r.iteration_time_s, r.throughput_samples_per_s, r.tokens_per_s, r.mfu,
@@ -236,7 +262,7 @@ void print_plan_csv(const PlanOutput& out) {
         sim::recomputation_name(c.parallel.recomputation), c.parallel.context_parallel,
         c.parallel.fp8 == sim::Fp8Format::none ? "" : sim::fp8_format_name(c.parallel.fp8), layout_text(out.request, c),
         fmt::join(r.equivalents, "; "), c.parallel.expert_parallel, c.parallel.expert_tp(),
-        recomputed_modules(c.parallel));
+        recomputed_modules(c.parallel), sim::context_parallel_comm_name(c.parallel.context_parallel_comm));
   }
 }
 
@@ -257,21 +283,26 @@ void print_plan_table(const PlanOutput& out) {
   for (std::size_t i = 0; i < out.shown; ++i)
     recomp_width = std::max(recomp_width, recomputation_short(result.rows[i].candidate.parallel).size());
   const auto recomp_cell = [&](const std::string& text) { return fmt::format("{:>{}}", text, recomp_width); };
+  // The context-parallel column widens for an exchange named beside the size ("4a2a").
+  std::size_t cp_width = 2;
+  for (std::size_t i = 0; i < out.shown; ++i)
+    cp_width = std::max(cp_width, context_parallel_cell(result.rows[i].candidate.parallel).size());
+  const auto cp_cell = [&](const std::string& text) { return fmt::format("{:>{}}", text, cp_width); };
   std::cout << fmt::format(
-      "{:>4}  {:<17} {:>2} {:>2} {:>2}{} {:>3} {:>4} {:>2} {:>4} {:>5} {} {:>4}  {:>11} {:>10} {:>6} {:>7} {:>11}  "
+      "{:>4}  {:<17} {:>2} {:>2} {}{} {:>3} {:>4} {:>2} {:>4} {:>5} {} {:>4}  {:>11} {:>10} {:>6} {:>7} {:>11}  "
       "{}{}\n",
-      "#", "schedule", "tp", "sp", "cp", ep_cell("ep"), "pp", "dp", "v", "mbs", "m", recomp_cell("recomp"), "fp8",
-      "iteration", "samples/s", "MFU", "bubble", "peak mem",
+      "#", "schedule", "tp", "sp", cp_cell("cp"), ep_cell("ep"), "pp", "dp", "v", "mbs", "m", recomp_cell("recomp"),
+      "fp8", "iteration", "samples/s", "MFU", "bubble", "peak mem",
       o.search_layouts ? fmt::format("{:<16}  ", "layout") : std::string(), "same run as");
   for (std::size_t i = 0; i < out.shown; ++i) {
     const auto& r = result.rows[i];
     const auto& c = r.candidate;
     std::string line = fmt::format(
-        "{:>4}  {:<17} {:>2} {:>2} {:>2}{} {:>3} {:>4} {:>2} {:>4} {:>5} {} {:>4}  {:>11} {:>10.2f} {:>5.1f}% "
+        "{:>4}  {:<17} {:>2} {:>2} {}{} {:>3} {:>4} {:>2} {:>4} {:>5} {} {:>4}  {:>11} {:>10.2f} {:>5.1f}% "
         "{:>6.2f}% {:>11}  {}{}",
         i + 1, c.schedule, c.parallel.tensor_parallel, c.parallel.sequence_parallel ? "sp" : "-",
-        c.parallel.context_parallel, ep_cell(expert_cell(c.parallel)), c.parallel.pipeline, c.parallel.data_parallel,
-        c.parallel.chunks, c.parallel.micro_batch_size, c.num_micro_batches,
+        cp_cell(context_parallel_cell(c.parallel)), ep_cell(expert_cell(c.parallel)), c.parallel.pipeline,
+        c.parallel.data_parallel, c.parallel.chunks, c.parallel.micro_batch_size, c.num_micro_batches,
         recomp_cell(recomputation_short(c.parallel)), precision_short(c.parallel.fp8),
         sim::format_seconds(r.iteration_time_s), r.throughput_samples_per_s, 100 * r.mfu, 100 * r.bubble_fraction,
         sim::format_bytes(r.peak_memory_bytes), layout_cell(c.parallel.layout), fmt::join(r.equivalents, ", "));

@@ -112,6 +112,21 @@ std::string_view fp8_format_name(Fp8Format format) {
   return "none";
 }
 
+std::string_view context_parallel_comm_name(ContextParallelComm comm) {
+  switch (comm) {
+    case ContextParallelComm::p2p: return "p2p";
+    case ContextParallelComm::all_gather: return "all_gather";
+    case ContextParallelComm::a2a: return "a2a";
+  }
+  return "p2p";
+}
+
+std::optional<ContextParallelComm> context_parallel_comm_named(std::string_view name) {
+  for (ContextParallelComm comm : {ContextParallelComm::p2p, ContextParallelComm::all_gather, ContextParallelComm::a2a})
+    if (name == context_parallel_comm_name(comm)) return comm;
+  return std::nullopt;
+}
+
 std::int64_t ModelSpec::kv_width() const {
   // MLA's per-head keys (qk + rope) and values (v) taken at their mean width.
   if (multi_latent_attention())

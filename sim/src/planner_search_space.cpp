@@ -152,6 +152,12 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
   const std::vector<int> expert_tensor_parallel_sizes = request.expert_tensor_parallel_sizes.empty()
                                                             ? std::vector<int>{request.options.expert_tensor_parallel}
                                                             : request.expert_tensor_parallel_sizes;
+  // The exchange matters only where the sequence is split.
+  const auto exchanges = [&request](int cp) {
+    return cp > 1 && !request.context_parallel_comms.empty()
+               ? request.context_parallel_comms
+               : std::vector<ContextParallelComm>{request.options.context_parallel_comm};
+  };
   for (int tp : request.tensor_parallel_sizes) {
     for (int cp : request.context_parallel_sizes) {
       if (tp < 1 || cp < 1 || request.num_gpus % (static_cast<std::int64_t>(tp) * cp) != 0) continue;  // no layout
@@ -175,36 +181,39 @@ std::vector<PlanCandidate> enumerate_candidates(const PlanRequest& request) {
                     for (Fp8Format precision : request.precisions) {
                       for (int ep : expert_parallel_sizes) {
                         for (int etp : expert_tensor_parallel_sizes) {
-                          PlanCandidate c;
-                          c.schedule = schedule;
-                          c.parallel = request.options;
-                          c.parallel.pipeline = pp;
-                          c.parallel.chunks = chunks;
-                          c.parallel.layout = layout;
-                          c.parallel.data_parallel = dp;
-                          c.parallel.tensor_parallel = tp;
-                          c.parallel.context_parallel = cp;
-                          c.parallel.sequence_parallel = sp;
-                          c.parallel.micro_batch_size = mbs;
-                          c.parallel.recomputation = recomputation;
-                          c.parallel.recompute_modules = modules;
-                          c.parallel.fp8 = precision;
-                          // The distributed optimizer shards over DP x CP: nothing to shard over one GPU.
-                          c.parallel.zero1 = request.zero1 && dp * cp > 1;
-                          c.parallel.overlap_param_gather = c.parallel.zero1 && request.options.overlap_param_gather;
-                          // Megatron's recipes set it where interleaving runs (its only schedule for it).
-                          c.parallel.overlap_param_gather_with_optimizer_step =
-                              c.parallel.overlap_param_gather && chunks > 1 &&
-                              schedule.rfind("interleaved-1f1b", 0) == 0 &&
-                              request.options.overlap_param_gather_with_optimizer_step;
-                          // TE's userbuffers overlap sequence parallelism's collectives: without it, none.
-                          c.parallel.tp_comm_overlap = sp && request.options.tp_comm_overlap;
-                          c.parallel.overlap_grad_reduce = request.overlap_grad_reduce;
-                          c.parallel.async_tensor_parallel_backward = request.async_tensor_parallel_backward;
-                          c.parallel.expert_parallel = ep;
-                          c.parallel.expert_tensor_parallel = etp;
-                          c.num_micro_batches = m;
-                          out.push_back(c);
+                          for (ContextParallelComm exchange : exchanges(cp)) {
+                            PlanCandidate c;
+                            c.schedule = schedule;
+                            c.parallel = request.options;
+                            c.parallel.pipeline = pp;
+                            c.parallel.chunks = chunks;
+                            c.parallel.layout = layout;
+                            c.parallel.data_parallel = dp;
+                            c.parallel.tensor_parallel = tp;
+                            c.parallel.context_parallel = cp;
+                            c.parallel.sequence_parallel = sp;
+                            c.parallel.micro_batch_size = mbs;
+                            c.parallel.recomputation = recomputation;
+                            c.parallel.recompute_modules = modules;
+                            c.parallel.fp8 = precision;
+                            // The distributed optimizer shards over DP x CP: nothing to shard over one GPU.
+                            c.parallel.zero1 = request.zero1 && dp * cp > 1;
+                            c.parallel.overlap_param_gather = c.parallel.zero1 && request.options.overlap_param_gather;
+                            // Megatron's recipes set it where interleaving runs (its only schedule for it).
+                            c.parallel.overlap_param_gather_with_optimizer_step =
+                                c.parallel.overlap_param_gather && chunks > 1 &&
+                                schedule.rfind("interleaved-1f1b", 0) == 0 &&
+                                request.options.overlap_param_gather_with_optimizer_step;
+                            // TE's userbuffers overlap sequence parallelism's collectives: without it, none.
+                            c.parallel.tp_comm_overlap = sp && request.options.tp_comm_overlap;
+                            c.parallel.overlap_grad_reduce = request.overlap_grad_reduce;
+                            c.parallel.async_tensor_parallel_backward = request.async_tensor_parallel_backward;
+                            c.parallel.expert_parallel = ep;
+                            c.parallel.expert_tensor_parallel = etp;
+                            c.parallel.context_parallel_comm = exchange;
+                            c.num_micro_batches = m;
+                            out.push_back(c);
+                          }
                         }
                       }
                     }

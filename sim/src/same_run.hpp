@@ -17,8 +17,9 @@
 
 namespace pipescope::sim {
 
-// Every size, the precision, the layout and the program signature: two configurations with the
-// same key, time and memory are one run; the schedule and the recomputation may differ (at one
+// Every size (the experts' and the context-parallel exchange included), the precision, the
+// layout and the program signature: two configurations with the same key, time and memory are
+// one run; the schedule and the recomputation may differ (at one
 // pipeline rank 1f1b, zb-h1 and zb-h2 are one program; with a fused attention core selective
 // recomputation drops nothing).
 std::string fold_key(const PlanCandidate& c, std::uint64_t program);

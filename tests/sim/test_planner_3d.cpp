@@ -238,7 +238,8 @@ TEST_CASE("ppsim plan prints tp, sp and the recomputation granularity", "[cli]")
   CHECK(csv.out.rfind("rank,schedule,pipeline,data_parallel,", 0) == 0);
   // Columns appended after recompute_granularity keep the earlier ones in their places.
   CHECK(csv.out.find(",tensor_parallel,sequence_parallel,recompute_granularity,context_parallel,fp8_format,layout,"
-                     "equivalents,expert_parallel,expert_tensor_parallel,recompute_modules\n") != std::string::npos);
+                     "equivalents,expert_parallel,expert_tensor_parallel,recompute_modules,context_parallel_comm\n") !=
+        std::string::npos);
 
   // The table says what it refused in one line; --verbose gives each reason.
   const ppsim_test::PpsimRun table = run_ppsim(search);

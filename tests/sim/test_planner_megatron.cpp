@@ -3,6 +3,12 @@
 //   2 and 3: CP 3 does not split 8192 in 6 chunks (refused by context parallelism, counted once
 //   per configuration); every row has tp x cp x pp x dp = 24, and a CP 2 row (of Llama on 16) is
 //   what `ppsim simulate --context-parallel 2` predicts for it;
+// - the CP exchange searched (p2p and a2a) for Llama 3 8B on 16 H100, TP 1, 2 and 8, CP 1 and 2:
+//   each CP 2 layout once per exchange, each CP 1 layout once; a2a refused at TP 8 (one
+//   key/value head a TP rank, which two CP ranks cannot split), naming --cp-comm-type a2a; an
+//   a2a row is `ppsim simulate --cp-comm-type a2a`'s prediction; the table names the exchange
+//   in the cp column ("2a2a") and its heading; CSV and JSON name it per row; an unknown
+//   exchange, or --cp-comm-types beside --cp-comm-type, is one line naming the option;
 // - FP8 asked (precisions BF16 and hybrid): both appear, and FP8 on an A100 is refused by the
 //   device's precision;
 // - gpt-1.3b on 8 GPUs with 1f1b, zb-h1 and zb-h2 at one pipeline rank: one program, so one row
@@ -17,7 +23,11 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
 #include <fmt/format.h>
 
 #include "pipescope/sim/pipeline_layout.hpp"
@@ -82,6 +92,84 @@ TEST_CASE("a CP row is ppsim simulate's prediction of it", "[cli]") {
   REQUIRE(simulated.status == 0);
   CHECK(row->at("iteration_time_s").get<double>() ==
         Approx(nlohmann::json::parse(simulated.out).at("iteration_time_s").get<double>()));
+}
+
+TEST_CASE("the planner searches the context-parallel exchange where asked, refusing a2a where heads do not split") {
+  PlanRequest r = megatron_request("llama-3-8b", 16, 32);
+  r.tensor_parallel_sizes = {1, 2, 8};
+  r.context_parallel_sizes = {1, 2};
+  r.sequence_parallel_options = {true};
+  r.context_parallel_comms = {ContextParallelComm::p2p, ContextParallelComm::a2a};
+  const std::vector<PlanCandidate> candidates = enumerate_candidates(r);
+  std::map<std::tuple<int, int, int>, std::vector<ContextParallelComm>> exchanges;  // (tp, cp, pp)
+  for (const PlanCandidate& c : candidates)
+    exchanges[{c.parallel.tensor_parallel, c.parallel.context_parallel, c.parallel.pipeline}].push_back(
+        c.parallel.context_parallel_comm);
+  for (const auto& [layout, comms] : exchanges) {
+    INFO("tp " << std::get<0>(layout) << " cp " << std::get<1>(layout) << " pp " << std::get<2>(layout));
+    if (std::get<1>(layout) == 1)
+      CHECK(comms == std::vector<ContextParallelComm>{ContextParallelComm::p2p});
+    else
+      CHECK(comms == std::vector<ContextParallelComm>{ContextParallelComm::p2p, ContextParallelComm::a2a});
+  }
+  const PlanResult result = plan(r);
+  int a2a_rows = 0;
+  for (const PlanRow& row : result.rows) {
+    const ParallelConfig& p = row.candidate.parallel;
+    if (p.context_parallel_comm != ContextParallelComm::a2a) continue;
+    ++a2a_rows;
+    CHECK(p.context_parallel == 2);
+    CHECK(p.tensor_parallel != 8);
+  }
+  CHECK(a2a_rows > 0);
+  CHECK(result.refusals_by_cause.count("context parallelism") == 1);
+  CHECK(std::any_of(result.refusals.begin(), result.refusals.end(), [](const std::string& why) {
+    return why.find("--context-parallel 2 with --cp-comm-type a2a: does not divide the 1 key/value heads") !=
+           std::string::npos;
+  }));
+}
+
+TEST_CASE("ppsim plan --cp-comm-types: each row names its exchange, an a2a row is simulate's", "[cli]") {
+  const std::string search =
+      "plan --model llama-3-8b --gpus 16 --global-batch 32 --schedules 1f1b --micro-batch-sizes 1 --recompute none "
+      "--tensor-parallel-sizes 1 --context-parallel-sizes 2 --cp-comm-types p2p,a2a --quiet";
+  const ppsim_test::PpsimRun planned = ppsim_test::run_ppsim(search + " --top 0 --format json");
+  INFO(planned.err);
+  REQUIRE(planned.status == 0);
+  const nlohmann::json rows = nlohmann::json::parse(planned.out).at("configurations");
+  const auto row = std::find_if(rows.begin(), rows.end(), [](const nlohmann::json& r) {
+    return r.at("pipeline") == 2 && r.at("context_parallel_comm") == "a2a";
+  });
+  REQUIRE(row != rows.end());
+  CHECK(std::any_of(rows.begin(), rows.end(), [](const nlohmann::json& r) {
+    return r.at("pipeline") == 2 && r.at("context_parallel_comm") == "p2p";
+  }));
+  const ppsim_test::PpsimRun simulated = ppsim_test::run_ppsim(
+      "simulate --model llama-3-8b --schedule 1f1b --stages 2 --context-parallel 2 --cp-comm-type a2a "
+      "--data-parallel 4 --micro-batches 8 --zero1 --json");
+  INFO(simulated.err);
+  REQUIRE(simulated.status == 0);
+  CHECK(row->at("iteration_time_s").get<double>() ==
+        Approx(nlohmann::json::parse(simulated.out).at("iteration_time_s").get<double>()));
+
+  const ppsim_test::PpsimRun table = ppsim_test::run_ppsim(search + " --top 0");
+  REQUIRE(table.status == 0);
+  CHECK(table.out.find("; context parallelism's exchange searched (p2p, a2a)") != std::string::npos);
+  CHECK(table.out.find(" 2a2a ") != std::string::npos);
+  const ppsim_test::PpsimRun csv = ppsim_test::run_ppsim(search + " --top 0 --format csv");
+  REQUIRE(csv.status == 0);
+  CHECK(csv.out.find(",recompute_modules,context_parallel_comm\n") != std::string::npos);
+  CHECK(csv.out.find(",a2a\n") != std::string::npos);
+  CHECK(csv.out.find(",p2p\n") != std::string::npos);
+
+  const std::string one_exchange =
+      "plan --model llama-3-8b --gpus 16 --global-batch 32 --context-parallel-sizes 2 --quiet";
+  const ppsim_test::PpsimRun unknown = ppsim_test::run_ppsim(one_exchange + " --cp-comm-types p2p,ring");
+  CHECK(unknown.status == 2);
+  CHECK(unknown.err == "ppsim: error: --cp-comm-types: 'ring' (p2p, all_gather or a2a)\n");
+  const ppsim_test::PpsimRun both = ppsim_test::run_ppsim(one_exchange + " --cp-comm-types a2a --cp-comm-type a2a");
+  CHECK(both.status == 2);
+  CHECK(both.err == "ppsim: error: --cp-comm-types with --cp-comm-type a2a: give one\n");
 }
 
 TEST_CASE("FP8 is searched beside BF16 where asked, and refused where the device has none") {

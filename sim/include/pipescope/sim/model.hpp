@@ -239,6 +239,9 @@ std::string_view fp8_format_name(Fp8Format format);  // "none", "hybrid", "e4m3"
 // (a2a, DeepSpeed-Ulysses' exchange: the one that runs sliding windows and chunks, since every
 // query then meets its keys on its own rank).
 enum class ContextParallelComm : std::uint8_t { p2p, all_gather, a2a };
+std::string_view context_parallel_comm_name(ContextParallelComm comm);  // "p2p", "all_gather", "a2a"
+// The exchange Megatron's --cp-comm-type names, or nothing for another name.
+std::optional<ContextParallelComm> context_parallel_comm_named(std::string_view name);
 
 // How the GPUs of a run split the work, in Megatron-Core's names and order (TP innermost, then
 // CP, then DP, then PP: "tp-cp-dp-pp"). GPUs = tensor x context x data x pipeline. A further

@@ -45,6 +45,10 @@ struct PlanRequest {
   // Context-parallel sizes C: each must split the sequence in 2C equal chunks
   // (context_parallel_problem); the others are refused with that reason.
   std::vector<int> context_parallel_sizes{1};
+  // The exchanges context parallelism's rows try where C > 1 (Megatron's --cp-comm-type): each
+  // is refused where it cannot run the model (context_parallel_problem: a2a needs a TP rank's
+  // heads to divide by C, p2p and all_gather full attention). Empty: options.context_parallel_comm alone.
+  std::vector<ContextParallelComm> context_parallel_comms;
   // Expert-parallel sizes E of a MoE model: each must divide the experts and, with the expert TP
   // size, the stage's T x C x d GPUs (expert_parallel_problem); the others are refused with that
   // reason. Empty: options.expert_parallel alone.
