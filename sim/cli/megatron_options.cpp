@@ -1,6 +1,7 @@
 #include "megatron_options.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -26,7 +27,12 @@ void MegatronOptions::add_to(po::options_description& options, bool with_optimiz
        "how context parallelism exchanges keys and values: p2p (a ring, each transfer behind one attention "
        "block), all_gather (before the attention) or a2a (all-to-alls of Q, K, V and the output: each rank "
        "attends the whole sequence with a C-th of the heads; runs sliding windows and chunks; ppsim plan's default "
-       "for a model with them)")
+       "for a model with them), or a2a+p2p (all-to-alls inside groups of A ranks, then a ring over the C / A groups; "
+       "with --hierarchical-context-parallel-sizes)")
+      ("hierarchical-context-parallel-sizes", po::value(&hierarchical_context_parallel_sizes)->multitoken(),
+       "A B: with --cp-comm-type a2a+p2p, the all-to-all groups' size A and the ring's B, A x B = --context-parallel "
+       "(ppsim plan: A for every a2a+p2p row, the ring C / A; default there: the largest A that fits the node and "
+       "divides the heads)")
       ("attention-backend", po::value(&attention_backend)->default_value(attention_backend),
        "the fused attention kernel of a flash_attention model: flash (FlashAttention-2), fused (cuDNN), or auto "
        "(fused where the device has its figures)")
@@ -155,7 +161,20 @@ void MegatronOptions::apply(sim::ParallelConfig& parallel) const {
   if (const auto comm = sim::context_parallel_comm_named(cp_comm_type))
     parallel.context_parallel_comm = *comm;
   else
-    throw UsageError("--cp-comm-type: '" + cp_comm_type + "' (p2p, all_gather or a2a)");
+    throw UsageError("--cp-comm-type: '" + cp_comm_type + "' (p2p, all_gather, a2a or a2a+p2p)");
+  if (!hierarchical_context_parallel_sizes.empty()) {
+    const std::vector<int>& sizes = hierarchical_context_parallel_sizes;
+    const std::string option = fmt::format("--hierarchical-context-parallel-sizes {}", fmt::join(sizes, " "));
+    if (parallel.context_parallel_comm != sim::ContextParallelComm::a2a_p2p)
+      throw UsageError(option + ": only --cp-comm-type a2a+p2p takes it");
+    if (sizes.size() != 2 || sizes[0] < 1 || sizes[1] < 1)
+      throw UsageError(option +
+                       ": give two sizes, the all-to-all groups' A and the ring's B (A x B = --context-parallel)");
+    if (parallel.context_parallel > 1 && sizes[0] * sizes[1] != parallel.context_parallel)
+      throw UsageError(fmt::format("{}: {} x {} is not --context-parallel {}", option, sizes[0], sizes[1],
+                                   parallel.context_parallel));
+    parallel.context_parallel_a2a = sizes[0];
+  }
   if (attention_backend == "auto")
     parallel.attention_backend = sim::AttentionBackend::auto_select;
   else if (attention_backend == "flash")
@@ -198,7 +217,7 @@ std::vector<std::string> MegatronOptions::given(const po::variables_map& vm) con
   std::vector<std::string> names;
   // clang-format off
   for (const char* name :
-       {"seq-length", "cp-comm-type", "attention-backend", "fp8-format", "fp8-param-gather", "overlap-param-gather",
+       {"seq-length", "cp-comm-type", "hierarchical-context-parallel-sizes", "attention-backend", "fp8-format", "fp8-param-gather", "overlap-param-gather",
         "overlap-param-gather-with-optimizer-step",
         "ddp-bucket-size", "tp-comm-overlap", "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers",
         "account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split",

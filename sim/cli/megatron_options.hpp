@@ -17,6 +17,7 @@ namespace pipescope::cli {
 struct MegatronOptions {
   std::optional<int> seq_length;  // --seq-length: the model's sequence instead of its own
   std::string cp_comm_type = "p2p";
+  std::vector<int> hierarchical_context_parallel_sizes;  // a2a+p2p's A and B (empty: not given)
   std::string attention_backend = "auto";
   std::string fp8_format;  // empty: BF16
   bool fp8_param_gather = false;
@@ -41,8 +42,9 @@ struct MegatronOptions {
 
   // `with_optimizer`: also --use-distributed-optimizer / --zero1 (ppsim plan has its own default).
   void add_to(boost::program_options::options_description& options, bool with_optimizer);
-  // What the options say, into `parallel` (all but its sizes). Throws UsageError naming an option
-  // whose value is not one of its words.
+  // What the options say, into `parallel` (all but its sizes; --hierarchical-context-parallel-sizes
+  // is checked against parallel.context_parallel where that is above 1). Throws UsageError naming
+  // an option whose value is not one of its words.
   void apply(sim::ParallelConfig& parallel) const;
   // The FP8 format named by --fp8-format (none when absent).
   sim::Fp8Format fp8() const;

@@ -80,11 +80,16 @@ std::string layout_label(const sim::LayoutOptions& layout) {
 }
 
 // The context-parallel size with its exchange where it is not Megatron's default: "2", "2a2a",
-// "2ag" (all_gather); "1" without context parallelism.
+// "2ag" (all_gather), "8(2a2a)" (a2a+p2p in groups of 2); "1" without context parallelism.
 std::string context_parallel_cell(const sim::ParallelConfig& parallel) {
   std::string cp = std::to_string(parallel.context_parallel);
-  if (parallel.context_parallel == 1 || parallel.context_parallel_comm == sim::ContextParallelComm::p2p) return cp;
-  return cp + (parallel.context_parallel_comm == sim::ContextParallelComm::a2a ? "a2a" : "ag");
+  switch (parallel.context_parallel == 1 ? sim::ContextParallelComm::p2p : parallel.context_parallel_comm) {
+    case sim::ContextParallelComm::p2p: return cp;
+    case sim::ContextParallelComm::all_gather: return cp + "ag";
+    case sim::ContextParallelComm::a2a: return cp + "a2a";
+    case sim::ContextParallelComm::a2a_p2p: return cp + "(" + std::to_string(parallel.context_parallel_a2a) + "a2a)";
+  }
+  return cp;
 }
 
 std::string candidate_label(const sim::PlanCandidate& c) {
@@ -133,6 +138,11 @@ nlohmann::json row_json(std::size_t rank, const sim::PlanRow& r, const std::stri
           {"tensor_parallel", c.parallel.tensor_parallel},
           {"context_parallel", c.parallel.context_parallel},
           {"context_parallel_comm", sim::context_parallel_comm_name(c.parallel.context_parallel_comm)},
+          {"hierarchical_context_parallel_sizes",
+           c.parallel.context_parallel_comm == sim::ContextParallelComm::a2a_p2p && c.parallel.context_parallel_a2a > 0
+               ? nlohmann::json{c.parallel.context_parallel_a2a,
+                                c.parallel.context_parallel / c.parallel.context_parallel_a2a}
+               : nlohmann::json(nullptr)},
           {"expert_parallel", c.parallel.expert_parallel},
           {"expert_tensor_parallel", c.parallel.expert_tp()},
           {"fp8_format", c.parallel.fp8 == sim::Fp8Format::none ? nlohmann::json(nullptr)
@@ -178,6 +188,8 @@ std::string context_parallel_heading(const sim::PlanRequest& request) {
   if (comm == sim::ContextParallelComm::a2a) return "; context parallelism by all-to-all (--cp-comm-type a2a)";
   if (comm == sim::ContextParallelComm::all_gather)
     return "; context parallelism by all-gather (--cp-comm-type all_gather)";
+  if (comm == sim::ContextParallelComm::a2a_p2p)
+    return "; context parallelism by all-to-all in groups, then a ring (--cp-comm-type a2a+p2p)";
   return "";
 }
 

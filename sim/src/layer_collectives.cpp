@@ -144,19 +144,29 @@ double measured_attention_s(const LayerShape& l, const ModelSpec& model, const D
   return attention_kernel_time_s(flops, keys, parallel.attention_backend, backward, device, blocks);
 }
 
+// What a rank attends with once its all-to-all group exchanged heads for tokens: T x A heads'
+// divisor, a ring of C / A (none with a2a).
+ParallelConfig ring_after_all_to_all(const ParallelConfig& parallel) {
+  ParallelConfig ring = parallel;
+  const int a2a = parallel.context_parallel_all_to_all();
+  ring.tensor_parallel = parallel.tensor_parallel * a2a;
+  ring.context_parallel = parallel.context_parallel / a2a;
+  ring.context_parallel_comm = ContextParallelComm::p2p;
+  ring.context_parallel_a2a = 0;
+  return ring;
+}
+
 // One layer's attention core, of the given span. Without a measured curve it is priced as its
 // products: scores Q K^T and their product with V per head, the rank's s/C queries against the
 // keys they meet; a fused kernel skips the causal mask's empty blocks (half the sequence's keys)
 // and those outside a window or a chunk, an unfused one computes every score and masks them.
 double attention_core_s(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel, bool backward,
                         AttentionSpan span) {
-  if (parallel.context_parallel > 1 && parallel.context_parallel_comm == ContextParallelComm::a2a) {
-    // After the all-to-all the rank holds the whole sequence of a C-th of its heads: the core of
-    // a run without context parallelism whose heads are split T x C ways.
-    ParallelConfig whole = parallel;
-    whole.context_parallel = 1;
-    whole.tensor_parallel = parallel.tensor_parallel * parallel.context_parallel;
-    return attention_core_s(model, device, whole, backward, span);
+  if (const int a2a = parallel.context_parallel_all_to_all(); parallel.context_parallel > 1 && a2a > 1) {
+    // After the all-to-all the rank holds its group's part of the sequence (the whole of it with
+    // a2a) for an A-th of its heads: the core of a run whose heads are split T x A ways and whose
+    // sequence goes around the ring of C / A.
+    return attention_core_s(model, device, ring_after_all_to_all(parallel), backward, span);
   }
   const LayerShape l(model, parallel);
   if (const double measured_s = measured_attention_s(l, model, device, parallel, backward, span); measured_s > 0)
@@ -199,6 +209,11 @@ double attention_core_backward_s(const ModelSpec& model, const DeviceSpec& devic
 
 ContextParallelExchange context_parallel_exchange(const ModelSpec& model, const DeviceSpec& device,
                                                   const LinkSpec& link, const ParallelConfig& parallel) {
+  return context_parallel_exchange(model, device, ContextParallelLinks{link, link}, parallel);
+}
+
+ContextParallelExchange context_parallel_exchange(const ModelSpec& model, const DeviceSpec& device,
+                                                  const ContextParallelLinks& links, const ParallelConfig& parallel) {
   ContextParallelExchange out;
   const int cp = parallel.context_parallel;
   if (cp <= 1) return out;
@@ -206,19 +221,23 @@ ContextParallelExchange context_parallel_exchange(const ModelSpec& model, const 
   // The rank's keys and values: two of the 2C chunks of each sequence, the tensor-parallel rank's
   // kv heads, 16-bit.
   const double kv_bytes = 2.0 * 2.0 * l.local_seq() * l.b * l.kv_width / l.t;
-  if (parallel.context_parallel_comm == ContextParallelComm::a2a) {
+  if (const int a2a = parallel.context_parallel_all_to_all(); a2a > 1) {
     // Transformer Engine's AttnFuncWithCPAndQKVOA2A: Q, K and V all-to-all before the core (each
-    // rank keeps a C-th of what it holds), the output back after it; the backward's output
+    // rank keeps an A-th of what it holds), the output back after it; the backward's output
     // gradient before and the three input gradients after. The core waits for each: nothing hides.
-    // Priced as the experts' all-to-all is, its C members on the one link the CP group uses.
+    // Priced as the experts' all-to-all is, its A members on the link of their group. With
+    // a2a+p2p the keys and values of the heads kept then go around the ring of C / A groups.
     const double query_bytes = 2.0 * l.local_seq() * l.b * l.attention_width / l.t;
-    const ExpertLinks group{link, link, cp};
-    const double qkv_s = all_to_all_s(query_bytes + kv_bytes, cp, cp, group);
-    const double output_s = all_to_all_s(query_bytes, cp, cp, group);
-    out.forward_s = qkv_s + output_s;
-    out.backward_s = output_s + qkv_s;
+    const ExpertLinks group{links.all_to_all, links.all_to_all, a2a};
+    const double qkv_s = all_to_all_s(query_bytes + kv_bytes, a2a, a2a, group);
+    const double output_s = all_to_all_s(query_bytes, a2a, a2a, group);
+    const ContextParallelExchange ring =
+        context_parallel_exchange(model, device, links, ring_after_all_to_all(parallel));
+    out.forward_s = qkv_s + output_s + ring.forward_s;
+    out.backward_s = output_s + qkv_s + ring.backward_s;
     return out;
   }
+  const LinkSpec& link = links.ring;
   if (parallel.context_parallel_comm == ContextParallelComm::all_gather) {
     // Gathered before the attention and their gradients reduce-scattered after its backward: the
     // attention waits for both.

@@ -69,7 +69,8 @@ double elementwise_forward_bytes(const LayerShape& l) {
 
 LayerTimes layer_times(const ModelSpec& model, const DeviceSpec& device, const LinkSpec& tensor_parallel_link,
                        const ParallelConfig& parallel) {
-  return layer_times(model, device, LayerLinks{tensor_parallel_link, tensor_parallel_link}, parallel);
+  return layer_times(model, device, LayerLinks{tensor_parallel_link, {tensor_parallel_link, tensor_parallel_link}},
+                     parallel);
 }
 
 LayerTimes layer_times(const ModelSpec& model, const DeviceSpec& device, const LayerLinks& links,

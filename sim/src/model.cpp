@@ -62,15 +62,27 @@ std::optional<std::string> context_parallel_problem(const ModelSpec& model, cons
   if (cp < 1) return std::string("--context-parallel must be at least 1");
   if (cp == 1) return std::nullopt;
   const std::string option = "--context-parallel " + std::to_string(cp);
-  if (parallel.context_parallel_comm == ContextParallelComm::a2a) {
-    // Each rank attends with a C-th of its tensor-parallel rank's query and key/value heads.
+  const ContextParallelComm comm = parallel.context_parallel_comm;
+  const int a2a = parallel.context_parallel_all_to_all();
+  if (comm == ContextParallelComm::a2a_p2p && (parallel.context_parallel_a2a < 1 || cp % parallel.context_parallel_a2a))
+    return option + " with --cp-comm-type a2a+p2p: no all-to-all group size A given or fitting " +
+           "(--hierarchical-context-parallel-sizes A B, A x B = " + std::to_string(cp) +
+           "; A dividing a tensor-parallel rank's heads and key/value heads)";
+  if (a2a > 1) {
+    // Each rank attends with an A-th of its tensor-parallel rank's query and key/value heads.
     const int t = std::max(parallel.tensor_parallel, 1);
     for (const auto& [count, what] :
          {std::pair{model.heads, "attention heads"}, std::pair{model.kv_heads_or_heads(), "key/value heads"}})
-      if (count % t == 0 && (count / t) % cp != 0)
-        return option + " with --cp-comm-type a2a: does not divide the " + std::to_string(count / t) + " " + what +
-               " of " + model.name + " on a tensor-parallel rank (each CP rank attends with a C-th of them)";
-  } else {
+      if (count % t == 0 && (count / t) % a2a != 0)
+        return option + " with --cp-comm-type " + std::string(context_parallel_comm_name(comm)) +
+               ": does not divide the " + std::to_string(count / t) + " " + what + " of " + model.name +
+               " on a tensor-parallel rank (" +
+               (a2a == cp ? std::string("each CP rank attends with a C-th of them")
+                          : "each rank of an all-to-all group of " + std::to_string(a2a) + " attends with 1/" +
+                                std::to_string(a2a) + " of them") +
+               ")";
+  }
+  if (comm != ContextParallelComm::a2a) {
     // A window or chunks as long as the sequence are full attention; shorter ones need every
     // query's keys on its own rank, which only the all-to-all gives.
     if (model.attention_limited(AttentionSpan::window))
@@ -125,15 +137,20 @@ void check_option_pairs(const ParallelConfig& parallel) {
         "gradients fill the pipeline's flush, as in Megatron, which refuses it without one");
 }
 
-// The link context parallelism's exchange runs on: its members sit T apart, on one node's NVLink
-// while T x C GPUs fit in a node, else some hops cross the network. Its all-to-alls (a2a) run at
-// what NCCL's all-to-all achieves there, as the experts' do.
-LinkSpec context_parallel_link(const Topology& topology, const ParallelConfig& parallel, const DeviceSpec& device) {
-  const bool in_node = parallel.tensor_parallel * parallel.context_parallel <= topology.gpus_per_node;
-  LinkSpec link = in_node ? topology.intra_node : topology.inter_node;
-  if (parallel.context_parallel_comm == ContextParallelComm::a2a)
-    link.bandwidth_bytes_per_s *= in_node ? device.all_to_all.nvlink_fraction : device.all_to_all.network_fraction;
-  return link;
+// The links context parallelism's exchanges run on: its members sit T apart, on one node's NVLink
+// while T x C GPUs fit in a node, else some hops cross the network. An all-to-all group (a2a's
+// C ranks, a2a+p2p's A consecutive ones) spans T x A GPUs and runs at what NCCL's all-to-all
+// achieves there, as the experts' do; the ring (and the all-gather) spans T x C.
+ContextParallelLinks context_parallel_links(const Topology& topology, const ParallelConfig& parallel,
+                                            const DeviceSpec& device) {
+  const auto link_over = [&topology](int gpus) {
+    return gpus <= topology.gpus_per_node ? topology.intra_node : topology.inter_node;
+  };
+  const int a2a_gpus = parallel.tensor_parallel * parallel.context_parallel_all_to_all();
+  ContextParallelLinks links{link_over(parallel.tensor_parallel * parallel.context_parallel), link_over(a2a_gpus)};
+  links.all_to_all.bandwidth_bytes_per_s *=
+      a2a_gpus <= topology.gpus_per_node ? device.all_to_all.nvlink_fraction : device.all_to_all.network_fraction;
+  return links;
 }
 
 }  // namespace
@@ -343,7 +360,7 @@ StageInputs stage_inputs(const ModelSpec& model, const DeviceSpec& device, const
   in.layers = stage_layers(model, parallel);
   const int tp = parallel.tensor_parallel;
   // Tensor parallelism stays inside a node: its collectives run on NVLink.
-  const LayerLinks links{topology.intra_node, context_parallel_link(topology, parallel, device)};
+  const LayerLinks links{topology.intra_node, context_parallel_links(topology, parallel, device)};
   in.dense = dense_layer_costs(model, device, links, parallel);
   in.moe = moe_layer_costs(
       model, device, links,

@@ -117,12 +117,14 @@ std::string_view context_parallel_comm_name(ContextParallelComm comm) {
     case ContextParallelComm::p2p: return "p2p";
     case ContextParallelComm::all_gather: return "all_gather";
     case ContextParallelComm::a2a: return "a2a";
+    case ContextParallelComm::a2a_p2p: return "a2a+p2p";
   }
   return "p2p";
 }
 
 std::optional<ContextParallelComm> context_parallel_comm_named(std::string_view name) {
-  for (ContextParallelComm comm : {ContextParallelComm::p2p, ContextParallelComm::all_gather, ContextParallelComm::a2a})
+  for (ContextParallelComm comm : {ContextParallelComm::p2p, ContextParallelComm::all_gather, ContextParallelComm::a2a,
+                                   ContextParallelComm::a2a_p2p})
     if (name == context_parallel_comm_name(comm)) return comm;
   return std::nullopt;
 }

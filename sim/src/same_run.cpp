@@ -10,10 +10,11 @@ namespace pipescope::sim {
 
 std::string fold_key(const PlanCandidate& c, std::uint64_t program) {
   const ParallelConfig& p = c.parallel;
-  return fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}/{}/{}/{}/{}/{:x}", p.tensor_parallel, p.sequence_parallel,
-                     p.context_parallel, context_parallel_comm_name(p.context_parallel_comm), p.expert_parallel,
-                     p.expert_tp(), p.pipeline, p.data_parallel, p.chunks, p.micro_batch_size, c.num_micro_batches,
-                     fp8_format_name(p.fp8), p.layout.describe(), program);
+  return fmt::format("{}/{}/{}/{}{}/{}/{}/{}/{}/{}/{}/{}/{}/{}/{:x}", p.tensor_parallel, p.sequence_parallel,
+                     p.context_parallel, context_parallel_comm_name(p.context_parallel_comm),
+                     p.context_parallel_all_to_all(), p.expert_parallel, p.expert_tp(), p.pipeline, p.data_parallel,
+                     p.chunks, p.micro_batch_size, c.num_micro_batches, fp8_format_name(p.fp8), p.layout.describe(),
+                     program);
 }
 
 namespace {

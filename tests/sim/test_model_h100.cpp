@@ -10,6 +10,10 @@
 //   half of Q, K, V (2 x 4096 x (4096 + 2 x 1024) bytes) and of the output (2 x 4096 x 4096) each
 //   way, nothing hidden, at NCCL's all-to-all rate on NVLink; it needs the heads and the key/value
 //   heads of a tensor-parallel rank to divide by C, and it runs sliding windows;
+// - --cp-comm-type a2a+p2p, C = 8 in groups of A = 2: the core is that of a ring of 4 with twice
+//   the heads' divisor; the exchange is the all-to-all of the rank's Q, K, V and output among 2
+//   (half sent, at the all-to-all link) plus that ring's exposed transfers (on the ring's link);
+//   A = C is a2a exactly; A must divide the heads of a TP rank and C, and windows are refused;
 // - gradients over DP x CP: T = 2, C = 2, DP = 4 put 8 members T apart in the gradients' group,
 //   pipeline neighbours 16 apart; the distributed optimizer shards over the 8;
 // - C = 3 does not split 8192 in 6 chunks: refused naming --context-parallel 3;
@@ -145,6 +149,56 @@ TEST_CASE("--cp-comm-type a2a gives each rank the whole sequence of a C-th of th
   ParallelConfig windowed = ulysses;
   CHECK_FALSE(context_parallel_problem(gpt_oss, windowed));
   windowed.context_parallel_comm = ContextParallelComm::p2p;
+  CHECK(context_parallel_problem(gpt_oss, windowed));
+}
+
+TEST_CASE("--cp-comm-type a2a+p2p: all-to-alls inside groups of A, then a ring over C / A") {
+  const ModelSpec llama = resolve_model("llama-3-8b");
+  const DeviceSpec h100 = device_preset("h100");
+  ParallelConfig hierarchical = h100_parallel(1, 8);
+  hierarchical.context_parallel_comm = ContextParallelComm::a2a_p2p;
+  hierarchical.context_parallel_a2a = 2;
+  CHECK(hierarchical.context_parallel_all_to_all() == 2);
+  CHECK(hierarchical.context_parallel_ring() == 4);
+  // The core: a ring of 4 over 16 of the 32 heads.
+  const ParallelConfig ring = h100_parallel(2, 4);
+  CHECK(attention_core_forward_s(llama, h100, hierarchical) == Approx(attention_core_forward_s(llama, h100, ring)));
+  CHECK(attention_core_backward_s(llama, h100, hierarchical) == Approx(attention_core_backward_s(llama, h100, ring)));
+  // The rank's 1024 tokens of Q, K, V, half sent to the other member of its group, then the
+  // output's half, on the all-to-all's link; the ring's exposed transfers on the network.
+  const double qkv_s = 2e-6 + 0.5 * 2.0 * 1024 * (4096 + 2 * 1024) / 450e9;
+  const double output_s = 2e-6 + 0.5 * 2.0 * 1024 * 4096 / 450e9;
+  const ContextParallelExchange ring_alone = context_parallel_exchange(llama, h100, kNdrAdapter, ring);
+  REQUIRE(ring_alone.forward_s > 0.0);
+  const ContextParallelExchange exchange =
+      context_parallel_exchange(llama, h100, ContextParallelLinks{kNdrAdapter, kH100Nvlink}, hierarchical);
+  CHECK(exchange.forward_s == Approx(qkv_s + output_s + ring_alone.forward_s));
+  CHECK(exchange.backward_s == Approx(qkv_s + output_s + ring_alone.backward_s));
+  // A = C is a2a.
+  ParallelConfig whole = h100_parallel(1, 2);
+  whole.context_parallel_comm = ContextParallelComm::a2a_p2p;
+  whole.context_parallel_a2a = 2;
+  ParallelConfig ulysses = h100_parallel(1, 2);
+  ulysses.context_parallel_comm = ContextParallelComm::a2a;
+  CHECK(context_parallel_exchange(llama, h100, kH100Nvlink, whole).forward_s ==
+        context_parallel_exchange(llama, h100, kH100Nvlink, ulysses).forward_s);
+  CHECK(attention_core_forward_s(llama, h100, whole) == attention_core_forward_s(llama, h100, ulysses));
+  // What it needs: A dividing C and a TP rank's key/value heads; no window.
+  ParallelConfig uneven = hierarchical;
+  uneven.context_parallel_a2a = 3;
+  REQUIRE(context_parallel_problem(llama, uneven));
+  CHECK(context_parallel_problem(llama, uneven)->find("no all-to-all group size A given or fitting") !=
+        std::string::npos);
+  ParallelConfig too_wide = hierarchical;
+  too_wide.tensor_parallel = 8;  // one key/value head a TP rank
+  REQUIRE(context_parallel_problem(llama, too_wide));
+  CHECK(*context_parallel_problem(llama, too_wide) ==
+        "--context-parallel 8 with --cp-comm-type a2a+p2p: does not divide the 1 key/value heads of llama-3-8b on "
+        "a tensor-parallel rank (each rank of an all-to-all group of 2 attends with 1/2 of them)");
+  const ModelSpec gpt_oss = resolve_model("gpt-oss-20b");
+  ParallelConfig windowed = h100_parallel(1, 4);
+  windowed.context_parallel_comm = ContextParallelComm::a2a_p2p;
+  windowed.context_parallel_a2a = 2;
   CHECK(context_parallel_problem(gpt_oss, windowed));
 }
 

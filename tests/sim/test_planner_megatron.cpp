@@ -9,6 +9,11 @@
 //   a2a row is `ppsim simulate --cp-comm-type a2a`'s prediction; the table names the exchange
 //   in the cp column ("2a2a") and its heading; CSV and JSON name it per row; an unknown
 //   exchange, or --cp-comm-types beside --cp-comm-type, is one line naming the option;
+// - a2a+p2p searched for Llama 3 8B at 128k on 32 H100, C = 16: each row's all-to-all group is
+//   the largest that fits a node and the heads (8 at T = 1, 4 at T = 2), named in the table
+//   ("16(8a2a)") and the JSON, and a row is `ppsim simulate --cp-comm-type a2a+p2p
+//   --hierarchical-context-parallel-sizes 8 2`'s prediction; simulate refuses the sizes without
+//   a2a+p2p, sizes whose product is not C, and a2a+p2p without sizes, each in one line;
 // - FP8 asked (precisions BF16 and hybrid): both appear, and FP8 on an A100 is refused by the
 //   device's precision;
 // - gpt-1.3b on 8 GPUs with 1f1b, zb-h1 and zb-h2 at one pipeline rank: one program, so one row
@@ -170,6 +175,65 @@ TEST_CASE("ppsim plan --cp-comm-types: each row names its exchange, an a2a row i
   const ppsim_test::PpsimRun both = ppsim_test::run_ppsim(one_exchange + " --cp-comm-types a2a --cp-comm-type a2a");
   CHECK(both.status == 2);
   CHECK(both.err == "ppsim: error: --cp-comm-types with --cp-comm-type a2a: give one\n");
+}
+
+TEST_CASE("a2a+p2p rows take the largest all-to-all group that fits, and are simulate's", "[cli]") {
+  const std::string search =
+      "plan --model llama-3-8b --seq-length 131072 --gpus 32 --global-batch 8 --tensor-parallel-sizes 1,2 "
+      "--sequence-parallel on --context-parallel-sizes 16 --cp-comm-types a2a+p2p --schedules 1f1b --recompute none "
+      "--micro-batch-sizes 1 --top 0 --quiet";
+  const ppsim_test::PpsimRun planned = ppsim_test::run_ppsim(search + " --format json");
+  INFO(planned.err);
+  REQUIRE(planned.status == 0);
+  const nlohmann::json rows = nlohmann::json::parse(planned.out).at("configurations");
+  REQUIRE_FALSE(rows.empty());
+  for (const auto& r : rows) {
+    CHECK(r.at("context_parallel_comm") == "a2a+p2p");
+    const int a2a = r.at("tensor_parallel") == 1 ? 8 : 4;
+    CHECK(r.at("hierarchical_context_parallel_sizes") == nlohmann::json{a2a, 16 / a2a});
+  }
+  const auto row = std::find_if(rows.begin(), rows.end(), [](const nlohmann::json& r) {
+    return r.at("tensor_parallel") == 1 && r.at("pipeline") == 1;
+  });
+  REQUIRE(row != rows.end());
+  const std::string simulate =
+      "simulate --model llama-3-8b --seq-length 131072 --schedule 1f1b --stages 1 --context-parallel 16 "
+      "--data-parallel 2 --micro-batches 4 --zero1 --cp-comm-type a2a+p2p";
+  const ppsim_test::PpsimRun simulated =
+      ppsim_test::run_ppsim(simulate + " --hierarchical-context-parallel-sizes 8 2 --json");
+  INFO(simulated.err);
+  REQUIRE(simulated.status == 0);
+  CHECK(row->at("iteration_time_s").get<double>() ==
+        Approx(nlohmann::json::parse(simulated.out).at("iteration_time_s").get<double>()));
+  const ppsim_test::PpsimRun table = ppsim_test::run_ppsim(search);
+  REQUIRE(table.status == 0);
+  CHECK(table.out.find(" 16(8a2a) ") != std::string::npos);
+  CHECK(table.out.find("; context parallelism by all-to-all in groups, then a ring (--cp-comm-type a2a+p2p)") !=
+        std::string::npos);
+
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases{
+      {" --hierarchical-context-parallel-sizes 4 2",
+       "--hierarchical-context-parallel-sizes 4 2: 4 x 2 is not --context-parallel 16"},
+      {" --hierarchical-context-parallel-sizes 16",
+       "--hierarchical-context-parallel-sizes 16: give two sizes, the all-to-all groups' A and the ring's B"},
+      {"", "--context-parallel 16 with --cp-comm-type a2a+p2p: no all-to-all group size A given or fitting"},
+  };
+  for (const Case& c : cases) {
+    const ppsim_test::PpsimRun run = ppsim_test::run_ppsim(simulate + c.args);
+    INFO(c.args << "\n" << run.err);
+    CHECK(run.status == 2);
+    CHECK(run.one_error_line());
+    CHECK(run.err.find(c.message) != std::string::npos);
+  }
+  const ppsim_test::PpsimRun ring = ppsim_test::run_ppsim(
+      "simulate --model llama-3-8b --stages 1 --micro-batches 4 --context-parallel 4 "
+      "--hierarchical-context-parallel-sizes 2 2");
+  CHECK(ring.status == 2);
+  CHECK(ring.err.find("--hierarchical-context-parallel-sizes 2 2: only --cp-comm-type a2a+p2p takes it") !=
+        std::string::npos);
 }
 
 TEST_CASE("FP8 is searched beside BF16 where asked, and refused where the device has none") {

@@ -41,9 +41,15 @@ struct LayerTimes {
 
 // The links a layer's collectives run on: tensor parallelism's (a node's NVLink) and the
 // context-parallel group's (NVLink while T x C fit in a node, else the network).
+// Context parallelism's groups: the ring (and the all-gather) over all C ranks, and the
+// all-to-all groups (a2a, a2a+p2p) at what NCCL's all-to-all achieves on theirs.
+struct ContextParallelLinks {
+  LinkSpec ring;
+  LinkSpec all_to_all;
+};
 struct LayerLinks {
   LinkSpec tensor_parallel;
-  LinkSpec context_parallel;
+  ContextParallelLinks context_parallel;
 };
 LayerTimes layer_times(const ModelSpec& model, const DeviceSpec& device, const LayerLinks& links,
                        const ParallelConfig& parallel);
@@ -78,6 +84,9 @@ struct ContextParallelExchange {
   double forward_s = 0;
   double backward_s = 0;
 };
+ContextParallelExchange context_parallel_exchange(const ModelSpec& model, const DeviceSpec& device,
+                                                  const ContextParallelLinks& links, const ParallelConfig& parallel);
+// The same with both groups on one link.
 ContextParallelExchange context_parallel_exchange(const ModelSpec& model, const DeviceSpec& device,
                                                   const LinkSpec& link, const ParallelConfig& parallel);
 

@@ -237,9 +237,12 @@ std::string_view fp8_format_name(Fp8Format format);  // "none", "hybrid", "e4m3"
 // default), one all-gather before the attention (and a reduce-scatter of their gradients after
 // its backward), or all-to-alls that give each rank the whole sequence of a C-th of its heads
 // (a2a, DeepSpeed-Ulysses' exchange: the one that runs sliding windows and chunks, since every
-// query then meets its keys on its own rank).
-enum class ContextParallelComm : std::uint8_t { p2p, all_gather, a2a };
-std::string_view context_parallel_comm_name(ContextParallelComm comm);  // "p2p", "all_gather", "a2a"
+// query then meets its keys on its own rank), or both in two levels (a2a+p2p: all-to-alls inside
+// groups of A ranks, then a ring over the C / A groups; Megatron's
+// --hierarchical-context-parallel-sizes A C/A).
+enum class ContextParallelComm : std::uint8_t { p2p, all_gather, a2a, a2a_p2p };
+// "p2p", "all_gather", "a2a", "a2a+p2p"
+std::string_view context_parallel_comm_name(ContextParallelComm comm);
 // The exchange Megatron's --cp-comm-type names, or nothing for another name.
 std::optional<ContextParallelComm> context_parallel_comm_named(std::string_view name);
 
@@ -256,6 +259,9 @@ struct ParallelConfig {
   // causal load balancing (each holds two of 2C chunks), keys and values exchanged in attention.
   int context_parallel = 1;
   ContextParallelComm context_parallel_comm = ContextParallelComm::p2p;
+  // With a2a+p2p: the ranks of each all-to-all group, A (the first of Megatron's
+  // --hierarchical-context-parallel-sizes; the ring has C / A).
+  int context_parallel_a2a = 0;
   int micro_batch_size = 1;
   Recomputation recomputation = Recomputation::none;
   // With selective recomputation: which modules (RecomputeModule bits).
@@ -314,6 +320,14 @@ struct ParallelConfig {
 
   // The group gradients are reduced over: data parallelism with the context-parallel ranks.
   int gradient_group() const { return data_parallel * context_parallel; }
+  // The ranks that exchange heads by all-to-all (C for a2a, A for a2a+p2p, else 1) and those the
+  // keys and values go around in a ring (C / that, for p2p and a2a+p2p; 1 for a2a).
+  int context_parallel_all_to_all() const {
+    if (context_parallel_comm == ContextParallelComm::a2a) return context_parallel;
+    if (context_parallel_comm == ContextParallelComm::a2a_p2p) return std::max(1, context_parallel_a2a);
+    return 1;
+  }
+  int context_parallel_ring() const { return std::max(1, context_parallel / context_parallel_all_to_all()); }
   int expert_tp() const { return expert_tensor_parallel > 0 ? expert_tensor_parallel : tensor_parallel; }
   // The group the routed experts' gradients are reduced (and their optimizer state sharded) over.
   int expert_data_parallel() const {
