@@ -278,6 +278,17 @@ void check_moe_overlap_option(const SimulateOptions& s, const sim::ModelSpec& mo
 
 // Megatron splits the optimizer per chunk for it only under its interleaved schedule, where the
 // rank's chunks are stages r, r + P, ...; the V-shaped schedules place their second chunk otherwise.
+// "2", or with an exchange other than the ring "2 (a2a)", "16 (a2a+p2p, 8 x 2)".
+std::string context_parallel_text(const sim::ParallelConfig& parallel) {
+  std::string cp = std::to_string(parallel.context_parallel);
+  const sim::ContextParallelComm comm = parallel.context_parallel_comm;
+  if (comm == sim::ContextParallelComm::p2p) return cp;
+  if (comm == sim::ContextParallelComm::a2a_p2p)
+    return fmt::format("{} (a2a+p2p, {} x {})", cp, parallel.context_parallel_all_to_all(),
+                       parallel.context_parallel_ring());
+  return fmt::format("{} ({})", cp, sim::context_parallel_comm_name(comm));
+}
+
 void check_gather_with_step_option(const SimulateOptions& s) {
   if (s.megatron.overlap_param_gather_with_optimizer_step && s.schedule.rfind("interleaved-1f1b", 0) != 0)
     throw UsageError(
@@ -340,7 +351,7 @@ CostSource cost_source(const SimulateOptions& s, const po::variables_map& vm, in
     source.description = fmt::format(
         "{} on {} x {} ({} per node; tp {}{}{}{}, recomputation {}{})", model.name, parallel.gpus(), device.name,
         s.cluster.gpus_per_node, s.tensor_parallel, s.sequence_parallel ? " with sp" : "",
-        s.context_parallel > 1 ? fmt::format(", cp {}", s.context_parallel) : "",
+        s.context_parallel > 1 ? ", cp " + context_parallel_text(parallel) : "",
         model.is_moe() ? fmt::format(", ep {} etp {}", parallel.expert_parallel, parallel.expert_tp()) : "",
         parallel.recomputation == sim::Recomputation::selective &&
                 parallel.recompute_modules != sim::kRecomputeCoreAttention

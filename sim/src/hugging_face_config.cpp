@@ -39,6 +39,8 @@ constexpr std::array kFamilies = {
     Family{"mistral", true, false, true, Experts::none},
     Family{"qwen2", true, false, false, Experts::none},
     Family{"qwen3", true, false, false, Experts::none},
+    Family{"qwen3_vl_text", true, false, false, Experts::none},  // Qwen3-VL's language model: Qwen3's
+    Family{"mimo", true, false, false, Experts::none},           // MiMo: Qwen2's layers and MTP layers
     Family{"gemma", true, true, false, Experts::none},
     Family{"gemma2", true, true, false, Experts::none},
     Family{"gemma3_text", true, true, false, Experts::none},
@@ -50,6 +52,7 @@ constexpr std::array kFamilies = {
     Family{"mixtral", true, false, true, Experts::mixtral},
     Family{"qwen2_moe", true, false, false, Experts::qwen},
     Family{"qwen3_moe", true, false, false, Experts::qwen},
+    Family{"qwen3_vl_moe_text", true, false, false, Experts::qwen},  // Qwen3-VL-MoE's: Qwen3-MoE's
     Family{"deepseek_v2", true, false, false, Experts::deepseek},
     Family{"deepseek_v3", true, false, false, Experts::deepseek},
     Family{"kimi_k2", true, false, false, Experts::deepseek},   // Kimi K2: DeepSeek-V3's architecture
@@ -60,8 +63,9 @@ constexpr std::array kFamilies = {
     Family{"gpt2", false, true, false, Experts::none},
 };
 
-// Multimodal configurations (Llama 4's, Gemma 3's, Kimi K2.5's) keep the language model's fields
-// in a text_config; its own model_type, where the file leaves it out, is the outer one's text model.
+// Multimodal configurations (Llama 4's, Gemma 3's, Qwen3-VL's, Kimi K2.5's) keep the language
+// model's fields in a text_config; its own model_type, where the file leaves it out, is the outer
+// one's text model, and whether the head is tied, where it does not say, the outer one's.
 constexpr std::array<std::string_view, 2> kWrappers = {"llama4", "gemma3"};
 
 // The family of a model_type pipescope reads; none for another.
@@ -178,7 +182,8 @@ void translate_attention(const ConfigReader& r, const Family& f, int layers, jso
   const std::string_view type = f.model_type;
   if (r.has("layer_types")) {
     out["layer_types"] = r.raw("layer_types");  // named as pipescope's model files name them
-  } else if (type == "qwen2" || type == "qwen3" || type == "qwen2_moe" || type == "qwen3_moe") {
+  } else if (type == "qwen2" || type == "qwen3" || type == "qwen2_moe" || type == "qwen3_moe" ||
+             type == "qwen3_vl_text" || type == "qwen3_vl_moe_text" || type == "mimo") {
     // Qwen's sliding window applies only with use_sliding_window, from max_window_layers on.
     if (r.boolean("use_sliding_window").value_or(false) && r.has("sliding_window")) {
       const int first = r.integer("max_window_layers").value_or(layers);
@@ -391,7 +396,9 @@ json model_fields_from_hugging_face(const json& config, const std::string& sourc
     if (const auto width = r.integer("head_dim")) out["head_dim"] = *width;
   if (const auto ffn = r.integer(gpt2 ? "n_inner" : "intermediate_size")) out["ffn_hidden"] = *ffn;
   out["gated_mlp"] = f.gated;
-  out["tied_embeddings"] = r.boolean("tie_word_embeddings").value_or(f.tied_by_default);
+  std::optional<bool> tied = r.boolean("tie_word_embeddings");
+  if (!tied && text != &config) tied = ConfigReader(config, source, "").boolean("tie_word_embeddings");
+  out["tied_embeddings"] = tied.value_or(f.tied_by_default);
   out["flash_attention"] = true;  // every model_type here trains with a fused attention kernel
   out["dropout"] = has_dropout(r, f);
   if (gpt2) {
@@ -409,6 +416,8 @@ json model_fields_from_hugging_face(const json& config, const std::string& sourc
     }
     if (const auto mtp = r.integer("num_nextn_predict_layers")) out["mtp_num_layers"] = *mtp;
   }
+  if (f.model_type == "mimo")
+    if (const auto mtp = r.integer("num_nextn_predict_layers")) out["mtp_num_layers"] = *mtp;
   translate_attention(r, f, layers, out);
   translate_experts(r, f, layers, out);
   return out;

@@ -7,6 +7,9 @@
 // - the others' parameters are their published totals: Mistral 7B (every layer windowed), Qwen2
 //   57B-A14B (a shared expert), Kimi K2 (DeepSeek-V3's architecture, 1.03 T), GLM-4.5-Air (96 heads
 //   of 128 over a hidden of 4096), MiniMax-M2.5;
+// - Qwen3-VL's language models (a text_config whose head's tying the outer config says) are
+//   Qwen3's: the 30B-A3B's is the qwen3-30b-a3b preset, the 32B's has Qwen3-32B's published 32.8 B;
+//   MiMo-7B is Qwen2's layers (biases) with the one MTP layer its file names;
 // - a model's folder (a Hub snapshot) is read for its config.json;
 // - the training sequence is --seq-length's: without it a config is refused, naming the option
 //   and the longest context the file gives; with it a preset or a model file trains at that length;
@@ -21,6 +24,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "pipescope/core/errors.hpp"
@@ -130,6 +134,30 @@ TEST_CASE("Hugging Face configs of models without a preset come to their publish
   CHECK(kimi.moe_layers() == 60);
   CHECK(kimi.total_parameters() == Approx(1.026e12).epsilon(0.002));
   CHECK(kimi.active_parameters() == Approx(32.9e9).epsilon(0.01));
+}
+
+TEST_CASE("Qwen3-VL's language models are Qwen3's, and MiMo's Qwen2's with its MTP layer", "[model][hugging_face]") {
+  const ModelSpec preset = resolve_model("qwen3-30b-a3b");
+  require_same_model(config("Qwen__Qwen3-VL-30B-A3B-Instruct", preset.seq), preset);
+  // Qwen3-32B's card: 32.8 B, 31.2 B without the embeddings (the head untied, as the outer
+  // config says; the text_config is silent).
+  const ModelSpec dense = config("Qwen__Qwen3-VL-32B-Instruct", 4096);
+  CHECK_FALSE(dense.tied_embeddings);
+  CHECK(dense.total_parameters() == Approx(32.8e9).epsilon(0.003));
+  CHECK(dense.total_parameters() - 2.0 * 151936 * 5120 == Approx(31.2e9).epsilon(0.003));
+  // MiMo-7B-Base: the same file read as Qwen2's is the model without its MTP layer.
+  const ModelSpec mimo = config("XiaomiMiMo__MiMo-7B-Base", 4096);
+  CHECK(mimo.mtp_num_layers == 1);
+  CHECK(mimo.has_biases());
+  std::ifstream in(config_path("XiaomiMiMo__MiMo-7B-Base"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string type = R"("model_type": "mimo")";
+  REQUIRE(text.find(type) != std::string::npos);
+  text.replace(text.find(type), type.size(), R"("model_type": "qwen2")");
+  ModelSpec without_mtp = mimo;
+  without_mtp.mtp_num_layers = 0;
+  require_same_model(without_mtp, parse_model_json(text, "qwen2.json", 4096));
+  CHECK(mimo.total_parameters() > without_mtp.total_parameters());
 }
 
 TEST_CASE("GLM-4.5's and MiniMax-M2's configs: DeepSeek's and Mixtral's names, heads wider than hidden / heads",

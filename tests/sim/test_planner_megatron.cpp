@@ -12,7 +12,8 @@
 // - a2a+p2p searched for Llama 3 8B at 128k on 32 H100, C = 16: each row's all-to-all group is
 //   the largest that fits a node and the heads (8 at T = 1, 4 at T = 2), named in the table
 //   ("16(8a2a)") and the JSON, and a row is `ppsim simulate --cp-comm-type a2a+p2p
-//   --hierarchical-context-parallel-sizes 8 2`'s prediction; simulate refuses the sizes without
+//   --hierarchical-context-parallel-sizes 8 2`'s prediction (whose first line names the exchange:
+//   "cp 16 (a2a+p2p, 8 x 2)"); simulate refuses the sizes without
 //   a2a+p2p, sizes whose product is not C, and a2a+p2p without sizes, each in one line;
 // - FP8 asked (precisions BF16 and hybrid): both appear, and FP8 on an A100 is refused by the
 //   device's precision;
@@ -205,6 +206,9 @@ TEST_CASE("a2a+p2p rows take the largest all-to-all group that fits, and are sim
   REQUIRE(simulated.status == 0);
   CHECK(row->at("iteration_time_s").get<double>() ==
         Approx(nlohmann::json::parse(simulated.out).at("iteration_time_s").get<double>()));
+  const ppsim_test::PpsimRun described = ppsim_test::run_ppsim(simulate + " --hierarchical-context-parallel-sizes 8 2");
+  REQUIRE(described.status == 0);
+  CHECK(described.out.find("(8 per node; tp 1, cp 16 (a2a+p2p, 8 x 2), recomputation none)") != std::string::npos);
   const ppsim_test::PpsimRun table = ppsim_test::run_ppsim(search);
   REQUIRE(table.status == 0);
   CHECK(table.out.find(" 16(8a2a) ") != std::string::npos);
