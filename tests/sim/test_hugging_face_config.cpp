@@ -6,7 +6,7 @@
 //   Llama 4 Maverick (a text_config inside a multimodal one);
 // - the others' parameters are their published totals: Mistral 7B (every layer windowed), Qwen2
 //   57B-A14B (a shared expert), Kimi K2 (DeepSeek-V3's architecture, 1.03 T), GLM-4.5-Air (96 heads
-//   of 128 over a hidden of 4096), MiniMax-M2.5;
+//   of 128 over a hidden of 4096), MiniMax-M2.5; Kimi K2.5's text_config is Kimi K2;
 // - Qwen3-VL's language models (a text_config whose head's tying the outer config says) are
 //   Qwen3's: the 30B-A3B's is the qwen3-30b-a3b preset, the 32B's has Qwen3-32B's published 32.8 B;
 //   MiMo-7B is Qwen2's layers (biases) with the one MTP layer its file names;
@@ -129,7 +129,9 @@ TEST_CASE("Hugging Face configs of models without a preset come to their publish
   CHECK(qwen2.total_parameters() == Approx(57.4e9).epsilon(0.005));
   CHECK(qwen2.active_parameters() == Approx(14.2e9).epsilon(0.01));
   // Kimi K2: DeepSeek-V3's layers with 384 experts and 64 heads, the first layer dense: 1.03 T, 32 B active.
+  // Kimi K2.5 wraps the same language model in a multimodal config.
   const ModelSpec kimi = config("moonshotai__Kimi-K2-Instruct", 4096);
+  require_same_model(config("moonshotai__Kimi-K2.5", 4096), kimi);
   CHECK(kimi.multi_latent_attention());
   CHECK(kimi.moe_layers() == 60);
   CHECK(kimi.total_parameters() == Approx(1.026e12).epsilon(0.002));
