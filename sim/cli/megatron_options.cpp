@@ -48,6 +48,12 @@ void MegatronOptions::add_to(po::options_description& options, bool with_optimiz
       ("overlap-param-gather-with-optimizer-step", po::bool_switch(&overlap_param_gather_with_optimizer_step),
        "with --overlap-param-gather and interleaving: the first chunk's all-gather starts right after its "
        "optimizer step, beside the other chunks' steps (default off)")
+      ("make-vocab-size-divisible-by", po::value<int>()->notifier([this](int n) {
+         if (n < 1) throw UsageError(fmt::format("--make-vocab-size-divisible-by must be at least 1, got {}", n));
+         make_vocab_size_divisible_by = n;
+       }),
+       "N: the embedding and the head hold the vocabulary rounded up to a multiple of N x tensor-parallel, as "
+       "Megatron pads it (Megatron's default is 128; default here: the model's vocabulary as given)")
       ("ddp-bucket-size", po::value(&ddp_bucket_size)->default_value(ddp_bucket_size),
        "parameters per gradient/parameter bucket, on the first pipeline rank's first chunk (Megatron's DDP "
        "makes one bucket of every other chunk; 0: one bucket per layer everywhere)")
@@ -190,6 +196,7 @@ void MegatronOptions::apply(sim::ParallelConfig& parallel) const {
   parallel.overlap_param_gather_with_optimizer_step = overlap_param_gather_with_optimizer_step;
   parallel.tp_comm_overlap = tp_comm_overlap;
   parallel.bucket_parameters = sim::parse_bytes(ddp_bucket_size, "--ddp-bucket-size");
+  parallel.make_vocab_size_divisible_by = make_vocab_size_divisible_by;
   parallel.layout = layout_options(*this);
   parallel.expert_parallel =
       one_size(expert_parallel, "--expert-parallel", expert_model_parallel_size, "--expert-model-parallel-size")
@@ -223,7 +230,7 @@ std::vector<std::string> MegatronOptions::given(const po::variables_map& vm) con
         "account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split",
         "pipeline-model-parallel-layout", "expert-parallel", "expert-model-parallel-size", "expert-tensor-parallel",
         "expert-tensor-parallel-size", "moe-imbalance", "moe-routing", "moe-fp8-dispatch",
-        "defer-embedding-wgrad-compute", "wgrad-deferral-limit"}) {
+        "defer-embedding-wgrad-compute", "wgrad-deferral-limit", "make-vocab-size-divisible-by"}) {
     // clang-format on
     if (!vm.count(name) || vm[name].defaulted()) continue;
     // A bool_switch not given is "defaulted"; one given false cannot be.

@@ -39,6 +39,7 @@ struct MegatronOptions {
   bool moe_fp8_dispatch = false;
   bool defer_embedding_wgrad = false;
   int wgrad_deferral_limit = 0;
+  int make_vocab_size_divisible_by = 0;  // 0: not given (the model's vocabulary)
 
   // `with_optimizer`: also --use-distributed-optimizer / --zero1 (ppsim plan has its own default).
   void add_to(boost::program_options::options_description& options, bool with_optimizer);

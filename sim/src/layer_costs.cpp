@@ -126,7 +126,7 @@ LayerTimes layer_times(const ModelSpec& model, const DeviceSpec& device, const L
 
 HeadTimes head_times(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel) {
   const LayerShape l(model, parallel);
-  const double vocab_on_rank = static_cast<double>(model.vocab) / l.t;
+  const double vocab_on_rank = static_cast<double>(parallel.padded_vocab(model.vocab)) / l.t;
   // The loss's softmax in fp32: reads the 16-bit logits, writes fp32; its backward the reverse.
   const double loss_bytes = 6.0 * l.tokens * vocab_on_rank;
   HeadTimes out;

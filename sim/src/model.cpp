@@ -376,12 +376,14 @@ StageInputs stage_inputs(const ModelSpec& model, const DeviceSpec& device, const
   in.expert_topology.data_parallel = parallel.expert_data_parallel();
   in.expert_topology.data_parallel_stride = parallel.expert_parallel * parallel.expert_tp();
   in.expert_shards = parallel.zero1 ? parallel.expert_data_parallel() : 1;
-  in.embedding_parameters = model.embedding_parameters() / tp;  // vocabulary-parallel
+  // Vocabulary-parallel, over the padded vocabulary's rows.
+  const std::int64_t vocab = parallel.padded_vocab(model.vocab);
+  in.embedding_parameters = vocab * model.hidden / tp;
   // The rank's tokens of a micro-batch: context parallelism splits each sequence.
   in.s = static_cast<double>(model.seq) / parallel.context_parallel;
   in.b = parallel.micro_batch_size;
   in.h = model.hidden;
-  in.vocab_on_rank = static_cast<double>(model.vocab) / tp;
+  in.vocab_on_rank = static_cast<double>(vocab) / tp;
   // The distributed optimizer shards its state over the gradients' group (DP x CP).
   in.shards = parallel.zero1 ? parallel.gradient_group() : 1;
   in.optimizer_bytes_per_parameter = 16.0 / in.shards;

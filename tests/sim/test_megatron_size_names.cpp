@@ -13,10 +13,15 @@
 // - Megatron's model options (--num-layers, --hidden-size, --num-attention-heads, --vocab-size,
 //   --seq-length, --swiglu, --group-query-attention --num-query-groups, ...) describe Llama 3 8B
 //   and GPT 1.3B as their presets do, to the byte, with Megatron's defaults for what they leave
-//   out; in simulate and plan; what does not describe a model is refused in one line.
+//   out; in simulate and plan; what does not describe a model is refused in one line;
+// - --make-vocab-size-divisible-by 128 at TP 8 runs Llama 3 8B's 128,256 words as 129,024 (a
+//   multiple of 1024), as Megatron pads them: the ranks' times and memory are those of a
+//   129,024-word vocabulary, the model's parameter count its own; without it nothing changes;
+//   0 is refused in one line.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "ppsim_run.hpp"
@@ -131,6 +136,37 @@ TEST_CASE("Megatron's model options describe the model instead of --model, with 
       "--seq-length 2048 --gpus 8 --global-batch 32 --top 1 --quiet");
   CHECK(planned.status == 0);
   CHECK(planned.out.find("megatron-24x2048 on 8 x h100") != std::string::npos);
+}
+
+TEST_CASE("--make-vocab-size-divisible-by pads the embedding and the head as Megatron does", "[cli]") {
+  const std::string model =
+      "simulate --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --group-query-attention "
+      "--num-query-groups 8 --ffn-hidden-size 14336 --swiglu --untie-embeddings-and-output-weights "
+      "--disable-bias-linear --hidden-dropout 0 --attention-dropout 0 --seq-length 8192 "
+      "--schedule 1f1b --tensor-parallel 8 --stages 2 --micro-batches 4 --json ";
+  const ppsim_test::PpsimRun padded =
+      ppsim_test::run_ppsim(model + "--vocab-size 128256 --make-vocab-size-divisible-by 128");
+  const ppsim_test::PpsimRun wider = ppsim_test::run_ppsim(model + "--vocab-size 129024");
+  const ppsim_test::PpsimRun as_given = ppsim_test::run_ppsim(model + "--vocab-size 128256");
+  INFO(padded.err);
+  REQUIRE(padded.status == 0);
+  REQUIRE(wider.status == 0);
+  REQUIRE(as_given.status == 0);
+  const auto json = [](const ppsim_test::PpsimRun& run) { return nlohmann::json::parse(run.out); };
+  CHECK(json(padded).at("iteration_time_s") == json(wider).at("iteration_time_s"));
+  CHECK(json(padded).at("iteration_time_s") > json(as_given).at("iteration_time_s"));
+  for (std::size_t r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    CHECK(json(padded).at("ranks").at(r).at("peak_memory_bytes") ==
+          json(wider).at("ranks").at(r).at("peak_memory_bytes"));
+  }
+  CHECK(json(padded).at("parameters") == json(as_given).at("parameters"));  // the model's own count
+  // At TP 1 a multiple of 128 already: nothing changes.
+  const std::string tp1 = "simulate --model llama-3-8b --schedule 1f1b --stages 2 --micro-batches 4 --json";
+  CHECK(ppsim_test::run_ppsim(tp1 + " --make-vocab-size-divisible-by 128").out == ppsim_test::run_ppsim(tp1).out);
+  const ppsim_test::PpsimRun zero = ppsim_test::run_ppsim(tp1 + " --make-vocab-size-divisible-by 0");
+  CHECK(zero.status == 2);
+  CHECK(zero.err == "ppsim: error: --make-vocab-size-divisible-by must be at least 1, got 0\n");
 }
 
 TEST_CASE("Megatron's model options that do not describe a model are refused in one line", "[cli]") {

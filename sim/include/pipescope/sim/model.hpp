@@ -317,6 +317,9 @@ struct ParallelConfig {
   // the rank's last backward (StageCost::deferred_weight_s). Megatron requires pipeline > 1.
   bool defer_embedding_wgrad = false;
   int wgrad_deferral_limit = 0;
+  // Megatron's --make-vocab-size-divisible-by N: the embedding and the head hold the vocabulary
+  // rounded up to a multiple of N x T (Megatron's padded_vocab_size); 0: the model's vocabulary.
+  int make_vocab_size_divisible_by = 0;
 
   // The group gradients are reduced over: data parallelism with the context-parallel ranks.
   int gradient_group() const { return data_parallel * context_parallel; }
@@ -332,6 +335,12 @@ struct ParallelConfig {
   // The group the routed experts' gradients are reduced (and their optimizer state sharded) over.
   int expert_data_parallel() const {
     return std::max(1, tensor_parallel * context_parallel * data_parallel / std::max(1, expert_parallel * expert_tp()));
+  }
+  // The rows of the embedding and the head: `vocab` padded as Megatron pads it.
+  std::int64_t padded_vocab(std::int64_t vocab) const {
+    if (make_vocab_size_divisible_by < 1) return vocab;
+    const std::int64_t multiple = static_cast<std::int64_t>(make_vocab_size_divisible_by) * tensor_parallel;
+    return (vocab + multiple - 1) / multiple * multiple;
   }
   std::int64_t gpus() const {
     return static_cast<std::int64_t>(pipeline) * tensor_parallel * context_parallel * data_parallel;
