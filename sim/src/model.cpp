@@ -57,6 +57,12 @@ Topology with_parallel_layout(Topology topology, const ParallelConfig& parallel)
   return topology;
 }
 
+bool all_to_all_splits_heads(const ModelSpec& model, int tensor_parallel, int group) {
+  const int t = std::max(tensor_parallel, 1);
+  const auto splits = [&](int count) { return count % t != 0 || (count / t) % group == 0; };
+  return splits(model.heads) && splits(model.kv_heads_or_heads());
+}
+
 std::optional<std::string> context_parallel_problem(const ModelSpec& model, const ParallelConfig& parallel) {
   const int cp = parallel.context_parallel;
   if (cp < 1) return std::string("--context-parallel must be at least 1");
@@ -68,8 +74,7 @@ std::optional<std::string> context_parallel_problem(const ModelSpec& model, cons
     return option + " with --cp-comm-type a2a+p2p: no all-to-all group size A given or fitting " +
            "(--hierarchical-context-parallel-sizes A B, A x B = " + std::to_string(cp) +
            "; A dividing a tensor-parallel rank's heads and key/value heads)";
-  if (a2a > 1) {
-    // Each rank attends with an A-th of its tensor-parallel rank's query and key/value heads.
+  if (a2a > 1 && !all_to_all_splits_heads(model, parallel.tensor_parallel, a2a)) {
     const int t = std::max(parallel.tensor_parallel, 1);
     for (const auto& [count, what] :
          {std::pair{model.heads, "attention heads"}, std::pair{model.kv_heads_or_heads(), "key/value heads"}})

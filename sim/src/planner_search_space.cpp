@@ -46,16 +46,14 @@ std::vector<std::pair<Recomputation, std::uint8_t>> recomputation_choices(const 
 }
 
 // a2a+p2p's all-to-all group for T x C where the request names none: the largest A below C that
-// divides C and a tensor-parallel rank's heads and key/value heads, with T x A in a node (the
-// all-to-all on NVLink, the ring across); 0 where none does (the row is refused with the reason).
+// divides C and a tensor-parallel rank's heads (all_to_all_splits_heads), with T x A in a node
+// (the all-to-all on NVLink, the ring across); 0 where none does (the row is refused with the
+// reason).
 int all_to_all_group(const PlanRequest& request, int tp, int cp) {
   if (request.options.context_parallel_a2a > 0) return request.options.context_parallel_a2a;
-  const ModelSpec& model = request.model;
-  for (int a = cp / 2; a >= 2; --a) {
-    if (cp % a != 0 || tp * a > request.topology.gpus_per_node) continue;
-    const auto splits = [&](int count) { return count % tp != 0 || (count / tp) % a == 0; };
-    if (splits(model.heads) && splits(model.kv_heads_or_heads())) return a;
-  }
+  for (int a = cp / 2; a >= 2; --a)
+    if (cp % a == 0 && tp * a <= request.topology.gpus_per_node && all_to_all_splits_heads(request.model, tp, a))
+      return a;
   return 0;
 }
 

@@ -15,7 +15,10 @@
 // - a sliding window with a right side, or a window list of another length than the layers:
 //   refused naming the field; Megatron's and Hugging Face's windows one apart read as one, and
 //   context parallelism with a window refused naming the option; likewise chunks without their
-//   size, chunks and a window on every layer at once, and context parallelism with chunks.
+//   size, chunks and a window on every layer at once, and context parallelism with chunks;
+// - context parallelism's exchange: an unknown one in ppsim plan's --cp-comm-types, both
+//   --cp-comm-types and --cp-comm-type, --hierarchical-context-parallel-sizes without a2a+p2p,
+//   with one size or a product that is not C, a2a+p2p without sizes; --make-vocab-size-divisible-by 0.
 #include <catch2/catch.hpp>
 
 #include "hostile_files.hpp"
@@ -110,6 +113,29 @@ TEST_CASE("memory and size options out of their range are refused", "[reliabilit
       run_cli(PPSIM_PATH, dir, run + "--f-mem 4611686018427387904 --b-mem 0 --w-mem -4611686018427387904", 20),
       {"--f-mem", "beyond the limit of 2^60 bytes"});
   check_model_refused(run_cli(PPSIM_PATH, dir, "plan --max-pipeline -1 -q", 20), {"--max-pipeline -1"});
+}
+
+TEST_CASE("context parallelism's exchange and Megatron's vocabulary padding out of their words are refused",
+          "[reliability][models]") {
+  const auto dir = case_dir("models-cp-exchange");
+  const std::string plan = "plan --model llama-3-8b --gpus 16 --context-parallel-sizes 2 -q ";
+  check_model_refused(run_cli(PPSIM_PATH, dir, plan + "--cp-comm-types p2p,ring", 20),
+                      {"--cp-comm-types: 'ring'", "p2p, all_gather or a2a"});
+  check_model_refused(run_cli(PPSIM_PATH, dir, plan + "--cp-comm-types a2a --cp-comm-type p2p", 20),
+                      {"--cp-comm-types with --cp-comm-type p2p: give one"});
+  const std::string run = "simulate --model llama-3-8b --stages 1 --micro-batches 4 --context-parallel 4 ";
+  check_model_refused(run_cli(PPSIM_PATH, dir, run + "--hierarchical-context-parallel-sizes 2 2", 20),
+                      {"--hierarchical-context-parallel-sizes 2 2", "only --cp-comm-type a2a+p2p takes it"});
+  check_model_refused(
+      run_cli(PPSIM_PATH, dir, run + "--cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 4", 20),
+      {"--hierarchical-context-parallel-sizes 4", "give two sizes"});
+  check_model_refused(
+      run_cli(PPSIM_PATH, dir, run + "--cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2 4", 20),
+      {"--hierarchical-context-parallel-sizes 2 4", "2 x 4 is not --context-parallel 4"});
+  check_model_refused(run_cli(PPSIM_PATH, dir, run + "--cp-comm-type a2a+p2p", 20),
+                      {"--context-parallel 4 with --cp-comm-type a2a+p2p", "no all-to-all group size A"});
+  check_model_refused(run_cli(PPSIM_PATH, dir, run + "--make-vocab-size-divisible-by 0", 20),
+                      {"--make-vocab-size-divisible-by must be at least 1"});
 }
 
 TEST_CASE("two names of one model field that disagree are refused, not the last one taken", "[reliability][models]") {

@@ -356,6 +356,9 @@ std::optional<std::string> tensor_parallel_problem(const ModelSpec& model, const
 // Why context parallelism `C` cannot split `model`'s sequences (C below 1, 2C not dividing the
 // sequence: each rank holds two of 2C equal chunks), naming the option; nothing when it can.
 std::optional<std::string> context_parallel_problem(const ModelSpec& model, const ParallelConfig& parallel);
+// Whether an all-to-all group of `group` ranks can split a tensor-parallel rank's query and
+// key/value heads (each member attends with a group-th of them), as a2a and a2a+p2p need.
+bool all_to_all_splits_heads(const ModelSpec& model, int tensor_parallel, int group);
 
 // Why `parallel`'s expert parallelism cannot run `model` (naming the option, as Megatron refuses
 // it): MoE options on a dense model, EP not dividing the experts, EP x ETP not dividing the
