@@ -107,7 +107,7 @@ struct ModelName {
   std::string_view field;
 };
 
-constexpr std::array<ModelName, 18> kModelSizes{{
+constexpr std::array<ModelName, 22> kModelSizes{{
     {"--num-layers", "layers"},
     {"--hidden-size", "hidden"},
     {"--num-attention-heads", "heads"},
@@ -126,6 +126,10 @@ constexpr std::array<ModelName, 18> kModelSizes{{
     {"--qk-head-dim", "qk_head_dim"},
     {"--qk-pos-emb-head-dim", "qk_pos_emb_head_dim"},
     {"--v-head-dim", "v_head_dim"},
+    {"--mamba-num-heads", "mamba_num_heads"},
+    {"--mamba-head-dim", "mamba_head_dim"},
+    {"--mamba-state-dim", "mamba_state_dim"},
+    {"--mamba-num-groups", "mamba_num_groups"},
 }};
 constexpr std::array<std::string_view, 3> kModelRates = {"--hidden-dropout", "--attention-dropout",
                                                          "--moe-expert-capacity-factor"};
@@ -195,9 +199,15 @@ std::vector<std::string> with_megatron_model(const std::vector<std::string>& arg
     if (on) given.emplace_back(name);
     return on;
   };
+  // A hybrid model's layers (Megatron's pretrain_mamba.py): one symbol a layer.
+  if (const auto pattern = take_value(args, "--hybrid-override-pattern")) {
+    given.emplace_back("--hybrid-override-pattern");
+    model["hybrid_override_pattern"] = *pattern;
+  }
   const bool group_query = take("--group-query-attention"), swiglu = take("--swiglu"),
              untie = take("--untie-embeddings-and-output-weights"), no_bias = take("--disable-bias-linear"),
-             latent = take("--multi-latent-attention");
+             latent = take("--multi-latent-attention"), squared_relu = take("--squared-relu");
+  if (swiglu && squared_relu) throw UsageError("--swiglu and --squared-relu are two activations of the MLP: give one");
   take("--use-flash-attn");  // accepted: the fused kernel is the default
   if (given.empty()) return args_in;
 
@@ -269,7 +279,14 @@ void add_megatron_model_names(po::options_description& options) {
       ("kv-lora-rank", po::value<int>(), "MLA's key/value rank")
       ("qk-head-dim", po::value<int>(), "MLA's query/key head width")
       ("qk-pos-emb-head-dim", po::value<int>(), "MLA's RoPE head width")
-      ("v-head-dim", po::value<int>(), "MLA's value head width");
+      ("v-head-dim", po::value<int>(), "MLA's value head width")
+      ("squared-relu", "squared-ReLU MLP (two matrices, as GELU's)")
+      ("hybrid-override-pattern", po::value<std::string>(),
+       "a hybrid model's layers, one symbol each: M Mamba, * attention, - MLP, E experts")
+      ("mamba-num-heads", po::value<int>(), "a Mamba layer's heads (default 2 x hidden / head width)")
+      ("mamba-head-dim", po::value<int>(), "a Mamba head's width (default 64)")
+      ("mamba-state-dim", po::value<int>(), "Mamba's state width (default 128)")
+      ("mamba-num-groups", po::value<int>(), "Mamba's B and C groups (default 8)");
   // clang-format on
   options.add(names);
 }

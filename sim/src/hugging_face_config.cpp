@@ -24,7 +24,7 @@ namespace {
 using nlohmann::json;
 
 // Where a model_type keeps its experts, and how many layers carry them.
-enum class Experts { none, mixtral, qwen, deepseek, gpt_oss, llama4, olmoe };
+enum class Experts { none, mixtral, qwen, deepseek, gpt_oss, llama4, olmoe, nemotron_h };
 
 struct Family {
   std::string_view model_type;
@@ -61,6 +61,9 @@ constexpr std::array kFamilies = {
     Family{"minimax_m2", true, false, false, Experts::mixtral},  // Mixtral's names, no window
     Family{"llama4_text", true, false, false, Experts::llama4},
     Family{"gpt2", false, true, false, Experts::none},
+    // Nemotron-H and Nemotron 3: hybrid_override_pattern's Mamba-2, attention, squared-ReLU MLP
+    // and expert layers.
+    Family{"nemotron_h", false, false, false, Experts::nemotron_h},
 };
 
 // Multimodal configurations (Llama 4's, Gemma 3's, Qwen3-VL's, Kimi K2.5's) keep the language
@@ -227,6 +230,29 @@ void translate_attention(const ConfigReader& r, const Family& f, int layers, jso
   if (listed && r.has("attention_chunk_size")) out["attention_chunk_size"] = r.required("attention_chunk_size");
 }
 
+// Nemotron-H's layers and Mamba-2 mixer in Megatron's names (Megatron-Bridge's NemotronH bridge
+// maps them so); the attention heads' width under its older name.
+void translate_hybrid(const ConfigReader& r, json& out) {
+  if (!r.has("hybrid_override_pattern") || !r.raw("hybrid_override_pattern").is_string())
+    r.refuse("hybrid_override_pattern", r.has("hybrid_override_pattern") ? r.raw("hybrid_override_pattern") : json(),
+             "a string, one symbol a layer (M Mamba, * attention, - MLP, E experts)");
+  out["hybrid_override_pattern"] = r.raw("hybrid_override_pattern");
+  // Nemotron 3 Super's LatentMoE runs its experts in a narrower width behind projections of its
+  // own, which pipescope does not price; its MTP layers (their own pattern) are refused by the
+  // model's checks.
+  if (r.integer("moe_latent_size").value_or(0) > 0)
+    r.refuse("moe_latent_size", r.raw("moe_latent_size"),
+             "absent: experts in a latent width (LatentMoE) are not modelled");
+  if (const auto mtp = r.integer("num_nextn_predict_layers")) out["mtp_num_layers"] = *mtp;
+  if (!out.contains("head_dim"))
+    if (const auto width = r.integer("attention_head_dim")) out["head_dim"] = *width;
+  for (const auto& [hugging_face, megatron] :
+       {std::pair{"mamba_num_heads", "mamba_num_heads"}, std::pair{"mamba_head_dim", "mamba_head_dim"},
+        std::pair{"ssm_state_size", "mamba_state_dim"}, std::pair{"n_groups", "mamba_num_groups"},
+        std::pair{"conv_kernel", "conv_kernel"}, std::pair{"chunk_size", "chunk_size"}})
+    if (const auto value = r.integer(hugging_face)) out[megatron] = *value;
+}
+
 // Megatron's list form of moe_layer_freq (1 a layer with experts), or nothing where every layer
 // has them.
 void write_expert_layers(const std::vector<bool>& moe, json& out) {
@@ -296,6 +322,18 @@ void translate_experts(const ConfigReader& r, const Family& f, int layers, json&
         write_expert_layers(layers_where(layers, [&](int i) { return i >= first_dense && i % freq == 0; }), out);
       return;
     }
+    case Experts::nemotron_h: {
+      // NemotronHConfig: experts only in the pattern's E layers; the shared experts' width is
+      // moe_shared_expert_intermediate_size, all of them together, as Megatron's.
+      const json& pattern = out["hybrid_override_pattern"];
+      if (pattern.get<std::string>().find('E') == std::string::npos) return;
+      write_routed(out, r.required("n_routed_experts"), top_k(), r.required("moe_intermediate_size"));
+      if (const int shared = r.integer("moe_shared_expert_intermediate_size").value_or(0); shared > 0) {
+        out["shared_experts"] = std::max(1, r.integer("n_shared_experts").value_or(1));
+        out["moe_shared_expert_intermediate_size"] = shared;
+      }
+      return;
+    }
     case Experts::llama4: {
       const int experts = r.required("num_local_experts");
       if (experts == 0) return;
@@ -335,6 +373,36 @@ bool has_dropout(const ConfigReader& r, const Family& f) {
 }  // namespace
 
 bool is_hugging_face_config(const json& j) { return j.is_object() && j.contains("model_type"); }
+
+std::string with_nonfinite_as_null(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size()) {
+        out += text[++i];
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') in_string = true;
+    bool replaced = false;
+    for (const std::string_view literal : {"-Infinity", "Infinity", "NaN"}) {
+      if (text.substr(i, literal.size()) == literal) {
+        out += "null";
+        i += literal.size() - 1;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) out += c;
+  }
+  return out;
+}
 
 const std::vector<std::string>& hugging_face_model_types() {
   static const std::vector<std::string> types = [] {
@@ -418,6 +486,7 @@ json model_fields_from_hugging_face(const json& config, const std::string& sourc
   }
   if (f.model_type == "mimo")
     if (const auto mtp = r.integer("num_nextn_predict_layers")) out["mtp_num_layers"] = *mtp;
+  if (f.experts == Experts::nemotron_h) translate_hybrid(r, out);
   translate_attention(r, f, layers, out);
   translate_experts(r, f, layers, out);
   return out;

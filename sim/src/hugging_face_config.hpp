@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,7 +18,7 @@ bool is_hugging_face_config(const nlohmann::json& j);
 
 // The model_types read (those of transformers' configuration classes for Llama, Mistral, Mixtral,
 // Qwen2/3 and their MoE, DeepSeek-V2/V3 and Kimi K2, GLM-4.5, MiniMax-M2, GPT-OSS, Llama 4,
-// Gemma 1-3, OLMo 2 and OLMoE, Granite, Phi-3, GPT-NeoX and GPT-2).
+// Gemma 1-3, OLMo 2 and OLMoE, Granite, Phi-3, GPT-NeoX, GPT-2, and the hybrid Nemotron-H).
 const std::vector<std::string>& hugging_face_model_types();
 
 // The model-file object the config describes, at `seq_length` tokens a sequence: a config gives
@@ -26,5 +27,10 @@ const std::vector<std::string>& hugging_face_model_types();
 // config's field (or --seq-length).
 nlohmann::json model_fields_from_hugging_face(const nlohmann::json& config, const std::string& source,
                                               std::optional<int> seq_length);
+
+// `text` with Python's non-finite literals (Infinity, -Infinity, NaN) outside strings written as
+// null: transformers saves configs with Python's json module, which writes them (Nemotron-H's
+// time_step_limit), and JSON has no such values. No field pipescope reads takes one.
+std::string with_nonfinite_as_null(std::string_view text);
 
 }  // namespace pipescope::sim::detail

@@ -1,6 +1,7 @@
 #include "pipescope/sim/model.hpp"
 
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "pipescope/core/errors.hpp"
 #include "pipescope/sim/expert_layer.hpp"
 #include "pipescope/sim/layer_costs.hpp"
+#include "pipescope/sim/mamba_layer.hpp"
 
 namespace pipescope::sim {
 
@@ -30,12 +32,37 @@ LayerFigures layer_figures(const ModelSpec& model, int micro_batch_size) {
     matrix_parameters = ((model.layers - moe) * matrix_parameters + moe * moe_layer) / model.layers;
     core_width = model.heads * model.attention_core_head_dim();
   }
-  const double matrix_flops = 2.0 * s * b * matrix_parameters;
   // Windowed and chunked layers' queries meet fewer keys: their share of the attention core's work.
-  const double core_flops = s * s * b * core_width * model.attention_span_share();
+  double core_share = model.attention_span_share();
+  double scan_flops = 0;
+  if (model.is_hybrid()) {
+    // The mean block: attention's, the MLP's, the experts' (top_k of them, the shared ones and the
+    // router) and Mamba's matrices, the attention core in the attention blocks alone, Mamba's scan.
+    ModelSpec attention_only = model.moe_layer_dense_part();
+    attention_only.without_mlp = true;
+    ModelSpec dense = model;
+    dense.num_experts = 0;
+    const double attention = static_cast<double>(attention_only.layer_matrix_parameters());
+    const double experts = model.is_moe() ? static_cast<double>(model.moe_layer_dense_part().layer_matrix_parameters() +
+                                                                model.router_parameters() +
+                                                                std::int64_t{model.top_k} * model.expert_parameters()) -
+                                                attention
+                                          : 0.0;
+    const double sum =
+        model.layers_of(LayerKind::attention) * attention +
+        model.layers_of(LayerKind::mlp) * (static_cast<double>(dense.layer_matrix_parameters()) - attention) +
+        model.layers_of(LayerKind::experts) * experts +
+        model.layers_of(LayerKind::mamba) * static_cast<double>(model.mamba_matrix_parameters());
+    matrix_parameters = sum / model.layers;
+    core_width = model.heads * model.attention_core_head_dim();
+    core_share = static_cast<double>(model.layers_of(LayerKind::attention)) / model.layers;
+    scan_flops = s * b * mamba_scan_flops_per_token(model) * model.layers_of(LayerKind::mamba) / model.layers;
+  }
+  const double matrix_flops = 2.0 * s * b * matrix_parameters;
+  const double core_flops = s * s * b * core_width * core_share;
   LayerFigures out;
-  out.f_flops = matrix_flops + 4.0 * core_flops;
-  out.b_flops = matrix_flops + 8.0 * core_flops;
+  out.f_flops = matrix_flops + 4.0 * core_flops + scan_flops;
+  out.b_flops = matrix_flops + 8.0 * core_flops + 2.0 * scan_flops;
   out.w_flops = matrix_flops;
   ParallelConfig sizes;
   sizes.micro_batch_size = micro_batch_size;
@@ -68,6 +95,8 @@ std::optional<std::string> context_parallel_problem(const ModelSpec& model, cons
   if (cp < 1) return std::string("--context-parallel must be at least 1");
   if (cp == 1) return std::nullopt;
   const std::string option = "--context-parallel " + std::to_string(cp);
+  if (model.layers_of(LayerKind::mamba) > 0)
+    return option + ": " + model.name + "'s Mamba layers under context parallelism are not modelled";
   const ContextParallelComm comm = parallel.context_parallel_comm;
   const int a2a = parallel.context_parallel_all_to_all();
   if (comm == ContextParallelComm::a2a_p2p && (parallel.context_parallel_a2a < 1 || cp % parallel.context_parallel_a2a))
@@ -179,7 +208,7 @@ std::optional<std::string> tensor_parallel_problem(const ModelSpec& model, const
   if (auto problem = divides(model.heads, "attention heads")) return problem;
   if (auto problem = divides(model.kv_heads_or_heads(), "key/value heads")) return problem;
   if (auto problem = divides(model.ffn_or_default(), "FFN columns")) return problem;
-  return std::nullopt;
+  return mamba_tensor_parallel_problem(model, t);
 }
 
 std::optional<std::string> expert_parallel_problem(const ModelSpec& model, const ParallelConfig& parallel,
@@ -310,12 +339,86 @@ LayerKindCosts moe_layer_costs(const ModelSpec& model, const DeviceSpec& device,
 }
 
 // Layers of each kind on each stage: stages hold consecutive layers in stage order.
-std::vector<int> moe_layers_per_stage(const ModelSpec& model, const std::vector<int>& layers) {
-  std::vector<int> moe(layers.size(), 0);
+std::vector<std::array<int, kLayerKinds>> layer_kinds_per_stage(const ModelSpec& model,
+                                                                const std::vector<int>& layers) {
+  std::vector<std::array<int, kLayerKinds>> kinds(layers.size(), std::array<int, kLayerKinds>{});
   int next = 0;
   for (std::size_t st = 0; st < layers.size(); ++st)
-    for (int i = 0; i < layers[st]; ++i) moe[st] += model.is_moe_layer(next++) ? 1 : 0;
-  return moe;
+    for (int i = 0; i < layers[st]; ++i) ++kinds[st][static_cast<std::size_t>(model.layer_kind(next++))];
+  return kinds;
+}
+
+// What remains of a layer's costs once another's are taken out: a hybrid model's MLP is a
+// transformer layer without its attention (every figure of either adds up).
+LayerKindCosts without(LayerKindCosts whole, const LayerKindCosts& part) {
+  LayerTimes& t = whole.times;
+  const LayerTimes& u = part.times;
+  t.f_s -= u.f_s;
+  t.b_s -= u.b_s;
+  t.w_s -= u.w_s;
+  t.recompute_s -= u.recompute_s;
+  t.recompute_tp_s -= u.recompute_tp_s;
+  t.tp_f_s -= u.tp_f_s;
+  t.tp_b_s -= u.tp_b_s;
+  t.tp_b_hidden_s -= u.tp_b_hidden_s;
+  t.cp_f_s -= u.cp_f_s;
+  t.cp_b_s -= u.cp_b_s;
+  whole.memory.held_bytes -= part.memory.held_bytes;
+  whole.memory.rebuilt_bytes = std::max<std::int64_t>(0, whole.memory.rebuilt_bytes - part.memory.rebuilt_bytes);
+  whole.memory.weight_stash_bytes -= part.memory.weight_stash_bytes;
+  whole.parameters -= part.parameters;
+  whole.matrix_parameters -= part.matrix_parameters;
+  return whole;
+}
+
+// A hybrid model's attention block: a transformer layer without its MLP, with one of its two norms
+// and half its tensor-parallel collectives (the all-gather before QKV, the reduce-scatter after
+// the output projection; the MLP's pair is the MLP block's).
+LayerKindCosts attention_block_costs(const LayerKindCosts& attention_and_norms, std::int64_t hidden) {
+  LayerKindCosts kind = attention_and_norms;
+  kind.times.tp_f_s /= 2;
+  kind.times.tp_b_s /= 2;
+  kind.times.tp_b_hidden_s /= 2;
+  kind.times.recompute_tp_s /= 2;
+  kind.parameters -= 2 * hidden;
+  return kind;
+}
+
+// A hybrid model's blocks (ModelSpec::hybrid_pattern): attention alone, the MLP alone (a
+// transformer layer's other half), the experts alone (a MoE layer's other half), a Mamba mixer
+// with a transformer block's share of the collectives (one all-gather before its input
+// projection, one reduce-scatter after its output projection).
+void set_hybrid_block_costs(std::array<LayerKindCosts, kLayerKinds>& kinds, const ModelSpec& model,
+                            const DeviceSpec& device, const LayerLinks& links, const ParallelConfig& parallel) {
+  const std::int64_t h = model.hidden;
+  ModelSpec attention_only = model.moe_layer_dense_part();
+  attention_only.without_mlp = true;
+  ModelSpec dense_model = model;
+  dense_model.num_experts = 0;
+  dense_model.without_mlp = false;
+  const LayerKindCosts attention = attention_block_costs(dense_layer_costs(attention_only, device, links, parallel), h);
+  kinds[static_cast<std::size_t>(LayerKind::attention)] = attention;
+  kinds[static_cast<std::size_t>(LayerKind::mlp)] =
+      without(dense_layer_costs(dense_model, device, links, parallel), attention);
+  if (model.is_moe()) {
+    // The experts' block: the MoE layer less its attention (its shared experts stay).
+    ParallelConfig dense_part = parallel;
+    dense_part.recompute_modules =
+        static_cast<std::uint8_t>((parallel.recompute_modules & ~kRecomputeMlp) |
+                                  ((parallel.recompute_modules & kRecomputeSharedExperts) != 0 ? kRecomputeMlp : 0));
+    kinds[static_cast<std::size_t>(LayerKind::experts)] =
+        without(kinds[static_cast<std::size_t>(LayerKind::moe)],
+                attention_block_costs(dense_layer_costs(attention_only, device, links, dense_part), h));
+  }
+  LayerKindCosts& mamba = kinds[static_cast<std::size_t>(LayerKind::mamba)];
+  mamba.times = mamba_layer_times(model, device, parallel);
+  mamba.times.tp_f_s = attention.times.tp_f_s;
+  mamba.times.tp_b_s = attention.times.tp_b_s;
+  mamba.times.tp_b_hidden_s = attention.times.tp_b_hidden_s;
+  if (parallel.recomputation == Recomputation::full) mamba.times.recompute_tp_s = attention.times.recompute_tp_s;
+  mamba.memory = mamba_layer_memory(model, parallel);
+  mamba.parameters = mamba_layer_parameters_on_rank(model, parallel.tensor_parallel);
+  mamba.matrix_parameters = mamba_layer_matrix_parameters_on_rank(model, parallel.tensor_parallel);
 }
 
 // What every stage of one configuration shares: its layers by kind and their costs, the head's,
@@ -328,9 +431,10 @@ struct StageInputs {
   Topology expert_topology{};
   int num_stages = 0;
   std::vector<int> layers{};
-  std::vector<int> moe_layers{};
-  LayerKindCosts dense{};
-  LayerKindCosts moe{};
+  std::vector<std::array<int, kLayerKinds>> layer_kinds{};  // each stage's layers, by LayerKind
+  std::array<LayerKindCosts, kLayerKinds> kinds{};          // one layer of each kind
+  const LayerKindCosts& dense() const { return kinds[static_cast<std::size_t>(LayerKind::dense)]; }
+  const LayerKindCosts& moe() const { return kinds[static_cast<std::size_t>(LayerKind::moe)]; }
   HeadTimes head{};
   // The last stage's multi-token prediction layers (each a layer of the kind of the decoder's
   // last, its projection and another pass of the head) and one's projection and norms.
@@ -366,11 +470,12 @@ StageInputs stage_inputs(const ModelSpec& model, const DeviceSpec& device, const
   const int tp = parallel.tensor_parallel;
   // Tensor parallelism stays inside a node: its collectives run on NVLink.
   const LayerLinks links{topology.intra_node, context_parallel_links(topology, parallel, device)};
-  in.dense = dense_layer_costs(model, device, links, parallel);
-  in.moe = moe_layer_costs(
+  in.kinds[static_cast<std::size_t>(LayerKind::dense)] = dense_layer_costs(model, device, links, parallel);
+  in.kinds[static_cast<std::size_t>(LayerKind::moe)] = moe_layer_costs(
       model, device, links,
       ExpertLinks{topology.intra_node, topology.inter_node, topology.gpus_per_node, device.all_to_all}, parallel);
-  in.moe_layers = moe_layers_per_stage(model, in.layers);
+  if (model.is_hybrid()) set_hybrid_block_costs(in.kinds, model, device, links, parallel);
+  in.layer_kinds = layer_kinds_per_stage(model, in.layers);
   in.head = head_times(model, device, parallel);
   in.mtp_layers = model.mtp_num_layers;
   in.mtp_moe = model.mtp_layer_is_moe();
@@ -407,21 +512,31 @@ struct StageParameters {
   std::int64_t matrix = 0;
 };
 
-// The transformer layers a stage runs, by kind: its decoder layers and, on the last stage, the
-// multi-token prediction layers' (of the decoder's last layer's kind).
+// The layers a stage runs, by kind: its decoder layers and, on the last stage, the multi-token
+// prediction layers' (of the decoder's last layer's kind).
 struct StageLayerCounts {
-  int dense = 0;
-  int moe = 0;
+  std::array<int, kLayerKinds> of{};
   int mtp = 0;
+  int count(LayerKind kind) const { return of[static_cast<std::size_t>(kind)]; }
+  // Layers with routed experts: a transformer's MoE layers and a hybrid model's expert blocks.
+  int with_experts() const { return count(LayerKind::moe) + count(LayerKind::experts); }
 };
 
 StageLayerCounts stage_layer_kinds(const StageInputs& in, int st) {
   StageLayerCounts n;
-  n.moe = in.moe_layers[st];
-  n.dense = in.layers[st] - n.moe;
+  n.of = in.layer_kinds[static_cast<std::size_t>(st)];
   if (st == in.num_stages - 1) n.mtp = in.mtp_layers;
-  (in.mtp_moe ? n.moe : n.dense) += n.mtp;
+  n.of[static_cast<std::size_t>(in.mtp_moe ? LayerKind::moe : LayerKind::dense)] += n.mtp;
   return n;
+}
+
+// The sum over a stage's layers of `figure` of one layer of each kind.
+template <typename Figure>
+double sum_over_layers(const StageInputs& in, const StageLayerCounts& n, const Figure& figure) {
+  double total = 0;
+  for (std::size_t k = 0; k < in.kinds.size(); ++k)
+    if (n.of[k] > 0) total += n.of[k] * static_cast<double>(figure(in.kinds[k]));
+  return total;
 }
 
 StageParameters stage_parameters(const StageInputs& in, int st) {
@@ -433,15 +548,16 @@ StageParameters stage_parameters(const StageInputs& in, int st) {
   const std::int64_t projection_norms =
       in.model.mtp_projection_parameters() - in.model.mtp_projection_matrix_parameters();
   StageParameters p;
-  p.experts = n.moe * in.moe.expert_parameters;
-  p.all = static_cast<std::int64_t>(n.dense) * in.dense.parameters + n.moe * in.moe.parameters +
+  p.experts = n.with_experts() * in.moe().expert_parameters;
+  p.all = static_cast<std::int64_t>(sum_over_layers(in, n, [](const LayerKindCosts& k) { return k.parameters; })) +
           n.mtp * (projection_matrix + projection_norms);
   if (first) p.all += in.embedding_parameters;
   if (last && !(first && in.model.tied_embeddings)) p.all += in.embedding_parameters + 2 * in.model.hidden;
   // The MTP layers embed the next tokens on the last stage: it holds the embedding too.
   if (last && n.mtp > 0 && !first && !in.model.tied_embeddings) p.all += in.embedding_parameters;
-  p.matrix = static_cast<std::int64_t>(n.dense) * in.dense.matrix_parameters + n.moe * in.moe.matrix_parameters +
-             n.mtp * projection_matrix;
+  p.matrix =
+      static_cast<std::int64_t>(sum_over_layers(in, n, [](const LayerKindCosts& k) { return k.matrix_parameters; })) +
+      n.mtp * projection_matrix;
   return p;
 }
 
@@ -450,17 +566,17 @@ StageParameters stage_parameters(const StageInputs& in, int st) {
 void set_stage_times(StageCost& c, const StageInputs& in, int st) {
   const bool last = st == in.num_stages - 1;
   const StageLayerCounts counts = stage_layer_kinds(in, st);
-  const double n = counts.dense;
-  const double n_moe = counts.moe;
+  const double n_moe = counts.with_experts();
   const double n_mtp = counts.mtp;
-  const LayerTimes& layer = in.dense.times;
-  const LayerTimes& m = in.moe.times;
-  c.tensor_parallel_f_s = n * layer.tp_f_s + n_moe * m.tp_f_s;
-  c.tensor_parallel_b_s = n * (layer.tp_b_s + layer.recompute_tp_s) + n_moe * (m.tp_b_s + m.recompute_tp_s);
+  auto sum = [&](const auto& figure) {
+    return sum_over_layers(in, counts, [&](const LayerKindCosts& k) { return figure(k.times); });
+  };
+  c.tensor_parallel_f_s = sum([](const LayerTimes& t) { return t.tp_f_s; });
+  c.tensor_parallel_b_s = sum([](const LayerTimes& t) { return t.tp_b_s + t.recompute_tp_s; });
   // The backward first runs again what recomputation dropped.
-  c.f_s = n * layer.f_s + n_moe * m.f_s + c.tensor_parallel_f_s;
-  c.b_s = n * (layer.b_s + layer.recompute_s) + n_moe * (m.b_s + m.recompute_s) + c.tensor_parallel_b_s;
-  c.w_s = n * layer.w_s + n_moe * m.w_s;
+  c.f_s = sum([](const LayerTimes& t) { return t.f_s; }) + c.tensor_parallel_f_s;
+  c.b_s = sum([](const LayerTimes& t) { return t.b_s + t.recompute_s; }) + c.tensor_parallel_b_s;
+  c.w_s = sum([](const LayerTimes& t) { return t.w_s; });
   if (last) {
     // The head once for the decoder and once more for each MTP layer, with its projection.
     c.f_s += (1 + n_mtp) * in.head.f_s + n_mtp * in.mtp_projection.f_s;
@@ -479,10 +595,10 @@ void set_stage_times(StageCost& c, const StageInputs& in, int st) {
   }
   // The experts' all-to-all inside those passes, apart, for the schedules that overlap it.
   // Full recomputation runs the forward's dispatch and combine again in the backward.
-  const ExpertTimes& e = in.moe.experts;
+  const ExpertTimes& e = in.moe().experts;
   const double recomputed =
       in.parallel.recomputation == Recomputation::full || in.parallel.recomputes(kRecomputeMoe) ? 1.0 : 0.0;
-  c.all_to_all.moe_layers = counts.moe;
+  c.all_to_all.moe_layers = counts.with_experts();
   c.all_to_all.group_size = std::max(in.parallel.expert_parallel, 1);
   c.all_to_all.dispatch_f_s = n_moe * e.dispatch_f_s;
   c.all_to_all.combine_f_s = n_moe * e.combine_f_s;
@@ -491,8 +607,8 @@ void set_stage_times(StageCost& c, const StageInputs& in, int st) {
   c.all_to_all.dispatch_bytes = static_cast<std::int64_t>(e.dispatch_bytes);
   c.all_to_all.combine_bytes = static_cast<std::int64_t>(e.combine_bytes);
   c.all_to_all.compute_slowdown = e.compute_slowdown;
-  const double hidden_tp_s = n * layer.tp_b_hidden_s + n_moe * m.tp_b_hidden_s;
-  if (layer.tp_b_hidden_s > 0 || m.tp_b_hidden_s > 0) c.full_backward_s = c.b_s + c.w_s - hidden_tp_s;
+  const double hidden_tp_s = sum([](const LayerTimes& t) { return t.tp_b_hidden_s; });
+  if (hidden_tp_s > 0) c.full_backward_s = c.b_s + c.w_s - hidden_tp_s;
 }
 
 // The stage's memory: a micro-batch's activations and weight-gradient inputs, the static
@@ -500,14 +616,10 @@ void set_stage_times(StageCost& c, const StageInputs& in, int st) {
 void set_stage_memory(StageCost& c, const StageInputs& in, int st, const StageParameters& p) {
   const bool last = st == in.num_stages - 1;
   const StageLayerCounts counts = stage_layer_kinds(in, st);
-  const double n = counts.dense;
-  const double n_moe = counts.moe;
-  const LayerMemory& layer_bytes = in.dense.memory;
   const ModelSpec& model = in.model;
   const ParallelConfig& parallel = in.parallel;
-  double held = n * static_cast<double>(layer_bytes.held_bytes) + n_moe * static_cast<double>(in.moe.memory.held_bytes);
-  double stash = n * static_cast<double>(layer_bytes.weight_stash_bytes) +
-                 n_moe * static_cast<double>(in.moe.memory.weight_stash_bytes);
+  double held = sum_over_layers(in, counts, [](const LayerKindCosts& k) { return k.memory.held_bytes; });
+  double stash = sum_over_layers(in, counts, [](const LayerKindCosts& k) { return k.memory.weight_stash_bytes; });
   if (last) {
     // fp32 logits for the loss and the head's input, once more for each MTP layer, whose
     // projection also keeps its input (2h) and its norms' (2 x h).
@@ -527,8 +639,9 @@ void set_stage_memory(StageCost& c, const StageInputs& in, int st, const StagePa
   // beside the 16-bit one; with --fp8-param-gather those two replace it. Recomputation rebuilds
   // one layer at a time, charged throughout (a stage of only the embedding or head rebuilds none).
   const double fp8_copy_bytes = in.fp8 && !parallel.fp8_param_gather ? 2.0 * static_cast<double>(p.matrix) : 0.0;
-  const std::int64_t rebuilt_bytes =
-      std::max(counts.dense > 0 ? layer_bytes.rebuilt_bytes : 0, counts.moe > 0 ? in.moe.memory.rebuilt_bytes : 0);
+  std::int64_t rebuilt_bytes = 0;
+  for (std::size_t k = 0; k < in.kinds.size(); ++k)
+    if (counts.of[k] > 0) rebuilt_bytes = std::max(rebuilt_bytes, in.kinds[k].memory.rebuilt_bytes);
   c.static_bytes = memory_figure_bytes(static_cast<double>(p.all) * (4.0 + in.optimizer_bytes_per_parameter) +
                                            static_cast<double>(p.experts) * (4.0 + 16.0 / in.expert_shards) +
                                            fp8_copy_bytes + static_cast<double>(rebuilt_bytes),

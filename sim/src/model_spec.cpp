@@ -202,7 +202,31 @@ double ModelSpec::attention_span_share() const {
   return keys / (layers * causal_keys_per_query(AttentionSpan::full));
 }
 
+LayerKind ModelSpec::layer_kind(int index) const {
+  if (is_hybrid()) {
+    const char symbol = index >= 0 && index < static_cast<int>(hybrid_pattern.size())
+                            ? hybrid_pattern[static_cast<std::size_t>(index)]
+                            : '-';
+    switch (symbol) {
+      case 'M': return LayerKind::mamba;
+      case '*': return LayerKind::attention;
+      case 'E': return LayerKind::experts;
+      default: return LayerKind::mlp;
+    }
+  }
+  return is_moe_layer(index) ? LayerKind::moe : LayerKind::dense;
+}
+
+int ModelSpec::layers_of(LayerKind kind) const {
+  int count = 0;
+  for (int i = 0; i < layers; ++i) count += layer_kind(i) == kind ? 1 : 0;
+  return count;
+}
+
 bool ModelSpec::is_moe_layer(int index) const {
+  if (is_hybrid())
+    return is_moe() && index >= 0 && index < static_cast<int>(hybrid_pattern.size()) &&
+           hybrid_pattern[static_cast<std::size_t>(index)] == 'E';
   if (!moe_layer_pattern.empty())
     return is_moe() && index >= 0 && index < static_cast<int>(moe_layer_pattern.size()) &&
            moe_layer_pattern[static_cast<std::size_t>(index)];
@@ -248,8 +272,27 @@ std::int64_t ModelSpec::embedding_parameters() const { return static_cast<std::i
 
 namespace {
 
+// A hybrid model's layers, each one block behind its norm: attention's and the MLP's halves of a
+// transformer layer (each with one of its two norms), the experts beside the router, a Mamba mixer.
+std::int64_t hybrid_layer_parameters(const ModelSpec& m, int experts_per_moe_layer) {
+  const ModelSpec attention = m.moe_layer_dense_part();
+  ModelSpec attention_only = attention;
+  attention_only.without_mlp = true;
+  const std::int64_t attention_layer = attention_only.layer_parameters() - 2 * static_cast<std::int64_t>(m.hidden);
+  ModelSpec dense = m;
+  dense.num_experts = 0;
+  const std::int64_t mlp_layer = dense.layer_parameters() - attention_layer;
+  const std::int64_t experts_layer = attention.layer_parameters() - attention_layer + m.router_parameters() +
+                                     std::int64_t{experts_per_moe_layer} * m.expert_parameters();
+  return m.layers_of(LayerKind::mamba) * m.mamba_parameters() + m.layers_of(LayerKind::attention) * attention_layer +
+         m.layers_of(LayerKind::mlp) * mlp_layer + (m.is_moe() ? m.layers_of(LayerKind::experts) * experts_layer : 0);
+}
+
 // Every layer's parameters with `experts_per_moe_layer` routed experts counted in each MoE layer.
 std::int64_t parameters_with_experts(const ModelSpec& m, int experts_per_moe_layer) {
+  if (m.is_hybrid())
+    return hybrid_layer_parameters(m, experts_per_moe_layer) + m.embedding_parameters() * (m.tied_embeddings ? 1 : 2) +
+           2 * static_cast<std::int64_t>(m.hidden);
   const std::int64_t moe = m.moe_layers();
   const std::int64_t dense = m.layers - moe;
   const std::int64_t moe_layer = m.is_moe() ? m.moe_layer_dense_part().layer_parameters() + m.router_parameters() +
@@ -390,6 +433,62 @@ void check_attention_spans(const ModelSpec& m, const std::string& source) {
                      "list which layers do which in 'layer_types'");
 }
 
+// A hybrid model's pattern and Mamba's widths, each refused by its field where Megatron would not
+// build the model (MambaMixer's and MambaStack's checks) or pipescope does not price it.
+void check_hybrid(const ModelSpec& m, const std::string& source) {
+  for (const auto& [value, field] :
+       {std::pair{m.mamba_head_dim, "mamba_head_dim"}, std::pair{m.mamba_state_dim, "mamba_state_dim"},
+        std::pair{m.mamba_num_groups, "mamba_num_groups"}, std::pair{m.mamba_conv_kernel, "conv_kernel"},
+        std::pair{m.mamba_chunk_size, "chunk_size"}})
+    if (value < 1)
+      throw UsageError(fmt::format("{}: model field '{}' is {}: it must be at least 1", source, field, value));
+  if (m.mamba_num_heads < 0)
+    throw UsageError(
+        fmt::format("{}: model field 'mamba_num_heads' is {}: it must be >= 0 (0: 2 x hidden / "
+                    "mamba_head_dim)",
+                    source, m.mamba_num_heads));
+  if (!m.is_hybrid()) return;
+  const std::string& p = m.hybrid_pattern;
+  const auto bad = p.find_first_not_of("M*-E");
+  if (bad != std::string::npos)
+    throw UsageError(fmt::format(
+        "{}: model field 'hybrid_override_pattern' has '{}' at position {}: pipescope reads M (Mamba), * (attention), "
+        "- (MLP) and E (experts), one a layer{}",
+        source, p[bad], bad + 1, p[bad] == '|' ? " (pipeline boundaries: give --pipeline-model-parallel-layout)" : ""));
+  if (static_cast<int>(p.size()) != m.layers)
+    throw UsageError(
+        fmt::format("{}: model field 'hybrid_override_pattern' has {} layers, 'layers' says {}: one "
+                    "symbol a layer, as Megatron requires",
+                    source, p.size(), m.layers));
+  const bool experts = p.find('E') != std::string::npos;
+  if (experts && !m.is_moe())
+    throw UsageError(source + ": model field 'hybrid_override_pattern' has expert layers (E): give num_experts");
+  if (!experts && m.is_moe())
+    throw UsageError(source + ": num_experts with a 'hybrid_override_pattern' that has no expert layer (E)");
+  if (m.moe_layer_freq != 1 || m.first_k_dense_layers != 0 || !m.moe_layer_pattern.empty())
+    throw UsageError(source +
+                     ": model fields 'moe_layer_freq' / 'first_k_dense_layers' and 'hybrid_override_pattern' both "
+                     "say which layers have experts: give the pattern alone");
+  if (m.mtp_num_layers > 0)
+    throw UsageError(source +
+                     ": mtp_num_layers with 'hybrid_override_pattern': a hybrid model's MTP layers are not "
+                     "modelled");
+  if (!m.attention_pattern.empty() || m.window_size >= 0 || m.attention_chunk_size > 0)
+    throw UsageError(source + ": windowed or chunked attention in a hybrid model is not modelled");
+  if (p.find('M') != std::string::npos) {
+    if (m.mamba_heads() < 1)
+      throw UsageError(
+          fmt::format("{}: Mamba layers of hidden {} with mamba_head_dim {}: no head (give "
+                      "mamba_num_heads)",
+                      source, m.hidden, m.mamba_head_dim));
+    if (m.mamba_heads() % m.mamba_num_groups != 0)
+      throw UsageError(
+          fmt::format("{}: mamba_num_groups {} does not divide the {} Mamba heads (each group's B and C "
+                      "serve a whole number of heads)",
+                      source, m.mamba_num_groups, m.mamba_heads()));
+  }
+}
+
 // Every integer field of a model file is at most this: 2^28 is far beyond any model's width,
 // depth, sequence or vocabulary, and keeps the derived widths (4 x hidden) within int.
 constexpr std::int64_t kMaxModelField = std::int64_t{1} << 28;
@@ -425,6 +524,7 @@ void check_model(const ModelSpec& m, const std::string& source) {
     throw UsageError(source + ": kv_lora_rank (multi-latent attention) needs positive qk_head_dim and v_head_dim");
   check_experts(m, source);
   check_attention_spans(m, source);
+  check_hybrid(m, source);
   if (m.mtp_num_layers < 0) throw UsageError(source + ": mtp_num_layers must be >= 0");
   // The count in double, whose rounding is far below the bound: every field is at most 2^28, so
   // no product overflows here, and a total within the bound keeps the int64 counts exact.
@@ -434,7 +534,12 @@ void check_model(const ModelSpec& m, const std::string& source) {
                                static_cast<double>(m.shared_expert_ffn_hidden);
   const double layer =
       2 * h * h + 2 * h * kv + (m.gated_mlp ? 3 : 2) * h * std::max(ffn, experts_width) + 4 * h + 3 * h + 2 * kv + ffn;
-  const double total = m.layers * layer + m.mtp_num_layers * (layer + 2 * h * h) + 2.0 * m.vocab * h + 2 * h;
+  const double mamba_inner =
+      static_cast<double>(m.mamba_num_heads > 0 ? m.mamba_num_heads : 2.0 * h) * std::max(m.mamba_head_dim, 1);
+  const double mamba_layer =
+      h * (3 * mamba_inner + 2.0 * m.mamba_num_groups * m.mamba_state_dim + m.mamba_num_heads) + 8 * mamba_inner;
+  const double total =
+      m.layers * std::max(layer, mamba_layer) + m.mtp_num_layers * (layer + 2 * h * h) + 2.0 * m.vocab * h + 2 * h;
   if (total > static_cast<double>(kMaxParameters))
     throw UsageError(
         fmt::format("{}: layers {} x hidden {} (ffn_hidden {}, vocab {}) give {:.3g} parameters, beyond the "
@@ -462,7 +567,10 @@ const std::vector<std::string>& known_model_fields() {
       "shared_experts", "shared_expert_ffn_hidden", "moe_shared_expert_intermediate_size", "moe_layer_freq",
       "first_k_dense_layers", "first_k_dense_replace", "capacity_factor", "moe_expert_capacity_factor",
       // multi-token prediction (Megatron's, DeepSeek-V3's name)
-      "mtp_num_layers", "num_nextn_predict_layers"};
+      "mtp_num_layers", "num_nextn_predict_layers",
+      // hybrid models' layers and Mamba-2's mixer, Megatron's names and Hugging Face's
+      "hybrid_override_pattern", "mamba_num_heads", "mamba_head_dim", "mamba_state_dim", "ssm_state_size",
+      "mamba_num_groups", "n_groups", "conv_kernel", "chunk_size"};
   return fields;
 }
 
@@ -676,6 +784,24 @@ class ModelFieldReader {
     return static_cast<int>(*value);
   }
 
+  // Megatron's hybrid_override_pattern and Mamba-2's widths (Megatron's names, Hugging Face's).
+  void read_hybrid_fields(ModelSpec& m) const {
+    if (j_.contains("hybrid_override_pattern")) {
+      const nlohmann::json& v = j_["hybrid_override_pattern"];
+      if (!v.is_string())
+        throw UsageError(source_ + ": model field 'hybrid_override_pattern' must be a string, one symbol a layer");
+      m.hybrid_pattern = v.get<std::string>();
+      if (m.hybrid_pattern.empty())
+        throw UsageError(source_ + ": model field 'hybrid_override_pattern' is empty: one symbol a layer (M * - E)");
+    }
+    get_int_named({"mamba_num_heads"}, m.mamba_num_heads);
+    get_int_named({"mamba_head_dim"}, m.mamba_head_dim);
+    get_int_named({"mamba_state_dim", "ssm_state_size"}, m.mamba_state_dim);
+    get_int_named({"mamba_num_groups", "n_groups"}, m.mamba_num_groups);
+    get_int_named({"conv_kernel"}, m.mamba_conv_kernel);
+    get_int_named({"chunk_size"}, m.mamba_chunk_size);
+  }
+
   void read_expert_fields(ModelSpec& m) const {
     get_int_named({"num_experts", "num_moe_experts"}, m.num_experts);
     get_int_named({"top_k", "moe_router_topk"}, m.top_k);
@@ -747,7 +873,8 @@ class ModelFieldReader {
 };
 
 // The file's one JSON object: a model file's, or a Hugging Face config's.
-nlohmann::json parse_json_object(const std::string& text, const std::string& source) {
+nlohmann::json parse_json_object(const std::string& file_text, const std::string& source) {
+  const std::string text = detail::with_nonfinite_as_null(file_text);
   if (auto problem = json_depth_problem(text)) throw UsageError(source + ": not a JSON model file: " + *problem);
   if (auto problem = json_duplicate_key_problem(text)) throw UsageError(source + ": " + *problem);
   nlohmann::json j;
@@ -801,6 +928,7 @@ ModelSpec parse_model_json(const std::string& text, const std::string& source, s
   reader.read_dense_fields(m);
   reader.read_attention_fields(m);
   reader.read_expert_fields(m);
+  reader.read_hybrid_fields(m);
   check_model(m, named);
   return m;
 }

@@ -22,6 +22,11 @@ namespace pipescope::sim {
 // window of the keys just before it, or its own chunk of the sequence up to itself.
 enum class AttentionSpan { full, window, chunk };
 
+// What one layer is: a transformer's (attention and an MLP, or attention and experts), or one of
+// a hybrid model's single blocks (docs/MODEL.md, "Hybrid models").
+enum class LayerKind : std::uint8_t { dense, moe, mamba, attention, mlp, experts };
+constexpr int kLayerKinds = 6;
+
 struct ModelSpec {
   std::string name;
   int layers = 0;
@@ -90,6 +95,22 @@ struct ModelSpec {
   int mtp_num_layers = 0;
   // A MoE layer's dense part (attention and shared experts) with no shared expert has no MLP.
   bool without_mlp = false;
+  // A hybrid model (Megatron's --hybrid-override-pattern, Nemotron-H's hybrid_override_pattern):
+  // one symbol a layer, each layer one block behind its own norm: 'M' a Mamba-2 mixer, '*'
+  // attention alone, '-' an MLP alone, 'E' the experts alone (router, routed and shared experts).
+  // Empty: every layer is attention and an MLP (or experts), a transformer's.
+  std::string hybrid_pattern;
+  // Mamba-2's mixer (Megatron's --mamba-num-heads, --mamba-head-dim, --mamba-state-dim,
+  // --mamba-num-groups; Hugging Face's mamba_num_heads, mamba_head_dim, ssm_state_size, n_groups,
+  // conv_kernel, chunk_size): heads x head width channels (0 heads: 2 x hidden / head width,
+  // Megatron's default expansion), B and C shared by each group of heads, a short causal
+  // convolution, the state-space scan in chunks. Megatron's defaults.
+  int mamba_num_heads = 0;
+  int mamba_head_dim = 64;
+  int mamba_state_dim = 128;
+  int mamba_num_groups = 8;
+  int mamba_conv_kernel = 4;
+  int mamba_chunk_size = 128;
 
   int kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   int ffn_or_default() const { return without_mlp ? 0 : ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
@@ -129,6 +150,27 @@ struct ModelSpec {
   }
 
   bool is_moe() const { return num_experts > 0; }
+  bool is_hybrid() const { return !hybrid_pattern.empty(); }
+  // What layer `index` (0-based) is: the hybrid pattern's symbol, or a transformer layer.
+  LayerKind layer_kind(int index) const;
+  int layers_of(LayerKind kind) const;
+  // A Mamba layer's widths: its heads, its inner width (heads x head width), the input
+  // projection's outputs (z and x of the inner width, B and C of groups x state, one dt a head)
+  // and the convolution's channels (x, B, C).
+  int mamba_heads() const { return mamba_num_heads > 0 ? mamba_num_heads : 2 * hidden / std::max(mamba_head_dim, 1); }
+  std::int64_t mamba_inner() const { return static_cast<std::int64_t>(mamba_heads()) * mamba_head_dim; }
+  std::int64_t mamba_groups_width() const { return 2 * static_cast<std::int64_t>(mamba_num_groups) * mamba_state_dim; }
+  std::int64_t mamba_in_projection_outputs() const { return 2 * mamba_inner() + mamba_groups_width() + mamba_heads(); }
+  std::int64_t mamba_conv_channels() const { return mamba_inner() + mamba_groups_width(); }
+  // A Mamba layer's matrices (the input and output projections) and all its parameters (with the
+  // convolution's weights and biases, A, D and dt's bias a head, the gated norm and its own norm).
+  std::int64_t mamba_matrix_parameters() const {
+    return static_cast<std::int64_t>(hidden) * mamba_in_projection_outputs() + mamba_inner() * hidden;
+  }
+  std::int64_t mamba_parameters() const {
+    return mamba_matrix_parameters() + mamba_conv_channels() * (mamba_conv_kernel + 1) + 3 * mamba_heads() +
+           mamba_inner() + 2 * static_cast<std::int64_t>(hidden);
+  }
   // An MTP layer's transformer layer has routed experts where the decoder's last layer does.
   bool mtp_layer_is_moe() const { return is_moe_layer(layers - 1); }
   // One MTP layer's own parameters beside its transformer layer: the 2h x h projection and its

@@ -1,0 +1,162 @@
+#include "pipescope/sim/mamba_layer.hpp"
+
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "pipescope/sim/efficiency.hpp"
+
+namespace pipescope::sim {
+
+namespace {
+
+// The layer's widths on one tensor-parallel rank: MambaMixer splits its heads, its groups and so
+// its inner width, the input projection's outputs and the convolution's channels over T.
+struct MambaShape {
+  double tokens = 0;  // s x b (a hybrid model runs without context parallelism)
+  double h = 0;
+  double t = 1;
+  double inner = 0, heads = 0, groups = 0;   // on the rank
+  double in_outputs = 0, conv_channels = 0;  // on the rank
+  double head_dim = 0, state = 0, chunk = 0;
+  double replicated_split = 1;  // the norm's input and output: split by T with sequence parallelism
+  bool fp8 = false;
+
+  MambaShape(const ModelSpec& model, const ParallelConfig& parallel)
+      : tokens(static_cast<double>(model.seq) * parallel.micro_batch_size),
+        h(model.hidden),
+        t(parallel.tensor_parallel),
+        inner(static_cast<double>(model.mamba_inner()) / parallel.tensor_parallel),
+        heads(static_cast<double>(model.mamba_heads()) / parallel.tensor_parallel),
+        groups(static_cast<double>(model.mamba_num_groups) / parallel.tensor_parallel),
+        in_outputs(static_cast<double>(model.mamba_in_projection_outputs()) / parallel.tensor_parallel),
+        conv_channels(static_cast<double>(model.mamba_conv_channels()) / parallel.tensor_parallel),
+        head_dim(model.mamba_head_dim),
+        state(model.mamba_state_dim),
+        chunk(model.mamba_chunk_size),
+        replicated_split(parallel.sequence_parallel ? parallel.tensor_parallel : 1),
+        fp8(parallel.fp8 != Fp8Format::none) {}
+};
+
+// The chunked scan's forward (Mamba-2's SSD, Dao and Gu 2024, section 6) at the rate its kernel
+// is measured to run: in each chunk of Q tokens, C B^T of each group (Q x Q over the state), its
+// causal half's product with each head's x (Q x P), each head's chunk state (B^T x: state x P
+// over Q) and the outputs from the states before (C h: Q x P over the state). The chunk-scan
+// kernel runs at 134 TFLOP/s on an H800 SXM (an H100's compute; tile-ai/tilelang's
+// benchmark/mamba2, at 8192 tokens, 64-wide heads, a state of 128, its FLOPs counted so), scaled
+// to other devices by their BF16 peak. Beside it the kernels read x, B, C and dt, write y, and keep
+// dt's cumulative sums in fp32.
+constexpr double kScanFlopsPerS = 134e12;
+constexpr double kScanMeasuredPeakFlopsPerS = 989e12;  // the H100's dense BF16 peak
+
+double scan_forward_s(const MambaShape& l, const DeviceSpec& device) {
+  const double flops_per_token =
+      2.0 * l.chunk * l.state * l.groups + l.heads * (l.chunk * l.head_dim + 4.0 * l.state * l.head_dim);
+  const double rate = kScanFlopsPerS * device.peak_flops_per_s / kScanMeasuredPeakFlopsPerS;
+  const double bytes = l.tokens * (2.0 * (l.conv_channels + l.inner + l.heads) + 8.0 * l.heads);
+  return l.tokens * flops_per_token / rate + memory_bound_time_s(bytes, device);
+}
+
+// Element-wise bytes of the forward beside the scan: the layer's norm and residual add (half a
+// transformer layer's two), the convolution and its SiLU over x, B and C (read and written), the
+// gated norm (y and z read, its output written).
+double elementwise_forward_bytes(const MambaShape& l) {
+  return 10.0 * l.tokens * l.h / l.replicated_split + l.tokens * (4.0 * l.conv_channels + 6.0 * l.inner);
+}
+
+}  // namespace
+
+double mamba_scan_flops_per_token(const ModelSpec& model) {
+  const double q = model.mamba_chunk_size, n = model.mamba_state_dim, p = model.mamba_head_dim;
+  return 2.0 * q * n * model.mamba_num_groups + model.mamba_heads() * (q * p + 4.0 * n * p);
+}
+
+LayerTimes mamba_layer_times(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel) {
+  const MambaShape l(model, parallel);
+  const GemmPrecision precision = l.fp8 ? GemmPrecision::fp8 : GemmPrecision::bf16;
+  LayerTimes out;
+  // The input projection (column-parallel) and the output projection (row-parallel).
+  out.f_s = gemm_time_s({l.tokens, l.in_outputs, l.h}, device, precision) +
+            gemm_time_s({l.tokens, l.h, l.inner}, device, precision);
+  out.b_s = gemm_time_s({l.tokens, l.h, l.in_outputs}, device, precision) +
+            gemm_time_s({l.tokens, l.inner, l.h}, device, precision);
+  out.w_s = gemm_time_s({l.h, l.in_outputs, l.tokens}, device, precision) +
+            gemm_time_s({l.inner, l.h, l.tokens}, device, precision);
+  // Under FP8 the gated norm's output is cast for the output projection (read in 16 bits, written
+  // in FP8 with its transpose), and in the backward both products' output gradients.
+  const double fp8_forward = l.fp8 ? 4.0 * l.tokens * l.inner : 0.0;
+  const double fp8_backward = l.fp8 ? 4.0 * l.tokens * (l.in_outputs + l.h) : 0.0;
+  const double scan_s = scan_forward_s(l, device);
+  const double elementwise = elementwise_forward_bytes(l);
+  out.f_s += scan_s + memory_bound_time_s(elementwise + fp8_forward, device);
+  // The scan's backward kernels recompute the chunk states and run each product's two gradients:
+  // about twice the forward's work; the element-wise backward moves about twice the bytes.
+  out.b_s += 2.0 * scan_s + memory_bound_time_s(2.0 * elementwise + fp8_backward, device);
+  switch (parallel.recomputation) {
+    case Recomputation::none: break;
+    case Recomputation::selective:
+      // Of Megatron's modules only the norm's output is a Mamba layer's to drop.
+      if (parallel.recomputes(kRecomputeLayernorm))
+        out.recompute_s = memory_bound_time_s(4.0 * l.tokens * l.h / l.replicated_split, device);
+      break;
+    case Recomputation::full: out.recompute_s = out.f_s; break;
+  }
+  return out;
+}
+
+LayerMemory mamba_layer_memory(const ModelSpec& model, const ParallelConfig& parallel) {
+  constexpr std::string_view kActivations = "one Mamba layer's activations";
+  const MambaShape l(model, parallel);
+  const double fp8_saved = l.fp8 ? 1.0 : 0.0;
+  // The norm's input and its output (the input projection's; FP8 under FP8), split by T with
+  // sequence parallelism; on the rank's share of the channels: the projection's outputs (z, x, B,
+  // C, dt: the convolution's, the gate's and the scan's inputs), the convolution's outputs (the
+  // scan's x, B and C), the scan's output y, the gated norm's output (the output projection's
+  // input), and dt's fp32 cumulative sums.
+  const double norm_output = (2 - fp8_saved) * l.tokens * l.h / l.replicated_split;
+  const double replicated = 2.0 * l.tokens * l.h / l.replicated_split + norm_output;
+  const double split =
+      l.tokens * (2 * l.in_outputs + 2 * l.conv_channels + 2 * l.inner + (2 - fp8_saved) * l.inner + 8 * l.heads);
+  const double without_recomputation = replicated + split;
+  LayerMemory out;
+  // The two products' inputs and output gradients, for their weight gradients.
+  out.weight_stash_bytes = memory_figure_bytes(2.0 * l.tokens * (2 * l.h + l.in_outputs + l.inner),
+                                               "one Mamba layer's weight-gradient inputs", model, parallel);
+  switch (parallel.recomputation) {
+    case Recomputation::none:
+      out.held_bytes = memory_figure_bytes(without_recomputation, kActivations, model, parallel);
+      break;
+    case Recomputation::selective: {
+      const double dropped = parallel.recomputes(kRecomputeLayernorm) ? norm_output : 0.0;
+      out.held_bytes = memory_figure_bytes(without_recomputation - dropped, kActivations, model, parallel);
+      out.rebuilt_bytes = memory_figure_bytes(dropped, kActivations, model, parallel);
+      break;
+    }
+    case Recomputation::full:
+      out.held_bytes = memory_figure_bytes(2.0 * l.tokens * l.h / l.replicated_split, kActivations, model, parallel);
+      out.rebuilt_bytes = memory_figure_bytes(without_recomputation, kActivations, model, parallel);
+      break;
+  }
+  return out;
+}
+
+std::int64_t mamba_layer_matrix_parameters_on_rank(const ModelSpec& model, int tensor_parallel) {
+  return model.mamba_matrix_parameters() / tensor_parallel;
+}
+
+std::int64_t mamba_layer_parameters_on_rank(const ModelSpec& model, int tensor_parallel) {
+  const std::int64_t own_norm = 2 * static_cast<std::int64_t>(model.hidden);
+  return (model.mamba_parameters() - own_norm) / tensor_parallel + own_norm;
+}
+
+std::optional<std::string> mamba_tensor_parallel_problem(const ModelSpec& model, int tensor_parallel) {
+  if (model.layers_of(LayerKind::mamba) == 0 || tensor_parallel <= 1) return std::nullopt;
+  if (model.mamba_heads() % tensor_parallel != 0 || model.mamba_num_groups % tensor_parallel != 0)
+    return fmt::format(
+        "--tensor-parallel {}: does not divide the {} Mamba heads and {} groups of {} (MambaMixer splits both)",
+        tensor_parallel, model.mamba_heads(), model.mamba_num_groups, model.name);
+  return std::nullopt;
+}
+
+}  // namespace pipescope::sim

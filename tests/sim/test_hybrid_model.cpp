@@ -1,0 +1,267 @@
+// Hybrid models (ModelSpec::hybrid_pattern: Megatron's hybrid_override_pattern) and the Mamba-2
+// layer (sim/src/mamba_layer.cpp), through derive_costs and the real ppsim binary:
+// - a pattern of attention and MLP blocks ("*-" a layer) is the transformer it splits: every
+//   stage's times, memory and parameters those of the same model without a pattern, at TP 1 and
+//   at TP 2 with sequence parallelism; "*E" likewise the MoE transformer, with its all-to-all;
+// - the Hub's configs: Nemotron-H 56B (its file's Infinity read as null, as Python's json writes
+//   it; inside strings left alone) comes to 56.3B
+//   parameters, Nemotron 3 Nano 30B-A3B to NVIDIA's 31.6B total and 3.6B active with embeddings;
+//   one Mamba layer's parameters by hand (projections, convolution, A, D, dt's bias, the norms);
+// - the Mamba layer: its products split by T and run at the FP8 rate under FP8 while its scan
+//   does not; full recomputation keeps the layer's input alone and reruns its forward;
+// - one line naming the field or option for what is not a hybrid model pipescope prices: a symbol
+//   outside M * - E ('|' pointed at the layout option), a pattern of another length, experts
+//   without E (and E without experts), MTP layers, heads the groups do not divide, T not dividing
+//   the Mamba heads and groups, context parallelism over Mamba layers, Nemotron 3 Super's latent
+//   experts;
+// - Megatron's options (--hybrid-override-pattern, --mamba-*, --squared-relu) describe the model
+//   its model file does, to the byte of ppsim's JSON; ppsim plan ranks a hybrid model's layouts.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include "pipescope/core/errors.hpp"
+#include "pipescope/sim/efficiency.hpp"
+#include "pipescope/sim/mamba_layer.hpp"
+#include "pipescope/sim/model.hpp"
+#include "ppsim_run.hpp"
+
+using namespace pipescope;
+using namespace pipescope::sim;
+
+namespace {
+
+const std::filesystem::path kHubConfigs = std::filesystem::path(PIPESCOPE_SOURCE_DIR) / "tests/sim/data/hugging_face";
+
+ModelSpec transformer_of_width_1024(int layers) {
+  ModelSpec m;
+  m.name = "small";
+  m.layers = layers;
+  m.hidden = 1024;
+  m.heads = 16;
+  m.kv_heads = 4;
+  m.ffn_hidden = 4096;
+  m.seq = 2048;
+  m.vocab = 32000;
+  m.tied_embeddings = false;
+  m.flash_attention = true;
+  m.dropout = false;
+  m.biases = false;
+  return m;
+}
+
+ModelSpec split_into_blocks(ModelSpec m, const std::string& pair) {
+  m.hybrid_pattern.clear();
+  for (int i = 0; i < m.layers; ++i) m.hybrid_pattern += pair;
+  m.layers *= 2;
+  return m;
+}
+
+ParallelConfig hybrid_run_on(int pipeline, int tensor_parallel) {
+  ParallelConfig p;
+  p.pipeline = pipeline;
+  p.tensor_parallel = tensor_parallel;
+  p.sequence_parallel = tensor_parallel > 1;
+  p.data_parallel = 2;
+  return p;
+}
+
+void require_same_stage_costs(const CostModel& blocks, const CostModel& layers) {
+  REQUIRE(blocks.stages.size() == layers.stages.size());
+  for (std::size_t i = 0; i < blocks.stages.size(); ++i) {
+    INFO("stage " << i);
+    const StageCost& a = blocks.stages[i];
+    const StageCost& b = layers.stages[i];
+    CHECK(a.f_s == Approx(b.f_s).epsilon(1e-12));
+    CHECK(a.b_s == Approx(b.b_s).epsilon(1e-12));
+    CHECK(a.w_s == Approx(b.w_s).epsilon(1e-12));
+    CHECK(a.tensor_parallel_f_s == Approx(b.tensor_parallel_f_s).epsilon(1e-12));
+    CHECK(a.tensor_parallel_b_s == Approx(b.tensor_parallel_b_s).epsilon(1e-12));
+    CHECK(a.f_mem_bytes == b.f_mem_bytes);
+    CHECK(a.static_bytes == b.static_bytes);
+    CHECK(a.reduce_grads_s == Approx(b.reduce_grads_s).epsilon(1e-12));
+    CHECK(a.all_to_all.moe_layers == b.all_to_all.moe_layers);
+    CHECK(a.all_to_all.dispatch_f_s == Approx(b.all_to_all.dispatch_f_s).epsilon(1e-12));
+  }
+}
+
+std::string hybrid_file_refusal(const std::string& text) {
+  try {
+    parse_model_json(text, "hybrid.json", std::nullopt);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+const std::string kHybridFile =
+    R"({"name": "h", "layers": 4, "hidden": 1024, "heads": 16, "seq": 2048, "vocab": 32000, )";
+
+}  // namespace
+
+TEST_CASE("attention and MLP blocks are the transformer layers they split", "[model][hybrid]") {
+  const DeviceSpec h100 = device_preset("h100");
+  const ModelSpec transformer = transformer_of_width_1024(8);
+  const ModelSpec blocks = split_into_blocks(transformer, "*-");
+  CHECK(blocks.total_parameters() == transformer.total_parameters());
+  for (int tp : {1, 2}) {
+    INFO("tensor parallel " << tp);
+    require_same_stage_costs(derive_costs(blocks, h100, Topology{}, hybrid_run_on(2, tp)),
+                             derive_costs(transformer, h100, Topology{}, hybrid_run_on(2, tp)));
+  }
+  // A MoE transformer: attention, then the experts (router, 8 routed of which 2, one shared).
+  ModelSpec moe = transformer;
+  moe.num_experts = 8;
+  moe.top_k = 2;
+  moe.moe_ffn_hidden = 1024;
+  moe.shared_experts = 1;
+  ParallelConfig ep = hybrid_run_on(2, 1);
+  ep.expert_parallel = 2;
+  const ModelSpec moe_blocks = split_into_blocks(moe, "*E");
+  CHECK(moe_blocks.total_parameters() == moe.total_parameters());
+  CHECK(moe_blocks.active_parameters() == moe.active_parameters());
+  require_same_stage_costs(derive_costs(moe_blocks, h100, Topology{}, ep), derive_costs(moe, h100, Topology{}, ep));
+}
+
+TEST_CASE("Nemotron-H's and Nemotron 3 Nano's configs come to their published sizes", "[model][hybrid]") {
+  const ModelSpec h56 = resolve_model((kHubConfigs / "nvidia__Nemotron-H-56B-Base-8K.json").string(), 8192);
+  CHECK(h56.hybrid_pattern.size() == 118);
+  CHECK(h56.layers_of(LayerKind::mamba) == 54);
+  CHECK(h56.layers_of(LayerKind::mlp) == 54);
+  CHECK(h56.layers_of(LayerKind::attention) == 10);
+  CHECK(h56.mamba_inner() == 16384);
+  CHECK(h56.total_parameters() == Approx(56.3e9).epsilon(0.001));
+  const ModelSpec nano =
+      resolve_model((kHubConfigs / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json").string(), 8192);
+  CHECK(nano.layers_of(LayerKind::experts) == 23);
+  CHECK(nano.layers_of(LayerKind::mamba) == 23);
+  CHECK(nano.layers_of(LayerKind::attention) == 6);
+  CHECK(nano.num_experts == 128);
+  CHECK(nano.top_k == 6);
+  CHECK(nano.shared_expert_width() == 3712);
+  CHECK(!nano.gated_mlp);  // squared ReLU
+  CHECK(nano.total_parameters() == Approx(31.6e9).epsilon(0.002));
+  CHECK(nano.active_parameters() == Approx(3.58e9).epsilon(0.005));  // "3.6B including embeddings"
+  // One Mamba layer of Nemotron 3 Nano by hand: 64 heads of 64 (inner 4096), 8 groups of a
+  // 128-wide state, a 4-wide convolution with biases.
+  const std::int64_t h = 2688, inner = 4096, groups = 2 * 8 * 128, heads = 64;
+  const std::int64_t in_projection = h * (2 * inner + groups + heads), out_projection = inner * h;
+  const std::int64_t conv = (inner + groups) * (4 + 1);
+  CHECK(nano.mamba_parameters() == in_projection + out_projection + conv + 3 * heads + inner + 2 * h);
+  CHECK(mamba_layer_parameters_on_rank(nano, 2) == (nano.mamba_parameters() - 2 * h) / 2 + 2 * h);
+}
+
+TEST_CASE("Python's Infinity and NaN in a config are read as null, inside strings left alone", "[model][hybrid]") {
+  const ModelSpec m = parse_model_json(R"({"model_type": "nemotron_h", "_name_or_path": "org/Infinity-NaN",
+      "num_hidden_layers": 2, "hidden_size": 1024, "num_attention_heads": 8, "vocab_size": 1000,
+      "hybrid_override_pattern": "M*", "time_step_limit": [0.0, Infinity], "rescale": -Infinity, "x": NaN})",
+                                       "config.json", 4096);
+  CHECK(m.name == "Infinity-NaN");
+  CHECK(m.layers_of(LayerKind::mamba) == 1);
+}
+
+TEST_CASE("a Mamba layer's products split by T and run in FP8; its scan does not", "[model][hybrid]") {
+  const DeviceSpec h100 = device_preset("h100");
+  ModelSpec m = transformer_of_width_1024(4);
+  m.hybrid_pattern = "M-M*";
+  ParallelConfig one;
+  ParallelConfig fp8 = one;
+  fp8.fp8 = Fp8Format::hybrid;
+  const LayerTimes bf16_times = mamba_layer_times(m, h100, one);
+  const LayerTimes fp8_times = mamba_layer_times(m, h100, fp8);
+  CHECK(fp8_times.w_s < bf16_times.w_s);  // the weight gradients are the products alone
+  CHECK(fp8_times.f_s < bf16_times.f_s);
+  ParallelConfig two = one;
+  two.tensor_parallel = 2;
+  // Half the products' work on each rank, at no better a rate (smaller shapes run no faster).
+  const double split_w_s = mamba_layer_times(m, h100, two).w_s;
+  CHECK(split_w_s < bf16_times.w_s);
+  CHECK(split_w_s >= bf16_times.w_s / 2);
+  CHECK(mamba_layer_matrix_parameters_on_rank(m, 2) == m.mamba_matrix_parameters() / 2);
+  // The scan's FLOPs: a group's C B^T and each head's four products a token.
+  CHECK(mamba_scan_flops_per_token(m) == Approx(2.0 * 128 * 128 * 8 + 32 * (128 * 64 + 4 * 128 * 64)));
+  // Full recomputation: the layer's input kept, the rest rebuilt, the forward run again.
+  ParallelConfig full = one;
+  full.recomputation = Recomputation::full;
+  const LayerMemory kept = mamba_layer_memory(m, full);
+  CHECK(kept.held_bytes == 2 * 2048 * 1024);
+  CHECK(kept.rebuilt_bytes == mamba_layer_memory(m, one).held_bytes);
+  CHECK(mamba_layer_times(m, h100, full).recompute_s == Approx(bf16_times.f_s));
+}
+
+TEST_CASE("what is not a hybrid model pipescope prices is refused in one line naming it", "[model][hybrid]") {
+  CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-X*"})") ==
+        "hybrid.json: model field 'hybrid_override_pattern' has 'X' at position 3: pipescope reads M (Mamba), * "
+        "(attention), - (MLP) and E (experts), one a layer");
+  CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-|M*"})")
+            .find("give --pipeline-model-parallel-layout") != std::string::npos);
+  CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-M"})") ==
+        "hybrid.json: model field 'hybrid_override_pattern' has 3 layers, 'layers' says 4: one symbol a layer, as "
+        "Megatron requires");
+  CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-ME"})") ==
+        "hybrid.json: model field 'hybrid_override_pattern' has expert layers (E): give num_experts");
+  CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-M*", "num_experts": 8, "top_k": 2})") ==
+        "hybrid.json: num_experts with a 'hybrid_override_pattern' that has no expert layer (E)");
+  CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-M*", "mtp_num_layers": 1})")
+            .find("mtp_num_layers with 'hybrid_override_pattern'") != std::string::npos);
+  CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-M*", "mamba_num_heads": 12})") ==
+        "hybrid.json: mamba_num_groups 8 does not divide the 12 Mamba heads (each group's B and C serve a whole "
+        "number of heads)");
+  CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-M*", "mamba_state_dim": 0})") ==
+        "hybrid.json: model field 'mamba_state_dim' is 0: it must be at least 1");
+  CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": ""})").find("is empty") != std::string::npos);
+
+  ModelSpec m = transformer_of_width_1024(4);
+  m.hybrid_pattern = "M-M*";
+  ParallelConfig p = hybrid_run_on(1, 1);
+  p.context_parallel = 2;
+  CHECK_THROWS_WITH(derive_costs(m, device_preset("h100"), Topology{}, p),
+                    "--context-parallel 2: small's Mamba layers under context parallelism are not modelled");
+  m.mamba_num_groups = 2;
+  CHECK_THROWS_WITH(derive_costs(m, device_preset("h100"), Topology{}, hybrid_run_on(1, 4)),
+                    "--tensor-parallel 4: does not divide the 32 Mamba heads and 2 groups of small (MambaMixer "
+                    "splits both)");
+  // Nemotron 3 Super's experts run in a latent width pipescope does not price.
+  CHECK_THROWS_WITH(parse_model_json(R"({"model_type": "nemotron_h", "num_hidden_layers": 2, "hidden_size": 1024,
+                                        "num_attention_heads": 8, "vocab_size": 1000, "hybrid_override_pattern": "ME",
+                                        "n_routed_experts": 8, "num_experts_per_tok": 2,
+                                        "moe_intermediate_size": 512, "moe_latent_size": 256})",
+                                     "config.json", 4096),
+                    "config.json: Hugging Face config field 'moe_latent_size' is 256: it must be absent: experts in "
+                    "a latent width (LatentMoE) are not modelled");
+}
+
+TEST_CASE("ppsim takes a hybrid model from Megatron's options as from its model file, and plans it", "[cli][hybrid]") {
+  const std::string run =
+      " --schedule 1f1b --stages 2 --micro-batches 4 --tensor-parallel 2 --sequence-parallel --json";
+  const ppsim_test::PpsimRun megatron = ppsim_test::run_ppsim(
+      "simulate --num-layers 8 --hidden-size 1024 --num-attention-heads 16 --group-query-attention "
+      "--num-query-groups 4 --ffn-hidden-size 4096 --squared-relu --disable-bias-linear "
+      "--untie-embeddings-and-output-weights --hidden-dropout 0 --attention-dropout 0 --vocab-size 32000 "
+      "--seq-length 2048 --hybrid-override-pattern " +
+      ppsim_test::quoted("M-M*M-M-") +
+      " --mamba-num-heads 32 --mamba-head-dim 64 "
+      "--mamba-state-dim 128 --mamba-num-groups 8" +
+      run);
+  INFO(megatron.err);
+  REQUIRE(megatron.status == 0);
+  const std::string file = R"('{"name": "megatron-8x1024", "layers": 8, "hidden": 1024, "heads": 16, "kv_heads": 4,
+      "ffn_hidden": 4096, "seq": 2048, "vocab": 32000, "tied_embeddings": false, "biases": false, "dropout": false,
+      "flash_attention": true, "hybrid_override_pattern": "M-M*M-M-", "mamba_num_heads": 32}')";
+  const ppsim_test::PpsimRun from_file = ppsim_test::run_ppsim("simulate --model " + file + run);
+  INFO(from_file.err);
+  REQUIRE(from_file.status == 0);
+  CHECK(megatron.out == from_file.out);
+  CHECK(ppsim_test::run_ppsim("simulate --num-layers 8 --hidden-size 1024 --num-attention-heads 16 --vocab-size 32000 "
+                              "--seq-length 2048 --swiglu --squared-relu" +
+                              run)
+            .err == "ppsim: error: --swiglu and --squared-relu are two activations of the MLP: give one\n");
+  const ppsim_test::PpsimRun planned =
+      ppsim_test::run_ppsim("plan --model " + (kHubConfigs / "nvidia__Nemotron-H-56B-Base-8K.json").string() +
+                            " --seq-length 8192 --gpus 64 --global-batch 256 --top 3");
+  INFO(planned.err);
+  CHECK(planned.status == 0);
+  CHECK(planned.out.find("nvidia__Nemotron-H-56B-Base-8K on 64 x h100") != std::string::npos);
+  CHECK(planned.out.find("   1  ") != std::string::npos);
+}
