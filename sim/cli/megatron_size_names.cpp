@@ -107,7 +107,7 @@ struct ModelName {
   std::string_view field;
 };
 
-constexpr std::array<ModelName, 22> kModelSizes{{
+constexpr std::array<ModelName, 27> kModelSizes{{
     {"--num-layers", "layers"},
     {"--hidden-size", "hidden"},
     {"--num-attention-heads", "heads"},
@@ -130,6 +130,11 @@ constexpr std::array<ModelName, 22> kModelSizes{{
     {"--mamba-head-dim", "mamba_head_dim"},
     {"--mamba-state-dim", "mamba_state_dim"},
     {"--mamba-num-groups", "mamba_num_groups"},
+    {"--linear-num-key-heads", "linear_num_key_heads"},
+    {"--linear-num-value-heads", "linear_num_value_heads"},
+    {"--linear-key-head-dim", "linear_key_head_dim"},
+    {"--linear-value-head-dim", "linear_value_head_dim"},
+    {"--linear-conv-kernel-dim", "linear_conv_kernel_dim"},
 }};
 constexpr std::array<std::string_view, 3> kModelRates = {"--hidden-dropout", "--attention-dropout",
                                                          "--moe-expert-capacity-factor"};
@@ -206,7 +211,8 @@ std::vector<std::string> with_megatron_model(const std::vector<std::string>& arg
   }
   const bool group_query = take("--group-query-attention"), swiglu = take("--swiglu"),
              untie = take("--untie-embeddings-and-output-weights"), no_bias = take("--disable-bias-linear"),
-             latent = take("--multi-latent-attention"), squared_relu = take("--squared-relu");
+             latent = take("--multi-latent-attention"), squared_relu = take("--squared-relu"),
+             output_gate = take("--attention-output-gate");
   if (swiglu && squared_relu) throw UsageError("--swiglu and --squared-relu are two activations of the MLP: give one");
   take("--use-flash-attn");  // accepted: the fused kernel is the default
   if (given.empty()) return args_in;
@@ -238,6 +244,7 @@ std::vector<std::string> with_megatron_model(const std::vector<std::string>& arg
   model["biases"] = !no_bias;
   model["dropout"] = rates[0].value_or(0.1) > 0 || rates[1].value_or(0.1) > 0;
   if (rates[2]) model["capacity_factor"] = *rates[2];
+  if (output_gate) model["attention_output_gate"] = true;
   model["flash_attention"] = true;  // Megatron-Core's attention backend: Transformer Engine's fused kernels
   model["name"] = fmt::format("megatron-{}x{}", model["layers"].get<int>(), hidden);
   // What the model's own checks refuse is said of these options, not of a --model never typed.
@@ -282,11 +289,17 @@ void add_megatron_model_names(po::options_description& options) {
       ("v-head-dim", po::value<int>(), "MLA's value head width")
       ("squared-relu", "squared-ReLU MLP (two matrices, as GELU's)")
       ("hybrid-override-pattern", po::value<std::string>(),
-       "a hybrid model's layers, one symbol each: M Mamba, * attention, - MLP, E experts")
+       "a hybrid model's layers, one symbol each: M Mamba, G Gated DeltaNet, * attention, - MLP, E experts")
       ("mamba-num-heads", po::value<int>(), "a Mamba layer's heads (default 2 x hidden / head width)")
       ("mamba-head-dim", po::value<int>(), "a Mamba head's width (default 64)")
       ("mamba-state-dim", po::value<int>(), "Mamba's state width (default 128)")
-      ("mamba-num-groups", po::value<int>(), "Mamba's B and C groups (default 8)");
+      ("mamba-num-groups", po::value<int>(), "Mamba's B and C groups (default 8)")
+      ("linear-num-key-heads", po::value<int>(), "a Gated DeltaNet's key heads (default 16)")
+      ("linear-num-value-heads", po::value<int>(), "a Gated DeltaNet's value heads (default 32)")
+      ("linear-key-head-dim", po::value<int>(), "a Gated DeltaNet key head's width (default 128)")
+      ("linear-value-head-dim", po::value<int>(), "a Gated DeltaNet value head's width (default 128)")
+      ("linear-conv-kernel-dim", po::value<int>(), "a Gated DeltaNet's convolution width (default 4)")
+      ("attention-output-gate", "gated attention: a sigmoid gate of the attention's output");
   // clang-format on
   options.add(names);
 }

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <string>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -24,7 +25,7 @@ namespace {
 using nlohmann::json;
 
 // Where a model_type keeps its experts, and how many layers carry them.
-enum class Experts { none, mixtral, qwen, deepseek, gpt_oss, llama4, olmoe, nemotron_h };
+enum class Experts { none, mixtral, qwen, deepseek, gpt_oss, llama4, olmoe, nemotron_h, qwen_next };
 
 struct Family {
   std::string_view model_type;
@@ -64,6 +65,11 @@ constexpr std::array kFamilies = {
     // Nemotron-H and Nemotron 3: hybrid_override_pattern's Mamba-2, attention, squared-ReLU MLP
     // and expert layers.
     Family{"nemotron_h", false, false, false, Experts::nemotron_h},
+    // Qwen3-Next and Qwen3.5 (inside qwen3_5 / qwen3_5_moe): Gated DeltaNet and gated attention
+    // layers, each with an MLP or Qwen's experts.
+    Family{"qwen3_next", true, false, false, Experts::qwen_next},
+    Family{"qwen3_5_text", true, false, false, Experts::qwen_next},
+    Family{"qwen3_5_moe_text", true, false, false, Experts::qwen_next},
 };
 
 // Multimodal configurations (Llama 4's, Gemma 3's, Qwen3-VL's, Kimi K2.5's) keep the language
@@ -183,6 +189,7 @@ std::vector<std::string> spans_named(const std::vector<bool>& limited_layers, co
 // Which layers attend within a window, or to their chunk, as the model_type's class decides.
 void translate_attention(const ConfigReader& r, const Family& f, int layers, json& out) {
   const std::string_view type = f.model_type;
+  if (f.experts == Experts::qwen_next) return;  // its layer_types name the mixers (translate_linear_hybrid)
   if (r.has("layer_types")) {
     out["layer_types"] = r.raw("layer_types");  // named as pipescope's model files name them
   } else if (type == "qwen2" || type == "qwen3" || type == "qwen2_moe" || type == "qwen3_moe" ||
@@ -251,6 +258,47 @@ void translate_hybrid(const ConfigReader& r, json& out) {
         std::pair{"ssm_state_size", "mamba_state_dim"}, std::pair{"n_groups", "mamba_num_groups"},
         std::pair{"conv_kernel", "conv_kernel"}, std::pair{"chunk_size", "chunk_size"}})
     if (const auto value = r.integer(hugging_face)) out[megatron] = *value;
+}
+
+// Qwen3-Next's and Qwen3.5's layers as a hybrid pattern of two blocks each (as Megatron's
+// hybrid pattern writes them): the mixer, G (a Gated DeltaNet) where layer_types says
+// linear_attention (else all but every full_attention_interval-th), * (gated attention) where it
+// says full_attention; then E where the layer has Qwen's experts (not in mlp_only_layers, and
+// (i + 1) dividing by decoder_sparse_step), - (the MLP) elsewhere. The Gated DeltaNet's widths
+// and the MTP layers under their names.
+void translate_linear_hybrid(const ConfigReader& r, int layers, json& out) {
+  std::vector<bool> linear(static_cast<std::size_t>(layers));
+  if (r.has("layer_types")) {
+    const json& types = r.raw("layer_types");
+    if (!types.is_array() || static_cast<int>(types.size()) != layers)
+      r.refuse("layer_types", types, "one 'linear_attention' or 'full_attention' a layer");
+    for (int i = 0; i < layers; ++i) {
+      const json& type = types[static_cast<std::size_t>(i)];
+      if (type != "linear_attention" && type != "full_attention")
+        r.refuse("layer_types", types, "one 'linear_attention' or 'full_attention' a layer");
+      linear[static_cast<std::size_t>(i)] = type == "linear_attention";
+    }
+  } else {
+    const int interval = std::max(1, r.integer("full_attention_interval").value_or(4));
+    for (int i = 0; i < layers; ++i) linear[static_cast<std::size_t>(i)] = (i + 1) % interval != 0;
+  }
+  const bool experts = r.integer("num_experts").value_or(0) > 0;
+  const int step = std::max(1, r.integer("decoder_sparse_step").value_or(1));
+  const std::vector<int> dense = r.integers("mlp_only_layers").value_or(std::vector<int>{});
+  std::string pattern;
+  for (int i = 0; i < layers; ++i) {
+    pattern += linear[static_cast<std::size_t>(i)] ? 'G' : '*';
+    const bool moe = experts && std::find(dense.begin(), dense.end(), i) == dense.end() && (i + 1) % step == 0;
+    pattern += moe ? 'E' : '-';
+  }
+  out["hybrid_override_pattern"] = pattern;
+  out["layers"] = 2 * layers;
+  out["attention_output_gate"] = r.boolean("attn_output_gate").value_or(true);
+  for (const char* field : {"linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                            "linear_value_head_dim", "linear_conv_kernel_dim"})
+    if (const auto value = r.integer(field)) out[field] = *value;
+  for (const char* field : {"mtp_num_hidden_layers", "num_nextn_predict_layers"})
+    if (const auto mtp = r.integer(field)) out["mtp_num_layers"] = *mtp;
 }
 
 // Megatron's list form of moe_layer_freq (1 a layer with experts), or nothing where every layer
@@ -331,6 +379,17 @@ void translate_experts(const ConfigReader& r, const Family& f, int layers, json&
       if (const int shared = r.integer("moe_shared_expert_intermediate_size").value_or(0); shared > 0) {
         out["shared_experts"] = std::max(1, r.integer("n_shared_experts").value_or(1));
         out["moe_shared_expert_intermediate_size"] = shared;
+      }
+      return;
+    }
+    case Experts::qwen_next: {
+      // Qwen's experts and shared expert; which layers have them, the hybrid pattern says.
+      const int experts = r.integer("num_experts").value_or(0);
+      if (experts == 0) return;
+      write_routed(out, experts, top_k(), r.required("moe_intermediate_size"));
+      if (const int shared = r.integer("shared_expert_intermediate_size").value_or(0); shared > 0) {
+        out["shared_experts"] = 1;
+        out["shared_expert_ffn_hidden"] = shared;
       }
       return;
     }
@@ -487,6 +546,7 @@ json model_fields_from_hugging_face(const json& config, const std::string& sourc
   if (f.model_type == "mimo")
     if (const auto mtp = r.integer("num_nextn_predict_layers")) out["mtp_num_layers"] = *mtp;
   if (f.experts == Experts::nemotron_h) translate_hybrid(r, out);
+  if (f.experts == Experts::qwen_next) translate_linear_hybrid(r, layers, out);
   translate_attention(r, f, layers, out);
   translate_experts(r, f, layers, out);
   return out;

@@ -62,7 +62,9 @@ double mla_up_projection_forward_s(const ModelSpec& model, const LayerShape& l, 
 
 double elementwise_forward_bytes(const LayerShape& l) {
   const double activation = (l.gated ? 6 : 4) * l.tokens * l.ffn / l.t;
-  return replicated_elementwise_bytes(l) / l.replicated_split + activation + softmax_bytes(l);
+  // Gated attention: the gate's sigmoid times the attention's output (both read, the product written).
+  const double output_gate = 6 * l.tokens * l.output_gate_width / l.t;
+  return replicated_elementwise_bytes(l) / l.replicated_split + activation + softmax_bytes(l) + output_gate;
 }
 
 }  // namespace
@@ -173,9 +175,10 @@ LayerMemory layer_memory(const ModelSpec& model, const ParallelConfig& parallel)
   // MLP's second product's (sbf).
   const double fp8_saved = l.fp8 ? 1.0 : 0.0;
   const double replicated = (8 + (l.dropout ? 2 : 0) - 2 * fp8_saved) * l.tokens * l.h;
-  const double split =
-      (4 * l.attention_width + 4 * l.kv_width + (l.gated ? 6 : 4) * l.ffn - fp8_saved * (l.attention_width + l.ffn)) *
-      l.tokens;
+  // Gated attention keeps its gate (2 x the queries' width) for the product's backward.
+  const double split = (4 * l.attention_width + 4 * l.kv_width + (l.gated ? 6 : 4) * l.ffn + 2 * l.output_gate_width -
+                        fp8_saved * (l.attention_width + l.ffn)) *
+                       l.tokens;
   const double core = l.flash ? 4 * l.heads * l.tokens : (l.dropout ? 5 : 2) * l.heads * l.local_seq() * l.s * l.b;
   const double without_recomputation = replicated / l.replicated_split + (split + core) / l.t;
   LayerMemory out;

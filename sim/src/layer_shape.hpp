@@ -15,6 +15,8 @@ struct LayerShape {
   // (h but for Qwen3-like heads and MLA); the projections' outputs before the core (MLA: its
   // matrices' parameters over h, which gives their FLOPs); the core's head width.
   double attention_width = 0, attention_input_outputs = 0, core_head_dim = 0;
+  // Gated attention's sigmoid gate of the output (the queries' width; 0 without one).
+  double output_gate_width = 0;
   double t = 1;                 // tensor-parallel size
   double c = 1;                 // context-parallel size
   double tokens = 0;            // the rank's tokens: s x b / C
@@ -31,6 +33,7 @@ struct LayerShape {
         attention_width(static_cast<double>(model.attention_width())),
         attention_input_outputs(static_cast<double>(model.attention_input_parameters()) / model.hidden),
         core_head_dim(model.attention_core_head_dim()),
+        output_gate_width(model.attention_output_gate ? static_cast<double>(model.attention_width()) : 0.0),
         t(parallel.tensor_parallel),
         c(parallel.context_parallel),
         tokens(static_cast<double>(model.seq) * parallel.micro_batch_size / parallel.context_parallel),

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "pipescope/sim/efficiency.hpp"
+#include "pipescope/sim/expert_layer.hpp"
 
 namespace pipescope::sim {
 
@@ -14,7 +15,9 @@ namespace {
 // The layer's widths on one tensor-parallel rank: MambaMixer splits its heads, its groups and so
 // its inner width, the input projection's outputs and the convolution's channels over T.
 struct MambaShape {
-  double tokens = 0;  // s x b (a hybrid model runs without context parallelism)
+  // The rank's s x b / C tokens (under context parallelism the convolution and the scan run the
+  // whole sequence of a C-th of the heads instead: the same work).
+  double tokens = 0;
   double h = 0;
   double t = 1;
   double inner = 0, heads = 0, groups = 0;   // on the rank
@@ -24,7 +27,7 @@ struct MambaShape {
   bool fp8 = false;
 
   MambaShape(const ModelSpec& model, const ParallelConfig& parallel)
-      : tokens(static_cast<double>(model.seq) * parallel.micro_batch_size),
+      : tokens(static_cast<double>(model.seq) * parallel.micro_batch_size / parallel.context_parallel),
         h(model.hidden),
         t(parallel.tensor_parallel),
         inner(static_cast<double>(model.mamba_inner()) / parallel.tensor_parallel),
@@ -53,7 +56,7 @@ constexpr double kScanMeasuredPeakFlopsPerS = 989e12;  // the H100's dense BF16 
 double scan_forward_s(const MambaShape& l, const DeviceSpec& device) {
   const double flops_per_token =
       2.0 * l.chunk * l.state * l.groups + l.heads * (l.chunk * l.head_dim + 4.0 * l.state * l.head_dim);
-  const double rate = kScanFlopsPerS * device.peak_flops_per_s / kScanMeasuredPeakFlopsPerS;
+  const double rate = chunked_scan_flops_per_s(device);
   const double bytes = l.tokens * (2.0 * (l.conv_channels + l.inner + l.heads) + 8.0 * l.heads);
   return l.tokens * flops_per_token / rate + memory_bound_time_s(bytes, device);
 }
@@ -66,6 +69,10 @@ double elementwise_forward_bytes(const MambaShape& l) {
 }
 
 }  // namespace
+
+double chunked_scan_flops_per_s(const DeviceSpec& device) {
+  return kScanFlopsPerS * device.peak_flops_per_s / kScanMeasuredPeakFlopsPerS;
+}
 
 double mamba_scan_flops_per_token(const ModelSpec& model) {
   const double q = model.mamba_chunk_size, n = model.mamba_state_dim, p = model.mamba_head_dim;
@@ -141,6 +148,31 @@ LayerMemory mamba_layer_memory(const ModelSpec& model, const ParallelConfig& par
   return out;
 }
 
+MambaContextParallel mamba_context_parallel(const ModelSpec& model, const DeviceSpec& device,
+                                            const ParallelConfig& parallel, const ExpertLinks& group_links,
+                                            int members_per_node) {
+  MambaContextParallel out;
+  const int cp = parallel.context_parallel;
+  if (cp <= 1) return out;
+  const MambaShape l(model, parallel);
+  // Megatron's MambaContextParallel: before the convolution and the scan, z, x, B, C and dt go
+  // from the rank's share of the sequence to the whole sequence of a C-th of the heads (B and C
+  // repeated where a rank's groups are fewer than C, each repeat serving a C-th of a group's
+  // heads); after them y comes back. Each all-to-all is preceded or followed by undoing or
+  // redoing attention's causal load balancing, a copy of its tensor. The backward runs both for
+  // the gradients.
+  const double repeats = l.groups < cp ? cp / l.groups : 1.0;
+  const double before_bytes = 2.0 * l.tokens * (2 * l.inner + l.groups * repeats * 2 * l.state + l.heads);
+  const double after_bytes = 2.0 * l.tokens * l.inner;
+  const ExpertLinks wire = achieved_all_to_all_links(group_links);
+  const double exchange_s = all_to_all_s(before_bytes, cp, members_per_node, wire) +
+                            all_to_all_s(after_bytes, cp, members_per_node, wire) +
+                            memory_bound_time_s(2.0 * (before_bytes + after_bytes), device);
+  out.forward_s = exchange_s;
+  out.backward_s = exchange_s;
+  return out;
+}
+
 std::int64_t mamba_layer_matrix_parameters_on_rank(const ModelSpec& model, int tensor_parallel) {
   return model.mamba_matrix_parameters() / tensor_parallel;
 }
@@ -148,6 +180,25 @@ std::int64_t mamba_layer_matrix_parameters_on_rank(const ModelSpec& model, int t
 std::int64_t mamba_layer_parameters_on_rank(const ModelSpec& model, int tensor_parallel) {
   const std::int64_t own_norm = 2 * static_cast<std::int64_t>(model.hidden);
   return (model.mamba_parameters() - own_norm) / tensor_parallel + own_norm;
+}
+
+std::optional<std::string> mamba_context_parallel_problem(const ModelSpec& model, const ParallelConfig& parallel) {
+  const int cp = parallel.context_parallel;
+  if (model.layers_of(LayerKind::mamba) == 0 || cp <= 1) return std::nullopt;
+  const int t = std::max(parallel.tensor_parallel, 1);
+  const int heads = model.mamba_heads() / t, groups = model.mamba_num_groups / t;
+  const std::string option = fmt::format("--context-parallel {}", cp);
+  if (heads % cp != 0)
+    return fmt::format(
+        "{}: does not divide the {} Mamba heads of a tensor-parallel rank of {} (each CP rank scans "
+        "the whole sequence of a C-th of them)",
+        option, heads, model.name);
+  if (groups < cp ? cp % groups != 0 : groups % cp != 0)
+    return fmt::format(
+        "{}: neither divides nor is a multiple of the {} Mamba groups of a tensor-parallel rank of {} "
+        "(Megatron's MambaContextParallel requires one)",
+        option, groups, model.name);
+  return std::nullopt;
 }
 
 std::optional<std::string> mamba_tensor_parallel_problem(const ModelSpec& model, int tensor_parallel) {

@@ -10,6 +10,7 @@
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/sim/expert_layer.hpp"
+#include "pipescope/sim/gated_delta_net_layer.hpp"
 #include "pipescope/sim/layer_costs.hpp"
 #include "pipescope/sim/mamba_layer.hpp"
 
@@ -37,7 +38,8 @@ LayerFigures layer_figures(const ModelSpec& model, int micro_batch_size) {
   double scan_flops = 0;
   if (model.is_hybrid()) {
     // The mean block: attention's, the MLP's, the experts' (top_k of them, the shared ones and the
-    // router) and Mamba's matrices, the attention core in the attention blocks alone, Mamba's scan.
+    // router), Mamba's and the Gated DeltaNets' matrices, the attention core in the attention blocks
+    // alone, Mamba's scan and the delta rule.
     ModelSpec attention_only = model.moe_layer_dense_part();
     attention_only.without_mlp = true;
     ModelSpec dense = model;
@@ -52,11 +54,15 @@ LayerFigures layer_figures(const ModelSpec& model, int micro_batch_size) {
         model.layers_of(LayerKind::attention) * attention +
         model.layers_of(LayerKind::mlp) * (static_cast<double>(dense.layer_matrix_parameters()) - attention) +
         model.layers_of(LayerKind::experts) * experts +
-        model.layers_of(LayerKind::mamba) * static_cast<double>(model.mamba_matrix_parameters());
+        model.layers_of(LayerKind::mamba) * static_cast<double>(model.mamba_matrix_parameters()) +
+        model.layers_of(LayerKind::linear_attention) * static_cast<double>(model.linear_attention_matrix_parameters());
     matrix_parameters = sum / model.layers;
     core_width = model.heads * model.attention_core_head_dim();
     core_share = static_cast<double>(model.layers_of(LayerKind::attention)) / model.layers;
-    scan_flops = s * b * mamba_scan_flops_per_token(model) * model.layers_of(LayerKind::mamba) / model.layers;
+    scan_flops = s * b *
+                 (mamba_scan_flops_per_token(model) * model.layers_of(LayerKind::mamba) +
+                  gated_delta_rule_flops_per_token(model) * model.layers_of(LayerKind::linear_attention)) /
+                 model.layers;
   }
   const double matrix_flops = 2.0 * s * b * matrix_parameters;
   const double core_flops = s * s * b * core_width * core_share;
@@ -95,8 +101,8 @@ std::optional<std::string> context_parallel_problem(const ModelSpec& model, cons
   if (cp < 1) return std::string("--context-parallel must be at least 1");
   if (cp == 1) return std::nullopt;
   const std::string option = "--context-parallel " + std::to_string(cp);
-  if (model.layers_of(LayerKind::mamba) > 0)
-    return option + ": " + model.name + "'s Mamba layers under context parallelism are not modelled";
+  if (auto problem = mamba_context_parallel_problem(model, parallel)) return problem;
+  if (auto problem = gated_delta_net_context_parallel_problem(model, parallel)) return problem;
   const ContextParallelComm comm = parallel.context_parallel_comm;
   const int a2a = parallel.context_parallel_all_to_all();
   if (comm == ContextParallelComm::a2a_p2p && (parallel.context_parallel_a2a < 1 || cp % parallel.context_parallel_a2a))
@@ -208,6 +214,7 @@ std::optional<std::string> tensor_parallel_problem(const ModelSpec& model, const
   if (auto problem = divides(model.heads, "attention heads")) return problem;
   if (auto problem = divides(model.kv_heads_or_heads(), "key/value heads")) return problem;
   if (auto problem = divides(model.ffn_or_default(), "FFN columns")) return problem;
+  if (auto problem = gated_delta_net_tensor_parallel_problem(model, t)) return problem;
   return mamba_tensor_parallel_problem(model, t);
 }
 
@@ -389,7 +396,8 @@ LayerKindCosts attention_block_costs(const LayerKindCosts& attention_and_norms, 
 // with a transformer block's share of the collectives (one all-gather before its input
 // projection, one reduce-scatter after its output projection).
 void set_hybrid_block_costs(std::array<LayerKindCosts, kLayerKinds>& kinds, const ModelSpec& model,
-                            const DeviceSpec& device, const LayerLinks& links, const ParallelConfig& parallel) {
+                            const DeviceSpec& device, const LayerLinks& links, const Topology& topology,
+                            const ParallelConfig& parallel) {
   const std::int64_t h = model.hidden;
   ModelSpec attention_only = model.moe_layer_dense_part();
   attention_only.without_mlp = true;
@@ -412,6 +420,29 @@ void set_hybrid_block_costs(std::array<LayerKindCosts, kLayerKinds>& kinds, cons
   }
   LayerKindCosts& mamba = kinds[static_cast<std::size_t>(LayerKind::mamba)];
   mamba.times = mamba_layer_times(model, device, parallel);
+  // Context parallelism's all-to-alls over the C ranks, T apart (TP innermost): on the compute
+  // stream, nothing hides them.
+  const int members_per_node =
+      std::clamp(topology.gpus_per_node / std::max(parallel.tensor_parallel, 1), 1, parallel.context_parallel);
+  const MambaContextParallel exchange = mamba_context_parallel(
+      model, device, parallel,
+      ExpertLinks{topology.intra_node, topology.inter_node, topology.gpus_per_node, device.all_to_all},
+      members_per_node);
+  mamba.times.cp_f_s = exchange.forward_s;
+  mamba.times.cp_b_s = exchange.backward_s;
+  mamba.times.f_s += exchange.forward_s;
+  mamba.times.b_s += exchange.backward_s;
+  if (parallel.recomputation == Recomputation::full) mamba.times.recompute_s += exchange.forward_s;
+  // A Gated DeltaNet: its own work, the attention block's two collectives.
+  LayerKindCosts& delta_net = kinds[static_cast<std::size_t>(LayerKind::linear_attention)];
+  delta_net.times = gated_delta_net_times(model, device, parallel);
+  delta_net.times.tp_f_s = attention.times.tp_f_s;
+  delta_net.times.tp_b_s = attention.times.tp_b_s;
+  delta_net.times.tp_b_hidden_s = attention.times.tp_b_hidden_s;
+  if (parallel.recomputation == Recomputation::full) delta_net.times.recompute_tp_s = attention.times.recompute_tp_s;
+  delta_net.memory = gated_delta_net_memory(model, parallel);
+  delta_net.parameters = gated_delta_net_parameters_on_rank(model, parallel.tensor_parallel);
+  delta_net.matrix_parameters = gated_delta_net_matrix_parameters_on_rank(model, parallel.tensor_parallel);
   mamba.times.tp_f_s = attention.times.tp_f_s;
   mamba.times.tp_b_s = attention.times.tp_b_s;
   mamba.times.tp_b_hidden_s = attention.times.tp_b_hidden_s;
@@ -474,7 +505,7 @@ StageInputs stage_inputs(const ModelSpec& model, const DeviceSpec& device, const
   in.kinds[static_cast<std::size_t>(LayerKind::moe)] = moe_layer_costs(
       model, device, links,
       ExpertLinks{topology.intra_node, topology.inter_node, topology.gpus_per_node, device.all_to_all}, parallel);
-  if (model.is_hybrid()) set_hybrid_block_costs(in.kinds, model, device, links, parallel);
+  if (model.is_hybrid()) set_hybrid_block_costs(in.kinds, model, device, links, topology, parallel);
   in.layer_kinds = layer_kinds_per_stage(model, in.layers);
   in.head = head_times(model, device, parallel);
   in.mtp_layers = model.mtp_num_layers;

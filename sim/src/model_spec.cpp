@@ -142,7 +142,8 @@ std::int64_t ModelSpec::attention_width() const {
 
 std::int64_t ModelSpec::attention_input_parameters() const {
   const std::int64_t h = hidden;
-  if (!multi_latent_attention()) return h * (attention_width() + 2 * kv_width());
+  // Gated attention's query projection gives the gate too, as wide as the queries.
+  if (!multi_latent_attention()) return h * ((attention_output_gate ? 2 : 1) * attention_width() + 2 * kv_width());
   // DeepSeek-V3's MLA: the query down (h x q_lora) and up (q_lora x heads (qk + rope)), or one
   // projection without q_lora; the key/value down (h x (kv_lora + rope)), shared by the heads'
   // RoPE key, and up (kv_lora x heads (qk + v)).
@@ -211,6 +212,7 @@ LayerKind ModelSpec::layer_kind(int index) const {
       case 'M': return LayerKind::mamba;
       case '*': return LayerKind::attention;
       case 'E': return LayerKind::experts;
+      case 'G': return LayerKind::linear_attention;
       default: return LayerKind::mlp;
     }
   }
@@ -284,15 +286,23 @@ std::int64_t hybrid_layer_parameters(const ModelSpec& m, int experts_per_moe_lay
   const std::int64_t mlp_layer = dense.layer_parameters() - attention_layer;
   const std::int64_t experts_layer = attention.layer_parameters() - attention_layer + m.router_parameters() +
                                      std::int64_t{experts_per_moe_layer} * m.expert_parameters();
-  return m.layers_of(LayerKind::mamba) * m.mamba_parameters() + m.layers_of(LayerKind::attention) * attention_layer +
-         m.layers_of(LayerKind::mlp) * mlp_layer + (m.is_moe() ? m.layers_of(LayerKind::experts) * experts_layer : 0);
+  return m.layers_of(LayerKind::mamba) * m.mamba_parameters() +
+         m.layers_of(LayerKind::linear_attention) * m.linear_attention_parameters() +
+         m.layers_of(LayerKind::attention) * attention_layer + m.layers_of(LayerKind::mlp) * mlp_layer +
+         (m.is_moe() ? m.layers_of(LayerKind::experts) * experts_layer : 0);
 }
 
 // Every layer's parameters with `experts_per_moe_layer` routed experts counted in each MoE layer.
 std::int64_t parameters_with_experts(const ModelSpec& m, int experts_per_moe_layer) {
-  if (m.is_hybrid())
-    return hybrid_layer_parameters(m, experts_per_moe_layer) + m.embedding_parameters() * (m.tied_embeddings ? 1 : 2) +
-           2 * static_cast<std::int64_t>(m.hidden);
+  if (m.is_hybrid()) {
+    // A hybrid model's MTP layers are transformer layers: attention and the experts (or an MLP).
+    const std::int64_t mtp_layer = (m.is_moe() ? m.moe_layer_dense_part().layer_parameters() + m.router_parameters() +
+                                                     experts_per_moe_layer * m.expert_parameters()
+                                               : m.layer_parameters()) +
+                                   m.mtp_projection_parameters();
+    return hybrid_layer_parameters(m, experts_per_moe_layer) + m.mtp_num_layers * mtp_layer +
+           m.embedding_parameters() * (m.tied_embeddings ? 1 : 2) + 2 * static_cast<std::int64_t>(m.hidden);
+  }
   const std::int64_t moe = m.moe_layers();
   const std::int64_t dense = m.layers - moe;
   const std::int64_t moe_layer = m.is_moe() ? m.moe_layer_dense_part().layer_parameters() + m.router_parameters() +
@@ -449,11 +459,11 @@ void check_hybrid(const ModelSpec& m, const std::string& source) {
                     source, m.mamba_num_heads));
   if (!m.is_hybrid()) return;
   const std::string& p = m.hybrid_pattern;
-  const auto bad = p.find_first_not_of("M*-E");
+  const auto bad = p.find_first_not_of("M*-EG");
   if (bad != std::string::npos)
     throw UsageError(fmt::format(
-        "{}: model field 'hybrid_override_pattern' has '{}' at position {}: pipescope reads M (Mamba), * (attention), "
-        "- (MLP) and E (experts), one a layer{}",
+        "{}: model field 'hybrid_override_pattern' has '{}' at position {}: pipescope reads M (Mamba), G (Gated "
+        "DeltaNet), * (attention), - (MLP) and E (experts), one a layer{}",
         source, p[bad], bad + 1, p[bad] == '|' ? " (pipeline boundaries: give --pipeline-model-parallel-layout)" : ""));
   if (static_cast<int>(p.size()) != m.layers)
     throw UsageError(
@@ -469,12 +479,16 @@ void check_hybrid(const ModelSpec& m, const std::string& source) {
     throw UsageError(source +
                      ": model fields 'moe_layer_freq' / 'first_k_dense_layers' and 'hybrid_override_pattern' both "
                      "say which layers have experts: give the pattern alone");
-  if (m.mtp_num_layers > 0)
-    throw UsageError(source +
-                     ": mtp_num_layers with 'hybrid_override_pattern': a hybrid model's MTP layers are not "
-                     "modelled");
   if (!m.attention_pattern.empty() || m.window_size >= 0 || m.attention_chunk_size > 0)
     throw UsageError(source + ": windowed or chunked attention in a hybrid model is not modelled");
+  if (p.find('G') != std::string::npos &&
+      (m.linear_num_key_heads < 1 || m.linear_num_value_heads < 1 || m.linear_key_head_dim < 1 ||
+       m.linear_value_head_dim < 1 || m.linear_conv_kernel_dim < 1 ||
+       m.linear_num_value_heads % m.linear_num_key_heads != 0))
+    throw UsageError(
+        fmt::format("{}: Gated DeltaNet layers (G) need positive linear_* widths, the key heads ({}) "
+                    "dividing the value heads ({})",
+                    source, m.linear_num_key_heads, m.linear_num_value_heads));
   if (p.find('M') != std::string::npos) {
     if (m.mamba_heads() < 1)
       throw UsageError(
@@ -536,10 +550,16 @@ void check_model(const ModelSpec& m, const std::string& source) {
       2 * h * h + 2 * h * kv + (m.gated_mlp ? 3 : 2) * h * std::max(ffn, experts_width) + 4 * h + 3 * h + 2 * kv + ffn;
   const double mamba_inner =
       static_cast<double>(m.mamba_num_heads > 0 ? m.mamba_num_heads : 2.0 * h) * std::max(m.mamba_head_dim, 1);
+  const double linear_layer =
+      h * (2.0 * m.linear_num_key_heads * m.linear_key_head_dim +
+           3.0 * m.linear_num_value_heads * m.linear_value_head_dim + 2.0 * m.linear_num_value_heads) +
+      (2.0 * m.linear_num_key_heads * m.linear_key_head_dim +
+       1.0 * m.linear_num_value_heads * m.linear_value_head_dim) *
+          m.linear_conv_kernel_dim;
   const double mamba_layer =
       h * (3 * mamba_inner + 2.0 * m.mamba_num_groups * m.mamba_state_dim + m.mamba_num_heads) + 8 * mamba_inner;
-  const double total =
-      m.layers * std::max(layer, mamba_layer) + m.mtp_num_layers * (layer + 2 * h * h) + 2.0 * m.vocab * h + 2 * h;
+  const double total = m.layers * std::max({layer, mamba_layer, linear_layer}) +
+                       m.mtp_num_layers * (layer + 2 * h * h) + 2.0 * m.vocab * h + 2 * h;
   if (total > static_cast<double>(kMaxParameters))
     throw UsageError(
         fmt::format("{}: layers {} x hidden {} (ffn_hidden {}, vocab {}) give {:.3g} parameters, beyond the "
@@ -570,7 +590,8 @@ const std::vector<std::string>& known_model_fields() {
       "mtp_num_layers", "num_nextn_predict_layers",
       // hybrid models' layers and Mamba-2's mixer, Megatron's names and Hugging Face's
       "hybrid_override_pattern", "mamba_num_heads", "mamba_head_dim", "mamba_state_dim", "ssm_state_size",
-      "mamba_num_groups", "n_groups", "conv_kernel", "chunk_size"};
+      "mamba_num_groups", "n_groups", "conv_kernel", "chunk_size", "linear_num_key_heads", "linear_num_value_heads",
+      "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim", "attention_output_gate"};
   return fields;
 }
 
@@ -800,6 +821,12 @@ class ModelFieldReader {
     get_int_named({"mamba_num_groups", "n_groups"}, m.mamba_num_groups);
     get_int_named({"conv_kernel"}, m.mamba_conv_kernel);
     get_int_named({"chunk_size"}, m.mamba_chunk_size);
+    get_int_named({"linear_num_key_heads"}, m.linear_num_key_heads);
+    get_int_named({"linear_num_value_heads"}, m.linear_num_value_heads);
+    get_int_named({"linear_key_head_dim"}, m.linear_key_head_dim);
+    get_int_named({"linear_value_head_dim"}, m.linear_value_head_dim);
+    get_int_named({"linear_conv_kernel_dim"}, m.linear_conv_kernel_dim);
+    get_bool("attention_output_gate", m.attention_output_gate);
   }
 
   void read_expert_fields(ModelSpec& m) const {

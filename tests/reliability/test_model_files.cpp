@@ -277,10 +277,10 @@ TEST_CASE(
   write_text(dir / "m.json", config + R"(, "num_key_value_heads": "8"})");
   check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun + " --seq-length 2048", 20),
                       {"m.json: Hugging Face config field 'num_key_value_heads' is \"8\": it must be an integer"});
-  write_text(dir / "m.json", R"({"model_type": "qwen3_next", "num_hidden_layers": 4})");
+  write_text(dir / "m.json", R"({"model_type": "deepseek_v32", "num_hidden_layers": 4})");
   check_model_refused(
       run_cli(PPSIM_PATH, dir, kModelFileRun + " --seq-length 2048", 20),
-      {"m.json: Hugging Face config field 'model_type' is 'qwen3_next', which pipescope does not read"});
+      {"m.json: Hugging Face config field 'model_type' is 'deepseek_v32', which pipescope does not read"});
   check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun + " --seq-length 0", 20),
                       {"--seq-length is 0: it must be from 1 to 2^28 tokens"});
   check_model_refused(

@@ -257,12 +257,11 @@ TEST_CASE("a Hugging Face config that does not describe a model pipescope prices
           "[model][hugging_face]") {
   const std::string layers =
       R"("num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100)";
-  CHECK(
-      refusal(R"({"model_type": "qwen3_next", )" + layers + "}")
-          .rfind(
-              "config.json: Hugging Face config field 'model_type' is 'qwen3_next', which pipescope does not read (it "
-              "reads llama, mistral,",
-              0) == 0);
+  CHECK(refusal(R"({"model_type": "deepseek_v32", )" + layers + "}")
+            .rfind("config.json: Hugging Face config field 'model_type' is 'deepseek_v32', which pipescope does not "
+                   "read (it "
+                   "reads llama, mistral,",
+                   0) == 0);
   CHECK(refusal(R"({"model_type": "nemotron_h", )" + layers + "}") ==
         "config.json: Hugging Face config field 'hybrid_override_pattern' is null: it must be a string, one symbol a "
         "layer (M Mamba, * attention, - MLP, E experts)");

@@ -1,20 +1,31 @@
-// Hybrid models (ModelSpec::hybrid_pattern: Megatron's hybrid_override_pattern) and the Mamba-2
-// layer (sim/src/mamba_layer.cpp), through derive_costs and the real ppsim binary:
+// Hybrid models (ModelSpec::hybrid_pattern: Megatron's hybrid_override_pattern), the Mamba-2 layer
+// (sim/src/mamba_layer.cpp) and the Gated DeltaNet (sim/src/gated_delta_net_layer.cpp), through
+// derive_costs and the real ppsim binary:
 // - a pattern of attention and MLP blocks ("*-" a layer) is the transformer it splits: every
 //   stage's times, memory and parameters those of the same model without a pattern, at TP 1 and
 //   at TP 2 with sequence parallelism; "*E" likewise the MoE transformer, with its all-to-all;
 // - the Hub's configs: Nemotron-H 56B (its file's Infinity read as null, as Python's json writes
-//   it; inside strings left alone) comes to 56.3B
-//   parameters, Nemotron 3 Nano 30B-A3B to NVIDIA's 31.6B total and 3.6B active with embeddings;
-//   one Mamba layer's parameters by hand (projections, convolution, A, D, dt's bias, the norms);
+//   it; inside strings left alone) comes to 56.3B parameters, Nemotron 3 Nano 30B-A3B to NVIDIA's
+//   31.6B total and 3.6B active with embeddings; one Mamba layer's parameters by hand
+//   (projections, convolution, A, D, dt's bias, the norms);
+// - Qwen3.5's configs (qwen3_5_text, qwen3_5_moe_text: Gated DeltaNet 'G' and gated attention '*'
+//   layers, each followed by its MLP or experts, and one MTP layer): 27B, 35B-A3B and 397B-A17B
+//   come to their published totals without the vision encoder; one Gated DeltaNet's parameters by
+//   hand; its products split by T, its delta rule's FLOPs;
 // - the Mamba layer: its products split by T and run at the FP8 rate under FP8 while its scan
 //   does not; full recomputation keeps the layer's input alone and reruns its forward;
+// - context parallelism over Mamba layers (Megatron's MambaContextParallel): the projections and
+//   the scan a C-th on each rank, the activations a C-th, the all-to-alls of z, x, B, C, dt there
+//   and y back, forward and backward;
 // - one line naming the field or option for what is not a hybrid model pipescope prices: a symbol
-//   outside M * - E ('|' pointed at the layout option), a pattern of another length, experts
-//   without E (and E without experts), MTP layers, heads the groups do not divide, T not dividing
-//   the Mamba heads and groups, context parallelism over Mamba layers, Nemotron 3 Super's latent
-//   experts;
-// - Megatron's options (--hybrid-override-pattern, --mamba-*, --squared-relu) describe the model
+//   outside M G * - E ('|' pointed at the layout option), a pattern of another length, experts
+//   without E (and E without experts), Gated DeltaNet key heads not dividing its value heads, heads
+//   the groups do not divide, T not dividing the Mamba heads and groups or the Gated DeltaNet's, C
+//   not dividing a TP rank's Mamba heads or not fitting its groups, C over Gated DeltaNets,
+//   Nemotron 3 Super's latent experts, a Qwen3.5 layer_types entry it does not read (a hybrid
+//   model's MTP layers are read);
+// - Megatron's options (--hybrid-override-pattern, --mamba-*, --squared-relu, --linear-*,
+//   --attention-output-gate) describe the model
 //   its model file does, to the byte of ppsim's JSON; ppsim plan ranks a hybrid model's layouts.
 #include <catch2/catch.hpp>
 
@@ -23,6 +34,7 @@
 
 #include "pipescope/core/errors.hpp"
 #include "pipescope/sim/efficiency.hpp"
+#include "pipescope/sim/gated_delta_net_layer.hpp"
 #include "pipescope/sim/mamba_layer.hpp"
 #include "pipescope/sim/model.hpp"
 #include "ppsim_run.hpp"
@@ -152,6 +164,77 @@ TEST_CASE("Nemotron-H's and Nemotron 3 Nano's configs come to their published si
   CHECK(mamba_layer_parameters_on_rank(nano, 2) == (nano.mamba_parameters() - 2 * h) / 2 + 2 * h);
 }
 
+TEST_CASE("Qwen3.5's configs: Gated DeltaNet and gated attention layers, each with its MLP or experts",
+          "[model][hybrid]") {
+  // The text models, their MTP layer aside (the published totals count the vision encoder's
+  // 0.4-0.5 B and not the MTP layer).
+  auto without_mtp = [](ModelSpec m) {
+    m.mtp_num_layers = 0;
+    return m;
+  };
+  const ModelSpec moe = resolve_model((kHubConfigs / "Qwen__Qwen3.5-35B-A3B.json").string(), 4096);
+  CHECK(moe.hybrid_pattern.substr(0, 8) == "GEGEGE*E");
+  CHECK(moe.layers == 80);
+  CHECK(moe.layers_of(LayerKind::linear_attention) == 30);
+  CHECK(moe.layers_of(LayerKind::attention) == 10);
+  CHECK(moe.layers_of(LayerKind::experts) == 40);
+  CHECK(moe.attention_output_gate);
+  CHECK(moe.mtp_num_layers == 1);
+  CHECK(without_mtp(moe).total_parameters() == Approx(34.66e9).epsilon(0.005));
+  const ModelSpec big = resolve_model((kHubConfigs / "Qwen__Qwen3.5-397B-A17B.json").string(), 4096);
+  CHECK(without_mtp(big).total_parameters() == Approx(396.3e9).epsilon(0.005));
+  CHECK(without_mtp(big).active_parameters() == Approx(17.3e9).epsilon(0.01));
+  const ModelSpec dense = resolve_model((kHubConfigs / "Qwen__Qwen3.5-27B.json").string(), 4096);
+  CHECK(dense.hybrid_pattern.substr(0, 8) == "G-G-G-*-");
+  CHECK(!dense.is_moe());
+  CHECK(without_mtp(dense).total_parameters() == Approx(26.9e9).epsilon(0.01));
+  // One Gated DeltaNet of Qwen3.5-35B-A3B by hand: q and k of 16 heads of 128, v and z of 32
+  // heads of 128, b and a a value head; the convolution over q, k and v; A and dt's bias; the
+  // gated norm's weight; the layer's norm.
+  const std::int64_t h = 2048, keys = 16 * 128, values = 32 * 128;
+  CHECK(moe.linear_attention_parameters() ==
+        h * (2 * keys + 2 * values + 2 * 32) + values * h + (2 * keys + values) * 4 + 2 * 32 + 128 + 2 * h);
+  // Gated attention's query projection gives the gate too: 16 heads of 256, twice.
+  CHECK(moe.attention_input_parameters() == h * (2 * 16 * 256 + 2 * 2 * 256));
+  // Its MTP layer is a transformer layer with the experts, on the last stage.
+  CHECK(moe.mtp_layer_is_moe());
+  const CostModel costs = derive_costs(moe, device_preset("h100"), Topology{}, hybrid_run_on(2, 1));
+  CHECK(costs.stages.back().f_s > costs.stages.front().f_s);
+}
+
+TEST_CASE("a Gated DeltaNet's products split by T; context parallelism over it is refused", "[model][hybrid]") {
+  const DeviceSpec h100 = device_preset("h100");
+  ModelSpec m = transformer_of_width_1024(4);
+  m.hybrid_pattern = "G-*-";
+  ParallelConfig one;
+  ParallelConfig two = one;
+  two.tensor_parallel = 2;
+  const LayerTimes whole = gated_delta_net_times(m, h100, one);
+  const LayerTimes split = gated_delta_net_times(m, h100, two);
+  CHECK(split.w_s < whole.w_s);
+  CHECK(split.w_s >= whole.w_s / 2);
+  CHECK(gated_delta_net_memory(m, two).held_bytes < gated_delta_net_memory(m, one).held_bytes);
+  CHECK(gated_delta_net_matrix_parameters_on_rank(m, 2) == m.linear_attention_matrix_parameters() / 2);
+  // The delta rule: C (3 k + 2 v) + 6 k v FLOPs a value head a token, C = 64.
+  CHECK(gated_delta_rule_flops_per_token(m) == Approx(32 * (64.0 * (3 * 128 + 2 * 128) + 6.0 * 128 * 128)));
+  ParallelConfig cp = hybrid_run_on(1, 1);
+  cp.context_parallel = 2;
+  CHECK_THROWS_WITH(derive_costs(m, h100, Topology{}, cp),
+                    "--context-parallel 2: small's Gated DeltaNet layers under context parallelism are not modelled");
+  m.linear_num_key_heads = 2;
+  m.linear_num_value_heads = 6;
+  CHECK_THROWS_WITH(derive_costs(m, h100, Topology{}, hybrid_run_on(1, 4)),
+                    "--tensor-parallel 4: does not divide the 2 key heads and 6 value heads of small's Gated DeltaNet "
+                    "layers");
+  CHECK_THROWS_WITH(
+      parse_model_json(R"({"model_type": "qwen3_next", "num_hidden_layers": 2, "hidden_size": 1024,
+                                        "num_attention_heads": 8, "vocab_size": 1000,
+                                        "layer_types": ["linear_attention", "sliding_attention"]})",
+                       "config.json", 4096),
+      "config.json: Hugging Face config field 'layer_types' is [\"linear_attention\",\"sliding_attention\"]: "
+      "it must be one 'linear_attention' or 'full_attention' a layer");
+}
+
 TEST_CASE("Python's Infinity and NaN in a config are read as null, inside strings left alone", "[model][hybrid]") {
   const ModelSpec m = parse_model_json(R"({"model_type": "nemotron_h", "_name_or_path": "org/Infinity-NaN",
       "num_hidden_layers": 2, "hidden_size": 1024, "num_attention_heads": 8, "vocab_size": 1000,
@@ -190,10 +273,40 @@ TEST_CASE("a Mamba layer's products split by T and run in FP8; its scan does not
   CHECK(mamba_layer_times(m, h100, full).recompute_s == Approx(bf16_times.f_s));
 }
 
+TEST_CASE("context parallelism splits a Mamba layer's work and adds its all-to-alls", "[model][hybrid]") {
+  const DeviceSpec h100 = device_preset("h100");
+  ModelSpec m = transformer_of_width_1024(4);
+  m.hybrid_pattern = "MMMM";
+  m.seq = 16384;
+  ParallelConfig whole;
+  ParallelConfig split = whole;
+  split.context_parallel = 4;
+  const LayerTimes one = mamba_layer_times(m, h100, whole);
+  const LayerTimes quarter = mamba_layer_times(m, h100, split);
+  CHECK(quarter.w_s < one.w_s / 3);
+  CHECK(mamba_layer_memory(m, split).held_bytes == Approx(mamba_layer_memory(m, whole).held_bytes / 4.0));
+  // The exchange: z, x, B, C and dt there (8 groups of 128 for 4 ranks: no repeats), y back, each
+  // an all-to-all of the rank's 4096 tokens over 4 ranks on NVLink, plus the copies that undo and
+  // redo the causal load balancing; in the stage's passes, forward and backward.
+  const ExpertLinks links{Topology{}.intra_node, Topology{}.inter_node, 8, AllToAllFigures{}};
+  const MambaContextParallel exchange = mamba_context_parallel(m, h100, split, links, 4);
+  const double before = 2.0 * 4096 * (2 * 2048 + 2 * 8 * 128 + 32), after = 2.0 * 4096 * 2048;
+  CHECK(exchange.forward_s == Approx(all_to_all_s(before, 4, 4, links) + all_to_all_s(after, 4, 4, links) +
+                                     memory_bound_time_s(2 * (before + after), h100)));
+  CHECK(exchange.backward_s == Approx(exchange.forward_s));
+  ParallelConfig run = hybrid_run_on(1, 1);
+  run.context_parallel = 4;
+  const CostModel with_cp = derive_costs(m, h100, Topology{}, run);
+  run.context_parallel = 1;
+  const CostModel without_cp = derive_costs(m, h100, Topology{}, run);
+  CHECK(with_cp.stages[0].f_s < without_cp.stages[0].f_s);
+  CHECK(with_cp.stages[0].f_s > without_cp.stages[0].f_s / 4);
+}
+
 TEST_CASE("what is not a hybrid model pipescope prices is refused in one line naming it", "[model][hybrid]") {
   CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-X*"})") ==
-        "hybrid.json: model field 'hybrid_override_pattern' has 'X' at position 3: pipescope reads M (Mamba), * "
-        "(attention), - (MLP) and E (experts), one a layer");
+        "hybrid.json: model field 'hybrid_override_pattern' has 'X' at position 3: pipescope reads M (Mamba), G "
+        "(Gated DeltaNet), * (attention), - (MLP) and E (experts), one a layer");
   CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-|M*"})")
             .find("give --pipeline-model-parallel-layout") != std::string::npos);
   CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-M"})") ==
@@ -203,8 +316,10 @@ TEST_CASE("what is not a hybrid model pipescope prices is refused in one line na
         "hybrid.json: model field 'hybrid_override_pattern' has expert layers (E): give num_experts");
   CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-M*", "num_experts": 8, "top_k": 2})") ==
         "hybrid.json: num_experts with a 'hybrid_override_pattern' that has no expert layer (E)");
-  CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-M*", "mtp_num_layers": 1})")
-            .find("mtp_num_layers with 'hybrid_override_pattern'") != std::string::npos);
+  CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-M*", "mtp_num_layers": 1})") == "accepted");
+  CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "G-G*", "linear_num_key_heads": 3})") ==
+        "hybrid.json: Gated DeltaNet layers (G) need positive linear_* widths, the key heads (3) dividing the value "
+        "heads (32)");
   CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-M*", "mamba_num_heads": 12})") ==
         "hybrid.json: mamba_num_groups 8 does not divide the 12 Mamba heads (each group's B and C serve a whole "
         "number of heads)");
@@ -215,9 +330,21 @@ TEST_CASE("what is not a hybrid model pipescope prices is refused in one line na
   ModelSpec m = transformer_of_width_1024(4);
   m.hybrid_pattern = "M-M*";
   ParallelConfig p = hybrid_run_on(1, 1);
-  p.context_parallel = 2;
+  p.context_parallel = 64;  // 32 heads
   CHECK_THROWS_WITH(derive_costs(m, device_preset("h100"), Topology{}, p),
-                    "--context-parallel 2: small's Mamba layers under context parallelism are not modelled");
+                    "--context-parallel 64: does not divide the 32 Mamba heads of a tensor-parallel rank of small "
+                    "(each CP rank scans the whole sequence of a C-th of them)");
+  p.context_parallel = 2;
+  p.tensor_parallel = 2;
+  m.mamba_num_groups = 8;
+  m.mamba_num_heads = 48;  // 24 heads and 4 groups a TP rank: C = 3 neither divides nor is a multiple of 4
+  p.context_parallel = 3;
+  m.seq = 2046;
+  CHECK_THROWS_WITH(derive_costs(m, device_preset("h100"), Topology{}, p),
+                    "--context-parallel 3: neither divides nor is a multiple of the 4 Mamba groups of a "
+                    "tensor-parallel rank of small (Megatron's MambaContextParallel requires one)");
+  m = transformer_of_width_1024(4);
+  m.hybrid_pattern = "M-M*";
   m.mamba_num_groups = 2;
   CHECK_THROWS_WITH(derive_costs(m, device_preset("h100"), Topology{}, hybrid_run_on(1, 4)),
                     "--tensor-parallel 4: does not divide the 32 Mamba heads and 2 groups of small (MambaMixer "
@@ -253,6 +380,24 @@ TEST_CASE("ppsim takes a hybrid model from Megatron's options as from its model 
   INFO(from_file.err);
   REQUIRE(from_file.status == 0);
   CHECK(megatron.out == from_file.out);
+  // Qwen3.5's layers: Gated DeltaNets and gated attention, each with its MLP.
+  const ppsim_test::PpsimRun delta_nets = ppsim_test::run_ppsim(
+      "simulate --num-layers 8 --hidden-size 1024 --num-attention-heads 16 --group-query-attention "
+      "--num-query-groups 4 --kv-channels 128 --ffn-hidden-size 4096 --swiglu --disable-bias-linear "
+      "--untie-embeddings-and-output-weights --hidden-dropout 0 --attention-dropout 0 --vocab-size 32000 "
+      "--seq-length 2048 --hybrid-override-pattern " +
+      ppsim_test::quoted("G-G-G-*-") +
+      " --linear-num-key-heads 8 --linear-num-value-heads 16 --linear-key-head-dim 64 --linear-value-head-dim 64 "
+      "--attention-output-gate" +
+      run);
+  INFO(delta_nets.err);
+  REQUIRE(delta_nets.status == 0);
+  const std::string gated = R"('{"name": "megatron-8x1024", "layers": 8, "hidden": 1024, "heads": 16, "kv_heads": 4,
+      "head_dim": 128, "ffn_hidden": 4096, "gated_mlp": true, "seq": 2048, "vocab": 32000, "tied_embeddings": false,
+      "biases": false, "dropout": false, "flash_attention": true, "hybrid_override_pattern": "G-G-G-*-",
+      "linear_num_key_heads": 8, "linear_num_value_heads": 16, "linear_key_head_dim": 64, "linear_value_head_dim": 64,
+      "attention_output_gate": true}')";
+  CHECK(delta_nets.out == ppsim_test::run_ppsim("simulate --model " + gated + run).out);
   CHECK(ppsim_test::run_ppsim("simulate --num-layers 8 --hidden-size 1024 --num-attention-heads 16 --vocab-size 32000 "
                               "--seq-length 2048 --swiglu --squared-relu" +
                               run)

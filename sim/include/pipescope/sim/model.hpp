@@ -24,8 +24,8 @@ enum class AttentionSpan { full, window, chunk };
 
 // What one layer is: a transformer's (attention and an MLP, or attention and experts), or one of
 // a hybrid model's single blocks (docs/MODEL.md, "Hybrid models").
-enum class LayerKind : std::uint8_t { dense, moe, mamba, attention, mlp, experts };
-constexpr int kLayerKinds = 6;
+enum class LayerKind : std::uint8_t { dense, moe, mamba, attention, mlp, experts, linear_attention };
+constexpr int kLayerKinds = 7;
 
 struct ModelSpec {
   std::string name;
@@ -97,8 +97,9 @@ struct ModelSpec {
   bool without_mlp = false;
   // A hybrid model (Megatron's --hybrid-override-pattern, Nemotron-H's hybrid_override_pattern):
   // one symbol a layer, each layer one block behind its own norm: 'M' a Mamba-2 mixer, '*'
-  // attention alone, '-' an MLP alone, 'E' the experts alone (router, routed and shared experts).
-  // Empty: every layer is attention and an MLP (or experts), a transformer's.
+  // attention alone, '-' an MLP alone, 'E' the experts alone (router, routed and shared experts),
+  // 'G' a Gated DeltaNet (linear attention, Qwen3-Next's and Qwen3.5's). Empty: every layer is
+  // attention and an MLP (or experts), a transformer's.
   std::string hybrid_pattern;
   // Mamba-2's mixer (Megatron's --mamba-num-heads, --mamba-head-dim, --mamba-state-dim,
   // --mamba-num-groups; Hugging Face's mamba_num_heads, mamba_head_dim, ssm_state_size, n_groups,
@@ -111,6 +112,18 @@ struct ModelSpec {
   int mamba_num_groups = 8;
   int mamba_conv_kernel = 4;
   int mamba_chunk_size = 128;
+  // The Gated DeltaNet (Yang et al. 2025; Megatron's GatedDeltaNet, Hugging Face's Qwen3-Next):
+  // key heads and value heads of their widths (a key head serves value heads / key heads value
+  // heads), a causal convolution over q, k and v, the gated delta rule in chunks of 64. Megatron's
+  // defaults (--linear-num-key-heads, ...).
+  int linear_num_key_heads = 16;
+  int linear_num_value_heads = 32;
+  int linear_key_head_dim = 128;
+  int linear_value_head_dim = 128;
+  int linear_conv_kernel_dim = 4;
+  // Gated attention (Megatron's attention_output_gate, Hugging Face's attn_output_gate): the query
+  // projection also gives a sigmoid gate of the attention's output, as wide as the queries.
+  bool attention_output_gate = false;
 
   int kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   int ffn_or_default() const { return without_mlp ? 0 : ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
@@ -167,12 +180,35 @@ struct ModelSpec {
   std::int64_t mamba_matrix_parameters() const {
     return static_cast<std::int64_t>(hidden) * mamba_in_projection_outputs() + mamba_inner() * hidden;
   }
+  // A Gated DeltaNet layer's widths: q and k (key heads x key width), v and the output gate z (value
+  // heads x value width), b and a (one each a value head); the convolution's channels (q, k, v).
+  std::int64_t linear_key_width() const {
+    return static_cast<std::int64_t>(linear_num_key_heads) * linear_key_head_dim;
+  }
+  std::int64_t linear_value_width() const {
+    return static_cast<std::int64_t>(linear_num_value_heads) * linear_value_head_dim;
+  }
+  std::int64_t linear_in_projection_outputs() const {
+    return 2 * linear_key_width() + 2 * linear_value_width() + 2 * static_cast<std::int64_t>(linear_num_value_heads);
+  }
+  std::int64_t linear_conv_channels() const { return 2 * linear_key_width() + linear_value_width(); }
+  std::int64_t linear_attention_matrix_parameters() const {
+    return static_cast<std::int64_t>(hidden) * linear_in_projection_outputs() + linear_value_width() * hidden;
+  }
+  // With the convolution's weights (no biases), A and dt's bias a value head, the gated norm's
+  // weight (a value head's width) and the layer's norm.
+  std::int64_t linear_attention_parameters() const {
+    return linear_attention_matrix_parameters() + linear_conv_channels() * linear_conv_kernel_dim +
+           2 * static_cast<std::int64_t>(linear_num_value_heads) + linear_value_head_dim +
+           2 * static_cast<std::int64_t>(hidden);
+  }
   std::int64_t mamba_parameters() const {
     return mamba_matrix_parameters() + mamba_conv_channels() * (mamba_conv_kernel + 1) + 3 * mamba_heads() +
            mamba_inner() + 2 * static_cast<std::int64_t>(hidden);
   }
   // An MTP layer's transformer layer has routed experts where the decoder's last layer does.
-  bool mtp_layer_is_moe() const { return is_moe_layer(layers - 1); }
+  // (A hybrid model's MTP layer is a transformer layer: with experts where the model has them.)
+  bool mtp_layer_is_moe() const { return is_hybrid() ? is_moe() : is_moe_layer(layers - 1); }
   // One MTP layer's own parameters beside its transformer layer: the 2h x h projection and its
   // three norms (the embedding's, the hidden state's, its output's); the embedding and the head
   // are the model's.

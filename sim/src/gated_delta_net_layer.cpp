@@ -1,0 +1,167 @@
+#include "pipescope/sim/gated_delta_net_layer.hpp"
+
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "pipescope/sim/efficiency.hpp"
+#include "pipescope/sim/mamba_layer.hpp"
+
+namespace pipescope::sim {
+
+namespace {
+
+// The chunk the delta rule is computed in (flash-linear-attention's chunk_gated_delta_rule).
+constexpr double kChunk = 64;
+
+// The layer's widths on one tensor-parallel rank: Megatron's GatedDeltaNet splits the key and the
+// value heads (and so every projection's outputs and the convolution's channels) over T.
+struct DeltaNetShape {
+  double tokens = 0;  // the rank's s x b
+  double h = 0;
+  double key_width = 0, value_width = 0, value_heads = 0;  // on the rank
+  double key_head_dim = 0, value_head_dim = 0;
+  double in_outputs = 0, conv_channels = 0;  // on the rank
+  double replicated_split = 1;               // the norm's input and output: split by T with SP
+  bool fp8 = false;
+
+  DeltaNetShape(const ModelSpec& model, const ParallelConfig& parallel)
+      : tokens(static_cast<double>(model.seq) * parallel.micro_batch_size),
+        h(model.hidden),
+        key_width(static_cast<double>(model.linear_key_width()) / parallel.tensor_parallel),
+        value_width(static_cast<double>(model.linear_value_width()) / parallel.tensor_parallel),
+        value_heads(static_cast<double>(model.linear_num_value_heads) / parallel.tensor_parallel),
+        key_head_dim(model.linear_key_head_dim),
+        value_head_dim(model.linear_value_head_dim),
+        in_outputs(static_cast<double>(model.linear_in_projection_outputs()) / parallel.tensor_parallel),
+        conv_channels(static_cast<double>(model.linear_conv_channels()) / parallel.tensor_parallel),
+        replicated_split(parallel.sequence_parallel ? parallel.tensor_parallel : 1),
+        fp8(parallel.fp8 != Fp8Format::none) {}
+};
+
+// The delta rule's forward in chunks (Yang et al., "Parallelizing Linear Transformers with the
+// Delta Rule over Sequence Length", 2024; flash-linear-attention's kernels), q and k repeated to
+// the value heads: in each chunk of C tokens, K K^T, the solved triangular system's products with
+// K and V (the WY representation), Q K^T and its product with the corrected values, each the
+// causal half of a C x C block; across chunks the state (key width x value width) read by the
+// corrected values and the outputs and updated by K^T V. At the chunked kernels' measured rate
+// (mamba_layer.hpp), beside the bytes they read and write: q and k expanded to the value heads,
+// v, g and beta in, o out, and the solved matrices they keep.
+double delta_rule_forward_s(const ModelSpec& model, const DeltaNetShape& l, const DeviceSpec& device) {
+  const double flops =
+      l.tokens * gated_delta_rule_flops_per_token(model) * l.value_heads / model.linear_num_value_heads;
+  const double expanded_keys = 2 * l.value_heads * l.key_head_dim;  // q and k, a value head each
+  const double bytes = l.tokens * (2.0 * (2 * l.key_width + 2 * expanded_keys) + 2.0 * (l.value_width + l.value_heads) +
+                                   8.0 * l.value_heads + 2.0 * l.value_width + 2.0 * kChunk * l.value_heads);
+  return flops / chunked_scan_flops_per_s(device) + memory_bound_time_s(bytes, device);
+}
+
+// Element-wise bytes of the forward beside the delta rule: the layer's norm and residual add (half
+// a transformer layer's two), the convolution and its SiLU over q, k and v, q's and k's L2 norms,
+// the decay and beta from a and b, the gated norm (o and z read, its output written).
+double elementwise_forward_bytes(const DeltaNetShape& l) {
+  return 10.0 * l.tokens * l.h / l.replicated_split +
+         l.tokens * (4.0 * l.conv_channels + 8.0 * l.key_width + 8.0 * l.value_heads + 6.0 * l.value_width);
+}
+
+}  // namespace
+
+double gated_delta_rule_flops_per_token(const ModelSpec& model) {
+  const double c = kChunk, k = model.linear_key_head_dim, v = model.linear_value_head_dim;
+  return model.linear_num_value_heads * (c * (3 * k + 2 * v) + 6 * k * v);
+}
+
+LayerTimes gated_delta_net_times(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel) {
+  const DeltaNetShape l(model, parallel);
+  const GemmPrecision precision = l.fp8 ? GemmPrecision::fp8 : GemmPrecision::bf16;
+  LayerTimes out;
+  // The input projection (q, k, v, z, b, a; column-parallel) and the output projection.
+  out.f_s = gemm_time_s({l.tokens, l.in_outputs, l.h}, device, precision) +
+            gemm_time_s({l.tokens, l.h, l.value_width}, device, precision);
+  out.b_s = gemm_time_s({l.tokens, l.h, l.in_outputs}, device, precision) +
+            gemm_time_s({l.tokens, l.value_width, l.h}, device, precision);
+  out.w_s = gemm_time_s({l.h, l.in_outputs, l.tokens}, device, precision) +
+            gemm_time_s({l.value_width, l.h, l.tokens}, device, precision);
+  // Under FP8 the gated norm's output is cast for the output projection, and in the backward
+  // both products' output gradients (read in 16 bits, written in FP8 with the transpose).
+  const double fp8_forward = l.fp8 ? 4.0 * l.tokens * l.value_width : 0.0;
+  const double fp8_backward = l.fp8 ? 4.0 * l.tokens * (l.in_outputs + l.h) : 0.0;
+  const double rule_s = delta_rule_forward_s(model, l, device);
+  const double elementwise = elementwise_forward_bytes(l);
+  out.f_s += rule_s + memory_bound_time_s(elementwise + fp8_forward, device);
+  // The backward recomputes the states and runs each product's gradients: about twice the
+  // forward's work, as the scan's; twice the element-wise bytes.
+  out.b_s += 2.0 * rule_s + memory_bound_time_s(2.0 * elementwise + fp8_backward, device);
+  switch (parallel.recomputation) {
+    case Recomputation::none: break;
+    case Recomputation::selective:
+      if (parallel.recomputes(kRecomputeLayernorm))
+        out.recompute_s = memory_bound_time_s(4.0 * l.tokens * l.h / l.replicated_split, device);
+      break;
+    case Recomputation::full: out.recompute_s = out.f_s; break;
+  }
+  return out;
+}
+
+LayerMemory gated_delta_net_memory(const ModelSpec& model, const ParallelConfig& parallel) {
+  constexpr std::string_view kActivations = "one Gated DeltaNet layer's activations";
+  const DeltaNetShape l(model, parallel);
+  const double fp8_saved = l.fp8 ? 1.0 : 0.0;
+  // The norm's input and output (the projection's; FP8 under FP8), split by T with SP; on the
+  // rank's heads: the projection's outputs, the convolution's outputs, q and k normalised, the
+  // delta rule's output, its solved C x C matrices (16-bit) and the decays' fp32 sums, the gated
+  // norm's output (the output projection's input).
+  const double norm_output = (2 - fp8_saved) * l.tokens * l.h / l.replicated_split;
+  const double replicated = 2.0 * l.tokens * l.h / l.replicated_split + norm_output;
+  const double split = l.tokens * (2 * l.in_outputs + 2 * l.conv_channels + 4 * l.key_width + 2 * l.value_width +
+                                   2 * kChunk * l.value_heads + 4 * l.value_heads + (2 - fp8_saved) * l.value_width);
+  const double without_recomputation = replicated + split;
+  LayerMemory out;
+  out.weight_stash_bytes = memory_figure_bytes(2.0 * l.tokens * (2 * l.h + l.in_outputs + l.value_width),
+                                               "one Gated DeltaNet layer's weight-gradient inputs", model, parallel);
+  switch (parallel.recomputation) {
+    case Recomputation::none:
+      out.held_bytes = memory_figure_bytes(without_recomputation, kActivations, model, parallel);
+      break;
+    case Recomputation::selective: {
+      const double dropped = parallel.recomputes(kRecomputeLayernorm) ? norm_output : 0.0;
+      out.held_bytes = memory_figure_bytes(without_recomputation - dropped, kActivations, model, parallel);
+      out.rebuilt_bytes = memory_figure_bytes(dropped, kActivations, model, parallel);
+      break;
+    }
+    case Recomputation::full:
+      out.held_bytes = memory_figure_bytes(2.0 * l.tokens * l.h / l.replicated_split, kActivations, model, parallel);
+      out.rebuilt_bytes = memory_figure_bytes(without_recomputation, kActivations, model, parallel);
+      break;
+  }
+  return out;
+}
+
+std::int64_t gated_delta_net_matrix_parameters_on_rank(const ModelSpec& model, int tensor_parallel) {
+  return model.linear_attention_matrix_parameters() / tensor_parallel;
+}
+
+std::int64_t gated_delta_net_parameters_on_rank(const ModelSpec& model, int tensor_parallel) {
+  const std::int64_t own_norm = 2 * static_cast<std::int64_t>(model.hidden);
+  return (model.linear_attention_parameters() - own_norm) / tensor_parallel + own_norm;
+}
+
+std::optional<std::string> gated_delta_net_tensor_parallel_problem(const ModelSpec& model, int tensor_parallel) {
+  if (model.layers_of(LayerKind::linear_attention) == 0 || tensor_parallel <= 1) return std::nullopt;
+  if (model.linear_num_key_heads % tensor_parallel != 0 || model.linear_num_value_heads % tensor_parallel != 0)
+    return fmt::format(
+        "--tensor-parallel {}: does not divide the {} key heads and {} value heads of {}'s Gated "
+        "DeltaNet layers",
+        tensor_parallel, model.linear_num_key_heads, model.linear_num_value_heads, model.name);
+  return std::nullopt;
+}
+
+std::optional<std::string> gated_delta_net_context_parallel_problem(const ModelSpec& model,
+                                                                    const ParallelConfig& parallel) {
+  if (model.layers_of(LayerKind::linear_attention) == 0 || parallel.context_parallel <= 1) return std::nullopt;
+  return fmt::format("--context-parallel {}: {}'s Gated DeltaNet layers under context parallelism are not modelled",
+                     parallel.context_parallel, model.name);
+}
+
+}  // namespace pipescope::sim
