@@ -418,6 +418,11 @@ void set_hybrid_block_costs(std::array<LayerKindCosts, kLayerKinds>& kinds, cons
         without(kinds[static_cast<std::size_t>(LayerKind::moe)],
                 attention_block_costs(dense_layer_costs(attention_only, device, links, dense_part), h));
   }
+  // Full recomputation keeps each block's input, as Megatron's hybrid stack checkpoints each of
+  // its layers: the MLP and expert blocks keep theirs too, where a transformer layer keeps one.
+  if (parallel.recomputation == Recomputation::full)
+    for (const LayerKind block : {LayerKind::mlp, LayerKind::experts})
+      kinds[static_cast<std::size_t>(block)].memory.held_bytes = attention.memory.held_bytes;
   LayerKindCosts& mamba = kinds[static_cast<std::size_t>(LayerKind::mamba)];
   mamba.times = mamba_layer_times(model, device, parallel);
   // Context parallelism's all-to-alls over the C ranks, T apart (TP innermost): on the compute

@@ -83,9 +83,12 @@ std::string recompute_modules_text(std::uint8_t modules) {
 }
 
 std::vector<std::uint8_t> recompute_module_ladder(const ModelSpec& model) {
-  const bool some_dense_layer = model.moe_layers() < model.layers;
+  // A hybrid model's MLP blocks are its dense MLPs; its attention blocks its attention cores.
+  const bool some_dense_layer =
+      model.is_hybrid() ? model.layers_of(LayerKind::mlp) > 0 : model.moe_layers() < model.layers;
+  const bool some_attention = !model.is_hybrid() || model.layers_of(LayerKind::attention) > 0;
   const std::pair<std::uint8_t, bool> steps[] = {
-      {kRecomputeCoreAttention, true},
+      {kRecomputeCoreAttention, some_attention},
       {kRecomputeMoeActivation, model.is_moe()},
       {kRecomputeLayernorm, true},
       {kRecomputeMlaUpProjection, model.multi_latent_attention()},

@@ -3,7 +3,8 @@
 // derive_costs and the real ppsim binary:
 // - a pattern of attention and MLP blocks ("*-" a layer) is the transformer it splits: every
 //   stage's times, memory and parameters those of the same model without a pattern, at TP 1 and
-//   at TP 2 with sequence parallelism; "*E" likewise the MoE transformer, with its all-to-all;
+//   at TP 2 with sequence parallelism; "*E" likewise the MoE transformer, with its all-to-all; but
+//   under full recomputation every block keeps its input (Megatron checkpoints each);
 // - the Hub's configs: Nemotron-H 56B (its file's Infinity read as null, as Python's json writes
 //   it; inside strings left alone) comes to 56.3B parameters, Nemotron 3 Nano 30B-A3B to NVIDIA's
 //   31.6B total and 3.6B active with embeddings; one Mamba layer's parameters by hand
@@ -122,6 +123,14 @@ TEST_CASE("attention and MLP blocks are the transformer layers they split", "[mo
     require_same_stage_costs(derive_costs(blocks, h100, Topology{}, hybrid_run_on(2, tp)),
                              derive_costs(transformer, h100, Topology{}, hybrid_run_on(2, tp)));
   }
+  // Under full recomputation Megatron's hybrid stack checkpoints every block: the MLP blocks keep
+  // their input too (4 more on each stage's 4 layers), the rest as the transformer's.
+  ParallelConfig full = hybrid_run_on(2, 1);
+  full.recomputation = Recomputation::full;
+  const CostModel blocks_full = derive_costs(blocks, h100, Topology{}, full);
+  const CostModel layers_full = derive_costs(transformer, h100, Topology{}, full);
+  CHECK(blocks_full.stages[0].f_mem_bytes == layers_full.stages[0].f_mem_bytes + 4 * 2 * 2048 * 1024);
+  CHECK(blocks_full.stages[0].b_s == Approx(layers_full.stages[0].b_s).epsilon(1e-12));
   // A MoE transformer: attention, then the experts (router, 8 routed of which 2, one shared).
   ModelSpec moe = transformer;
   moe.num_experts = 8;
@@ -162,6 +171,12 @@ TEST_CASE("Nemotron-H's and Nemotron 3 Nano's configs come to their published si
   const std::int64_t conv = (inner + groups) * (4 + 1);
   CHECK(nano.mamba_parameters() == in_projection + out_projection + conv + 3 * heads + inner + 2 * h);
   CHECK(mamba_layer_parameters_on_rank(nano, 2) == (nano.mamba_parameters() - 2 * h) / 2 + 2 * h);
+  // The planner's selective rows: no MLP block to recompute in Nano (its blocks are Mamba,
+  // attention and experts), one in Nemotron-H.
+  const std::vector<std::uint8_t> nano_ladder = recompute_module_ladder(nano);
+  CHECK((nano_ladder.back() & kRecomputeMlp) == 0);
+  CHECK((nano_ladder.back() & kRecomputeMoe) != 0);
+  CHECK((recompute_module_ladder(h56).back() & kRecomputeMlp) != 0);
 }
 
 TEST_CASE("Qwen3.5's configs: Gated DeltaNet and gated attention layers, each with its MLP or experts",
