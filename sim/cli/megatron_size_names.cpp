@@ -107,7 +107,7 @@ struct ModelName {
   std::string_view field;
 };
 
-constexpr std::array<ModelName, 27> kModelSizes{{
+constexpr std::array<ModelName, 28> kModelSizes{{
     {"--num-layers", "layers"},
     {"--hidden-size", "hidden"},
     {"--num-attention-heads", "heads"},
@@ -120,6 +120,7 @@ constexpr std::array<ModelName, 27> kModelSizes{{
     {"--moe-ffn-hidden-size", "moe_ffn_hidden"},
     {"--moe-shared-expert-intermediate-size", "moe_shared_expert_intermediate_size"},
     {"--moe-layer-freq", "moe_layer_freq"},
+    {"--moe-latent-size", "moe_latent_size"},
     {"--mtp-num-layers", "mtp_num_layers"},
     {"--q-lora-rank", "q_lora_rank"},
     {"--kv-lora-rank", "kv_lora_rank"},
@@ -279,6 +280,7 @@ void add_megatron_model_names(po::options_description& options) {
       ("moe-ffn-hidden-size", po::value<int>(), "one routed expert's width")
       ("moe-shared-expert-intermediate-size", po::value<int>(), "the shared experts' width together")
       ("moe-layer-freq", po::value<std::string>(), "every N-th layer MoE, or a list of 0 and 1 a layer")
+      ("moe-latent-size", po::value<int>(), "the routed experts' latent width (LatentMoE; default the hidden width)")
       ("moe-expert-capacity-factor", po::value<double>(), "tokens an expert takes over the mean (absent: dropless)")
       ("mtp-num-layers", po::value<int>(), "multi-token prediction layers")
       ("multi-latent-attention", "multi-head latent attention, with the ranks and head widths below")

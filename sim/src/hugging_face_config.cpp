@@ -244,12 +244,9 @@ void translate_hybrid(const ConfigReader& r, json& out) {
     r.refuse("hybrid_override_pattern", r.has("hybrid_override_pattern") ? r.raw("hybrid_override_pattern") : json(),
              "a string, one symbol a layer (M Mamba, * attention, - MLP, E experts)");
   out["hybrid_override_pattern"] = r.raw("hybrid_override_pattern");
-  // Nemotron 3 Super's LatentMoE runs its experts in a narrower width behind projections of its
-  // own, which pipescope does not price; its MTP layers (their own pattern) are refused by the
-  // model's checks.
-  if (r.integer("moe_latent_size").value_or(0) > 0)
-    r.refuse("moe_latent_size", r.raw("moe_latent_size"),
-             "absent: experts in a latent width (LatentMoE) are not modelled");
+  // Nemotron 3 Super's LatentMoE: its experts in a narrower width; its MTP layers ("*E"), a
+  // transformer layer with the experts each.
+  if (const int latent = r.integer("moe_latent_size").value_or(0); latent > 0) out["moe_latent_size"] = latent;
   if (const auto mtp = r.integer("num_nextn_predict_layers")) out["mtp_num_layers"] = *mtp;
   if (!out.contains("head_dim"))
     if (const auto width = r.integer("attention_head_dim")) out["head_dim"] = *width;

@@ -28,6 +28,7 @@ LayerFigures layer_figures(const ModelSpec& model, int micro_batch_size) {
     // MoE layers' dense part with the router and top_k experts.
     const ModelSpec part = model.moe_layer_dense_part();
     const double moe_layer = static_cast<double>(part.layer_matrix_parameters() + model.router_parameters() +
+                                                 model.latent_projection_parameters() +
                                                  std::int64_t{model.top_k} * model.expert_parameters());
     const double moe = model.moe_layers();
     matrix_parameters = ((model.layers - moe) * matrix_parameters + moe * moe_layer) / model.layers;
@@ -45,11 +46,12 @@ LayerFigures layer_figures(const ModelSpec& model, int micro_batch_size) {
     ModelSpec dense = model;
     dense.num_experts = 0;
     const double attention = static_cast<double>(attention_only.layer_matrix_parameters());
-    const double experts = model.is_moe() ? static_cast<double>(model.moe_layer_dense_part().layer_matrix_parameters() +
-                                                                model.router_parameters() +
-                                                                std::int64_t{model.top_k} * model.expert_parameters()) -
-                                                attention
-                                          : 0.0;
+    const double experts = model.is_moe()
+                               ? static_cast<double>(model.moe_layer_dense_part().layer_matrix_parameters() +
+                                                     model.router_parameters() + model.latent_projection_parameters() +
+                                                     std::int64_t{model.top_k} * model.expert_parameters()) -
+                                     attention
+                               : 0.0;
     const double sum =
         model.layers_of(LayerKind::attention) * attention +
         model.layers_of(LayerKind::mlp) * (static_cast<double>(dense.layer_matrix_parameters()) - attention) +
@@ -300,6 +302,38 @@ LayerKindCosts dense_layer_costs(const ModelSpec& model, const DeviceSpec& devic
   return kind;
 }
 
+// Latent experts' own work beside the experts': each routed token projected from the hidden width
+// into the latent one before the dispatch and back after the combine (two products on the rank's
+// routed tokens, replicated over tensor parallelism, in the layer's precision), and the router
+// reading the hidden width the experts' pricing gives the latent one; the latent tokens kept for
+// the backward (the projection's output and the combine's result).
+struct LatentProjection {
+  LayerTimes times;
+  std::int64_t held_bytes = 0;
+};
+
+LatentProjection latent_projection(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel) {
+  LatentProjection out;
+  if (model.moe_latent_size <= 0) return out;
+  const double tokens =
+      static_cast<double>(model.seq) * parallel.micro_batch_size / parallel.context_parallel / parallel.tensor_parallel;
+  const double h = model.hidden, latent = model.moe_latent_size, experts = model.num_experts;
+  const GemmPrecision precision = parallel.fp8 != Fp8Format::none ? GemmPrecision::fp8 : GemmPrecision::bf16;
+  const auto pair = [&](double m, double n, double k) {
+    return gemm_time_s({m, n, k}, device, precision) + gemm_time_s({m, k, n}, device, precision);
+  };
+  const auto router = [&](GemmShape full, GemmShape narrow) {
+    return gemm_time_s(full, device) - gemm_time_s(narrow, device);
+  };
+  out.times.f_s = pair(tokens, latent, h) + router({tokens, experts, h}, {tokens, experts, latent});
+  out.times.b_s = pair(tokens, h, latent) + router({tokens, h, experts}, {tokens, latent, experts});
+  out.times.w_s = gemm_time_s({h, latent, tokens}, device, precision) +
+                  gemm_time_s({latent, h, tokens}, device, precision) +
+                  router({h, experts, tokens}, {latent, experts, tokens});
+  out.held_bytes = static_cast<std::int64_t>(2.0 * 2.0 * tokens * latent);
+  return out;
+}
+
 // A MoE layer: its dense part (attention, shared experts) as a layer, the router replicated, the
 // routed experts (expert_layer.hpp) added to its times, activations and parameters.
 LayerKindCosts moe_layer_costs(const ModelSpec& model, const DeviceSpec& device, const LayerLinks& links,
@@ -311,12 +345,18 @@ LayerKindCosts moe_layer_costs(const ModelSpec& model, const DeviceSpec& device,
       static_cast<std::uint8_t>((parallel.recompute_modules & ~kRecomputeMlp) |
                                 ((parallel.recompute_modules & kRecomputeSharedExperts) != 0 ? kRecomputeMlp : 0));
   LayerKindCosts kind = dense_layer_costs(model.moe_layer_dense_part(), device, links, dense_part);
-  const ExpertTimes experts = expert_times(model, device, expert_links, parallel);
+  // Latent experts see the model at their width: their products, the dispatch and the combine.
+  const ModelSpec routed = model.in_expert_width();
+  ExpertTimes experts = expert_times(routed, device, expert_links, parallel);
+  const LatentProjection latent = latent_projection(model, device, parallel);
+  experts.f_s += latent.times.f_s;
+  experts.b_s += latent.times.b_s;
+  experts.w_s += latent.times.w_s;
   kind.experts = experts;
   kind.times.f_s += experts.f_s;
   kind.times.b_s += experts.b_s;
   kind.times.w_s += experts.w_s;
-  const std::int64_t expert_bytes = expert_activation_bytes(model, parallel);
+  const std::int64_t expert_bytes = expert_activation_bytes(routed, parallel) + latent.held_bytes;
   switch (parallel.recomputation) {
     case Recomputation::full:
       // Only the layer's input is kept; the experts run again with the rest of the forward.
@@ -329,7 +369,7 @@ LayerKindCosts moe_layer_costs(const ModelSpec& model, const DeviceSpec& device,
         kind.times.recompute_s += experts.f_s;
         kind.memory.rebuilt_bytes += expert_bytes;
       } else if (parallel.recomputes(kRecomputeMoeActivation)) {
-        const ExpertActivation activation = expert_activation(model, parallel);
+        const ExpertActivation activation = expert_activation(routed, parallel);
         kind.times.recompute_s += memory_bound_time_s(activation.moved_bytes, device);
         kind.memory.held_bytes += expert_bytes - static_cast<std::int64_t>(activation.output_bytes);
         kind.memory.rebuilt_bytes += static_cast<std::int64_t>(activation.output_bytes);
@@ -339,9 +379,9 @@ LayerKindCosts moe_layer_costs(const ModelSpec& model, const DeviceSpec& device,
       break;
     case Recomputation::none: kind.memory.held_bytes += expert_bytes; break;
   }
-  kind.parameters += model.router_parameters();
-  kind.expert_parameters = expert_parameters_on_rank(model, parallel);
-  kind.matrix_parameters += kind.expert_parameters;
+  kind.parameters += model.router_parameters() + model.latent_projection_parameters();
+  kind.expert_parameters = expert_parameters_on_rank(routed, parallel);
+  kind.matrix_parameters += kind.expert_parameters + model.latent_projection_parameters();
   return kind;
 }
 

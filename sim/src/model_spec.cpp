@@ -246,7 +246,7 @@ int ModelSpec::moe_layers() const {
 }
 
 std::int64_t ModelSpec::expert_parameters() const {
-  return (gated_mlp ? 3 : 2) * static_cast<std::int64_t>(hidden) * moe_ffn_or_default();
+  return (gated_mlp ? 3 : 2) * static_cast<std::int64_t>(expert_width()) * moe_ffn_or_default();
 }
 
 ModelSpec ModelSpec::moe_layer_dense_part() const {
@@ -288,6 +288,7 @@ std::int64_t hybrid_layer_parameters(const ModelSpec& m, int experts_per_moe_lay
   dense.num_experts = 0;
   const std::int64_t mlp_layer = dense.layer_parameters() - attention_layer;
   const std::int64_t experts_layer = attention.layer_parameters() - attention_layer + m.router_parameters() +
+                                     m.latent_projection_parameters() +
                                      std::int64_t{experts_per_moe_layer} * m.expert_parameters();
   return m.layers_of(LayerKind::mamba) * m.mamba_parameters() +
          m.layers_of(LayerKind::linear_attention) * m.linear_attention_parameters() +
@@ -299,16 +300,18 @@ std::int64_t hybrid_layer_parameters(const ModelSpec& m, int experts_per_moe_lay
 std::int64_t parameters_with_experts(const ModelSpec& m, int experts_per_moe_layer) {
   if (m.is_hybrid()) {
     // A hybrid model's MTP layers are transformer layers: attention and the experts (or an MLP).
-    const std::int64_t mtp_layer = (m.is_moe() ? m.moe_layer_dense_part().layer_parameters() + m.router_parameters() +
-                                                     experts_per_moe_layer * m.expert_parameters()
-                                               : m.layer_parameters()) +
-                                   m.mtp_projection_parameters();
+    const std::int64_t mtp_layer =
+        (m.is_moe() ? m.moe_layer_dense_part().layer_parameters() + m.router_parameters() +
+                          m.latent_projection_parameters() + experts_per_moe_layer * m.expert_parameters()
+                    : m.layer_parameters()) +
+        m.mtp_projection_parameters();
     return hybrid_layer_parameters(m, experts_per_moe_layer) + m.mtp_num_layers * mtp_layer +
            m.embedding_parameters() * (m.tied_embeddings ? 1 : 2) + 2 * static_cast<std::int64_t>(m.hidden);
   }
   const std::int64_t moe = m.moe_layers();
   const std::int64_t dense = m.layers - moe;
   const std::int64_t moe_layer = m.is_moe() ? m.moe_layer_dense_part().layer_parameters() + m.router_parameters() +
+                                                  m.latent_projection_parameters() +
                                                   experts_per_moe_layer * m.expert_parameters()
                                             : 0;
   const std::int64_t mtp_layer =
@@ -386,7 +389,7 @@ std::vector<ModelSpec> presets() {
 // The mixture-of-experts fields, each refused by its name: on a dense model (no num_experts),
 // or not describing a routing Megatron can run.
 void check_experts(const ModelSpec& m, const std::string& source) {
-  const bool moe_field = m.top_k != 0 || m.moe_ffn_hidden != 0 || m.shared_experts != 0 ||
+  const bool moe_field = m.top_k != 0 || m.moe_ffn_hidden != 0 || m.shared_experts != 0 || m.moe_latent_size != 0 ||
                          m.shared_expert_ffn_hidden != 0 || m.moe_layer_freq != 1 || m.first_k_dense_layers != 0 ||
                          m.capacity_factor != 0 || !m.moe_layer_pattern.empty();
   if (m.num_experts < 0) throw UsageError(source + ": num_experts must be >= 0");
@@ -418,6 +421,9 @@ void check_experts(const ModelSpec& m, const std::string& source) {
                        "layers are dense: give one");
   }
   if (m.capacity_factor < 0) throw UsageError(source + ": capacity_factor must be > 0 (absent: dropless)");
+  if (m.moe_latent_size < 0)
+    throw UsageError(fmt::format("{}: model field 'moe_latent_size' is {}: it must be >= 0 (0: the hidden width)",
+                                 source, m.moe_latent_size));
 }
 
 // The sliding window's and the chunks' fields, each refused by its name where it does not describe
@@ -594,7 +600,8 @@ const std::vector<std::string>& known_model_fields() {
       // hybrid models' layers and Mamba-2's mixer, Megatron's names and Hugging Face's
       "hybrid_override_pattern", "mamba_num_heads", "mamba_head_dim", "mamba_state_dim", "ssm_state_size",
       "mamba_num_groups", "n_groups", "conv_kernel", "chunk_size", "linear_num_key_heads", "linear_num_value_heads",
-      "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim", "attention_output_gate"};
+      "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim", "attention_output_gate",
+      "moe_latent_size"};
   return fields;
 }
 
@@ -856,6 +863,7 @@ class ModelFieldReader {
     read_moe_layer_freq(m);
     get_int_named({"first_k_dense_layers", "first_k_dense_replace"}, m.first_k_dense_layers);
     get_number_named({"capacity_factor", "moe_expert_capacity_factor"}, m.capacity_factor);
+    get_int_named({"moe_latent_size"}, m.moe_latent_size);
   }
 
   // Megatron's --moe-layer-freq: an integer N (every N-th layer has experts), or a list of one 1

@@ -8,7 +8,9 @@
 // - the Hub's configs: Nemotron-H 56B (its file's Infinity read as null, as Python's json writes
 //   it; inside strings left alone) comes to 56.3B parameters, Nemotron 3 Nano 30B-A3B to NVIDIA's
 //   31.6B total and 3.6B active with embeddings; one Mamba layer's parameters by hand
-//   (projections, convolution, A, D, dt's bias, the norms);
+//   (projections, convolution, A, D, dt's bias, the norms); Nemotron 3 Super (LatentMoE: its
+//   routed experts and their all-to-all in a 1024 width, with the projections in and out) to its
+//   120B total and 12B active;
 // - Qwen3.5's configs (qwen3_5_text, qwen3_5_moe_text: Gated DeltaNet 'G' and gated attention '*'
 //   layers, each followed by its MLP or experts, and one MTP layer): 27B, 35B-A3B and 397B-A17B
 //   come to their published totals without the vision encoder; one Gated DeltaNet's parameters by
@@ -22,8 +24,8 @@
 //   outside M G * - E ('|' pointed at the layout option), a pattern of another length, experts
 //   without E (and E without experts), Gated DeltaNet key heads not dividing its value heads, heads
 //   the groups do not divide, T not dividing the Mamba heads and groups or the Gated DeltaNet's, C
-//   not dividing a TP rank's Mamba heads or not fitting its groups, C over Gated DeltaNets,
-//   Nemotron 3 Super's latent experts, a Qwen3.5 layer_types entry it does not read (a hybrid
+//   not dividing a TP rank's Mamba heads or not fitting its groups, C over Gated DeltaNets, a
+//   negative latent width, a Qwen3.5 layer_types entry it does not read (a hybrid
 //   model's MTP layers are read);
 // - Megatron's options (--hybrid-override-pattern, --mamba-*, --squared-relu, --linear-*,
 //   --attention-output-gate) describe the model
@@ -259,6 +261,35 @@ TEST_CASE("Python's Infinity and NaN in a config are read as null, inside string
   CHECK(m.layers_of(LayerKind::mamba) == 1);
 }
 
+TEST_CASE("Nemotron 3 Super's latent experts: the routed experts and their all-to-all in the latent width",
+          "[model][hybrid]") {
+  const ModelSpec super =
+      resolve_model((kHubConfigs / "nvidia__NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json").string(), 8192);
+  CHECK(super.moe_latent_size == 1024);
+  CHECK(super.mtp_num_layers == 1);
+  CHECK(super.expert_parameters() == 2 * 1024 * 2688);  // squared ReLU: two matrices of the latent width
+  CHECK(super.latent_projection_parameters() == 2 * 4096 * 1024);
+  ModelSpec decoder = super;
+  decoder.mtp_num_layers = 0;
+  CHECK(decoder.total_parameters() == Approx(120.7e9).epsilon(0.01));  // "120B total"
+  // "12B active": without the two embeddings.
+  CHECK(decoder.active_parameters() - 2 * decoder.embedding_parameters() == Approx(12e9).epsilon(0.05));
+  // The latent width against the hidden one: the dispatch carries a quarter of the bytes, the
+  // experts' products a quarter of the work; the projections in and out come on top.
+  ModelSpec full_width = decoder;
+  full_width.moe_latent_size = 0;
+  ParallelConfig ep = hybrid_run_on(1, 1);
+  ep.data_parallel = 8;
+  ep.expert_parallel = 8;
+  const CostModel latent = derive_costs(decoder, device_preset("h100"), Topology{}, ep);
+  const CostModel wide = derive_costs(full_width, device_preset("h100"), Topology{}, ep);
+  CHECK(latent.stages[0].all_to_all.dispatch_bytes * 4 == wide.stages[0].all_to_all.dispatch_bytes);
+  CHECK(latent.stages[0].f_s < wide.stages[0].f_s);
+  CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-ME", "num_experts": 8, "top_k": 2,
+                                              "moe_latent_size": -1})") ==
+        "hybrid.json: model field 'moe_latent_size' is -1: it must be >= 0 (0: the hidden width)");
+}
+
 TEST_CASE("a Mamba layer's products split by T and run in FP8; its scan does not", "[model][hybrid]") {
   const DeviceSpec h100 = device_preset("h100");
   ModelSpec m = transformer_of_width_1024(4);
@@ -364,14 +395,6 @@ TEST_CASE("what is not a hybrid model pipescope prices is refused in one line na
   CHECK_THROWS_WITH(derive_costs(m, device_preset("h100"), Topology{}, hybrid_run_on(1, 4)),
                     "--tensor-parallel 4: does not divide the 32 Mamba heads and 2 groups of small (MambaMixer "
                     "splits both)");
-  // Nemotron 3 Super's experts run in a latent width pipescope does not price.
-  CHECK_THROWS_WITH(parse_model_json(R"({"model_type": "nemotron_h", "num_hidden_layers": 2, "hidden_size": 1024,
-                                        "num_attention_heads": 8, "vocab_size": 1000, "hybrid_override_pattern": "ME",
-                                        "n_routed_experts": 8, "num_experts_per_tok": 2,
-                                        "moe_intermediate_size": 512, "moe_latent_size": 256})",
-                                     "config.json", 4096),
-                    "config.json: Hugging Face config field 'moe_latent_size' is 256: it must be absent: experts in "
-                    "a latent width (LatentMoE) are not modelled");
 }
 
 TEST_CASE("ppsim takes a hybrid model from Megatron's options as from its model file, and plans it", "[cli][hybrid]") {

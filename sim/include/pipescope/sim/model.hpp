@@ -88,6 +88,11 @@ struct ModelSpec {
   // a Hugging Face config's mlp_only_layers or moe_layers); empty: the two fields above decide.
   std::vector<bool> moe_layer_pattern;
   double capacity_factor = 0;  // tokens an expert takes, over the mean; 0: dropless
+  // Latent experts (Nemotron 3 Super's LatentMoE; Megatron's --moe-latent-size, Hugging Face's
+  // moe_latent_size): the routed experts run in this narrower width, each token projected into it
+  // before the dispatch and back after the combine (the router and the shared experts keep the
+  // hidden width); 0: the hidden width.
+  int moe_latent_size = 0;
   // Multi-token prediction (Megatron's --mtp-num-layers; DeepSeek-V3's num_nextn_predict_layers):
   // after the decoder, on the last pipeline stage, each MTP layer joins the next token's
   // embedding to the hidden state (two norms, a projection of 2h to h), runs one transformer
@@ -223,7 +228,21 @@ struct ModelSpec {
   int shared_expert_width() const {  // all shared experts together
     return shared_experts * (shared_expert_ffn_hidden > 0 ? shared_expert_ffn_hidden : moe_ffn_or_default());
   }
-  // One routed expert's matrices (2 or 3 h x moe_ffn), the router's (experts x h).
+  // The width the routed experts take and give, the dispatch and combine carry: the latent one, or
+  // the hidden one.
+  int expert_width() const { return moe_latent_size > 0 ? moe_latent_size : hidden; }
+  // The model as its routed experts see it: the hidden width the expert width.
+  ModelSpec in_expert_width() const {
+    ModelSpec m = *this;
+    m.hidden = expert_width();
+    m.moe_latent_size = 0;
+    return m;
+  }
+  // The projections into the latent width and out of it (h x latent each), of every MoE layer.
+  std::int64_t latent_projection_parameters() const {
+    return moe_latent_size > 0 ? 2 * static_cast<std::int64_t>(hidden) * moe_latent_size : 0;
+  }
+  // One routed expert's matrices (2 or 3 x its width x moe_ffn), the router's (experts x h).
   std::int64_t expert_parameters() const;
   std::int64_t router_parameters() const { return static_cast<std::int64_t>(num_experts) * hidden; }
   // A MoE layer without its routed experts: attention, norms, router aside, the shared experts
