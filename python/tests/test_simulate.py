@@ -3,7 +3,8 @@
 `ppsim simulate --json` prints; a Schedule object and its name give the same result; the
 predicted trace is written on demand and read back with its 96 compute events; the model path
 (gpt-7b on H100) fits memory; Megatron's model arguments as keywords describe Llama 3 8B as its
-preset does; unknown or contradictory options raise the CLI's message."""
+preset does; unknown or contradictory options raise the CLI's message; a hybrid model (Nemotron 3
+Nano's config; Megatron's hybrid keywords, the same as the model file)."""
 
 from __future__ import annotations
 
@@ -77,3 +78,27 @@ def test_megatron_model_arguments_as_keywords():
     assert megatron.iteration_time_s == preset.iteration_time_s
     with pytest.raises(ps.UsageError, match="--seq-length"):
         ps.simulate("1f1b", stages=2, micro_batches=4, **{k: v for k, v in shape.items() if k != "seq_length"})
+
+
+def test_a_hybrid_model_from_its_config_and_from_megatrons_keywords():
+    """Nemotron 3 Nano's Hugging Face config (Mamba-2, attention and expert blocks) and a small
+    hybrid model from Megatron's keywords, the same as its model file."""
+    from pathlib import Path
+
+    config = Path(__file__).resolve().parents[2] / "tests/sim/data/hugging_face"
+    nano = ps.simulate("1f1b", stages=1, micro_batches=8, seq_length=8192, data_parallel=8, expert_parallel=8,
+                       model=str(config / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json"))
+    assert nano.iteration_time_s > 0
+    shape = dict(num_layers=8, hidden_size=1024, num_attention_heads=16, vocab_size=32000, seq_length=2048,
+                 ffn_hidden_size=4096, squared_relu=True, disable_bias_linear=True,
+                 untie_embeddings_and_output_weights=True, hidden_dropout=0.0, attention_dropout=0.0,
+                 hybrid_override_pattern="M-M*M-M-", mamba_num_heads=32)
+    megatron = ps.simulate("1f1b", stages=2, micro_batches=4, **shape)
+    model_file = json.dumps({"name": "megatron-8x1024", "layers": 8, "hidden": 1024, "heads": 16, "seq": 2048,
+                             "vocab": 32000, "ffn_hidden": 4096, "tied_embeddings": False, "biases": False,
+                             "dropout": False, "flash_attention": True, "hybrid_override_pattern": "M-M*M-M-",
+                             "mamba_num_heads": 32})
+    assert megatron.iteration_time_s == ps.simulate("1f1b", stages=2, micro_batches=4,
+                                                    model=model_file).iteration_time_s
+    with pytest.raises(ps.UsageError, match="hybrid_override_pattern"):
+        ps.simulate("1f1b", stages=2, micro_batches=4, **{**shape, "hybrid_override_pattern": "M-M*M-M"})
