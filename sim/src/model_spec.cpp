@@ -22,6 +22,7 @@
 #include "pipescope/core/json_limits.hpp"
 #include "pipescope/core/nearest_name.hpp"
 #include "hugging_face_config.hpp"
+#include "hybrid_presets.hpp"
 #include "moe_presets.hpp"
 
 namespace pipescope::sim {
@@ -383,6 +384,7 @@ std::vector<ModelSpec> presets() {
   gpt3.heads = 96;
   std::vector<ModelSpec> all{gpt13, gpt7, llama70, llama3_8, llama3_70, llama3_405, gpt3};
   for (ModelSpec& moe : detail::moe_presets()) all.push_back(std::move(moe));
+  for (ModelSpec& hybrid : detail::hybrid_presets()) all.push_back(std::move(hybrid));
   return all;
 }
 

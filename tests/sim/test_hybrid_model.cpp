@@ -27,6 +27,8 @@
 //   not dividing a TP rank's Mamba heads or not fitting its groups, C over Gated DeltaNets, a
 //   negative latent width, a Qwen3.5 layer_types entry it does not read (a hybrid
 //   model's MTP layers are read);
+// - the presets nemotron-h-56b, nemotron-3-nano-30b-a3b, nemotron-3-super-120b-a12b,
+//   qwen3.5-35b-a3b and qwen3.5-397b-a17b: the models their configs describe, stage by stage;
 // - Megatron's options (--hybrid-override-pattern, --mamba-*, --squared-relu, --linear-*,
 //   --attention-output-gate) describe the model
 //   its model file does, to the byte of ppsim's JSON; ppsim plan ranks a hybrid model's layouts.
@@ -250,6 +252,34 @@ TEST_CASE("a Gated DeltaNet's products split by T; context parallelism over it i
                        "config.json", 4096),
       "config.json: Hugging Face config field 'layer_types' is [\"linear_attention\",\"sliding_attention\"]: "
       "it must be one 'linear_attention' or 'full_attention' a layer");
+}
+
+TEST_CASE("the hybrid presets are the models their Hugging Face configs describe", "[model][hybrid]") {
+  const std::pair<const char*, const char*> presets[] = {
+      {"nemotron-h-56b", "nvidia__Nemotron-H-56B-Base-8K"},
+      {"nemotron-3-nano-30b-a3b", "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"},
+      {"nemotron-3-super-120b-a12b", "nvidia__NVIDIA-Nemotron-3-Super-120B-A12B-FP8"},
+      {"qwen3.5-35b-a3b", "Qwen__Qwen3.5-35B-A3B"},
+      {"qwen3.5-397b-a17b", "Qwen__Qwen3.5-397B-A17B"},
+  };
+  ParallelConfig run = hybrid_run_on(4, 1);
+  run.data_parallel = 8;
+  for (const auto& [name, config] : presets) {
+    INFO(name);
+    const ModelSpec preset = resolve_model(name);
+    const ModelSpec read = resolve_model((kHubConfigs / (std::string(config) + ".json")).string(), preset.seq);
+    CHECK(preset.hybrid_pattern == read.hybrid_pattern);
+    CHECK(preset.total_parameters() == read.total_parameters());
+    CHECK(preset.active_parameters() == read.active_parameters());
+    CHECK(preset.mtp_num_layers == read.mtp_num_layers);
+    run.expert_parallel = preset.is_moe() ? 8 : 1;
+    const CostModel a = derive_costs(preset, device_preset("h100"), Topology{}, run);
+    const CostModel b = derive_costs(read, device_preset("h100"), Topology{}, run);
+    for (std::size_t st = 0; st < a.stages.size(); ++st) {
+      CHECK(a.stages[st].f_s == Approx(b.stages[st].f_s).epsilon(1e-12));
+      CHECK(a.stages[st].f_mem_bytes == b.stages[st].f_mem_bytes);
+    }
+  }
 }
 
 TEST_CASE("Python's Infinity and NaN in a config are read as null, inside strings left alone", "[model][hybrid]") {

@@ -264,7 +264,9 @@ struct ModelSpec {
 
 // Presets: gpt-1.3b, gpt-7b, llama-70b, llama-3-8b, llama-3-70b, llama-3-405b, gpt3-175b, and
 // the mixtures of experts mixtral-8x7b, mixtral-8x22b, qwen3-235b-a22b, qwen3-30b-a3b,
-// deepseek-v3, llama4-maverick, llama4-scout, grok-1, gpt-oss-120b, gpt-oss-20b (sources in
+// deepseek-v3, llama4-maverick, llama4-scout, grok-1, gpt-oss-120b, gpt-oss-20b, and the hybrid
+// nemotron-h-56b, nemotron-3-nano-30b-a3b, nemotron-3-super-120b-a12b, qwen3.5-35b-a3b,
+// qwen3.5-397b-a17b (sources in
 // docs/MODEL.md).
 std::vector<std::string> model_preset_names();
 // A preset name, or a path to a JSON model file {"name", "layers", "hidden", "heads", "seq",
