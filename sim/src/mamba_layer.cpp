@@ -187,6 +187,7 @@ std::optional<std::string> mamba_context_parallel_problem(const ModelSpec& model
   if (model.layers_of(LayerKind::mamba) == 0 || cp <= 1) return std::nullopt;
   const int t = std::max(parallel.tensor_parallel, 1);
   const int heads = model.mamba_heads() / t, groups = model.mamba_num_groups / t;
+  if (heads < 1 || groups < 1) return std::nullopt;  // T does not split them: its own refusal says so
   const std::string option = fmt::format("--context-parallel {}", cp);
   if (heads % cp != 0)
     return fmt::format(

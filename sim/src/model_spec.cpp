@@ -560,7 +560,7 @@ void check_model(const ModelSpec& m, const std::string& source) {
   const double layer =
       2 * h * h + 2 * h * kv + (m.gated_mlp ? 3 : 2) * h * std::max(ffn, experts_width) + 4 * h + 3 * h + 2 * kv + ffn;
   const double mamba_inner =
-      static_cast<double>(m.mamba_num_heads > 0 ? m.mamba_num_heads : 2.0 * h) * std::max(m.mamba_head_dim, 1);
+      m.mamba_num_heads > 0 ? static_cast<double>(m.mamba_num_heads) * std::max(m.mamba_head_dim, 1) : 2.0 * h;
   const double linear_layer =
       h * (2.0 * m.linear_num_key_heads * m.linear_key_head_dim +
            3.0 * m.linear_num_value_heads * m.linear_value_head_dim + 2.0 * m.linear_num_value_heads) +

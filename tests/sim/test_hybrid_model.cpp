@@ -422,6 +422,12 @@ TEST_CASE("what is not a hybrid model pipescope prices is refused in one line na
   m = transformer_of_width_1024(4);
   m.hybrid_pattern = "M-M*";
   m.mamba_num_groups = 2;
+  ParallelConfig wide = hybrid_run_on(1, 4);
+  wide.context_parallel = 2;
+  CHECK(!mamba_context_parallel_problem(m, wide));  // T splits no group: the TP refusal says so
+  CHECK_THROWS_WITH(derive_costs(m, device_preset("h100"), Topology{}, wide),
+                    "--tensor-parallel 4: does not divide the 32 Mamba heads and 2 groups of small (MambaMixer "
+                    "splits both)");
   CHECK_THROWS_WITH(derive_costs(m, device_preset("h100"), Topology{}, hybrid_run_on(1, 4)),
                     "--tensor-parallel 4: does not divide the 32 Mamba heads and 2 groups of small (MambaMixer "
                     "splits both)");
