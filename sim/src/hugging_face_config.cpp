@@ -240,10 +240,29 @@ void translate_attention(const ConfigReader& r, const Family& f, int layers, jso
 // Nemotron-H's layers and Mamba-2 mixer in Megatron's names (Megatron-Bridge's NemotronH bridge
 // maps them so); the attention heads' width under its older name.
 void translate_hybrid(const ConfigReader& r, json& out) {
-  if (!r.has("hybrid_override_pattern") || !r.raw("hybrid_override_pattern").is_string())
-    r.refuse("hybrid_override_pattern", r.has("hybrid_override_pattern") ? r.raw("hybrid_override_pattern") : json(),
-             "a string, one symbol a layer (M Mamba, * attention, - MLP, E experts)");
-  out["hybrid_override_pattern"] = r.raw("hybrid_override_pattern");
+  if (!r.has("hybrid_override_pattern") && r.has("layers_block_type")) {
+    // Newer NemotronH configs (Nemotron 3 Ultra's) name each layer instead of the pattern.
+    const json& types = r.raw("layers_block_type");
+    std::string pattern;
+    for (const json& type : types) {
+      if (type == "mamba")
+        pattern += 'M';
+      else if (type == "attention")
+        pattern += '*';
+      else if (type == "mlp")
+        pattern += '-';
+      else if (type == "moe")
+        pattern += 'E';
+      else
+        r.refuse("layers_block_type", types, "one 'mamba', 'attention', 'mlp' or 'moe' a layer");
+    }
+    out["hybrid_override_pattern"] = pattern;
+  } else {
+    if (!r.has("hybrid_override_pattern") || !r.raw("hybrid_override_pattern").is_string())
+      r.refuse("hybrid_override_pattern", r.has("hybrid_override_pattern") ? r.raw("hybrid_override_pattern") : json(),
+               "a string, one symbol a layer (M Mamba, * attention, - MLP, E experts)");
+    out["hybrid_override_pattern"] = r.raw("hybrid_override_pattern");
+  }
   // Nemotron 3 Super's LatentMoE: its experts in a narrower width; its MTP layers ("*E"), a
   // transformer layer with the experts each.
   if (const int latent = r.integer("moe_latent_size").value_or(0); latent > 0) out["moe_latent_size"] = latent;
@@ -496,7 +515,12 @@ json model_fields_from_hugging_face(const json& config, const std::string& sourc
   json out;
   out["name"] = model_name(config, source);
   const char* layers_field = gpt2 ? "n_layer" : "num_hidden_layers";
-  const int layers = r.required(layers_field);
+  // A NemotronH config may leave the count null and list the layers (layers_block_type) instead.
+  const bool listed_layers = f.experts == Experts::nemotron_h && !r.has(layers_field) && r.has("layers_block_type") &&
+                             r.raw("layers_block_type").is_array();
+  if (listed_layers) layers_field = "layers_block_type";
+  const int layers = listed_layers ? static_cast<int>(std::min<std::size_t>(r.raw(layers_field).size(), kMaxLayers + 1))
+                                   : r.required(layers_field);
   // The translation lists some fields layer by layer: a bound far above any model's depth keeps
   // those lists small.
   if (layers > kMaxLayers) r.refuse(layers_field, r.raw(layers_field), "at most 65536 layers");

@@ -10,7 +10,8 @@
 //   31.6B total and 3.6B active with embeddings; one Mamba layer's parameters by hand
 //   (projections, convolution, A, D, dt's bias, the norms); Nemotron 3 Super (LatentMoE: its
 //   routed experts and their all-to-all in a 1024 width, with the projections in and out) to its
-//   120B total and 12B active;
+//   120B total and 12B active; Nemotron 3 Ultra's, which lists its layers (layers_block_type), to
+//   550B and 55B;
 // - Qwen3.5's configs (qwen3_5_text, qwen3_5_moe_text: Gated DeltaNet 'G' and gated attention '*'
 //   layers, each followed by its MLP or experts, and one MTP layer): 27B, 35B-A3B and 397B-A17B
 //   come to their published totals without the vision encoder; one Gated DeltaNet's parameters by
@@ -315,6 +316,22 @@ TEST_CASE("Nemotron 3 Super's latent experts: the routed experts and their all-t
   const CostModel wide = derive_costs(full_width, device_preset("h100"), Topology{}, ep);
   CHECK(latent.stages[0].all_to_all.dispatch_bytes * 4 == wide.stages[0].all_to_all.dispatch_bytes);
   CHECK(latent.stages[0].f_s < wide.stages[0].f_s);
+  // Nemotron 3 Ultra's config lists its layers (layers_block_type) instead of a pattern and a count.
+  ModelSpec ultra = resolve_model((kHubConfigs / "nvidia__NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.json").string(), 8192);
+  CHECK(ultra.layers == 108);
+  CHECK(ultra.hybrid_pattern.substr(0, 6) == "MEMEME");
+  CHECK(ultra.layers_of(LayerKind::mamba) == 48);
+  CHECK(ultra.layers_of(LayerKind::experts) == 48);
+  CHECK(ultra.layers_of(LayerKind::attention) == 12);
+  CHECK(ultra.moe_latent_size == 2048);
+  ultra.mtp_num_layers = 0;
+  CHECK(ultra.total_parameters() == Approx(550e9).epsilon(0.01));                                     // "550B"
+  CHECK(ultra.active_parameters() - 2 * ultra.embedding_parameters() == Approx(55e9).epsilon(0.02));  // "A55B"
+  CHECK_THROWS_WITH(parse_model_json(R"({"model_type": "nemotron_h", "hidden_size": 1024, "num_attention_heads": 8,
+                                        "vocab_size": 1000, "layers_block_type": ["mamba", "sliding"]})",
+                                     "config.json", 4096),
+                    "config.json: Hugging Face config field 'layers_block_type' is [\"mamba\",\"sliding\"]: it must "
+                    "be one 'mamba', 'attention', 'mlp' or 'moe' a layer");
   CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-ME", "num_experts": 8, "top_k": 2,
                                               "moe_latent_size": -1})") ==
         "hybrid.json: model field 'moe_latent_size' is -1: it must be >= 0 (0: the hidden width)");
