@@ -206,10 +206,12 @@ std::vector<std::string> with_megatron_model(const std::vector<std::string>& arg
     return on;
   };
   // A hybrid model's layers (Megatron's pretrain_mamba.py): one symbol a layer.
-  if (const auto pattern = take_value(args, "--hybrid-override-pattern")) {
-    given.emplace_back("--hybrid-override-pattern");
-    model["hybrid_override_pattern"] = *pattern;
-  }
+  // (--hybrid-layer-pattern: Megatron's newer name for it.)
+  for (const std::string_view option : {"--hybrid-override-pattern", "--hybrid-layer-pattern"})
+    if (const auto pattern = take_value(args, option)) {
+      given.emplace_back(option);
+      model[option == "--hybrid-layer-pattern" ? "hybrid_layer_pattern" : "hybrid_override_pattern"] = *pattern;
+    }
   const bool group_query = take("--group-query-attention"), swiglu = take("--swiglu"),
              untie = take("--untie-embeddings-and-output-weights"), no_bias = take("--disable-bias-linear"),
              latent = take("--multi-latent-attention"), squared_relu = take("--squared-relu"),
@@ -290,6 +292,7 @@ void add_megatron_model_names(po::options_description& options) {
       ("qk-pos-emb-head-dim", po::value<int>(), "MLA's RoPE head width")
       ("v-head-dim", po::value<int>(), "MLA's value head width")
       ("squared-relu", "squared-ReLU MLP (two matrices, as GELU's)")
+      ("hybrid-layer-pattern", po::value<std::string>(), "the same, Megatron's newer name")
       ("hybrid-override-pattern", po::value<std::string>(),
        "a hybrid model's layers, one symbol each: M Mamba, G Gated DeltaNet, * attention, - MLP, E experts")
       ("mamba-num-heads", po::value<int>(), "a Mamba layer's heads (default 2 x hidden / head width)")

@@ -475,7 +475,10 @@ void check_hybrid(const ModelSpec& m, const std::string& source) {
     throw UsageError(fmt::format(
         "{}: model field 'hybrid_override_pattern' has '{}' at position {}: pipescope reads M (Mamba), G (Gated "
         "DeltaNet), * (attention), - (MLP) and E (experts), one a layer{}",
-        source, p[bad], bad + 1, p[bad] == '|' ? " (pipeline boundaries: give --pipeline-model-parallel-layout)" : ""));
+        source, p[bad], bad + 1,
+        p[bad] == '|'   ? " (pipeline boundaries: give --pipeline-model-parallel-layout)"
+        : p[bad] == '/' ? " (MTP layers: give mtp_num_layers; each is attention and the experts)"
+                        : ""));
   if (static_cast<int>(p.size()) != m.layers)
     throw UsageError(
         fmt::format("{}: model field 'hybrid_override_pattern' has {} layers, 'layers' says {}: one "
@@ -600,10 +603,10 @@ const std::vector<std::string>& known_model_fields() {
       // multi-token prediction (Megatron's, DeepSeek-V3's name)
       "mtp_num_layers", "num_nextn_predict_layers",
       // hybrid models' layers and Mamba-2's mixer, Megatron's names and Hugging Face's
-      "hybrid_override_pattern", "mamba_num_heads", "mamba_head_dim", "mamba_state_dim", "ssm_state_size",
-      "mamba_num_groups", "n_groups", "conv_kernel", "chunk_size", "linear_num_key_heads", "linear_num_value_heads",
-      "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim", "attention_output_gate",
-      "moe_latent_size"};
+      "hybrid_override_pattern", "hybrid_layer_pattern", "mamba_num_heads", "mamba_head_dim", "mamba_state_dim",
+      "ssm_state_size", "mamba_num_groups", "n_groups", "conv_kernel", "chunk_size", "linear_num_key_heads",
+      "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
+      "attention_output_gate", "moe_latent_size"};
   return fields;
 }
 
@@ -819,13 +822,18 @@ class ModelFieldReader {
 
   // Megatron's hybrid_override_pattern and Mamba-2's widths (Megatron's names, Hugging Face's).
   void read_hybrid_fields(ModelSpec& m) const {
-    if (j_.contains("hybrid_override_pattern")) {
-      const nlohmann::json& v = j_["hybrid_override_pattern"];
+    // Megatron's older name and its newer one (hybrid_layer_pattern), which must agree.
+    for (const char* field : {"hybrid_override_pattern", "hybrid_layer_pattern"}) {
+      if (!j_.contains(field)) continue;
+      const nlohmann::json& v = j_[field];
       if (!v.is_string())
-        throw UsageError(source_ + ": model field 'hybrid_override_pattern' must be a string, one symbol a layer");
-      m.hybrid_pattern = v.get<std::string>();
-      if (m.hybrid_pattern.empty())
-        throw UsageError(source_ + ": model field 'hybrid_override_pattern' is empty: one symbol a layer (M * - E)");
+        throw UsageError(source_ + ": model field '" + field + "' must be a string, one symbol a layer");
+      const std::string pattern = v.get<std::string>();
+      if (pattern.empty())
+        throw UsageError(source_ + ": model field '" + field + "' is empty: one symbol a layer (M G * - E)");
+      if (!m.hybrid_pattern.empty() && pattern != m.hybrid_pattern)
+        refuse_disagreement("hybrid_override_pattern", m.hybrid_pattern, field, pattern);
+      m.hybrid_pattern = pattern;
     }
     get_int_named({"mamba_num_heads"}, m.mamba_num_heads);
     get_int_named({"mamba_head_dim"}, m.mamba_head_dim);

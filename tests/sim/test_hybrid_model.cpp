@@ -30,9 +30,10 @@
 //   model's MTP layers are read);
 // - the presets nemotron-h-56b, nemotron-3-nano-30b-a3b, nemotron-3-super-120b-a12b,
 //   qwen3.5-35b-a3b and qwen3.5-397b-a17b: the models their configs describe, stage by stage;
-// - Megatron's options (--hybrid-override-pattern, --mamba-*, --squared-relu, --linear-*,
-//   --attention-output-gate) describe the model
-//   its model file does, to the byte of ppsim's JSON; ppsim plan ranks a hybrid model's layouts.
+// - Megatron's options (--hybrid-override-pattern or --hybrid-layer-pattern, --mamba-*,
+//   --squared-relu, --linear-*, --attention-output-gate) describe the model its model file does, to
+//   the byte of ppsim's JSON (the model file's hybrid_layer_pattern too, refused where it disagrees
+//   with hybrid_override_pattern); ppsim plan ranks a hybrid model's layouts.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -402,6 +403,13 @@ TEST_CASE("what is not a hybrid model pipescope prices is refused in one line na
         "(Gated DeltaNet), * (attention), - (MLP) and E (experts), one a layer");
   CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-|M*"})")
             .find("give --pipeline-model-parallel-layout") != std::string::npos);
+  CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-M*/*E"})")
+            .find("(MTP layers: give mtp_num_layers; each is attention and the experts)") != std::string::npos);
+  // Megatron's newer name for the pattern is read too; the two must agree.
+  CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_layer_pattern": "M-M*"})") == "accepted");
+  CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-M*", "hybrid_layer_pattern": "M-*M"})") ==
+        "hybrid.json: model fields 'hybrid_override_pattern' (M-M*) and 'hybrid_layer_pattern' (M-*M) are one field "
+        "and disagree");
   CHECK(hybrid_file_refusal(kHybridFile + R"("hybrid_override_pattern": "M-M"})") ==
         "hybrid.json: model field 'hybrid_override_pattern' has 3 layers, 'layers' says 4: one symbol a layer, as "
         "Megatron requires");
@@ -453,15 +461,14 @@ TEST_CASE("what is not a hybrid model pipescope prices is refused in one line na
 TEST_CASE("ppsim takes a hybrid model from Megatron's options as from its model file, and plans it", "[cli][hybrid]") {
   const std::string run =
       " --schedule 1f1b --stages 2 --micro-batches 4 --tensor-parallel 2 --sequence-parallel --json";
-  const ppsim_test::PpsimRun megatron = ppsim_test::run_ppsim(
+  const std::string megatron_args =
       "simulate --num-layers 8 --hidden-size 1024 --num-attention-heads 16 --group-query-attention "
       "--num-query-groups 4 --ffn-hidden-size 4096 --squared-relu --disable-bias-linear "
       "--untie-embeddings-and-output-weights --hidden-dropout 0 --attention-dropout 0 --vocab-size 32000 "
       "--seq-length 2048 --hybrid-override-pattern " +
       ppsim_test::quoted("M-M*M-M-") +
-      " --mamba-num-heads 32 --mamba-head-dim 64 "
-      "--mamba-state-dim 128 --mamba-num-groups 8" +
-      run);
+      " --mamba-num-heads 32 --mamba-head-dim 64 --mamba-state-dim 128 --mamba-num-groups 8";
+  const ppsim_test::PpsimRun megatron = ppsim_test::run_ppsim(megatron_args + run);
   INFO(megatron.err);
   REQUIRE(megatron.status == 0);
   const std::string file = R"('{"name": "megatron-8x1024", "layers": 8, "hidden": 1024, "heads": 16, "kv_heads": 4,
@@ -471,6 +478,9 @@ TEST_CASE("ppsim takes a hybrid model from Megatron's options as from its model 
   INFO(from_file.err);
   REQUIRE(from_file.status == 0);
   CHECK(megatron.out == from_file.out);
+  std::string newer_name = megatron_args;
+  newer_name.replace(newer_name.find("--hybrid-override-pattern"), 25, "--hybrid-layer-pattern");
+  CHECK(ppsim_test::run_ppsim(newer_name + run).out == megatron.out);
   // Qwen3.5's layers: Gated DeltaNets and gated attention, each with its MLP.
   const ppsim_test::PpsimRun delta_nets = ppsim_test::run_ppsim(
       "simulate --num-layers 8 --hidden-size 1024 --num-attention-heads 16 --group-query-attention "
