@@ -7,6 +7,7 @@
 
 #include "pipescope/sim/efficiency.hpp"
 #include "pipescope/sim/mamba_layer.hpp"
+#include "recurrent_block.hpp"
 
 namespace pipescope::sim {
 
@@ -72,70 +73,38 @@ double gated_delta_rule_flops_per_token(const ModelSpec& model) {
   return model.linear_num_value_heads * (c * (3 * k + 2 * v) + 6 * k * v);
 }
 
-LayerTimes gated_delta_net_times(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel) {
+namespace {
+
+// The layer as a recurrent block (recurrent_block.hpp): its widths, its delta rule and what it
+// keeps.
+detail::RecurrentBlock delta_net_block(const ModelSpec& model, const DeviceSpec* device,
+                                       const ParallelConfig& parallel) {
   const DeltaNetShape l(model, parallel);
-  const GemmPrecision precision = l.fp8 ? GemmPrecision::fp8 : GemmPrecision::bf16;
-  LayerTimes out;
-  // The input projection (q, k, v, z, b, a; column-parallel) and the output projection.
-  out.f_s = gemm_time_s({l.tokens, l.in_outputs, l.h}, device, precision) +
-            gemm_time_s({l.tokens, l.h, l.value_width}, device, precision);
-  out.b_s = gemm_time_s({l.tokens, l.h, l.in_outputs}, device, precision) +
-            gemm_time_s({l.tokens, l.value_width, l.h}, device, precision);
-  out.w_s = gemm_time_s({l.h, l.in_outputs, l.tokens}, device, precision) +
-            gemm_time_s({l.value_width, l.h, l.tokens}, device, precision);
-  // Under FP8 the gated norm's output is cast for the output projection, and in the backward
-  // both products' output gradients (read in 16 bits, written in FP8 with the transpose).
-  const double fp8_forward = l.fp8 ? 4.0 * l.tokens * l.value_width : 0.0;
-  const double fp8_backward = l.fp8 ? 4.0 * l.tokens * (l.in_outputs + l.h) : 0.0;
-  const double rule_s = delta_rule_forward_s(model, l, device);
-  const double elementwise = elementwise_forward_bytes(l);
-  out.f_s += rule_s + memory_bound_time_s(elementwise + fp8_forward, device);
-  // The backward recomputes the states and runs each product's gradients: about twice the
-  // forward's work, as the scan's; twice the element-wise bytes.
-  out.b_s += 2.0 * rule_s + memory_bound_time_s(2.0 * elementwise + fp8_backward, device);
-  switch (parallel.recomputation) {
-    case Recomputation::none: break;
-    case Recomputation::selective:
-      if (parallel.recomputes(kRecomputeLayernorm))
-        out.recompute_s = memory_bound_time_s(4.0 * l.tokens * l.h / l.replicated_split, device);
-      break;
-    case Recomputation::full: out.recompute_s = out.f_s; break;
-  }
-  return out;
+  detail::RecurrentBlock block;
+  block.tokens = l.tokens;
+  block.h = l.h;
+  block.replicated_split = l.replicated_split;
+  block.fp8 = l.fp8;
+  block.in_outputs = l.in_outputs;
+  block.out_inputs = l.value_width;
+  if (device != nullptr) block.kernel_forward_s = delta_rule_forward_s(model, l, *device);
+  block.elementwise_forward_bytes = elementwise_forward_bytes(l);
+  // The projection's outputs, the convolution's outputs, q and k normalised, the delta rule's
+  // output, its solved C x C matrices (16-bit) and the decays' fp32 sums.
+  block.kept_bytes = l.tokens * (2 * l.in_outputs + 2 * l.conv_channels + 4 * l.key_width + 2 * l.value_width +
+                                 2 * kChunk * l.value_heads + 4 * l.value_heads);
+  return block;
+}
+
+}  // namespace
+
+LayerTimes gated_delta_net_times(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel) {
+  return detail::recurrent_block_times(delta_net_block(model, &device, parallel), device, parallel);
 }
 
 LayerMemory gated_delta_net_memory(const ModelSpec& model, const ParallelConfig& parallel) {
-  constexpr std::string_view kActivations = "one Gated DeltaNet layer's activations";
-  const DeltaNetShape l(model, parallel);
-  const double fp8_saved = l.fp8 ? 1.0 : 0.0;
-  // The norm's input and output (the projection's; FP8 under FP8), split by T with SP; on the
-  // rank's heads: the projection's outputs, the convolution's outputs, q and k normalised, the
-  // delta rule's output, its solved C x C matrices (16-bit) and the decays' fp32 sums, the gated
-  // norm's output (the output projection's input).
-  const double norm_output = (2 - fp8_saved) * l.tokens * l.h / l.replicated_split;
-  const double replicated = 2.0 * l.tokens * l.h / l.replicated_split + norm_output;
-  const double split = l.tokens * (2 * l.in_outputs + 2 * l.conv_channels + 4 * l.key_width + 2 * l.value_width +
-                                   2 * kChunk * l.value_heads + 4 * l.value_heads + (2 - fp8_saved) * l.value_width);
-  const double without_recomputation = replicated + split;
-  LayerMemory out;
-  out.weight_stash_bytes = memory_figure_bytes(2.0 * l.tokens * (2 * l.h + l.in_outputs + l.value_width),
-                                               "one Gated DeltaNet layer's weight-gradient inputs", model, parallel);
-  switch (parallel.recomputation) {
-    case Recomputation::none:
-      out.held_bytes = memory_figure_bytes(without_recomputation, kActivations, model, parallel);
-      break;
-    case Recomputation::selective: {
-      const double dropped = parallel.recomputes(kRecomputeLayernorm) ? norm_output : 0.0;
-      out.held_bytes = memory_figure_bytes(without_recomputation - dropped, kActivations, model, parallel);
-      out.rebuilt_bytes = memory_figure_bytes(dropped, kActivations, model, parallel);
-      break;
-    }
-    case Recomputation::full:
-      out.held_bytes = memory_figure_bytes(2.0 * l.tokens * l.h / l.replicated_split, kActivations, model, parallel);
-      out.rebuilt_bytes = memory_figure_bytes(without_recomputation, kActivations, model, parallel);
-      break;
-  }
-  return out;
+  return detail::recurrent_block_memory(delta_net_block(model, nullptr, parallel), "Gated DeltaNet layer", model,
+                                        parallel);
 }
 
 std::int64_t gated_delta_net_matrix_parameters_on_rank(const ModelSpec& model, int tensor_parallel) {

@@ -7,6 +7,7 @@
 
 #include "pipescope/sim/efficiency.hpp"
 #include "pipescope/sim/expert_layer.hpp"
+#include "recurrent_block.hpp"
 
 namespace pipescope::sim {
 
@@ -79,73 +80,35 @@ double mamba_scan_flops_per_token(const ModelSpec& model) {
   return 2.0 * q * n * model.mamba_num_groups + model.mamba_heads() * (q * p + 4.0 * n * p);
 }
 
-LayerTimes mamba_layer_times(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel) {
+namespace {
+
+// The layer as a recurrent block (recurrent_block.hpp): its widths, its scan and what it keeps.
+detail::RecurrentBlock mamba_block(const ModelSpec& model, const DeviceSpec* device, const ParallelConfig& parallel) {
   const MambaShape l(model, parallel);
-  const GemmPrecision precision = l.fp8 ? GemmPrecision::fp8 : GemmPrecision::bf16;
-  LayerTimes out;
-  // The input projection (column-parallel) and the output projection (row-parallel).
-  out.f_s = gemm_time_s({l.tokens, l.in_outputs, l.h}, device, precision) +
-            gemm_time_s({l.tokens, l.h, l.inner}, device, precision);
-  out.b_s = gemm_time_s({l.tokens, l.h, l.in_outputs}, device, precision) +
-            gemm_time_s({l.tokens, l.inner, l.h}, device, precision);
-  out.w_s = gemm_time_s({l.h, l.in_outputs, l.tokens}, device, precision) +
-            gemm_time_s({l.inner, l.h, l.tokens}, device, precision);
-  // Under FP8 the gated norm's output is cast for the output projection (read in 16 bits, written
-  // in FP8 with its transpose), and in the backward both products' output gradients.
-  const double fp8_forward = l.fp8 ? 4.0 * l.tokens * l.inner : 0.0;
-  const double fp8_backward = l.fp8 ? 4.0 * l.tokens * (l.in_outputs + l.h) : 0.0;
-  const double scan_s = scan_forward_s(l, device);
-  const double elementwise = elementwise_forward_bytes(l);
-  out.f_s += scan_s + memory_bound_time_s(elementwise + fp8_forward, device);
-  // The scan's backward kernels recompute the chunk states and run each product's two gradients:
-  // about twice the forward's work; the element-wise backward moves about twice the bytes.
-  out.b_s += 2.0 * scan_s + memory_bound_time_s(2.0 * elementwise + fp8_backward, device);
-  switch (parallel.recomputation) {
-    case Recomputation::none: break;
-    case Recomputation::selective:
-      // Of Megatron's modules only the norm's output is a Mamba layer's to drop.
-      if (parallel.recomputes(kRecomputeLayernorm))
-        out.recompute_s = memory_bound_time_s(4.0 * l.tokens * l.h / l.replicated_split, device);
-      break;
-    case Recomputation::full: out.recompute_s = out.f_s; break;
-  }
-  return out;
+  detail::RecurrentBlock block;
+  block.tokens = l.tokens;
+  block.h = l.h;
+  block.replicated_split = l.replicated_split;
+  block.fp8 = l.fp8;
+  block.in_outputs = l.in_outputs;
+  block.out_inputs = l.inner;
+  if (device != nullptr) block.kernel_forward_s = scan_forward_s(l, *device);
+  block.elementwise_forward_bytes = elementwise_forward_bytes(l);
+  // The projection's outputs (z, x, B, C, dt: the convolution's, the gate's and the scan's
+  // inputs), the convolution's outputs (the scan's x, B and C), the scan's output y, and dt's fp32
+  // cumulative sums.
+  block.kept_bytes = l.tokens * (2 * l.in_outputs + 2 * l.conv_channels + 2 * l.inner + 8 * l.heads);
+  return block;
+}
+
+}  // namespace
+
+LayerTimes mamba_layer_times(const ModelSpec& model, const DeviceSpec& device, const ParallelConfig& parallel) {
+  return detail::recurrent_block_times(mamba_block(model, &device, parallel), device, parallel);
 }
 
 LayerMemory mamba_layer_memory(const ModelSpec& model, const ParallelConfig& parallel) {
-  constexpr std::string_view kActivations = "one Mamba layer's activations";
-  const MambaShape l(model, parallel);
-  const double fp8_saved = l.fp8 ? 1.0 : 0.0;
-  // The norm's input and its output (the input projection's; FP8 under FP8), split by T with
-  // sequence parallelism; on the rank's share of the channels: the projection's outputs (z, x, B,
-  // C, dt: the convolution's, the gate's and the scan's inputs), the convolution's outputs (the
-  // scan's x, B and C), the scan's output y, the gated norm's output (the output projection's
-  // input), and dt's fp32 cumulative sums.
-  const double norm_output = (2 - fp8_saved) * l.tokens * l.h / l.replicated_split;
-  const double replicated = 2.0 * l.tokens * l.h / l.replicated_split + norm_output;
-  const double split =
-      l.tokens * (2 * l.in_outputs + 2 * l.conv_channels + 2 * l.inner + (2 - fp8_saved) * l.inner + 8 * l.heads);
-  const double without_recomputation = replicated + split;
-  LayerMemory out;
-  // The two products' inputs and output gradients, for their weight gradients.
-  out.weight_stash_bytes = memory_figure_bytes(2.0 * l.tokens * (2 * l.h + l.in_outputs + l.inner),
-                                               "one Mamba layer's weight-gradient inputs", model, parallel);
-  switch (parallel.recomputation) {
-    case Recomputation::none:
-      out.held_bytes = memory_figure_bytes(without_recomputation, kActivations, model, parallel);
-      break;
-    case Recomputation::selective: {
-      const double dropped = parallel.recomputes(kRecomputeLayernorm) ? norm_output : 0.0;
-      out.held_bytes = memory_figure_bytes(without_recomputation - dropped, kActivations, model, parallel);
-      out.rebuilt_bytes = memory_figure_bytes(dropped, kActivations, model, parallel);
-      break;
-    }
-    case Recomputation::full:
-      out.held_bytes = memory_figure_bytes(2.0 * l.tokens * l.h / l.replicated_split, kActivations, model, parallel);
-      out.rebuilt_bytes = memory_figure_bytes(without_recomputation, kActivations, model, parallel);
-      break;
-  }
-  return out;
+  return detail::recurrent_block_memory(mamba_block(model, nullptr, parallel), "Mamba layer", model, parallel);
 }
 
 MambaContextParallel mamba_context_parallel(const ModelSpec& model, const DeviceSpec& device,
