@@ -333,6 +333,19 @@ void write_routed(json& out, int experts, int top_k, int width) {
   out["moe_ffn_hidden"] = width;
 }
 
+// Qwen2/3-MoE's, Qwen3-Next's and Qwen3.5's experts: num_experts of moe_intermediate_size, and one
+// shared expert of shared_expert_intermediate_size; whether the model has any.
+bool write_qwen_experts(const ConfigReader& r, json& out) {
+  const int experts = r.integer("num_experts").value_or(0);
+  if (experts == 0) return false;
+  write_routed(out, experts, r.required("num_experts_per_tok"), r.required("moe_intermediate_size"));
+  if (const int shared = r.integer("shared_expert_intermediate_size").value_or(0); shared > 0) {
+    out["shared_experts"] = 1;
+    out["shared_expert_ffn_hidden"] = shared;
+  }
+  return true;
+}
+
 void translate_experts(const ConfigReader& r, const Family& f, int layers, json& out) {
   const auto top_k = [&] { return r.required("num_experts_per_tok"); };
   switch (f.experts) {
@@ -353,13 +366,7 @@ void translate_experts(const ConfigReader& r, const Family& f, int layers, json&
       return;
     }
     case Experts::qwen: {
-      const int experts = r.integer("num_experts").value_or(0);
-      if (experts == 0) return;
-      write_routed(out, experts, top_k(), r.required("moe_intermediate_size"));
-      if (const int shared = r.integer("shared_expert_intermediate_size").value_or(0); shared > 0) {
-        out["shared_experts"] = 1;
-        out["shared_expert_ffn_hidden"] = shared;
-      }
+      if (!write_qwen_experts(r, out)) return;
       // transformers' Qwen2/3-MoE: experts where the layer is not in mlp_only_layers and
       // (index + 1) divides by decoder_sparse_step.
       const int step = std::max(1, r.integer("decoder_sparse_step").value_or(1));
@@ -398,17 +405,10 @@ void translate_experts(const ConfigReader& r, const Family& f, int layers, json&
       }
       return;
     }
-    case Experts::qwen_next: {
+    case Experts::qwen_next:
       // Qwen's experts and shared expert; which layers have them, the hybrid pattern says.
-      const int experts = r.integer("num_experts").value_or(0);
-      if (experts == 0) return;
-      write_routed(out, experts, top_k(), r.required("moe_intermediate_size"));
-      if (const int shared = r.integer("shared_expert_intermediate_size").value_or(0); shared > 0) {
-        out["shared_experts"] = 1;
-        out["shared_expert_ffn_hidden"] = shared;
-      }
+      write_qwen_experts(r, out);
       return;
-    }
     case Experts::llama4: {
       const int experts = r.required("num_local_experts");
       if (experts == 0) return;
