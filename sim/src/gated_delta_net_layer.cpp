@@ -19,26 +19,19 @@ constexpr double kChunk = 64;
 // The layer's widths on one tensor-parallel rank: Megatron's GatedDeltaNet splits the key and the
 // value heads (and so every projection's outputs and the convolution's channels) over T.
 struct DeltaNetShape {
-  double tokens = 0;  // the rank's s x b
-  double h = 0;
+  double tokens = 0;                                       // the rank's s x b
   double key_width = 0, value_width = 0, value_heads = 0;  // on the rank
-  double key_head_dim = 0, value_head_dim = 0;
+  double key_head_dim = 0;
   double in_outputs = 0, conv_channels = 0;  // on the rank
-  double replicated_split = 1;               // the norm's input and output: split by T with SP
-  bool fp8 = false;
 
   DeltaNetShape(const ModelSpec& model, const ParallelConfig& parallel)
       : tokens(static_cast<double>(model.seq) * parallel.micro_batch_size),
-        h(model.hidden),
         key_width(static_cast<double>(model.linear_key_width()) / parallel.tensor_parallel),
         value_width(static_cast<double>(model.linear_value_width()) / parallel.tensor_parallel),
         value_heads(static_cast<double>(model.linear_num_value_heads) / parallel.tensor_parallel),
         key_head_dim(model.linear_key_head_dim),
-        value_head_dim(model.linear_value_head_dim),
         in_outputs(static_cast<double>(model.linear_in_projection_outputs()) / parallel.tensor_parallel),
-        conv_channels(static_cast<double>(model.linear_conv_channels()) / parallel.tensor_parallel),
-        replicated_split(parallel.sequence_parallel ? parallel.tensor_parallel : 1),
-        fp8(parallel.fp8 != Fp8Format::none) {}
+        conv_channels(static_cast<double>(model.linear_conv_channels()) / parallel.tensor_parallel) {}
 };
 
 // The delta rule's forward in chunks (Yang et al., "Parallelizing Linear Transformers with the
@@ -58,12 +51,11 @@ double delta_rule_forward_s(const ModelSpec& model, const DeltaNetShape& l, cons
   return flops / chunked_scan_flops_per_s(device) + memory_bound_time_s(bytes, device);
 }
 
-// Element-wise bytes of the forward beside the delta rule: the layer's norm and residual add (half
-// a transformer layer's two), the convolution and its SiLU over q, k and v, q's and k's L2 norms,
-// the decay and beta from a and b, the gated norm (o and z read, its output written).
+// Element-wise bytes of the forward beside the delta rule: the convolution and its SiLU over q, k
+// and v, q's and k's L2 norms, the decay and beta from a and b, the gated norm (o and z read, its
+// output written).
 double elementwise_forward_bytes(const DeltaNetShape& l) {
-  return 10.0 * l.tokens * l.h / l.replicated_split +
-         l.tokens * (4.0 * l.conv_channels + 8.0 * l.key_width + 8.0 * l.value_heads + 6.0 * l.value_width);
+  return l.tokens * (4.0 * l.conv_channels + 8.0 * l.key_width + 8.0 * l.value_heads + 6.0 * l.value_width);
 }
 
 }  // namespace
@@ -80,11 +72,7 @@ namespace {
 detail::RecurrentBlock delta_net_block(const ModelSpec& model, const DeviceSpec* device,
                                        const ParallelConfig& parallel) {
   const DeltaNetShape l(model, parallel);
-  detail::RecurrentBlock block;
-  block.tokens = l.tokens;
-  block.h = l.h;
-  block.replicated_split = l.replicated_split;
-  block.fp8 = l.fp8;
+  detail::RecurrentBlock block(model, parallel);
   block.in_outputs = l.in_outputs;
   block.out_inputs = l.value_width;
   if (device != nullptr) block.kernel_forward_s = delta_rule_forward_s(model, l, *device);

@@ -19,28 +19,20 @@ struct MambaShape {
   // The rank's s x b / C tokens (under context parallelism the convolution and the scan run the
   // whole sequence of a C-th of the heads instead: the same work).
   double tokens = 0;
-  double h = 0;
   double t = 1;
   double inner = 0, heads = 0, groups = 0;   // on the rank
   double in_outputs = 0, conv_channels = 0;  // on the rank
-  double head_dim = 0, state = 0, chunk = 0;
-  double replicated_split = 1;  // the norm's input and output: split by T with sequence parallelism
-  bool fp8 = false;
+  double state = 0;
 
   MambaShape(const ModelSpec& model, const ParallelConfig& parallel)
       : tokens(static_cast<double>(model.seq) * parallel.micro_batch_size / parallel.context_parallel),
-        h(model.hidden),
         t(parallel.tensor_parallel),
         inner(static_cast<double>(model.mamba_inner()) / parallel.tensor_parallel),
         heads(static_cast<double>(model.mamba_heads()) / parallel.tensor_parallel),
         groups(static_cast<double>(model.mamba_num_groups) / parallel.tensor_parallel),
         in_outputs(static_cast<double>(model.mamba_in_projection_outputs()) / parallel.tensor_parallel),
         conv_channels(static_cast<double>(model.mamba_conv_channels()) / parallel.tensor_parallel),
-        head_dim(model.mamba_head_dim),
-        state(model.mamba_state_dim),
-        chunk(model.mamba_chunk_size),
-        replicated_split(parallel.sequence_parallel ? parallel.tensor_parallel : 1),
-        fp8(parallel.fp8 != Fp8Format::none) {}
+        state(model.mamba_state_dim) {}
 };
 
 // The chunked scan's forward (Mamba-2's SSD, Dao and Gu 2024, section 6) at the rate its kernel
@@ -54,20 +46,16 @@ struct MambaShape {
 constexpr double kScanFlopsPerS = 134e12;
 constexpr double kScanMeasuredPeakFlopsPerS = 989e12;  // the H100's dense BF16 peak
 
-double scan_forward_s(const MambaShape& l, const DeviceSpec& device) {
-  const double flops_per_token =
-      2.0 * l.chunk * l.state * l.groups + l.heads * (l.chunk * l.head_dim + 4.0 * l.state * l.head_dim);
+double scan_forward_s(const ModelSpec& model, const MambaShape& l, const DeviceSpec& device) {
+  const double flops_per_token = mamba_scan_flops_per_token(model) / l.t;  // the rank's heads and groups
   const double rate = chunked_scan_flops_per_s(device);
   const double bytes = l.tokens * (2.0 * (l.conv_channels + l.inner + l.heads) + 8.0 * l.heads);
   return l.tokens * flops_per_token / rate + memory_bound_time_s(bytes, device);
 }
 
-// Element-wise bytes of the forward beside the scan: the layer's norm and residual add (half a
-// transformer layer's two), the convolution and its SiLU over x, B and C (read and written), the
-// gated norm (y and z read, its output written).
-double elementwise_forward_bytes(const MambaShape& l) {
-  return 10.0 * l.tokens * l.h / l.replicated_split + l.tokens * (4.0 * l.conv_channels + 6.0 * l.inner);
-}
+// Element-wise bytes of the forward beside the scan: the convolution and its SiLU over x, B and C
+// (read and written), the gated norm (y and z read, its output written).
+double elementwise_forward_bytes(const MambaShape& l) { return l.tokens * (4.0 * l.conv_channels + 6.0 * l.inner); }
 
 }  // namespace
 
@@ -85,14 +73,10 @@ namespace {
 // The layer as a recurrent block (recurrent_block.hpp): its widths, its scan and what it keeps.
 detail::RecurrentBlock mamba_block(const ModelSpec& model, const DeviceSpec* device, const ParallelConfig& parallel) {
   const MambaShape l(model, parallel);
-  detail::RecurrentBlock block;
-  block.tokens = l.tokens;
-  block.h = l.h;
-  block.replicated_split = l.replicated_split;
-  block.fp8 = l.fp8;
+  detail::RecurrentBlock block(model, parallel);
   block.in_outputs = l.in_outputs;
   block.out_inputs = l.inner;
-  if (device != nullptr) block.kernel_forward_s = scan_forward_s(l, *device);
+  if (device != nullptr) block.kernel_forward_s = scan_forward_s(model, l, *device);
   block.elementwise_forward_bytes = elementwise_forward_bytes(l);
   // The projection's outputs (z, x, B, C, dt: the convolution's, the gate's and the scan's
   // inputs), the convolution's outputs (the scan's x, B and C), the scan's output y, and dt's fp32

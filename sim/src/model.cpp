@@ -334,17 +334,22 @@ LatentProjection latent_projection(const ModelSpec& model, const DeviceSpec& dev
   return out;
 }
 
+// A MoE layer's dense part runs its shared experts as its MLP: --recompute-modules names them
+// shared_experts, and its own mlp does not reach them.
+ParallelConfig with_shared_experts_as_mlp(ParallelConfig parallel) {
+  parallel.recompute_modules =
+      static_cast<std::uint8_t>((parallel.recompute_modules & ~kRecomputeMlp) |
+                                ((parallel.recompute_modules & kRecomputeSharedExperts) != 0 ? kRecomputeMlp : 0));
+  return parallel;
+}
+
 // A MoE layer: its dense part (attention, shared experts) as a layer, the router replicated, the
 // routed experts (expert_layer.hpp) added to its times, activations and parameters.
 LayerKindCosts moe_layer_costs(const ModelSpec& model, const DeviceSpec& device, const LayerLinks& links,
                                const ExpertLinks& expert_links, const ParallelConfig& parallel) {
   if (!model.is_moe()) return {};
-  // The dense part's MLP is the shared experts: --recompute-modules names it shared_experts.
-  ParallelConfig dense_part = parallel;
-  dense_part.recompute_modules =
-      static_cast<std::uint8_t>((parallel.recompute_modules & ~kRecomputeMlp) |
-                                ((parallel.recompute_modules & kRecomputeSharedExperts) != 0 ? kRecomputeMlp : 0));
-  LayerKindCosts kind = dense_layer_costs(model.moe_layer_dense_part(), device, links, dense_part);
+  LayerKindCosts kind =
+      dense_layer_costs(model.moe_layer_dense_part(), device, links, with_shared_experts_as_mlp(parallel));
   // Latent experts see the model at their width: their products, the dispatch and the combine.
   const ModelSpec routed = model.in_expert_width();
   ExpertTimes experts = expert_times(routed, device, expert_links, parallel);
@@ -431,10 +436,27 @@ LayerKindCosts attention_block_costs(const LayerKindCosts& attention_and_norms, 
   return kind;
 }
 
+// A recurrent block (Mamba-2, a Gated DeltaNet): its own work, memory and parameters, with the
+// attention block's two tensor-parallel collectives (one all-gather before its input projection,
+// one reduce-scatter after its output projection).
+LayerKindCosts recurrent_block_costs(LayerTimes times, LayerMemory memory, std::int64_t parameters,
+                                     std::int64_t matrix_parameters, const LayerKindCosts& attention,
+                                     const ParallelConfig& parallel) {
+  LayerKindCosts kind;
+  kind.times = times;
+  kind.times.tp_f_s = attention.times.tp_f_s;
+  kind.times.tp_b_s = attention.times.tp_b_s;
+  kind.times.tp_b_hidden_s = attention.times.tp_b_hidden_s;
+  if (parallel.recomputation == Recomputation::full) kind.times.recompute_tp_s = attention.times.recompute_tp_s;
+  kind.memory = memory;
+  kind.parameters = parameters;
+  kind.matrix_parameters = matrix_parameters;
+  return kind;
+}
+
 // A hybrid model's blocks (ModelSpec::hybrid_pattern): attention alone, the MLP alone (a
 // transformer layer's other half), the experts alone (a MoE layer's other half), a Mamba mixer
-// with a transformer block's share of the collectives (one all-gather before its input
-// projection, one reduce-scatter after its output projection).
+// (with context parallelism's all-to-alls) and a Gated DeltaNet as recurrent blocks.
 void set_hybrid_block_costs(std::array<LayerKindCosts, kLayerKinds>& kinds, const ModelSpec& model,
                             const DeviceSpec& device, const LayerLinks& links, const Topology& topology,
                             const ParallelConfig& parallel) {
@@ -450,21 +472,16 @@ void set_hybrid_block_costs(std::array<LayerKindCosts, kLayerKinds>& kinds, cons
       without(dense_layer_costs(dense_model, device, links, parallel), attention);
   if (model.is_moe()) {
     // The experts' block: the MoE layer less its attention (its shared experts stay).
-    ParallelConfig dense_part = parallel;
-    dense_part.recompute_modules =
-        static_cast<std::uint8_t>((parallel.recompute_modules & ~kRecomputeMlp) |
-                                  ((parallel.recompute_modules & kRecomputeSharedExperts) != 0 ? kRecomputeMlp : 0));
     kinds[static_cast<std::size_t>(LayerKind::experts)] =
         without(kinds[static_cast<std::size_t>(LayerKind::moe)],
-                attention_block_costs(dense_layer_costs(attention_only, device, links, dense_part), h));
+                attention_block_costs(
+                    dense_layer_costs(attention_only, device, links, with_shared_experts_as_mlp(parallel)), h));
   }
   // Full recomputation keeps each block's input, as Megatron's hybrid stack checkpoints each of
   // its layers: the MLP and expert blocks keep theirs too, where a transformer layer keeps one.
   if (parallel.recomputation == Recomputation::full)
     for (const LayerKind block : {LayerKind::mlp, LayerKind::experts})
       kinds[static_cast<std::size_t>(block)].memory.held_bytes = attention.memory.held_bytes;
-  LayerKindCosts& mamba = kinds[static_cast<std::size_t>(LayerKind::mamba)];
-  mamba.times = mamba_layer_times(model, device, parallel);
   // Context parallelism's all-to-alls over the C ranks, T apart (TP innermost): on the compute
   // stream, nothing hides them.
   const int members_per_node =
@@ -473,28 +490,19 @@ void set_hybrid_block_costs(std::array<LayerKindCosts, kLayerKinds>& kinds, cons
       model, device, parallel,
       ExpertLinks{topology.intra_node, topology.inter_node, topology.gpus_per_node, device.all_to_all},
       members_per_node);
-  mamba.times.cp_f_s = exchange.forward_s;
-  mamba.times.cp_b_s = exchange.backward_s;
-  mamba.times.f_s += exchange.forward_s;
-  mamba.times.b_s += exchange.backward_s;
-  if (parallel.recomputation == Recomputation::full) mamba.times.recompute_s += exchange.forward_s;
-  // A Gated DeltaNet: its own work, the attention block's two collectives.
-  LayerKindCosts& delta_net = kinds[static_cast<std::size_t>(LayerKind::linear_attention)];
-  delta_net.times = gated_delta_net_times(model, device, parallel);
-  delta_net.times.tp_f_s = attention.times.tp_f_s;
-  delta_net.times.tp_b_s = attention.times.tp_b_s;
-  delta_net.times.tp_b_hidden_s = attention.times.tp_b_hidden_s;
-  if (parallel.recomputation == Recomputation::full) delta_net.times.recompute_tp_s = attention.times.recompute_tp_s;
-  delta_net.memory = gated_delta_net_memory(model, parallel);
-  delta_net.parameters = gated_delta_net_parameters_on_rank(model, parallel.tensor_parallel);
-  delta_net.matrix_parameters = gated_delta_net_matrix_parameters_on_rank(model, parallel.tensor_parallel);
-  mamba.times.tp_f_s = attention.times.tp_f_s;
-  mamba.times.tp_b_s = attention.times.tp_b_s;
-  mamba.times.tp_b_hidden_s = attention.times.tp_b_hidden_s;
-  if (parallel.recomputation == Recomputation::full) mamba.times.recompute_tp_s = attention.times.recompute_tp_s;
-  mamba.memory = mamba_layer_memory(model, parallel);
-  mamba.parameters = mamba_layer_parameters_on_rank(model, parallel.tensor_parallel);
-  mamba.matrix_parameters = mamba_layer_matrix_parameters_on_rank(model, parallel.tensor_parallel);
+  LayerTimes mamba_times = mamba_layer_times(model, device, parallel);
+  mamba_times.cp_f_s = exchange.forward_s;
+  mamba_times.cp_b_s = exchange.backward_s;
+  mamba_times.f_s += exchange.forward_s;
+  mamba_times.b_s += exchange.backward_s;
+  if (parallel.recomputation == Recomputation::full) mamba_times.recompute_s += exchange.forward_s;
+  kinds[static_cast<std::size_t>(LayerKind::mamba)] = recurrent_block_costs(
+      mamba_times, mamba_layer_memory(model, parallel), mamba_layer_parameters_on_rank(model, parallel.tensor_parallel),
+      mamba_layer_matrix_parameters_on_rank(model, parallel.tensor_parallel), attention, parallel);
+  kinds[static_cast<std::size_t>(LayerKind::linear_attention)] = recurrent_block_costs(
+      gated_delta_net_times(model, device, parallel), gated_delta_net_memory(model, parallel),
+      gated_delta_net_parameters_on_rank(model, parallel.tensor_parallel),
+      gated_delta_net_matrix_parameters_on_rank(model, parallel.tensor_parallel), attention, parallel);
 }
 
 // What every stage of one configuration shares: its layers by kind and their costs, the head's,

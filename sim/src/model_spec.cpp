@@ -278,47 +278,45 @@ std::int64_t ModelSpec::embedding_parameters() const { return static_cast<std::i
 
 namespace {
 
+// One MoE layer's parameters with `experts` routed experts counted: its dense part (attention, the
+// shared experts), the router, the latent projections, the experts.
+std::int64_t moe_layer_parameters(const ModelSpec& m, int experts) {
+  return m.moe_layer_dense_part().layer_parameters() + m.router_parameters() + m.latent_projection_parameters() +
+         std::int64_t{experts} * m.expert_parameters();
+}
+
 // A hybrid model's layers, each one block behind its norm: attention's and the MLP's halves of a
-// transformer layer (each with one of its two norms), the experts beside the router, a Mamba mixer.
+// transformer layer (each with one of its two norms), the experts beside the router (a MoE layer
+// less its attention block), a Mamba mixer, a Gated DeltaNet.
 std::int64_t hybrid_layer_parameters(const ModelSpec& m, int experts_per_moe_layer) {
-  const ModelSpec attention = m.moe_layer_dense_part();
-  ModelSpec attention_only = attention;
+  ModelSpec attention_only = m.moe_layer_dense_part();
   attention_only.without_mlp = true;
   const std::int64_t attention_layer = attention_only.layer_parameters() - 2 * static_cast<std::int64_t>(m.hidden);
   ModelSpec dense = m;
   dense.num_experts = 0;
   const std::int64_t mlp_layer = dense.layer_parameters() - attention_layer;
-  const std::int64_t experts_layer = attention.layer_parameters() - attention_layer + m.router_parameters() +
-                                     m.latent_projection_parameters() +
-                                     std::int64_t{experts_per_moe_layer} * m.expert_parameters();
+  const std::int64_t experts_layer = m.is_moe() ? moe_layer_parameters(m, experts_per_moe_layer) - attention_layer : 0;
   return m.layers_of(LayerKind::mamba) * m.mamba_parameters() +
          m.layers_of(LayerKind::linear_attention) * m.linear_attention_parameters() +
          m.layers_of(LayerKind::attention) * attention_layer + m.layers_of(LayerKind::mlp) * mlp_layer +
-         (m.is_moe() ? m.layers_of(LayerKind::experts) * experts_layer : 0);
+         m.layers_of(LayerKind::experts) * experts_layer;
 }
 
 // Every layer's parameters with `experts_per_moe_layer` routed experts counted in each MoE layer.
+// An MTP layer is a transformer layer (a hybrid model's too) of the decoder's last layer's kind.
 std::int64_t parameters_with_experts(const ModelSpec& m, int experts_per_moe_layer) {
-  if (m.is_hybrid()) {
-    // A hybrid model's MTP layers are transformer layers: attention and the experts (or an MLP).
-    const std::int64_t mtp_layer =
-        (m.is_moe() ? m.moe_layer_dense_part().layer_parameters() + m.router_parameters() +
-                          m.latent_projection_parameters() + experts_per_moe_layer * m.expert_parameters()
-                    : m.layer_parameters()) +
-        m.mtp_projection_parameters();
-    return hybrid_layer_parameters(m, experts_per_moe_layer) + m.mtp_num_layers * mtp_layer +
-           m.embedding_parameters() * (m.tied_embeddings ? 1 : 2) + 2 * static_cast<std::int64_t>(m.hidden);
-  }
-  const std::int64_t moe = m.moe_layers();
-  const std::int64_t dense = m.layers - moe;
-  const std::int64_t moe_layer = m.is_moe() ? m.moe_layer_dense_part().layer_parameters() + m.router_parameters() +
-                                                  m.latent_projection_parameters() +
-                                                  experts_per_moe_layer * m.expert_parameters()
-                                            : 0;
+  const std::int64_t moe_layer = m.is_moe() ? moe_layer_parameters(m, experts_per_moe_layer) : 0;
   const std::int64_t mtp_layer =
       (m.mtp_layer_is_moe() ? moe_layer : m.layer_parameters()) + m.mtp_projection_parameters();
-  return dense * m.layer_parameters() + moe * moe_layer + m.mtp_num_layers * mtp_layer +
-         m.embedding_parameters() * (m.tied_embeddings ? 1 : 2) + 2 * static_cast<std::int64_t>(m.hidden);
+  std::int64_t decoder = 0;
+  if (m.is_hybrid()) {
+    decoder = hybrid_layer_parameters(m, experts_per_moe_layer);
+  } else {
+    const std::int64_t moe = m.moe_layers();
+    decoder = (m.layers - moe) * m.layer_parameters() + moe * moe_layer;
+  }
+  return decoder + m.mtp_num_layers * mtp_layer + m.embedding_parameters() * (m.tied_embeddings ? 1 : 2) +
+         2 * static_cast<std::int64_t>(m.hidden);
 }
 
 }  // namespace

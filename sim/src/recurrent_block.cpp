@@ -19,8 +19,9 @@ LayerTimes recurrent_block_times(const RecurrentBlock& block, const DeviceSpec& 
             gemm_time_s({l.out_inputs, l.h, l.tokens}, device, precision);
   const double fp8_forward = l.fp8 ? 4.0 * l.tokens * l.out_inputs : 0.0;
   const double fp8_backward = l.fp8 ? 4.0 * l.tokens * (l.in_outputs + l.h) : 0.0;
-  out.f_s += l.kernel_forward_s + memory_bound_time_s(l.elementwise_forward_bytes + fp8_forward, device);
-  out.b_s += 2.0 * l.kernel_forward_s + memory_bound_time_s(2.0 * l.elementwise_forward_bytes + fp8_backward, device);
+  const double elementwise = 10.0 * l.tokens * l.h / l.replicated_split + l.elementwise_forward_bytes;
+  out.f_s += l.kernel_forward_s + memory_bound_time_s(elementwise + fp8_forward, device);
+  out.b_s += 2.0 * l.kernel_forward_s + memory_bound_time_s(2.0 * elementwise + fp8_backward, device);
   switch (parallel.recomputation) {
     case Recomputation::none: break;
     case Recomputation::selective:
