@@ -18,8 +18,13 @@
 //   size, chunks and a window on every layer at once, and context parallelism with chunks;
 // - context parallelism's exchange: an unknown one in ppsim plan's --cp-comm-types, both
 //   --cp-comm-types and --cp-comm-type, --hierarchical-context-parallel-sizes without a2a+p2p,
-//   with one size or a product that is not C, a2a+p2p without sizes; --make-vocab-size-divisible-by 0.
+//   with one size or a product that is not C, a2a+p2p without sizes; --make-vocab-size-divisible-by 0;
+// - a hybrid model: a pattern of another length than the layers (no --trace file written), a symbol
+//   outside M G * - E, Mamba widths past the parameter bound; context and tensor parallelism that
+//   do not split Mamba's heads, naming the option.
 #include <catch2/catch.hpp>
+
+#include <filesystem>
 
 #include "hostile_files.hpp"
 #include "reliability_support.hpp"
@@ -289,4 +294,37 @@ TEST_CASE(
               "--micro-batches 8",
               20),
       {"--num-layers: Megatron's model options also need --seq-length"});
+}
+
+TEST_CASE("a hybrid model that does not describe its layers is refused through ppsim, naming the field",
+          "[reliability][models]") {
+  const auto dir = case_dir("models-hybrid");
+  const std::string layers24 = std::string(", \"flash_attention\": true, \"hybrid_override_pattern\": \"") + [] {
+    std::string p;
+    for (int i = 0; i < 12; ++i) p += "M-";
+    return p;
+  }() + "\"";
+  // A pattern of another length than the layers, a symbol outside M G * - E.
+  write_text(dir / "m.json", model_file_with(", \"hybrid_override_pattern\": \"M-M*\""));
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun + " --trace t.json", 20),
+                      {"m.json: model field 'hybrid_override_pattern' has 4 layers, 'layers' says 24"});
+  CHECK(!std::filesystem::exists(dir / "t.json"));
+  write_text(dir / "m.json",
+             model_file_with(", \"hybrid_override_pattern\": \"M-X*M-M-M-M-M-M-M-M-M-M-M-M-M-M-M-M-M-M-M-M-M-\""));
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20),
+                      {"m.json: model field 'hybrid_override_pattern' has 'X' at position 3"});
+  // Mamba widths beyond every model: refused by the parameter bound, not wrapped.
+  write_text(dir / "m.json",
+             model_file_with(layers24 + ", \"mamba_num_heads\": 268435456, \"mamba_head_dim\": 268435456, "
+                                        "\"mamba_num_groups\": 1"));
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun, 20), {"beyond the limit of 2^50"});
+  // The run simulates; tensor and context parallelism that do not split Mamba's heads are refused
+  // naming the option.
+  write_text(dir / "m.json", model_file_with(layers24));
+  const CliRun hybrid = run_cli(PPSIM_PATH, dir, kModelFileRun, 20);
+  INFO(hybrid.err);
+  CHECK(hybrid.status == 0);
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun + " --context-parallel 128 --seq-length 4096", 20),
+                      {"--context-parallel 128: does not divide the 64 Mamba heads"});
+  check_model_refused(run_cli(PPSIM_PATH, dir, kModelFileRun + " --tensor-parallel 16", 20), {"--tensor-parallel 16"});
 }
